@@ -1,0 +1,229 @@
+//! The CPU device: host memory, a buffer pool for large outputs, and the
+//! strided copies every CPU kernel shares.
+
+use super::{Backend, sealed};
+use crate::element::{DType, Element};
+use crate::error::Result;
+use crate::shape::{Layout, for_each_block};
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// The host CPU. Its tensors live in ordinary memory.
+///
+/// ```
+/// use devtensor::{Cpu, Tensor};
+/// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
+/// assert_eq!((&x + &x).to_vec(), vec![2.0, 4.0]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Cpu;
+
+impl sealed::Sealed for Cpu {}
+
+/// Element storage of a CPU tensor. Large buffers go back to a pool when
+/// dropped, so a training loop stops paying a page fault per 4 KiB of fresh
+/// output after its first step.
+#[derive(Debug)]
+pub struct CpuStorage<E: Element> {
+    data: Vec<E>,
+}
+
+impl<E: Element> CpuStorage<E> {
+    /// Wraps host data.
+    pub(crate) fn from_vec(data: Vec<E>) -> Self {
+        CpuStorage { data }
+    }
+
+    /// The elements.
+    pub fn as_slice(&self) -> &[E] {
+        &self.data
+    }
+
+    /// The elements, for kernels that write in place.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [E] {
+        &mut self.data
+    }
+}
+
+impl<E: Element> Clone for CpuStorage<E> {
+    fn clone(&self) -> Self {
+        let mut out = output_buffer(self.data.len());
+        out.copy_from_slice(&self.data);
+        CpuStorage { data: out }
+    }
+}
+
+impl<E: Element> Drop for CpuStorage<E> {
+    fn drop(&mut self) {
+        if self.data.len() * size_of::<E>() >= POOL_MIN_BYTES {
+            pool_for::<E>().give(std::mem::take(&mut self.data));
+        }
+    }
+}
+
+/// Buffers smaller than this come from the allocator directly: malloc is
+/// fast for them, and only large (mmap-backed) buffers fault page by page.
+const POOL_MIN_BYTES: usize = 256 * 1024;
+/// Most bytes the pool keeps per element type before it frees the oldest buffer.
+const POOL_MAX_BYTES: usize = 1 << 30;
+
+/// Recycled buffers of one element type.
+struct BufferPool<E> {
+    buffers: Mutex<Vec<Vec<E>>>,
+}
+
+impl<E: Element> BufferPool<E> {
+    const fn new() -> Self {
+        BufferPool { buffers: Mutex::new(Vec::new()) }
+    }
+
+    /// A buffer of exactly `len` initialised (stale) elements, if one of a
+    /// close size is pooled.
+    fn take(&self, len: usize) -> Option<Vec<E>> {
+        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        // Accept up to twice the size: more would waste memory.
+        let pos = buffers.iter().position(|b| b.len() >= len && b.len() <= 2 * len)?;
+        let mut buf = buffers.swap_remove(pos);
+        buf.truncate(len);
+        Some(buf)
+    }
+
+    fn give(&self, buf: Vec<E>) {
+        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        buffers.push(buf);
+        let mut total: usize = buffers.iter().map(|b| b.len() * size_of::<E>()).sum();
+        while total > POOL_MAX_BYTES {
+            let oldest = buffers.remove(0);
+            total -= oldest.len() * size_of::<E>();
+        }
+    }
+}
+
+static POOL_F32: BufferPool<f32> = BufferPool::new();
+static POOL_F64: BufferPool<f64> = BufferPool::new();
+static POOL_I64: BufferPool<i64> = BufferPool::new();
+static POOL_U8: BufferPool<u8> = BufferPool::new();
+
+/// The pool of `E`'s buffers.
+fn pool_for<E: Element>() -> &'static BufferPool<E> {
+    let pool: &'static dyn std::any::Any = match E::DTYPE {
+        DType::F32 => &POOL_F32,
+        DType::F64 => &POOL_F64,
+        DType::I64 => &POOL_I64,
+        DType::U8 => &POOL_U8,
+    };
+    pool.downcast_ref().expect("DTYPE names the element's own type")
+}
+
+/// A buffer of `len` elements for a kernel to overwrite completely. Its
+/// contents are unspecified (stale values from a recycled buffer, or zeros).
+pub(crate) fn output_buffer<E: Element>(len: usize) -> Vec<E> {
+    if len * size_of::<E>() >= POOL_MIN_BYTES {
+        if let Some(buf) = pool_for::<E>().take(len) {
+            return buf;
+        }
+    }
+    vec![E::ZERO; len]
+}
+
+/// Output sizes from which elementwise kernels split work across threads;
+/// below it, thread hand-off costs more than it saves.
+pub(crate) const PARALLEL_MIN_ELEMS: usize = 1 << 16;
+/// Elements per parallel work item: large enough to amortise scheduling,
+/// small enough to balance two to a few dozen cores.
+pub(crate) const PARALLEL_CHUNK: usize = 1 << 15;
+
+/// Gathers the elements `layout` selects into a new row-major vector,
+/// applying `f`; dense inputs run as one vectorisable loop, split across
+/// threads when large.
+pub(crate) fn map_strided<E: Element, T: Element>(
+    src: &[E],
+    layout: &Layout,
+    f: impl Fn(E) -> T + Send + Sync,
+) -> Vec<T> {
+    let mut out = output_buffer(layout.elem_count());
+    if let Some(range) = layout.contiguous_range() {
+        let src = &src[range];
+        let run = |out: &mut [T], src: &[E]| {
+            for (o, &x) in out.iter_mut().zip(src) {
+                *o = f(x);
+            }
+        };
+        if out.len() >= PARALLEL_MIN_ELEMS {
+            out.par_chunks_mut(PARALLEL_CHUNK).zip(src.par_chunks(PARALLEL_CHUNK)).for_each(|(o, s)| run(o, s));
+        } else {
+            run(&mut out, src);
+        }
+        return out;
+    }
+    let mut next = 0;
+    for_each_block(layout.dims(), [layout.strides()], [layout.offset()], |[base], len, [stride]| {
+        let out = &mut out[next..next + len];
+        if stride == 1 {
+            for (o, &x) in out.iter_mut().zip(&src[base..base + len]) {
+                *o = f(x);
+            }
+        } else {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = f(src[base + i * stride]);
+            }
+        }
+        next += len;
+    });
+    out
+}
+
+impl Backend for Cpu {
+    type Storage<E: Element> = CpuStorage<E>;
+
+    fn name() -> String {
+        "Cpu".into()
+    }
+
+    fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<CpuStorage<E>> {
+        Ok(CpuStorage::from_vec(data))
+    }
+
+    fn storage_full<E: Element>(len: usize, value: E) -> Result<CpuStorage<E>> {
+        let mut data = output_buffer(len);
+        data.fill(value);
+        Ok(CpuStorage::from_vec(data))
+    }
+
+    fn storage_to_vec<E: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<Vec<E>> {
+        match layout.contiguous_range() {
+            // A plain `to_vec`, not a pooled buffer: the caller keeps it.
+            Some(range) => Ok(storage.data[range].to_vec()),
+            None => Ok(map_strided(&storage.data, layout, |x| x)),
+        }
+    }
+
+    fn storage_len<E: Element>(storage: &CpuStorage<E>) -> usize {
+        storage.data.len()
+    }
+
+    fn copy_strided<E: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<E>> {
+        Ok(CpuStorage::from_vec(map_strided(&storage.data, layout, |x| x)))
+    }
+
+    fn cast<E: Element, T: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<T>> {
+        Ok(CpuStorage::from_vec(map_strided(&storage.data, layout, |x| x.cast::<T>())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_recycles_large_buffers() {
+        let len = POOL_MIN_BYTES / 8 + 3;
+        let storage = CpuStorage::from_vec(vec![1.5f64; len]);
+        drop(storage);
+        // Another test may race for the buffer; only its contents are checked.
+        if let Some(buf) = pool_for::<f64>().take(len) {
+            assert_eq!(buf.len(), len);
+        }
+        assert!(pool_for::<f64>().take(usize::MAX / 16).is_none());
+    }
+}

@@ -1,0 +1,134 @@
+//! Devices as types.
+//!
+//! A tensor's device is a type parameter: [`Cpu`], [`Cuda<0>`](Cuda),
+//! [`Cuda<1>`](Cuda), ... Device markers are zero-sized; an operation that
+//! receives tensors of two devices is rejected at compile time through
+//! [`SameDevice`], and data only moves when the program says
+//! [`Tensor::to`](crate::Tensor::to).
+//!
+//! Each device implements [`Backend`] (storage, transfers, copies) and one
+//! kernel trait per op family (see [`crate::ops`]); [`Device`] gathers them,
+//! so generic code needs a single bound: `fn f<D: Device>(x: &Tensor<D>)`.
+
+pub mod cpu;
+pub mod cuda;
+
+pub use cpu::Cpu;
+pub use cuda::Cuda;
+
+use crate::element::Element;
+use crate::error::Result;
+use crate::ops::{
+    binary::BinaryKernel, compare::CompareKernel, index::IndexKernel, matmul::MatmulKernel,
+    reduce::ReduceKernel, unary::UnaryKernel,
+};
+use crate::shape::Layout;
+use std::fmt::Debug;
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+}
+
+/// Storage, allocation and copies: what every device provides beneath the
+/// op families. Sealed; implemented by [`Cpu`] and [`Cuda<N>`](Cuda) only.
+pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'static {
+    /// Where a tensor's elements live on this device.
+    type Storage<E: Element>: Send + Sync + 'static;
+
+    /// The device as written in a program: `"Cpu"`, `"Cuda<0>"`.
+    fn name() -> String;
+
+    /// Moves host data onto the device.
+    fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<Self::Storage<E>>;
+
+    /// A storage of `len` elements, all equal to `value`.
+    fn storage_full<E: Element>(len: usize, value: E) -> Result<Self::Storage<E>>;
+
+    /// Copies the elements `layout` selects back to the host, in row-major order.
+    fn storage_to_vec<E: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Vec<E>>;
+
+    /// Number of elements in a storage.
+    fn storage_len<E: Element>(storage: &Self::Storage<E>) -> usize;
+
+    /// A new contiguous storage holding the elements `layout` selects.
+    fn copy_strided<E: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Self::Storage<E>>;
+
+    /// The elements `layout` selects, converted to `T` with `as` semantics.
+    fn cast<E: Element, T: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Self::Storage<T>>;
+}
+
+/// A device a tensor can live on. Sealed: [`Cpu`] and [`Cuda<N>`](Cuda).
+///
+/// Write device-generic code against this one bound:
+/// ```
+/// use devtensor::{Cpu, Device, Tensor};
+/// fn affine<D: Device>(x: &Tensor<D>, w: &Tensor<D>, b: &Tensor<D>) -> Tensor<D> {
+///     x.matmul(w) + b
+/// }
+/// let x = Tensor::<Cpu>::ones([2, 3]);
+/// let y = affine(&x, &Tensor::ones([3, 4]), &Tensor::zeros([4]));
+/// assert_eq!(y.to_vec(), vec![3.0; 8]);
+/// ```
+pub trait Device:
+    Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel
+{
+}
+
+impl<T> Device for T where
+    T: Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel
+{
+}
+
+/// Proof that two devices are the same one, required by every operation that
+/// takes more than one tensor.
+///
+/// Only `D: SameDevice<D>` holds, so mixing devices is a compile error that
+/// reads like PyTorch's run-time one, with the fix in the note:
+/// ```compile_fail
+/// use devtensor::{Cpu, Cuda, Tensor};
+/// fn mix(a: Tensor<Cpu>, b: Tensor<Cuda<0>>) -> Tensor<Cpu> {
+///     a + b // error: expected all tensors to be on the same device, but found `Cpu` and `Cuda<0>`
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "expected all tensors to be on the same device, but found `{Self}` and `{Other}`",
+    label = "a `{Self}` tensor meets a `{Other}` tensor here",
+    note = "devtensor never moves data behind your back: move one side first, \
+            with `.to::<{Self}>()` on the `{Other}` tensor or `.to::<{Other}>()` on the `{Self}` tensor"
+)]
+pub trait SameDevice<Other>: sealed::Sealed {}
+
+impl<D: Device> SameDevice<D> for D {}
+
+/// Two never-constructed devices. Their impl below is the only one pairing
+/// different types; without it rustc would unify the two devices of every
+/// `SameDevice` bound and report a bare `mismatched types` instead of the
+/// message above.
+#[allow(dead_code)] // Never constructed, by design.
+mod never {
+    pub enum Left {}
+    pub enum Right {}
+    impl super::sealed::Sealed for Left {}
+    #[diagnostic::do_not_recommend]
+    impl super::SameDevice<Right> for Left {}
+}
+
+/// Reinterprets a tensor of device `D2` as one of `D1` once `D1: SameDevice<D2>`
+/// has proved them equal. The check is a `TypeId` comparison the optimiser folds.
+pub(crate) fn same_device<D1: Device, D2: Device, E: Element>(
+    tensor: &crate::Tensor<D2, E>,
+) -> &crate::Tensor<D1, E> {
+    let any: &dyn std::any::Any = tensor;
+    any.downcast_ref().expect("SameDevice<D2> is only implemented for D2 itself")
+}
+
+/// Owned form of [`same_device`].
+pub(crate) fn same_device_owned<D1: Device, D2: Device, E: Element>(
+    tensor: crate::Tensor<D2, E>,
+) -> crate::Tensor<D1, E> {
+    let mut slot = Some(tensor);
+    let any: &mut dyn std::any::Any = &mut slot;
+    let slot: &mut Option<crate::Tensor<D1, E>> =
+        any.downcast_mut().expect("SameDevice<D2> is only implemented for D2 itself");
+    slot.take().expect("the slot was filled just above")
+}

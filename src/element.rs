@@ -1,0 +1,261 @@
+//! Element types a tensor can hold.
+//!
+//! [`Element`] is sealed: `f32`, `f64`, `i64` (labels and indices) and `u8`
+//! (masks, as produced by comparisons). [`FloatElement`] narrows to `f32` and
+//! `f64` for operations that only make sense on real numbers (`exp`, `softmax`).
+
+use std::fmt::{Debug, Display};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The run-time tag of an element type, for messages and kernel selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit float, the default.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// 64-bit signed integer, PyTorch's `long`: class labels and indices.
+    I64,
+    /// 8-bit unsigned integer: boolean masks (0 or 1) and bytes.
+    U8,
+}
+
+impl DType {
+    /// The Rust name of the type, as written in a program (`"f32"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+        }
+    }
+
+    /// Size of one element in bytes.
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F64 => 8,
+            DType::I64 => 8,
+            DType::U8 => 1,
+        }
+    }
+}
+
+/// A type a tensor can hold. Sealed: implemented for `f32`, `f64`, `i64`, `u8`.
+///
+/// Integer arithmetic wraps on overflow, as in PyTorch; integer division by
+/// zero is an [`Error`](crate::Error), not a panic.
+pub trait Element:
+    sealed::Sealed
+    + Copy
+    + Default
+    + PartialEq
+    + PartialOrd
+    + Debug
+    + Display
+    + Send
+    + Sync
+    + 'static
+{
+    /// The run-time tag of this type.
+    const DTYPE: DType;
+    /// Additive identity.
+    const ZERO: Self;
+    /// Multiplicative identity.
+    const ONE: Self;
+    /// The smallest value (`-inf` for floats), identity of `max`.
+    const MIN: Self;
+    /// The largest value (`+inf` for floats), identity of `min`.
+    const MAX: Self;
+    /// Whether this is `f32` or `f64`.
+    const IS_FLOAT: bool;
+
+    /// `a + b`, wrapping for integers.
+    fn add(self, rhs: Self) -> Self;
+    /// `a - b`, wrapping for integers.
+    fn sub(self, rhs: Self) -> Self;
+    /// `a * b`, wrapping for integers.
+    fn mul(self, rhs: Self) -> Self;
+    /// `a / b`; `None` only for an integer division by zero.
+    fn div(self, rhs: Self) -> Option<Self>;
+    /// The larger of two values; NaN wins, as in `torch.maximum`.
+    fn max(self, rhs: Self) -> Self;
+    /// The smaller of two values; NaN wins, as in `torch.minimum`.
+    fn min(self, rhs: Self) -> Self;
+    /// Whether the value is NaN (always false for integers).
+    fn is_nan(self) -> bool;
+
+    /// `self as T`, with Rust's `as` semantics (floats to integers saturate).
+    fn cast<T: Element>(self) -> T;
+    /// `v as Self`.
+    fn from_f32(v: f32) -> Self;
+    /// `v as Self`.
+    fn from_f64(v: f64) -> Self;
+    /// `v as Self`.
+    fn from_i64(v: i64) -> Self;
+    /// `v as Self`.
+    fn from_u8(v: u8) -> Self;
+    /// `self as f64`, for printing and statistics.
+    fn to_f64(self) -> f64;
+}
+
+/// `f32` or `f64`: the element types of operations on real numbers.
+pub trait FloatElement: Element + num_traits::Float {}
+
+macro_rules! from_as {
+    ($t:ty) => {
+        fn from_f32(v: f32) -> Self {
+            v as $t
+        }
+        fn from_f64(v: f64) -> Self {
+            v as $t
+        }
+        fn from_i64(v: i64) -> Self {
+            v as $t
+        }
+        fn from_u8(v: u8) -> Self {
+            v as $t
+        }
+        fn to_f64(self) -> f64 {
+            self as f64
+        }
+    };
+}
+
+macro_rules! cast_via {
+    ($from:ident) => {
+        fn cast<T: Element>(self) -> T {
+            T::$from(self)
+        }
+    };
+}
+
+macro_rules! float_element {
+    ($t:ident, $dtype:ident, $from:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = DType::$dtype;
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            const MIN: Self = $t::NEG_INFINITY;
+            const MAX: Self = $t::INFINITY;
+            const IS_FLOAT: bool = true;
+            #[inline(always)]
+            fn add(self, rhs: Self) -> Self {
+                self + rhs
+            }
+            #[inline(always)]
+            fn sub(self, rhs: Self) -> Self {
+                self - rhs
+            }
+            #[inline(always)]
+            fn mul(self, rhs: Self) -> Self {
+                self * rhs
+            }
+            #[inline(always)]
+            fn div(self, rhs: Self) -> Option<Self> {
+                Some(self / rhs)
+            }
+            #[inline(always)]
+            fn max(self, rhs: Self) -> Self {
+                if self.is_nan() || self > rhs { self } else { rhs }
+            }
+            #[inline(always)]
+            fn min(self, rhs: Self) -> Self {
+                if self.is_nan() || self < rhs { self } else { rhs }
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+            cast_via!($from);
+            from_as!($t);
+        }
+        impl FloatElement for $t {}
+    };
+}
+
+macro_rules! int_element {
+    ($t:ident, $dtype:ident, $from:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = DType::$dtype;
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            const MIN: Self = $t::MIN;
+            const MAX: Self = $t::MAX;
+            const IS_FLOAT: bool = false;
+            #[inline(always)]
+            fn add(self, rhs: Self) -> Self {
+                self.wrapping_add(rhs)
+            }
+            #[inline(always)]
+            fn sub(self, rhs: Self) -> Self {
+                self.wrapping_sub(rhs)
+            }
+            #[inline(always)]
+            fn mul(self, rhs: Self) -> Self {
+                self.wrapping_mul(rhs)
+            }
+            #[inline(always)]
+            fn div(self, rhs: Self) -> Option<Self> {
+                // Rounds toward zero like Rust (PyTorch's `//` floors; `/` on
+                // integer tensors is this truncating division).
+                if rhs == 0 { None } else { Some(self.wrapping_div(rhs)) }
+            }
+            #[inline(always)]
+            fn max(self, rhs: Self) -> Self {
+                Ord::max(self, rhs)
+            }
+            #[inline(always)]
+            fn min(self, rhs: Self) -> Self {
+                Ord::min(self, rhs)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                false
+            }
+            cast_via!($from);
+            from_as!($t);
+        }
+    };
+}
+
+float_element!(f32, F32, from_f32);
+float_element!(f64, F64, from_f64);
+int_element!(i64, I64, from_i64);
+int_element!(u8, U8, from_u8);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn casts_follow_as_semantics() {
+        assert_eq!(2.7f32.cast::<i64>(), 2);
+        assert_eq!((-1.5f64).cast::<u8>(), 0);
+        assert_eq!(300i64.cast::<u8>(), 44);
+        assert_eq!(7u8.cast::<f64>(), 7.0);
+        assert_eq!(i64::MAX.cast::<i64>(), i64::MAX);
+    }
+
+    #[test]
+    fn integer_arithmetic_wraps_and_division_by_zero_is_none() {
+        assert_eq!(Element::add(250u8, 10), 4);
+        assert_eq!(Element::div(7i64, 0), None);
+        assert_eq!(Element::div(-7i64, 2), Some(-3));
+        assert_eq!(Element::div(i64::MIN, -1), Some(i64::MIN));
+    }
+
+    #[test]
+    fn float_max_min_propagate_nan() {
+        assert!(Element::max(f32::NAN, 1.0).is_nan());
+        assert!(Element::max(1.0, f32::NAN).is_nan());
+        assert!(Element::min(f64::NAN, 1.0).is_nan());
+        assert!(Element::min(1.0, f64::NAN).is_nan());
+    }
+}

@@ -1,0 +1,153 @@
+//! The one error type of the library.
+//!
+//! Every fallible operation has a `try_*` form returning [`Result`]; the plain
+//! form panics with exactly the text of the [`Error`]'s `Display`.
+
+use crate::shape::Shape;
+use std::fmt;
+
+/// `Result` with [`Error`] as its error type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What went wrong, with the operation, the shapes and the device named.
+///
+/// ```
+/// use devtensor::{Cpu, Error, Tensor};
+/// let a = Tensor::<Cpu>::zeros([2, 3]);
+/// let b = Tensor::<Cpu>::zeros([4, 5]);
+/// let err = a.try_matmul(&b).unwrap_err();
+/// assert!(matches!(err, Error::Shape { op: "matmul", .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "matmul on Cpu: shapes [2, 3] and [4, 5]: the inner dimensions differ (3 vs 4)"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The operands' shapes do not fit the operation (mismatch, wrong
+    /// element count, non-broadcastable shapes, empty input where data is needed).
+    Shape {
+        /// The operation, e.g. `"matmul"`.
+        op: &'static str,
+        /// The device the operation ran on, e.g. `"Cuda<0>"`.
+        device: String,
+        /// The shapes of the operands involved.
+        shapes: Vec<Shape>,
+        /// Why they do not fit.
+        reason: String,
+    },
+    /// An axis (dimension) argument outside `-rank..rank`.
+    Axis {
+        /// The operation.
+        op: &'static str,
+        /// The device.
+        device: String,
+        /// The shape of the tensor the axis refers to.
+        shape: Shape,
+        /// The axis that was asked for.
+        axis: isize,
+    },
+    /// An index outside the range of the axis it selects from.
+    Index {
+        /// The operation.
+        op: &'static str,
+        /// The device.
+        device: String,
+        /// The shape of the indexed tensor.
+        shape: Shape,
+        /// The axis being indexed.
+        axis: usize,
+        /// The offending index.
+        index: i64,
+    },
+    /// An invalid argument that is not a shape, axis or index (a zero step,
+    /// a division by zero in integer arithmetic, ...).
+    Argument {
+        /// The operation.
+        op: &'static str,
+        /// The device.
+        device: String,
+        /// What is wrong with the argument.
+        reason: String,
+    },
+    /// The device cannot be used: no driver, no such GPU, or no backend yet.
+    DeviceUnavailable {
+        /// The device, e.g. `"Cuda<1>"`.
+        device: String,
+        /// Why it is unavailable, in a sentence.
+        reason: String,
+    },
+    /// The device ran out of memory.
+    OutOfMemory {
+        /// The device.
+        device: String,
+        /// Bytes the allocation asked for.
+        requested: usize,
+        /// Bytes free on the device when it failed.
+        free: usize,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Shape { op, device, shapes, reason } => {
+                write!(f, "{op} on {device}: ")?;
+                match shapes.as_slice() {
+                    [] => {}
+                    [one] => write!(f, "shape {one}: ")?,
+                    many => {
+                        f.write_str("shapes ")?;
+                        for (i, s) in many.iter().enumerate() {
+                            let sep = match i {
+                                0 => "",
+                                _ if i + 1 == many.len() => " and ",
+                                _ => ", ",
+                            };
+                            write!(f, "{sep}{s}")?;
+                        }
+                        f.write_str(": ")?;
+                    }
+                }
+                f.write_str(reason)
+            }
+            Error::Axis { op, device, shape, axis } => {
+                let rank = shape.rank() as isize;
+                write!(
+                    f,
+                    "{op} on {device}: axis {axis} is out of range for shape {shape} \
+                     (expected an axis in {}..{rank})",
+                    -rank
+                )
+            }
+            Error::Index { op, device, shape, axis, index } => write!(
+                f,
+                "{op} on {device}: index {index} is out of range for axis {axis} of size {} \
+                 (shape {shape})",
+                shape.dims()[*axis]
+            ),
+            Error::Argument { op, device, reason } => write!(f, "{op} on {device}: {reason}"),
+            Error::DeviceUnavailable { device, reason } => {
+                write!(f, "device {device} is unavailable: {reason}")
+            }
+            Error::OutOfMemory { device, requested, free } => write!(
+                f,
+                "out of memory on {device}: tried to allocate {requested} bytes with {free} bytes free"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Unwraps a `try_*` result for the plain, panicking form of an operation.
+///
+/// `#[track_caller]` makes the panic point at the user's line, not ours.
+#[track_caller]
+pub(crate) fn or_panic<T>(result: Result<T>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(err) => panic!("{err}"),
+    }
+}

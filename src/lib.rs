@@ -1,0 +1,46 @@
+//! # devtensor
+//!
+//! Tensors whose device is part of their type. `Tensor<Cpu>`,
+//! `Tensor<Cuda<0>>` and `Tensor<Cuda<1>>` are different types, so code that
+//! mixes devices does not compile, and the compiler says why in the words of
+//! PyTorch's run-time error:
+//!
+//! ```text
+//! error[E0277]: expected all tensors to be on the same device, but found `Cpu` and `Cuda<0>`
+//! ```
+//!
+//! Data moves only when the program says so, with [`Tensor::to`]. Everything
+//! that can fail at run time (shapes, axes, indices, an absent GPU) has a
+//! `try_*` form returning [`Result`]; the plain form panics with the same message.
+//!
+//! ```
+//! use devtensor::{Cpu, Device, Tensor};
+//!
+//! // Written once, for any device.
+//! fn predict<D: Device>(x: &Tensor<D>, w: &Tensor<D>, b: &Tensor<D>) -> Tensor<D> {
+//!     (x.matmul(w) + b).relu()
+//! }
+//!
+//! let x = Tensor::<Cpu>::randn([4, 3]);
+//! let w = Tensor::<Cpu>::randn([3, 2]);
+//! let b = Tensor::<Cpu>::zeros([2]);
+//! let y = predict(&x, &w, &b);
+//! assert_eq!(y.dims(), &[4, 2]);
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod element;
+pub mod error;
+pub mod ops;
+pub mod random;
+pub mod shape;
+pub mod tensor;
+
+pub use device::{Backend, Cpu, Cuda, Device, SameDevice};
+pub use element::{DType, Element, FloatElement};
+pub use error::{Error, Result};
+pub use random::{Generator, manual_seed};
+pub use shape::{Layout, Shape};
+pub use tensor::Tensor;

@@ -1,0 +1,148 @@
+//! Binary kernels on the CPU.
+
+use super::{BinaryKernel, BinaryOp};
+use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::device::{Backend, Cpu};
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::shape::{Layout, for_each_block};
+use rayon::prelude::*;
+
+/// Calls `$body` with `$f` bound to the element function of `$op`, so each
+/// operation gets its own monomorphised, vectorisable loop.
+macro_rules! with_op {
+    ($op:expr, $E:ty, |$f:ident| $body:expr) => {
+        match $op {
+            BinaryOp::Add => { let $f = <$E as Element>::add; $body }
+            BinaryOp::Sub => { let $f = <$E as Element>::sub; $body }
+            BinaryOp::Mul => { let $f = <$E as Element>::mul; $body }
+            // Zero divisors of integers were rejected before the loop.
+            BinaryOp::Div => { let $f = |a: $E, b: $E| a.div(b).unwrap_or(<$E>::ZERO); $body }
+            BinaryOp::Maximum => { let $f = <$E as Element>::max; $body }
+            BinaryOp::Minimum => { let $f = <$E as Element>::min; $body }
+        }
+    };
+}
+
+/// Rejects an integer division whose divisors include a zero.
+fn check_divisors<E: Element>(op: BinaryOp, data: &[E], layout: &Layout) -> Result<()> {
+    if op != BinaryOp::Div || E::IS_FLOAT {
+        return Ok(());
+    }
+    let mut zero = false;
+    for_each_block(layout.dims(), [layout.strides()], [layout.offset()], |[base], len, [stride]| {
+        zero |= (0..len).any(|i| data[base + i * stride] == E::ZERO);
+    });
+    match zero {
+        false => Ok(()),
+        true => Err(Error::Argument { op: op.name(), device: Cpu::name(), reason: "integer division by zero".into() }),
+    }
+}
+
+/// `out[i] = f(a[i], b[i])` over two operands of one shape.
+fn zip_into<E: Element>(out: &mut [E], a: &[E], al: &Layout, b: &[E], bl: &Layout, f: impl Fn(E, E) -> E + Sync) {
+    if let (Some(ra), Some(rb)) = (al.contiguous_range(), bl.contiguous_range()) {
+        let (a, b) = (&a[ra], &b[rb]);
+        let run = |out: &mut [E], a: &[E], b: &[E]| {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        };
+        if out.len() >= PARALLEL_MIN_ELEMS {
+            out.par_chunks_mut(PARALLEL_CHUNK)
+                .zip(a.par_chunks(PARALLEL_CHUNK).zip(b.par_chunks(PARALLEL_CHUNK)))
+                .for_each(|(o, (a, b))| run(o, a, b));
+        } else {
+            run(out, a, b);
+        }
+        return;
+    }
+    let mut next = 0;
+    for_each_block(al.dims(), [al.strides(), bl.strides()], [al.offset(), bl.offset()], |[x, y], len, [sx, sy]| {
+        let out = &mut out[next..next + len];
+        match (sx, sy) {
+            (1, 1) => {
+                for ((o, &p), &q) in out.iter_mut().zip(&a[x..x + len]).zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (1, 0) => {
+                let q = b[y];
+                for (o, &p) in out.iter_mut().zip(&a[x..x + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (0, 1) => {
+                let p = a[x];
+                for (o, &q) in out.iter_mut().zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            _ => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = f(a[x + i * sx], b[y + i * sy]);
+                }
+            }
+        }
+        next += len;
+    });
+}
+
+impl BinaryKernel for Cpu {
+    fn binary<E: Element>(
+        op: BinaryOp,
+        lhs: &CpuStorage<E>,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage<E>,
+        rhs_layout: &Layout,
+    ) -> Result<CpuStorage<E>> {
+        check_divisors(op, rhs.as_slice(), rhs_layout)?;
+        let mut out = output_buffer(lhs_layout.elem_count());
+        let (a, b) = (lhs.as_slice(), rhs.as_slice());
+        with_op!(op, E, |f| zip_into(&mut out, a, lhs_layout, b, rhs_layout, f));
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn binary_scalar<E: Element>(
+        op: BinaryOp,
+        x: &CpuStorage<E>,
+        layout: &Layout,
+        scalar: E,
+        scalar_first: bool,
+    ) -> Result<CpuStorage<E>> {
+        let src = x.as_slice();
+        let out = if scalar_first {
+            check_divisors(op, src, layout)?;
+            with_op!(op, E, |f| map_strided(src, layout, move |v| f(scalar, v)))
+        } else {
+            check_divisors(op, &[scalar], &Layout::contiguous(crate::Shape::from(())))?;
+            with_op!(op, E, |f| map_strided(src, layout, move |v| f(v, scalar)))
+        };
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn binary_assign<E: Element>(
+        op: BinaryOp,
+        lhs: &mut CpuStorage<E>,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage<E>,
+        rhs_layout: &Layout,
+    ) -> Result<()> {
+        check_divisors(op, rhs.as_slice(), rhs_layout)?;
+        let range = lhs_layout.contiguous_range().expect("binary_assign needs a contiguous destination");
+        let dense = Layout::contiguous(lhs_layout.shape().clone());
+        let out = &mut lhs.as_mut_slice()[range];
+        // The destination is read and written element by element, in step.
+        let b = rhs.as_slice();
+        with_op!(op, E, |f| {
+            let mut next = 0;
+            for_each_block(dense.dims(), [rhs_layout.strides()], [rhs_layout.offset()], |[y], len, [sy]| {
+                for (i, o) in out[next..next + len].iter_mut().enumerate() {
+                    *o = f(*o, b[y + i * sy]);
+                }
+                next += len;
+            });
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,6 @@
+//! CPU kernels.
+
+use super::IndexKernel;
+use crate::device::Cpu;
+
+impl IndexKernel for Cpu {}

@@ -1,0 +1,16 @@
+//! Operations, one folder per family.
+//!
+//! Each family's `mod.rs` holds the public API, the shape checks and the
+//! family's kernel trait; `cpu.rs` and `cuda.rs` implement that trait for
+//! each device. Every fallible operation comes as `try_x` returning
+//! [`Result`](crate::Result) and as `x`, which panics with the same message.
+//! Operations taking several tensors require them on one device through
+//! [`SameDevice`](crate::SameDevice), checked at compile time.
+
+pub mod binary;
+pub mod compare;
+pub mod index;
+pub mod matmul;
+pub mod reduce;
+pub mod unary;
+pub mod view;

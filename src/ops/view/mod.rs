@@ -1,0 +1,333 @@
+//! Views: operations that only change the shape, strides or offset and copy
+//! no elements (`reshape` copies only when the input is not contiguous).
+
+use crate::device::Device;
+use crate::element::Element;
+use crate::error::{Error, Result, or_panic};
+use crate::shape::{Dims, Layout, Shape, resolve_axis};
+use crate::tensor::Tensor;
+
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    fn shape_error(&self, op: &'static str, shapes: Vec<Shape>, reason: String) -> Error {
+        Error::Shape { op, device: D::name(), shapes, reason }
+    }
+
+    fn resolve(&self, op: &'static str, axis: isize) -> Result<usize> {
+        resolve_axis(op, D::name, self.shape(), axis)
+    }
+
+    /// The same elements with another shape of the same element count;
+    /// copies only when this tensor is not contiguous (PyTorch's `reshape`).
+    pub fn try_reshape(&self, shape: impl Into<Shape>) -> Result<Self> {
+        let shape = shape.into();
+        if shape.elem_count() != self.elem_count() {
+            return Err(self.shape_error(
+                "reshape",
+                vec![self.shape().clone(), shape.clone()],
+                format!("{} elements cannot be viewed as {}", self.elem_count(), shape.elem_count()),
+            ));
+        }
+        let dense = self.try_contiguous()?;
+        let offset = dense.layout().offset();
+        Ok(dense.with_layout(Layout::new(shape.clone(), shape.contiguous_strides(), offset)))
+    }
+
+    /// Panicking form of [`try_reshape`](Self::try_reshape).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.to_vec2(), vec![vec![0, 1, 2], vec![3, 4, 5]]);
+    /// ```
+    #[track_caller]
+    pub fn reshape(&self, shape: impl Into<Shape>) -> Self {
+        or_panic(self.try_reshape(shape))
+    }
+
+    /// Like [`try_reshape`](Self::try_reshape), but never copies: fails on a
+    /// non-contiguous tensor (PyTorch's `view`).
+    pub fn try_view(&self, shape: impl Into<Shape>) -> Result<Self> {
+        if !self.is_contiguous() {
+            let shape = shape.into();
+            return Err(self.shape_error(
+                "view",
+                vec![self.shape().clone(), shape],
+                "the tensor is not contiguous; call `.contiguous()` or use `reshape`".into(),
+            ));
+        }
+        self.try_reshape(shape)
+    }
+
+    /// Panicking form of [`try_view`](Self::try_view).
+    #[track_caller]
+    pub fn view(&self, shape: impl Into<Shape>) -> Self {
+        or_panic(self.try_view(shape))
+    }
+
+    /// Dimensions `start..=end` merged into one, like `torch.flatten`.
+    pub fn try_flatten(&self, start: isize, end: isize) -> Result<Self> {
+        if self.rank() == 0 {
+            return self.try_reshape([1]);
+        }
+        let (s, e) = (self.resolve("flatten", start)?, self.resolve("flatten", end)?);
+        if s > e {
+            return Err(Error::Argument {
+                op: "flatten",
+                device: D::name(),
+                reason: format!("start axis {start} comes after end axis {end}"),
+            });
+        }
+        let dims = self.dims();
+        let mut new: Vec<usize> = dims[..s].to_vec();
+        new.push(dims[s..=e].iter().product());
+        new.extend_from_slice(&dims[e + 1..]);
+        self.try_reshape(new)
+    }
+
+    /// Panicking form of [`try_flatten`](Self::try_flatten).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([64, 16, 32, 32]);
+    /// assert_eq!(x.flatten(1, -1).dims(), &[64, 16384]);
+    /// ```
+    #[track_caller]
+    pub fn flatten(&self, start: isize, end: isize) -> Self {
+        or_panic(self.try_flatten(start, end))
+    }
+
+    /// All dimensions merged into one.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).flatten_all().dims(), &[6]);
+    /// ```
+    pub fn flatten_all(&self) -> Self {
+        or_panic(self.try_reshape([self.elem_count()]))
+    }
+
+    /// The dimensions reordered: output axis `i` is input axis `axes[i]`.
+    pub fn try_permute(&self, axes: impl AsRef<[usize]>) -> Result<Self> {
+        let axes = axes.as_ref();
+        let mut seen = vec![false; self.rank()];
+        let valid = axes.len() == self.rank()
+            && axes.iter().all(|&a| a < self.rank() && !std::mem::replace(&mut seen[a], true));
+        if !valid {
+            return Err(self.shape_error(
+                "permute",
+                vec![self.shape().clone()],
+                format!("{axes:?} is not a permutation of the {} axes", self.rank()),
+            ));
+        }
+        let l = self.layout();
+        let dims: Dims = axes.iter().map(|&a| l.dims()[a]).collect();
+        let strides: Dims = axes.iter().map(|&a| l.strides()[a]).collect();
+        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+    }
+
+    /// Panicking form of [`try_permute`](Self::try_permute).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([2, 3, 4]);
+    /// assert_eq!(x.permute([2, 0, 1]).dims(), &[4, 2, 3]);
+    /// ```
+    #[track_caller]
+    pub fn permute(&self, axes: impl AsRef<[usize]>) -> Self {
+        or_panic(self.try_permute(axes))
+    }
+
+    /// Axes `a` and `b` swapped.
+    pub fn try_transpose(&self, a: isize, b: isize) -> Result<Self> {
+        let (a, b) = (self.resolve("transpose", a)?, self.resolve("transpose", b)?);
+        let mut axes: Vec<usize> = (0..self.rank()).collect();
+        axes.swap(a, b);
+        self.try_permute(axes)
+    }
+
+    /// Panicking form of [`try_transpose`](Self::try_transpose).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3, 4]).transpose(0, -1).dims(), &[4, 3, 2]);
+    /// ```
+    #[track_caller]
+    pub fn transpose(&self, a: isize, b: isize) -> Self {
+        or_panic(self.try_transpose(a, b))
+    }
+
+    /// The transpose of a matrix; tensors of rank 0 and 1 are returned as
+    /// they are, like PyTorch's `t()`.
+    pub fn try_t(&self) -> Result<Self> {
+        match self.rank() {
+            0 | 1 => Ok(self.clone()),
+            2 => self.try_transpose(0, 1),
+            r => Err(self.shape_error("t", vec![self.shape().clone()], format!("expected rank 2 or less, got {r}"))),
+        }
+    }
+
+    /// Panicking form of [`try_t`](Self::try_t).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).t().dims(), &[3, 2]);
+    /// ```
+    #[track_caller]
+    pub fn t(&self) -> Self {
+        or_panic(self.try_t())
+    }
+
+    /// Axis `axis` removed if its size is 1 (otherwise unchanged, as in PyTorch).
+    pub fn try_squeeze(&self, axis: isize) -> Result<Self> {
+        let axis = self.resolve("squeeze", axis)?;
+        if self.dims()[axis] != 1 {
+            return Ok(self.clone());
+        }
+        let l = self.layout();
+        let mut dims: Dims = l.dims().into();
+        let mut strides: Dims = l.strides().into();
+        dims.remove(axis);
+        strides.remove(axis);
+        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+    }
+
+    /// Panicking form of [`try_squeeze`](Self::try_squeeze).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 1, 3]).squeeze(1).dims(), &[2, 3]);
+    /// ```
+    #[track_caller]
+    pub fn squeeze(&self, axis: isize) -> Self {
+        or_panic(self.try_squeeze(axis))
+    }
+
+    /// Every size-1 axis removed.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([1, 2, 1]).squeeze_all().dims(), &[2]);
+    /// ```
+    pub fn squeeze_all(&self) -> Self {
+        let l = self.layout();
+        let (dims, strides): (Dims, Dims) =
+            l.dims().iter().zip(l.strides()).filter(|&(&d, _)| d != 1).map(|(&d, &s)| (d, s)).unzip();
+        self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset()))
+    }
+
+    /// A size-1 axis inserted at `axis` (`-1` appends one at the end).
+    pub fn try_unsqueeze(&self, axis: isize) -> Result<Self> {
+        let rank = self.rank() as isize;
+        let resolved = if axis < 0 { axis + rank + 1 } else { axis };
+        if !(0..=rank).contains(&resolved) {
+            return Err(Error::Axis { op: "unsqueeze", device: D::name(), shape: self.shape().clone(), axis });
+        }
+        let at = resolved as usize;
+        let l = self.layout();
+        let mut dims: Dims = l.dims().into();
+        let mut strides: Dims = l.strides().into();
+        let stride = if at < dims.len() { dims[at] * strides[at] } else { 1 };
+        dims.insert(at, 1);
+        strides.insert(at, stride);
+        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+    }
+
+    /// Panicking form of [`try_unsqueeze`](Self::try_unsqueeze).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(0).dims(), &[1, 2, 3]);
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(-1).dims(), &[2, 3, 1]);
+    /// ```
+    #[track_caller]
+    pub fn unsqueeze(&self, axis: isize) -> Self {
+        or_panic(self.try_unsqueeze(axis))
+    }
+
+    /// Elements `start..start + len` along `axis`, like `torch.narrow` or
+    /// slicing `x[:, start:start+len]`.
+    pub fn try_narrow(&self, axis: isize, start: usize, len: usize) -> Result<Self> {
+        let ax = self.resolve("narrow", axis)?;
+        let size = self.dims()[ax];
+        if start.checked_add(len).is_none_or(|end| end > size) {
+            return Err(self.shape_error(
+                "narrow",
+                vec![self.shape().clone()],
+                format!("elements {start}..{} are out of range for axis {ax} of size {size}", start.saturating_add(len)),
+            ));
+        }
+        let l = self.layout();
+        let mut dims: Dims = l.dims().into();
+        dims[ax] = len;
+        let offset = if len == 0 { l.offset() } else { l.offset() + start * l.strides()[ax] };
+        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), l.strides().into(), offset)))
+    }
+
+    /// Panicking form of [`try_narrow`](Self::try_narrow).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.narrow(1, 1, 2).to_vec2(), vec![vec![1, 2], vec![4, 5]]);
+    /// ```
+    #[track_caller]
+    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
+        or_panic(self.try_narrow(axis, start, len))
+    }
+
+    /// The slice at `index` along `axis`, with that axis removed, like `x[i]`.
+    pub fn try_select(&self, axis: isize, index: usize) -> Result<Self> {
+        let ax = self.resolve("select", axis)?;
+        if index >= self.dims()[ax] {
+            return Err(Error::Index {
+                op: "select",
+                device: D::name(),
+                shape: self.shape().clone(),
+                axis: ax,
+                index: index as i64,
+            });
+        }
+        self.try_narrow(axis, index, 1)?.try_squeeze(ax as isize)
+    }
+
+    /// Panicking form of [`try_select`](Self::try_select).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.select(0, 1).to_vec(), vec![3, 4, 5]);
+    /// assert_eq!(x.select(1, 0).to_vec(), vec![0, 3]);
+    /// ```
+    #[track_caller]
+    pub fn select(&self, axis: isize, index: usize) -> Self {
+        or_panic(self.try_select(axis, index))
+    }
+
+    /// A view repeating this tensor to `shape` by NumPy broadcasting, like
+    /// PyTorch's `expand`.
+    pub fn try_broadcast_to(&self, shape: impl Into<Shape>) -> Result<Self> {
+        let shape = shape.into();
+        let layout = self.layout().broadcast_to(&shape).ok_or_else(|| {
+            self.shape_error(
+                "broadcast_to",
+                vec![self.shape().clone(), shape.clone()],
+                "the shape cannot be broadcast to the target".into(),
+            )
+        })?;
+        Ok(self.with_layout(layout))
+    }
+
+    /// Panicking form of [`try_broadcast_to`](Self::try_broadcast_to).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let row = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
+    /// assert_eq!(row.broadcast_to([2, 2]).to_vec(), vec![1.0, 2.0, 1.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Self {
+        or_panic(self.try_broadcast_to(shape))
+    }
+}
+

@@ -1,0 +1,64 @@
+//! Seedable random numbers for `rand` and `randn`.
+//!
+//! Every thread has its own generator, seeded with a fixed default, so a
+//! program (or a test) gives the same numbers on every run; reseed it with
+//! [`manual_seed`], or pass an explicit [`Generator`] to `rand_with`/`randn_with`.
+//! Numbers are drawn on the host, so a seed gives the same tensor on every device.
+
+use rand_distr::{Distribution, StandardNormal, StandardUniform};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::SeedableRng;
+use std::cell::RefCell;
+
+/// The seed each thread's generator starts from.
+pub const DEFAULT_SEED: u64 = 0x5eed_0f_de_17e5;
+
+/// A reproducible stream of random numbers (xoshiro256++).
+///
+/// ```
+/// use devtensor::{Cpu, Generator, Tensor};
+/// let a = Tensor::<Cpu>::randn_with([3], &mut Generator::new(7));
+/// let b = Tensor::<Cpu>::randn_with([3], &mut Generator::new(7));
+/// assert_eq!(a.to_vec(), b.to_vec());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Generator(Xoshiro256PlusPlus);
+
+impl Generator {
+    /// A generator whose stream is fixed by `seed`.
+    pub fn new(seed: u64) -> Self {
+        Generator(Xoshiro256PlusPlus::seed_from_u64(seed))
+    }
+
+    /// `len` samples uniform in `[0, 1)`.
+    pub(crate) fn uniform(&mut self, len: usize) -> Vec<f64> {
+        (0..len).map(|_| StandardUniform.sample(&mut self.0)).collect()
+    }
+
+    /// `len` samples from the standard normal distribution.
+    pub(crate) fn normal(&mut self, len: usize) -> Vec<f64> {
+        (0..len).map(|_| StandardNormal.sample(&mut self.0)).collect()
+    }
+}
+
+thread_local! {
+    static THREAD_GENERATOR: RefCell<Generator> = RefCell::new(Generator::new(DEFAULT_SEED));
+}
+
+/// Reseeds this thread's generator, like `torch.manual_seed`.
+///
+/// ```
+/// use devtensor::{manual_seed, Cpu, Tensor};
+/// manual_seed(42);
+/// let a = Tensor::<Cpu>::rand([4]);
+/// manual_seed(42);
+/// assert_eq!(a.to_vec(), Tensor::<Cpu>::rand([4]).to_vec());
+/// ```
+pub fn manual_seed(seed: u64) {
+    THREAD_GENERATOR.with(|g| *g.borrow_mut() = Generator::new(seed));
+}
+
+/// Runs `f` with this thread's generator.
+pub(crate) fn with_thread_generator<T>(f: impl FnOnce(&mut Generator) -> T) -> T {
+    THREAD_GENERATOR.with(|g| f(&mut g.borrow_mut()))
+}

@@ -1,0 +1,188 @@
+//! PyTorch-style printing: `tensor([[1., 2.], [3., 4.]], device=Cuda<0>)`,
+//! with large tensors summarised by their edges.
+
+use super::Tensor;
+use crate::device::Device;
+use crate::element::{DType, Element};
+use std::fmt;
+
+/// Tensors with more elements than this are summarised, as in PyTorch.
+const SUMMARY_THRESHOLD: usize = 1000;
+/// Elements kept at each end of a summarised axis.
+const EDGE_ITEMS: usize = 3;
+
+/// How every element of one tensor is written, chosen once so columns align.
+enum Style {
+    Integer,
+    /// All values are whole numbers: `1.`, `-3.`.
+    WholeFloat,
+    /// Four decimals: `0.1235`.
+    Fixed,
+    /// Four decimals in scientific notation: `1.2346e+08`.
+    Scientific,
+}
+
+impl Style {
+    fn choose<E: Element>(values: &[E]) -> Style {
+        if !E::IS_FLOAT {
+            return Style::Integer;
+        }
+        let finite: Vec<f64> = values.iter().map(|v| v.to_f64()).filter(|v| v.is_finite()).collect();
+        if finite.iter().all(|v| v.fract() == 0.0) {
+            let max = finite.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            return if max < 1e8 { Style::WholeFloat } else { Style::Scientific };
+        }
+        let nonzero = finite.iter().map(|v| v.abs()).filter(|&v| v > 0.0);
+        let (min, max) = nonzero.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        if max >= 1e8 || min < 1e-4 || max / min > 1e7 { Style::Scientific } else { Style::Fixed }
+    }
+
+    fn write<E: Element>(&self, value: E) -> String {
+        let v = value.to_f64();
+        if v.is_nan() {
+            return "nan".into();
+        }
+        if v.is_infinite() {
+            return if v > 0.0 { "inf".into() } else { "-inf".into() };
+        }
+        match self {
+            Style::Integer => format!("{value}"),
+            Style::WholeFloat => format!("{v:.0}."),
+            Style::Fixed => format!("{v:.4}"),
+            Style::Scientific => {
+                // Rust writes `1.2346e8`; PyTorch users expect `1.2346e+08`.
+                let s = format!("{v:.4e}");
+                let (mantissa, exp) = s.split_once('e').expect("`e` format has an exponent");
+                let exp: i32 = exp.parse().expect("exponent is an integer");
+                format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+            }
+        }
+    }
+}
+
+/// Writes the nested brackets for `dims` over row-major `cells`.
+struct Printer<'a> {
+    dims: &'a [usize],
+    cells: &'a [String],
+    width: usize,
+    summarise: bool,
+    indent: usize,
+}
+
+impl Printer<'_> {
+    /// Indices along an axis of size `n` that are shown; `None` marks the `...`.
+    fn shown(&self, n: usize) -> Vec<Option<usize>> {
+        if self.summarise && n > 2 * EDGE_ITEMS {
+            (0..EDGE_ITEMS).map(Some).chain([None]).chain((n - EDGE_ITEMS..n).map(Some)).collect()
+        } else {
+            (0..n).map(Some).collect()
+        }
+    }
+
+    fn write(&self, out: &mut String, axis: usize, base: usize) {
+        let n = self.dims[axis];
+        let stride: usize = self.dims[axis + 1..].iter().product();
+        out.push('[');
+        let last_axis = axis + 1 == self.dims.len();
+        let separator = if last_axis {
+            ", ".to_string()
+        } else {
+            let blank_lines = "\n".repeat(self.dims.len() - axis - 1);
+            format!(",{blank_lines}{}", " ".repeat(self.indent + axis + 1))
+        };
+        for (k, index) in self.shown(n).into_iter().enumerate() {
+            if k > 0 {
+                out.push_str(&separator);
+            }
+            match (index, last_axis) {
+                (None, _) => out.push_str("..."),
+                (Some(i), true) => out.push_str(&format!("{:>w$}", self.cells[base + i * stride], w = self.width)),
+                (Some(i), false) => self.write(out, axis + 1, base + i * stride),
+            }
+        }
+        out.push(']');
+    }
+}
+
+impl<D: Device, E: Element> fmt::Display for Tensor<D, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let values = match self.try_to_vec() {
+            Ok(values) => values,
+            Err(err) => return write!(f, "tensor(<unreadable: {err}>)"),
+        };
+        let style = Style::choose(&values);
+        let cells: Vec<String> = values.iter().map(|&v| style.write(v)).collect();
+        let mut body = String::new();
+        match self.dims() {
+            [] => body.push_str(&cells[0]),
+            dims if dims.contains(&0) => body.push_str("[]"),
+            dims => {
+                let summarise = values.len() > SUMMARY_THRESHOLD;
+                let width = cells.iter().map(String::len).max().unwrap_or(0);
+                let indent = "tensor(".len();
+                Printer { dims, cells: &cells, width, summarise, indent }.write(&mut body, 0, 0);
+            }
+        }
+        write!(f, "tensor({body}")?;
+        if self.elem_count() == 0 && self.rank() != 1 {
+            write!(f, ", size={}", self.shape())?;
+        }
+        let device = D::name();
+        if device != "Cpu" {
+            write!(f, ", device={device}")?;
+        }
+        if matches!(E::DTYPE, DType::F64 | DType::U8) {
+            write!(f, ", dtype={}", E::DTYPE.name())?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// The same text as `Display`, like PyTorch's `repr`.
+///
+/// ```
+/// use devtensor::{Cpu, Tensor};
+/// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [2, 2]);
+/// assert_eq!(format!("{x:?}"), "tensor([[1., 2.],\n        [3., 4.]])");
+/// ```
+impl<D: Device, E: Element> fmt::Debug for Tensor<D, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Cpu, Tensor};
+
+    #[test]
+    fn prints_like_pytorch() {
+        let x = Tensor::<Cpu>::from_vec(vec![0.5, -1.25, 3.0], [3]);
+        assert_eq!(x.to_string(), "tensor([ 0.5000, -1.2500,  3.0000])");
+        assert_eq!(Tensor::<Cpu>::scalar(2.0).to_string(), "tensor(2.)");
+        assert_eq!(Tensor::<Cpu, i64>::from_vec(vec![1, -20], [2]).to_string(), "tensor([  1, -20])");
+        assert_eq!(Tensor::<Cpu, f64>::ones([1]).to_string(), "tensor([1.], dtype=f64)");
+        assert_eq!(Tensor::<Cpu, u8>::ones([2]).to_string(), "tensor([1, 1], dtype=u8)");
+        assert_eq!(Tensor::<Cpu>::zeros([0]).to_string(), "tensor([])");
+        assert_eq!(Tensor::<Cpu>::zeros([0, 3]).to_string(), "tensor([], size=[0, 3])");
+        assert_eq!(Tensor::<Cpu>::from_vec(vec![1e9, 1.0], [2]).to_string(), "tensor([1.0000e+09, 1.0000e+00])");
+        assert_eq!(Tensor::<Cpu>::from_vec(vec![f32::NAN, f32::NEG_INFINITY, 1.0], [3]).to_string(), "tensor([ nan, -inf,   1.])");
+    }
+
+    #[test]
+    fn prints_nested_blocks() {
+        let x = Tensor::<Cpu, i64>::from_vec((0..8).collect(), [2, 2, 2]);
+        assert_eq!(x.to_string(), "tensor([[[0, 1],\n         [2, 3]],\n\n        [[4, 5],\n         [6, 7]]])");
+    }
+
+    #[test]
+    fn summarises_large_tensors() {
+        let x = Tensor::<Cpu, i64>::from_vec((0..2000).collect(), [2000]);
+        assert_eq!(x.to_string(), "tensor([   0,    1,    2, ..., 1997, 1998, 1999])");
+        let y = Tensor::<Cpu, i64>::from_vec((0..1100).collect(), [100, 11]);
+        let text = y.to_string();
+        assert!(text.starts_with("tensor([[   0,    1,    2, ...,    8,    9,   10],\n        [  11,"), "{text}");
+        assert!(text.contains("        ...,\n"), "{text}");
+        assert!(text.ends_with(", 1097, 1098, 1099]])"), "{text}");
+    }
+}

@@ -1,0 +1,133 @@
+//! The [`Tensor`] type: a device-typed, strided view of shared storage.
+
+mod create;
+mod display;
+mod transfer;
+
+use crate::device::Device;
+use crate::element::{DType, Element};
+use crate::shape::{Layout, Shape};
+use std::sync::Arc;
+
+/// An n-dimensional array of `E` living on device `D`.
+///
+/// The device is part of the type, so an operation on tensors of two devices
+/// does not compile; moving data is explicit with [`Tensor::to`]. The element
+/// type defaults to `f32`.
+///
+/// A tensor is a shape, strides and an offset over reference-counted storage:
+/// `clone`, `reshape` of a contiguous tensor, `permute`, `transpose`, `narrow`
+/// and broadcasting share storage and copy no elements. Tensors have value
+/// semantics all the same: an in-place operation such as `+=` writes into the
+/// storage only when no other tensor shares it, and otherwise copies first.
+///
+/// `Tensor` is `Send + Sync`, so replicas can cross threads.
+///
+/// ```
+/// use devtensor::{Cpu, Tensor};
+/// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [2, 2]);
+/// let y = (&x * 2.0).sum();
+/// assert_eq!(y.item(), 20.0);
+/// ```
+pub struct Tensor<D: Device, E: Element = f32> {
+    storage: Arc<D::Storage<E>>,
+    layout: Layout,
+}
+
+impl<D: Device, E: Element> Clone for Tensor<D, E> {
+    /// Shares the storage; copies no elements.
+    fn clone(&self) -> Self {
+        Tensor { storage: Arc::clone(&self.storage), layout: self.layout.clone() }
+    }
+}
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    /// Wraps fresh storage laid out row-major with `shape`.
+    pub(crate) fn from_storage(storage: D::Storage<E>, shape: Shape) -> Self {
+        Tensor { storage: Arc::new(storage), layout: Layout::contiguous(shape) }
+    }
+
+    /// A tensor sharing this one's storage under another layout.
+    pub(crate) fn with_layout(&self, layout: Layout) -> Self {
+        debug_assert!(layout.fits_in(D::storage_len(&self.storage)));
+        Tensor { storage: Arc::clone(&self.storage), layout }
+    }
+
+    /// The storage, shared with every view of it.
+    pub(crate) fn storage(&self) -> &D::Storage<E> {
+        &self.storage
+    }
+
+    /// The storage for writing, when this tensor is its only owner.
+    pub(crate) fn storage_mut(&mut self) -> Option<&mut D::Storage<E>> {
+        Arc::get_mut(&mut self.storage)
+    }
+
+    /// The shape, strides and offset of this view.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The shape.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Shape, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).shape(), &Shape::from([2, 3]));
+    /// ```
+    pub fn shape(&self) -> &Shape {
+        self.layout.shape()
+    }
+
+    /// The dimension sizes, like PyTorch's `size()`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).dims(), &[2, 3]);
+    /// ```
+    pub fn dims(&self) -> &[usize] {
+        self.layout.dims()
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.layout.shape().rank()
+    }
+
+    /// Number of elements, like PyTorch's `numel()`.
+    pub fn elem_count(&self) -> usize {
+        self.layout.elem_count()
+    }
+
+    /// Whether the elements are dense and row-major in storage.
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+
+    /// The element type's run-time tag.
+    pub fn dtype(&self) -> DType {
+        E::DTYPE
+    }
+
+    /// The device's name, e.g. `"Cuda<0>"`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([1]).device_name(), "Cpu");
+    /// ```
+    pub fn device_name(&self) -> String {
+        D::name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Cpu, Cuda, Tensor};
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn tensors_cross_threads() {
+        assert_send_sync::<Tensor<Cpu>>();
+        assert_send_sync::<Tensor<Cuda<0>, i64>>();
+    }
+}

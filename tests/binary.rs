@@ -1,0 +1,166 @@
+//! Elementwise arithmetic checked against plain loops, on random shapes,
+//! broadcast pairs and non-contiguous views.
+
+mod common;
+
+use common::*;
+use devtensor::{Cpu, Device, Element, Error, Tensor};
+use proptest::prelude::*;
+
+/// Reference: `out[i] = f(a[bcast(i)], b[bcast(i)])` by explicit indexing.
+fn reference(a: &[f64], ad: &[usize], b: &[f64], bd: &[usize], f: impl Fn(f64, f64) -> f64) -> (Vec<usize>, Vec<f64>) {
+    let out = broadcast_dims(ad, bd).expect("broadcastable");
+    let data = indices(&out).map(|i| f(broadcast_read(a, ad, &i), broadcast_read(b, bd, &i))).collect();
+    (out, data)
+}
+
+fn check_binary<D: Device, E: Element>(
+    (ad, bd): (Vec<usize>, Vec<usize>),
+    seed_a: Vec<f64>,
+    seed_b: Vec<f64>,
+    (va, vb): (Variant, Variant),
+) {
+    // Values representable in every element type (u8 included).
+    let a: Vec<f64> = (0..ad.iter().product()).map(|i| (seed_a[i % seed_a.len()].abs() * 3.0).round()).collect();
+    let b: Vec<f64> = (0..bd.iter().product()).map(|i| 1.0 + (seed_b[i % seed_b.len()].abs() * 3.0).round()).collect();
+    let ta = tensor_with::<D, E>(&cast_all(&a), &ad, va);
+    let tb = tensor_with::<D, E>(&cast_all(&b), &bd, vb);
+    // Integer results wrap like the element type's own arithmetic.
+    let via = |f: fn(E, E) -> E| move |x: f64, y: f64| f(E::from_f64(x), E::from_f64(y)).to_f64();
+    let cases: [(&str, Tensor<D, E>, Box<dyn Fn(f64, f64) -> f64>); 6] = [
+        ("add", &ta + &tb, Box::new(via(E::add))),
+        ("sub", ta.try_sub(&tb).unwrap(), Box::new(via(E::sub))),
+        ("mul", &ta * &tb, Box::new(via(E::mul))),
+        ("div", &ta / &tb, Box::new(move |x, y| E::from_f64(x).div(E::from_f64(y)).unwrap().to_f64())),
+        ("maximum", ta.maximum(&tb), Box::new(f64::max)),
+        ("minimum", ta.minimum(&tb), Box::new(f64::min)),
+    ];
+    for (name, got, f) in cases {
+        let (dims, expected) = reference(&a, &ad, &b, &bd, f);
+        assert_eq!(got.dims(), dims.as_slice(), "{name}");
+        assert_close(&as_f64(&got.to_vec()), &expected, 1e-6, 1e-6);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn binary_ops_match_reference_f32(
+        pair in broadcast_pair(4, 5),
+        a in prop::collection::vec(-10.0..10.0f64, 1..8),
+        b in prop::collection::vec(-10.0..10.0f64, 1..8),
+        va in variant(), vb in variant(),
+    ) {
+        check_binary::<Cpu, f32>(pair, a, b, (va, vb));
+    }
+
+    #[test]
+    fn binary_ops_match_reference_other_dtypes(
+        pair in broadcast_pair(3, 4),
+        a in prop::collection::vec(-10.0..10.0f64, 1..8),
+        b in prop::collection::vec(-10.0..10.0f64, 1..8),
+        va in variant(), vb in variant(),
+    ) {
+        check_binary::<Cpu, f64>(pair.clone(), a.clone(), b.clone(), (va, vb));
+        check_binary::<Cpu, i64>(pair.clone(), a.clone(), b.clone(), (va, vb));
+        check_binary::<Cpu, u8>(pair, a, b, (va, vb));
+    }
+
+    #[test]
+    fn scalar_ops_match_reference((dims, data) in shaped_data(4, 5), s in -5.0..5.0f64, v in variant()) {
+        let t = tensor_with::<Cpu, f64>(&data, &dims, v);
+        let cases: [(Tensor<Cpu, f64>, Box<dyn Fn(f64) -> f64>); 6] = [
+            (&t + s, Box::new(|x| x + s)),
+            (&t - s, Box::new(|x| x - s)),
+            (s - &t, Box::new(|x| s - x)),
+            (&t * s, Box::new(|x| x * s)),
+            (&t / s, Box::new(|x| x / s)),
+            (s / t.clone(), Box::new(|x| s / x)),
+        ];
+        for (got, f) in cases {
+            let expected: Vec<f64> = data.iter().map(|&x| f(x)).collect();
+            prop_assert_eq!(got.dims(), dims.as_slice());
+            assert_close(&got.to_vec(), &expected, 1e-12, 1e-12);
+        }
+    }
+
+    #[test]
+    fn in_place_ops_match_out_of_place((big, small) in broadcast_pair(4, 4), seed in prop::collection::vec(-10.0..10.0f64, 1..8), shared in any::<bool>(), v in variant()) {
+        // `+=` needs the right side to broadcast to the left side's shape.
+        let (ld, rd) = match broadcast_dims(&big, &small) {
+            Some(out) if out == big => (big, small),
+            _ => (small, big),
+        };
+        prop_assume!(broadcast_dims(&ld, &rd).as_deref() == Some(ld.as_slice()));
+        let l: Vec<f64> = (0..ld.iter().product()).map(|i| seed[i % seed.len()]).collect();
+        let r: Vec<f64> = (0..rd.iter().product()).map(|i| 1.0 + seed[(i + 1) % seed.len()].abs()).collect();
+        let rhs = tensor_with::<Cpu, f64>(&r, &rd, v);
+        for op in 0..4 {
+            let mut lhs = tensor_with::<Cpu, f64>(&l, &ld, v);
+            let keep = lhs.clone();
+            let alias = shared.then(|| lhs.clone());
+            let expected = match op {
+                0 => { lhs += &rhs; &keep + &rhs }
+                1 => { lhs -= &rhs; &keep - &rhs }
+                2 => { lhs *= rhs.clone(); &keep * &rhs }
+                _ => { lhs /= &rhs; &keep / &rhs }
+            };
+            prop_assert_eq!(lhs.to_vec(), expected.to_vec());
+            // Value semantics: the other handle to the old storage is unchanged.
+            prop_assert_eq!(keep.to_vec(), l.clone());
+            if let Some(alias) = alias {
+                prop_assert_eq!(alias.to_vec(), l.clone());
+            }
+        }
+    }
+}
+
+#[test]
+fn large_contiguous_add_uses_every_element() {
+    // Past the parallel threshold, with a length that is not a chunk multiple.
+    let n = (1 << 17) + 3;
+    let a = Tensor::<Cpu>::arange(0.0, n as f32);
+    let b = Tensor::<Cpu>::full([n], 2.0);
+    let sum = (&a + &b).to_vec();
+    assert!(sum.iter().enumerate().all(|(i, &x)| x == i as f32 + 2.0));
+}
+
+#[test]
+fn mismatched_shapes_are_reported_with_op_shapes_and_device() {
+    let a = Tensor::<Cpu>::zeros([2, 3]);
+    let b = Tensor::<Cpu>::zeros([4]);
+    let err = a.try_add(&b).unwrap_err();
+    assert_eq!(err.to_string(), "add on Cpu: shapes [2, 3] and [4]: the shapes cannot be broadcast together");
+    let mut c = Tensor::<Cpu>::zeros([3]);
+    let err = c.try_add_assign(&a).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "add", .. }), "{err}");
+}
+
+#[test]
+#[should_panic(expected = "mul on Cpu: shapes [2] and [3]: the shapes cannot be broadcast together")]
+fn plain_operator_panics_with_the_try_message() {
+    let _ = Tensor::<Cpu>::zeros([2]) * Tensor::<Cpu>::zeros([3]);
+}
+
+#[test]
+fn integer_division_by_zero_is_an_error_not_a_panic() {
+    let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2], [2]);
+    let zero = Tensor::<Cpu, i64>::zeros([1]);
+    assert_eq!(a.try_div(&zero).unwrap_err().to_string(), "div on Cpu: integer division by zero");
+    assert!(a.try_div_scalar(0).is_err());
+    // Float division by zero follows IEEE 754, as in PyTorch.
+    let f = Tensor::<Cpu>::from_vec(vec![1.0, -1.0, 0.0], [3]) / 0.0;
+    let v = f.to_vec();
+    assert_eq!((v[0], v[1]), (f32::INFINITY, f32::NEG_INFINITY));
+    assert!(v[2].is_nan());
+}
+
+#[test]
+fn empty_tensors_combine_to_empty_results() {
+    let a = Tensor::<Cpu>::zeros([0, 3]);
+    let b = Tensor::<Cpu>::ones([3]);
+    let c = &a + &b;
+    assert_eq!(c.dims(), &[0, 3]);
+    assert!(c.to_vec().is_empty());
+}
