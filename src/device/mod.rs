@@ -100,17 +100,21 @@ pub trait SameDevice<Other>: sealed::Sealed {}
 
 impl<D: Device> SameDevice<D> for D {}
 
-/// Two never-constructed devices. Their impl below is the only one pairing
-/// different types; without it rustc would unify the two devices of every
-/// `SameDevice` bound and report a bare `mismatched types` instead of the
-/// message above.
+/// The second impl of [`SameDevice`], for a type that is never a device.
+///
+/// Without it rustc sees a single impl, unifies the two devices of every
+/// `SameDevice` bound, and reports a bare `mismatched types` instead of the
+/// message above. It has to cover every device on the left, or rustc would
+/// still infer the right-hand device of a method call such as
+/// `x.maximum(y)` from `x` alone. The price: a right-hand side whose device
+/// could only be inferred from the left (`x.maximum(&Tensor::zeros([3]))`)
+/// needs its type written out.
 #[allow(dead_code)] // Never constructed, by design.
 mod never {
-    pub enum Left {}
-    pub enum Right {}
-    impl super::sealed::Sealed for Left {}
+    pub enum NotADevice {}
+    impl super::sealed::Sealed for NotADevice {}
     #[diagnostic::do_not_recommend]
-    impl super::SameDevice<Right> for Left {}
+    impl<D: super::Device> super::SameDevice<NotADevice> for D {}
 }
 
 /// Reinterprets a tensor of device `D2` as one of `D1` once `D1: SameDevice<D2>`

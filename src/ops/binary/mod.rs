@@ -187,7 +187,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let a = Tensor::<Cpu>::from_vec(vec![1.0, 5.0], [2]);
-    /// assert_eq!(a.minimum(&Tensor::scalar(2.0)).to_vec(), vec![1.0, 2.0]);
+    /// assert_eq!(a.minimum(&Tensor::<Cpu>::scalar(2.0)).to_vec(), vec![1.0, 2.0]);
     /// ```
     #[track_caller]
     pub fn minimum<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
