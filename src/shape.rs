@@ -205,7 +205,13 @@ impl Layout {
     }
 
     /// The storage range when the layout is contiguous.
+    ///
+    /// An empty layout selects nothing, so its range is `0..0` whatever its
+    /// offset (a view of an empty tensor may point past its storage).
     pub fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        if self.elem_count() == 0 {
+            return Some(0..0);
+        }
         self.is_contiguous().then(|| self.offset..self.offset + self.elem_count())
     }
 
