@@ -44,3 +44,8 @@ pub use error::{Error, Result};
 pub use random::{Generator, manual_seed};
 pub use shape::{Layout, Shape};
 pub use tensor::Tensor;
+
+/// Runs the README's code blocks as doctests, so its claims stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
