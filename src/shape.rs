@@ -204,8 +204,13 @@ impl Layout {
         true
     }
 
-    /// The storage range when the layout is contiguous.
+    /// The storage range when the layout is contiguous. Empty for an empty
+    /// layout, whose offset may lie past the storage's end (a `narrow` of an
+    /// empty tensor), so that slicing with it never panics.
     pub fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        if self.elem_count() == 0 {
+            return Some(0..0);
+        }
         self.is_contiguous().then(|| self.offset..self.offset + self.elem_count())
     }
 

@@ -106,10 +106,17 @@ impl IndexKernel for Cpu {
             }
             return Ok(CpuStorage::from_vec(out));
         }
+        // Row-major trailing axes (always so for a contiguous input, as in
+        // an embedding lookup) make each selected slice one `memcpy`.
+        let dense = Layout::new(Shape::from(inner_dims), inner_strides.into(), 0).is_contiguous();
         // One chunk of `inner` elements per (outer position, index) pair.
         let fill = |(k, chunk): (usize, &mut [E])| {
             let base = outer[k / n] + picks[k % n];
-            copy_block(chunk, src, inner_dims, inner_strides, base);
+            if dense {
+                chunk.copy_from_slice(&src[base..base + inner]);
+            } else {
+                copy_block(chunk, src, inner_dims, inner_strides, base);
+            }
         };
         if out.len() >= PARALLEL_MIN_ELEMS {
             out.par_chunks_mut(inner).enumerate().with_min_len(PARALLEL_CHUNK.div_ceil(inner)).for_each(fill);
