@@ -5,6 +5,15 @@
 //! data. Every index value is checked against its axis before any kernel
 //! runs, so a bad label is an [`Error::Index`] naming the operation, the
 //! shape, the axis and the offending value, never an out-of-bounds panic.
+//!
+//! Indices on another device are a compile error, as for every operation
+//! taking several tensors:
+//! ```compile_fail
+//! use devtensor::{Cpu, Cuda, Tensor};
+//! fn pick(logits: &Tensor<Cuda<0>>, labels: &Tensor<Cpu, i64>) -> Tensor<Cuda<0>> {
+//!     logits.gather(1, labels) // error: `labels` is on `Cpu`, not `Cuda<0>`
+//! }
+//! ```
 
 mod cpu;
 mod cuda;
@@ -393,7 +402,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
             dims[ax] += t.dims()[ax];
         }
         if tensors.len() == 1 {
-            return Ok(first.try_contiguous()?);
+            return first.try_contiguous();
         }
         let inputs: Vec<(&D::Storage<E>, &Layout)> = tensors.iter().map(|t| (t.storage(), t.layout())).collect();
         let shape = Shape::from(dims);
