@@ -360,10 +360,17 @@ fn check_cat<D: Device, E: Element>(
     }
 }
 
-fn check_stack<D: Device, E: Element>(dims: Vec<usize>, variants: Vec<Variant>, axis: usize, negative: bool, seed: u64) {
+fn check_stack<D: Device, E: Element>(
+    dims: Vec<usize>,
+    variants: Vec<Variant>,
+    axis: usize,
+    negative: bool,
+    seed: u64,
+) {
     let rank = dims.len();
     let parts: Vec<Vec<E>> = (0..variants.len()).map(|k| values::<E>(dims.iter().product(), seed ^ k as u64)).collect();
-    let tensors: Vec<Tensor<D, E>> = parts.iter().zip(&variants).map(|(data, &v)| tensor_with(data, &dims, v)).collect();
+    let tensors: Vec<Tensor<D, E>> =
+        parts.iter().zip(&variants).map(|(data, &v)| tensor_with(data, &dims, v)).collect();
     let refs: Vec<&Tensor<D, E>> = tensors.iter().collect();
     // The new axis ranges over rank + 1 positions.
     let ax = if negative { axis as isize - rank as isize - 1 } else { axis as isize };
@@ -423,9 +430,12 @@ fn large_inputs_take_the_parallel_paths_correctly() {
     let picks = index_values(500, rows, 12);
     let idx = Tensor::<Cpu, i64>::from_slice(&picks, [500]);
     let rows_out = x.index_select(0, &idx).to_vec();
-    assert!(picks.iter().enumerate().all(|(j, &p)| {
-        rows_out[j * cols..(j + 1) * cols] == data[p as usize * cols..(p as usize + 1) * cols]
-    }));
+    assert!(
+        picks
+            .iter()
+            .enumerate()
+            .all(|(j, &p)| { rows_out[j * cols..(j + 1) * cols] == data[p as usize * cols..(p as usize + 1) * cols] })
+    );
     let col_picks = index_values(400, cols, 13);
     let cols_out = x.index_select(1, &Tensor::from_slice(&col_picks, [400])).to_vec();
     assert!((0..rows).all(|r| (0..400).all(|j| cols_out[r * 400 + j] == data[r * cols + col_picks[j] as usize])));
@@ -436,6 +446,16 @@ fn large_inputs_take_the_parallel_paths_correctly() {
     // The same with a transposed input, through the strided path.
     let xt = x.t().contiguous().t();
     assert_eq!(Tensor::cat(&[&xt, &y], 1).to_vec(), cat_reference(&parts, 1).1);
+}
+
+#[test]
+fn large_gather_and_scatter_add_match_reference() {
+    // Past the parallel threshold, on both kinds of axis and strided layouts.
+    for (axis, v) in [(0, Variant::Contiguous), (1, Variant::Permuted), (1, Variant::Narrowed)] {
+        let case = (vec![300, 260], axis, vec![290, 250]);
+        check_gather::<Cpu, f32>(case.clone(), false, 21, (v, v));
+        check_scatter_add::<Cpu, f32>(case, vec![1], true, 22, (v, v, v));
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -552,7 +572,10 @@ fn error_texts<D: Device>() {
 
     // cat
     let none: [&Tensor<D>; 0] = [];
-    assert_eq!(msg(Tensor::try_cat(&none, 0).unwrap_err()), "cat on Cpu: expected at least one tensor, got an empty list");
+    assert_eq!(
+        msg(Tensor::try_cat(&none, 0).unwrap_err()),
+        "cat on Cpu: expected at least one tensor, got an empty list"
+    );
     let v = Tensor::<D>::zeros([3]);
     let w = Tensor::<D>::zeros([2, 4]);
     assert_eq!(
@@ -571,7 +594,10 @@ fn error_texts<D: Device>() {
     assert!(matches!(Tensor::try_cat(&[&s, &s], 0).unwrap_err(), Error::Axis { op: "cat", axis: 0, .. }));
 
     // stack
-    assert_eq!(msg(Tensor::try_stack(&none, 0).unwrap_err()), "stack on Cpu: expected at least one tensor, got an empty list");
+    assert_eq!(
+        msg(Tensor::try_stack(&none, 0).unwrap_err()),
+        "stack on Cpu: expected at least one tensor, got an empty list"
+    );
     assert_eq!(
         msg(Tensor::try_stack(&[&x, &w], 0).unwrap_err()),
         "stack on Cpu: shapes [2, 3] and [2, 4]: every tensor must have the same shape"

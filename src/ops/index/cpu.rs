@@ -140,18 +140,28 @@ impl IndexKernel for Cpu {
         // index value then supplies that axis's offset.
         let mut src_strides: Dims = src_layout.strides().into();
         src_strides[axis] = 0;
-        let mut next = 0;
-        for_each_block(
-            index_layout.dims(),
-            [&src_strides, index_layout.strides()],
-            [src_layout.offset(), index_layout.offset()],
-            |[s, i], len, [ss, is]| {
+        let idx_strides = index_layout.strides();
+        let walk = |out: &mut [E], dims: &[usize], ss: &[usize], is: &[usize], s0: usize, i0: usize| {
+            let mut next = 0;
+            for_each_block(dims, [ss, is], [s0, i0], |[s, i], len, [ss, is]| {
                 for (k, o) in out[next..next + len].iter_mut().enumerate() {
                     *o = src[s + k * ss + idx[i + k * is] as usize * axis_stride];
                 }
                 next += len;
-            },
-        );
+            });
+        };
+        let dims = index_layout.dims();
+        let (s0, i0) = (src_layout.offset(), index_layout.offset());
+        if out.len() >= PARALLEL_MIN_ELEMS && dims[0] > 1 {
+            // Output slices along axis 0 are independent.
+            let row = out.len() / dims[0];
+            out.par_chunks_mut(row).enumerate().for_each(|(r, chunk)| {
+                let (s, i) = (s0 + r * src_strides[0], i0 + r * idx_strides[0]);
+                walk(chunk, &dims[1..], &src_strides[1..], &idx_strides[1..], s, i);
+            });
+        } else {
+            walk(&mut out, dims, &src_strides, idx_strides, s0, i0);
+        }
         Ok(CpuStorage::from_vec(out))
     }
 
@@ -169,18 +179,28 @@ impl IndexKernel for Cpu {
         let mut out_strides = dst_layout.shape().contiguous_strides();
         let axis_stride = out_strides[axis];
         out_strides[axis] = 0;
-        // Repeated indices make writes collide, so this runs on one thread.
-        for_each_block(
-            index_layout.dims(),
-            [&out_strides, index_layout.strides(), src_layout.strides()],
-            [0, index_layout.offset(), src_layout.offset()],
-            |[o, i, s], len, [os, is, ss]| {
+        let (idx_strides, src_strides) = (index_layout.strides(), src_layout.strides());
+        let walk = |out: &mut [E], dims: &[usize], os: &[usize], is: &[usize], ss: &[usize], i0: usize, s0: usize| {
+            for_each_block(dims, [os, is, ss], [0, i0, s0], |[o, i, s], len, [os, is, ss]| {
                 for k in 0..len {
                     let at = o + k * os + idx[i + k * is] as usize * axis_stride;
                     out[at] = out[at].add(src[s + k * ss]);
                 }
-            },
-        );
+            });
+        };
+        let dims = index_layout.dims();
+        let (i0, s0) = (index_layout.offset(), src_layout.offset());
+        // Repeated indices make writes collide along `axis` only, so slices
+        // along axis 0 can run in parallel when that is not the scattered axis.
+        if axis != 0 && index_layout.elem_count() >= PARALLEL_MIN_ELEMS && dims[0] > 1 {
+            let row = out_strides[0];
+            out.par_chunks_mut(row).take(dims[0]).enumerate().for_each(|(r, chunk)| {
+                let (i, s) = (i0 + r * idx_strides[0], s0 + r * src_strides[0]);
+                walk(chunk, &dims[1..], &out_strides[1..], &idx_strides[1..], &src_strides[1..], i, s);
+            });
+        } else {
+            walk(&mut out, dims, &out_strides, idx_strides, src_strides, i0, s0);
+        }
         Ok(CpuStorage::from_vec(out))
     }
 
@@ -229,10 +249,8 @@ impl IndexKernel for Cpu {
             return Ok(CpuStorage::from_vec(out));
         }
         let outer: usize = dims[..axis].iter().product();
-        let dense: Vec<Option<&[E]>> = inputs
-            .iter()
-            .map(|(s, l)| l.contiguous_range().map(|r| &s.as_slice()[r]))
-            .collect();
+        let dense: Vec<Option<&[E]>> =
+            inputs.iter().map(|(s, l)| l.contiguous_range().map(|r| &s.as_slice()[r])).collect();
         if dense.iter().all(Option::is_some) {
             let parts: Vec<&[E]> = dense.into_iter().flatten().collect();
             let widths: Vec<usize> = parts.iter().map(|p| p.len() / outer.max(1)).collect();

@@ -57,7 +57,11 @@ impl<const N: usize> IndexKernel for Cuda<N> {
         dst.unreachable()
     }
 
-    fn cat<E: Element>(inputs: &[(&CudaStorage<E>, &Layout)], _axis: usize, _out_shape: &Shape) -> Result<CudaStorage<E>> {
+    fn cat<E: Element>(
+        inputs: &[(&CudaStorage<E>, &Layout)],
+        _axis: usize,
+        _out_shape: &Shape,
+    ) -> Result<CudaStorage<E>> {
         match inputs.first() {
             Some((storage, _)) => storage.unreachable(),
             // Callers never pass an empty list; answer one without panicking.

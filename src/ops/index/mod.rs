@@ -83,7 +83,11 @@ pub trait IndexKernel: Backend {
 
     /// The inputs joined along `axis` into a new contiguous storage of
     /// `out_shape`. `inputs` is non-empty and the shapes agree off `axis`.
-    fn cat<E: Element>(inputs: &[(&Self::Storage<E>, &Layout)], axis: usize, out_shape: &Shape) -> Result<Self::Storage<E>>;
+    fn cat<E: Element>(
+        inputs: &[(&Self::Storage<E>, &Layout)],
+        axis: usize,
+        out_shape: &Shape,
+    ) -> Result<Self::Storage<E>>;
 }
 
 /// An [`Error::Shape`] for `op` on `D`.
@@ -520,7 +524,11 @@ fn check_fits<D: Device>(
 ) -> Result<()> {
     for (d, (&i, &o)) in index.dims().iter().zip(other.dims()).enumerate() {
         if Some(d) != skip && i > o {
-            return Err(shape_error::<D>(op, shapes(), format!("the index is larger than {name} on axis {d} ({i} > {o})")));
+            return Err(shape_error::<D>(
+                op,
+                shapes(),
+                format!("the index is larger than {name} on axis {d} ({i} > {o})"),
+            ));
         }
     }
     Ok(())
