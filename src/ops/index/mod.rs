@@ -1,9 +1,535 @@
-//! (in progress)
+//! Indexing and joining: `index_select`, `gather`, their backward passes
+//! `index_add` and `scatter_add`, and `cat` / `stack`.
+//!
+//! Indices are `Tensor<_, i64>` (PyTorch's `long`) on the same device as the
+//! data. Every index value is checked against its axis before any kernel
+//! runs, so a bad label is an [`Error::Index`] naming the operation, the
+//! shape, the axis and the offending value, never an out-of-bounds panic.
+//!
+//! Indices on another device are a compile error, as for every operation
+//! taking several tensors:
+//! ```compile_fail
+//! use devtensor::{Cpu, Cuda, Tensor};
+//! fn pick(logits: &Tensor<Cuda<0>>, labels: &Tensor<Cpu, i64>) -> Tensor<Cuda<0>> {
+//!     logits.gather(1, labels) // error: `labels` is on `Cpu`, not `Cuda<0>`
+//! }
+//! ```
 
 mod cpu;
 mod cuda;
 
-use crate::device::Backend;
+use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::element::Element;
+use crate::error::{Error, Result, or_panic};
+use crate::shape::{Layout, Shape, resolve_axis};
+use crate::tensor::Tensor;
 
-/// Device kernels of this family. Implemented by every [`Device`](crate::Device).
-pub trait IndexKernel: Backend {}
+/// Device kernels for indexing and joining. Implemented by every [`Device`].
+///
+/// Callers validate shapes and index values first (see
+/// [`first_out_of_range`](Self::first_out_of_range)); kernels may assume
+/// every index is in `0..size` of the axis it selects from.
+pub trait IndexKernel: Backend {
+    /// The first index (in row-major order of `layout`) outside `0..size`,
+    /// or `None` when all are in range.
+    fn first_out_of_range(indices: &Self::Storage<i64>, layout: &Layout, size: usize) -> Result<Option<i64>>;
+
+    /// `out[.., j, ..] = src[.., indices[j], ..]` along `axis`, into a new
+    /// contiguous storage; `indices_layout` is 1-D.
+    fn index_select<E: Element>(
+        src: &Self::Storage<E>,
+        src_layout: &Layout,
+        axis: usize,
+        indices: &Self::Storage<i64>,
+        indices_layout: &Layout,
+    ) -> Result<Self::Storage<E>>;
+
+    /// `out[p] = src[p with p[axis] = index[p]]` for every position `p` of
+    /// `index`, into a new contiguous storage of `index`'s shape.
+    fn gather<E: Element>(
+        src: &Self::Storage<E>,
+        src_layout: &Layout,
+        axis: usize,
+        index: &Self::Storage<i64>,
+        index_layout: &Layout,
+    ) -> Result<Self::Storage<E>>;
+
+    /// A contiguous copy of `dst` to which, for every position `p` of
+    /// `index`, `src[p]` is added at `p with p[axis] = index[p]`. `src`'s
+    /// layout may be larger than `index`'s; only `index`'s extent is read.
+    #[allow(clippy::too_many_arguments)] // Three tensors, each a storage and a layout.
+    fn scatter_add<E: Element>(
+        dst: &Self::Storage<E>,
+        dst_layout: &Layout,
+        axis: usize,
+        index: &Self::Storage<i64>,
+        index_layout: &Layout,
+        src: &Self::Storage<E>,
+        src_layout: &Layout,
+    ) -> Result<Self::Storage<E>>;
+
+    /// A contiguous copy of `dst` to which `src[.., j, ..]` is added at
+    /// `[.., indices[j], ..]` along `axis`; `indices_layout` is 1-D.
+    #[allow(clippy::too_many_arguments)] // Three tensors, each a storage and a layout.
+    fn index_add<E: Element>(
+        dst: &Self::Storage<E>,
+        dst_layout: &Layout,
+        axis: usize,
+        indices: &Self::Storage<i64>,
+        indices_layout: &Layout,
+        src: &Self::Storage<E>,
+        src_layout: &Layout,
+    ) -> Result<Self::Storage<E>>;
+
+    /// The inputs joined along `axis` into a new contiguous storage of
+    /// `out_shape`. `inputs` is non-empty and the shapes agree off `axis`.
+    fn cat<E: Element>(
+        inputs: &[(&Self::Storage<E>, &Layout)],
+        axis: usize,
+        out_shape: &Shape,
+    ) -> Result<Self::Storage<E>>;
+}
+
+/// An [`Error::Shape`] for `op` on `D`.
+fn shape_error<D: Device>(op: &'static str, shapes: Vec<Shape>, reason: String) -> Error {
+    Error::Shape { op, device: D::name(), shapes, reason }
+}
+
+/// Fails with [`Error::Index`] when an index is outside `0..shape[axis]`.
+fn check_indices<D: Device>(op: &'static str, shape: &Shape, axis: usize, indices: &Tensor<D, i64>) -> Result<()> {
+    match D::first_out_of_range(indices.storage(), indices.layout(), shape.dims()[axis])? {
+        None => Ok(()),
+        Some(index) => Err(Error::Index { op, device: D::name(), shape: shape.clone(), axis, index }),
+    }
+}
+
+/// Fails unless `indices` is 1-D.
+fn check_one_dim<D: Device>(op: &'static str, shapes: &[&Shape], indices: &Shape) -> Result<()> {
+    match indices.rank() {
+        1 => Ok(()),
+        r => Err(shape_error::<D>(
+            op,
+            shapes.iter().map(|&s| s.clone()).collect(),
+            format!("the indices must be 1-D, got rank {r}"),
+        )),
+    }
+}
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    /// The slices at `indices` along `axis`, in that order (repeats allowed),
+    /// like `torch.index_select`: the output has `indices.len()` elements
+    /// along `axis` and this tensor's sizes elsewhere.
+    ///
+    /// Fails when `axis` is out of range, `indices` is not 1-D, or an index
+    /// is negative or not below the size of `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([3, 2]);
+    /// let err = x.try_index_select(0, &Tensor::from_vec(vec![0, 3], [2])).unwrap_err();
+    /// assert_eq!(err.to_string(), "index_select on Cpu: index 3 is out of range for axis 0 of size 3 (shape [3, 2])");
+    /// ```
+    pub fn try_index_select<D2: Device>(&self, axis: isize, indices: &Tensor<D2, i64>) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        const OP: &str = "index_select";
+        let indices: &Tensor<D, i64> = same_device(indices);
+        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
+        check_one_dim::<D>(OP, &[self.shape(), indices.shape()], indices.shape())?;
+        check_indices(OP, self.shape(), ax, indices)?;
+        let mut dims = self.dims().to_vec();
+        dims[ax] = indices.elem_count();
+        let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
+        Ok(Tensor::from_storage(storage, Shape::from(dims)))
+    }
+
+    /// Panicking form of [`try_index_select`](Self::try_index_select).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([3, 2]);
+    /// let rows = x.index_select(0, &Tensor::from_vec(vec![2, 0, 2], [3]));
+    /// assert_eq!(rows.to_vec2(), vec![vec![4, 5], vec![0, 1], vec![4, 5]]);
+    /// let cols = x.index_select(-1, &Tensor::from_vec(vec![1], [1]));
+    /// assert_eq!(cols.to_vec(), vec![1, 3, 5]);
+    /// ```
+    #[track_caller]
+    pub fn index_select<D2: Device>(&self, axis: isize, indices: &Tensor<D2, i64>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_index_select(axis, indices))
+    }
+
+    /// Values picked along `axis` by `index`, like `torch.gather`: the output
+    /// has `index`'s shape, and for `axis = 1` of a rank-3 tensor
+    /// `out[i][j][k] = self[i][index[i][j][k]][k]`.
+    ///
+    /// `index` must have this tensor's rank and be no larger than it on every
+    /// axis but `axis`. Fails otherwise, on an out-of-range `axis`, and on
+    /// an index that is negative or not below the size of `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([2, 3]);
+    /// let index = Tensor::<Cpu, i64>::from_vec(vec![0, -1], [2, 1]);
+    /// let err = x.try_gather(1, &index).unwrap_err();
+    /// assert_eq!(err.to_string(), "gather on Cpu: index -1 is out of range for axis 1 of size 3 (shape [2, 3])");
+    /// ```
+    pub fn try_gather<D2: Device>(&self, axis: isize, index: &Tensor<D2, i64>) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        const OP: &str = "gather";
+        let index: &Tensor<D, i64> = same_device(index);
+        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
+        let shapes = || vec![self.shape().clone(), index.shape().clone()];
+        check_same_rank::<D>(OP, shapes, &[("the input", self.shape())], index.shape())?;
+        check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
+        check_indices(OP, self.shape(), ax, index)?;
+        let storage = D::gather(self.storage(), self.layout(), ax, index.storage(), index.layout())?;
+        Ok(Tensor::from_storage(storage, index.shape().clone()))
+    }
+
+    /// Panicking form of [`try_gather`](Self::try_gather).
+    ///
+    /// Picking each row's label logit, as cross-entropy does:
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let logits = Tensor::<Cpu>::from_vec(vec![0.1, 0.7, 0.2, 0.5, 0.3, 0.2], [2, 3]);
+    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2]);
+    /// let picked = logits.gather(1, &labels.unsqueeze(1));
+    /// assert_eq!(picked.to_vec2(), vec![vec![0.7], vec![0.5]]);
+    /// ```
+    #[track_caller]
+    pub fn gather<D2: Device>(&self, axis: isize, index: &Tensor<D2, i64>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_gather(axis, index))
+    }
+
+    /// A copy of this tensor to which each `src[p]` is added at
+    /// `p with p[axis] = index[p]`, for every position `p` of `index`: the
+    /// out-of-place `torch.scatter_add`, and the backward of
+    /// [`gather`](Self::gather). Repeated indices accumulate.
+    ///
+    /// `index`, `src` and this tensor must have one rank; `index` must be no
+    /// larger than `src` on any axis, and no larger than this tensor on any
+    /// axis but `axis`. Fails otherwise, on an out-of-range `axis`, and on an
+    /// index that is negative or not below this tensor's size on `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([2, 3]);
+    /// let index = Tensor::<Cpu, i64>::zeros([3, 1]);
+    /// let err = x.try_scatter_add(1, &index, &Tensor::<Cpu>::ones([3, 1])).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "scatter_add on Cpu: shapes [2, 3], [3, 1] and [3, 1]: \
+    ///      the index is larger than the input on axis 0 (3 > 2)"
+    /// );
+    /// ```
+    pub fn try_scatter_add<D2: Device, D3: Device>(
+        &self,
+        axis: isize,
+        index: &Tensor<D2, i64>,
+        src: &Tensor<D3, E>,
+    ) -> Result<Self>
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+    {
+        const OP: &str = "scatter_add";
+        let index: &Tensor<D, i64> = same_device(index);
+        let src: &Tensor<D, E> = same_device(src);
+        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
+        let shapes = || vec![self.shape().clone(), index.shape().clone(), src.shape().clone()];
+        check_same_rank::<D>(OP, shapes, &[("the input", self.shape()), ("src", src.shape())], index.shape())?;
+        check_fits::<D>(OP, shapes, "src", src.shape(), index.shape(), None)?;
+        check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
+        check_indices(OP, self.shape(), ax, index)?;
+        let storage = D::scatter_add(
+            self.storage(),
+            self.layout(),
+            ax,
+            index.storage(),
+            index.layout(),
+            src.storage(),
+            src.layout(),
+        )?;
+        Ok(Tensor::from_storage(storage, self.shape().clone()))
+    }
+
+    /// Panicking form of [`try_scatter_add`](Self::try_scatter_add).
+    ///
+    /// Sending gradients back to the logits cross-entropy picked:
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let grad_logits = Tensor::<Cpu>::zeros([2, 3]);
+    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2, 1]);
+    /// let grad_picked = Tensor::<Cpu>::from_vec(vec![-0.5, -0.5], [2, 1]);
+    /// let g = grad_logits.scatter_add(1, &labels, &grad_picked);
+    /// assert_eq!(g.to_vec2(), vec![vec![0.0, -0.5, 0.0], vec![-0.5, 0.0, 0.0]]);
+    /// ```
+    #[track_caller]
+    pub fn scatter_add<D2: Device, D3: Device>(&self, axis: isize, index: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+    {
+        or_panic(self.try_scatter_add(axis, index, src))
+    }
+
+    /// A copy of this tensor to which slice `j` of `src` along `axis` is
+    /// added at slice `indices[j]`, like the out-of-place
+    /// `torch.index_add`: the backward of [`index_select`](Self::index_select).
+    /// Repeated indices accumulate.
+    ///
+    /// `indices` is 1-D; `src` has this tensor's shape except for
+    /// `indices.len()` elements along `axis`. Fails otherwise, on an
+    /// out-of-range `axis`, and on an index that is negative or not below
+    /// this tensor's size on `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([3, 2]);
+    /// let src = Tensor::<Cpu>::ones([2, 3]);
+    /// let err = x.try_index_add(0, &Tensor::from_vec(vec![0, 2], [2]), &src).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "index_add on Cpu: shapes [3, 2], [2] and [2, 3]: \
+    ///      src must have shape [2, 2] (the input's shape with the indices' length on axis 0)"
+    /// );
+    /// ```
+    pub fn try_index_add<D2: Device, D3: Device>(
+        &self,
+        axis: isize,
+        indices: &Tensor<D2, i64>,
+        src: &Tensor<D3, E>,
+    ) -> Result<Self>
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+    {
+        const OP: &str = "index_add";
+        let indices: &Tensor<D, i64> = same_device(indices);
+        let src: &Tensor<D, E> = same_device(src);
+        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
+        let shapes = [self.shape(), indices.shape(), src.shape()];
+        check_one_dim::<D>(OP, &shapes, indices.shape())?;
+        let mut expected = self.dims().to_vec();
+        expected[ax] = indices.elem_count();
+        if src.dims() != expected.as_slice() {
+            return Err(shape_error::<D>(
+                OP,
+                shapes.iter().map(|&s| s.clone()).collect(),
+                format!(
+                    "src must have shape {} (the input's shape with the indices' length on axis {ax})",
+                    Shape::from(expected)
+                ),
+            ));
+        }
+        check_indices(OP, self.shape(), ax, indices)?;
+        let storage = D::index_add(
+            self.storage(),
+            self.layout(),
+            ax,
+            indices.storage(),
+            indices.layout(),
+            src.storage(),
+            src.layout(),
+        )?;
+        Ok(Tensor::from_storage(storage, self.shape().clone()))
+    }
+
+    /// Panicking form of [`try_index_add`](Self::try_index_add).
+    ///
+    /// Accumulating embedding gradients, where token 1 appears twice:
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let table = Tensor::<Cpu>::zeros([3, 2]);
+    /// let tokens = Tensor::<Cpu, i64>::from_vec(vec![1, 0, 1], [3]);
+    /// let grads = Tensor::<Cpu>::ones([3, 2]);
+    /// let g = table.index_add(0, &tokens, &grads);
+    /// assert_eq!(g.to_vec2(), vec![vec![1.0, 1.0], vec![2.0, 2.0], vec![0.0, 0.0]]);
+    /// ```
+    #[track_caller]
+    pub fn index_add<D2: Device, D3: Device>(&self, axis: isize, indices: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+    {
+        or_panic(self.try_index_add(axis, indices, src))
+    }
+
+    /// The tensors joined end to end along an existing `axis`, like
+    /// `torch.cat`. All must have one rank and agree in size on every other
+    /// axis; `axis` is resolved against that rank (`-1` is the last).
+    ///
+    /// Fails on an empty list, on differing ranks or sizes (naming every
+    /// shape), and on an out-of-range `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu>::zeros([2, 3]);
+    /// let b = Tensor::<Cpu>::zeros([2, 4]);
+    /// let err = Tensor::try_cat(&[&a, &b], 0).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "cat on Cpu: shapes [2, 3] and [2, 4]: sizes differ on axis 1 (3 vs 4); \
+    ///      only the cat axis 0 may differ"
+    /// );
+    /// ```
+    pub fn try_cat(tensors: &[&Self], axis: isize) -> Result<Self> {
+        const OP: &str = "cat";
+        let all_shapes = || tensors.iter().map(|t| t.shape().clone()).collect::<Vec<_>>();
+        let Some(first) = tensors.first() else {
+            return Err(shape_error::<D>(OP, vec![], "expected at least one tensor, got an empty list".into()));
+        };
+        if let Some(t) = tensors.iter().find(|t| t.rank() != first.rank()) {
+            return Err(shape_error::<D>(
+                OP,
+                all_shapes(),
+                format!("every tensor must have the same rank (found {} and {})", first.rank(), t.rank()),
+            ));
+        }
+        let ax = resolve_axis(OP, D::name, first.shape(), axis)?;
+        let mut dims = first.dims().to_vec();
+        for t in &tensors[1..] {
+            for (d, (&want, &got)) in first.dims().iter().zip(t.dims()).enumerate() {
+                if d != ax && want != got {
+                    return Err(shape_error::<D>(
+                        OP,
+                        all_shapes(),
+                        format!("sizes differ on axis {d} ({want} vs {got}); only the cat axis {ax} may differ"),
+                    ));
+                }
+            }
+            dims[ax] += t.dims()[ax];
+        }
+        if tensors.len() == 1 {
+            return first.try_contiguous();
+        }
+        let inputs: Vec<(&D::Storage<E>, &Layout)> = tensors.iter().map(|t| (t.storage(), t.layout())).collect();
+        let shape = Shape::from(dims);
+        let storage = D::cat(&inputs, ax, &shape)?;
+        Ok(Tensor::from_storage(storage, shape))
+    }
+
+    /// Panicking form of [`try_cat`](Self::try_cat).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![5, 6], [2, 1]);
+    /// let c = Tensor::cat(&[&a, &b], -1);
+    /// assert_eq!(c.to_vec2(), vec![vec![1, 2, 5], vec![3, 4, 6]]);
+    /// assert_eq!(Tensor::cat(&[&a, &a], 0).dims(), &[4, 2]);
+    /// ```
+    #[track_caller]
+    pub fn cat(tensors: &[&Self], axis: isize) -> Self {
+        or_panic(Self::try_cat(tensors, axis))
+    }
+
+    /// The tensors joined along a new axis inserted at `axis`, like
+    /// `torch.stack`: all must have one shape, and `axis` ranges over
+    /// `-(rank + 1)..=rank` (`rank` or `-1` makes the new axis the last).
+    ///
+    /// Fails on an empty list, on differing shapes (naming every shape), and
+    /// on an out-of-range `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu>::zeros([2, 3]);
+    /// let err = Tensor::try_stack(&[&a, &a], 3).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "stack on Cpu: axis 3 is out of range for stacking tensors of shape [2, 3] \
+    ///      (expected an axis in -3..3)"
+    /// );
+    /// ```
+    pub fn try_stack(tensors: &[&Self], axis: isize) -> Result<Self> {
+        const OP: &str = "stack";
+        let Some(first) = tensors.first() else {
+            return Err(shape_error::<D>(OP, vec![], "expected at least one tensor, got an empty list".into()));
+        };
+        if tensors.iter().any(|t| t.shape() != first.shape()) {
+            return Err(shape_error::<D>(
+                OP,
+                tensors.iter().map(|t| t.shape().clone()).collect(),
+                "every tensor must have the same shape".into(),
+            ));
+        }
+        let rank = first.rank() as isize;
+        let at = if axis < 0 { axis + rank + 1 } else { axis };
+        if !(0..=rank).contains(&at) {
+            // Not `Error::Axis`: the valid range has one more axis than the inputs.
+            return Err(Error::Argument {
+                op: OP,
+                device: D::name(),
+                reason: format!(
+                    "axis {axis} is out of range for stacking tensors of shape {} (expected an axis in {}..{})",
+                    first.shape(),
+                    -rank - 1,
+                    rank + 1
+                ),
+            });
+        }
+        // Unsqueezing is a view, so `cat` still sees the inputs' own layouts.
+        let views = tensors.iter().map(|t| t.try_unsqueeze(at)).collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Self> = views.iter().collect();
+        Self::try_cat(&refs, at)
+    }
+
+    /// Panicking form of [`try_stack`](Self::try_stack).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2], [2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3, 4], [2]);
+    /// assert_eq!(Tensor::stack(&[&a, &b], 0).to_vec2(), vec![vec![1, 2], vec![3, 4]]);
+    /// assert_eq!(Tensor::stack(&[&a, &b], -1).to_vec2(), vec![vec![1, 3], vec![2, 4]]);
+    /// ```
+    #[track_caller]
+    pub fn stack(tensors: &[&Self], axis: isize) -> Self {
+        or_panic(Self::try_stack(tensors, axis))
+    }
+}
+
+/// Fails unless `index` has the rank of each `(name, shape)` in `others`.
+fn check_same_rank<D: Device>(
+    op: &'static str,
+    shapes: impl Fn() -> Vec<Shape>,
+    others: &[(&str, &Shape)],
+    index: &Shape,
+) -> Result<()> {
+    for &(name, other) in others {
+        if other.rank() != index.rank() {
+            return Err(shape_error::<D>(
+                op,
+                shapes(),
+                format!("the index must have the rank of {name} ({} vs {})", index.rank(), other.rank()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Fails unless `index` is no larger than `other` on every axis but `skip`.
+fn check_fits<D: Device>(
+    op: &'static str,
+    shapes: impl Fn() -> Vec<Shape>,
+    name: &str,
+    other: &Shape,
+    index: &Shape,
+    skip: Option<usize>,
+) -> Result<()> {
+    for (d, (&i, &o)) in index.dims().iter().zip(other.dims()).enumerate() {
+        if Some(d) != skip && i > o {
+            return Err(shape_error::<D>(
+                op,
+                shapes(),
+                format!("the index is larger than {name} on axis {d} ({i} > {o})"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,642 @@
+//! Indexing and joining (`index_select`, `gather`, `scatter_add`,
+//! `index_add`, `cat`, `stack`) checked against plain loops on random
+//! shapes and axes, with non-contiguous data and index tensors, several
+//! element types, empty tensors, and every error message.
+
+mod common;
+
+use common::*;
+use devtensor::{Cpu, Device, Element, Error, Tensor};
+use proptest::prelude::*;
+
+/// `len` small whole numbers (plus a half for floats), exact in every
+/// element type, derived from `seed`.
+fn values<E: Element>(len: usize, seed: u64) -> Vec<E> {
+    let half = if E::IS_FLOAT { 0.5 } else { 0.0 };
+    (0..len as u64).map(|i| E::from_f64((splitmix(seed ^ i) % 40) as f64 + half)).collect()
+}
+
+/// `len` indices in `0..bound`, derived from `seed`.
+fn index_values(len: usize, bound: usize, seed: u64) -> Vec<i64> {
+    (0..len as u64).map(|i| (splitmix(seed.wrapping_add(i)) % bound as u64) as i64).collect()
+}
+
+/// A well-mixed hash of `x`, so nearby seeds give unrelated values.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `axis` as the caller writes it: the negative form when `negative`.
+fn signed_axis(axis: usize, rank: usize, negative: bool) -> isize {
+    if negative { axis as isize - rank as isize } else { axis as isize }
+}
+
+/// A shape of rank 1 to `max_rank` (dimensions may be 0) and an axis of it.
+fn shape_and_axis(max_rank: usize, max_dim: usize) -> impl Strategy<Value = (Vec<usize>, usize)> {
+    prop::collection::vec(0..=max_dim, 1..=max_rank).prop_flat_map(|dims| {
+        let rank = dims.len();
+        (Just(dims), 0..rank)
+    })
+}
+
+/// A shape, an axis, and an index shape for `gather` / `scatter_add`: the
+/// index's size is at most the shape's on every axis but `axis`, and any
+/// small size on `axis` (0 when the shape has nothing to pick from there).
+fn gather_case() -> impl Strategy<Value = (Vec<usize>, usize, Vec<usize>)> {
+    shape_and_axis(4, 4).prop_flat_map(|(dims, axis)| {
+        let rank = dims.len();
+        let index_dims = prop::collection::vec(0..=4usize, rank).prop_map({
+            let dims = dims.clone();
+            move |sizes| {
+                let mut out: Vec<usize> = sizes.iter().zip(&dims).map(|(&s, &d)| s.min(d)).collect();
+                out[axis] = if dims[axis] == 0 { 0 } else { sizes[axis] };
+                out
+            }
+        });
+        (Just(dims), Just(axis), index_dims)
+    })
+}
+
+/// `dims` with `axis` set to `size`.
+fn with_axis(dims: &[usize], axis: usize, size: usize) -> Vec<usize> {
+    let mut out = dims.to_vec();
+    out[axis] = size;
+    out
+}
+
+// ---------------------------------------------------------------------------
+// index_select and index_add
+
+fn check_index_select<D: Device, E: Element>(
+    (dims, axis): (Vec<usize>, usize),
+    negative: bool,
+    n: usize,
+    seed: u64,
+    (vx, vi): (Variant, Variant),
+) {
+    let data = values::<E>(dims.iter().product(), seed);
+    let size = dims[axis];
+    let n = if size == 0 { 0 } else { n };
+    let picks = index_values(n, size.max(1), seed ^ 1);
+    let x = tensor_with::<D, E>(&data, &dims, vx);
+    let idx = tensor_with::<D, i64>(&picks, &[n], vi);
+    let got = x.index_select(signed_axis(axis, dims.len(), negative), &idx);
+
+    let out_dims = with_axis(&dims, axis, n);
+    let expected: Vec<E> = indices(&out_dims)
+        .map(|mut i| {
+            i[axis] = picks[i[axis]] as usize;
+            data[ravel(&i, &dims)]
+        })
+        .collect();
+    assert_eq!(got.dims(), out_dims.as_slice());
+    assert_eq!(got.to_vec(), expected);
+}
+
+fn check_index_add<D: Device, E: Element>(
+    (dims, axis): (Vec<usize>, usize),
+    negative: bool,
+    n: usize,
+    seed: u64,
+    (vx, vi, vs): (Variant, Variant, Variant),
+) {
+    let size = dims[axis];
+    let n = if size == 0 { 0 } else { n };
+    let src_dims = with_axis(&dims, axis, n);
+    let base = values::<E>(dims.iter().product(), seed);
+    let src_data = values::<E>(src_dims.iter().product(), seed ^ 2);
+    let picks = index_values(n, size.max(1), seed ^ 3);
+    let x = tensor_with::<D, E>(&base, &dims, vx);
+    let idx = tensor_with::<D, i64>(&picks, &[n], vi);
+    let src = tensor_with::<D, E>(&src_data, &src_dims, vs);
+    let got = x.index_add(signed_axis(axis, dims.len(), negative), &idx, &src);
+
+    let mut expected = base.clone();
+    for (flat, mut i) in indices(&src_dims).enumerate() {
+        i[axis] = picks[i[axis]] as usize;
+        let at = ravel(&i, &dims);
+        expected[at] = expected[at].add(src_data[flat]);
+    }
+    assert_eq!(got.dims(), dims.as_slice());
+    assert_eq!(got.to_vec(), expected);
+    // Out of place: the input is untouched.
+    assert_eq!(x.to_vec(), base);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn index_select_matches_reference(
+        case in shape_and_axis(4, 5), negative in any::<bool>(), n in 0..7usize, seed in any::<u64>(),
+        vx in variant(), vi in variant(),
+    ) {
+        check_index_select::<Cpu, f32>(case.clone(), negative, n, seed, (vx, vi));
+        check_index_select::<Cpu, i64>(case.clone(), negative, n, seed, (vx, vi));
+        check_index_select::<Cpu, u8>(case, negative, n, seed, (vx, vi));
+    }
+
+    #[test]
+    fn index_add_matches_reference(
+        case in shape_and_axis(4, 4), negative in any::<bool>(), n in 0..7usize, seed in any::<u64>(),
+        vx in variant(), vi in variant(), vs in variant(),
+    ) {
+        check_index_add::<Cpu, f32>(case.clone(), negative, n, seed, (vx, vi, vs));
+        check_index_add::<Cpu, i64>(case.clone(), negative, n, seed, (vx, vi, vs));
+        check_index_add::<Cpu, u8>(case, negative, n, seed, (vx, vi, vs));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// gather and scatter_add
+
+fn check_gather<D: Device, E: Element>(
+    (dims, axis, index_dims): (Vec<usize>, usize, Vec<usize>),
+    negative: bool,
+    seed: u64,
+    (vx, vi): (Variant, Variant),
+) {
+    let data = values::<E>(dims.iter().product(), seed);
+    let picks = index_values(index_dims.iter().product(), dims[axis].max(1), seed ^ 4);
+    let x = tensor_with::<D, E>(&data, &dims, vx);
+    let idx = tensor_with::<D, i64>(&picks, &index_dims, vi);
+    let got = x.gather(signed_axis(axis, dims.len(), negative), &idx);
+
+    let expected: Vec<E> = indices(&index_dims)
+        .enumerate()
+        .map(|(flat, mut i)| {
+            i[axis] = picks[flat] as usize;
+            data[ravel(&i, &dims)]
+        })
+        .collect();
+    assert_eq!(got.dims(), index_dims.as_slice());
+    assert_eq!(got.to_vec(), expected);
+}
+
+fn check_scatter_add<D: Device, E: Element>(
+    (dims, axis, index_dims): (Vec<usize>, usize, Vec<usize>),
+    extra: Vec<usize>,
+    negative: bool,
+    seed: u64,
+    (vx, vi, vs): (Variant, Variant, Variant),
+) {
+    // `src` may be larger than `index`; only index's extent of it is read.
+    let src_dims: Vec<usize> = index_dims.iter().zip(extra.iter().cycle()).map(|(&d, &e)| d + e).collect();
+    let base = values::<E>(dims.iter().product(), seed);
+    let src_data = values::<E>(src_dims.iter().product(), seed ^ 5);
+    let picks = index_values(index_dims.iter().product(), dims[axis].max(1), seed ^ 6);
+    let x = tensor_with::<D, E>(&base, &dims, vx);
+    let idx = tensor_with::<D, i64>(&picks, &index_dims, vi);
+    let src = tensor_with::<D, E>(&src_data, &src_dims, vs);
+    let got = x.scatter_add(signed_axis(axis, dims.len(), negative), &idx, &src);
+
+    let mut expected = base.clone();
+    for (flat, p) in indices(&index_dims).enumerate() {
+        let mut at = p.clone();
+        at[axis] = picks[flat] as usize;
+        let at = ravel(&at, &dims);
+        expected[at] = expected[at].add(src_data[ravel(&p, &src_dims)]);
+    }
+    assert_eq!(got.dims(), dims.as_slice());
+    assert_eq!(got.to_vec(), expected);
+    assert_eq!(x.to_vec(), base);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn gather_matches_reference(
+        case in gather_case(), negative in any::<bool>(), seed in any::<u64>(), vx in variant(), vi in variant(),
+    ) {
+        check_gather::<Cpu, f32>(case.clone(), negative, seed, (vx, vi));
+        check_gather::<Cpu, i64>(case.clone(), negative, seed, (vx, vi));
+        check_gather::<Cpu, u8>(case, negative, seed, (vx, vi));
+    }
+
+    #[test]
+    fn scatter_add_matches_reference(
+        case in gather_case(), extra in prop::collection::vec(0..3usize, 1..4), negative in any::<bool>(),
+        seed in any::<u64>(), vx in variant(), vi in variant(), vs in variant(),
+    ) {
+        check_scatter_add::<Cpu, f32>(case.clone(), extra.clone(), negative, seed, (vx, vi, vs));
+        check_scatter_add::<Cpu, i64>(case.clone(), extra.clone(), negative, seed, (vx, vi, vs));
+        check_scatter_add::<Cpu, u8>(case, extra, negative, seed, (vx, vi, vs));
+    }
+
+    /// scatter_add is gather's adjoint: <gather(x), g> = <x, scatter_add(0, g)>,
+    /// which is what makes it gather's backward.
+    #[test]
+    fn scatter_add_is_the_adjoint_of_gather(case in gather_case(), seed in any::<u64>(), vi in variant()) {
+        adjoint::<Cpu>(case, seed, vi);
+    }
+
+    /// With a permutation along the axis, scatter_add undoes gather exactly.
+    #[test]
+    fn scatter_add_undoes_a_permuting_gather((dims, axis) in shape_and_axis(3, 4), seed in any::<u64>(), vi in variant()) {
+        let data = values::<f64>(dims.iter().product(), seed);
+        // index[p] = (p[axis] + shift(p)) mod size: a permutation along each lane.
+        let size = dims[axis];
+        let picks: Vec<i64> = indices(&dims)
+            .map(|p| {
+                let mut lane = p.clone();
+                lane[axis] = 0;
+                ((p[axis] + ravel(&lane, &dims) + seed as usize % 5) % size) as i64
+            })
+            .collect();
+        let x = Tensor::<Cpu, f64>::from_slice(&data, dims.as_slice());
+        let idx = tensor_with::<Cpu, i64>(&picks, &dims, vi);
+        let back = x.zeros_like().scatter_add(axis as isize, &idx, &x.gather(axis as isize, &idx));
+        prop_assert_eq!(back.to_vec(), data);
+    }
+}
+
+fn adjoint<D: Device>((dims, axis, index_dims): (Vec<usize>, usize, Vec<usize>), seed: u64, vi: Variant) {
+    let x_data = values::<f64>(dims.iter().product(), seed);
+    let g_data = values::<f64>(index_dims.iter().product(), seed ^ 7);
+    let picks = index_values(index_dims.iter().product(), dims[axis].max(1), seed ^ 8);
+    let x = Tensor::<D, f64>::from_slice(&x_data, dims.as_slice());
+    let g = Tensor::<D, f64>::from_slice(&g_data, index_dims.as_slice());
+    let idx = tensor_with::<D, i64>(&picks, &index_dims, vi);
+    let lhs: f64 = x.gather(axis as isize, &idx).to_vec().iter().zip(&g_data).map(|(a, b)| a * b).sum();
+    let back = x.zeros_like().scatter_add(axis as isize, &idx, &g).to_vec();
+    let rhs: f64 = back.iter().zip(&x_data).map(|(a, b)| a * b).sum();
+    assert_close(&[lhs], &[rhs], 1e-9, 1e-12);
+}
+
+#[test]
+fn gather_and_scatter_add_match_hand_built_examples() {
+    // PyTorch's documented example: torch.gather(t, 1, [[0, 0], [1, 0]]).
+    let t = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
+    let idx = Tensor::<Cpu, i64>::from_vec(vec![0, 0, 1, 0], [2, 2]);
+    assert_eq!(t.gather(1, &idx).to_vec2(), vec![vec![1, 1], vec![4, 3]]);
+    assert_eq!(t.gather(0, &idx).to_vec2(), vec![vec![1, 2], vec![3, 2]]);
+
+    // scatter_add along axis 0 with repeated targets accumulates.
+    let src = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    let idx = Tensor::<Cpu, i64>::from_vec(vec![0, 1, 2, 0, 0, 0], [2, 3]);
+    let out = Tensor::<Cpu>::zeros([3, 3]).scatter_add(0, &idx, &src);
+    assert_eq!(out.to_vec2(), vec![vec![5.0, 5.0, 6.0], vec![0.0, 2.0, 0.0], vec![0.0, 0.0, 3.0]]);
+
+    // A smaller index reads only its corner of a larger src.
+    let idx = Tensor::<Cpu, i64>::from_vec(vec![2, 0], [1, 2]);
+    let out = Tensor::<Cpu>::ones([2, 3]).scatter_add(-1, &idx, &src);
+    assert_eq!(out.to_vec2(), vec![vec![3.0, 1.0, 2.0], vec![1.0, 1.0, 1.0]]);
+
+    // Cross-entropy's pick and its backward on a transposed (strided) logits tensor.
+    let logits = Tensor::<Cpu>::from_vec(vec![0.0, 10.0, 1.0, 11.0, 2.0, 12.0], [3, 2]).t();
+    let labels = Tensor::<Cpu, i64>::from_vec(vec![2, 0], [2, 1]);
+    assert_eq!(logits.gather(1, &labels).to_vec(), vec![2.0, 10.0]);
+    let grad = logits.zeros_like().scatter_add(1, &labels, &Tensor::<Cpu>::ones([2, 1]));
+    assert_eq!(grad.to_vec2(), vec![vec![0.0, 0.0, 1.0], vec![1.0, 0.0, 0.0]]);
+}
+
+#[test]
+fn index_select_and_index_add_match_hand_built_examples() {
+    let x = Tensor::<Cpu, u8>::from_vec((0..12).collect(), [3, 4]);
+    let idx = Tensor::<Cpu, i64>::from_vec(vec![3, 3, 0], [3]);
+    assert_eq!(x.index_select(1, &idx).to_vec2(), vec![vec![3, 3, 0], vec![7, 7, 4], vec![11, 11, 8]]);
+    // A strided index tensor (every other element).
+    let strided = Tensor::<Cpu, i64>::from_vec(vec![2, 9, 0, 9], [2, 2]).select(1, 0);
+    assert!(!strided.is_contiguous());
+    assert_eq!(x.index_select(0, &strided).to_vec2(), vec![vec![8, 9, 10, 11], vec![0, 1, 2, 3]]);
+    // index_add is index_select's adjoint: selected rows scattered back, counted.
+    let back = x.zeros_like().index_add(1, &idx, &x.index_select(1, &idx));
+    assert_eq!(back.to_vec2(), vec![vec![0, 0, 0, 6], vec![4, 0, 0, 14], vec![8, 0, 0, 22]]);
+}
+
+// ---------------------------------------------------------------------------
+// cat and stack
+
+/// Plain-loop concatenation of row-major parts along `axis`.
+fn cat_reference<E: Copy>(parts: &[(Vec<usize>, Vec<E>)], axis: usize) -> (Vec<usize>, Vec<E>) {
+    let total = parts.iter().map(|(d, _)| d[axis]).sum();
+    let out_dims = with_axis(&parts[0].0, axis, total);
+    let data = indices(&out_dims)
+        .map(|mut i| {
+            for (dims, data) in parts {
+                if i[axis] < dims[axis] {
+                    return data[ravel(&i, dims)];
+                }
+                i[axis] -= dims[axis];
+            }
+            unreachable!("the axis position lies within the total")
+        })
+        .collect();
+    (out_dims, data)
+}
+
+fn check_cat<D: Device, E: Element>(
+    (dims, axis): (Vec<usize>, usize),
+    sizes: Vec<(usize, Variant)>,
+    negative: bool,
+    seed: u64,
+) {
+    let parts: Vec<(Vec<usize>, Vec<E>)> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &(s, _))| {
+            let d = with_axis(&dims, axis, s);
+            let data = values::<E>(d.iter().product(), seed ^ k as u64);
+            (d, data)
+        })
+        .collect();
+    let tensors: Vec<Tensor<D, E>> =
+        parts.iter().zip(&sizes).map(|((d, data), &(_, v))| tensor_with::<D, E>(data, d, v)).collect();
+    let refs: Vec<&Tensor<D, E>> = tensors.iter().collect();
+    let ax = signed_axis(axis, dims.len(), negative);
+    let got = Tensor::cat(&refs, ax);
+    let (out_dims, expected) = cat_reference(&parts, axis);
+    assert_eq!(got.dims(), out_dims.as_slice());
+    assert_eq!(got.to_vec(), expected);
+    // Narrowing the result gives every part back.
+    let mut start = 0;
+    for (d, data) in &parts {
+        assert_eq!(&got.narrow(ax, start, d[axis]).to_vec(), data);
+        start += d[axis];
+    }
+}
+
+fn check_stack<D: Device, E: Element>(
+    dims: Vec<usize>,
+    variants: Vec<Variant>,
+    axis: usize,
+    negative: bool,
+    seed: u64,
+) {
+    let rank = dims.len();
+    let parts: Vec<Vec<E>> = (0..variants.len()).map(|k| values::<E>(dims.iter().product(), seed ^ k as u64)).collect();
+    let tensors: Vec<Tensor<D, E>> =
+        parts.iter().zip(&variants).map(|(data, &v)| tensor_with(data, &dims, v)).collect();
+    let refs: Vec<&Tensor<D, E>> = tensors.iter().collect();
+    // The new axis ranges over rank + 1 positions.
+    let ax = if negative { axis as isize - rank as isize - 1 } else { axis as isize };
+    let got = Tensor::stack(&refs, ax);
+
+    let unsqueezed: Vec<Tensor<D, E>> = tensors.iter().map(|t| t.unsqueeze(ax)).collect();
+    let via_cat = Tensor::cat(&unsqueezed.iter().collect::<Vec<_>>(), axis as isize);
+    assert_eq!(got.dims(), via_cat.dims());
+    assert_eq!(got.to_vec(), via_cat.to_vec());
+
+    let mut out_dims = dims.clone();
+    out_dims.insert(axis, parts.len());
+    let expected: Vec<E> = indices(&out_dims)
+        .map(|mut i| {
+            let k = i.remove(axis);
+            parts[k][ravel(&i, &dims)]
+        })
+        .collect();
+    assert_eq!(got.dims(), out_dims.as_slice());
+    assert_eq!(got.to_vec(), expected);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn cat_matches_reference_and_narrows_back(
+        case in shape_and_axis(4, 4),
+        sizes in prop::collection::vec((0..4usize, variant()), 1..5),
+        negative in any::<bool>(), seed in any::<u64>(),
+    ) {
+        check_cat::<Cpu, f32>(case.clone(), sizes.clone(), negative, seed);
+        check_cat::<Cpu, i64>(case.clone(), sizes.clone(), negative, seed);
+        check_cat::<Cpu, u8>(case, sizes, negative, seed);
+    }
+
+    #[test]
+    fn stack_matches_unsqueeze_then_cat(
+        (dims, axis) in shape_maybe_empty(3, 4).prop_flat_map(|d| { let r = d.len(); (Just(d), 0..=r) }),
+        variants in prop::collection::vec(variant(), 1..5),
+        negative in any::<bool>(), seed in any::<u64>(),
+    ) {
+        check_stack::<Cpu, f32>(dims.clone(), variants.clone(), axis, negative, seed);
+        check_stack::<Cpu, i64>(dims.clone(), variants.clone(), axis, negative, seed);
+        check_stack::<Cpu, u8>(dims, variants, axis, negative, seed);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Large inputs: the parallel paths
+
+#[test]
+fn large_inputs_take_the_parallel_paths_correctly() {
+    let (rows, cols) = (700, 301);
+    let data = values::<f32>(rows * cols, 11);
+    let x = Tensor::<Cpu>::from_slice(&data, [rows, cols]);
+    let picks = index_values(500, rows, 12);
+    let idx = Tensor::<Cpu, i64>::from_slice(&picks, [500]);
+    let rows_out = x.index_select(0, &idx).to_vec();
+    assert!(
+        picks
+            .iter()
+            .enumerate()
+            .all(|(j, &p)| { rows_out[j * cols..(j + 1) * cols] == data[p as usize * cols..(p as usize + 1) * cols] })
+    );
+    let col_picks = index_values(400, cols, 13);
+    let cols_out = x.index_select(1, &Tensor::from_slice(&col_picks, [400])).to_vec();
+    assert!((0..rows).all(|r| (0..400).all(|j| cols_out[r * 400 + j] == data[r * cols + col_picks[j] as usize])));
+
+    let y = Tensor::<Cpu>::from_slice(&values::<f32>(rows * 5, 14), [rows, 5]);
+    let parts = [(vec![rows, cols], data.clone()), (vec![rows, 5], y.to_vec())];
+    assert_eq!(Tensor::cat(&[&x, &y], 1).to_vec(), cat_reference(&parts, 1).1);
+    // The same with a transposed input, through the strided path.
+    let xt = x.t().contiguous().t();
+    assert_eq!(Tensor::cat(&[&xt, &y], 1).to_vec(), cat_reference(&parts, 1).1);
+}
+
+#[test]
+fn large_gather_and_scatter_add_match_reference() {
+    // Past the parallel threshold, on both kinds of axis and strided layouts.
+    for (axis, v) in [(0, Variant::Contiguous), (1, Variant::Permuted), (1, Variant::Narrowed)] {
+        let case = (vec![300, 260], axis, vec![290, 250]);
+        check_gather::<Cpu, f32>(case.clone(), false, 21, (v, v));
+        check_scatter_add::<Cpu, f32>(case, vec![1], true, 22, (v, v, v));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Empty tensors and empty index lists
+
+#[test]
+fn empty_tensors_and_empty_index_lists() {
+    let x = Tensor::<Cpu>::ones([2, 3]);
+    let none = Tensor::<Cpu, i64>::zeros([0]);
+    assert_eq!(x.index_select(1, &none).dims(), &[2, 0]);
+    assert_eq!(x.index_select(0, &none).to_vec(), Vec::<f32>::new());
+    assert_eq!(x.index_add(0, &none, &Tensor::<Cpu>::zeros([0, 3])).to_vec(), vec![1.0; 6]);
+
+    let empty_index = Tensor::<Cpu, i64>::zeros([2, 0]);
+    assert_eq!(x.gather(1, &empty_index).dims(), &[2, 0]);
+    assert_eq!(x.scatter_add(1, &empty_index, &Tensor::<Cpu>::zeros([2, 0])).to_vec(), vec![1.0; 6]);
+
+    // Selecting from an empty axis with no indices is fine; an empty tensor
+    // elsewhere keeps its zero.
+    let hollow = Tensor::<Cpu>::zeros([0, 3]);
+    assert_eq!(hollow.index_select(0, &none).dims(), &[0, 3]);
+    assert_eq!(hollow.index_select(1, &Tensor::from_vec(vec![2, 2], [2])).dims(), &[0, 2]);
+
+    let a = Tensor::<Cpu>::zeros([0, 2]);
+    let b = Tensor::<Cpu>::ones([1, 2]);
+    assert_eq!(Tensor::cat(&[&a, &b, &a], 0).to_vec2(), vec![vec![1.0, 1.0]]);
+    assert_eq!(Tensor::cat(&[&a, &a], 1).dims(), &[0, 4]);
+    assert_eq!(Tensor::stack(&[&a, &a], 0).dims(), &[2, 0, 2]);
+    // A narrow of an empty result keeps an offset past the (empty) storage.
+    let wide = Tensor::cat(&[&a, &a], 1);
+    assert_eq!(wide.narrow(1, 2, 2).to_vec(), Vec::<f32>::new());
+    assert_eq!(Tensor::cat(&[&wide.narrow(1, 2, 2), &a], 0).dims(), &[0, 2]);
+}
+
+// ---------------------------------------------------------------------------
+// Errors: exact text for each kind, and the panicking forms
+
+fn error_texts<D: Device>() {
+    let x = Tensor::<D>::zeros([2, 3]);
+    let ix = |v: Vec<i64>, dims: &[usize]| Tensor::<D, i64>::from_vec(v, dims);
+    // The expected texts are written for `Cpu`; other devices name themselves.
+    let msg = |e: Error| e.to_string().replace(&D::name(), "Cpu");
+
+    // index_select
+    assert_eq!(
+        msg(x.try_index_select(2, &ix(vec![0], &[1])).unwrap_err()),
+        "index_select on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)"
+    );
+    assert_eq!(
+        msg(x.try_index_select(0, &ix(vec![0, 1], &[1, 2])).unwrap_err()),
+        "index_select on Cpu: shapes [2, 3] and [1, 2]: the indices must be 1-D, got rank 2"
+    );
+    let err = x.try_index_select(-1, &ix(vec![0, -1], &[2])).unwrap_err();
+    assert!(matches!(err, Error::Index { op: "index_select", axis: 1, index: -1, .. }), "{err}");
+    assert_eq!(msg(err), "index_select on Cpu: index -1 is out of range for axis 1 of size 3 (shape [2, 3])");
+    assert_eq!(
+        msg(x.try_index_select(0, &ix(vec![1, 2, 7], &[3])).unwrap_err()),
+        "index_select on Cpu: index 2 is out of range for axis 0 of size 2 (shape [2, 3])"
+    );
+
+    // gather
+    assert_eq!(
+        msg(x.try_gather(-3, &ix(vec![0], &[1, 1])).unwrap_err()),
+        "gather on Cpu: axis -3 is out of range for shape [2, 3] (expected an axis in -2..2)"
+    );
+    assert_eq!(
+        msg(x.try_gather(0, &ix(vec![0], &[1])).unwrap_err()),
+        "gather on Cpu: shapes [2, 3] and [1]: the index must have the rank of the input (1 vs 2)"
+    );
+    assert_eq!(
+        msg(x.try_gather(0, &ix(vec![0; 8], &[2, 4])).unwrap_err()),
+        "gather on Cpu: shapes [2, 3] and [2, 4]: the index is larger than the input on axis 1 (4 > 3)"
+    );
+    // Larger than the input on the gathered axis itself is allowed (repeats).
+    assert_eq!(x.gather(0, &ix(vec![1; 5], &[5, 1])).dims(), &[5, 1]);
+    let err = x.try_gather(1, &ix(vec![0, 3], &[2, 1])).unwrap_err();
+    assert!(matches!(err, Error::Index { op: "gather", axis: 1, index: 3, .. }), "{err}");
+    assert_eq!(msg(err), "gather on Cpu: index 3 is out of range for axis 1 of size 3 (shape [2, 3])");
+
+    // scatter_add
+    let src = Tensor::<D>::ones([2, 3]);
+    assert_eq!(
+        msg(x.try_scatter_add(2, &ix(vec![0], &[1, 1]), &src).unwrap_err()),
+        "scatter_add on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)"
+    );
+    assert_eq!(
+        msg(x.try_scatter_add(0, &ix(vec![0], &[1]), &src).unwrap_err()),
+        "scatter_add on Cpu: shapes [2, 3], [1] and [2, 3]: the index must have the rank of the input (1 vs 2)"
+    );
+    assert_eq!(
+        msg(x.try_scatter_add(0, &ix(vec![0], &[1, 1]), &Tensor::<D>::ones([3])).unwrap_err()),
+        "scatter_add on Cpu: shapes [2, 3], [1, 1] and [3]: the index must have the rank of src (2 vs 1)"
+    );
+    assert_eq!(
+        msg(x.try_scatter_add(0, &ix(vec![0; 3], &[3, 1]), &src).unwrap_err()),
+        "scatter_add on Cpu: shapes [2, 3], [3, 1] and [2, 3]: the index is larger than src on axis 0 (3 > 2)"
+    );
+    let err = x.try_scatter_add(0, &ix(vec![0, 2], &[1, 2]), &src).unwrap_err();
+    assert!(matches!(err, Error::Index { op: "scatter_add", axis: 0, index: 2, .. }), "{err}");
+    assert_eq!(msg(err), "scatter_add on Cpu: index 2 is out of range for axis 0 of size 2 (shape [2, 3])");
+
+    // index_add
+    assert_eq!(
+        msg(x.try_index_add(0, &ix(vec![0], &[1, 1]), &src).unwrap_err()),
+        "index_add on Cpu: shapes [2, 3], [1, 1] and [2, 3]: the indices must be 1-D, got rank 2"
+    );
+    assert_eq!(
+        msg(x.try_index_add(1, &ix(vec![0], &[1]), &src).unwrap_err()),
+        "index_add on Cpu: shapes [2, 3], [1] and [2, 3]: \
+         src must have shape [2, 1] (the input's shape with the indices' length on axis 1)"
+    );
+    let err = x.try_index_add(1, &ix(vec![-4], &[1]), &Tensor::<D>::ones([2, 1])).unwrap_err();
+    assert_eq!(msg(err), "index_add on Cpu: index -4 is out of range for axis 1 of size 3 (shape [2, 3])");
+
+    // cat
+    let none: [&Tensor<D>; 0] = [];
+    assert_eq!(
+        msg(Tensor::try_cat(&none, 0).unwrap_err()),
+        "cat on Cpu: expected at least one tensor, got an empty list"
+    );
+    let v = Tensor::<D>::zeros([3]);
+    let w = Tensor::<D>::zeros([2, 4]);
+    assert_eq!(
+        msg(Tensor::try_cat(&[&x, &w, &v], 0).unwrap_err()),
+        "cat on Cpu: shapes [2, 3], [2, 4] and [3]: every tensor must have the same rank (found 2 and 1)"
+    );
+    assert_eq!(
+        msg(Tensor::try_cat(&[&x, &x, &w], 0).unwrap_err()),
+        "cat on Cpu: shapes [2, 3], [2, 3] and [2, 4]: sizes differ on axis 1 (3 vs 4); only the cat axis 0 may differ"
+    );
+    assert_eq!(
+        msg(Tensor::try_cat(&[&x, &x], 2).unwrap_err()),
+        "cat on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)"
+    );
+    let s = Tensor::<D>::scalar(1.0);
+    assert!(matches!(Tensor::try_cat(&[&s, &s], 0).unwrap_err(), Error::Axis { op: "cat", axis: 0, .. }));
+
+    // stack
+    assert_eq!(
+        msg(Tensor::try_stack(&none, 0).unwrap_err()),
+        "stack on Cpu: expected at least one tensor, got an empty list"
+    );
+    assert_eq!(
+        msg(Tensor::try_stack(&[&x, &w], 0).unwrap_err()),
+        "stack on Cpu: shapes [2, 3] and [2, 4]: every tensor must have the same shape"
+    );
+    assert_eq!(
+        msg(Tensor::try_stack(&[&x, &x], -4).unwrap_err()),
+        "stack on Cpu: axis -4 is out of range for stacking tensors of shape [2, 3] (expected an axis in -3..3)"
+    );
+    assert_eq!(Tensor::stack(&[&x, &x], 2).dims(), &[2, 3, 2]);
+    assert_eq!(Tensor::stack(&[&x, &x], -3).dims(), &[2, 2, 3]);
+}
+
+#[test]
+fn errors_name_the_op_the_shapes_and_the_device() {
+    error_texts::<Cpu>();
+}
+
+#[test]
+#[should_panic(expected = "gather on Cpu: index 5 is out of range for axis 0 of size 2 (shape [2])")]
+fn plain_gather_panics_with_the_try_message() {
+    let x = Tensor::<Cpu>::zeros([2]);
+    let _ = x.gather(0, &Tensor::from_vec(vec![5i64], [1]));
+}
+
+#[test]
+#[should_panic(expected = "index_select on Cpu: index -1 is out of range for axis 0 of size 2 (shape [2])")]
+fn plain_index_select_panics_with_the_try_message() {
+    let _ = Tensor::<Cpu>::zeros([2]).index_select(0, &Tensor::from_vec(vec![-1i64], [1]));
+}
+
+#[test]
+#[should_panic(expected = "cat on Cpu: shapes [2] and [1, 2]: every tensor must have the same rank (found 1 and 2)")]
+fn plain_cat_panics_with_the_try_message() {
+    let _ = Tensor::cat(&[&Tensor::<Cpu>::zeros([2]), &Tensor::<Cpu>::zeros([1, 2])], 0);
+}
+
+#[test]
+#[should_panic(expected = "scatter_add on Cpu: index 9 is out of range for axis 0 of size 2 (shape [2])")]
+fn plain_scatter_add_panics_with_the_try_message() {
+    let x = Tensor::<Cpu>::zeros([2]);
+    let _ = x.scatter_add(0, &Tensor::from_vec(vec![9i64], [1]), &Tensor::<Cpu>::ones([1]));
+}
