@@ -43,6 +43,9 @@ fn compare_reference(name: &str, a: f64, b: f64) -> bool {
     }
 }
 
+/// A comparison's name, its tensor form's result and its scalar form's result.
+type Case<D> = (&'static str, Tensor<D, u8>, Tensor<D, u8>);
+
 fn check_compare<D: Device, E: Element>(
     (ad, bd): (Vec<usize>, Vec<usize>),
     seed_a: &[f64],
@@ -56,7 +59,7 @@ fn check_compare<D: Device, E: Element>(
     let ta = tensor_with::<D, E>(&cast_all(&a), &ad, va);
     let tb = tensor_with::<D, E>(&cast_all(&b), &bd, vb);
     let s = E::from_f64(scalar);
-    let cases: [(&str, Tensor<D, u8>, Tensor<D, u8>); 6] = [
+    let cases: [Case<D>; 6] = [
         ("eq", ta.eq(&tb), ta.eq_scalar(s)),
         ("ne", ta.ne(&tb), ta.ne_scalar(s)),
         ("lt", ta.lt(&tb), ta.lt_scalar(s)),
@@ -77,7 +80,12 @@ fn check_compare<D: Device, E: Element>(
     }
 }
 
-fn check_logical<D: Device>((ad, bd): (Vec<usize>, Vec<usize>), seed_a: &[u8], seed_b: &[u8], (va, vb): (Variant, Variant)) {
+fn check_logical<D: Device>(
+    (ad, bd): (Vec<usize>, Vec<usize>),
+    seed_a: &[u8],
+    seed_b: &[u8],
+    (va, vb): (Variant, Variant),
+) {
     let a: Vec<u8> = (0..ad.iter().product()).map(|i| seed_a[i % seed_a.len()]).collect();
     let b: Vec<u8> = (0..bd.iter().product()).map(|i| seed_b[i % seed_b.len()]).collect();
     let ta = tensor_with::<D, u8>(&a, &ad, va);
@@ -126,9 +134,12 @@ fn check_where<D: Device, E: Element>(
     let tt = tensor_with::<D, E>(&cast_all(&t), &td, vt);
     let tf = tensor_with::<D, E>(&cast_all(&f), &fd, vf);
     let out = broadcast_dims(&broadcast_dims(&cd, &td).unwrap(), &fd).expect("broadcastable");
-    let expected: Vec<f64> = indices(&out)
-        .map(|i| if broadcast_read(&c, &cd, &i) != 0 { broadcast_read(&t, &td, &i) } else { broadcast_read(&f, &fd, &i) })
-        .collect();
+    let expected: Vec<f64> =
+        indices(&out)
+            .map(|i| {
+                if broadcast_read(&c, &cd, &i) != 0 { broadcast_read(&t, &td, &i) } else { broadcast_read(&f, &fd, &i) }
+            })
+            .collect();
     for got in [tc.where_cond(&tt, &tf), tc.try_where_cond(&tt, &tf).unwrap()] {
         assert_eq!(got.dims(), out.as_slice());
         assert!(got.is_contiguous());
@@ -214,14 +225,13 @@ fn errors_name_op_shapes_and_device<D: Device>() {
     let a = Tensor::<D>::zeros([2, 3]);
     let b = Tensor::<D>::zeros([4]);
     let err = a.try_lt(&b).unwrap_err();
-    assert_eq!(err.to_string(), format!("lt on {device}: shapes [2, 3] and [4]: the shapes cannot be broadcast together"));
-    for (op, err) in [
-        ("eq", a.try_eq(&b)),
-        ("ne", a.try_ne(&b)),
-        ("le", a.try_le(&b)),
-        ("gt", a.try_gt(&b)),
-        ("ge", a.try_ge(&b)),
-    ] {
+    assert_eq!(
+        err.to_string(),
+        format!("lt on {device}: shapes [2, 3] and [4]: the shapes cannot be broadcast together")
+    );
+    for (op, err) in
+        [("eq", a.try_eq(&b)), ("ne", a.try_ne(&b)), ("le", a.try_le(&b)), ("gt", a.try_gt(&b)), ("ge", a.try_ge(&b))]
+    {
         match err.unwrap_err() {
             Error::Shape { op: got, device: d, shapes, .. } => {
                 assert_eq!((got, d), (op, device.clone()));
@@ -234,9 +244,15 @@ fn errors_name_op_shapes_and_device<D: Device>() {
     let m = Tensor::<D, u8>::ones([2]);
     let n = Tensor::<D, u8>::ones([3]);
     let err = m.try_logical_and(&n).unwrap_err();
-    assert_eq!(err.to_string(), format!("logical_and on {device}: shapes [2] and [3]: the shapes cannot be broadcast together"));
+    assert_eq!(
+        err.to_string(),
+        format!("logical_and on {device}: shapes [2] and [3]: the shapes cannot be broadcast together")
+    );
     let err = m.try_logical_or(&n).unwrap_err();
-    assert_eq!(err.to_string(), format!("logical_or on {device}: shapes [2] and [3]: the shapes cannot be broadcast together"));
+    assert_eq!(
+        err.to_string(),
+        format!("logical_or on {device}: shapes [2] and [3]: the shapes cannot be broadcast together")
+    );
 
     // The mask and `on_true` fit, `on_false` does not.
     let cond = Tensor::<D, u8>::ones([2, 1]);

@@ -29,7 +29,13 @@ macro_rules! float_reference {
                 self.abs()
             }
             fn r_relu(self) -> Self {
-                if self.is_nan() { self } else if self < 0.0 { 0.0 } else { self }
+                if self.is_nan() {
+                    self
+                } else if self < 0.0 {
+                    0.0
+                } else {
+                    self
+                }
             }
             fn r_square(self) -> Self {
                 self * self
@@ -186,24 +192,44 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn all_type_ops_match_reference_f32((dims, data) in shaped(float_value()), v in variant(), a in float_value(), b in float_value()) {
+    fn all_type_ops_match_reference_f32(
+        (dims, data) in shaped(float_value()),
+        v in variant(),
+        a in float_value(),
+        b in float_value(),
+    ) {
         let data: Vec<f32> = data.iter().map(|&x| x as f32).collect();
         check_all_types::<Cpu, f32>(&dims, &data, v, a as f32, b as f32);
     }
 
     #[test]
-    fn all_type_ops_match_reference_f64((dims, data) in shaped(float_value()), v in variant(), a in -20.0..20.0f64, b in -20.0..20.0f64) {
+    fn all_type_ops_match_reference_f64(
+        (dims, data) in shaped(float_value()),
+        v in variant(),
+        a in -20.0..20.0f64,
+        b in -20.0..20.0f64,
+    ) {
         // Ordered and reversed bounds both occur.
         check_all_types::<Cpu, f64>(&dims, &data, v, a, b);
     }
 
     #[test]
-    fn all_type_ops_match_reference_i64((dims, data) in shaped(prop_oneof![any::<i64>(), -10..10i64, Just(i64::MIN)]), v in variant(), a in -20..20i64, b in -20..20i64) {
+    fn all_type_ops_match_reference_i64(
+        (dims, data) in shaped(prop_oneof![any::<i64>(), -10..10i64, Just(i64::MIN)]),
+        v in variant(),
+        a in -20..20i64,
+        b in -20..20i64,
+    ) {
         check_all_types::<Cpu, i64>(&dims, &data, v, a, b);
     }
 
     #[test]
-    fn all_type_ops_match_reference_u8((dims, data) in shaped(any::<u8>()), v in variant(), a in any::<u8>(), b in any::<u8>()) {
+    fn all_type_ops_match_reference_u8(
+        (dims, data) in shaped(any::<u8>()),
+        v in variant(),
+        a in any::<u8>(),
+        b in any::<u8>(),
+    ) {
         check_all_types::<Cpu, u8>(&dims, &data, v, a, b);
     }
 

@@ -14,12 +14,30 @@ use rayon::prelude::*;
 macro_rules! with_compare {
     ($op:expr, $E:ty, |$f:ident| $body:expr) => {
         match $op {
-            CompareOp::Eq => { let $f = |a: $E, b: $E| (a == b) as u8; $body }
-            CompareOp::Ne => { let $f = |a: $E, b: $E| (a != b) as u8; $body }
-            CompareOp::Lt => { let $f = |a: $E, b: $E| (a < b) as u8; $body }
-            CompareOp::Le => { let $f = |a: $E, b: $E| (a <= b) as u8; $body }
-            CompareOp::Gt => { let $f = |a: $E, b: $E| (a > b) as u8; $body }
-            CompareOp::Ge => { let $f = |a: $E, b: $E| (a >= b) as u8; $body }
+            CompareOp::Eq => {
+                let $f = |a: $E, b: $E| (a == b) as u8;
+                $body
+            }
+            CompareOp::Ne => {
+                let $f = |a: $E, b: $E| (a != b) as u8;
+                $body
+            }
+            CompareOp::Lt => {
+                let $f = |a: $E, b: $E| (a < b) as u8;
+                $body
+            }
+            CompareOp::Le => {
+                let $f = |a: $E, b: $E| (a <= b) as u8;
+                $body
+            }
+            CompareOp::Gt => {
+                let $f = |a: $E, b: $E| (a > b) as u8;
+                $body
+            }
+            CompareOp::Ge => {
+                let $f = |a: $E, b: $E| (a >= b) as u8;
+                $body
+            }
         }
     };
 }
@@ -102,7 +120,12 @@ impl CompareKernel for Cpu {
         Ok(CpuStorage::from_vec(out))
     }
 
-    fn compare_scalar<E: Element>(op: CompareOp, x: &CpuStorage<E>, layout: &Layout, scalar: E) -> Result<CpuStorage<u8>> {
+    fn compare_scalar<E: Element>(
+        op: CompareOp,
+        x: &CpuStorage<E>,
+        layout: &Layout,
+        scalar: E,
+    ) -> Result<CpuStorage<u8>> {
         let src = x.as_slice();
         let out = with_compare!(op, E, |f| map_strided(src, layout, move |v| f(v, scalar)));
         Ok(CpuStorage::from_vec(out))
@@ -138,7 +161,8 @@ impl CompareKernel for Cpu {
     ) -> Result<CpuStorage<E>> {
         let (c, t, f) = (cond.as_slice(), on_true.as_slice(), on_false.as_slice());
         let mut out = output_buffer::<E>(cond_layout.elem_count());
-        let dense = (cond_layout.contiguous_range(), on_true_layout.contiguous_range(), on_false_layout.contiguous_range());
+        let dense =
+            (cond_layout.contiguous_range(), on_true_layout.contiguous_range(), on_false_layout.contiguous_range());
         if let (Some(rc), Some(rt), Some(rf)) = dense {
             let (c, t, f) = (&c[rc], &t[rt], &f[rf]);
             let run = |out: &mut [E], c: &[u8], t: &[E], f: &[E]| {
@@ -163,7 +187,9 @@ impl CompareKernel for Cpu {
             let out = &mut out[next..next + len];
             match (sx, sy, sz) {
                 (1, 1, 1) => {
-                    for (((o, &c), &t), &f) in out.iter_mut().zip(&c[x..x + len]).zip(&t[y..y + len]).zip(&f[z..z + len]) {
+                    for (((o, &c), &t), &f) in
+                        out.iter_mut().zip(&c[x..x + len]).zip(&t[y..y + len]).zip(&f[z..z + len])
+                    {
                         *o = select(c, t, f);
                     }
                 }
