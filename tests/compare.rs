@@ -330,3 +330,24 @@ fn large_inputs<D: Device>() {
 fn large_inputs_cpu() {
     large_inputs::<Cpu>();
 }
+
+fn where_cond_block_shapes<D: Device>() {
+    // One flag per row: the mask is constant along each inner block.
+    let rows = Tensor::<D, u8>::from_vec(vec![1, 0, 3], [3, 1]);
+    let a = Tensor::<D, i64>::arange(0, 12).reshape([3, 4]);
+    let b = Tensor::<D, i64>::arange(100, 112).reshape([3, 4]);
+    let expected = vec![vec![0, 1, 2, 3], vec![104, 105, 106, 107], vec![8, 9, 10, 11]];
+    assert_eq!(rows.where_cond(&a, &b).to_vec2(), expected);
+    // A transposed mask choosing between two scalars.
+    let mask = Tensor::<D, u8>::from_vec(vec![1, 0, 0, 1, 1, 0], [3, 2]).t();
+    let got = mask.where_cond(&Tensor::<D>::scalar(1.0), &Tensor::<D>::scalar(-1.0));
+    assert_eq!(got.to_vec2(), vec![vec![1.0, -1.0, 1.0], vec![-1.0, 1.0, -1.0]]);
+    // A strided mask against a tensor and a scalar fallback.
+    let got = mask.where_cond(&Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]), &Tensor::scalar(0.0));
+    assert_eq!(got.to_vec2(), vec![vec![1.0, 0.0, 3.0], vec![0.0, 5.0, 0.0]]);
+}
+
+#[test]
+fn where_cond_block_shapes_cpu() {
+    where_cond_block_shapes::<Cpu>();
+}

@@ -193,6 +193,19 @@ impl CompareKernel for Cpu {
                         *o = select(c, t, f);
                     }
                 }
+                // `where(mask, 1.0, 0.0)`: a choice between two constants.
+                (1, 0, 0) => {
+                    let (t, f) = (t[y], f[z]);
+                    for (o, &c) in out.iter_mut().zip(&c[x..x + len]) {
+                        *o = select(c, t, f);
+                    }
+                }
+                // A mask constant along the block (e.g. one flag per row):
+                // the whole block comes from one side.
+                (0, 1, 1) => {
+                    let src = if c[x] != 0 { &t[y..y + len] } else { &f[z..z + len] };
+                    out.copy_from_slice(src);
+                }
                 // The common `where(mask, x, scalar)` shape: a fixed fallback.
                 (1, 1, 0) => {
                     let f = f[z];

@@ -267,6 +267,14 @@ impl<D: Device> Tensor<D, u8> {
     /// let y = x.gt_scalar(0.0).try_where_cond(&x, &Tensor::scalar(0.0)).unwrap();
     /// assert_eq!(y.to_vec(), vec![0.0, 2.0, 0.0]);
     /// ```
+    ///
+    /// All three tensors must be on one device, checked at compile time:
+    /// ```compile_fail,E0277
+    /// use devtensor::{Cpu, Cuda, Tensor};
+    /// fn pick(mask: &Tensor<Cpu, u8>, a: &Tensor<Cuda<0>>, b: &Tensor<Cpu>) -> Tensor<Cpu> {
+    ///     mask.where_cond(a, b) // error: expected all tensors to be on the same device
+    /// }
+    /// ```
     pub fn try_where_cond<D2: Device, D3: Device, E: Element>(
         &self,
         on_true: &Tensor<D2, E>,
