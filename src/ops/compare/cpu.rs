@@ -1,6 +1,226 @@
-//! CPU kernels.
+//! Comparison, mask and selection kernels on the CPU.
 
-use super::CompareKernel;
+use super::{CompareKernel, CompareOp, LogicalOp};
 use crate::device::Cpu;
+use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::element::Element;
+use crate::error::Result;
+use crate::shape::{Layout, for_each_block};
+use rayon::prelude::*;
 
-impl CompareKernel for Cpu {}
+/// Calls `$body` with `$f` bound to `op`'s predicate as a `Fn(E, E) -> u8`,
+/// so each comparison gets its own monomorphised loop. `PartialOrd` on
+/// floats is IEEE: every comparison with NaN is false, `!=` is true.
+macro_rules! with_compare {
+    ($op:expr, $E:ty, |$f:ident| $body:expr) => {
+        match $op {
+            CompareOp::Eq => {
+                let $f = |a: $E, b: $E| (a == b) as u8;
+                $body
+            }
+            CompareOp::Ne => {
+                let $f = |a: $E, b: $E| (a != b) as u8;
+                $body
+            }
+            CompareOp::Lt => {
+                let $f = |a: $E, b: $E| (a < b) as u8;
+                $body
+            }
+            CompareOp::Le => {
+                let $f = |a: $E, b: $E| (a <= b) as u8;
+                $body
+            }
+            CompareOp::Gt => {
+                let $f = |a: $E, b: $E| (a > b) as u8;
+                $body
+            }
+            CompareOp::Ge => {
+                let $f = |a: $E, b: $E| (a >= b) as u8;
+                $body
+            }
+        }
+    };
+}
+
+/// `f(a[i], b[i])` over two operands laid out with one shape, into a new
+/// row-major vector. Dense operands run as one loop, split across threads
+/// when large; a broadcast (stride-0) operand in the inner block is hoisted.
+fn zip_map<A: Element, B: Element, T: Element>(
+    a: &[A],
+    al: &Layout,
+    b: &[B],
+    bl: &Layout,
+    f: impl Fn(A, B) -> T + Send + Sync,
+) -> Vec<T> {
+    let mut out = output_buffer(al.elem_count());
+    if let (Some(ra), Some(rb)) = (al.contiguous_range(), bl.contiguous_range()) {
+        let (a, b) = (&a[ra], &b[rb]);
+        let run = |out: &mut [T], a: &[A], b: &[B]| {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        };
+        if out.len() >= PARALLEL_MIN_ELEMS {
+            out.par_chunks_mut(PARALLEL_CHUNK)
+                .zip(a.par_chunks(PARALLEL_CHUNK).zip(b.par_chunks(PARALLEL_CHUNK)))
+                .for_each(|(o, (a, b))| run(o, a, b));
+        } else {
+            run(&mut out, a, b);
+        }
+        return out;
+    }
+    let mut next = 0;
+    for_each_block(al.dims(), [al.strides(), bl.strides()], [al.offset(), bl.offset()], |[x, y], len, [sx, sy]| {
+        let out = &mut out[next..next + len];
+        match (sx, sy) {
+            (1, 1) => {
+                for ((o, &p), &q) in out.iter_mut().zip(&a[x..x + len]).zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (1, 0) => {
+                let q = b[y];
+                for (o, &p) in out.iter_mut().zip(&a[x..x + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (0, 1) => {
+                let p = a[x];
+                for (o, &q) in out.iter_mut().zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            _ => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = f(a[x + i * sx], b[y + i * sy]);
+                }
+            }
+        }
+        next += len;
+    });
+    out
+}
+
+/// `if c != 0 { t } else { f }`, written as a select the compiler can vectorise.
+#[inline(always)]
+fn select<E: Element>(c: u8, t: E, f: E) -> E {
+    if c != 0 { t } else { f }
+}
+
+impl CompareKernel for Cpu {
+    fn compare<E: Element>(
+        op: CompareOp,
+        lhs: &CpuStorage<E>,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage<E>,
+        rhs_layout: &Layout,
+    ) -> Result<CpuStorage<u8>> {
+        let (a, b) = (lhs.as_slice(), rhs.as_slice());
+        let out = with_compare!(op, E, |f| zip_map(a, lhs_layout, b, rhs_layout, f));
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn compare_scalar<E: Element>(
+        op: CompareOp,
+        x: &CpuStorage<E>,
+        layout: &Layout,
+        scalar: E,
+    ) -> Result<CpuStorage<u8>> {
+        let src = x.as_slice();
+        let out = with_compare!(op, E, |f| map_strided(src, layout, move |v| f(v, scalar)));
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn logical_not(x: &CpuStorage<u8>, layout: &Layout) -> Result<CpuStorage<u8>> {
+        Ok(CpuStorage::from_vec(map_strided(x.as_slice(), layout, |v: u8| (v == 0) as u8)))
+    }
+
+    fn logical(
+        op: LogicalOp,
+        lhs: &CpuStorage<u8>,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage<u8>,
+        rhs_layout: &Layout,
+    ) -> Result<CpuStorage<u8>> {
+        let (a, b) = (lhs.as_slice(), rhs.as_slice());
+        // Non-short-circuit `&`/`|` on bools keep the loop branch-free.
+        let out = match op {
+            LogicalOp::And => zip_map(a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) & (q != 0)) as u8),
+            LogicalOp::Or => zip_map(a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) | (q != 0)) as u8),
+        };
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn where_cond<E: Element>(
+        cond: &CpuStorage<u8>,
+        cond_layout: &Layout,
+        on_true: &CpuStorage<E>,
+        on_true_layout: &Layout,
+        on_false: &CpuStorage<E>,
+        on_false_layout: &Layout,
+    ) -> Result<CpuStorage<E>> {
+        let (c, t, f) = (cond.as_slice(), on_true.as_slice(), on_false.as_slice());
+        let mut out = output_buffer::<E>(cond_layout.elem_count());
+        let dense =
+            (cond_layout.contiguous_range(), on_true_layout.contiguous_range(), on_false_layout.contiguous_range());
+        if let (Some(rc), Some(rt), Some(rf)) = dense {
+            let (c, t, f) = (&c[rc], &t[rt], &f[rf]);
+            let run = |out: &mut [E], c: &[u8], t: &[E], f: &[E]| {
+                for (((o, &c), &t), &f) in out.iter_mut().zip(c).zip(t).zip(f) {
+                    *o = select(c, t, f);
+                }
+            };
+            if out.len() >= PARALLEL_MIN_ELEMS {
+                out.par_chunks_mut(PARALLEL_CHUNK)
+                    .zip(c.par_chunks(PARALLEL_CHUNK))
+                    .zip(t.par_chunks(PARALLEL_CHUNK).zip(f.par_chunks(PARALLEL_CHUNK)))
+                    .for_each(|((o, c), (t, f))| run(o, c, t, f));
+            } else {
+                run(&mut out, c, t, f);
+            }
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let strides = [cond_layout.strides(), on_true_layout.strides(), on_false_layout.strides()];
+        let offsets = [cond_layout.offset(), on_true_layout.offset(), on_false_layout.offset()];
+        let mut next = 0;
+        for_each_block(cond_layout.dims(), strides, offsets, |[x, y, z], len, [sx, sy, sz]| {
+            let out = &mut out[next..next + len];
+            match (sx, sy, sz) {
+                (1, 1, 1) => {
+                    for (((o, &c), &t), &f) in
+                        out.iter_mut().zip(&c[x..x + len]).zip(&t[y..y + len]).zip(&f[z..z + len])
+                    {
+                        *o = select(c, t, f);
+                    }
+                }
+                // `where(mask, 1.0, 0.0)`: a choice between two constants.
+                (1, 0, 0) => {
+                    let (t, f) = (t[y], f[z]);
+                    for (o, &c) in out.iter_mut().zip(&c[x..x + len]) {
+                        *o = select(c, t, f);
+                    }
+                }
+                // A mask constant along the block (e.g. one flag per row):
+                // the whole block comes from one side.
+                (0, 1, 1) => {
+                    let src = if c[x] != 0 { &t[y..y + len] } else { &f[z..z + len] };
+                    out.copy_from_slice(src);
+                }
+                // The common `where(mask, x, scalar)` shape: a fixed fallback.
+                (1, 1, 0) => {
+                    let f = f[z];
+                    for ((o, &c), &t) in out.iter_mut().zip(&c[x..x + len]).zip(&t[y..y + len]) {
+                        *o = select(c, t, f);
+                    }
+                }
+                _ => {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        *o = select(c[x + i * sx], t[y + i * sy], f[z + i * sz]);
+                    }
+                }
+            }
+            next += len;
+        });
+        Ok(CpuStorage::from_vec(out))
+    }
+}

@@ -1,9 +1,323 @@
-//! (in progress)
+//! Comparisons producing masks, mask logic, and selection by mask.
+//!
+//! A mask is a `Tensor<D, u8>` holding 1 for true and 0 for false, as
+//! PyTorch's `bool` tensors do. Comparisons broadcast like arithmetic and
+//! follow IEEE 754: NaN compares false, except under `ne`. Mask operations
+//! read any non-zero byte as true and always produce 0 or 1.
 
 mod cpu;
 mod cuda;
 
-use crate::device::Backend;
+use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::element::Element;
+use crate::error::{Error, Result, or_panic};
+use crate::shape::{Layout, Shape, broadcast_error};
+use crate::tensor::Tensor;
 
-/// Device kernels of this family. Implemented by every [`Device`](crate::Device).
-pub trait CompareKernel: Backend {}
+/// An elementwise comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    /// `a == b`
+    Eq,
+    /// `a != b` (true when either side is NaN)
+    Ne,
+    /// `a < b`
+    Lt,
+    /// `a <= b`
+    Le,
+    /// `a > b`
+    Gt,
+    /// `a >= b`
+    Ge,
+}
+
+impl CompareOp {
+    /// The operation's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareOp::Eq => "eq",
+            CompareOp::Ne => "ne",
+            CompareOp::Lt => "lt",
+            CompareOp::Le => "le",
+            CompareOp::Gt => "gt",
+            CompareOp::Ge => "ge",
+        }
+    }
+}
+
+/// A logical operation on two masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LogicalOp {
+    /// true where both are non-zero
+    And,
+    /// true where either is non-zero
+    Or,
+}
+
+impl LogicalOp {
+    /// The operation's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogicalOp::And => "logical_and",
+            LogicalOp::Or => "logical_or",
+        }
+    }
+}
+
+/// Device kernels for comparisons, mask logic and `where_cond`. Implemented
+/// by every [`Device`]. Every layout passed already has the output's
+/// (broadcast) shape; outputs are new contiguous storages.
+pub trait CompareKernel: Backend {
+    /// `lhs op rhs` as a 0/1 mask.
+    fn compare<E: Element>(
+        op: CompareOp,
+        lhs: &Self::Storage<E>,
+        lhs_layout: &Layout,
+        rhs: &Self::Storage<E>,
+        rhs_layout: &Layout,
+    ) -> Result<Self::Storage<u8>>;
+
+    /// `x op scalar` as a 0/1 mask.
+    fn compare_scalar<E: Element>(
+        op: CompareOp,
+        x: &Self::Storage<E>,
+        layout: &Layout,
+        scalar: E,
+    ) -> Result<Self::Storage<u8>>;
+
+    /// 1 where the mask is zero, 0 elsewhere.
+    fn logical_not(x: &Self::Storage<u8>, layout: &Layout) -> Result<Self::Storage<u8>>;
+
+    /// `lhs op rhs` on masks, as a 0/1 mask.
+    fn logical(
+        op: LogicalOp,
+        lhs: &Self::Storage<u8>,
+        lhs_layout: &Layout,
+        rhs: &Self::Storage<u8>,
+        rhs_layout: &Layout,
+    ) -> Result<Self::Storage<u8>>;
+
+    /// `on_true` where `cond` is non-zero, `on_false` elsewhere.
+    fn where_cond<E: Element>(
+        cond: &Self::Storage<u8>,
+        cond_layout: &Layout,
+        on_true: &Self::Storage<E>,
+        on_true_layout: &Layout,
+        on_false: &Self::Storage<E>,
+        on_false_layout: &Layout,
+    ) -> Result<Self::Storage<E>>;
+}
+
+/// The broadcast shape of two operands and both layouts broadcast to it.
+fn broadcast_pair(op: &'static str, device: String, lhs: &Layout, rhs: &Layout) -> Result<(Shape, Layout, Layout)> {
+    let shape =
+        lhs.shape().broadcast_with(rhs.shape()).ok_or_else(|| broadcast_error(op, device, lhs.shape(), rhs.shape()))?;
+    let l = lhs.broadcast_to(&shape).expect("broadcast shape fits lhs");
+    let r = rhs.broadcast_to(&shape).expect("broadcast shape fits rhs");
+    Ok((shape, l, r))
+}
+
+/// Defines `try_x`/`x` and `try_x_scalar`/`x_scalar` for one comparison.
+macro_rules! comparison {
+    ($($op:ident, $try_name:ident, $name:ident, $try_scalar:ident, $scalar:ident, $what:literal, $example:literal;)*) => {$(
+        #[doc = concat!("A mask of `self ", $what, " rhs`, broadcasting both. Fails when the shapes do not broadcast.")]
+        pub fn $try_name<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Tensor<D, u8>>
+        where
+            D: SameDevice<D2>,
+        {
+            self.try_compare(CompareOp::$op, same_device(rhs))
+        }
+
+        #[doc = concat!("Panicking form of [`", stringify!($try_name), "`](Self::", stringify!($try_name), ").")]
+        ///
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let a = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0], [3]);
+        /// let b = Tensor::<Cpu>::from_vec(vec![2.0], [1]);
+        #[doc = concat!("assert_eq!(a.", stringify!($name), "(&b).to_vec(), vec!", $example, ");")]
+        /// ```
+        #[track_caller]
+        pub fn $name<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Tensor<D, u8>
+        where
+            D: SameDevice<D2>,
+        {
+            or_panic(self.$try_name(rhs))
+        }
+
+        #[doc = concat!("A mask of `self ", $what, " scalar`. Fails only when the device cannot run the kernel.")]
+        pub fn $try_scalar(&self, scalar: E) -> Result<Tensor<D, u8>> {
+            let storage = D::compare_scalar(CompareOp::$op, self.storage(), self.layout(), scalar)?;
+            Ok(Tensor::from_storage(storage, self.shape().clone()))
+        }
+
+        #[doc = concat!("Panicking form of [`", stringify!($try_scalar), "`](Self::", stringify!($try_scalar), ").")]
+        ///
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let a = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0], [3]);
+        #[doc = concat!("assert_eq!(a.", stringify!($scalar), "(2.0).to_vec(), vec!", $example, ");")]
+        /// ```
+        #[track_caller]
+        pub fn $scalar(&self, scalar: E) -> Tensor<D, u8> {
+            or_panic(self.$try_scalar(scalar))
+        }
+    )*};
+}
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    fn try_compare(&self, op: CompareOp, rhs: &Self) -> Result<Tensor<D, u8>> {
+        let (shape, l, r) = broadcast_pair(op.name(), D::name(), self.layout(), rhs.layout())?;
+        let storage = D::compare(op, self.storage(), &l, rhs.storage(), &r)?;
+        Ok(Tensor::from_storage(storage, shape))
+    }
+
+    comparison! {
+        Eq, try_eq, eq, try_eq_scalar, eq_scalar, "==", "[0, 1, 0]";
+        Ne, try_ne, ne, try_ne_scalar, ne_scalar, "!=", "[1, 0, 1]";
+        Lt, try_lt, lt, try_lt_scalar, lt_scalar, "<", "[1, 0, 0]";
+        Le, try_le, le, try_le_scalar, le_scalar, "<=", "[1, 1, 0]";
+        Gt, try_gt, gt, try_gt_scalar, gt_scalar, ">", "[0, 0, 1]";
+        Ge, try_ge, ge, try_ge_scalar, ge_scalar, ">=", "[0, 1, 1]";
+    }
+}
+
+impl<D: Device> Tensor<D, u8> {
+    /// 1 where this mask is zero, 0 elsewhere. Fails only when the device
+    /// cannot run the kernel.
+    pub fn try_logical_not(&self) -> Result<Self> {
+        let storage = D::logical_not(self.storage(), self.layout())?;
+        Ok(Tensor::from_storage(storage, self.shape().clone()))
+    }
+
+    /// Panicking form of [`try_logical_not`](Self::try_logical_not).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let m = Tensor::<Cpu, u8>::from_vec(vec![0, 1, 7], [3]);
+    /// assert_eq!(m.logical_not().to_vec(), vec![1, 0, 0]);
+    /// ```
+    #[track_caller]
+    pub fn logical_not(&self) -> Self {
+        or_panic(self.try_logical_not())
+    }
+
+    fn try_logical(&self, op: LogicalOp, rhs: &Self) -> Result<Self> {
+        let (shape, l, r) = broadcast_pair(op.name(), D::name(), self.layout(), rhs.layout())?;
+        let storage = D::logical(op, self.storage(), &l, rhs.storage(), &r)?;
+        Ok(Tensor::from_storage(storage, shape))
+    }
+
+    /// 1 where both masks are non-zero, broadcasting both. Fails when the
+    /// shapes do not broadcast.
+    pub fn try_logical_and<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        self.try_logical(LogicalOp::And, same_device(rhs))
+    }
+
+    /// Panicking form of [`try_logical_and`](Self::try_logical_and).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, u8>::from_vec(vec![0, 1, 1, 5], [4]);
+    /// let b = Tensor::<Cpu, u8>::from_vec(vec![1, 0, 1, 2], [4]);
+    /// assert_eq!(a.logical_and(&b).to_vec(), vec![0, 0, 1, 1]);
+    /// ```
+    #[track_caller]
+    pub fn logical_and<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_logical_and(rhs))
+    }
+
+    /// 1 where either mask is non-zero, broadcasting both. Fails when the
+    /// shapes do not broadcast.
+    pub fn try_logical_or<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        self.try_logical(LogicalOp::Or, same_device(rhs))
+    }
+
+    /// Panicking form of [`try_logical_or`](Self::try_logical_or).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, u8>::from_vec(vec![0, 1, 0, 5], [4]);
+    /// let b = Tensor::<Cpu, u8>::from_vec(vec![0, 0, 1, 2], [4]);
+    /// assert_eq!(a.logical_or(&b).to_vec(), vec![0, 1, 1, 1]);
+    /// ```
+    #[track_caller]
+    pub fn logical_or<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_logical_or(rhs))
+    }
+
+    /// Picks `on_true` where this mask is non-zero and `on_false` elsewhere,
+    /// like `torch.where(cond, a, b)`. The three shapes broadcast together
+    /// (NumPy rules); fails when they do not.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![-1.0, 2.0, -3.0], [3]);
+    /// let y = x.gt_scalar(0.0).try_where_cond(&x, &Tensor::scalar(0.0)).unwrap();
+    /// assert_eq!(y.to_vec(), vec![0.0, 2.0, 0.0]);
+    /// ```
+    ///
+    /// All three tensors must be on one device, checked at compile time:
+    /// ```compile_fail,E0277
+    /// use devtensor::{Cpu, Cuda, Tensor};
+    /// fn pick(mask: &Tensor<Cpu, u8>, a: &Tensor<Cuda<0>>, b: &Tensor<Cpu>) -> Tensor<Cpu> {
+    ///     mask.where_cond(a, b) // error: expected all tensors to be on the same device
+    /// }
+    /// ```
+    pub fn try_where_cond<D2: Device, D3: Device, E: Element>(
+        &self,
+        on_true: &Tensor<D2, E>,
+        on_false: &Tensor<D3, E>,
+    ) -> Result<Tensor<D, E>>
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+    {
+        let on_true: &Tensor<D, E> = same_device(on_true);
+        let on_false: &Tensor<D, E> = same_device(on_false);
+        let shapes = [self.shape(), on_true.shape(), on_false.shape()];
+        let shape = shapes[0].broadcast_with(shapes[1]).and_then(|s| s.broadcast_with(shapes[2])).ok_or_else(|| {
+            Error::Shape {
+                op: "where_cond",
+                device: D::name(),
+                shapes: shapes.iter().map(|&s| s.clone()).collect(),
+                reason: "the shapes cannot be broadcast together".into(),
+            }
+        })?;
+        let fit = |layout: &Layout| layout.broadcast_to(&shape).expect("the broadcast shape fits every operand");
+        let (cl, tl, fl) = (fit(self.layout()), fit(on_true.layout()), fit(on_false.layout()));
+        let storage = D::where_cond(self.storage(), &cl, on_true.storage(), &tl, on_false.storage(), &fl)?;
+        Ok(Tensor::from_storage(storage, shape))
+    }
+
+    /// Panicking form of [`try_where_cond`](Self::try_where_cond).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let cond = Tensor::<Cpu, u8>::from_vec(vec![1, 0], [2, 1]);
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3], [3]);
+    /// let b = Tensor::<Cpu, i64>::scalar(-1);
+    /// assert_eq!(cond.where_cond(&a, &b).to_vec2(), vec![vec![1, 2, 3], vec![-1, -1, -1]]);
+    /// ```
+    #[track_caller]
+    pub fn where_cond<D2: Device, D3: Device, E: Element>(
+        &self,
+        on_true: &Tensor<D2, E>,
+        on_false: &Tensor<D3, E>,
+    ) -> Tensor<D, E>
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+    {
+        or_panic(self.try_where_cond(on_true, on_false))
+    }
+}

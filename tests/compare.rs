@@ -1,0 +1,353 @@
+//! Comparisons, mask logic and `where_cond` checked against plain loops, on
+//! random broadcast shapes, non-contiguous views, every element type, NaN
+//! and infinities, empty tensors, and every error path.
+
+mod common;
+
+use common::*;
+use devtensor::{Cpu, Device, Element, Error, Tensor};
+use proptest::prelude::*;
+
+/// Values exact in every element type, with ties likely; floats also get
+/// NaN, infinities and a negative zero.
+fn value() -> impl Strategy<Value = f64> + Clone {
+    prop_oneof![
+        8 => (0..4u8).prop_map(f64::from),
+        1 => Just(f64::NAN),
+        1 => Just(f64::INFINITY),
+        1 => Just(f64::NEG_INFINITY),
+        1 => Just(-0.0),
+    ]
+}
+
+/// `values` as `E`, with the non-finite ones replaced for integer types.
+fn values_for<E: Element>(values: &[f64]) -> Vec<f64> {
+    values.iter().map(|&x| if E::IS_FLOAT || x.is_finite() { x } else { 3.0 }).collect()
+}
+
+/// `n` values cycled from a non-empty seed.
+fn cycle(seed: &[f64], n: usize) -> Vec<f64> {
+    (0..n).map(|i| seed[i % seed.len()]).collect()
+}
+
+/// The comparison `name` in plain `f64` (IEEE: NaN is unordered).
+fn compare_reference(name: &str, a: f64, b: f64) -> bool {
+    match name {
+        "eq" => a == b,
+        "ne" => a != b,
+        "lt" => a < b,
+        "le" => a <= b,
+        "gt" => a > b,
+        "ge" => a >= b,
+        _ => unreachable!("{name}"),
+    }
+}
+
+/// A comparison's name, its tensor form's result and its scalar form's result.
+type Case<D> = (&'static str, Tensor<D, u8>, Tensor<D, u8>);
+
+fn check_compare<D: Device, E: Element>(
+    (ad, bd): (Vec<usize>, Vec<usize>),
+    seed_a: &[f64],
+    seed_b: &[f64],
+    scalar: f64,
+    (va, vb): (Variant, Variant),
+) {
+    let a = values_for::<E>(&cycle(seed_a, ad.iter().product()));
+    let b = values_for::<E>(&cycle(seed_b, bd.iter().product()));
+    let scalar = values_for::<E>(&[scalar])[0];
+    let ta = tensor_with::<D, E>(&cast_all(&a), &ad, va);
+    let tb = tensor_with::<D, E>(&cast_all(&b), &bd, vb);
+    let s = E::from_f64(scalar);
+    let cases: [Case<D>; 6] = [
+        ("eq", ta.eq(&tb), ta.eq_scalar(s)),
+        ("ne", ta.ne(&tb), ta.ne_scalar(s)),
+        ("lt", ta.lt(&tb), ta.lt_scalar(s)),
+        ("le", ta.try_le(&tb).unwrap(), ta.try_le_scalar(s).unwrap()),
+        ("gt", ta.gt(&tb), ta.gt_scalar(s)),
+        ("ge", ta.ge(&tb), ta.ge_scalar(s)),
+    ];
+    let out = broadcast_dims(&ad, &bd).expect("broadcastable");
+    for (name, got, got_scalar) in cases {
+        let expected: Vec<u8> = indices(&out)
+            .map(|i| compare_reference(name, broadcast_read(&a, &ad, &i), broadcast_read(&b, &bd, &i)) as u8)
+            .collect();
+        assert_eq!(got.dims(), out.as_slice(), "{name}");
+        assert_eq!(got.to_vec(), expected, "{name} of {a:?} {ad:?} and {b:?} {bd:?}");
+        let expected: Vec<u8> = a.iter().map(|&x| compare_reference(name, x, scalar) as u8).collect();
+        assert_eq!(got_scalar.dims(), ad.as_slice(), "{name}_scalar");
+        assert_eq!(got_scalar.to_vec(), expected, "{name}_scalar of {a:?} and {scalar}");
+    }
+}
+
+fn check_logical<D: Device>(
+    (ad, bd): (Vec<usize>, Vec<usize>),
+    seed_a: &[u8],
+    seed_b: &[u8],
+    (va, vb): (Variant, Variant),
+) {
+    let a: Vec<u8> = (0..ad.iter().product()).map(|i| seed_a[i % seed_a.len()]).collect();
+    let b: Vec<u8> = (0..bd.iter().product()).map(|i| seed_b[i % seed_b.len()]).collect();
+    let ta = tensor_with::<D, u8>(&a, &ad, va);
+    let tb = tensor_with::<D, u8>(&b, &bd, vb);
+    let out = broadcast_dims(&ad, &bd).expect("broadcastable");
+    let reference = |f: fn(bool, bool) -> bool| -> Vec<u8> {
+        indices(&out).map(|i| f(broadcast_read(&a, &ad, &i) != 0, broadcast_read(&b, &bd, &i) != 0) as u8).collect()
+    };
+    let and = ta.logical_and(&tb);
+    assert_eq!(and.dims(), out.as_slice());
+    assert_eq!(and.to_vec(), reference(|x, y| x && y));
+    assert_eq!(ta.try_logical_or(&tb).unwrap().to_vec(), reference(|x, y| x || y));
+    let not = ta.logical_not();
+    assert_eq!(not.dims(), ad.as_slice());
+    assert_eq!(not.to_vec(), a.iter().map(|&x| (x == 0) as u8).collect::<Vec<_>>());
+}
+
+/// Three shapes that broadcast together: a base shape, and three copies in
+/// which some axes are 1 and some leading axes are dropped.
+fn broadcast_triple(max_rank: usize, max_dim: usize) -> impl Strategy<Value = [Vec<usize>; 3]> {
+    shape(max_rank, max_dim)
+        .prop_flat_map(|dims| {
+            let rank = dims.len();
+            let derived = (prop::collection::vec(any::<bool>(), rank), 0..=rank);
+            (Just(dims), derived.clone(), derived.clone(), derived)
+        })
+        .prop_map(|(dims, x, y, z)| {
+            let derive = |(ones, drop): (Vec<bool>, usize)| -> Vec<usize> {
+                dims.iter().zip(&ones).map(|(&d, &one)| if one { 1 } else { d }).skip(drop).collect()
+            };
+            [derive(x), derive(y), derive(z)]
+        })
+}
+
+fn check_where<D: Device, E: Element>(
+    [cd, td, fd]: [Vec<usize>; 3],
+    seed_c: &[u8],
+    seed_t: &[f64],
+    seed_f: &[f64],
+    [vc, vt, vf]: [Variant; 3],
+) {
+    let c: Vec<u8> = (0..cd.iter().product()).map(|i| seed_c[i % seed_c.len()]).collect();
+    let t = values_for::<E>(&cycle(seed_t, td.iter().product()));
+    let f: Vec<f64> = values_for::<E>(&cycle(seed_f, fd.iter().product())).iter().map(|x| x + 4.0).collect();
+    let tc = tensor_with::<D, u8>(&c, &cd, vc);
+    let tt = tensor_with::<D, E>(&cast_all(&t), &td, vt);
+    let tf = tensor_with::<D, E>(&cast_all(&f), &fd, vf);
+    let out = broadcast_dims(&broadcast_dims(&cd, &td).unwrap(), &fd).expect("broadcastable");
+    let expected: Vec<f64> =
+        indices(&out)
+            .map(|i| {
+                if broadcast_read(&c, &cd, &i) != 0 { broadcast_read(&t, &td, &i) } else { broadcast_read(&f, &fd, &i) }
+            })
+            .collect();
+    for got in [tc.where_cond(&tt, &tf), tc.try_where_cond(&tt, &tf).unwrap()] {
+        assert_eq!(got.dims(), out.as_slice());
+        assert!(got.is_contiguous());
+        assert_close(&as_f64(&got.to_vec()), &expected, 0.0, 0.0);
+    }
+}
+
+fn mask_byte() -> impl Strategy<Value = u8> {
+    prop_oneof![Just(0u8), Just(1u8), any::<u8>()]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn comparisons_match_reference_f32(
+        pair in broadcast_pair(4, 5),
+        a in prop::collection::vec(value(), 1..8),
+        b in prop::collection::vec(value(), 1..8),
+        s in value(), va in variant(), vb in variant(),
+    ) {
+        check_compare::<Cpu, f32>(pair, &a, &b, s, (va, vb));
+    }
+
+    #[test]
+    fn comparisons_match_reference_other_dtypes(
+        pair in broadcast_pair(3, 4),
+        a in prop::collection::vec(value(), 1..8),
+        b in prop::collection::vec(value(), 1..8),
+        s in value(), va in variant(), vb in variant(),
+    ) {
+        check_compare::<Cpu, f64>(pair.clone(), &a, &b, s, (va, vb));
+        check_compare::<Cpu, i64>(pair.clone(), &a, &b, s, (va, vb));
+        check_compare::<Cpu, u8>(pair, &a, &b, s, (va, vb));
+    }
+
+    #[test]
+    fn mask_logic_matches_reference(
+        pair in broadcast_pair(4, 5),
+        a in prop::collection::vec(mask_byte(), 1..8),
+        b in prop::collection::vec(mask_byte(), 1..8),
+        va in variant(), vb in variant(),
+    ) {
+        check_logical::<Cpu>(pair, &a, &b, (va, vb));
+    }
+
+    #[test]
+    fn where_cond_matches_reference(
+        shapes in broadcast_triple(4, 4),
+        c in prop::collection::vec(mask_byte(), 1..8),
+        t in prop::collection::vec(value(), 1..8),
+        f in prop::collection::vec(value(), 1..8),
+        vc in variant(), vt in variant(), vf in variant(),
+    ) {
+        check_where::<Cpu, f32>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
+        check_where::<Cpu, f64>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
+        check_where::<Cpu, i64>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
+        check_where::<Cpu, u8>(shapes, &c, &t, &f, [vc, vt, vf]);
+    }
+}
+
+fn nan_compares_false_except_ne<D: Device>() {
+    let a = Tensor::<D>::from_vec(vec![f32::NAN, f32::NAN, 1.0, f32::INFINITY, -0.0], [5]);
+    let b = Tensor::<D>::from_vec(vec![f32::NAN, 1.0, f32::NAN, f32::INFINITY, 0.0], [5]);
+    assert_eq!(a.eq(&b).to_vec(), vec![0, 0, 0, 1, 1]);
+    assert_eq!(a.ne(&b).to_vec(), vec![1, 1, 1, 0, 0]);
+    assert_eq!(a.lt(&b).to_vec(), vec![0, 0, 0, 0, 0]);
+    assert_eq!(a.le(&b).to_vec(), vec![0, 0, 0, 1, 1]);
+    assert_eq!(a.gt(&b).to_vec(), vec![0, 0, 0, 0, 0]);
+    assert_eq!(a.ge(&b).to_vec(), vec![0, 0, 0, 1, 1]);
+    assert_eq!(a.eq_scalar(f32::NAN).to_vec(), vec![0; 5]);
+    assert_eq!(a.ne_scalar(f32::NAN).to_vec(), vec![1; 5]);
+    assert_eq!(a.ge_scalar(f32::NEG_INFINITY).to_vec(), vec![0, 0, 1, 1, 1]);
+}
+
+#[test]
+fn nan_compares_false_except_ne_cpu() {
+    nan_compares_false_except_ne::<Cpu>();
+}
+
+fn errors_name_op_shapes_and_device<D: Device>() {
+    let device = D::name();
+    let a = Tensor::<D>::zeros([2, 3]);
+    let b = Tensor::<D>::zeros([4]);
+    let err = a.try_lt(&b).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("lt on {device}: shapes [2, 3] and [4]: the shapes cannot be broadcast together")
+    );
+    for (op, err) in
+        [("eq", a.try_eq(&b)), ("ne", a.try_ne(&b)), ("le", a.try_le(&b)), ("gt", a.try_gt(&b)), ("ge", a.try_ge(&b))]
+    {
+        match err.unwrap_err() {
+            Error::Shape { op: got, device: d, shapes, .. } => {
+                assert_eq!((got, d), (op, device.clone()));
+                assert_eq!(shapes, vec![a.shape().clone(), b.shape().clone()]);
+            }
+            other => panic!("{op}: unexpected {other}"),
+        }
+    }
+
+    let m = Tensor::<D, u8>::ones([2]);
+    let n = Tensor::<D, u8>::ones([3]);
+    let err = m.try_logical_and(&n).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("logical_and on {device}: shapes [2] and [3]: the shapes cannot be broadcast together")
+    );
+    let err = m.try_logical_or(&n).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("logical_or on {device}: shapes [2] and [3]: the shapes cannot be broadcast together")
+    );
+
+    // The mask and `on_true` fit, `on_false` does not.
+    let cond = Tensor::<D, u8>::ones([2, 1]);
+    let err = cond.try_where_cond(&Tensor::<D, i64>::zeros([3]), &Tensor::<D, i64>::zeros([4])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("where_cond on {device}: shapes [2, 1], [3] and [4]: the shapes cannot be broadcast together")
+    );
+    // The mask and `on_true` already clash.
+    let err = cond.try_where_cond(&Tensor::<D>::zeros([3, 3]), &Tensor::<D>::zeros([1])).unwrap_err();
+    assert!(matches!(&err, Error::Shape { op: "where_cond", shapes, .. } if shapes.len() == 3), "{err}");
+}
+
+#[test]
+fn errors_name_op_shapes_and_device_cpu() {
+    errors_name_op_shapes_and_device::<Cpu>();
+}
+
+#[test]
+#[should_panic(expected = "gt on Cpu: shapes [2, 3] and [4]: the shapes cannot be broadcast together")]
+fn plain_comparison_panics_with_the_try_message() {
+    let _ = Tensor::<Cpu>::zeros([2, 3]).gt(&Tensor::<Cpu>::zeros([4]));
+}
+
+#[test]
+#[should_panic(expected = "logical_or on Cpu: shapes [2] and [3]: the shapes cannot be broadcast together")]
+fn plain_logical_panics_with_the_try_message() {
+    let _ = Tensor::<Cpu, u8>::ones([2]).logical_or(&Tensor::<Cpu, u8>::ones([3]));
+}
+
+#[test]
+#[should_panic(expected = "where_cond on Cpu: shapes [2, 1], [3] and [4]: the shapes cannot be broadcast together")]
+fn plain_where_cond_panics_with_the_try_message() {
+    let cond = Tensor::<Cpu, u8>::ones([2, 1]);
+    let _ = cond.where_cond(&Tensor::<Cpu>::zeros([3]), &Tensor::<Cpu>::zeros([4]));
+}
+
+fn empty_tensors<D: Device>() {
+    let a = Tensor::<D, i64>::zeros([0, 3]);
+    let b = Tensor::<D, i64>::ones([3]);
+    let m = a.le(&b);
+    assert_eq!(m.dims(), &[0, 3]);
+    assert!(m.to_vec().is_empty());
+    assert_eq!(a.gt_scalar(0).dims(), &[0, 3]);
+    assert_eq!(m.logical_not().dims(), &[0, 3]);
+    assert_eq!(m.logical_and(&Tensor::<D, u8>::ones([1])).dims(), &[0, 3]);
+    let w = m.where_cond(&b, &Tensor::<D, i64>::scalar(7));
+    assert_eq!(w.dims(), &[0, 3]);
+    assert!(w.to_vec().is_empty());
+    // An empty mask broadcast against a non-empty tensor stays empty.
+    let w = Tensor::<D, u8>::zeros([2, 0, 1]).where_cond(&Tensor::<D>::ones([4]), &Tensor::<D>::zeros([1, 4]));
+    assert_eq!(w.dims(), &[2, 0, 4]);
+}
+
+#[test]
+fn empty_tensors_cpu() {
+    empty_tensors::<Cpu>();
+}
+
+fn large_inputs<D: Device>() {
+    // Past the parallel threshold, with a length that is not a chunk multiple.
+    let n = (1 << 17) + 3;
+    let x = Tensor::<D, i64>::arange(0, n as i64);
+    let odd = x.gt(&Tensor::<D, i64>::scalar(n as i64 / 2));
+    let got = odd.to_vec();
+    assert!(got.iter().enumerate().all(|(i, &m)| m == (i as i64 > n as i64 / 2) as u8));
+    let neg = -&x;
+    let w = odd.where_cond(&x, &neg).to_vec();
+    assert!(w.iter().enumerate().all(|(i, &v)| v == if i as i64 > n as i64 / 2 { i as i64 } else { -(i as i64) }));
+    let both = odd.logical_and(&x.lt_scalar(n as i64 - 1)).to_vec();
+    assert!(both.iter().enumerate().all(|(i, &m)| m == (i as i64 > n as i64 / 2 && (i as i64) < n as i64 - 1) as u8));
+}
+
+#[test]
+fn large_inputs_cpu() {
+    large_inputs::<Cpu>();
+}
+
+fn where_cond_block_shapes<D: Device>() {
+    // One flag per row: the mask is constant along each inner block.
+    let rows = Tensor::<D, u8>::from_vec(vec![1, 0, 3], [3, 1]);
+    let a = Tensor::<D, i64>::arange(0, 12).reshape([3, 4]);
+    let b = Tensor::<D, i64>::arange(100, 112).reshape([3, 4]);
+    let expected = vec![vec![0, 1, 2, 3], vec![104, 105, 106, 107], vec![8, 9, 10, 11]];
+    assert_eq!(rows.where_cond(&a, &b).to_vec2(), expected);
+    // A transposed mask choosing between two scalars.
+    let mask = Tensor::<D, u8>::from_vec(vec![1, 0, 0, 1, 1, 0], [3, 2]).t();
+    let got = mask.where_cond(&Tensor::<D>::scalar(1.0), &Tensor::<D>::scalar(-1.0));
+    assert_eq!(got.to_vec2(), vec![vec![1.0, -1.0, 1.0], vec![-1.0, 1.0, -1.0]]);
+    // A strided mask against a tensor and a scalar fallback.
+    let got = mask.where_cond(&Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]), &Tensor::scalar(0.0));
+    assert_eq!(got.to_vec2(), vec![vec![1.0, 0.0, 3.0], vec![0.0, 5.0, 0.0]]);
+}
+
+#[test]
+fn where_cond_block_shapes_cpu() {
+    where_cond_block_shapes::<Cpu>();
+}
