@@ -1,6 +1,376 @@
-//! CPU kernels.
+//! Reduction and softmax kernels on the CPU.
+//!
+//! Every reduction is phrased as "output element `i` folds the run
+//! `base + i * stride + k * step` for `k < len(axis)`", walked with
+//! [`for_each_block`] over the output. A run with `step == 1` is a dense
+//! slice folded with independent lane accumulators; otherwise whole rows of
+//! the input are folded into the output vector at once, which keeps the
+//! inner loop dense when the reduced axis is not the innermost one.
+//!
+//! Float sums are blocked: lanes accumulate at most [`BLOCK`] elements (or
+//! [`ROW_BLOCK`] rows) before partial sums are combined pairwise, so the
+//! rounding error grows with `BLOCK / LANES + log2(n)` rather than with `n`.
 
-use super::ReduceKernel;
+use super::{ArgReduceOp, ReduceKernel, ReduceOp};
 use crate::device::Cpu;
+use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::element::{Element, FloatElement};
+use crate::error::Result;
+use crate::shape::{Dims, Layout, for_each_block};
+use rayon::prelude::*;
+use std::ops::Range;
 
-impl ReduceKernel for Cpu {}
+/// Independent accumulators in a dense fold: enough to fill two AVX-512
+/// registers of `f32` and to hide the latency of the adds. The compiler does
+/// not reassociate float adds by itself, so the lanes have to be explicit.
+const LANES: usize = 16;
+/// Longest dense run folded lane-wise before halves are combined pairwise.
+const BLOCK: usize = 1024;
+/// Most rows folded into one partial result when accumulating whole rows.
+const ROW_BLOCK: usize = 256;
+
+/// Folds `x` with `LANES` independent accumulators, combined pairwise.
+#[inline(always)]
+fn fold_lanes<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
+    let mut acc = [init; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        let chunk: &[E; LANES] = chunk.try_into().expect("chunks_exact yields LANES elements");
+        for j in 0..LANES {
+            acc[j] = f(acc[j], chunk[j]);
+        }
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for j in 0..width {
+            acc[j] = f(acc[j], acc[j + width]);
+        }
+    }
+    chunks.remainder().iter().fold(acc[0], |a, &b| f(a, b))
+}
+
+/// Folds a dense run: lane-wise within blocks, pairwise across them.
+fn fold_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
+    if x.len() <= BLOCK {
+        return fold_lanes(x, init, f);
+    }
+    // Split on a block boundary, so every leaf but the last is a full block.
+    let half = (x.len() / 2).div_ceil(BLOCK) * BLOCK;
+    let (a, b) = x.split_at(half);
+    f(fold_dense(a, init, f), fold_dense(b, init, f))
+}
+
+/// [`fold_dense`], split across threads when the run is long. The chunk
+/// size is a multiple of [`BLOCK`], so the result has the same blocking.
+fn fold_dense_par<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + Send + Sync) -> E {
+    if x.len() < PARALLEL_MIN_ELEMS {
+        return fold_dense(x, init, f);
+    }
+    let partials: Vec<E> = x.par_chunks(PARALLEL_CHUNK).map(|c| fold_dense(c, init, f)).collect();
+    fold_dense(&partials, init, f)
+}
+
+/// `acc[i] = f(acc[i], src[base + k * step + i * stride])` for each `k` in `rows`.
+#[inline(always)]
+fn fold_rows<E: Element>(
+    acc: &mut [E],
+    src: &[E],
+    (base, stride, step): (usize, usize, usize),
+    rows: Range<usize>,
+    f: impl Fn(E, E) -> E + Copy,
+) {
+    let n = acc.len();
+    for k in rows {
+        let start = base + k * step;
+        if stride == 1 {
+            for (a, &x) in acc.iter_mut().zip(&src[start..start + n]) {
+                *a = f(*a, x);
+            }
+        } else {
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = f(*a, src[start + i * stride]);
+            }
+        }
+    }
+}
+
+/// `out[i]` = the fold of `src[base + i * stride + k * step]` over `k < len`.
+fn reduce_run<E: Element>(
+    src: &[E],
+    out: &mut [E],
+    (base, stride, step, len): (usize, usize, usize, usize),
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+) {
+    if step == 1 && len > 0 {
+        if let [single] = out {
+            *single = fold_dense_par(&src[base..base + len], init, f);
+            return;
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            let start = base + i * stride;
+            *o = fold_dense(&src[start..start + len], init, f);
+        }
+        return;
+    }
+    out.fill(init);
+    if len <= ROW_BLOCK {
+        fold_rows(out, src, (base, stride, step), 0..len, f);
+        return;
+    }
+    let mut partial = vec![init; out.len()];
+    for first in (0..len).step_by(ROW_BLOCK) {
+        partial.fill(init);
+        fold_rows(&mut partial, src, (base, stride, step), first..len.min(first + ROW_BLOCK), f);
+        for (o, &p) in out.iter_mut().zip(&partial) {
+            *o = f(*o, p);
+        }
+    }
+}
+
+/// Index of the first NaN in `x`, else of the first element equal to the
+/// fold `f` picks. `x` is not empty.
+fn arg_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + Send + Sync) -> usize {
+    // Two passes, both vectorisable: the extreme value, then where it is.
+    let extreme = fold_dense_par(x, init, f);
+    let found = if extreme.is_nan() { x.iter().position(|v| v.is_nan()) } else { x.iter().position(|&v| v == extreme) };
+    found.unwrap_or(0)
+}
+
+/// `out[i]` = the `k < len` picked by `better` among `src[base + i * stride + k * step]`.
+#[allow(clippy::too_many_arguments)]
+fn arg_run<E: Element>(
+    src: &[E],
+    out: &mut [i64],
+    (base, stride, step, len): (usize, usize, usize, usize),
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+    better: impl Fn(E, E) -> bool + Copy,
+) {
+    if step == 1 {
+        if let [single] = out {
+            *single = arg_dense(&src[base..base + len], init, f) as i64;
+            return;
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            let start = base + i * stride;
+            *o = arg_dense(&src[start..start + len], init, f) as i64;
+        }
+        return;
+    }
+    let mut best: Vec<E> = (0..out.len()).map(|i| src[base + i * stride]).collect();
+    out.fill(0);
+    for k in 1..len {
+        let start = base + k * step;
+        for (i, (o, b)) in out.iter_mut().zip(best.iter_mut()).enumerate() {
+            let v = src[start + i * stride];
+            if better(v, *b) {
+                *b = v;
+                *o = k as i64;
+            }
+        }
+    }
+}
+
+/// Splits `out` (the reduction of `axis` of `layout`) into runs and calls
+/// `kernel(out_piece, (base, stride, step, len))` for each, in parallel when
+/// the reduction reads enough elements to pay for it.
+fn for_each_run<T: Send>(
+    out: &mut [T],
+    layout: &Layout,
+    axis: usize,
+    kernel: impl Fn(&mut [T], (usize, usize, usize, usize)) + Sync,
+) {
+    let (len, step) = (layout.dims()[axis], layout.strides()[axis]);
+    let mut dims: Dims = layout.dims().into();
+    let mut strides: Dims = layout.strides().into();
+    dims.remove(axis);
+    strides.remove(axis);
+    if out.len().saturating_mul(len.max(1)) < PARALLEL_MIN_ELEMS {
+        let mut next = 0;
+        for_each_block(&dims, [&strides], [layout.offset()], |[base], n, [stride]| {
+            kernel(&mut out[next..next + n], (base, stride, step, len));
+            next += n;
+        });
+        return;
+    }
+    // Dense runs fold one output each; row accumulation wants pieces long
+    // enough to vectorise over.
+    let piece = (PARALLEL_CHUNK / len.max(1)).max(if step == 1 { 1 } else { 64 });
+    let mut pieces = Vec::new();
+    let mut block_len = 1;
+    let mut rest = out;
+    for_each_block(&dims, [&strides], [layout.offset()], |[base], n, [stride]| {
+        block_len = n;
+        let mut start = 0;
+        while start < n {
+            let take = piece.min(n - start);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
+            rest = tail;
+            pieces.push((head, base + start * stride, stride));
+            start += take;
+        }
+    });
+    // Many short blocks (strided inputs) are grouped into tasks of about `piece` outputs.
+    let min_len = (piece / block_len.max(1)).max(1);
+    pieces.into_par_iter().with_min_len(min_len).for_each(|(o, base, stride)| kernel(o, (base, stride, step, len)));
+}
+
+/// The number of outputs of reducing `axis` of `layout`.
+fn reduced_len(layout: &Layout, axis: usize) -> usize {
+    layout.dims().iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &d)| d).product()
+}
+
+fn reduce_with<E: Element>(
+    src: &[E],
+    layout: &Layout,
+    axis: usize,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+) -> Vec<E> {
+    let mut out = output_buffer(reduced_len(layout, axis));
+    for_each_run(&mut out, layout, axis, |o, run| reduce_run(src, o, run, init, f));
+    out
+}
+
+fn arg_reduce_with<E: Element>(
+    src: &[E],
+    layout: &Layout,
+    axis: usize,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+    better: impl Fn(E, E) -> bool + Copy + Send + Sync,
+) -> Vec<i64> {
+    let mut out = output_buffer(reduced_len(layout, axis));
+    for_each_run(&mut out, layout, axis, |o, run| arg_run(src, o, run, init, f, better));
+    out
+}
+
+/// Softmax of one dense row: `out = exp(x - max) / sum`, or for `log`,
+/// `out = x - max - ln(sum)`.
+fn softmax_row<E: FloatElement>(src: &[E], out: &mut [E], log: bool) {
+    let max = fold_dense(src, E::MIN, <E as Element>::max);
+    for (o, &x) in out.iter_mut().zip(src) {
+        *o = (x - max).exp();
+    }
+    let sum = fold_dense(out, E::ZERO, <E as Element>::add);
+    if log {
+        let log_sum = sum.ln();
+        for (o, &x) in out.iter_mut().zip(src) {
+            *o = x - max - log_sum;
+        }
+    } else {
+        let inv = sum.recip();
+        for o in out.iter_mut() {
+            *o = *o * inv;
+        }
+    }
+}
+
+/// Softmax along the middle axis of dense `[groups, len, inner]` data,
+/// row by row so the inner loops run over `inner` contiguous columns.
+fn softmax_columns<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inner: usize, log: bool) {
+    let mut max = vec![E::MIN; inner];
+    let mut sum = vec![E::ZERO; inner];
+    for (s, o) in src.chunks_exact(len * inner).zip(out.chunks_exact_mut(len * inner)) {
+        max.fill(E::MIN);
+        for row in s.chunks_exact(inner) {
+            for (m, &x) in max.iter_mut().zip(row) {
+                *m = <E as Element>::max(*m, x);
+            }
+        }
+        sum.fill(E::ZERO);
+        for (orow, srow) in o.chunks_exact_mut(inner).zip(s.chunks_exact(inner)) {
+            for (((ov, &x), &m), acc) in orow.iter_mut().zip(srow).zip(&max).zip(sum.iter_mut()) {
+                let e = (x - m).exp();
+                *ov = e;
+                *acc = *acc + e;
+            }
+        }
+        if log {
+            for acc in sum.iter_mut() {
+                *acc = acc.ln();
+            }
+            for (orow, srow) in o.chunks_exact_mut(inner).zip(s.chunks_exact(inner)) {
+                for (((ov, &x), &m), &ls) in orow.iter_mut().zip(srow).zip(&max).zip(&sum) {
+                    *ov = x - m - ls;
+                }
+            }
+        } else {
+            for acc in sum.iter_mut() {
+                *acc = acc.recip();
+            }
+            for orow in o.chunks_exact_mut(inner) {
+                for (ov, &inv) in orow.iter_mut().zip(&sum) {
+                    *ov = *ov * inv;
+                }
+            }
+        }
+    }
+}
+
+impl ReduceKernel for Cpu {
+    fn reduce<E: Element>(op: ReduceOp, x: &CpuStorage<E>, layout: &Layout, axis: usize) -> Result<CpuStorage<E>> {
+        let src = x.as_slice();
+        let out = match op {
+            ReduceOp::Sum => reduce_with(src, layout, axis, E::ZERO, E::add),
+            ReduceOp::Max => reduce_with(src, layout, axis, E::MIN, E::max),
+            ReduceOp::Min => reduce_with(src, layout, axis, E::MAX, E::min),
+        };
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn arg_reduce<E: Element>(op: ArgReduceOp, x: &CpuStorage<E>, layout: &Layout, axis: usize) -> Result<CpuStorage<i64>> {
+        let src = x.as_slice();
+        // A NaN already chosen is never displaced; a NaN displaces anything
+        // else; otherwise only a strictly better value wins, so ties keep
+        // the first occurrence.
+        let out = match op {
+            ArgReduceOp::ArgMax => arg_reduce_with(src, layout, axis, E::MIN, E::max, |v: E, best: E| {
+                !best.is_nan() && (v.is_nan() || v > best)
+            }),
+            ArgReduceOp::ArgMin => arg_reduce_with(src, layout, axis, E::MAX, E::min, |v: E, best: E| {
+                !best.is_nan() && (v.is_nan() || v < best)
+            }),
+        };
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn softmax<E: FloatElement>(x: &CpuStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CpuStorage<E>> {
+        let n = layout.elem_count();
+        // Strided inputs are made dense first; the copy goes back to the
+        // buffer pool when dropped.
+        let dense;
+        let src = match layout.contiguous_range() {
+            Some(range) => &x.as_slice()[range],
+            None => {
+                dense = CpuStorage::from_vec(map_strided(x.as_slice(), layout, |v| v));
+                dense.as_slice()
+            }
+        };
+        let mut out = output_buffer(n);
+        if n == 0 {
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let len = layout.dims()[axis];
+        let inner: usize = layout.dims()[axis + 1..].iter().product();
+        let run = |o: &mut [E], s: &[E]| {
+            if inner == 1 {
+                for (orow, srow) in o.chunks_exact_mut(len).zip(s.chunks_exact(len)) {
+                    softmax_row(srow, orow, log);
+                }
+            } else {
+                softmax_columns(s, o, len, inner, log);
+            }
+        };
+        let group = len * inner;
+        if n >= PARALLEL_MIN_ELEMS && n > group {
+            let chunk = group * (PARALLEL_CHUNK / group).max(1);
+            out.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(o, s)| run(o, s));
+        } else {
+            run(&mut out, src);
+        }
+        Ok(CpuStorage::from_vec(out))
+    }
+}
