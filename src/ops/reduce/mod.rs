@@ -335,7 +335,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![5.0, 2.0, 7.0, 1.0], [2, 2]);
-    /// assert_eq!(x.argmin(0).to_vec(), vec![1, 1]);
+    /// assert_eq!(x.argmin(0).to_vec(), vec![0, 1]);
     /// ```
     #[track_caller]
     pub fn argmin(&self, axis: isize) -> Tensor<D, i64> {
