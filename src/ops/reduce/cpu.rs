@@ -139,7 +139,6 @@ fn arg_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + Send +
 }
 
 /// `out[i]` = the `k < len` picked by `better` among `src[base + i * stride + k * step]`.
-#[allow(clippy::too_many_arguments)]
 fn arg_run<E: Element>(
     src: &[E],
     out: &mut [i64],
@@ -267,7 +266,7 @@ fn exp_nonpositive_f32(x: f32) -> f32 {
     let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
-        + 5.000_000_1e-1;
+        + 0.5;
     let p = p * (r * r) + r + 1.0;
     // n is in -126..=0 whenever the result is used; NaN casts to 0.
     let scale = f32::from_bits(((n as i32).wrapping_add(127) as u32) << 23);

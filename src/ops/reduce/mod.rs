@@ -5,7 +5,7 @@
 //!
 //! Semantics follow PyTorch: the sum of nothing is 0 and its mean NaN; `max`,
 //! `min` and the arg-reductions have no identity, so an empty input is an
-//! [`Error::Shape`](crate::Error::Shape); NaN propagates through `max`/`min`
+//! [`Error::Shape`]; NaN propagates through `max`/`min`
 //! and `argmax`/`argmin` point at the first NaN, else at the first occurrence
 //! of the extreme value. Integer sums wrap like [`Element::add`].
 
