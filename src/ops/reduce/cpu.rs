@@ -258,18 +258,21 @@ fn arg_reduce_with<E: Element>(
 fn exp_nonpositive_f32(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    // Adding then subtracting 1.5 * 2^23 rounds to an integer without a
-    // `round` call (which is a libm call without SSE4.1).
+    // Adding 1.5 * 2^23 rounds to an integer (no `round`, a libm call
+    // without SSE4.1) and leaves that integer in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
     // Below this, exp(x) < 2^-126.
     const MIN_X: f32 = -87.336_55;
-    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let k = x * std::f32::consts::LOG2_E + ROUND;
+    let n = k - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
         + 0.5;
     let p = p * (r * r) + r + 1.0;
-    // n is in -126..=0 whenever the result is used; NaN casts to 0.
-    let scale = f32::from_bits(((n as i32).wrapping_add(127) as u32) << 23);
+    // 2^n from n's bits, in integer arithmetic: no float-to-int conversion,
+    // whose saturation checks would slow the vector loop. n is in -126..=0
+    // whenever the result is used; for NaN, p is NaN already.
+    let scale = f32::from_bits(k.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
     if x < MIN_X { 0.0 } else { p * scale }
 }
 

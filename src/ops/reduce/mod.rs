@@ -142,6 +142,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// The sum of all elements, as a rank-0 tensor (0 for an empty tensor;
     /// integer sums wrap). Fails only if the device fails.
+    ///
+    /// Floats accumulate in their own type, in independent lanes and blocks
+    /// combined pairwise: on a million `f32` values the error stays within
+    /// `1e-6 * sum(|x|)` (tested), where a plain running sum drifts with `n`.
     pub fn try_sum(&self) -> Result<Self> {
         self.reduce_all(ReduceOp::Sum, "sum")
     }
