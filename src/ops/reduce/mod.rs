@@ -507,7 +507,10 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `exp(x) / sum(exp(x))` along `axis`, computed as
     /// `exp(x - max) / sum(exp(x - max))` so that large inputs do not
     /// overflow. Entries of `-inf` get 0; a row that is all `-inf`, or holds
-    /// NaN or `+inf`, gives NaN, as in PyTorch. Fails when `axis` is out of range.
+    /// NaN or `+inf`, gives NaN, as in PyTorch. In `f32`, probabilities
+    /// below `2^-126` (about `1.2e-38`) flush to 0; use
+    /// [`try_log_softmax`](Self::try_log_softmax) where they matter. Fails
+    /// when `axis` is out of range.
     pub fn try_softmax(&self, axis: isize) -> Result<Self> {
         let axis = resolve_axis("softmax", D::name, self.shape(), axis)?;
         let storage = D::softmax(self.storage(), self.layout(), axis, false)?;
