@@ -75,6 +75,16 @@ fn reduced_shape(shape: &Shape, axis: usize, keepdim: bool) -> Shape {
     Shape::from_dims(dims)
 }
 
+/// `layout` with its axes reordered by decreasing stride: the order the
+/// elements sit in storage.
+fn storage_order(layout: &Layout) -> Layout {
+    let mut axes: Vec<usize> = (0..layout.dims().len()).collect();
+    axes.sort_by_key(|&a| std::cmp::Reverse(layout.strides()[a]));
+    let dims: Dims = axes.iter().map(|&a| layout.dims()[a]).collect();
+    let strides: Dims = axes.iter().map(|&a| layout.strides()[a]).collect();
+    Layout::new(Shape::from_dims(dims), strides, layout.offset())
+}
+
 /// The error for a reduction without identity over no elements.
 fn empty_error(op: &'static str, device: String, shape: &Shape, axis: Option<usize>) -> Error {
     let what = op.split('_').next().unwrap_or(op);
@@ -87,11 +97,18 @@ fn empty_error(op: &'static str, device: String, shape: &Shape, axis: Option<usi
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// Runs `kernel` on the elements as one dense run `[n]` along axis 0:
-    /// the tensor's own storage when it is contiguous, a dense copy otherwise
-    /// (the flat index of `argmax_all` is row-major, whatever the strides).
-    fn with_flat<T>(&self, kernel: impl FnOnce(&D::Storage<E>, &Layout) -> Result<T>) -> Result<T> {
+    /// the tensor's own storage when it is contiguous, or when `any_order`
+    /// and its elements fill a dense range in another order (a transposed
+    /// or permuted tensor); a dense copy otherwise. `argmax_all` needs the
+    /// row-major order for its flat index; sums, maxima and minima do not.
+    fn with_flat<T>(&self, any_order: bool, kernel: impl FnOnce(&D::Storage<E>, &Layout) -> Result<T>) -> Result<T> {
         let n = self.elem_count();
-        match self.layout().contiguous_range() {
+        let range = match self.layout().contiguous_range() {
+            Some(range) => Some(range),
+            None if any_order => storage_order(self.layout()).contiguous_range(),
+            None => None,
+        };
+        match range {
             Some(range) => kernel(self.storage(), &Layout::new(Shape::from(n), smallvec::smallvec![1], range.start)),
             None => {
                 let dense = D::copy_strided(self.storage(), self.layout())?;
@@ -105,7 +122,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if op != ReduceOp::Sum && self.elem_count() == 0 {
             return Err(empty_error(name, D::name(), self.shape(), None));
         }
-        let storage = self.with_flat(|storage, layout| D::reduce(op, storage, layout, 0))?;
+        let storage = self.with_flat(true, |storage, layout| D::reduce(op, storage, layout, 0))?;
         Ok(Tensor::from_storage(storage, Shape::from(())))
     }
 
@@ -124,7 +141,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.elem_count() == 0 {
             return Err(empty_error(name, D::name(), self.shape(), None));
         }
-        let storage = self.with_flat(|storage, layout| D::arg_reduce(op, storage, layout, 0))?;
+        let storage = self.with_flat(false, |storage, layout| D::arg_reduce(op, storage, layout, 0))?;
         Ok(Tensor::from_storage(storage, Shape::from(())))
     }
 
