@@ -29,6 +29,20 @@ const BLOCK: usize = 1024;
 /// Most rows folded into one partial result when accumulating whole rows.
 const ROW_BLOCK: usize = 256;
 
+/// `Element::max` for folds: the new element `x` is tested first, which
+/// compiles to a compare-and-blend per lane and runs about twice as fast in
+/// [`fold_lanes`]. NaN still wins; of two equal zeros the first is kept.
+#[inline(always)]
+fn fold_max<E: Element>(acc: E, x: E) -> E {
+    if x > acc || x.is_nan() { x } else { acc }
+}
+
+/// `Element::min` for folds; see [`fold_max`].
+#[inline(always)]
+fn fold_min<E: Element>(acc: E, x: E) -> E {
+    if x < acc || x.is_nan() { x } else { acc }
+}
+
 /// Folds `x` with `LANES` independent accumulators, combined pairwise.
 #[inline(always)]
 fn fold_lanes<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
@@ -287,7 +301,7 @@ fn exp_nonpositive<E: FloatElement>(x: E) -> E {
 /// Softmax of one dense row: `out = exp(x - max) / sum`, or for `log`,
 /// `out = x - max - ln(sum)`.
 fn softmax_row<E: FloatElement>(src: &[E], out: &mut [E], log: bool) {
-    let max = fold_dense(src, E::MIN, <E as Element>::max);
+    let max = fold_dense(src, E::MIN, fold_max);
     for (o, &x) in out.iter_mut().zip(src) {
         *o = exp_nonpositive(x - max);
     }
@@ -314,7 +328,7 @@ fn softmax_columns<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inner:
         max.fill(E::MIN);
         for row in s.chunks_exact(inner) {
             for (m, &x) in max.iter_mut().zip(row) {
-                *m = <E as Element>::max(*m, x);
+                *m = fold_max(*m, x);
             }
         }
         sum.fill(E::ZERO);
@@ -352,8 +366,8 @@ impl ReduceKernel for Cpu {
         let src = x.as_slice();
         let out = match op {
             ReduceOp::Sum => reduce_with(src, layout, axis, E::ZERO, E::add),
-            ReduceOp::Max => reduce_with(src, layout, axis, E::MIN, E::max),
-            ReduceOp::Min => reduce_with(src, layout, axis, E::MAX, E::min),
+            ReduceOp::Max => reduce_with(src, layout, axis, E::MIN, fold_max),
+            ReduceOp::Min => reduce_with(src, layout, axis, E::MAX, fold_min),
         };
         Ok(CpuStorage::from_vec(out))
     }
@@ -364,10 +378,10 @@ impl ReduceKernel for Cpu {
         // else; otherwise only a strictly better value wins, so ties keep
         // the first occurrence.
         let out = match op {
-            ArgReduceOp::ArgMax => arg_reduce_with(src, layout, axis, E::MIN, E::max, |v: E, best: E| {
+            ArgReduceOp::ArgMax => arg_reduce_with(src, layout, axis, E::MIN, fold_max, |v: E, best: E| {
                 !best.is_nan() && (v.is_nan() || v > best)
             }),
-            ArgReduceOp::ArgMin => arg_reduce_with(src, layout, axis, E::MAX, E::min, |v: E, best: E| {
+            ArgReduceOp::ArgMin => arg_reduce_with(src, layout, axis, E::MAX, fold_min, |v: E, best: E| {
                 !best.is_nan() && (v.is_nan() || v < best)
             }),
         };
@@ -445,7 +459,7 @@ mod tests {
             let x: Vec<i64> = (1..=n as i64).collect();
             assert_eq!(fold_dense_par(&x, 0, Element::add), (n * (n + 1) / 2) as i64, "n = {n}");
             if n > 0 {
-                assert_eq!(arg_dense(&x, i64::MIN, Element::max), n - 1);
+                assert_eq!(arg_dense(&x, i64::MIN, fold_max), n - 1);
             }
         }
     }
