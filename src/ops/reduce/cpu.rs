@@ -46,6 +46,11 @@ fn fold_min<E: Element>(acc: E, x: E) -> E {
 /// Folds `x` with `LANES` independent accumulators, combined pairwise.
 #[inline(always)]
 fn fold_lanes<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
+    if x.len() < LANES {
+        // Short rows (`[batch, 3]` summed over its last axis) would spend
+        // more on setting up and combining the lanes than on the elements.
+        return x.iter().fold(init, |a, &b| f(a, b));
+    }
     let mut acc = [init; LANES];
     let mut chunks = x.chunks_exact(LANES);
     for chunk in &mut chunks {
