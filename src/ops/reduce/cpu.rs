@@ -133,17 +133,52 @@ fn reduce_run<E: Element>(
         }
         return;
     }
-    out.fill(init);
-    if len <= ROW_BLOCK {
-        fold_rows(out, src, (base, stride, step), 0..len, f);
+    let geometry = (base, stride, step);
+    let n = out.len();
+    if n.saturating_mul(len) < PARALLEL_MIN_ELEMS || len <= 2 * ROW_BLOCK {
+        fold_row_blocks(out, src, geometry, 0..len, init, f);
         return;
     }
-    let mut partial = vec![init; out.len()];
-    for first in (0..len).step_by(ROW_BLOCK) {
-        partial.fill(init);
-        fold_rows(&mut partial, src, (base, stride, step), first..len.min(first + ROW_BLOCK), f);
-        for (o, &p) in out.iter_mut().zip(&partial) {
+    // Few outputs over a long axis (`[1_000_000, 4]` summed over axis 0):
+    // split the axis across threads, each folding its rows into a partial.
+    let span = (PARALLEL_CHUNK / n.max(1)).next_multiple_of(ROW_BLOCK).max(ROW_BLOCK);
+    let partials: Vec<Vec<E>> = (0..len.div_ceil(span))
+        .into_par_iter()
+        .map(|c| {
+            let mut partial = vec![init; n];
+            fold_row_blocks(&mut partial, src, geometry, c * span..len.min((c + 1) * span), init, f);
+            partial
+        })
+        .collect();
+    out.fill(init);
+    for partial in &partials {
+        for (o, &p) in out.iter_mut().zip(partial) {
             *o = f(*o, p);
+        }
+    }
+}
+
+/// `acc[i]` = the fold of the rows in `rows` (see [`fold_rows`]), at most
+/// [`ROW_BLOCK`] rows at a time into a partial result, for accuracy.
+fn fold_row_blocks<E: Element>(
+    acc: &mut [E],
+    src: &[E],
+    geometry: (usize, usize, usize),
+    rows: Range<usize>,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy,
+) {
+    acc.fill(init);
+    if rows.len() <= ROW_BLOCK {
+        fold_rows(acc, src, geometry, rows, f);
+        return;
+    }
+    let mut partial = vec![init; acc.len()];
+    for first in rows.clone().step_by(ROW_BLOCK) {
+        partial.fill(init);
+        fold_rows(&mut partial, src, geometry, first..rows.end.min(first + ROW_BLOCK), f);
+        for (a, &p) in acc.iter_mut().zip(&partial) {
+            *a = f(*a, p);
         }
     }
 }
