@@ -90,15 +90,26 @@ fn fold_dense_par<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + S
     fold_dense(&partials, init, f)
 }
 
+/// Where the elements of consecutive outputs sit: output `i` folds
+/// `src[base + i * stride + k * step]` for `k < len`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    base: usize,
+    stride: usize,
+    step: usize,
+    len: usize,
+}
+
 /// `acc[i] = f(acc[i], src[base + k * step + i * stride])` for each `k` in `rows`.
 #[inline(always)]
 fn fold_rows<E: Element>(
     acc: &mut [E],
     src: &[E],
-    (base, stride, step): (usize, usize, usize),
+    run: Run,
     rows: Range<usize>,
     f: impl Fn(E, E) -> E + Copy,
 ) {
+    let Run { base, stride, step, .. } = run;
     let n = acc.len();
     for k in rows {
         let start = base + k * step;
@@ -118,10 +129,11 @@ fn fold_rows<E: Element>(
 fn reduce_run<E: Element>(
     src: &[E],
     out: &mut [E],
-    (base, stride, step, len): (usize, usize, usize, usize),
+    run: Run,
     init: E,
     f: impl Fn(E, E) -> E + Copy + Send + Sync,
 ) {
+    let Run { base, stride, step, len } = run;
     if step == 1 && len > 0 {
         if let [single] = out {
             *single = fold_dense_par(&src[base..base + len], init, f);
@@ -133,10 +145,9 @@ fn reduce_run<E: Element>(
         }
         return;
     }
-    let geometry = (base, stride, step);
     let n = out.len();
     if n.saturating_mul(len) < PARALLEL_MIN_ELEMS || len <= 2 * ROW_BLOCK {
-        fold_row_blocks(out, src, geometry, 0..len, init, f);
+        fold_row_blocks(out, src, run, 0..len, init, f);
         return;
     }
     // Few outputs over a long axis (`[1_000_000, 4]` summed over axis 0):
@@ -146,7 +157,7 @@ fn reduce_run<E: Element>(
         .into_par_iter()
         .map(|c| {
             let mut partial = vec![init; n];
-            fold_row_blocks(&mut partial, src, geometry, c * span..len.min((c + 1) * span), init, f);
+            fold_row_blocks(&mut partial, src, run, c * span..len.min((c + 1) * span), init, f);
             partial
         })
         .collect();
@@ -163,20 +174,20 @@ fn reduce_run<E: Element>(
 fn fold_row_blocks<E: Element>(
     acc: &mut [E],
     src: &[E],
-    geometry: (usize, usize, usize),
+    run: Run,
     rows: Range<usize>,
     init: E,
     f: impl Fn(E, E) -> E + Copy,
 ) {
     acc.fill(init);
     if rows.len() <= ROW_BLOCK {
-        fold_rows(acc, src, geometry, rows, f);
+        fold_rows(acc, src, run, rows, f);
         return;
     }
     let mut partial = vec![init; acc.len()];
     for first in rows.clone().step_by(ROW_BLOCK) {
         partial.fill(init);
-        fold_rows(&mut partial, src, geometry, first..rows.end.min(first + ROW_BLOCK), f);
+        fold_rows(&mut partial, src, run, first..rows.end.min(first + ROW_BLOCK), f);
         for (a, &p) in acc.iter_mut().zip(&partial) {
             *a = f(*a, p);
         }
@@ -196,11 +207,12 @@ fn arg_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + Send +
 fn arg_run<E: Element>(
     src: &[E],
     out: &mut [i64],
-    (base, stride, step, len): (usize, usize, usize, usize),
+    run: Run,
     init: E,
     f: impl Fn(E, E) -> E + Copy + Send + Sync,
     better: impl Fn(E, E) -> bool + Copy,
 ) {
+    let Run { base, stride, step, len } = run;
     if step == 1 {
         if let [single] = out {
             *single = arg_dense(&src[base..base + len], init, f) as i64;
@@ -227,13 +239,13 @@ fn arg_run<E: Element>(
 }
 
 /// Splits `out` (the reduction of `axis` of `layout`) into runs and calls
-/// `kernel(out_piece, (base, stride, step, len))` for each, in parallel when
+/// `kernel(out_piece, run)` for each, in parallel when
 /// the reduction reads enough elements to pay for it.
 fn for_each_run<T: Send>(
     out: &mut [T],
     layout: &Layout,
     axis: usize,
-    kernel: impl Fn(&mut [T], (usize, usize, usize, usize)) + Sync,
+    kernel: impl Fn(&mut [T], Run) + Sync,
 ) {
     let (len, step) = (layout.dims()[axis], layout.strides()[axis]);
     let mut dims: Dims = layout.dims().into();
@@ -243,7 +255,7 @@ fn for_each_run<T: Send>(
     if out.len().saturating_mul(len.max(1)) < PARALLEL_MIN_ELEMS {
         let mut next = 0;
         for_each_block(&dims, [&strides], [layout.offset()], |[base], n, [stride]| {
-            kernel(&mut out[next..next + n], (base, stride, step, len));
+            kernel(&mut out[next..next + n], Run { base, stride, step, len });
             next += n;
         });
         return;
@@ -267,7 +279,7 @@ fn for_each_run<T: Send>(
     });
     // Many short blocks (strided inputs) are grouped into tasks of about `piece` outputs.
     let min_len = (piece / block_len.max(1)).max(1);
-    pieces.into_par_iter().with_min_len(min_len).for_each(|(o, base, stride)| kernel(o, (base, stride, step, len)));
+    pieces.into_par_iter().with_min_len(min_len).for_each(|(o, base, stride)| kernel(o, Run { base, stride, step, len }));
 }
 
 /// The number of outputs of reducing `axis` of `layout`.
@@ -275,6 +287,7 @@ fn reduced_len(layout: &Layout, axis: usize) -> usize {
     layout.dims().iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &d)| d).product()
 }
 
+/// The fold `f` (identity `init`) of `axis`, into a new output vector.
 fn reduce_with<E: Element>(
     src: &[E],
     layout: &Layout,
@@ -287,6 +300,8 @@ fn reduce_with<E: Element>(
     out
 }
 
+/// The arg-reduction of `axis`: `f` finds the extreme of a dense run and
+/// `better` decides between a candidate and the best so far.
 fn arg_reduce_with<E: Element>(
     src: &[E],
     layout: &Layout,
