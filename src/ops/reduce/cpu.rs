@@ -322,7 +322,9 @@ fn arg_reduce_with<E: Element>(
 /// Reduces `x = n ln2 + r` with `|r| <= ln2 / 2` (ln2 split in two so `n ln2`
 /// is exact) and evaluates Cephes' degree-7 polynomial for `exp(r)`; scaling
 /// by `2^n` is done on the exponent bits. Results below `2^-126` flush to 0.
-/// Within 2 ulp of the exact value (checked against `f64::exp` below).
+/// Within 1 ulp of the exact value for every `f32` in `[-87.33, 0]`
+/// (checked exhaustively against `f64::exp` while writing it; the unit
+/// test below samples the range).
 #[inline(always)]
 fn exp_nonpositive_f32(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
@@ -486,21 +488,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fast_exp_is_within_two_ulp() {
+    fn fast_exp_is_within_one_ulp() {
         let mut worst = 0.0f64;
         let mut x = -88.0f32;
         while x <= 0.0 {
             let exact = (x as f64).exp();
             let got = exp_nonpositive_f32(x) as f64;
             if exact >= f32::MIN_POSITIVE as f64 {
-                let ulp = f32::EPSILON as f64 * exact;
+                let rounded = exact as f32;
+                let ulp = (f32::from_bits(rounded.to_bits() + 1) - rounded) as f64;
                 worst = worst.max((got - exact).abs() / ulp);
             } else {
                 assert!(got <= f32::MIN_POSITIVE as f64 * 1.01, "exp({x}) = {got}");
             }
             x += 1.0e-3 * (1.0 + x.abs() / 8.0);
         }
-        assert!(worst <= 2.0, "worst error {worst} ulp");
+        assert!(worst <= 1.0, "worst error {worst} ulp");
         assert_eq!(exp_nonpositive_f32(0.0), 1.0);
         assert_eq!(exp_nonpositive_f32(-0.0), 1.0);
         assert_eq!(exp_nonpositive_f32(f32::NEG_INFINITY), 0.0);
