@@ -509,3 +509,20 @@ fn plain_form_panics_with_the_try_message() {
 fn plain_arg_form_panics_on_a_bad_axis() {
     let _ = Tensor::<Cpu>::zeros([4]).argmax(1);
 }
+
+// ---- Other devices ----
+
+#[test]
+fn checks_run_on_cuda_when_present() {
+    // Instantiating the checks for `Cuda<0>` keeps them device-generic; they
+    // run once a CUDA backend can create tensors.
+    use devtensor::Cuda;
+    if Cuda::<0>::is_available() {
+        let vals = pseudo_random(3 * 4 * 5, 11);
+        for variant in [Variant::Contiguous, Variant::Permuted, Variant::Narrowed] {
+            check_reductions::<Cuda<0>, f32>(&[3, 4, 5], &vals, variant);
+            check_reductions::<Cuda<0>, i64>(&[3, 4, 5], &integer_values::<i64>(&vals), variant);
+            check_float_ops::<Cuda<0>, f32>(&[3, 4, 5], &vals, variant, 1e-5);
+        }
+    }
+}
