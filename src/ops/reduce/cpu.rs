@@ -376,45 +376,71 @@ fn softmax_row<E: FloatElement>(src: &[E], out: &mut [E], log: bool) {
     }
 }
 
-/// Softmax along the middle axis of dense `[groups, len, inner]` data,
-/// row by row so the inner loops run over `inner` contiguous columns.
-fn softmax_columns<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inner: usize, log: bool) {
-    let mut max = vec![E::MIN; inner];
-    let mut sum = vec![E::ZERO; inner];
+/// Softmax along axis 0 of the dense `[len, inner]` block `src`, for the
+/// columns `cols` only; `out_rows[k]` receives row `k` of those columns.
+/// Works row by row so the inner loops run over contiguous columns.
+fn softmax_columns<E: FloatElement>(src: &[E], inner: usize, cols: Range<usize>, out_rows: &mut [&mut [E]], log: bool) {
+    let row = |k: usize| &src[k * inner + cols.start..k * inner + cols.end];
+    let mut max = vec![E::MIN; cols.len()];
+    for k in 0..out_rows.len() {
+        for (m, &x) in max.iter_mut().zip(row(k)) {
+            *m = fold_max(*m, x);
+        }
+    }
+    let mut sum = vec![E::ZERO; cols.len()];
+    for (k, orow) in out_rows.iter_mut().enumerate() {
+        for (((o, &x), &m), acc) in orow.iter_mut().zip(row(k)).zip(&max).zip(sum.iter_mut()) {
+            let e = exp_nonpositive(x - m);
+            *o = e;
+            *acc = *acc + e;
+        }
+    }
+    if log {
+        for acc in sum.iter_mut() {
+            *acc = acc.ln();
+        }
+        for (k, orow) in out_rows.iter_mut().enumerate() {
+            for (((o, &x), &m), &log_sum) in orow.iter_mut().zip(row(k)).zip(&max).zip(&sum) {
+                *o = x - m - log_sum;
+            }
+        }
+    } else {
+        for acc in sum.iter_mut() {
+            *acc = acc.recip();
+        }
+        for orow in out_rows.iter_mut() {
+            for (o, &inv) in orow.iter_mut().zip(&sum) {
+                *o = *o * inv;
+            }
+        }
+    }
+}
+
+/// Softmax along the middle axis of dense `[groups, len, inner]` data, by
+/// whole groups.
+fn softmax_groups<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inner: usize, log: bool) {
     for (s, o) in src.chunks_exact(len * inner).zip(out.chunks_exact_mut(len * inner)) {
-        max.fill(E::MIN);
-        for row in s.chunks_exact(inner) {
-            for (m, &x) in max.iter_mut().zip(row) {
-                *m = fold_max(*m, x);
+        let mut rows: Vec<&mut [E]> = o.chunks_exact_mut(inner).collect();
+        softmax_columns(s, inner, 0..inner, &mut rows, log);
+    }
+}
+
+/// [`softmax_groups`] for few, large groups: each group's columns are
+/// split across threads, each thread owning its slice of every output row.
+fn softmax_groups_par<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inner: usize, log: bool) {
+    let width = (PARALLEL_CHUNK / len).max(LANES);
+    for (s, o) in src.chunks_exact(len * inner).zip(out.chunks_exact_mut(len * inner)) {
+        let ranges: Vec<Range<usize>> = (0..inner).step_by(width).map(|c| c..inner.min(c + width)).collect();
+        let mut tasks: Vec<Vec<&mut [E]>> = ranges.iter().map(|_| Vec::with_capacity(len)).collect();
+        for row in o.chunks_exact_mut(inner) {
+            let mut rest = row;
+            for (task, cols) in tasks.iter_mut().zip(&ranges) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(cols.len());
+                task.push(head);
+                rest = tail;
             }
         }
-        sum.fill(E::ZERO);
-        for (orow, srow) in o.chunks_exact_mut(inner).zip(s.chunks_exact(inner)) {
-            for (((ov, &x), &m), acc) in orow.iter_mut().zip(srow).zip(&max).zip(sum.iter_mut()) {
-                let e = exp_nonpositive(x - m);
-                *ov = e;
-                *acc = *acc + e;
-            }
-        }
-        if log {
-            for acc in sum.iter_mut() {
-                *acc = acc.ln();
-            }
-            for (orow, srow) in o.chunks_exact_mut(inner).zip(s.chunks_exact(inner)) {
-                for (((ov, &x), &m), &ls) in orow.iter_mut().zip(srow).zip(&max).zip(&sum) {
-                    *ov = x - m - ls;
-                }
-            }
-        } else {
-            for acc in sum.iter_mut() {
-                *acc = acc.recip();
-            }
-            for orow in o.chunks_exact_mut(inner) {
-                for (ov, &inv) in orow.iter_mut().zip(&sum) {
-                    *ov = *ov * inv;
-                }
-            }
-        }
+        tasks.into_par_iter().zip(ranges).for_each(|(mut rows, cols)| softmax_columns(s, inner, cols, &mut rows, log));
     }
 }
 
@@ -463,17 +489,24 @@ impl ReduceKernel for Cpu {
         }
         let len = layout.dims()[axis];
         let inner: usize = layout.dims()[axis + 1..].iter().product();
+        let group = len * inner;
+        let groups = n / group;
+        let parallel = n >= PARALLEL_MIN_ELEMS;
+        if inner > 1 && parallel && groups < rayon::current_num_threads() && inner >= 2 * LANES {
+            // Too few groups to keep every thread busy: split columns instead.
+            softmax_groups_par(src, &mut out, len, inner, log);
+            return Ok(CpuStorage::from_vec(out));
+        }
         let run = |o: &mut [E], s: &[E]| {
             if inner == 1 {
                 for (orow, srow) in o.chunks_exact_mut(len).zip(s.chunks_exact(len)) {
                     softmax_row(srow, orow, log);
                 }
             } else {
-                softmax_columns(s, o, len, inner, log);
+                softmax_groups(s, o, len, inner, log);
             }
         };
-        let group = len * inner;
-        if n >= PARALLEL_MIN_ELEMS && n > group {
+        if parallel && groups > 1 {
             let chunk = group * (PARALLEL_CHUNK / group).max(1);
             out.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(o, s)| run(o, s));
         } else {
