@@ -10,6 +10,10 @@
 //! Float sums are blocked: lanes accumulate at most [`BLOCK`] elements (or
 //! [`ROW_BLOCK`] rows) before partial sums are combined pairwise, so the
 //! rounding error grows with `BLOCK / LANES + log2(n)` rather than with `n`.
+//!
+//! Softmax makes strided inputs dense first, then works on dense rows (last
+//! axis) or on whole rows of columns (any other axis); in `f32` its `exp` is a
+//! polynomial the compiler vectorises rather than a libm call per element.
 
 use super::{ArgReduceOp, ReduceKernel, ReduceOp};
 use crate::device::Cpu;
