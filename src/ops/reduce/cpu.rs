@@ -1,6 +1,561 @@
-//! CPU kernels.
+//! Reduction and softmax kernels on the CPU.
+//!
+//! Every reduction is phrased as "output element `i` folds the run
+//! `base + i * stride + k * step` for `k < len(axis)`", walked with
+//! [`for_each_block`] over the output. A run with `step == 1` is a dense
+//! slice folded with independent lane accumulators; otherwise whole rows of
+//! the input are folded into the output vector at once, which keeps the
+//! inner loop dense when the reduced axis is not the innermost one.
+//!
+//! Float sums are blocked: lanes accumulate at most [`BLOCK`] elements (or
+//! [`ROW_BLOCK`] rows) before partial sums are combined pairwise, so the
+//! rounding error grows with `BLOCK / LANES + log2(n)` rather than with `n`.
+//!
+//! Softmax makes strided inputs dense first, then works on dense rows (last
+//! axis) or on whole rows of columns (any other axis); in `f32` its `exp` is a
+//! polynomial the compiler vectorises rather than a libm call per element.
 
-use super::ReduceKernel;
+use super::{ArgReduceOp, ReduceKernel, ReduceOp};
 use crate::device::Cpu;
+use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::element::{DType, Element, FloatElement};
+use crate::error::Result;
+use crate::shape::{Dims, Layout, for_each_block};
+use rayon::prelude::*;
+use std::ops::Range;
 
-impl ReduceKernel for Cpu {}
+/// Independent accumulators in a dense fold: enough to fill two AVX-512
+/// registers of `f32` and to hide the latency of the adds. The compiler does
+/// not reassociate float adds by itself, so the lanes have to be explicit.
+const LANES: usize = 16;
+/// Longest dense run folded lane-wise before halves are combined pairwise.
+const BLOCK: usize = 1024;
+/// Most rows folded into one partial result when accumulating whole rows.
+const ROW_BLOCK: usize = 256;
+
+/// `Element::max` for folds: the new element `x` is tested first, which
+/// compiles to a compare-and-blend per lane and runs about twice as fast in
+/// [`fold_lanes`]. NaN still wins; of two equal zeros the first is kept.
+#[inline(always)]
+fn fold_max<E: Element>(acc: E, x: E) -> E {
+    if x > acc || x.is_nan() { x } else { acc }
+}
+
+/// `Element::min` for folds; see [`fold_max`].
+#[inline(always)]
+fn fold_min<E: Element>(acc: E, x: E) -> E {
+    if x < acc || x.is_nan() { x } else { acc }
+}
+
+/// Folds `x` with `LANES` independent accumulators, combined pairwise.
+#[inline(always)]
+fn fold_lanes<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
+    if x.len() < LANES {
+        // Short rows (`[batch, 3]` summed over its last axis) would spend
+        // more on setting up and combining the lanes than on the elements.
+        return x.iter().fold(init, |a, &b| f(a, b));
+    }
+    let mut acc = [init; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        let chunk: &[E; LANES] = chunk.try_into().expect("chunks_exact yields LANES elements");
+        for j in 0..LANES {
+            acc[j] = f(acc[j], chunk[j]);
+        }
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for j in 0..width {
+            acc[j] = f(acc[j], acc[j + width]);
+        }
+    }
+    chunks.remainder().iter().fold(acc[0], |a, &b| f(a, b))
+}
+
+/// Folds a dense run: lane-wise within blocks, pairwise across them.
+fn fold_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
+    if x.len() <= BLOCK {
+        return fold_lanes(x, init, f);
+    }
+    // Split on a block boundary, so every leaf but the last is a full block.
+    let half = (x.len() / 2).div_ceil(BLOCK) * BLOCK;
+    let (a, b) = x.split_at(half);
+    f(fold_dense(a, init, f), fold_dense(b, init, f))
+}
+
+/// [`fold_dense`], split across threads when the run is long. The chunk
+/// size is a multiple of [`BLOCK`], so the result has the same blocking.
+fn fold_dense_par<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + Send + Sync) -> E {
+    if x.len() < PARALLEL_MIN_ELEMS {
+        return fold_dense(x, init, f);
+    }
+    let partials: Vec<E> = x.par_chunks(PARALLEL_CHUNK).map(|c| fold_dense(c, init, f)).collect();
+    fold_dense(&partials, init, f)
+}
+
+/// Where the elements of consecutive outputs sit: output `i` folds
+/// `src[base + i * stride + k * step]` for `k < len`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    base: usize,
+    stride: usize,
+    step: usize,
+    len: usize,
+}
+
+/// `acc[i] = f(acc[i], src[base + k * step + i * stride])` for each `k` in `rows`.
+#[inline(always)]
+fn fold_rows<E: Element>(
+    acc: &mut [E],
+    src: &[E],
+    run: Run,
+    rows: Range<usize>,
+    f: impl Fn(E, E) -> E + Copy,
+) {
+    let Run { base, stride, step, .. } = run;
+    let n = acc.len();
+    for k in rows {
+        let start = base + k * step;
+        if stride == 1 {
+            for (a, &x) in acc.iter_mut().zip(&src[start..start + n]) {
+                *a = f(*a, x);
+            }
+        } else {
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = f(*a, src[start + i * stride]);
+            }
+        }
+    }
+}
+
+/// `out[i]` = the fold of `src[base + i * stride + k * step]` over `k < len`.
+fn reduce_run<E: Element>(
+    src: &[E],
+    out: &mut [E],
+    run: Run,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+) {
+    let Run { base, stride, step, len } = run;
+    if step == 1 && len > 0 {
+        if let [single] = out {
+            *single = fold_dense_par(&src[base..base + len], init, f);
+            return;
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            let start = base + i * stride;
+            *o = fold_dense(&src[start..start + len], init, f);
+        }
+        return;
+    }
+    let n = out.len();
+    if n.saturating_mul(len) < PARALLEL_MIN_ELEMS || len <= 2 * ROW_BLOCK {
+        fold_row_blocks(out, src, run, 0..len, init, f);
+        return;
+    }
+    // Few outputs over a long axis (`[1_000_000, 4]` summed over axis 0):
+    // split the axis across threads, each folding its rows into a partial.
+    let span = (PARALLEL_CHUNK / n.max(1)).next_multiple_of(ROW_BLOCK).max(ROW_BLOCK);
+    let partials: Vec<Vec<E>> = (0..len.div_ceil(span))
+        .into_par_iter()
+        .map(|c| {
+            let mut partial = vec![init; n];
+            fold_row_blocks(&mut partial, src, run, c * span..len.min((c + 1) * span), init, f);
+            partial
+        })
+        .collect();
+    out.fill(init);
+    for partial in &partials {
+        for (o, &p) in out.iter_mut().zip(partial) {
+            *o = f(*o, p);
+        }
+    }
+}
+
+/// `acc[i]` = the fold of the rows in `rows` (see [`fold_rows`]), at most
+/// [`ROW_BLOCK`] rows at a time into a partial result, for accuracy.
+fn fold_row_blocks<E: Element>(
+    acc: &mut [E],
+    src: &[E],
+    run: Run,
+    rows: Range<usize>,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy,
+) {
+    acc.fill(init);
+    if rows.len() <= ROW_BLOCK {
+        fold_rows(acc, src, run, rows, f);
+        return;
+    }
+    let mut partial = vec![init; acc.len()];
+    for first in rows.clone().step_by(ROW_BLOCK) {
+        partial.fill(init);
+        fold_rows(&mut partial, src, run, first..rows.end.min(first + ROW_BLOCK), f);
+        for (a, &p) in acc.iter_mut().zip(&partial) {
+            *a = f(*a, p);
+        }
+    }
+}
+
+/// Index of the first NaN in `x`, else of the first element equal to the
+/// fold `f` picks. `x` is not empty.
+fn arg_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + Send + Sync) -> usize {
+    // Two passes, both vectorisable: the extreme value, then where it is.
+    let extreme = fold_dense_par(x, init, f);
+    let found = if extreme.is_nan() { x.iter().position(|v| v.is_nan()) } else { x.iter().position(|&v| v == extreme) };
+    found.unwrap_or(0)
+}
+
+/// `out[i]` = the `k < len` picked by `better` among `src[base + i * stride + k * step]`.
+fn arg_run<E: Element>(
+    src: &[E],
+    out: &mut [i64],
+    run: Run,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+    better: impl Fn(E, E) -> bool + Copy,
+) {
+    let Run { base, stride, step, len } = run;
+    if step == 1 {
+        if let [single] = out {
+            *single = arg_dense(&src[base..base + len], init, f) as i64;
+            return;
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            let start = base + i * stride;
+            *o = arg_dense(&src[start..start + len], init, f) as i64;
+        }
+        return;
+    }
+    let mut best: Vec<E> = (0..out.len()).map(|i| src[base + i * stride]).collect();
+    out.fill(0);
+    for k in 1..len {
+        let start = base + k * step;
+        for (i, (o, b)) in out.iter_mut().zip(best.iter_mut()).enumerate() {
+            let v = src[start + i * stride];
+            if better(v, *b) {
+                *b = v;
+                *o = k as i64;
+            }
+        }
+    }
+}
+
+/// Splits `out` (the reduction of `axis` of `layout`) into runs and calls
+/// `kernel(out_piece, run)` for each, in parallel when
+/// the reduction reads enough elements to pay for it.
+fn for_each_run<T: Send>(
+    out: &mut [T],
+    layout: &Layout,
+    axis: usize,
+    kernel: impl Fn(&mut [T], Run) + Sync,
+) {
+    let (len, step) = (layout.dims()[axis], layout.strides()[axis]);
+    let mut dims: Dims = layout.dims().into();
+    let mut strides: Dims = layout.strides().into();
+    dims.remove(axis);
+    strides.remove(axis);
+    if out.len().saturating_mul(len.max(1)) < PARALLEL_MIN_ELEMS {
+        let mut next = 0;
+        for_each_block(&dims, [&strides], [layout.offset()], |[base], n, [stride]| {
+            kernel(&mut out[next..next + n], Run { base, stride, step, len });
+            next += n;
+        });
+        return;
+    }
+    // Dense runs fold one output each; row accumulation wants pieces long
+    // enough to vectorise over.
+    let piece = (PARALLEL_CHUNK / len.max(1)).max(if step == 1 { 1 } else { 64 });
+    let mut pieces = Vec::new();
+    let mut block_len = 1;
+    let mut rest = out;
+    for_each_block(&dims, [&strides], [layout.offset()], |[base], n, [stride]| {
+        block_len = n;
+        let mut start = 0;
+        while start < n {
+            let take = piece.min(n - start);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
+            rest = tail;
+            pieces.push((head, base + start * stride, stride));
+            start += take;
+        }
+    });
+    // Many short blocks (strided inputs) are grouped into tasks of about `piece` outputs.
+    let min_len = (piece / block_len.max(1)).max(1);
+    pieces.into_par_iter().with_min_len(min_len).for_each(|(o, base, stride)| kernel(o, Run { base, stride, step, len }));
+}
+
+/// The number of outputs of reducing `axis` of `layout`.
+fn reduced_len(layout: &Layout, axis: usize) -> usize {
+    layout.dims().iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &d)| d).product()
+}
+
+/// The fold `f` (identity `init`) of `axis`, into a new output vector.
+fn reduce_with<E: Element>(
+    src: &[E],
+    layout: &Layout,
+    axis: usize,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+) -> Vec<E> {
+    let mut out = output_buffer(reduced_len(layout, axis));
+    for_each_run(&mut out, layout, axis, |o, run| reduce_run(src, o, run, init, f));
+    out
+}
+
+/// The arg-reduction of `axis`: `f` finds the extreme of a dense run and
+/// `better` decides between a candidate and the best so far.
+fn arg_reduce_with<E: Element>(
+    src: &[E],
+    layout: &Layout,
+    axis: usize,
+    init: E,
+    f: impl Fn(E, E) -> E + Copy + Send + Sync,
+    better: impl Fn(E, E) -> bool + Copy + Send + Sync,
+) -> Vec<i64> {
+    let mut out = output_buffer(reduced_len(layout, axis));
+    for_each_run(&mut out, layout, axis, |o, run| arg_run(src, o, run, init, f, better));
+    out
+}
+
+/// `exp(x)` for `x <= 0`, -inf or NaN: softmax only exponentiates `x - max`.
+/// Plain `f32` arithmetic, which the compiler vectorises, where a call to
+/// libm's `expf` would run one element at a time.
+///
+/// Reduces `x = n ln2 + r` with `|r| <= ln2 / 2` (ln2 split in two so `n ln2`
+/// is exact) and evaluates Cephes' degree-7 polynomial for `exp(r)`; scaling
+/// by `2^n` is done on the exponent bits. Results below `2^-126` flush to 0.
+/// Within 1 ulp of the exact value for every `f32` in `[-87.33, 0]`
+/// (checked exhaustively against `f64::exp` while writing it; the unit
+/// test below samples the range).
+#[inline(always)]
+fn exp_nonpositive_f32(x: f32) -> f32 {
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Adding 1.5 * 2^23 rounds to an integer (no `round`, a libm call
+    // without SSE4.1) and leaves that integer in the low mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    // Below this, exp(x) < 2^-126.
+    const MIN_X: f32 = -87.336_55;
+    let k = x * std::f32::consts::LOG2_E + ROUND;
+    let n = k - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
+        + 0.5;
+    let p = p * (r * r) + r + 1.0;
+    // 2^n from n's bits, in integer arithmetic: no float-to-int conversion,
+    // whose saturation checks would slow the vector loop. n is in -126..=0
+    // whenever the result is used; for NaN, p is NaN already.
+    let scale = f32::from_bits(k.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
+    if x < MIN_X { 0.0 } else { p * scale }
+}
+
+/// `exp(x)` for `x <= 0`: the vectorisable kernel for `f32`, libm for `f64`
+/// (whose polynomial would need twice the terms). The branch is on a
+/// constant and vanishes once `E` is known.
+#[inline(always)]
+fn exp_nonpositive<E: FloatElement>(x: E) -> E {
+    if E::DTYPE == DType::F32 { E::from_f32(exp_nonpositive_f32(x.cast::<f32>())) } else { x.exp() }
+}
+
+/// Softmax of one dense row: `out = exp(x - max) / sum`, or for `log`,
+/// `out = x - max - ln(sum)`.
+fn softmax_row<E: FloatElement>(src: &[E], out: &mut [E], log: bool) {
+    let max = fold_dense(src, E::MIN, fold_max);
+    for (o, &x) in out.iter_mut().zip(src) {
+        *o = exp_nonpositive(x - max);
+    }
+    let sum = fold_dense(out, E::ZERO, <E as Element>::add);
+    if log {
+        let log_sum = sum.ln();
+        for (o, &x) in out.iter_mut().zip(src) {
+            *o = x - max - log_sum;
+        }
+    } else {
+        let inv = sum.recip();
+        for o in out.iter_mut() {
+            *o = *o * inv;
+        }
+    }
+}
+
+/// Softmax along axis 0 of the dense `[len, inner]` block `src`, for the
+/// columns `cols` only; `out_rows[k]` receives row `k` of those columns.
+/// Works row by row so the inner loops run over contiguous columns.
+fn softmax_columns<E: FloatElement>(src: &[E], inner: usize, cols: Range<usize>, out_rows: &mut [&mut [E]], log: bool) {
+    let row = |k: usize| &src[k * inner + cols.start..k * inner + cols.end];
+    let mut max = vec![E::MIN; cols.len()];
+    for k in 0..out_rows.len() {
+        for (m, &x) in max.iter_mut().zip(row(k)) {
+            *m = fold_max(*m, x);
+        }
+    }
+    let mut sum = vec![E::ZERO; cols.len()];
+    for (k, orow) in out_rows.iter_mut().enumerate() {
+        for (((o, &x), &m), acc) in orow.iter_mut().zip(row(k)).zip(&max).zip(sum.iter_mut()) {
+            let e = exp_nonpositive(x - m);
+            *o = e;
+            *acc = *acc + e;
+        }
+    }
+    if log {
+        for acc in sum.iter_mut() {
+            *acc = acc.ln();
+        }
+        for (k, orow) in out_rows.iter_mut().enumerate() {
+            for (((o, &x), &m), &log_sum) in orow.iter_mut().zip(row(k)).zip(&max).zip(&sum) {
+                *o = x - m - log_sum;
+            }
+        }
+    } else {
+        for acc in sum.iter_mut() {
+            *acc = acc.recip();
+        }
+        for orow in out_rows.iter_mut() {
+            for (o, &inv) in orow.iter_mut().zip(&sum) {
+                *o = *o * inv;
+            }
+        }
+    }
+}
+
+/// Softmax along the middle axis of dense `[groups, len, inner]` data, by
+/// whole groups.
+fn softmax_groups<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inner: usize, log: bool) {
+    for (s, o) in src.chunks_exact(len * inner).zip(out.chunks_exact_mut(len * inner)) {
+        let mut rows: Vec<&mut [E]> = o.chunks_exact_mut(inner).collect();
+        softmax_columns(s, inner, 0..inner, &mut rows, log);
+    }
+}
+
+/// [`softmax_groups`] for few, large groups: each group's columns are
+/// split across threads, each thread owning its slice of every output row.
+fn softmax_groups_par<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inner: usize, log: bool) {
+    let width = (PARALLEL_CHUNK / len).max(LANES);
+    for (s, o) in src.chunks_exact(len * inner).zip(out.chunks_exact_mut(len * inner)) {
+        let ranges: Vec<Range<usize>> = (0..inner).step_by(width).map(|c| c..inner.min(c + width)).collect();
+        let mut tasks: Vec<Vec<&mut [E]>> = ranges.iter().map(|_| Vec::with_capacity(len)).collect();
+        for row in o.chunks_exact_mut(inner) {
+            let mut rest = row;
+            for (task, cols) in tasks.iter_mut().zip(&ranges) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(cols.len());
+                task.push(head);
+                rest = tail;
+            }
+        }
+        tasks.into_par_iter().zip(ranges).for_each(|(mut rows, cols)| softmax_columns(s, inner, cols, &mut rows, log));
+    }
+}
+
+impl ReduceKernel for Cpu {
+    fn reduce<E: Element>(op: ReduceOp, x: &CpuStorage<E>, layout: &Layout, axis: usize) -> Result<CpuStorage<E>> {
+        let src = x.as_slice();
+        let out = match op {
+            ReduceOp::Sum => reduce_with(src, layout, axis, E::ZERO, E::add),
+            ReduceOp::Max => reduce_with(src, layout, axis, E::MIN, fold_max),
+            ReduceOp::Min => reduce_with(src, layout, axis, E::MAX, fold_min),
+        };
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn arg_reduce<E: Element>(op: ArgReduceOp, x: &CpuStorage<E>, layout: &Layout, axis: usize) -> Result<CpuStorage<i64>> {
+        let src = x.as_slice();
+        // A NaN already chosen is never displaced; a NaN displaces anything
+        // else; otherwise only a strictly better value wins, so ties keep
+        // the first occurrence.
+        let out = match op {
+            ArgReduceOp::ArgMax => arg_reduce_with(src, layout, axis, E::MIN, fold_max, |v: E, best: E| {
+                !best.is_nan() && (v.is_nan() || v > best)
+            }),
+            ArgReduceOp::ArgMin => arg_reduce_with(src, layout, axis, E::MAX, fold_min, |v: E, best: E| {
+                !best.is_nan() && (v.is_nan() || v < best)
+            }),
+        };
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn softmax<E: FloatElement>(x: &CpuStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CpuStorage<E>> {
+        let n = layout.elem_count();
+        // Strided inputs are made dense first; the copy goes back to the
+        // buffer pool when dropped.
+        let dense;
+        let src = match layout.contiguous_range() {
+            Some(range) => &x.as_slice()[range],
+            None => {
+                dense = CpuStorage::from_vec(map_strided(x.as_slice(), layout, |v| v));
+                dense.as_slice()
+            }
+        };
+        let mut out = output_buffer(n);
+        if n == 0 {
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let len = layout.dims()[axis];
+        let inner: usize = layout.dims()[axis + 1..].iter().product();
+        let group = len * inner;
+        let groups = n / group;
+        let parallel = n >= PARALLEL_MIN_ELEMS;
+        if inner > 1 && parallel && groups < rayon::current_num_threads() && inner >= 2 * LANES {
+            // Too few groups to keep every thread busy: split columns instead.
+            softmax_groups_par(src, &mut out, len, inner, log);
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let run = |o: &mut [E], s: &[E]| {
+            if inner == 1 {
+                for (orow, srow) in o.chunks_exact_mut(len).zip(s.chunks_exact(len)) {
+                    softmax_row(srow, orow, log);
+                }
+            } else {
+                softmax_groups(s, o, len, inner, log);
+            }
+        };
+        if parallel && groups > 1 {
+            let chunk = group * (PARALLEL_CHUNK / group).max(1);
+            out.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(o, s)| run(o, s));
+        } else {
+            run(&mut out, src);
+        }
+        Ok(CpuStorage::from_vec(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_exp_is_within_one_ulp() {
+        let mut worst = 0.0f64;
+        let mut x = -88.0f32;
+        while x <= 0.0 {
+            let exact = (x as f64).exp();
+            let got = exp_nonpositive_f32(x) as f64;
+            if exact >= f32::MIN_POSITIVE as f64 {
+                let rounded = exact as f32;
+                let ulp = (f32::from_bits(rounded.to_bits() + 1) - rounded) as f64;
+                worst = worst.max((got - exact).abs() / ulp);
+            } else {
+                assert!(got <= f32::MIN_POSITIVE as f64 * 1.01, "exp({x}) = {got}");
+            }
+            x += 1.0e-3 * (1.0 + x.abs() / 8.0);
+        }
+        assert!(worst <= 1.0, "worst error {worst} ulp");
+        assert_eq!(exp_nonpositive_f32(0.0), 1.0);
+        assert_eq!(exp_nonpositive_f32(-0.0), 1.0);
+        assert_eq!(exp_nonpositive_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_nonpositive_f32(-1e30), 0.0);
+        assert!(exp_nonpositive_f32(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn dense_folds_cover_every_element() {
+        for n in [0, 1, 15, 16, 17, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5, PARALLEL_MIN_ELEMS + 7] {
+            let x: Vec<i64> = (1..=n as i64).collect();
+            assert_eq!(fold_dense_par(&x, 0, Element::add), (n * (n + 1) / 2) as i64, "n = {n}");
+            if n > 0 {
+                assert_eq!(arg_dense(&x, i64::MIN, fold_max), n - 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,528 @@
+//! Reductions, softmax and log_softmax checked against plain `f64` loops, on
+//! random shapes (empty ones included), every axis (negative ones included),
+//! non-contiguous views, four element types and special values.
+//!
+//! Accuracy checked: float sums within `tol * (1 + sum |x|)` of the exact
+//! (`f64`) sum, with `tol` = 2e-6 for `f32` and 1e-13 for `f64`; on a million
+//! `f32` elements the blocked summation stays within 1e-6 of `sum |x|`.
+//! Softmax and log_softmax within 1e-5 (`f32`) or 1e-12 (`f64`) absolute plus
+//! relative. Integer sums are exact (wrapping); max, min and the
+//! arg-reductions are exact for every type.
+
+mod common;
+
+use common::*;
+use devtensor::{Cpu, Device, Element, Error, FloatElement, Tensor};
+use proptest::prelude::*;
+
+// ---- Plain references ----
+
+/// The shape without `axis`, and for each of its positions (row-major) the
+/// values along `axis`, gathered by explicit indexing.
+fn runs_along(x: &[f64], dims: &[usize], axis: usize) -> (Vec<usize>, Vec<Vec<f64>>) {
+    let mut out_dims = dims.to_vec();
+    out_dims.remove(axis);
+    let runs = indices(&out_dims)
+        .map(|out_index| {
+            (0..dims[axis])
+                .map(|k| {
+                    let mut index = out_index.clone();
+                    index.insert(axis, k);
+                    x[ravel(&index, dims)]
+                })
+                .collect()
+        })
+        .collect();
+    (out_dims, runs)
+}
+
+/// The sum in `E`'s own arithmetic for integers (wrapping), in `f64` for floats.
+fn ref_sum<E: Element>(run: &[f64]) -> f64 {
+    if E::IS_FLOAT {
+        run.iter().sum()
+    } else {
+        run.iter().fold(E::ZERO, |acc, &v| acc.add(E::from_f64(v))).to_f64()
+    }
+}
+
+fn ref_extreme(run: &[f64], max: bool) -> f64 {
+    let mut best = run[0];
+    for &v in &run[1..] {
+        if best.is_nan() {
+            break;
+        }
+        if v.is_nan() || (max && v > best) || (!max && v < best) {
+            best = v;
+        }
+    }
+    best
+}
+
+fn ref_arg(run: &[f64], max: bool) -> i64 {
+    if let Some(i) = run.iter().position(|v| v.is_nan()) {
+        return i as i64;
+    }
+    let mut best = 0;
+    for (i, &v) in run.iter().enumerate() {
+        if (max && v > run[best]) || (!max && v < run[best]) {
+            best = i;
+        }
+    }
+    best as i64
+}
+
+/// Softmax by the textbook formula in `f64`; NaN rows where PyTorch gives them.
+fn ref_softmax(run: &[f64], log: bool) -> Vec<f64> {
+    let nan_row = run.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || run.iter().all(|v| *v == f64::NEG_INFINITY);
+    if nan_row {
+        return vec![f64::NAN; run.len()];
+    }
+    let m = run.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = run.iter().map(|v| (v - m).exp()).sum();
+    run.iter().map(|v| if log { v - m - total.ln() } else { (v - m).exp() / total }).collect()
+}
+
+/// Whether `got` is `expected` within `tol * (1 + scale)`; NaN matches NaN,
+/// infinities match exactly.
+fn close(got: f64, expected: f64, scale: f64, tol: f64) -> bool {
+    (got.is_nan() && expected.is_nan()) || got == expected || (got - expected).abs() <= tol * (1.0 + scale)
+}
+
+/// Summation tolerance per element type.
+fn sum_tol<E: Element>() -> f64 {
+    match E::DTYPE {
+        devtensor::DType::F32 => 2e-6,
+        devtensor::DType::F64 => 1e-13,
+        _ => 0.0,
+    }
+}
+
+// ---- Checks, generic over the device ----
+
+/// Every reduction of `vals` (shape `dims`, laid out as `variant`) along
+/// every axis and over the whole tensor, against the references.
+fn check_reductions<D: Device, E: Element>(dims: &[usize], vals: &[f64], variant: Variant) {
+    let data: Vec<E> = cast_all(vals);
+    let x = as_f64(&data);
+    let t = tensor_with::<D, E>(&data, dims, variant);
+    let tol = sum_tol::<E>();
+    let abs_sum = |run: &[f64]| run.iter().map(|v| v.abs()).filter(|v| v.is_finite()).sum::<f64>();
+
+    // Whole tensor.
+    let sum = t.sum();
+    assert_eq!(sum.dims(), &[] as &[usize]);
+    let (got, expected) = (sum.item().to_f64(), ref_sum::<E>(&x));
+    assert!(close(got, expected, abs_sum(&x), tol), "sum: got {got}, expected {expected}");
+    if x.is_empty() {
+        for err in [t.try_max().err(), t.try_min().err()] {
+            assert!(matches!(err, Some(Error::Shape { .. })), "{err:?}");
+        }
+        for err in [t.try_argmax_all().err(), t.try_argmin_all().err()] {
+            assert!(matches!(err, Some(Error::Shape { .. })), "{err:?}");
+        }
+    } else {
+        assert_close(&[t.max().item().to_f64()], &[ref_extreme(&x, true)], 0.0, 0.0);
+        assert_close(&[t.min().item().to_f64()], &[ref_extreme(&x, false)], 0.0, 0.0);
+        assert_eq!(t.argmax_all().item(), ref_arg(&x, true), "argmax_all of {x:?}");
+        assert_eq!(t.argmin_all().item(), ref_arg(&x, false), "argmin_all of {x:?}");
+        assert_eq!(t.argmax_all().dims(), &[] as &[usize]);
+    }
+
+    // Each axis, named both ways.
+    let rank = dims.len() as isize;
+    for axis in -rank..rank {
+        let a = if axis < 0 { (axis + rank) as usize } else { axis as usize };
+        let (out_dims, runs) = runs_along(&x, dims, a);
+        let mut keep_dims = dims.to_vec();
+        keep_dims[a] = 1;
+
+        let sums = [t.sum_axis(axis), t.sum_keepdim(axis)];
+        assert_eq!(sums[0].dims(), out_dims.as_slice());
+        assert_eq!(sums[1].dims(), keep_dims.as_slice());
+        for s in &sums {
+            for (i, (&g, run)) in as_f64(&s.to_vec()).iter().zip(&runs).enumerate() {
+                let expected = ref_sum::<E>(run);
+                assert!(close(g, expected, abs_sum(run), tol), "sum_axis({axis}) of {dims:?} at {i}: got {g}, expected {expected}");
+            }
+        }
+
+        if dims[a] == 0 {
+            let errs = [t.try_max_axis(axis).err(), t.try_min_keepdim(axis).err()];
+            for err in errs {
+                assert!(matches!(err, Some(Error::Shape { .. })), "{err:?}");
+            }
+            let errs = [t.try_argmax(axis).err(), t.try_argmin_keepdim(axis).err()];
+            for err in errs {
+                assert!(matches!(err, Some(Error::Shape { .. })), "{err:?}");
+            }
+            continue;
+        }
+        let maxes: Vec<f64> = runs.iter().map(|r| ref_extreme(r, true)).collect();
+        let mins: Vec<f64> = runs.iter().map(|r| ref_extreme(r, false)).collect();
+        let argmaxes: Vec<i64> = runs.iter().map(|r| ref_arg(r, true)).collect();
+        let argmins: Vec<i64> = runs.iter().map(|r| ref_arg(r, false)).collect();
+        for (got, keep) in [(t.max_axis(axis), false), (t.max_keepdim(axis), true)] {
+            assert_eq!(got.dims(), if keep { keep_dims.as_slice() } else { out_dims.as_slice() });
+            assert_close(&as_f64(&got.to_vec()), &maxes, 0.0, 0.0);
+        }
+        for (got, keep) in [(t.min_axis(axis), false), (t.min_keepdim(axis), true)] {
+            assert_eq!(got.dims(), if keep { keep_dims.as_slice() } else { out_dims.as_slice() });
+            assert_close(&as_f64(&got.to_vec()), &mins, 0.0, 0.0);
+        }
+        for (got, keep) in [(t.argmax(axis), false), (t.argmax_keepdim(axis), true)] {
+            assert_eq!(got.dims(), if keep { keep_dims.as_slice() } else { out_dims.as_slice() });
+            assert_eq!(got.to_vec(), argmaxes, "argmax({axis}) of {dims:?} {x:?}");
+        }
+        for (got, keep) in [(t.argmin(axis), false), (t.argmin_keepdim(axis), true)] {
+            assert_eq!(got.dims(), if keep { keep_dims.as_slice() } else { out_dims.as_slice() });
+            assert_eq!(got.to_vec(), argmins, "argmin({axis}) of {dims:?} {x:?}");
+        }
+    }
+}
+
+/// Means, softmax and log_softmax of a float tensor along every axis.
+fn check_float_ops<D: Device, E: FloatElement>(dims: &[usize], vals: &[f64], variant: Variant, tol: f64) {
+    let data: Vec<E> = cast_all(vals);
+    let x = as_f64(&data);
+    let t = tensor_with::<D, E>(&data, dims, variant);
+    let abs_mean = |run: &[f64]| run.iter().map(|v| v.abs()).filter(|v| v.is_finite()).sum::<f64>() / run.len().max(1) as f64;
+
+    let mean = t.mean().item().to_f64();
+    let expected = x.iter().sum::<f64>() / x.len() as f64;
+    assert!(close(mean, expected, abs_mean(&x), tol), "mean: got {mean}, expected {expected}");
+
+    let rank = dims.len() as isize;
+    for axis in -rank..rank {
+        let a = if axis < 0 { (axis + rank) as usize } else { axis as usize };
+        let (out_dims, runs) = runs_along(&x, dims, a);
+        let means: Vec<f64> = runs.iter().map(|r| r.iter().sum::<f64>() / r.len() as f64).collect();
+        let mut keep_dims = dims.to_vec();
+        keep_dims[a] = 1;
+        for (got, keep) in [(t.mean_axis(axis), false), (t.mean_keepdim(axis), true)] {
+            assert_eq!(got.dims(), if keep { keep_dims.as_slice() } else { out_dims.as_slice() });
+            for ((g, e), run) in as_f64(&got.to_vec()).into_iter().zip(&means).zip(&runs) {
+                assert!(close(g, *e, abs_mean(run), tol), "mean_axis({axis}): got {g}, expected {e}");
+            }
+        }
+
+        let soft = t.softmax(axis);
+        let log_soft = t.log_softmax(axis);
+        assert_eq!(soft.dims(), dims);
+        assert_eq!(log_soft.dims(), dims);
+        let (_, soft_runs) = runs_along(&as_f64(&soft.to_vec()), dims, a);
+        let (_, log_runs) = runs_along(&as_f64(&log_soft.to_vec()), dims, a);
+        for ((run, s), l) in runs.iter().zip(&soft_runs).zip(&log_runs) {
+            assert_close(s, &ref_softmax(run, false), tol, tol);
+            assert_close(l, &ref_softmax(run, true), tol, tol);
+            if !run.is_empty() && !ref_softmax(run, false)[0].is_nan() {
+                let total: f64 = s.iter().sum();
+                assert!((total - 1.0).abs() <= tol * run.len() as f64, "softmax row sums to {total}");
+                // log_softmax = log(softmax) where the probability does not underflow.
+                for (&p, &lp) in s.iter().zip(l) {
+                    if p > 1e-30 {
+                        assert!((p.ln() - lp).abs() <= tol * (1.0 + lp.abs()) * 10.0, "log {p} vs {lp}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- Strategies ----
+
+/// Values with frequent ties (small integers) between continuous ones.
+fn value() -> impl Strategy<Value = f64> + Clone {
+    prop_oneof![3 => -10.0..10.0f64, 2 => (-4i32..=4).prop_map(f64::from)]
+}
+
+/// Float values that are sometimes NaN or infinite.
+fn special_value() -> impl Strategy<Value = f64> + Clone {
+    prop_oneof![
+        12 => value(),
+        1 => Just(f64::NAN),
+        1 => Just(f64::INFINITY),
+        1 => Just(f64::NEG_INFINITY),
+    ]
+}
+
+/// A shape of rank 0..=4 (dimensions 0..=5) and data for it.
+fn shaped(values: impl Strategy<Value = f64> + Clone + 'static) -> impl Strategy<Value = (Vec<usize>, Vec<f64>)> {
+    shape_maybe_empty(4, 5).prop_flat_map(move |dims| {
+        let len: usize = dims.iter().product();
+        (Just(dims), prop::collection::vec(values.clone(), len))
+    })
+}
+
+/// Integer test data: non-negative for `u8`, signed for `i64`; large enough
+/// that `u8` sums wrap.
+fn integer_values<E: Element>(vals: &[f64]) -> Vec<f64> {
+    let unsigned = E::DTYPE == devtensor::DType::U8;
+    vals.iter().map(|v| if unsigned { (v.abs() * 12.0).round() } else { (v * 1e3).round() }).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn reductions_match_reference_f32((dims, vals) in shaped(special_value()), v in variant()) {
+        check_reductions::<Cpu, f32>(&dims, &vals, v);
+    }
+
+    #[test]
+    fn reductions_match_reference_f64((dims, vals) in shaped(special_value()), v in variant()) {
+        check_reductions::<Cpu, f64>(&dims, &vals, v);
+    }
+
+    #[test]
+    fn reductions_match_reference_integers((dims, vals) in shaped(value()), v in variant()) {
+        check_reductions::<Cpu, i64>(&dims, &integer_values::<i64>(&vals), v);
+        check_reductions::<Cpu, u8>(&dims, &integer_values::<u8>(&vals), v);
+    }
+
+    #[test]
+    fn float_ops_match_reference((dims, vals) in shaped(value()), v in variant()) {
+        check_float_ops::<Cpu, f32>(&dims, &vals, v, 1e-5);
+        check_float_ops::<Cpu, f64>(&dims, &vals, v, 1e-12);
+    }
+
+    #[test]
+    fn float_ops_handle_special_values((dims, vals) in shaped(special_value()), v in variant()) {
+        check_float_ops::<Cpu, f32>(&dims, &vals, v, 1e-5);
+    }
+
+    #[test]
+    fn softmax_of_large_magnitudes_does_not_overflow(
+        (dims, vals) in shape(3, 6).prop_flat_map(|dims| {
+            let len: usize = dims.iter().product();
+            (Just(dims), prop::collection::vec(prop_oneof![Just(-1e4), Just(1e4), -1e4..1e4f64], len))
+        }),
+        v in variant(),
+    ) {
+        check_float_ops::<Cpu, f32>(&dims, &vals, v, 1e-5);
+    }
+}
+
+// ---- Large inputs: the blocked, vectorised and parallel paths ----
+
+fn pseudo_random(n: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 20.0 - 10.0
+        })
+        .collect()
+}
+
+#[test]
+fn large_f32_sum_is_accurate() {
+    let n = 1_000_003;
+    let x: Vec<f32> = cast_all(&pseudo_random(n, 1));
+    let exact: f64 = x.iter().map(|&v| v as f64).sum();
+    let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
+    let got = Tensor::<Cpu>::from_vec(x.clone(), [n]).sum().item() as f64;
+    assert!((got - exact).abs() <= 1e-6 * scale, "got {got}, exact {exact}");
+    // The same through a 2-D view and the mean.
+    let t = Tensor::<Cpu>::from_vec(x[..1_000_000].to_vec(), [1000, 1000]);
+    let exact: f64 = x[..1_000_000].iter().map(|&v| v as f64).sum();
+    assert!((t.sum().item() as f64 - exact).abs() <= 1e-6 * scale);
+    assert!((t.mean().item() as f64 - exact / 1e6).abs() <= 1e-12 * scale);
+}
+
+fn check_large<D: Device>(dims: &[usize], variant: Variant) {
+    let n: usize = dims.iter().product();
+    let mut vals = pseudo_random(n, 7);
+    vals[n / 3] = f64::NAN;
+    vals[n / 2] = 50.0;
+    vals[(n / 2 + dims[1] + 1) % n] = -50.0;
+    check_reductions::<D, f32>(dims, &vals, variant);
+    check_reductions::<D, i64>(dims, &integer_values::<i64>(&vals), variant);
+    let finite: Vec<f64> = pseudo_random(n, 9);
+    check_float_ops::<D, f32>(dims, &finite, variant, 1e-5);
+}
+
+#[test]
+fn large_reductions_match_reference_on_every_layout() {
+    // Past the parallel threshold, rows long and short, with NaN, ties and extremes.
+    for variant in [Variant::Contiguous, Variant::Permuted, Variant::Narrowed] {
+        check_large::<Cpu>(&[300, 700], variant);
+        check_large::<Cpu>(&[70_000, 2], variant);
+        // Rank 3: strided views walk many short blocks, grouped into tasks.
+        check_large::<Cpu>(&[40, 50, 41], variant);
+    }
+    check_large::<Cpu>(&[2, 70_000], Variant::Contiguous);
+}
+
+#[test]
+fn reducing_a_long_leading_axis_is_accurate() {
+    // Axis 0 of [n, 4] folds whole rows into the output; blocked, it stays accurate.
+    let n = 200_000;
+    let x: Vec<f32> = cast_all(&pseudo_random(n * 4, 3));
+    let t = Tensor::<Cpu>::from_vec(x.clone(), [n, 4]);
+    let got = t.sum_axis(0).to_vec();
+    for c in 0..4 {
+        let exact: f64 = (0..n).map(|r| x[r * 4 + c] as f64).sum();
+        let scale: f64 = (0..n).map(|r| x[r * 4 + c].abs() as f64).sum();
+        assert!((got[c] as f64 - exact).abs() <= 1e-6 * scale, "column {c}: {} vs {exact}", got[c]);
+    }
+}
+
+#[test]
+fn broadcast_views_reduce_like_their_copies() {
+    let row = Tensor::<Cpu>::from_vec(vec![1.0, -2.0, 3.0], [3]);
+    let b = row.broadcast_to([4, 3]);
+    assert_eq!(b.sum_axis(0).to_vec(), vec![4.0, -8.0, 12.0]);
+    assert_eq!(b.sum_axis(1).to_vec(), vec![2.0; 4]);
+    assert_eq!(b.argmin(1).to_vec(), vec![1; 4]);
+    assert_eq!(b.argmax(0).to_vec(), vec![0; 3]);
+    assert_eq!(b.sum().item(), 8.0);
+}
+
+// ---- Special values and PyTorch semantics ----
+
+#[test]
+fn softmax_special_rows_follow_pytorch() {
+    let inf = f32::INFINITY;
+    let x = Tensor::<Cpu>::from_vec(
+        vec![0.0, f32::NEG_INFINITY, -inf, -inf, 1.0, f32::NAN, 1e4, -1e4, inf, 1.0],
+        [5, 2],
+    );
+    let s = x.softmax(1).to_vec();
+    assert_eq!(&s[0..2], &[1.0, 0.0]);
+    assert!(s[2..4].iter().all(|v| v.is_nan()), "all -inf row: {s:?}");
+    assert!(s[4..6].iter().all(|v| v.is_nan()), "NaN row: {s:?}");
+    assert_eq!(&s[6..8], &[1.0, 0.0]);
+    assert!(s[8..10].iter().all(|v| v.is_nan()), "+inf row: {s:?}");
+    let l = x.log_softmax(1).to_vec();
+    assert_eq!(&l[0..2], &[0.0, f32::NEG_INFINITY]);
+    assert!(l[2..6].iter().all(|v| v.is_nan()));
+    assert_eq!(&l[6..8], &[0.0, -2e4]);
+}
+
+#[test]
+fn nan_propagates_and_arg_reductions_find_the_first_nan() {
+    let x = Tensor::<Cpu>::from_vec(vec![1.0, f32::NAN, 5.0, f32::NAN, 7.0, 7.0], [2, 3]);
+    assert!(x.max().item().is_nan());
+    assert!(x.min().item().is_nan());
+    assert_eq!(x.argmax_all().item(), 1);
+    assert_eq!(x.argmin_all().item(), 1);
+    assert_eq!(x.argmax(1).to_vec(), vec![1, 0]);
+    assert_eq!(x.argmin(0).to_vec(), vec![1, 0, 0]);
+    let m = x.max_axis(0).to_vec();
+    assert!(m[0].is_nan() && m[1].is_nan() && m[2] == 7.0);
+    // Ties: the first occurrence.
+    let y = Tensor::<Cpu, i64>::from_vec(vec![2, 9, 9, 1, 1, 2], [6]);
+    assert_eq!((y.argmax_all().item(), y.argmin_all().item()), (1, 3));
+}
+
+#[test]
+fn integer_sums_wrap() {
+    let x = Tensor::<Cpu, u8>::from_vec(vec![200, 100, 10], [3]);
+    assert_eq!(x.sum().item(), 54);
+    let y = Tensor::<Cpu, i64>::from_vec(vec![i64::MAX, 1], [2]);
+    assert_eq!(y.sum().item(), i64::MIN);
+}
+
+#[test]
+fn empty_tensors_sum_to_zero_and_average_to_nan() {
+    let x = Tensor::<Cpu>::zeros([0, 3]);
+    assert_eq!(x.sum().item(), 0.0);
+    assert!(x.mean().item().is_nan());
+    assert_eq!(x.sum_axis(0).to_vec(), vec![0.0; 3]);
+    assert!(x.mean_axis(0).to_vec().iter().all(|v| v.is_nan()));
+    assert_eq!(x.sum_axis(1).dims(), &[0]);
+    // Only the empty axis is a problem for max: the other one gives an empty result.
+    assert_eq!(x.max_axis(1).dims(), &[0]);
+    assert_eq!(x.argmin_keepdim(1).dims(), &[0, 1]);
+    assert_eq!(x.softmax(0).dims(), &[0, 3]);
+    assert_eq!(Tensor::<Cpu, i64>::zeros([2, 0]).sum_keepdim(1).to_vec2(), vec![vec![0], vec![0]]);
+}
+
+#[test]
+fn scalars_reduce_to_themselves() {
+    let x = Tensor::<Cpu>::scalar(-3.5);
+    assert_eq!((x.sum().item(), x.max().item(), x.min().item(), x.mean().item()), (-3.5, -3.5, -3.5, -3.5));
+    assert_eq!(x.argmax_all().item(), 0);
+}
+
+// ---- Errors ----
+
+#[test]
+fn axis_errors_name_op_shape_and_device() {
+    let x = Tensor::<Cpu>::zeros([2, 3]);
+    assert_eq!(
+        x.try_sum_axis(2).unwrap_err().to_string(),
+        "sum_axis on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)"
+    );
+    assert_eq!(
+        x.try_softmax(-3).unwrap_err().to_string(),
+        "softmax on Cpu: axis -3 is out of range for shape [2, 3] (expected an axis in -2..2)"
+    );
+    let errors = [
+        x.try_sum_axis(-3).err(),
+        x.try_max_axis(2).err(),
+        x.try_min_axis(2).err(),
+        x.try_mean_axis(2).err(),
+        x.try_sum_keepdim(2).err(),
+        x.try_max_keepdim(2).err(),
+        x.try_min_keepdim(2).err(),
+        x.try_mean_keepdim(-3).err(),
+        x.try_log_softmax(2).err(),
+    ];
+    for err in errors {
+        assert!(matches!(err, Some(Error::Axis { .. })), "{err:?}");
+    }
+    for err in [x.try_argmax(2).err(), x.try_argmin(2).err(), x.try_argmax_keepdim(-3).err(), x.try_argmin_keepdim(2).err()] {
+        assert!(matches!(err, Some(Error::Axis { .. })), "{err:?}");
+    }
+    let scalar = Tensor::<Cpu, i64>::scalar(1);
+    assert!(matches!(scalar.try_sum_axis(0), Err(Error::Axis { axis: 0, .. })));
+}
+
+#[test]
+fn empty_reductions_without_identity_are_shape_errors() {
+    let x = Tensor::<Cpu>::zeros([0, 3]);
+    assert_eq!(x.try_max().unwrap_err().to_string(), "max on Cpu: shape [0, 3]: max of an empty tensor is undefined");
+    assert_eq!(
+        x.try_argmin_all().unwrap_err().to_string(),
+        "argmin_all on Cpu: shape [0, 3]: argmin of an empty tensor is undefined"
+    );
+    assert_eq!(
+        x.try_max_axis(-2).unwrap_err().to_string(),
+        "max_axis on Cpu: shape [0, 3]: max over axis 0 of size 0 is undefined"
+    );
+    assert_eq!(
+        x.try_argmax(0).unwrap_err().to_string(),
+        "argmax on Cpu: shape [0, 3]: argmax over axis 0 of size 0 is undefined"
+    );
+    assert!(matches!(x.try_min_keepdim(0), Err(Error::Shape { op: "min_keepdim", .. })));
+}
+
+#[test]
+#[should_panic(expected = "min_axis on Cpu: shape [2, 0]: min over axis 1 of size 0 is undefined")]
+fn plain_form_panics_with_the_try_message() {
+    let _ = Tensor::<Cpu>::zeros([2, 0]).min_axis(-1);
+}
+
+#[test]
+#[should_panic(expected = "argmax on Cpu: axis 1 is out of range for shape [4] (expected an axis in -1..1)")]
+fn plain_arg_form_panics_on_a_bad_axis() {
+    let _ = Tensor::<Cpu>::zeros([4]).argmax(1);
+}
+
+// ---- Other devices ----
+
+#[test]
+fn checks_run_on_cuda_when_present() {
+    // Instantiating the checks for `Cuda<0>` keeps them device-generic; they
+    // run once a CUDA backend can create tensors.
+    use devtensor::Cuda;
+    if Cuda::<0>::is_available() {
+        let vals = pseudo_random(3 * 4 * 5, 11);
+        for variant in [Variant::Contiguous, Variant::Permuted, Variant::Narrowed] {
+            check_reductions::<Cuda<0>, f32>(&[3, 4, 5], &vals, variant);
+            check_reductions::<Cuda<0>, i64>(&[3, 4, 5], &integer_values::<i64>(&vals), variant);
+            check_float_ops::<Cuda<0>, f32>(&[3, 4, 5], &vals, variant, 1e-5);
+        }
+    }
+}
