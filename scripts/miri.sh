@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the CPU core's unit tests and a few integration suites under Miri, to
+# catch undefined behaviour. Slow (minutes), so not part of CI; run it after
+# touching `unsafe` code, shape arithmetic or the CPU kernels.
+#   rustup component add --toolchain nightly miri rust-src
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Few property cases: Miri runs code ~100x slower. Isolation is off so that
+# proptest can look for its regression files. Tree Borrows, because
+# crossbeam-epoch (under rayon) trips a known false positive of the older
+# Stacked Borrows model; our own code has no `unsafe` in these paths anyway.
+export PROPTEST_CASES="${PROPTEST_CASES:-4}"
+export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-tree-borrows}"
+cargo +nightly miri test --target-dir target/miri --lib --test tensor --test binary --test index "$@"
