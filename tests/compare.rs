@@ -343,7 +343,7 @@ fn where_cond_block_shapes<D: Device>() {
     let got = mask.where_cond(&Tensor::<D>::scalar(1.0), &Tensor::<D>::scalar(-1.0));
     assert_eq!(got.to_vec2(), vec![vec![1.0, -1.0, 1.0], vec![-1.0, 1.0, -1.0]]);
     // A strided mask against a tensor and a scalar fallback.
-    let got = mask.where_cond(&Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]), &Tensor::scalar(0.0));
+    let got = mask.where_cond(&Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]), &Tensor::<D>::scalar(0.0));
     assert_eq!(got.to_vec2(), vec![vec![1.0, 0.0, 3.0], vec![0.0, 5.0, 0.0]]);
 }
 

@@ -437,7 +437,7 @@ fn large_inputs_take_the_parallel_paths_correctly() {
             .all(|(j, &p)| { rows_out[j * cols..(j + 1) * cols] == data[p as usize * cols..(p as usize + 1) * cols] })
     );
     let col_picks = index_values(400, cols, 13);
-    let cols_out = x.index_select(1, &Tensor::from_slice(&col_picks, [400])).to_vec();
+    let cols_out = x.index_select(1, &Tensor::<Cpu, i64>::from_slice(&col_picks, [400])).to_vec();
     assert!((0..rows).all(|r| (0..400).all(|j| cols_out[r * 400 + j] == data[r * cols + col_picks[j] as usize])));
 
     let y = Tensor::<Cpu>::from_slice(&values::<f32>(rows * 5, 14), [rows, 5]);
@@ -477,7 +477,7 @@ fn empty_tensors_and_empty_index_lists() {
     // elsewhere keeps its zero.
     let hollow = Tensor::<Cpu>::zeros([0, 3]);
     assert_eq!(hollow.index_select(0, &none).dims(), &[0, 3]);
-    assert_eq!(hollow.index_select(1, &Tensor::from_vec(vec![2, 2], [2])).dims(), &[0, 2]);
+    assert_eq!(hollow.index_select(1, &Tensor::<Cpu, i64>::from_vec(vec![2, 2], [2])).dims(), &[0, 2]);
 
     let a = Tensor::<Cpu>::zeros([0, 2]);
     let b = Tensor::<Cpu>::ones([1, 2]);
@@ -619,13 +619,13 @@ fn errors_name_the_op_the_shapes_and_the_device() {
 #[should_panic(expected = "gather on Cpu: index 5 is out of range for axis 0 of size 2 (shape [2])")]
 fn plain_gather_panics_with_the_try_message() {
     let x = Tensor::<Cpu>::zeros([2]);
-    let _ = x.gather(0, &Tensor::from_vec(vec![5i64], [1]));
+    let _ = x.gather(0, &Tensor::<Cpu, i64>::from_vec(vec![5i64], [1]));
 }
 
 #[test]
 #[should_panic(expected = "index_select on Cpu: index -1 is out of range for axis 0 of size 2 (shape [2])")]
 fn plain_index_select_panics_with_the_try_message() {
-    let _ = Tensor::<Cpu>::zeros([2]).index_select(0, &Tensor::from_vec(vec![-1i64], [1]));
+    let _ = Tensor::<Cpu>::zeros([2]).index_select(0, &Tensor::<Cpu, i64>::from_vec(vec![-1i64], [1]));
 }
 
 #[test]
@@ -638,5 +638,5 @@ fn plain_cat_panics_with_the_try_message() {
 #[should_panic(expected = "scatter_add on Cpu: index 9 is out of range for axis 0 of size 2 (shape [2])")]
 fn plain_scatter_add_panics_with_the_try_message() {
     let x = Tensor::<Cpu>::zeros([2]);
-    let _ = x.scatter_add(0, &Tensor::from_vec(vec![9i64], [1]), &Tensor::<Cpu>::ones([1]));
+    let _ = x.scatter_add(0, &Tensor::<Cpu, i64>::from_vec(vec![9i64], [1]), &Tensor::<Cpu>::ones([1]));
 }
