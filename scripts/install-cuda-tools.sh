@@ -20,9 +20,10 @@ stamp="$dir/.installed-$CUDA_TOOLS_VERSION"
 if [[ ! -f "$stamp" ]]; then
     echo "installing nvidia-cuda-{nvrtc,nvcc,runtime}==$CUDA_TOOLS_VERSION into $dir" >&2
     # A partial or older install is replaced whole, so the stamp always
-    # describes everything in the folder.
-    rm -rf "$dir"
+    # describes everything in the folder. Only what pip put there is removed:
+    # $DEVTENSOR_CUDA_TOOLS may point at a folder that holds other things.
     mkdir -p "$dir"
+    rm -rf "$dir/nvidia" "$dir"/nvidia_cuda_*.dist-info "$dir"/.installed-*
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "$dir" \
         "nvidia-cuda-nvrtc==$CUDA_TOOLS_VERSION" \
         "nvidia-cuda-nvcc==$CUDA_TOOLS_VERSION" \
