@@ -178,13 +178,14 @@ fn ptxas(ptx: &str, sm: &str, stem: &str, tools: &Tools) -> Result<(BTreeMap<Str
     Ok((parse_ptxas(&text), text))
 }
 
-/// `.entry NAME(` declarations of a PTX module.
+/// Names of the kernels of a PTX module: `[.visible|.weak] .entry NAME(`.
 fn ptx_entries(ptx: &str) -> BTreeSet<String> {
     ptx.lines()
-        .filter_map(|l| {
-            l.trim_start().strip_prefix(".visible .entry ").or_else(|| l.trim_start().strip_prefix(".entry "))
+        .filter_map(|line| {
+            let mut words = line.split_whitespace().skip_while(|w| w.starts_with('.') && *w != ".entry");
+            (words.next() == Some(".entry")).then(|| words.next()).flatten()
         })
-        .map(|rest| rest.split(['(', ' ']).next().unwrap_or("").to_string())
+        .map(|name| name.split('(').next().unwrap_or("").to_string())
         .collect()
 }
 
