@@ -52,7 +52,9 @@
 #include <cstddef>
 #endif
 
-/// Largest rank of a strided operand; the host merges axes to stay below it.
+/// Largest rank the host passes for a strided operand (it merges contiguous
+/// axes first). The kernels loop over `rank` and need no fixed bound; this
+/// is the contract, which an emulator may check at launch.
 #define DT_MAX_RANK 8
 
 /// X(name, type) for every element type, in the order of the Rust DType enum.
