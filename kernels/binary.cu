@@ -30,7 +30,9 @@
 //                         const T* x, unsigned long long* count)     (T = i64, u8)
 //       adds the number of zero elements of the strided operand to *count
 //       (which the host zeroes first).
+#ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
+#endif
 
 struct DtAdd {
     template <typename T> __device__ static T apply(T a, T b) { return dt_add(a, b); }

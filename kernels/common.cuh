@@ -8,6 +8,10 @@
 //     first. The shim defines __global__, __device__, __shared__, threadIdx,
 //     blockIdx, blockDim, gridDim, __syncthreads, the warp shuffles and the
 //     atomics, and the macro DEVTENSOR_EMULATED.
+// The .cu files include this header behind `#ifndef DEVTENSOR_COMMON_CUH`,
+// so the CUDA backend can prepend its text (embedded with include_str!) to
+// each file and compile without any include path: NVRTC has no file system
+// at run time. Nothing here needs a CUDA header either.
 // So everything below keeps to the kernel contract: plain C++ templates and
 // inline __device__ functions, static __shared__ arrays only at the top of
 // kernel bodies, full-mask warp shuffles, and <cmath> math functions.
@@ -35,17 +39,18 @@
 //     as Rust's wrapping_* and PyTorch do. It is computed in unsigned types,
 //     since signed overflow is undefined behaviour in C++ and the emulator
 //     runs this code as host C++.
-#pragma once
+#ifndef DEVTENSOR_COMMON_CUH
+#define DEVTENSOR_COMMON_CUH
 
 #ifndef DEVTENSOR_EMULATED
-// NVRTC has no <cmath>; math_constants.h (from the CUDA headers on the
-// include path) provides the special values instead.
-#include <math_constants.h>
+// NVRTC has no <cmath>, and a user's machine has a driver but usually no
+// CUDA headers (math_constants.h), so the special values are spelled with
+// NVRTC's built-in bit casts, as math_constants.h itself does.
 #ifndef INFINITY
-#define INFINITY CUDART_INF_F
+#define INFINITY __int_as_float(0x7f800000)
 #endif
 #ifndef NAN
-#define NAN CUDART_NAN_F
+#define NAN __int_as_float(0x7fffffff)
 #endif
 #else
 #include <cmath>
@@ -355,3 +360,5 @@ __device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long lon
     *i = idxs[0];
     __syncthreads();
 }
+
+#endif // DEVTENSOR_COMMON_CUH

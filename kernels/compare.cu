@@ -28,7 +28,9 @@
 //                     const unsigned char* cond, const T* on_true,
 //                     const T* on_false, T* out)
 //       out[i] = cond != 0 ? on_true : on_false, all three broadcast to `dims`.
+#ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
+#endif
 
 struct DtEq {
     template <typename T> __device__ static bool apply(T a, T b) { return a == b; }

@@ -14,7 +14,9 @@
 //       integers truncate toward zero and saturate (NaN gives 0), integers
 //       to narrower integers wrap, i64 to float rounds to nearest. One kernel
 //       per ordered pair of distinct dtypes; a same-type cast is copy_strided.
+#ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
+#endif
 
 template <typename T> __device__ void dt_fill(size_t n, T value, T* out) {
     DT_GRID_STRIDE(i, n) out[i] = value;

@@ -11,7 +11,7 @@
 // rank-0 dense shortcut applies only to index_count_out_of_range_i64.
 //   index_count_out_of_range_i64(size_t n, size_t rank, const size_t* dims,
 //           const size_t* strides, size_t offset, const long long* idx,
-//           unsigned long long size, unsigned long long* count)
+//           size_t size, unsigned long long* count)
 //       adds to *count (zeroed by the host) the number of indices outside
 //       0..size. When it is not 0, the host reads the indices back to name
 //       the first bad one: that is the error path, so it need not be fast.
@@ -54,15 +54,17 @@
 //       for cat along `axis`, dst_strides are the output's contiguous strides
 //       and dst_offset = (sum of the earlier inputs' sizes along axis) *
 //       dst_strides[axis]. One launch per input.
+#ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
+#endif
 
 extern "C" __global__ void index_count_out_of_range_i64(size_t n, size_t rank, const size_t* dims,
                                                         const size_t* strides, size_t offset,
-                                                        const long long* idx, unsigned long long size,
+                                                        const long long* idx, size_t size,
                                                         unsigned long long* count) {
     unsigned long long bad = 0;
     // A negative index becomes huge as unsigned: one comparison catches both ends.
-    DT_GRID_STRIDE(i, n) bad += (unsigned long long)idx[dt_offset(i, rank, dims, strides, offset)] >= size;
+    DT_GRID_STRIDE(i, n) bad += (size_t)idx[dt_offset(i, rank, dims, strides, offset)] >= size;
     if (bad != 0) atomicAdd(count, bad);
 }
 

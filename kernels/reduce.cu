@@ -39,7 +39,9 @@
 //       index of src[i] is i) writes one (value, index) pair per block; pass 2
 //       with one block and src_idx = pass 1's indices reduces the pairs.
 //       n must be at least 1.
+#ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
+#endif
 
 template <typename Op, typename T>
 __device__ void dt_reduce_rows(size_t n_out, size_t len, size_t step, size_t rank, const size_t* dims,

@@ -22,7 +22,9 @@
 //   unary_powf_<T>(size_t n, size_t rank, const size_t* dims, const size_t* strides,
 //                  size_t offset, const T* x, T p, T* out)                T = f32, f64
 // out is dense: out[i] = OP(x at row-major position i).
+#ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
+#endif
 
 template <typename T> __device__ inline T dt_neg(T x) { return dt_sub((T)0, x); }
 __device__ inline float dt_neg(float x) { return x * -1.0f; }

@@ -9,6 +9,8 @@
 //! (every `extern "C" __global__` function declared in the source must be an
 //! `.entry` of the PTX, and every `.entry` must be such a function), and on
 //! constructs outside the kernel contract that the emulated GPU cannot run.
+//! Each file is also compiled once in its run-time form, with common.cuh
+//! prepended and no include path, as the backend embeds it.
 //!
 //! NVRTC, ptxas and the CUDA headers come from pinned PyPI wheels installed
 //! by `scripts/install-cuda-tools.sh` into `.cache/cuda-tools` (or
@@ -49,7 +51,7 @@ fn find_tools() -> Result<Tools, String> {
     let cuda = dir.join("nvidia/cu13");
     let ptxas = cuda.join("bin/ptxas");
     let include = cuda.join("include");
-    if !ptxas.is_file() || !include.join("math_constants.h").is_file() {
+    if !ptxas.is_file() || !include.join("cuda_runtime.h").is_file() {
         return Err(format!("ptxas or the CUDA headers are not under {}", cuda.display()));
     }
     // SAFETY: this only tries to dlopen libnvrtc under its usual names and
@@ -76,17 +78,19 @@ fn find_tools() -> Result<Tools, String> {
     Ok(Tools { ptxas, include })
 }
 
-/// Compiles `src` to PTX with NVRTC. Ok((ptx, log)) or Err(log).
-fn nvrtc(name: &str, src: &str, arch: &str, tools: &Tools) -> Result<(String, String), String> {
+/// Compiles `src` to PTX with NVRTC. Ok((ptx, log)) or Err(log). With
+/// `include_paths`, `#include "common.cuh"` and the CUDA headers resolve
+/// from disk; without, the source must stand alone, as it does at run time
+/// where the backend prepends common.cuh to each embedded file.
+fn nvrtc(name: &str, src: &str, arch: &str, tools: &Tools, include_paths: bool) -> Result<(String, String), String> {
     let src = CString::new(src).map_err(|_| "the source contains a NUL byte".to_string())?;
     let name = CString::new(name).expect("file names have no NUL byte");
     let prog = result::create_program(&src, Some(&name)).map_err(|e| format!("nvrtcCreateProgram: {e}"))?;
-    let options = vec![
-        format!("--gpu-architecture={arch}"),
-        format!("--include-path={}", repo().join("kernels").display()),
-        format!("--include-path={}", tools.include.display()),
-        "--std=c++17".to_string(),
-    ];
+    let mut options = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
+    if include_paths {
+        options.push(format!("--include-path={}", repo().join("kernels").display()));
+        options.push(format!("--include-path={}", tools.include.display()));
+    }
     // SAFETY: `prog` is a live program created above, used by this thread
     // only, and destroyed exactly once at the end of this function.
     let compiled = unsafe { result::compile_program(prog, &options) };
@@ -263,6 +267,17 @@ fn contract_violations(file: &str, src: &str) -> Vec<String> {
     ];
     let code = strip_comments(src);
     let mut problems = Vec::new();
+    if file.ends_with(".cu") {
+        for (no, line) in code.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with("#include") && line != "#include \"common.cuh\"" {
+                problems.push(format!(
+                    "{file}:{}: `{line}`: kernel files include only common.cuh, which the backend prepends at run time",
+                    no + 1
+                ));
+            }
+        }
+    }
     for (no, line) in code.lines().enumerate() {
         let at = format!("{file}:{}", no + 1);
         for (pattern, what) in FORBIDDEN {
@@ -321,9 +336,21 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
     }
     report.failures.extend(contract_violations(&file, &src));
 
+    // The run-time form: common.cuh prepended, no include path at all.
+    match std::fs::read_to_string(repo().join("kernels/common.cuh")) {
+        Ok(common) => match nvrtc(&file, &format!("{common}\n{src}"), ARCHS[0].0, tools, false) {
+            Ok((_, log)) if log.trim().is_empty() => {}
+            Ok((_, log)) => report.failures.push(format!("{file} with common.cuh prepended: NVRTC warnings:\n{log}")),
+            Err(e) => report.failures.push(format!(
+                "{file} with common.cuh prepended and no include path (how the backend compiles it): {e}"
+            )),
+        },
+        Err(e) => report.failures.push(format!("cannot read kernels/common.cuh: {e}")),
+    }
+
     let mut entries_seen: Option<BTreeSet<String>> = None;
     for (arch, sm) in ARCHS {
-        let (ptx, log) = match nvrtc(&file, &src, arch, tools) {
+        let (ptx, log) = match nvrtc(&file, &src, arch, tools, true) {
             Ok(ok) => ok,
             Err(e) => {
                 report.failures.push(format!("{file} for {arch}: {e}"));
