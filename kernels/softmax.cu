@@ -17,7 +17,9 @@
 // size a multiple of 32, at most 1024:
 //   softmax_plain_<T>(size_t n_rows, size_t len, size_t inner, const T* src, T* out)
 //   softmax_log_<T>(size_t n_rows, size_t len, size_t inner, const T* src, T* out)
+#ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
+#endif
 
 template <bool Log, typename T>
 __device__ void dt_softmax(size_t n_rows, size_t len, size_t inner, const T* src, T* out, T* scratch) {

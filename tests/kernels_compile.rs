@@ -338,13 +338,19 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
 
     // The run-time form: common.cuh prepended, no include path at all.
     match std::fs::read_to_string(repo().join("kernels/common.cuh")) {
-        Ok(common) => match nvrtc(&file, &format!("{common}\n{src}"), ARCHS[0].0, tools, false) {
-            Ok((_, log)) if log.trim().is_empty() => {}
-            Ok((_, log)) => report.failures.push(format!("{file} with common.cuh prepended: NVRTC warnings:\n{log}")),
-            Err(e) => report.failures.push(format!(
-                "{file} with common.cuh prepended and no include path (how the backend compiles it): {e}"
-            )),
-        },
+        // NVRTC looks for quoted includes beside the program's name, so the
+        // name must not point into kernels/.
+        Ok(common) => {
+            match nvrtc(&format!("/embedded/{file}"), &format!("{common}\n{src}"), ARCHS[0].0, tools, false) {
+                Ok((_, log)) if log.trim().is_empty() => {}
+                Ok((_, log)) => {
+                    report.failures.push(format!("{file} with common.cuh prepended: NVRTC warnings:\n{log}"))
+                }
+                Err(e) => report.failures.push(format!(
+                    "{file} with common.cuh prepended and no include path (how the backend compiles it): {e}"
+                )),
+            }
+        }
         Err(e) => report.failures.push(format!("cannot read kernels/common.cuh: {e}")),
     }
 
