@@ -389,7 +389,8 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
             report.failures.push(format!("{file} for {sm}: ptxas reported nothing for {unassembled:?}"));
         }
         let max_regs = info.values().map(|k| k.registers).max().unwrap_or(0);
-        let _ = write!(report.summary, "; {arch}/{sm}: ok, at most {max_regs} registers, no spills");
+        let spilled = if spills.is_empty() { "no spills".to_string() } else { format!("{} SPILLING", spills.len()) };
+        let _ = write!(report.summary, "; {arch}/{sm}: assembled, at most {max_regs} registers, {spilled}");
         entries_seen = Some(entries);
     }
 
