@@ -5,6 +5,22 @@ cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+echo "== CUDA tools (NVRTC, ptxas, headers; pinned PyPI wheels, installed once into .cache/)"
+# The kernels test compiles every kernels/*.cu with these; it skips without
+# them, unless REQUIRE_NVRTC=1 (set by CI in .ci/run).
+if DEVTENSOR_CUDA_TOOLS="$(bash scripts/install-cuda-tools.sh)"; then
+    export DEVTENSOR_CUDA_TOOLS
+    # cudarc dlopens libnvrtc.so.13 by name, and NVRTC in turn dlopens its
+    # builtins library, so the folder has to be on the search path.
+    export LD_LIBRARY_PATH="$DEVTENSOR_CUDA_TOOLS/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "$DEVTENSOR_CUDA_TOOLS"
+elif [[ "${REQUIRE_NVRTC:-0}" == 1 ]]; then
+    echo "installing the CUDA tools failed and REQUIRE_NVRTC=1" >&2
+    exit 1
+else
+    echo "installing the CUDA tools failed; the kernels test will skip" >&2
+fi
+
 echo "== unit, integration, property and compile-fail tests"
 cargo test --all-targets
 

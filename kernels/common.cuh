@@ -1,0 +1,364 @@
+// Shared helpers for every kernel file in kernels/.
+//
+// This header is compiled two ways:
+//   * by NVRTC for the GPU (the CUDA backend embeds each .cu file and
+//     compiles it once per device; tests/kernels_compile.rs compiles and
+//     assembles every file in CI);
+//   * as host C++ by the emulated GPU, which force-includes its shim header
+//     first. The shim defines __global__, __device__, __shared__, threadIdx,
+//     blockIdx, blockDim, gridDim, __syncthreads, the warp shuffles and the
+//     atomics, and the macro DEVTENSOR_EMULATED.
+// The .cu files include this header behind `#ifndef DEVTENSOR_COMMON_CUH`,
+// so the CUDA backend can prepend its text (embedded with include_str!) to
+// each file and compile without any include path: NVRTC has no file system
+// at run time. Nothing here needs a CUDA header either.
+// So everything below keeps to the kernel contract: plain C++ templates and
+// inline __device__ functions, static __shared__ arrays only at the top of
+// kernel bodies, full-mask warp shuffles, and <cmath> math functions.
+//
+// Conventions shared by every family (the host side relies on them):
+//   * Element types and their names in kernel names:
+//       f32 = float, f64 = double, i64 = long long, u8 = unsigned char.
+//   * Sizes, strides and offsets are size_t and count elements, not bytes.
+//   * A strided operand is described by (rank, dims, strides, offset): the
+//     element at row-major position i of `dims` lives at
+//     offset + sum_d coord_d(i) * strides[d]. dims/strides are arrays in
+//     device memory of `rank` entries, rank <= DT_MAX_RANK (the host merges
+//     contiguous axes first). Broadcast axes have stride 0.
+//   * rank == 0 is the dense fast path: element i lives at offset + i. (A
+//     true rank-0 tensor has one element at `offset`, which is the same
+//     thing.) Where a kernel takes several operands sharing one `rank`,
+//     rank 0 means every one of them is dense.
+//   * Outputs are dense (contiguous from index 0) unless stated otherwise.
+//   * Every loop over elements is a grid-stride loop, so any grid size is
+//     correct; the launch size only changes speed.
+//   * Kernels that reduce within a block (reduce.cu, softmax.cu) need
+//     blockDim.x to be a multiple of 32 and at most 1024, with
+//     blockDim.y == blockDim.z == 1; element-wise kernels accept any 1-D block.
+//   * Integer arithmetic wraps (two's complement for i64, modulo 256 for u8),
+//     as Rust's wrapping_* and PyTorch do. It is computed in unsigned types,
+//     since signed overflow is undefined behaviour in C++ and the emulator
+//     runs this code as host C++.
+#ifndef DEVTENSOR_COMMON_CUH
+#define DEVTENSOR_COMMON_CUH
+
+#ifndef DEVTENSOR_EMULATED
+// NVRTC has no <cmath>, and a user's machine has a driver but usually no
+// CUDA headers (math_constants.h), so the special values are spelled with
+// NVRTC's built-in bit casts, as math_constants.h itself does.
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#else
+#include <cmath>
+#include <cstddef>
+#endif
+
+/// Largest rank the host passes for a strided operand (it merges contiguous
+/// axes first). The kernels loop over `rank` and need no fixed bound; this
+/// is the contract, which an emulator may check at launch.
+#define DT_MAX_RANK 8
+
+/// X(name, type) for every element type, in the order of the Rust DType enum.
+#define DT_FOR_EACH_DTYPE(X) X(f32, float) X(f64, double) X(i64, long long) X(u8, unsigned char)
+/// X(name, type) for the float element types (Rust's FloatElement).
+#define DT_FOR_EACH_FLOAT(X) X(f32, float) X(f64, double)
+/// X(name, type) for the integer element types, which can divide by zero.
+#define DT_FOR_EACH_INT(X) X(i64, long long) X(u8, unsigned char)
+
+/// `for (size_t i = global thread index; i < n; i += total threads)`.
+/// The index is computed in size_t so tensors above 2^32 elements work.
+#define DT_GRID_STRIDE(i, n)                                                    \
+    for (size_t i = (size_t)blockIdx.x * (size_t)blockDim.x + (size_t)threadIdx.x; \
+         i < (n); i += (size_t)blockDim.x * (size_t)gridDim.x)
+
+// ---------------------------------------------------------------------------
+// Strided addressing
+
+/// Storage position of row-major element `i` of one strided operand.
+__device__ inline size_t dt_offset(size_t i, size_t rank, const size_t* dims, const size_t* strides,
+                                   size_t offset) {
+    if (rank == 0) return offset + i;
+    for (size_t d = rank; d > 0; --d) {
+        size_t dim = dims[d - 1];
+        offset += (i % dim) * strides[d - 1];
+        i /= dim;
+    }
+    return offset;
+}
+
+/// Storage positions of row-major element `i` in two operands of one shape,
+/// sharing the divisions (the expensive part on a GPU).
+__device__ inline void dt_offset2(size_t i, size_t rank, const size_t* dims, const size_t* a_strides,
+                                  size_t* a_off, const size_t* b_strides, size_t* b_off) {
+    if (rank == 0) {
+        *a_off += i;
+        *b_off += i;
+        return;
+    }
+    size_t a = *a_off, b = *b_off;
+    for (size_t d = rank; d > 0; --d) {
+        size_t dim = dims[d - 1];
+        size_t c = i % dim;
+        i /= dim;
+        a += c * a_strides[d - 1];
+        b += c * b_strides[d - 1];
+    }
+    *a_off = a;
+    *b_off = b;
+}
+
+/// Storage positions of row-major element `i` in three operands of one shape.
+__device__ inline void dt_offset3(size_t i, size_t rank, const size_t* dims, const size_t* a_strides,
+                                  size_t* a_off, const size_t* b_strides, size_t* b_off,
+                                  const size_t* c_strides, size_t* c_off) {
+    if (rank == 0) {
+        *a_off += i;
+        *b_off += i;
+        *c_off += i;
+        return;
+    }
+    size_t a = *a_off, b = *b_off, c = *c_off;
+    for (size_t d = rank; d > 0; --d) {
+        size_t dim = dims[d - 1];
+        size_t k = i % dim;
+        i /= dim;
+        a += k * a_strides[d - 1];
+        b += k * b_strides[d - 1];
+        c += k * c_strides[d - 1];
+    }
+    *a_off = a;
+    *b_off = b;
+    *c_off = c;
+}
+
+// ---------------------------------------------------------------------------
+// Element arithmetic, with the semantics of Rust's `Element` trait
+
+/// NaN test without <cmath>'s isnan, which NVRTC lacks; false for integers.
+template <typename T> __device__ inline bool dt_is_nan(T x) { return x != x; }
+
+__device__ inline float dt_add(float a, float b) { return a + b; }
+__device__ inline double dt_add(double a, double b) { return a + b; }
+__device__ inline long long dt_add(long long a, long long b) {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+}
+__device__ inline unsigned char dt_add(unsigned char a, unsigned char b) { return (unsigned char)(a + b); }
+
+__device__ inline float dt_sub(float a, float b) { return a - b; }
+__device__ inline double dt_sub(double a, double b) { return a - b; }
+__device__ inline long long dt_sub(long long a, long long b) {
+    return (long long)((unsigned long long)a - (unsigned long long)b);
+}
+__device__ inline unsigned char dt_sub(unsigned char a, unsigned char b) { return (unsigned char)(a - b); }
+
+__device__ inline float dt_mul(float a, float b) { return a * b; }
+__device__ inline double dt_mul(double a, double b) { return a * b; }
+__device__ inline long long dt_mul(long long a, long long b) {
+    return (long long)((unsigned long long)a * (unsigned long long)b);
+}
+// unsigned char operands promote to int; 255 * 255 fits, and the cast wraps.
+__device__ inline unsigned char dt_mul(unsigned char a, unsigned char b) { return (unsigned char)(a * b); }
+
+/// Division. Integer division truncates toward zero like Rust's
+/// wrapping_div (i64::MIN / -1 == i64::MIN). A zero integer divisor gives 0:
+/// the host rejects it before launching (binary_count_zero_*), exactly as the
+/// CPU backend does, and 0 keeps the kernel free of undefined behaviour.
+__device__ inline float dt_div(float a, float b) { return a / b; }
+__device__ inline double dt_div(double a, double b) { return a / b; }
+__device__ inline long long dt_div(long long a, long long b) {
+    if (b == 0) return 0;
+    // i64::MIN / -1 overflows (and traps on x86, where the emulator runs).
+    if (b == -1) return dt_sub((long long)0, a);
+    return a / b;
+}
+__device__ inline unsigned char dt_div(unsigned char a, unsigned char b) {
+    return b == 0 ? (unsigned char)0 : (unsigned char)(a / b);
+}
+
+/// The larger value; a NaN on either side wins (torch.maximum).
+template <typename T> __device__ inline T dt_max(T a, T b) { return (dt_is_nan(a) || a > b) ? a : b; }
+/// The smaller value; a NaN on either side wins (torch.minimum).
+template <typename T> __device__ inline T dt_min(T a, T b) { return (dt_is_nan(a) || a < b) ? a : b; }
+
+/// Identity of max: -inf for floats, the minimum for integers.
+template <typename T> __device__ inline T dt_lowest();
+template <> __device__ inline float dt_lowest<float>() { return -INFINITY; }
+template <> __device__ inline double dt_lowest<double>() { return -(double)INFINITY; }
+template <> __device__ inline long long dt_lowest<long long>() { return (long long)(1ULL << 63); }
+template <> __device__ inline unsigned char dt_lowest<unsigned char>() { return 0; }
+
+/// Identity of min: +inf for floats, the maximum for integers.
+template <typename T> __device__ inline T dt_highest();
+template <> __device__ inline float dt_highest<float>() { return INFINITY; }
+template <> __device__ inline double dt_highest<double>() { return (double)INFINITY; }
+template <> __device__ inline long long dt_highest<long long>() { return (long long)((1ULL << 63) - 1); }
+template <> __device__ inline unsigned char dt_highest<unsigned char>() { return 255; }
+
+// Math functions picked by type, so templates can call one name. Only
+// functions that exist in both CUDA and <cmath>.
+__device__ inline float dt_exp(float x) { return expf(x); }
+__device__ inline double dt_exp(double x) { return exp(x); }
+__device__ inline float dt_log(float x) { return logf(x); }
+__device__ inline double dt_log(double x) { return log(x); }
+__device__ inline float dt_sqrt(float x) { return sqrtf(x); }
+__device__ inline double dt_sqrt(double x) { return sqrt(x); }
+__device__ inline float dt_tanh(float x) { return tanhf(x); }
+__device__ inline double dt_tanh(double x) { return tanh(x); }
+__device__ inline float dt_sin(float x) { return sinf(x); }
+__device__ inline double dt_sin(double x) { return sin(x); }
+__device__ inline float dt_cos(float x) { return cosf(x); }
+__device__ inline double dt_cos(double x) { return cos(x); }
+__device__ inline float dt_pow(float x, float p) { return powf(x, p); }
+__device__ inline double dt_pow(double x, double p) { return pow(x, p); }
+
+// ---------------------------------------------------------------------------
+// Conversions with Rust's `as` semantics
+
+/// `(To)v` as Rust's `v as To`. The general case (int to int, int to float,
+/// float to float) is C++'s conversion: integers truncate modulo 2^bits,
+/// floats round to nearest. Float to integer is specialised below, since
+/// Rust saturates (NaN gives 0) where C++ is undefined out of range.
+template <typename To, typename From> __device__ inline To dt_cast(From v) { return (To)v; }
+
+/// Float to i64: NaN -> 0, saturating at the ends, else truncation toward 0.
+template <typename From> __device__ inline long long dt_float_to_i64(From v) {
+    if (dt_is_nan(v)) return 0;
+    // 2^63 is exact in both float and double.
+    if (v >= (From)9223372036854775808.0) return dt_highest<long long>();
+    if (v <= -(From)9223372036854775808.0) return dt_lowest<long long>();
+    return (long long)v;
+}
+/// Float to u8: NaN -> 0, saturating to 0..=255, else truncation toward 0.
+template <typename From> __device__ inline unsigned char dt_float_to_u8(From v) {
+    if (dt_is_nan(v) || v <= (From)0) return 0;
+    if (v >= (From)255) return 255;
+    return (unsigned char)v;
+}
+template <> __device__ inline long long dt_cast<long long, float>(float v) { return dt_float_to_i64(v); }
+template <> __device__ inline long long dt_cast<long long, double>(double v) { return dt_float_to_i64(v); }
+template <> __device__ inline unsigned char dt_cast<unsigned char, float>(float v) { return dt_float_to_u8(v); }
+template <> __device__ inline unsigned char dt_cast<unsigned char, double>(double v) { return dt_float_to_u8(v); }
+
+// ---------------------------------------------------------------------------
+// Reductions within a warp and a block
+
+/// Combining functions for reductions: `apply` folds two values, and
+/// `identity` is the value that changes nothing.
+struct DtSum {
+    template <typename T> __device__ static T apply(T a, T b) { return dt_add(a, b); }
+    template <typename T> __device__ static T identity() { return (T)0; }
+};
+struct DtMax {
+    template <typename T> __device__ static T apply(T a, T b) { return dt_max(a, b); }
+    template <typename T> __device__ static T identity() { return dt_lowest<T>(); }
+};
+struct DtMin {
+    template <typename T> __device__ static T apply(T a, T b) { return dt_min(a, b); }
+    template <typename T> __device__ static T identity() { return dt_highest<T>(); }
+};
+
+/// `__shfl_down_sync` over all 32 lanes. CUDA has no 8-bit shuffle, so
+/// bytes travel as int.
+template <typename T> __device__ inline T dt_shfl_down(T v, int delta) {
+    return __shfl_down_sync(0xffffffff, v, delta);
+}
+template <> __device__ inline unsigned char dt_shfl_down<unsigned char>(unsigned char v, int delta) {
+    return (unsigned char)__shfl_down_sync(0xffffffff, (int)v, delta);
+}
+
+/// Folds `v` across the 32 lanes of a warp; lane 0 holds the result.
+template <typename Op, typename T> __device__ inline T dt_warp_reduce(T v) {
+    for (int delta = 16; delta > 0; delta /= 2) v = Op::apply(v, dt_shfl_down(v, delta));
+    return v;
+}
+
+/// Folds `v` across the block and returns the result to every thread.
+/// `scratch` is a __shared__ array of 32 elements declared by the kernel.
+/// Every thread of the block must call this (it has barriers), and
+/// blockDim.x must be a multiple of 32. On return `scratch` may be reused.
+template <typename Op, typename T> __device__ inline T dt_block_reduce(T v, T* scratch) {
+    unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = dt_warp_reduce<Op>(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < warps ? scratch[lane] : Op::template identity<T>();
+        v = dt_warp_reduce<Op>(v);
+        if (lane == 0) scratch[0] = v;
+    }
+    __syncthreads();
+    T result = scratch[0];
+    // Keeps a fast thread from overwriting scratch[0] in the caller's next
+    // reduction before every thread has read it.
+    __syncthreads();
+    return result;
+}
+
+/// Folds the candidate (ov, oi) into the running arg-reduction (v, i).
+/// The first NaN wins; otherwise the strictly better value; ties keep the
+/// smaller index. This order is associative and commutative, so tree
+/// reductions in any shape pick exactly what the CPU's sequential scan picks.
+template <bool IsMax, typename T> __device__ inline void dt_arg_combine(T* v, long long* i, T ov, long long oi) {
+    bool v_nan = dt_is_nan(*v), o_nan = dt_is_nan(ov);
+    bool take;
+    if (v_nan || o_nan) {
+        take = o_nan && (!v_nan || oi < *i);
+    } else if (IsMax ? ov > *v : ov < *v) {
+        take = true;
+    } else {
+        take = ov == *v && oi < *i;
+    }
+    if (take) {
+        *v = ov;
+        *i = oi;
+    }
+}
+
+/// Identity of an arg-reduction: the worst value at an index no real
+/// element has, so that any real element wins against it (ties go to the
+/// smaller index, and every real index is smaller).
+template <bool IsMax, typename T> __device__ inline T dt_arg_identity() {
+    return IsMax ? dt_lowest<T>() : dt_highest<T>();
+}
+#define DT_ARG_NO_INDEX ((long long)((1ULL << 63) - 1))
+
+/// Folds (v, i) across the block; every thread gets the result. `vals` and
+/// `idxs` are __shared__ arrays of 32 declared by the kernel. Same calling
+/// rules as dt_block_reduce.
+template <bool IsMax, typename T>
+__device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long long* idxs) {
+    unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int delta = 16; delta > 0; delta /= 2) {
+        T ov = dt_shfl_down(*v, delta);
+        long long oi = __shfl_down_sync(0xffffffff, *i, delta);
+        dt_arg_combine<IsMax>(v, i, ov, oi);
+    }
+    if (lane == 0) {
+        vals[warp] = *v;
+        idxs[warp] = *i;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        *v = lane < warps ? vals[lane] : dt_arg_identity<IsMax, T>();
+        *i = lane < warps ? idxs[lane] : DT_ARG_NO_INDEX;
+        for (int delta = 16; delta > 0; delta /= 2) {
+            T ov = dt_shfl_down(*v, delta);
+            long long oi = __shfl_down_sync(0xffffffff, *i, delta);
+            dt_arg_combine<IsMax>(v, i, ov, oi);
+        }
+        if (lane == 0) {
+            vals[0] = *v;
+            idxs[0] = *i;
+        }
+    }
+    __syncthreads();
+    *v = vals[0];
+    *i = idxs[0];
+    __syncthreads();
+}
+
+#endif // DEVTENSOR_COMMON_CUH

@@ -1,0 +1,197 @@
+// Indexing and joining: serves the Rust op family `ops::index`
+// (`IndexKernel::{first_out_of_range, index_select, gather, scatter_add,
+// index_add, cat}`; `stack` is `cat` of unsqueezed views).
+//
+// Indices are i64 (`long long`). The host checks every index against its
+// axis before launching the kernels below (index_count_out_of_range_i64),
+// so they may assume 0 <= index < size of the axis they address.
+//
+// Kernels (T = f32, f64, i64, u8). Layouts are (rank, dims, strides, offset)
+// as in common.cuh, with rank >= 1 here (an axis is always involved); the
+// rank-0 dense shortcut applies only to index_count_out_of_range_i64.
+//   index_count_out_of_range_i64(size_t n, size_t rank, const size_t* dims,
+//           const size_t* strides, size_t offset, const long long* idx,
+//           size_t size, unsigned long long* count)
+//       adds to *count (zeroed by the host) the number of indices outside
+//       0..size. When it is not 0, the host reads the indices back to name
+//       the first bad one: that is the error path, so it need not be fast.
+//   index_select_<T>(size_t n, size_t rank, const size_t* out_dims,
+//           const size_t* src_strides, size_t src_offset, size_t axis,
+//           const long long* indices, size_t idx_stride, size_t idx_offset,
+//           const T* src, T* out)
+//       out (dense, shape out_dims = src dims with out_dims[axis] = number of
+//       indices) = src with coordinate j along axis replaced by
+//       indices[idx_offset + j * idx_stride].
+//   index_gather_<T>(size_t n, size_t rank, const size_t* dims,
+//           const size_t* index_strides, size_t index_offset,
+//           const size_t* src_strides, size_t src_offset, size_t axis,
+//           const long long* index, const T* src, T* out)
+//       out[p] = src[p with p[axis] = index[p]] for every position p of the
+//       index shape `dims`; out is dense in that shape.
+//   index_scatter_add_<T>(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
+//           const size_t* index_strides, size_t index_offset,
+//           const size_t* src_strides, size_t src_offset,
+//           const size_t* out_strides, const long long* index, const T* src, T* out)
+//       out[p with p[axis] = index[p]] += src[p] for every position p of the
+//       index shape `dims`. `out` is the host's dense copy of dst, addressed
+//       through out_strides (dst's contiguous strides, rank entries).
+//       n_lines = prod(dims) / dims[axis] (host skips the launch when
+//       dims[axis] == 0): one thread per line along `axis` walks it in order,
+//       so colliding indices accumulate without atomics, deterministically
+//       and in the CPU backend's order, and u8/i64 sums wrap.
+//   index_add_<T>(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
+//           const long long* indices, size_t idx_stride, size_t idx_offset,
+//           const size_t* src_strides, size_t src_offset,
+//           const size_t* out_strides, const T* src, T* out)
+//       out[.., indices[j], ..] += src[.., j, ..] along axis, for the src
+//       shape `dims` (dst's shape with dims[axis] = number of indices); `out`
+//       is the dense copy of dst (out_strides as above). One thread per line,
+//       j in order, for the same reasons as scatter_add.
+//   index_cat_<T>(size_t n, size_t rank, const size_t* dims,
+//           const size_t* src_strides, size_t src_offset, const T* src,
+//           const size_t* dst_strides, size_t dst_offset, T* dst)
+//       strided-to-strided copy of one input into its window of the output:
+//       for cat along `axis`, dst_strides are the output's contiguous strides
+//       and dst_offset = (sum of the earlier inputs' sizes along axis) *
+//       dst_strides[axis]. One launch per input.
+#ifndef DEVTENSOR_COMMON_CUH
+#include "common.cuh"
+#endif
+
+extern "C" __global__ void index_count_out_of_range_i64(size_t n, size_t rank, const size_t* dims,
+                                                        const size_t* strides, size_t offset,
+                                                        const long long* idx, size_t size,
+                                                        unsigned long long* count) {
+    unsigned long long bad = 0;
+    // A negative index becomes huge as unsigned: one comparison catches both ends.
+    DT_GRID_STRIDE(i, n) bad += (size_t)idx[dt_offset(i, rank, dims, strides, offset)] >= size;
+    if (bad != 0) atomicAdd(count, bad);
+}
+
+template <typename T>
+__device__ void dt_index_select(size_t n, size_t rank, const size_t* out_dims, const size_t* src_strides,
+                                size_t src_offset, size_t axis, const long long* indices, size_t idx_stride,
+                                size_t idx_offset, const T* src, T* out) {
+    DT_GRID_STRIDE(i, n) {
+        size_t rest = i, s = src_offset;
+        for (size_t d = rank; d > 0; --d) {
+            size_t dim = out_dims[d - 1];
+            size_t c = rest % dim;
+            rest /= dim;
+            if (d - 1 == axis) c = (size_t)indices[idx_offset + c * idx_stride];
+            s += c * src_strides[d - 1];
+        }
+        out[i] = src[s];
+    }
+}
+
+template <typename T>
+__device__ void dt_gather(size_t n, size_t rank, const size_t* dims, const size_t* index_strides,
+                          size_t index_offset, const size_t* src_strides, size_t src_offset, size_t axis,
+                          const long long* index, const T* src, T* out) {
+    DT_GRID_STRIDE(i, n) {
+        size_t rest = i, s = src_offset, x = index_offset;
+        for (size_t d = rank; d > 0; --d) {
+            size_t dim = dims[d - 1];
+            size_t c = rest % dim;
+            rest /= dim;
+            x += c * index_strides[d - 1];
+            if (d - 1 != axis) s += c * src_strides[d - 1];
+        }
+        out[i] = src[s + (size_t)index[x] * src_strides[axis]];
+    }
+}
+
+/// Start positions of line `line` (a position of `dims` without `axis`) in
+/// three layouts.
+__device__ inline void dt_line_start(size_t line, size_t rank, const size_t* dims, size_t axis,
+                                     const size_t* a_strides, size_t* a, const size_t* b_strides, size_t* b,
+                                     const size_t* c_strides, size_t* c) {
+    for (size_t d = rank; d > 0; --d) {
+        if (d - 1 == axis) continue;
+        size_t dim = dims[d - 1];
+        size_t k = line % dim;
+        line /= dim;
+        *a += k * a_strides[d - 1];
+        *b += k * b_strides[d - 1];
+        *c += k * c_strides[d - 1];
+    }
+}
+
+template <typename T>
+__device__ void dt_scatter_add(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
+                               const size_t* index_strides, size_t index_offset, const size_t* src_strides,
+                               size_t src_offset, const size_t* out_strides, const long long* index,
+                               const T* src, T* out) {
+    size_t len = dims[axis];
+    DT_GRID_STRIDE(line, n_lines) {
+        size_t x = index_offset, s = src_offset, o = 0;
+        dt_line_start(line, rank, dims, axis, index_strides, &x, src_strides, &s, out_strides, &o);
+        for (size_t k = 0; k < len; ++k) {
+            size_t at = o + (size_t)index[x + k * index_strides[axis]] * out_strides[axis];
+            out[at] = dt_add(out[at], src[s + k * src_strides[axis]]);
+        }
+    }
+}
+
+template <typename T>
+__device__ void dt_index_add(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
+                             const long long* indices, size_t idx_stride, size_t idx_offset,
+                             const size_t* src_strides, size_t src_offset, const size_t* out_strides,
+                             const T* src, T* out) {
+    size_t len = dims[axis];
+    DT_GRID_STRIDE(line, n_lines) {
+        // The index layout is 1-D and shared by all lines: a dummy third
+        // layout (src again) keeps one line-start helper for both kernels.
+        size_t s = src_offset, o = 0, unused = 0;
+        dt_line_start(line, rank, dims, axis, src_strides, &s, out_strides, &o, src_strides, &unused);
+        for (size_t j = 0; j < len; ++j) {
+            size_t at = o + (size_t)indices[idx_offset + j * idx_stride] * out_strides[axis];
+            out[at] = dt_add(out[at], src[s + j * src_strides[axis]]);
+        }
+    }
+}
+
+#define INDEX_KERNELS(name, T)                                                                             \
+    extern "C" __global__ void index_select_##name(size_t n, size_t rank, const size_t* out_dims,         \
+                                                   const size_t* src_strides, size_t src_offset,          \
+                                                   size_t axis, const long long* indices,                 \
+                                                   size_t idx_stride, size_t idx_offset, const T* src,    \
+                                                   T* out) {                                              \
+        dt_index_select(n, rank, out_dims, src_strides, src_offset, axis, indices, idx_stride, idx_offset, \
+                        src, out);                                                                         \
+    }                                                                                                      \
+    extern "C" __global__ void index_gather_##name(size_t n, size_t rank, const size_t* dims,             \
+                                                   const size_t* index_strides, size_t index_offset,      \
+                                                   const size_t* src_strides, size_t src_offset,          \
+                                                   size_t axis, const long long* index, const T* src,     \
+                                                   T* out) {                                              \
+        dt_gather(n, rank, dims, index_strides, index_offset, src_strides, src_offset, axis, index, src,   \
+                  out);                                                                                    \
+    }                                                                                                      \
+    extern "C" __global__ void index_scatter_add_##name(                                                   \
+        size_t n_lines, size_t rank, const size_t* dims, size_t axis, const size_t* index_strides,        \
+        size_t index_offset, const size_t* src_strides, size_t src_offset, const size_t* out_strides,     \
+        const long long* index, const T* src, T* out) {                                                   \
+        dt_scatter_add(n_lines, rank, dims, axis, index_strides, index_offset, src_strides, src_offset,    \
+                       out_strides, index, src, out);                                                      \
+    }                                                                                                      \
+    extern "C" __global__ void index_add_##name(size_t n_lines, size_t rank, const size_t* dims,          \
+                                                size_t axis, const long long* indices, size_t idx_stride, \
+                                                size_t idx_offset, const size_t* src_strides,             \
+                                                size_t src_offset, const size_t* out_strides,             \
+                                                const T* src, T* out) {                                   \
+        dt_index_add(n_lines, rank, dims, axis, indices, idx_stride, idx_offset, src_strides, src_offset,  \
+                     out_strides, src, out);                                                               \
+    }                                                                                                      \
+    extern "C" __global__ void index_cat_##name(size_t n, size_t rank, const size_t* dims,                \
+                                                const size_t* src_strides, size_t src_offset,             \
+                                                const T* src, const size_t* dst_strides,                  \
+                                                size_t dst_offset, T* dst) {                              \
+        DT_GRID_STRIDE(i, n) {                                                                             \
+            size_t s = src_offset, d = dst_offset;                                                         \
+            dt_offset2(i, rank, dims, src_strides, &s, dst_strides, &d);                                   \
+            dst[d] = src[s];                                                                               \
+        }                                                                                                  \
+    }
+DT_FOR_EACH_DTYPE(INDEX_KERNELS)

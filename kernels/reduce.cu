@@ -1,0 +1,165 @@
+// Reductions along one axis and over all elements: serves the Rust op family
+// `ops::reduce` (`ReduceKernel::{reduce, arg_reduce}`): sum, max, min,
+// argmax, argmin. (mean is sum followed by a scalar division on the host.)
+//
+// Semantics follow the CPU backend: integer sums wrap; max/min let NaN win;
+// argmax/argmin return the index of the first NaN, else of the first
+// occurrence of the extreme value. Arg-reductions are exact whatever the
+// launch shape (see dt_arg_combine in common.cuh). Float sums are combined
+// in a different order from the CPU's and agree to rounding.
+//
+// A reduction of `axis` is described as on the CPU: output element o folds
+// src[base(o) + k * step] for k < len, where len and step are the size and
+// stride of the reduced axis, and base(o) is the storage position of
+// row-major element o of the layout *without* that axis:
+// (rank, dims, strides, offset) with rank <= 7 (rank 0 = outputs at offset + o,
+// e.g. a whole-tensor reduction with n_out = 1). Outputs are dense.
+//
+// Kernels (OP = sum, max, min; T = f32, f64, i64, u8):
+//   reduce_<OP>_rows_<T>(size_t n_out, size_t len, size_t step, size_t rank,
+//                        const size_t* dims, const size_t* strides, size_t offset,
+//                        const T* src, T* out)
+//       one block per output (grid-stride over outputs): for long axes.
+//       Block size: a multiple of 32, at most 1024.
+//   reduce_<OP>_cols_<T>(same arguments)
+//       one thread per output folding its axis sequentially: for short axes
+//       with many outputs, e.g. summing axis 0 of [len, many] (neighbouring
+//       threads read neighbouring elements). Any block size.
+//   reduce_<OP>_all_<T>(size_t n, const T* src, T* partials)
+//       whole dense input: every block folds a grid-stride share of src[0..n]
+//       and writes partials[blockIdx.x]. Launch with G <= 1024 blocks, then
+//       once more with one block on (G, partials, out) to get out[0].
+//       Block size: a multiple of 32, at most 1024.
+//   reduce_<ARG>_rows_<T> / reduce_<ARG>_cols_<T>   (ARG = argmax, argmin)
+//       as the rows/cols kernels, with `long long* out` holding the index
+//       k along the axis. len must be at least 1.
+//   reduce_<ARG>_all_<T>(size_t n, const T* src, const long long* src_idx,
+//                        T* val_out, long long* idx_out)
+//       two-pass whole-input arg-reduction: pass 1 with src_idx = NULL (the
+//       index of src[i] is i) writes one (value, index) pair per block; pass 2
+//       with one block and src_idx = pass 1's indices reduces the pairs.
+//       n must be at least 1.
+#ifndef DEVTENSOR_COMMON_CUH
+#include "common.cuh"
+#endif
+
+template <typename Op, typename T>
+__device__ void dt_reduce_rows(size_t n_out, size_t len, size_t step, size_t rank, const size_t* dims,
+                               const size_t* strides, size_t offset, const T* src, T* out, T* scratch) {
+    // The loop bound depends on blockIdx only, so every thread of a block
+    // takes the same trips and reaches the barriers in dt_block_reduce.
+    for (size_t o = blockIdx.x; o < n_out; o += gridDim.x) {
+        size_t base = dt_offset(o, rank, dims, strides, offset);
+        T acc = Op::template identity<T>();
+        for (size_t k = threadIdx.x; k < len; k += blockDim.x) acc = Op::apply(acc, src[base + k * step]);
+        acc = dt_block_reduce<Op>(acc, scratch);
+        if (threadIdx.x == 0) out[o] = acc;
+    }
+}
+
+template <typename Op, typename T>
+__device__ void dt_reduce_cols(size_t n_out, size_t len, size_t step, size_t rank, const size_t* dims,
+                               const size_t* strides, size_t offset, const T* src, T* out) {
+    DT_GRID_STRIDE(o, n_out) {
+        size_t base = dt_offset(o, rank, dims, strides, offset);
+        T acc = Op::template identity<T>();
+        for (size_t k = 0; k < len; ++k) acc = Op::apply(acc, src[base + k * step]);
+        out[o] = acc;
+    }
+}
+
+template <typename Op, typename T> __device__ void dt_reduce_all(size_t n, const T* src, T* partials, T* scratch) {
+    T acc = Op::template identity<T>();
+    DT_GRID_STRIDE(i, n) acc = Op::apply(acc, src[i]);
+    acc = dt_block_reduce<Op>(acc, scratch);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <bool IsMax, typename T>
+__device__ void dt_arg_rows(size_t n_out, size_t len, size_t step, size_t rank, const size_t* dims,
+                            const size_t* strides, size_t offset, const T* src, long long* out, T* vals,
+                            long long* idxs) {
+    for (size_t o = blockIdx.x; o < n_out; o += gridDim.x) {
+        size_t base = dt_offset(o, rank, dims, strides, offset);
+        T v = dt_arg_identity<IsMax, T>();
+        long long i = DT_ARG_NO_INDEX;
+        for (size_t k = threadIdx.x; k < len; k += blockDim.x)
+            dt_arg_combine<IsMax>(&v, &i, src[base + k * step], (long long)k);
+        dt_block_arg_reduce<IsMax>(&v, &i, vals, idxs);
+        if (threadIdx.x == 0) out[o] = i;
+    }
+}
+
+template <bool IsMax, typename T>
+__device__ void dt_arg_cols(size_t n_out, size_t len, size_t step, size_t rank, const size_t* dims,
+                            const size_t* strides, size_t offset, const T* src, long long* out) {
+    DT_GRID_STRIDE(o, n_out) {
+        size_t base = dt_offset(o, rank, dims, strides, offset);
+        T v = dt_arg_identity<IsMax, T>();
+        long long i = DT_ARG_NO_INDEX;
+        for (size_t k = 0; k < len; ++k) dt_arg_combine<IsMax>(&v, &i, src[base + k * step], (long long)k);
+        out[o] = i;
+    }
+}
+
+template <bool IsMax, typename T>
+__device__ void dt_arg_all(size_t n, const T* src, const long long* src_idx, T* val_out, long long* idx_out,
+                           T* vals, long long* idxs) {
+    T v = dt_arg_identity<IsMax, T>();
+    long long i = DT_ARG_NO_INDEX;
+    DT_GRID_STRIDE(k, n) dt_arg_combine<IsMax>(&v, &i, src[k], src_idx ? src_idx[k] : (long long)k);
+    dt_block_arg_reduce<IsMax>(&v, &i, vals, idxs);
+    if (threadIdx.x == 0) {
+        val_out[blockIdx.x] = v;
+        idx_out[blockIdx.x] = i;
+    }
+}
+
+#define REDUCE_OP(op, Op, name, T)                                                                         \
+    extern "C" __global__ void reduce_##op##_rows_##name(size_t n_out, size_t len, size_t step,           \
+                                                         size_t rank, const size_t* dims,                 \
+                                                         const size_t* strides, size_t offset,            \
+                                                         const T* src, T* out) {                          \
+        __shared__ T scratch[32];                                                                          \
+        dt_reduce_rows<Op>(n_out, len, step, rank, dims, strides, offset, src, out, scratch);             \
+    }                                                                                                      \
+    extern "C" __global__ void reduce_##op##_cols_##name(size_t n_out, size_t len, size_t step,           \
+                                                         size_t rank, const size_t* dims,                 \
+                                                         const size_t* strides, size_t offset,            \
+                                                         const T* src, T* out) {                          \
+        dt_reduce_cols<Op>(n_out, len, step, rank, dims, strides, offset, src, out);                      \
+    }                                                                                                      \
+    extern "C" __global__ void reduce_##op##_all_##name(size_t n, const T* src, T* partials) {            \
+        __shared__ T scratch[32];                                                                          \
+        dt_reduce_all<Op>(n, src, partials, scratch);                                                      \
+    }
+
+#define ARG_OP(op, is_max, name, T)                                                                        \
+    extern "C" __global__ void reduce_##op##_rows_##name(size_t n_out, size_t len, size_t step,           \
+                                                         size_t rank, const size_t* dims,                 \
+                                                         const size_t* strides, size_t offset,            \
+                                                         const T* src, long long* out) {                  \
+        __shared__ T vals[32];                                                                             \
+        __shared__ long long idxs[32];                                                                     \
+        dt_arg_rows<is_max>(n_out, len, step, rank, dims, strides, offset, src, out, vals, idxs);         \
+    }                                                                                                      \
+    extern "C" __global__ void reduce_##op##_cols_##name(size_t n_out, size_t len, size_t step,           \
+                                                         size_t rank, const size_t* dims,                 \
+                                                         const size_t* strides, size_t offset,            \
+                                                         const T* src, long long* out) {                  \
+        dt_arg_cols<is_max>(n_out, len, step, rank, dims, strides, offset, src, out);                     \
+    }                                                                                                      \
+    extern "C" __global__ void reduce_##op##_all_##name(size_t n, const T* src, const long long* src_idx, \
+                                                        T* val_out, long long* idx_out) {                 \
+        __shared__ T vals[32];                                                                             \
+        __shared__ long long idxs[32];                                                                     \
+        dt_arg_all<is_max>(n, src, src_idx, val_out, idx_out, vals, idxs);                                 \
+    }
+
+#define REDUCE_KERNELS(name, T)          \
+    REDUCE_OP(sum, DtSum, name, T)       \
+    REDUCE_OP(max, DtMax, name, T)       \
+    REDUCE_OP(min, DtMin, name, T)       \
+    ARG_OP(argmax, true, name, T)        \
+    ARG_OP(argmin, false, name, T)
+DT_FOR_EACH_DTYPE(REDUCE_KERNELS)

@@ -1,0 +1,60 @@
+// Softmax and log-softmax along one axis: serves `ReduceKernel::softmax` of
+// the Rust op family `ops::reduce` (`softmax`, `log_softmax`).
+//
+// Numerically stable, as on the CPU: m = max of the row (NaN wins),
+// s = sum of exp(x - m); softmax = exp(x - m) / s, log_softmax =
+// x - m - log(s). Entries of -inf give 0 (softmax) / -inf (log_softmax); a
+// row that is all -inf, or holds NaN or +inf, gives NaN everywhere, as in
+// PyTorch.
+//
+// The input is dense (the host makes a strided input dense first, as the
+// CPU backend does) and viewed as [outer, len, inner], `len` being the
+// softmax axis; the last axis is inner == 1. Row r (of n_rows = outer *
+// inner) starts at (r / inner) * len * inner + r % inner and its elements
+// are `inner` apart. The output has the input's dense layout.
+//
+// Kernels (T = f32, f64), one block per row (grid-stride over rows); block
+// size a multiple of 32, at most 1024:
+//   softmax_plain_<T>(size_t n_rows, size_t len, size_t inner, const T* src, T* out)
+//   softmax_log_<T>(size_t n_rows, size_t len, size_t inner, const T* src, T* out)
+#ifndef DEVTENSOR_COMMON_CUH
+#include "common.cuh"
+#endif
+
+template <bool Log, typename T>
+__device__ void dt_softmax(size_t n_rows, size_t len, size_t inner, const T* src, T* out, T* scratch) {
+    // Uniform per block, so every thread reaches the barriers of the reductions.
+    for (size_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
+        size_t base = (r / inner) * len * inner + r % inner;
+        const T* x = src + base;
+        T* y = out + base;
+        T m = dt_lowest<T>();
+        for (size_t k = threadIdx.x; k < len; k += blockDim.x) m = dt_max(m, x[k * inner]);
+        m = dt_block_reduce<DtMax>(m, scratch);
+        T s = 0;
+        for (size_t k = threadIdx.x; k < len; k += blockDim.x) s += dt_exp(x[k * inner] - m);
+        s = dt_block_reduce<DtSum>(s, scratch);
+        if (Log) {
+            T log_s = dt_log(s);
+            for (size_t k = threadIdx.x; k < len; k += blockDim.x) y[k * inner] = x[k * inner] - m - log_s;
+        } else {
+            // One division per row; multiplying by the reciprocal is what
+            // the CPU backend does too.
+            T inv = (T)1 / s;
+            for (size_t k = threadIdx.x; k < len; k += blockDim.x) y[k * inner] = dt_exp(x[k * inner] - m) * inv;
+        }
+    }
+}
+
+#define SOFTMAX_KERNELS(name, T)                                                                           \
+    extern "C" __global__ void softmax_plain_##name(size_t n_rows, size_t len, size_t inner, const T* src, \
+                                                    T* out) {                                             \
+        __shared__ T scratch[32];                                                                          \
+        dt_softmax<false>(n_rows, len, inner, src, out, scratch);                                          \
+    }                                                                                                      \
+    extern "C" __global__ void softmax_log_##name(size_t n_rows, size_t len, size_t inner, const T* src,   \
+                                                  T* out) {                                               \
+        __shared__ T scratch[32];                                                                          \
+        dt_softmax<true>(n_rows, len, inner, src, out, scratch);                                           \
+    }
+DT_FOR_EACH_FLOAT(SOFTMAX_KERNELS)
