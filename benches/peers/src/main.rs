@@ -47,6 +47,22 @@ fn median_time(budget: Duration, mut f: impl FnMut()) -> Duration {
     times[times.len() / 2]
 }
 
+/// Median times of `f` and `g`, run alternately so that both see the same
+/// machine: on a shared machine the load changes from second to second, and
+/// timing one library after the other would charge the change to one of them.
+fn median_pair(budget: Duration, mut f: impl FnMut(), mut g: impl FnMut()) -> (Duration, Duration) {
+    let (mut tf, mut tg) = (Vec::new(), Vec::new());
+    let slice = budget / 8;
+    for _ in 0..4 {
+        tf.push(median_time(slice, &mut f));
+        tg.push(median_time(slice, &mut g));
+    }
+    tf.sort();
+    tg.sort();
+    // Each entry is already a median of many runs; take the middle of those.
+    (tf[tf.len() / 2], tg[tg.len() / 2])
+}
+
 // ---------------------------------------------------------------------------
 // Machine limits
 
@@ -199,10 +215,10 @@ struct Row {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "| {:<22} | {:>12} | {:>12} | {:>14} | {:>14} | {:>8} | {:>8} | {:>9} |",
-        "operation", "devtensor", "candle", "devtensor rate", "candle rate", "dt % pk", "cd % pk", "dt/candle"
+        "| {:<22} | {:>12} | {:>12} | {:>14} | {:>14} | {:>15} | {:>8} | {:>8} | {:>9} |",
+        "operation", "devtensor", "candle", "devtensor rate", "candle rate", "peak (same load)", "dt % pk", "cd % pk", "dt/candle"
     );
-    println!("|{:-<24}|{:->14}|{:->14}|{:->16}|{:->16}|{:->10}|{:->10}|{:->11}|", "", "", "", "", "", "", "", "");
+    println!("|{:-<24}|{:->14}|{:->14}|{:->16}|{:->16}|{:->17}|{:->10}|{:->10}|{:->11}|", "", "", "", "", "", "", "", "", "");
     for r in rows {
         let rate = |t: Duration| r.work / t.as_secs_f64() / 1e9;
         let pct = |t: Duration| r.peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * r.work / t.as_secs_f64() / p));
@@ -216,12 +232,13 @@ fn print_table(rows: &[Row]) {
             None => ("n/a".into(), "-".into(), "-".into(), "-".into()),
         };
         println!(
-            "| {:<22} | {:>12} | {:>12} | {:>14} | {:>14} | {:>8} | {:>8} | {:>9} |",
+            "| {:<22} | {:>12} | {:>12} | {:>14} | {:>14} | {:>15} | {:>8} | {:>8} | {:>9} |",
             r.op,
             dt,
             format_duration(r.candle),
             dt_rate,
             format!("{:.1} {}", rate(r.candle), r.unit),
+            r.peak.map_or("-".to_string(), |p| format!("{:.1} {}", p / 1e9, r.unit)),
             dt_pct,
             pct(r.candle),
             ratio
@@ -269,10 +286,12 @@ fn main() -> candle_core::Result<()> {
         let (ca, cb) = (CandleTensor::from_slice(&a, (n, n), &cpu)?, CandleTensor::from_slice(&b, (n, n), &cpu)?);
         let diff = max_diff(&da.matmul(&db).to_vec(), &ca.matmul(&cb)?.flatten_all()?.to_vec1()?);
         assert!(diff <= 1e-3 * n as f32, "matmul {n}: results differ by {diff}");
-        let dt = median_time(budget, || drop(black_box(da.matmul(&db))));
-        let cd = median_time(budget, || drop(black_box(ca.matmul(&cb).unwrap())));
+        // The peak again, just before: the share of peak compares figures
+        // taken under the same load.
+        let peak = fma_peak(threads);
+        let (dt, cd) = median_pair(budget, || drop(black_box(da.matmul(&db))), || drop(black_box(ca.matmul(&cb).unwrap())));
         let flops = 2.0 * (n as f64).powi(3);
-        rows.push(Row { op: format!("matmul f32 {n}"), devtensor: Some(dt), candle: cd, work: flops, peak: Some(fma_all), unit: "GFLOP/s" });
+        rows.push(Row { op: format!("matmul f32 {n}"), devtensor: Some(dt), candle: cd, work: flops, peak: Some(peak), unit: "GFLOP/s" });
     }
 
     for (label, len) in [("4096", 4096usize), ("16M", 1 << 24)].into_iter().filter(|(l, _)| wanted(&format!("add mul scalar sum f32 {l}"))) {
@@ -282,13 +301,12 @@ fn main() -> candle_core::Result<()> {
         let diff = max_diff(&(&da + &db).to_vec(), &(&ca + &cb)?.to_vec1()?);
         assert!(diff == 0.0, "add {label}: results differ by {diff}");
         let bytes = (3 * 4 * len) as f64;
-        let peak = (len >= 1 << 20).then_some(bandwidth);
-        let dt = median_time(budget, || drop(black_box(&da + &db)));
-        let cd = median_time(budget, || drop(black_box((&ca + &cb).unwrap())));
+        let peak = (len >= 1 << 20).then(triad_bandwidth);
+        let (dt, cd) = median_pair(budget, || drop(black_box(&da + &db)), || drop(black_box((&ca + &cb).unwrap())));
         rows.push(Row { op: format!("add f32 {label}"), devtensor: Some(dt), candle: cd, work: bytes, peak, unit: "GB/s" });
         let bytes = (2 * 4 * len) as f64;
-        let dt = median_time(budget, || drop(black_box(&da * 1.5f32)));
-        let cd = median_time(budget, || drop(black_box(ca.affine(1.5, 0.0).unwrap())));
+        let (dt, cd) =
+            median_pair(budget, || drop(black_box(&da * 1.5f32)), || drop(black_box(ca.affine(1.5, 0.0).unwrap())));
         rows.push(Row { op: format!("mul scalar f32 {label}"), devtensor: Some(dt), candle: cd, work: bytes, peak, unit: "GB/s" });
 
         let dt = devtensor_sum(&da).map(|_| median_time(budget, || drop(black_box(devtensor_sum(&da)))));
@@ -318,7 +336,11 @@ fn main() -> candle_core::Result<()> {
     print_table(&rows);
     println!();
     println!("rates: GFLOP/s = 2·n³ / time; GB/s counts each input read once and the output written once.");
-    println!("% pk: of the {threads}-thread FMA peak (matmul) or of the triad bandwidth (large elementwise ops).");
+    println!(
+        "% pk: of the {threads}-thread FMA peak (matmul) or of the triad bandwidth (large elementwise ops), \
+         measured again just before each row's timings (the machine may be shared)."
+    );
+    println!("devtensor and candle are timed alternately, four rounds each, so both see the same load.");
     Ok(())
 }
 
