@@ -112,7 +112,7 @@ impl MatmulKernel for Cpu {
         let b = Operand { data: rhs.as_slice(), row_stride: rs[rank - 2], col_stride: rs[rank - 1] };
 
         if batch == 1 {
-            let parallelism = parallelism_for(m * n * k);
+            let parallelism = parallelism_for(m.saturating_mul(n).saturating_mul(k));
             gemm_one(&mut out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism);
             return Ok(CpuStorage::from_vec(out));
         }
@@ -127,11 +127,12 @@ impl MatmulKernel for Cpu {
         );
         debug_assert_eq!(starts.len(), batch);
 
-        let macs = m * n * k;
+        // Saturating: broadcast views can be logically huge without memory.
+        let macs = m.saturating_mul(n).saturating_mul(k);
         let run = |dst: &mut [E], &(x, y): &(usize, usize), parallelism| {
             gemm_one(dst, (m, n, k), &a, x, &b, y, parallelism)
         };
-        if macs >= PARALLEL_MIN_MACS || batch * macs < PARALLEL_MIN_MACS || threads() == 1 {
+        if macs >= PARALLEL_MIN_MACS || batch.saturating_mul(macs) < PARALLEL_MIN_MACS || threads() == 1 {
             // Large matrices: each product uses every thread. Tiny problems:
             // all on this thread.
             let parallelism = parallelism_for(macs);
