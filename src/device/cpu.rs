@@ -280,4 +280,23 @@ mod tests {
         }
         assert!(pool_for::<f64>().take(usize::MAX / 16).is_none());
     }
+
+    fn check_dense_map<E: Element>() {
+        // Small (collected), pooled single-threaded, and parallel outputs.
+        for len in [0, 1, 37, 4096, POOL_MIN_BYTES / size_of::<E>() + 5, PARALLEL_MIN_ELEMS * 2 + 7] {
+            let src: Vec<E> = (0..len).map(|i| E::from_u8((i % 251) as u8)).collect();
+            let layout = Layout::contiguous(crate::Shape::from(len));
+            let out = map_strided(&src, &layout, |x| x.add(E::from_u8(3)));
+            let expected: Vec<E> = src.iter().map(|&x| x.add(E::from_u8(3))).collect();
+            assert!(out == expected, "len {len}");
+        }
+    }
+
+    #[test]
+    fn dense_map_matches_a_plain_loop_for_every_dtype_and_size() {
+        check_dense_map::<f32>();
+        check_dense_map::<f64>();
+        check_dense_map::<i64>();
+        check_dense_map::<u8>();
+    }
 }
