@@ -1,7 +1,9 @@
 //! Binary kernels on the CPU.
 
 use super::{BinaryKernel, BinaryOp};
-use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::device::cpu::{
+    CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, is_small_output, map_strided, output_buffer, vectorized,
+};
 use crate::device::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -44,9 +46,11 @@ fn zip_into<E: Element>(out: &mut [E], a: &[E], al: &Layout, b: &[E], bl: &Layou
     if let (Some(ra), Some(rb)) = (al.contiguous_range(), bl.contiguous_range()) {
         let (a, b) = (&a[ra], &b[rb]);
         let run = |out: &mut [E], a: &[E], b: &[E]| {
-            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                *o = f(x, y);
-            }
+            vectorized(|| {
+                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                    *o = f(x, y);
+                }
+            })
         };
         if out.len() >= PARALLEL_MIN_ELEMS {
             out.par_chunks_mut(PARALLEL_CHUNK)
@@ -97,8 +101,19 @@ impl BinaryKernel for Cpu {
         rhs_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
         check_divisors(op, rhs.as_slice(), rhs_layout)?;
-        let mut out = output_buffer(lhs_layout.elem_count());
         let (a, b) = (lhs.as_slice(), rhs.as_slice());
+        let len = lhs_layout.elem_count();
+        if let (true, Some(ra), Some(rb)) =
+            (is_small_output::<E>(len), lhs_layout.contiguous_range(), rhs_layout.contiguous_range())
+        {
+            // Small and dense, the common case in a model's inner loops:
+            // fixed costs dominate, so write a fresh vector once, in place
+            // of zero-filling one and then overwriting it.
+            let (a, b) = (&a[ra], &b[rb]);
+            let out = with_op!(op, E, |f| vectorized(|| a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()));
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let mut out = output_buffer(len);
         with_op!(op, E, |f| zip_into(&mut out, a, lhs_layout, b, rhs_layout, f));
         Ok(CpuStorage::from_vec(out))
     }

@@ -1,6 +1,168 @@
-//! CPU kernels.
+//! Matrix products on the CPU, on the `gemm` crate.
+//!
+//! `gemm` takes a row stride and a column stride per operand, so transposed,
+//! permuted, narrowed and broadcast (stride 0) views go in as they are:
+//! the kernel packs its panels from any strides, and a copy into a dense
+//! buffer first would only add a pass over memory.
 
 use super::MatmulKernel;
 use crate::device::Cpu;
+use crate::device::cpu::{CpuStorage, output_buffer};
+use crate::element::FloatElement;
+use crate::error::Result;
+use crate::shape::{Layout, for_each_block};
+use rayon::prelude::*;
+use std::sync::OnceLock;
 
-impl MatmulKernel for Cpu {}
+/// Multiply-adds (`m * n * k`) from which one product is worth splitting
+/// across threads: below about 96³, handing panels to other threads costs
+/// more than the arithmetic they would take over.
+const PARALLEL_MIN_MACS: usize = 96 * 96 * 96;
+
+/// Threads in rayon's pool, looked up once: `gemm` needs the count on every
+/// call, and the pool does not change size after it starts.
+fn threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(rayon::current_num_threads)
+}
+
+/// One matrix operand: where each batch's matrix starts in storage, and
+/// its row and column strides.
+struct Operand<'a, E> {
+    data: &'a [E],
+    row_stride: usize,
+    col_stride: usize,
+}
+
+/// `dst = lhs · rhs` for one `m × k` by `k × n` product into a dense,
+/// row-major `dst` of `m * n` elements; `m`, `n` and `k` are all non-zero.
+fn gemm_one<E: FloatElement>(
+    dst: &mut [E],
+    (m, n, k): (usize, usize, usize),
+    lhs: &Operand<'_, E>,
+    lhs_offset: usize,
+    rhs: &Operand<'_, E>,
+    rhs_offset: usize,
+    parallelism: gemm::Parallelism,
+) {
+    debug_assert_eq!(dst.len(), m * n);
+    let last = |op: &Operand<'_, E>, offset: usize, rows: usize, cols: usize| {
+        offset + (rows - 1) * op.row_stride + (cols - 1) * op.col_stride
+    };
+    // These hold for every layout a tensor can have (`Layout::fits_in`); the
+    // check is what makes the raw-pointer call below sound, and costs nothing
+    // next to a matrix product.
+    assert!(last(lhs, lhs_offset, m, k) < lhs.data.len(), "lhs matrix lies inside its storage");
+    assert!(last(rhs, rhs_offset, k, n) < rhs.data.len(), "rhs matrix lies inside its storage");
+    // SAFETY: `gemm` reads lhs[i, p] at `lhs_ptr + i * row_stride + p * col_stride`
+    // for i < m, p < k, and likewise rhs for p < k, j < n: the largest such
+    // offsets were checked against the slices' lengths just above, and all
+    // strides are non-negative, so every read is in bounds. It writes
+    // dst[i, j] at `i * n + j < m * n = dst.len()`. With `read_dst = false`
+    // the stale contents of `dst` are never read. `dst` is a unique borrow,
+    // so it aliases neither input. Strides fit `isize` because they address
+    // elements of allocated slices.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.data.as_ptr().add(lhs_offset),
+            lhs.col_stride as isize,
+            lhs.row_stride as isize,
+            rhs.data.as_ptr().add(rhs_offset),
+            rhs.col_stride as isize,
+            rhs.row_stride as isize,
+            E::zero(),
+            E::one(),
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+impl MatmulKernel for Cpu {
+    fn matmul<E: FloatElement>(
+        lhs: &CpuStorage<E>,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage<E>,
+        rhs_layout: &Layout,
+    ) -> Result<CpuStorage<E>> {
+        let rank = lhs_layout.dims().len();
+        let (batch_dims, [m, k]) = split_matrix(lhs_layout.dims());
+        let (_, [_, n]) = split_matrix(rhs_layout.dims());
+        let batch: usize = batch_dims.iter().product();
+        let mut out = output_buffer::<E>(batch * m * n);
+        if out.is_empty() {
+            return Ok(CpuStorage::from_vec(out));
+        }
+        if k == 0 {
+            // An empty sum: torch gives zeros, and so must the stale buffer.
+            out.fill(E::ZERO);
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let (ls, rs) = (lhs_layout.strides(), rhs_layout.strides());
+        let a = Operand { data: lhs.as_slice(), row_stride: ls[rank - 2], col_stride: ls[rank - 1] };
+        let b = Operand { data: rhs.as_slice(), row_stride: rs[rank - 2], col_stride: rs[rank - 1] };
+
+        if batch == 1 {
+            let parallelism = parallelism_for(m.saturating_mul(n).saturating_mul(k));
+            gemm_one(&mut out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism);
+            return Ok(CpuStorage::from_vec(out));
+        }
+
+        // Where each batch's matrices start, in row-major batch order.
+        let mut starts = Vec::with_capacity(batch);
+        for_each_block(
+            batch_dims,
+            [&ls[..rank - 2], &rs[..rank - 2]],
+            [lhs_layout.offset(), rhs_layout.offset()],
+            |[x, y], len, [sx, sy]| starts.extend((0..len).map(|i| (x + i * sx, y + i * sy))),
+        );
+        debug_assert_eq!(starts.len(), batch);
+
+        // Saturating: broadcast views can be logically huge without memory.
+        let macs = m.saturating_mul(n).saturating_mul(k);
+        let run = |dst: &mut [E], &(x, y): &(usize, usize), parallelism| {
+            gemm_one(dst, (m, n, k), &a, x, &b, y, parallelism)
+        };
+        if macs >= PARALLEL_MIN_MACS || batch.saturating_mul(macs) < PARALLEL_MIN_MACS || threads() == 1 {
+            // Large matrices: each product uses every thread. Tiny problems:
+            // all on this thread.
+            let parallelism = parallelism_for(macs);
+            for (dst, start) in out.chunks_exact_mut(m * n).zip(&starts) {
+                run(dst, start, parallelism);
+            }
+        } else {
+            // Many small matrices: whole products go to different threads,
+            // in runs long enough to amortise each hand-off.
+            let per_task = PARALLEL_MIN_MACS.div_ceil(macs).max(1);
+            out.par_chunks_mut(m * n * per_task).zip(starts.par_chunks(per_task)).for_each(|(dst, starts)| {
+                for (dst, start) in dst.chunks_exact_mut(m * n).zip(starts) {
+                    run(dst, start, gemm::Parallelism::None);
+                }
+            });
+        }
+        Ok(CpuStorage::from_vec(out))
+    }
+}
+
+/// How `gemm` should run a product of `macs` multiply-adds.
+fn parallelism_for(macs: usize) -> gemm::Parallelism {
+    match threads() {
+        n if n > 1 && macs >= PARALLEL_MIN_MACS => gemm::Parallelism::Rayon(n),
+        _ => gemm::Parallelism::None,
+    }
+}
+
+/// The batch axes and the trailing `[rows, cols]` of a layout of rank >= 2.
+fn split_matrix(dims: &[usize]) -> (&[usize], [usize; 2]) {
+    let r = dims.len();
+    (&dims[..r - 2], [dims[r - 2], dims[r - 1]])
+}

@@ -1,9 +1,192 @@
-//! (in progress)
+//! Matrix products with the semantics of `torch.matmul`: dot products,
+//! matrix-vector, matrix-matrix and batched products with broadcast batch axes.
 
 mod cpu;
 mod cuda;
 
-use crate::device::Backend;
+use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::element::FloatElement;
+use crate::error::{Error, Result, or_panic};
+use crate::shape::{Dims, Layout, Shape};
+use crate::tensor::Tensor;
 
-/// Device kernels of this family. Implemented by every [`Device`](crate::Device).
-pub trait MatmulKernel: Backend {}
+/// Device kernels for [`Tensor::matmul`]. Implemented by every [`Device`].
+pub trait MatmulKernel: Backend {
+    /// The batched product `out[b] = lhs[b] · rhs[b]` into a new contiguous
+    /// storage of shape `[batch.., m, n]`.
+    ///
+    /// `lhs_layout` has shape `[batch.., m, k]` and `rhs_layout` shape
+    /// `[batch.., k, n]`, with the same (already broadcast) batch axes; a
+    /// broadcast axis has stride 0. Any of the sizes may be 0, and when `k`
+    /// is 0 every output element is 0.
+    fn matmul<E: FloatElement>(
+        lhs: &Self::Storage<E>,
+        lhs_layout: &Layout,
+        rhs: &Self::Storage<E>,
+        rhs_layout: &Layout,
+    ) -> Result<Self::Storage<E>>;
+}
+
+/// The name in messages.
+const OP: &str = "matmul";
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// The matrix product of `self` and `rhs`, with the semantics of
+    /// `torch.matmul`:
+    ///
+    /// - 1-D · 1-D is the dot product, a rank-0 tensor;
+    /// - 2-D · 2-D is the matrix product `[m, k] · [k, n] -> [m, n]`;
+    /// - a 1-D left operand is treated as a row `[1, k]` and a 1-D right
+    ///   operand as a column `[k, 1]`, and the added axis is removed from the
+    ///   result;
+    /// - operands of rank 3 or more are stacks of matrices: all axes but the
+    ///   last two are batch axes, which broadcast as in NumPy.
+    ///
+    /// Transposed, permuted and narrowed views are multiplied in place, with
+    /// no copy. Fails when an operand is rank 0, when the inner dimensions
+    /// differ, or when the batch axes do not broadcast.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    /// let b = Tensor::<Cpu>::from_vec(vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0], [3, 2]);
+    /// assert_eq!(a.try_matmul(&b)?.to_vec(), vec![4.0, 5.0, 10.0, 11.0]);
+    ///
+    /// // Vectors: a dot product, and a matrix-vector product.
+    /// let v = Tensor::<Cpu>::from_vec(vec![1.0, 1.0, 1.0], [3]);
+    /// assert_eq!(v.try_matmul(&v)?.dims(), &[] as &[usize]);
+    /// assert_eq!(a.try_matmul(&v)?.to_vec(), vec![6.0, 15.0]);
+    ///
+    /// // A stack of 4 matrices times one matrix: the batch axis broadcasts.
+    /// let stack = Tensor::<Cpu>::ones([4, 2, 3]);
+    /// assert_eq!(stack.try_matmul(&b)?.dims(), &[4, 2, 2]);
+    ///
+    /// let err = a.try_matmul(&a).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "matmul on Cpu: shapes [2, 3] and [2, 3]: the inner dimensions differ (3 vs 2)"
+    /// );
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn try_matmul<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        let rhs: &Self = same_device(rhs);
+        let plan = plan(self.layout(), rhs.layout(), D::name)?;
+        let storage = D::matmul(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs)?;
+        Ok(Tensor::from_storage(storage, plan.out))
+    }
+
+    /// Panicking form of [`try_matmul`](Self::try_matmul).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [2, 2]);
+    /// // x · xᵀ, with the transpose a view.
+    /// assert_eq!(x.matmul(&x.t()).to_vec(), vec![5.0, 11.0, 11.0, 25.0]);
+    /// ```
+    ///
+    /// Mismatched shapes panic with the message of `try_matmul`:
+    /// ```should_panic
+    /// use devtensor::{Cpu, Tensor};
+    /// // panics: "matmul on Cpu: shapes [2, 3] and [4, 5]: the inner dimensions differ (3 vs 4)"
+    /// let _ = Tensor::<Cpu>::zeros([2, 3]).matmul(&Tensor::<Cpu>::zeros([4, 5]));
+    /// ```
+    #[track_caller]
+    pub fn matmul<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_matmul(rhs))
+    }
+}
+
+/// The kernel's view of one product: both operands as `[batch.., m, k]` and
+/// `[batch.., k, n]` layouts, and the user-visible output shape.
+struct Plan {
+    lhs: Layout,
+    rhs: Layout,
+    out: Shape,
+}
+
+/// Checks the operands of `lhs · rhs` and lays them out for the kernel.
+fn plan(lhs: &Layout, rhs: &Layout, device: impl Fn() -> String) -> Result<Plan> {
+    let error = |reason: String| Error::Shape {
+        op: OP,
+        device: device(),
+        shapes: vec![lhs.shape().clone(), rhs.shape().clone()],
+        reason,
+    };
+    if lhs.shape().rank() == 0 || rhs.shape().rank() == 0 {
+        return Err(error("both operands need at least one dimension (use `*` to scale by a scalar)".into()));
+    }
+    // Promote vectors to matrices: a row on the left, a column on the right.
+    // The added axis has size 1, so its stride is never used.
+    let (lhs_vector, rhs_vector) = (lhs.shape().rank() == 1, rhs.shape().rank() == 1);
+    let lhs_m = if lhs_vector { insert_unit_axis(lhs, 0) } else { lhs.clone() };
+    let rhs_m = if rhs_vector { insert_unit_axis(rhs, 1) } else { rhs.clone() };
+    let (lr, rr) = (lhs_m.shape().rank(), rhs_m.shape().rank());
+    let (m, k) = (lhs_m.dims()[lr - 2], lhs_m.dims()[lr - 1]);
+    let (k2, n) = (rhs_m.dims()[rr - 2], rhs_m.dims()[rr - 1]);
+    if k != k2 {
+        return Err(error(format!("the inner dimensions differ ({k} vs {k2})")));
+    }
+    let lhs_batch = Shape::from(&lhs_m.dims()[..lr - 2]);
+    let rhs_batch = Shape::from(&rhs_m.dims()[..rr - 2]);
+    let batch = lhs_batch.broadcast_with(&rhs_batch).ok_or_else(|| {
+        error(format!("the batch dimensions {lhs_batch} and {rhs_batch} cannot be broadcast together"))
+    })?;
+    let with_batch = |tail: [usize; 2]| -> Shape {
+        let mut dims: Dims = batch.dims().iter().copied().collect();
+        dims.extend(tail);
+        Shape::from_dims(dims)
+    };
+    let lhs_full = lhs_m.broadcast_to(&with_batch([m, k])).expect("the batch shape is a broadcast of lhs's");
+    let rhs_full = rhs_m.broadcast_to(&with_batch([k, n])).expect("the batch shape is a broadcast of rhs's");
+    let mut out: Dims = batch.dims().iter().copied().collect();
+    if !lhs_vector {
+        out.push(m);
+    }
+    if !rhs_vector {
+        out.push(n);
+    }
+    Ok(Plan { lhs: lhs_full, rhs: rhs_full, out: Shape::from_dims(out) })
+}
+
+/// `layout` with a new axis of size 1 at `axis`.
+fn insert_unit_axis(layout: &Layout, axis: usize) -> Layout {
+    let mut dims: Dims = layout.dims().iter().copied().collect();
+    let mut strides: Dims = layout.strides().iter().copied().collect();
+    dims.insert(axis, 1);
+    strides.insert(axis, 0);
+    Layout::new(Shape::from_dims(dims), strides, layout.offset())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims_of(lhs: &[usize], rhs: &[usize]) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+        let p = plan(&Layout::contiguous(lhs.into()), &Layout::contiguous(rhs.into()), || "Cpu".into())?;
+        Ok((p.lhs.dims().to_vec(), p.rhs.dims().to_vec(), p.out.dims().to_vec()))
+    }
+
+    #[test]
+    fn plans_follow_torch_matmul_shapes() {
+        assert_eq!(dims_of(&[3], &[3]).unwrap(), (vec![1, 3], vec![3, 1], vec![]));
+        assert_eq!(dims_of(&[3], &[3, 4]).unwrap(), (vec![1, 3], vec![3, 4], vec![4]));
+        assert_eq!(dims_of(&[2, 3], &[3]).unwrap(), (vec![2, 3], vec![3, 1], vec![2]));
+        assert_eq!(dims_of(&[5, 1, 2, 3], &[4, 3, 6]).unwrap().2, vec![5, 4, 2, 6]);
+        assert_eq!(dims_of(&[3], &[7, 3, 2]).unwrap().2, vec![7, 2]);
+        assert_eq!(dims_of(&[7, 2, 3], &[3]).unwrap().2, vec![7, 2]);
+    }
+
+    #[test]
+    fn broadcast_batch_axes_get_stride_zero() {
+        let p = plan(&Layout::contiguous([2, 3].into()), &Layout::contiguous([4, 3, 5].into()), || "Cpu".into())
+            .unwrap();
+        assert_eq!(p.lhs.strides(), &[0, 3, 1]);
+        assert_eq!(p.rhs.strides(), &[15, 5, 1]);
+    }
+}

@@ -1,0 +1,284 @@
+//! `matmul` checked against a triple loop in `f64`, on random sizes
+//! (including 1 and 0), broadcast batch axes, vectors, and transposed,
+//! permuted, narrowed and broadcast views of both operands.
+//!
+//! Tolerances: a computed dot product of length `k` differs from the exact
+//! one by at most `γ_k · Σ|a_ip · b_pj|` with `γ_k ≈ k·u` (u the unit
+//! roundoff), whatever the summation order; blocked and FMA-based kernels
+//! included. The checks allow `k · ε · Σ|a·b|` (ε = 2u, the machine epsilon
+//! of the element type) plus a tiny absolute slack, against a reference
+//! computed in `f64` on inputs already rounded to the element type.
+
+mod common;
+
+use common::*;
+use devtensor::{Cpu, Device, Error, FloatElement, Tensor};
+use proptest::prelude::*;
+
+/// How an operand is laid out in storage, beyond `common::Variant`.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    /// One of the shared variants: contiguous, permuted (all axes reversed), narrowed.
+    Common(Variant),
+    /// Each matrix stored column-major and viewed through `transpose(-1, -2)`,
+    /// the layout of `x.t()` in `x.t().matmul(..)`.
+    Transposed,
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    prop_oneof![variant().prop_map(Layout::Common), Just(Layout::Transposed)]
+}
+
+/// A tensor on `D` with logical contents `data` (row-major, shape `dims`).
+fn operand<D: Device, E: FloatElement>(data: &[E], dims: &[usize], layout: Layout) -> Tensor<D, E> {
+    match layout {
+        Layout::Common(v) => tensor_with(data, dims, v),
+        Layout::Transposed if dims.len() < 2 => Tensor::from_slice(data, dims),
+        Layout::Transposed => {
+            let r = dims.len();
+            let mut swapped = dims.to_vec();
+            swapped.swap(r - 2, r - 1);
+            let mut stored = vec![E::ZERO; data.len()];
+            for (flat, mut index) in indices(dims).enumerate() {
+                index.swap(r - 2, r - 1);
+                stored[ravel(&index, &swapped)] = data[flat];
+            }
+            Tensor::<D, E>::from_vec(stored, swapped).transpose(-1, -2)
+        }
+    }
+}
+
+/// `torch.matmul` by definition: promote vectors, broadcast batch axes, sum
+/// products in a plain loop. Returns the output dims, the products, and for
+/// each element `Σ|a·b|`, the scale of its rounding error.
+fn reference(a: &[f64], ad: &[usize], b: &[f64], bd: &[usize]) -> (Vec<usize>, Vec<f64>, Vec<f64>) {
+    let la: Vec<usize> = if ad.len() == 1 { vec![1, ad[0]] } else { ad.to_vec() };
+    let rb: Vec<usize> = if bd.len() == 1 { vec![bd[0], 1] } else { bd.to_vec() };
+    let (m, k, n) = (la[la.len() - 2], la[la.len() - 1], rb[rb.len() - 1]);
+    assert_eq!(k, rb[rb.len() - 2]);
+    let batch = broadcast_dims(&la[..la.len() - 2], &rb[..rb.len() - 2]).expect("batch axes broadcast");
+    let (mut out, mut scale) = (Vec::new(), Vec::new());
+    for bi in indices(&batch) {
+        for i in 0..m {
+            for j in 0..n {
+                let (mut sum, mut abs) = (0.0, 0.0);
+                for p in 0..k {
+                    let at = |tail: [usize; 2]| [bi.as_slice(), &tail].concat();
+                    let prod = broadcast_read(a, &la, &at([i, p])) * broadcast_read(b, &rb, &at([p, j]));
+                    sum += prod;
+                    abs += f64::abs(prod);
+                }
+                out.push(sum);
+                scale.push(abs);
+            }
+        }
+    }
+    let mut dims = batch;
+    if ad.len() > 1 {
+        dims.push(m);
+    }
+    if bd.len() > 1 {
+        dims.push(n);
+    }
+    (dims, out, scale)
+}
+
+/// Asserts `got` is within the documented error bound of the reference.
+#[track_caller]
+fn assert_within_bound<E: FloatElement>(got: &[f64], expected: &[f64], scale: &[f64], k: usize) {
+    let eps = devtensor::Element::to_f64(E::epsilon());
+    assert_eq!(got.len(), expected.len(), "lengths differ");
+    for (i, ((&g, &e), &s)) in got.iter().zip(expected).zip(scale).enumerate() {
+        let bound = (k.max(1) as f64) * eps * s + 1e-30;
+        assert!((g - e).abs() <= bound, "element {i}: got {g}, expected {e} (allowed error {bound})");
+    }
+}
+
+/// Multiplies `a` (dims `ad`) by `b` (dims `bd`) on `D` in element type `E`,
+/// laid out as asked, and compares with the reference.
+fn check_matmul<D: Device, E: FloatElement>(a: &[f64], ad: &[usize], b: &[f64], bd: &[usize], (la, lb): (Layout, Layout)) {
+    // Round the inputs to `E` first, so the reference sees what the kernel sees.
+    let (ea, eb): (Vec<E>, Vec<E>) = (cast_all(a), cast_all(b));
+    let (ra, rb) = (as_f64(&ea), as_f64(&eb));
+    let ta = operand::<D, E>(&ea, ad, la);
+    let tb = operand::<D, E>(&eb, bd, lb);
+    let got = ta.try_matmul(&tb).unwrap_or_else(|e| panic!("{ad:?} · {bd:?}: {e}"));
+    let (dims, expected, scale) = reference(&ra, ad, &rb, bd);
+    assert_eq!(got.dims(), dims.as_slice(), "{ad:?} · {bd:?}");
+    let k = ad[ad.len() - 1];
+    assert_within_bound::<E>(&as_f64(&got.to_vec()), &expected, &scale, k);
+    // The panicking form agrees with the fallible one.
+    assert_eq!(ta.matmul(&tb).to_vec(), got.to_vec());
+}
+
+/// Operand shapes for one product: random batch axes that broadcast
+/// together, sizes `0..=max` for m, k, n, and either operand possibly a vector.
+fn operands(max_batch_rank: usize, max: usize) -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
+    (broadcast_pair(max_batch_rank, 3), 0..=max, 0..=max, 0..=max, any::<bool>(), any::<bool>()).prop_map(
+        |((ba, bb), m, k, n, lhs_vector, rhs_vector)| {
+            let ad = if lhs_vector { vec![k] } else { [ba, vec![m, k]].concat() };
+            let bd = if rhs_vector { vec![k] } else { [bb, vec![k, n]].concat() };
+            (ad, bd)
+        },
+    )
+}
+
+/// Operand shapes and data in `-10..10` for them.
+fn operands_with_data(
+    max_batch_rank: usize,
+    max: usize,
+) -> impl Strategy<Value = (Vec<usize>, Vec<f64>, Vec<usize>, Vec<f64>)> {
+    operands(max_batch_rank, max).prop_flat_map(|(ad, bd)| {
+        let (na, nb): (usize, usize) = (ad.iter().product(), bd.iter().product());
+        (
+            Just(ad),
+            prop::collection::vec(-10.0..10.0f64, na),
+            Just(bd),
+            prop::collection::vec(-10.0..10.0f64, nb),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn matmul_matches_triple_loop_f64((ad, a, bd, b) in operands_with_data(2, 6), la in layout(), lb in layout()) {
+        check_matmul::<Cpu, f64>(&a, &ad, &b, &bd, (la, lb));
+    }
+
+    #[test]
+    fn matmul_matches_triple_loop_f32((ad, a, bd, b) in operands_with_data(2, 6), la in layout(), lb in layout()) {
+        check_matmul::<Cpu, f32>(&a, &ad, &b, &bd, (la, lb));
+    }
+}
+
+proptest! {
+    // Sizes past gemm's register blocks (and its edge handling), fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    #[test]
+    fn matmul_matches_triple_loop_on_larger_matrices(
+        m in 1..40usize, k in 1..70usize, n in 1..40usize,
+        seed in prop::collection::vec(-10.0..10.0f64, 1..16),
+        la in layout(), lb in layout(),
+    ) {
+        let a: Vec<f64> = (0..m * k).map(|i| seed[i % seed.len()] + (i % 7) as f64).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| seed[(i * 3) % seed.len()] - (i % 5) as f64).collect();
+        check_matmul::<Cpu, f32>(&a, &[m, k], &b, &[k, n], (la, lb));
+        check_matmul::<Cpu, f64>(&a, &[m, k], &b, &[k, n], (la, lb));
+    }
+}
+
+/// Deterministic data in `-1..1` without a random generator.
+fn wave(len: usize, phase: f64) -> Vec<f64> {
+    (0..len).map(|i| ((i as f64) * 0.37 + phase).sin()).collect()
+}
+
+fn check_threaded_paths<D: Device>() {
+    // One product large enough to be split across threads, with a transposed operand.
+    let (m, k, n) = (130, 97, 110);
+    for (la, lb) in [(Layout::Common(Variant::Contiguous), Layout::Transposed), (Layout::Transposed, Layout::Common(Variant::Narrowed))] {
+        check_matmul::<D, f32>(&wave(m * k, 0.1), &[m, k], &wave(k * n, 0.2), &[k, n], (la, lb));
+    }
+    // Many small products, handed to threads whole; the right side broadcasts.
+    let (batch, s) = (300, 16);
+    check_matmul::<D, f64>(
+        &wave(batch * s * s, 0.3),
+        &[batch, s, s],
+        &wave(s * s, 0.4),
+        &[1, s, s],
+        (Layout::Common(Variant::Permuted), Layout::Common(Variant::Contiguous)),
+    );
+}
+
+#[test]
+fn threaded_paths_match_triple_loop() {
+    check_threaded_paths::<Cpu>();
+}
+
+fn check_broadcast_views<D: Device>() {
+    // Rows repeated by `broadcast_to` have row stride 0, columns likewise.
+    let row = Tensor::<D, f64>::from_vec(vec![1.0, 2.0, 3.0], [1, 3]).broadcast_to([4, 3]);
+    let col = Tensor::<D, f64>::from_vec(vec![1.0, -1.0, 2.0], [3, 1]).broadcast_to([3, 2]);
+    assert_eq!(row.matmul(&col).to_vec(), vec![5.0; 8]);
+    // A batch axis broadcast explicitly, as a view, on the left.
+    let m = Tensor::<D, f64>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [2, 2]);
+    let stacked = m.unsqueeze(0).broadcast_to([3, 2, 2]);
+    let eye = Tensor::<D, f64>::eye(2);
+    assert_eq!(stacked.matmul(&eye).to_vec(), [1.0, 2.0, 3.0, 4.0].repeat(3));
+}
+
+#[test]
+fn broadcast_views_are_multiplied_without_copies() {
+    check_broadcast_views::<Cpu>();
+}
+
+fn check_empty<D: Device>() {
+    let zeros = |dims: &[usize]| Tensor::<D, f32>::zeros(dims);
+    // k = 0: an empty sum is 0, whatever was in the recycled output buffer.
+    let big = Tensor::<D, f32>::full([300, 300], 7.0);
+    drop(big);
+    let out = zeros(&[300, 0]).matmul(&zeros(&[0, 300]));
+    assert_eq!(out.dims(), &[300, 300]);
+    assert!(out.to_vec().iter().all(|&x| x == 0.0));
+    assert_eq!(zeros(&[0]).matmul(&zeros(&[0])).to_vec(), vec![0.0]);
+    // m, n or a batch axis of 0: empty results of the right shape.
+    assert_eq!(zeros(&[0, 3]).matmul(&zeros(&[3, 4])).dims(), &[0, 4]);
+    assert_eq!(zeros(&[2, 3]).matmul(&zeros(&[3, 0])).dims(), &[2, 0]);
+    assert_eq!(zeros(&[0, 2, 3]).matmul(&zeros(&[3, 4])).dims(), &[0, 2, 4]);
+    assert_eq!(zeros(&[5, 1, 2, 3]).matmul(&zeros(&[0, 3, 4])).dims(), &[5, 0, 2, 4]);
+}
+
+#[test]
+fn empty_operands_give_empty_or_zero_results() {
+    check_empty::<Cpu>();
+}
+
+fn check_errors<D: Device>() {
+    let t = |dims: &[usize]| Tensor::<D, f32>::zeros(dims);
+    let device = D::name();
+    let cases: [(&[usize], &[usize], String); 6] = [
+        (&[2, 3], &[4, 5], "shapes [2, 3] and [4, 5]: the inner dimensions differ (3 vs 4)".into()),
+        (&[3], &[4], "shapes [3] and [4]: the inner dimensions differ (3 vs 4)".into()),
+        (&[3], &[2, 4], "shapes [3] and [2, 4]: the inner dimensions differ (3 vs 2)".into()),
+        (&[2, 3, 4], &[5], "shapes [2, 3, 4] and [5]: the inner dimensions differ (4 vs 5)".into()),
+        (
+            &[2, 3, 4],
+            &[3, 4, 5],
+            "shapes [2, 3, 4] and [3, 4, 5]: the batch dimensions [2] and [3] cannot be broadcast together".into(),
+        ),
+        (&[], &[3], "shapes [] and [3]: both operands need at least one dimension (use `*` to scale by a scalar)".into()),
+    ];
+    for (ad, bd, reason) in cases {
+        let err = t(ad).try_matmul(&t(bd)).unwrap_err();
+        assert!(matches!(err, Error::Shape { op: "matmul", .. }), "{err:?}");
+        assert_eq!(err.to_string(), format!("matmul on {device}: {reason}"));
+    }
+    let err = t(&[2]).try_matmul(&t(&[])).unwrap_err();
+    assert!(err.to_string().ends_with("both operands need at least one dimension (use `*` to scale by a scalar)"));
+}
+
+#[test]
+fn errors_name_the_op_the_shapes_and_the_device() {
+    check_errors::<Cpu>();
+    assert_eq!(
+        Tensor::<Cpu>::zeros([2, 3]).try_matmul(&Tensor::<Cpu>::zeros([4, 5])).unwrap_err().to_string(),
+        "matmul on Cpu: shapes [2, 3] and [4, 5]: the inner dimensions differ (3 vs 4)"
+    );
+}
+
+#[test]
+#[should_panic(expected = "matmul on Cpu: shapes [2, 3] and [4, 5]: the inner dimensions differ (3 vs 4)")]
+fn plain_form_panics_with_the_try_message() {
+    let _ = Tensor::<Cpu>::zeros([2, 3]).matmul(&Tensor::<Cpu>::zeros([4, 5]));
+}
+
+#[test]
+fn dot_product_is_rank_zero_and_exact_on_small_integers() {
+    let a = Tensor::<Cpu, f64>::from_vec(vec![1.0, 2.0, 3.0], [3]);
+    let b = Tensor::<Cpu, f64>::from_vec(vec![4.0, 5.0, 6.0], [3]);
+    let d = a.matmul(&b);
+    assert_eq!(d.rank(), 0);
+    assert_eq!(d.to_vec(), vec![32.0]);
+}
