@@ -264,7 +264,7 @@ impl<D: Device> Tensor<D, u8> {
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![-1.0, 2.0, -3.0], [3]);
-    /// let y = x.gt_scalar(0.0).try_where_cond(&x, &Tensor::scalar(0.0)).unwrap();
+    /// let y = x.gt_scalar(0.0).try_where_cond(&x, &Tensor::<Cpu>::scalar(0.0)).unwrap();
     /// assert_eq!(y.to_vec(), vec![0.0, 2.0, 0.0]);
     /// ```
     ///

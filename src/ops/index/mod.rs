@@ -126,7 +126,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([3, 2]);
-    /// let err = x.try_index_select(0, &Tensor::from_vec(vec![0, 3], [2])).unwrap_err();
+    /// let err = x.try_index_select(0, &Tensor::<Cpu, i64>::from_vec(vec![0, 3], [2])).unwrap_err();
     /// assert_eq!(err.to_string(), "index_select on Cpu: index 3 is out of range for axis 0 of size 3 (shape [3, 2])");
     /// ```
     pub fn try_index_select<D2: Device>(&self, axis: isize, indices: &Tensor<D2, i64>) -> Result<Self>
@@ -149,9 +149,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([3, 2]);
-    /// let rows = x.index_select(0, &Tensor::from_vec(vec![2, 0, 2], [3]));
+    /// let rows = x.index_select(0, &Tensor::<Cpu, i64>::from_vec(vec![2, 0, 2], [3]));
     /// assert_eq!(rows.to_vec2(), vec![vec![4, 5], vec![0, 1], vec![4, 5]]);
-    /// let cols = x.index_select(-1, &Tensor::from_vec(vec![1], [1]));
+    /// let cols = x.index_select(-1, &Tensor::<Cpu, i64>::from_vec(vec![1], [1]));
     /// assert_eq!(cols.to_vec(), vec![1, 3, 5]);
     /// ```
     #[track_caller]
@@ -294,7 +294,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::zeros([3, 2]);
     /// let src = Tensor::<Cpu>::ones([2, 3]);
-    /// let err = x.try_index_add(0, &Tensor::from_vec(vec![0, 2], [2]), &src).unwrap_err();
+    /// let err = x.try_index_add(0, &Tensor::<Cpu, i64>::from_vec(vec![0, 2], [2]), &src).unwrap_err();
     /// assert_eq!(
     ///     err.to_string(),
     ///     "index_add on Cpu: shapes [3, 2], [2] and [2, 3]: \
