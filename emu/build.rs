@@ -7,7 +7,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The contract: `extern "C" __global__ void NAME(`, whitespace free between tokens.
+/// The contract: `extern "C" __global__ void NAME(`, found in the preprocessed
+/// source, where `__global__` became the marker `__devtensor_emu_kernel__`.
 fn kernel_names(src: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut rest = src;
@@ -16,7 +17,7 @@ fn kernel_names(src: &str) -> Vec<String> {
         let mut toks = rest.trim_start();
         let Some(t) = toks.strip_prefix("\"C\"") else { continue };
         toks = t.trim_start();
-        let Some(t) = toks.strip_prefix("__global__") else { continue };
+        let Some(t) = toks.strip_prefix("__devtensor_emu_kernel__") else { continue };
         toks = t.trim_start();
         let Some(t) = toks.strip_prefix("void") else { continue };
         if !t.starts_with(char::is_whitespace) {
@@ -32,6 +33,26 @@ fn kernel_names(src: &str) -> Vec<String> {
     names
 }
 
+/// The unit after the preprocessor, with the shim in scanning mode.
+fn preprocess(shim: &Path, out: &Path, unit: &str, idx: usize) -> String {
+    let path = out.join(format!("scan_{idx}.cpp"));
+    std::fs::write(&path, unit).unwrap();
+    let compiler = cc::Build::new().cpp(true).get_compiler();
+    let output = compiler
+        .to_command()
+        .args(["-std=c++17", "-E", "-P", "-DDEVTENSOR_EMU_SCAN"])
+        .arg(format!("-I{}", shim.display()))
+        .arg("-include")
+        .arg(shim.join("cuda_shim.h"))
+        .arg(&path)
+        .output()
+        .expect("run the C++ preprocessor");
+    if !output.status.success() {
+        panic!("preprocessing {} failed:\n{}", path.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    String::from_utf8(output.stdout).unwrap()
+}
+
 fn cu_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut v: Vec<PathBuf> =
@@ -44,7 +65,10 @@ fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let shim = manifest.join("shim");
-    let dirs = [manifest.join("../kernels"), manifest.join("tests/kernels")];
+    // DEVTENSOR_EMU_KERNELS_DIR swaps in another kernel folder (e.g. to try a branch's kernels).
+    println!("cargo:rerun-if-env-changed=DEVTENSOR_EMU_KERNELS_DIR");
+    let project = std::env::var_os("DEVTENSOR_EMU_KERNELS_DIR").map(PathBuf::from).unwrap_or(manifest.join("../kernels"));
+    let dirs = [project, manifest.join("tests/kernels")];
     for d in &dirs {
         println!("cargo:rerun-if-changed={}", d.display());
     }
@@ -63,13 +87,12 @@ fn main() {
             }
         });
         for (i, file) in cu_files(dir).into_iter().enumerate() {
-            let src = std::fs::read_to_string(&file).unwrap();
             let file = file.canonicalize().unwrap();
-            let names = kernel_names(&src);
             let mut unit = String::new();
             // Library headers first, so that the anonymous namespace below
             // holds only the kernel source itself.
             writeln!(unit, "#include \"emu_launch.h\"\nnamespace {{\n#include \"{}\"\n}}", file.display()).unwrap();
+            let names = kernel_names(&preprocess(&shim, &out, &unit, units.len()));
             for n in &names {
                 if let Some(prev) = seen.insert(n.clone(), file.clone()) {
                     panic!("kernel `{n}` is defined in both {} and {}", prev.display(), file.display());

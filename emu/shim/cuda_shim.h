@@ -26,7 +26,13 @@
 // Kernels are called through generated trampolines, never directly. Each .cu
 // file is compiled inside an anonymous namespace (see build.rs), so helpers of
 // the same name in two files do not collide at link time.
+#ifdef DEVTENSOR_EMU_SCAN
+// build.rs preprocesses every source once with this marker to find kernel
+// names, including those built by token pasting in macros.
+#define __global__ __devtensor_emu_kernel__
+#else
 #define __global__
+#endif
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))

@@ -876,7 +876,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(f: *mut Handle, m: Handle, name: *c
     let mut st = state();
     let Some(module) = st.modules.get(&(m as u64)) else { return INVALID_HANDLE };
     let dev = module.dev;
-    let Some(&(_, ptx_params)) = module.entries.iter().find(|(n, _)| *n == name) else {
+    let Some((_, ptx_params)) = module.entries.iter().find(|(n, _)| *n == name) else {
         return report(NOT_FOUND, format!("the module has no entry `{name}`"));
     };
     let Some(k) = kernels::find(&name) else {
@@ -885,11 +885,16 @@ pub unsafe extern "C" fn cuModuleGetFunction(f: *mut Handle, m: Handle, name: *c
             format!("kernel `{name}` is in the PTX but not compiled into the emulator (rebuild devtensor-emu)"),
         );
     };
-    let host_params = KERNELS[k].params().len();
-    if host_params != ptx_params {
+    // The PTX and the emulator's build must agree on the signature, or the
+    // emulator would unpack the arguments differently from the GPU.
+    let host_params: Vec<usize> = KERNELS[k].params().iter().map(|&(size, _)| size).collect();
+    if host_params != *ptx_params {
         return report(
             INVALID_PTX,
-            format!("kernel `{name}`: the PTX declares {ptx_params} parameters, the emulator's build {host_params}"),
+            format!(
+                "kernel `{name}`: the PTX declares parameters of {ptx_params:?} bytes, the emulator's build {host_params:?}; \
+                 rebuild devtensor-emu from the same kernel sources"
+            ),
         );
     }
     let h = st.handle();

@@ -62,8 +62,8 @@ pub(crate) struct Event {
 
 pub(crate) struct Module {
     pub dev: usize,
-    /// Entries of the PTX, with their parameter counts.
-    pub entries: Vec<(String, usize)>,
+    /// Entries of the PTX, with the byte width of each parameter.
+    pub entries: Vec<(String, Vec<usize>)>,
 }
 
 pub(crate) struct Function {

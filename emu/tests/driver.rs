@@ -46,11 +46,23 @@ fn ptx_skeleton(src: &str) -> String {
         let open = rest.find('(').unwrap();
         let close = rest.find(')').unwrap();
         let name = rest[..open].trim();
-        let nparams = rest[open + 1..close].split(',').filter(|p| !p.trim().is_empty()).count();
+        let params: Vec<&str> = rest[open + 1..close].split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
         out.push_str(&format!(".visible .entry {name}(\n"));
-        for i in 0..nparams {
-            let sep = if i + 1 < nparams { "," } else { "" };
-            out.push_str(&format!("\t.param .u64 {name}_param_{i}{sep}\n"));
+        for (i, p) in params.iter().enumerate() {
+            // The PTX type NVRTC would give each C parameter type.
+            let ty = if p.contains('*') || p.starts_with("size_t") || p.contains("long long") {
+                ".u64"
+            } else if p.starts_with("double") {
+                ".f64"
+            } else if p.starts_with("float") {
+                ".f32"
+            } else if p.starts_with("unsigned char") {
+                ".u8"
+            } else {
+                ".u32"
+            };
+            let sep = if i + 1 < params.len() { "," } else { "" };
+            out.push_str(&format!("\t.param {ty} {name}_param_{i}{sep}\n"));
         }
         out.push_str(")\n{\n\tret;\n}\n");
     }
