@@ -312,6 +312,18 @@ fn out_of_bounds_kernel_writes_are_reported() {
 }
 
 #[test]
+fn barriers_in_divergent_code_are_reported() {
+    let c = ctx(0);
+    let stream = c.new_stream().unwrap();
+    let f = kernel(&c, "emutest_divergentsync_f32");
+    let mut y = stream.alloc_zeros::<f32>(64).unwrap();
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: argument types match the kernel's signature.
+    unsafe { stream.launch_builder(&f).arg(&mut y).launch(cfg) }.unwrap();
+    assert_eq!(code(stream.synchronize().unwrap_err()), CUresult::CUDA_ERROR_LAUNCH_FAILED);
+}
+
+#[test]
 fn reading_before_an_async_copy_completes_sees_old_data() {
     let c = ctx(0);
     let stream = c.new_stream().unwrap();

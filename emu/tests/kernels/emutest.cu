@@ -67,3 +67,15 @@ extern "C" __global__ void emutest_iota2d_i64(long long* y, size_t rows, size_t 
     size_t row = blockIdx.y * (size_t)blockDim.y + threadIdx.y;
     if (row < rows && col < cols) y[row * cols + col] = (long long)(row * 1000 + col);
 }
+
+// Even lanes wait at __syncthreads while odd lanes wait at a shuffle: on a
+// GPU this hangs or is undefined; the emulator must report it.
+extern "C" __global__ void emutest_divergentsync_f32(float* y) {
+    float v = y[threadIdx.x];
+    if (threadIdx.x % 2 == 0) {
+        __syncthreads();
+    } else {
+        v = __shfl_xor_sync(0xffffffff, v, 1);
+    }
+    y[threadIdx.x] = v;
+}
