@@ -15,16 +15,24 @@ fn kernel_names(src: &str) -> Vec<String> {
     while let Some(pos) = rest.find("extern") {
         rest = &rest[pos + "extern".len()..];
         let mut toks = rest.trim_start();
-        let Some(t) = toks.strip_prefix("\"C\"") else { continue };
+        let Some(t) = toks.strip_prefix("\"C\"") else {
+            continue;
+        };
         toks = t.trim_start();
-        let Some(t) = toks.strip_prefix("__devtensor_emu_kernel__") else { continue };
+        let Some(t) = toks.strip_prefix("__devtensor_emu_kernel__") else {
+            continue;
+        };
         toks = t.trim_start();
-        let Some(t) = toks.strip_prefix("void") else { continue };
+        let Some(t) = toks.strip_prefix("void") else {
+            continue;
+        };
         if !t.starts_with(char::is_whitespace) {
             continue;
         }
         toks = t.trim_start();
-        let end = toks.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(toks.len());
+        let end = toks
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(toks.len());
         let name = &toks[..end];
         if !name.is_empty() && toks[end..].trim_start().starts_with('(') {
             names.push(name.to_string());
@@ -48,15 +56,23 @@ fn preprocess(shim: &Path, out: &Path, unit: &str, idx: usize) -> String {
         .output()
         .expect("run the C++ preprocessor");
     if !output.status.success() {
-        panic!("preprocessing {} failed:\n{}", path.display(), String::from_utf8_lossy(&output.stderr));
+        panic!(
+            "preprocessing {} failed:\n{}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     String::from_utf8(output.stdout).unwrap()
 }
 
 fn cu_files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut v: Vec<PathBuf> =
-        rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "cu")).collect();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
     v.sort();
     v
 }
@@ -67,7 +83,9 @@ fn main() {
     let shim = manifest.join("shim");
     // DEVTENSOR_EMU_KERNELS_DIR swaps in another kernel folder (e.g. to try a branch's kernels).
     println!("cargo:rerun-if-env-changed=DEVTENSOR_EMU_KERNELS_DIR");
-    let project = std::env::var_os("DEVTENSOR_EMU_KERNELS_DIR").map(PathBuf::from).unwrap_or(manifest.join("../kernels"));
+    let project = std::env::var_os("DEVTENSOR_EMU_KERNELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or(manifest.join("../kernels"));
     let dirs = [project, manifest.join("tests/kernels")];
     for d in &dirs {
         println!("cargo:rerun-if-changed={}", d.display());
@@ -91,11 +109,20 @@ fn main() {
             let mut unit = String::new();
             // Library headers first, so that the anonymous namespace below
             // holds only the kernel source itself.
-            writeln!(unit, "#include \"emu_launch.h\"\nnamespace {{\n#include \"{}\"\n}}", file.display()).unwrap();
+            writeln!(
+                unit,
+                "#include \"emu_launch.h\"\nnamespace {{\n#include \"{}\"\n}}",
+                file.display()
+            )
+            .unwrap();
             let names = kernel_names(&preprocess(&shim, &out, &unit, units.len()));
             for n in &names {
                 if let Some(prev) = seen.insert(n.clone(), file.clone()) {
-                    panic!("kernel `{n}` is defined in both {} and {}", prev.display(), file.display());
+                    panic!(
+                        "kernel `{n}` is defined in both {} and {}",
+                        prev.display(),
+                        file.display()
+                    );
                 }
                 writeln!(
                     unit,

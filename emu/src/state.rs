@@ -32,15 +32,45 @@ pub(crate) fn report(code: CUresult, msg: impl AsRef<str>) -> CUresult {
 
 /// Work queued on a stream, run at the stream's next synchronisation point.
 pub(crate) enum Op {
-    HtoD { dst: u64, src: usize, n: usize },
-    DtoH { dst: usize, src: u64, n: usize },
-    DtoD { dst_dev: usize, dst: u64, src_dev: usize, src: u64, n: usize },
-    Memset { dst: u64, value: u32, width: usize, count: usize },
-    Free { addr: u64 },
-    Launch { kernel: usize, dims: [u32; 6], params: Vec<Vec<u8>> },
-    Host { f: unsafe extern "C" fn(*mut c_void), data: usize },
+    HtoD {
+        dst: u64,
+        src: usize,
+        n: usize,
+    },
+    DtoH {
+        dst: usize,
+        src: u64,
+        n: usize,
+    },
+    DtoD {
+        dst_dev: usize,
+        dst: u64,
+        src_dev: usize,
+        src: u64,
+        n: usize,
+    },
+    Memset {
+        dst: u64,
+        value: u32,
+        width: usize,
+        count: usize,
+    },
+    Free {
+        addr: u64,
+    },
+    Launch {
+        kernel: usize,
+        dims: [u32; 6],
+        params: Vec<Vec<u8>>,
+    },
+    Host {
+        f: unsafe extern "C" fn(*mut c_void),
+        data: usize,
+    },
     Gemm(Box<crate::cublas::GemmOp>),
-    RecordTime { event: u64 },
+    RecordTime {
+        event: u64,
+    },
 }
 
 pub(crate) struct Stream {
@@ -143,12 +173,20 @@ impl State {
     }
 
     pub fn check_init(&self) -> Result<(), CUresult> {
-        if self.initialised { Ok(()) } else { Err(NOT_INITIALIZED) }
+        if self.initialised {
+            Ok(())
+        } else {
+            Err(NOT_INITIALIZED)
+        }
     }
 
     pub fn device(&self, dev: i32) -> Result<usize, CUresult> {
         self.check_init()?;
-        if dev >= 0 && (dev as usize) < self.devices.len() { Ok(dev as usize) } else { Err(INVALID_DEVICE) }
+        if dev >= 0 && (dev as usize) < self.devices.len() {
+            Ok(dev as usize)
+        } else {
+            Err(INVALID_DEVICE)
+        }
     }
 
     /// Streams named by the null handle (legacy default) or by the
@@ -160,16 +198,26 @@ impl State {
             let dev = current()?;
             return Ok(self.devices[dev].default_stream);
         }
-        if self.streams.contains_key(&raw) { Ok(raw) } else { Err(INVALID_HANDLE) }
+        if self.streams.contains_key(&raw) {
+            Ok(raw)
+        } else {
+            Err(INVALID_HANDLE)
+        }
     }
 
     /// Whether `[p, p + n)` lies in page-locked memory from `cuMemHostAlloc`.
     pub fn is_pinned(&self, p: usize, n: usize) -> bool {
-        self.pinned.range(..=p).next_back().is_some_and(|(&start, &len)| p + n <= start + len.max(1))
+        self.pinned
+            .range(..=p)
+            .next_back()
+            .is_some_and(|(&start, &len)| p + n <= start + len.max(1))
     }
 
     pub fn enqueue(&mut self, stream: u64, op: Op) {
-        let s = self.streams.get_mut(&stream).expect("stream checked by caller");
+        let s = self
+            .streams
+            .get_mut(&stream)
+            .expect("stream checked by caller");
         s.enqueued += 1;
         let seq = s.enqueued;
         s.queue.push_back((seq, op));
@@ -178,7 +226,13 @@ impl State {
 
 impl Stream {
     pub fn new(dev: usize) -> Self {
-        Stream { dev, queue: VecDeque::new(), enqueued: 0, error: None, exec: Arc::new(Mutex::new(())) }
+        Stream {
+            dev,
+            queue: VecDeque::new(),
+            enqueued: 0,
+            error: None,
+            exec: Arc::new(Mutex::new(())),
+        }
     }
 }
 
@@ -203,7 +257,10 @@ pub(crate) fn context_handle(dev: usize) -> *mut c_void {
 
 pub(crate) fn context_device(ctx: *mut c_void, st: &State) -> Result<usize, CUresult> {
     let raw = ctx as usize;
-    if raw >= CONTEXT_BASE && (raw - CONTEXT_BASE) % 0x10 == 0 && (raw - CONTEXT_BASE) / 0x10 < st.devices.len() {
+    if raw >= CONTEXT_BASE
+        && (raw - CONTEXT_BASE).is_multiple_of(0x10)
+        && (raw - CONTEXT_BASE) / 0x10 < st.devices.len()
+    {
         Ok((raw - CONTEXT_BASE) / 0x10)
     } else {
         Err(INVALID_CONTEXT)
@@ -232,9 +289,13 @@ pub(crate) fn flush(stream: u64, upto: Option<u64>) -> Result<(), CUresult> {
     loop {
         let (dev, op) = {
             let mut st = state();
-            let Some(s) = st.streams.get_mut(&stream) else { return Err(INVALID_HANDLE) };
+            let Some(s) = st.streams.get_mut(&stream) else {
+                return Err(INVALID_HANDLE);
+            };
             match s.queue.front() {
-                Some(&(seq, _)) if upto.is_none_or(|u| seq <= u) => (s.dev, s.queue.pop_front().unwrap().1),
+                Some(&(seq, _)) if upto.is_none_or(|u| seq <= u) => {
+                    (s.dev, s.queue.pop_front().unwrap().1)
+                }
                 _ => break,
             }
         };
@@ -254,7 +315,12 @@ pub(crate) fn flush(stream: u64, upto: Option<u64>) -> Result<(), CUresult> {
 
 /// Synchronises every stream of a device (context-wide synchronisation).
 pub(crate) fn flush_device(dev: usize) -> Result<(), CUresult> {
-    let ids: Vec<u64> = state().streams.iter().filter(|(_, s)| s.dev == dev).map(|(&id, _)| id).collect();
+    let ids: Vec<u64> = state()
+        .streams
+        .iter()
+        .filter(|(_, s)| s.dev == dev)
+        .map(|(&id, _)| id)
+        .collect();
     let mut first = Ok(());
     for id in ids {
         let r = flush(id, None);
