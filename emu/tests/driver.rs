@@ -5,7 +5,7 @@
 //! Every test works on its own stream, because tests run in parallel and a
 //! kernel error is reported to the stream it ran on.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig, sys::cublasOperation_t};
@@ -74,6 +74,20 @@ fn ptx_skeleton(src: &str) -> String {
     out
 }
 
+/// An error in queued work is reported to whoever synchronises next, and
+/// cudarc synchronises the whole context when a context object gets its
+/// first stream. So tests that provoke asynchronous device errors run alone
+/// (`exclusive`), and every other test holds `shared` while it runs.
+static DEVICE_ERRORS: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    DEVICE_ERRORS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    DEVICE_ERRORS.write().unwrap_or_else(|e| e.into_inner())
+}
+
 fn ctx(ordinal: usize) -> Arc<CudaContext> {
     let ctx = CudaContext::new(ordinal).expect("context on the emulated device");
     let name = ctx.name().unwrap();
@@ -106,6 +120,7 @@ fn inputs(n: usize, seed: u32) -> Vec<f32> {
 
 #[test]
 fn reports_two_devices_and_names_the_driver() {
+    let _errors = shared();
     let c0 = ctx(0);
     let c1 = ctx(1);
     assert_eq!(CudaContext::device_count().unwrap(), 2);
@@ -117,6 +132,7 @@ fn reports_two_devices_and_names_the_driver() {
 
 #[test]
 fn host_device_host_round_trip_on_both_devices() {
+    let _errors = shared();
     for ordinal in 0..2 {
         let stream = ctx(ordinal).new_stream().unwrap();
         let host: Vec<f64> = (0..10_000).map(|i| i as f64 * 0.5 - 7.0).collect();
@@ -168,11 +184,13 @@ fn check_axpy(kernel_name: &str, n: usize) -> Result<(), String> {
 
 #[test]
 fn grid_stride_elementwise_matches_cpu() {
+    let _errors = shared();
     check_axpy("emutest_axpy_f32", 100_003).unwrap();
 }
 
 #[test]
 fn mutation_broken_indexing_is_detected() {
+    let _errors = shared();
     let err = check_axpy("emutest_axpybroken_f32", 100_003)
         .expect_err("a kernel with broken indexing must fail the check");
     eprintln!("mutation detected as expected: {err}");
@@ -180,6 +198,7 @@ fn mutation_broken_indexing_is_detected() {
 
 #[test]
 fn block_reduction_over_1m_floats_matches_cpu_sum() {
+    let _errors = shared();
     let c = ctx(1);
     let stream = c.new_stream().unwrap();
     let f = kernel(&c, "emutest_blocksum_f32");
@@ -236,6 +255,7 @@ fn block_reduction_over_1m_floats_matches_cpu_sum() {
 
 #[test]
 fn xor_shuffle_butterfly_gives_each_warp_its_max() {
+    let _errors = shared();
     let c = ctx(0);
     let stream = c.new_stream().unwrap();
     let f = kernel(&c, "emutest_warpmax_f64");
@@ -267,6 +287,7 @@ fn xor_shuffle_butterfly_gives_each_warp_its_max() {
 
 #[test]
 fn atomic_add_across_blocks() {
+    let _errors = shared();
     let c = ctx(0);
     let stream = c.new_stream().unwrap();
     let f = kernel(&c, "emutest_atomicsum_f64");
@@ -302,6 +323,7 @@ fn atomic_add_across_blocks() {
 
 #[test]
 fn two_dimensional_grid_and_block() {
+    let _errors = shared();
     let c = ctx(1);
     let stream = c.new_stream().unwrap();
     let f = kernel(&c, "emutest_iota2d_i64");
@@ -333,6 +355,7 @@ fn two_dimensional_grid_and_block() {
 
 #[test]
 fn out_of_memory_is_an_error_not_an_abort() {
+    let _errors = shared();
     let c = ctx(1);
     let stream = c.new_stream().unwrap();
     // SAFETY: uninitialised memory that is never read.
@@ -358,6 +381,7 @@ fn out_of_memory_is_an_error_not_an_abort() {
 
 #[test]
 fn invalid_launch_configurations_are_rejected() {
+    let _errors = shared();
     let c = ctx(0);
     let stream = c.new_stream().unwrap();
     let f = kernel(&c, "emutest_axpy_f32");
@@ -416,6 +440,7 @@ fn invalid_launch_configurations_are_rejected() {
 
 #[test]
 fn out_of_bounds_kernel_writes_are_reported() {
+    let _errors = exclusive();
     // 1000 floats end inside a 256-byte granule (caught by the redzone check);
     // 1024 floats end on a page boundary (caught by the guard page).
     for n in [1000usize, 1024] {
@@ -445,6 +470,7 @@ fn out_of_bounds_kernel_writes_are_reported() {
 
 #[test]
 fn barriers_in_divergent_code_are_reported() {
+    let _errors = exclusive();
     let c = ctx(0);
     let stream = c.new_stream().unwrap();
     let f = kernel(&c, "emutest_divergentsync_f32");
@@ -464,6 +490,7 @@ fn barriers_in_divergent_code_are_reported() {
 
 #[test]
 fn reading_before_an_async_copy_completes_sees_old_data() {
+    let _errors = shared();
     let c = ctx(0);
     let stream = c.new_stream().unwrap();
     let src = stream.clone_htod(&[7u32; 64]).unwrap();
@@ -498,6 +525,7 @@ fn reading_before_an_async_copy_completes_sees_old_data() {
 
 #[test]
 fn two_contexts_have_separate_memory() {
+    let _errors = shared();
     let (c0, c1) = (ctx(0), ctx(1));
     let (s0, s1) = (c0.new_stream().unwrap(), c1.new_stream().unwrap());
     let a = s0.clone_htod(&[1.0f32, 2.0, 3.0]).unwrap();
@@ -573,6 +601,7 @@ fn op(t: bool) -> cublasOperation_t {
 
 #[test]
 fn cublas_sgemm_matches_triple_loop_with_transposes() {
+    let _errors = shared();
     let c = ctx(0);
     let stream = c.new_stream().unwrap();
     let blas = CudaBlas::new(stream.clone()).unwrap();
@@ -614,6 +643,7 @@ fn cublas_sgemm_matches_triple_loop_with_transposes() {
 
 #[test]
 fn cublas_dgemm_strided_batched_matches_triple_loop() {
+    let _errors = shared();
     let c = ctx(1);
     let stream = c.new_stream().unwrap();
     let blas = CudaBlas::new(stream.clone()).unwrap();
@@ -672,6 +702,7 @@ fn cublas_dgemm_strided_batched_matches_triple_loop() {
 
 #[test]
 fn events_order_work_between_streams() {
+    let _errors = shared();
     let c = ctx(0);
     let s1 = c.new_stream().unwrap();
     let s2 = c.new_stream().unwrap();
