@@ -2,7 +2,9 @@
 //! generates one trampoline per kernel plus the name -> trampoline registry.
 //!
 //! Kernel folders: the repository's `kernels/` (when present) and this
-//! package's `tests/kernels/`.
+//! package's `tests/kernels/`, or the folders named by
+//! `DEVTENSOR_EMU_KERNELS_DIR` / `DEVTENSOR_EMU_TEST_KERNELS_DIR` (used by
+//! `scripts/emu-mutation.sh` to build the emulator from a mutated copy).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -86,7 +88,12 @@ fn main() {
     let project = std::env::var_os("DEVTENSOR_EMU_KERNELS_DIR")
         .map(PathBuf::from)
         .unwrap_or(manifest.join("../kernels"));
-    let dirs = [project, manifest.join("tests/kernels")];
+    // DEVTENSOR_EMU_TEST_KERNELS_DIR does the same for the emulator's own test kernels.
+    println!("cargo:rerun-if-env-changed=DEVTENSOR_EMU_TEST_KERNELS_DIR");
+    let tests = std::env::var_os("DEVTENSOR_EMU_TEST_KERNELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or(manifest.join("tests/kernels"));
+    let dirs = [project, tests];
     for d in &dirs {
         println!("cargo:rerun-if-changed={}", d.display());
     }

@@ -20,11 +20,13 @@ if [ ! -e "$TOOLS/nvidia/cu13/lib/libnvrtc.so.13" ]; then
     fi
 fi
 
-cargo build --quiet --manifest-path emu/Cargo.toml
+# EMU_TARGET_DIR keeps a differently built emulator (scripts/emu-mutation.sh) apart.
+EMU_TARGET_DIR="${EMU_TARGET_DIR:-$PWD/emu/target}"
+CARGO_TARGET_DIR="$EMU_TARGET_DIR" cargo build --quiet --manifest-path emu/Cargo.toml
 
 # cudarc opens `libcuda.so` and `libcublas.so` by name; both names are the
 # same file, so the driver and cuBLAS share one state (memory, streams).
-DRIVER_DIR="$PWD/emu/target/emu-driver"
+DRIVER_DIR="$EMU_TARGET_DIR/emu-driver"
 mkdir -p "$DRIVER_DIR"
 ln -sf ../debug/libcuda.so "$DRIVER_DIR/libcuda.so"
 ln -sf ../debug/libcuda.so "$DRIVER_DIR/libcublas.so"
