@@ -178,6 +178,9 @@ fn main() {
         .flag("-U_FORTIFY_SOURCE")
         .flag("-fno-strict-aliasing")
         .flag("-fno-omit-frame-pointer")
+        // Large frames probe every page, so a fiber running off its stack
+        // always hits its guard page instead of landing in other memory.
+        .flag("-fstack-clash-protection")
         .warnings(false)
         .file(shim.join("runtime.cpp"));
     for u in &units {

@@ -288,7 +288,19 @@ void work(Grid* g) {
     } else {
         tls_in_kernel = false;
         char buf[256];
-        if (jumped == 1) {
+        const size_t pg = page_size();
+        bool stack_overflow = false;
+        for (const Fiber& f : w.fibers) {
+            const uint64_t guard = reinterpret_cast<uint64_t>(f.stack) - pg;
+            if (jumped == 1 && tls_fault_addr >= guard && tls_fault_addr < guard + pg) stack_overflow = true;
+        }
+        if (stack_overflow) {
+            const uint3 t = cur_thread_idx ? *cur_thread_idx : uint3{0, 0, 0};
+            snprintf(buf, sizeof(buf),
+                     "thread (%u,%u,%u) of block (%u,%u,%u) overflowed its %zu KiB emulator stack (large local arrays?)",
+                     t.x, t.y, t.z, cur_block_idx.x, cur_block_idx.y, cur_block_idx.z, kStackBytes / 1024);
+            g->fail(719 /* CUDA_ERROR_LAUNCH_FAILED */, 0, buf);
+        } else if (jumped == 1) {
             const uint3 t = cur_thread_idx ? *cur_thread_idx : uint3{0, 0, 0};
             snprintf(buf, sizeof(buf), "illegal memory access at host address 0x%llx by thread (%u,%u,%u) of block (%u,%u,%u)",
                      static_cast<unsigned long long>(tls_fault_addr), t.x, t.y, t.z, cur_block_idx.x, cur_block_idx.y,

@@ -489,6 +489,27 @@ fn barriers_in_divergent_code_are_reported() {
 }
 
 #[test]
+fn fiber_stack_overflow_is_reported() {
+    let _errors = exclusive();
+    let c = ctx(1);
+    let stream = c.new_stream().unwrap();
+    let f = kernel(&c, "emutest_bigstack_f32");
+    let mut y = stream.alloc_zeros::<f32>(32).unwrap();
+    let n = 32u64;
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument types match the kernel's signature.
+    unsafe { stream.launch_builder(&f).arg(&mut y).arg(&n).launch(cfg) }.unwrap();
+    assert_eq!(
+        code(stream.synchronize().unwrap_err()),
+        CUresult::CUDA_ERROR_LAUNCH_FAILED
+    );
+}
+
+#[test]
 fn reading_before_an_async_copy_completes_sees_old_data() {
     let _errors = shared();
     let c = ctx(0);

@@ -79,3 +79,11 @@ extern "C" __global__ void emutest_divergentsync_f32(float* y) {
     }
     y[threadIdx.x] = v;
 }
+
+// 160 KiB of locals per thread: more than an emulator fiber's stack, which the
+// emulator must report rather than run over neighbouring memory.
+extern "C" __global__ void emutest_bigstack_f32(float* y, size_t n) {
+    volatile float local[40960];
+    for (size_t i = 0; i < 40960; i += 1024) local[i] = (float)i;
+    y[threadIdx.x % n] = local[threadIdx.x % 40960];
+}
