@@ -147,9 +147,15 @@ bool run_block(Worker* w, unsigned bx, unsigned by, unsigned bz) {
         f.st = kReady;
     }
     const unsigned nwarps = (w->n + 31) / 32;
+    // Threads run one at a time between barriers. Alternating the order from
+    // block to block makes a missing __syncthreads (a thread reading a slot
+    // that a later thread writes) give wrong results in some blocks either way.
+    const bool reverse = ((bx ^ by ^ bz) & 1u) != 0;
     for (;;) {
-        for (unsigned i = 0; i < w->n; ++i)
+        for (unsigned j = 0; j < w->n; ++j) {
+            const unsigned i = reverse ? w->n - 1 - j : j;
             if (w->fibers[i].st == kReady) resume(w, &w->fibers[i]);
+        }
         bool released = false;
         unsigned alive = 0, at_block = 0;
         for (unsigned wp = 0; wp < nwarps; ++wp) {

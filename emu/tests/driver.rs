@@ -509,6 +509,42 @@ fn fiber_stack_overflow_is_reported() {
     );
 }
 
+fn reverse_blocks(sync: i32) -> bool {
+    let c = ctx(0);
+    let stream = c.new_stream().unwrap();
+    let f = kernel(&c, "emutest_reverse_f32");
+    let n = 256 * 4;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let dx = stream.clone_htod(&x).unwrap();
+    let mut dy = stream.alloc_zeros::<f32>(n).unwrap();
+    let n64 = n as u64;
+    let cfg = LaunchConfig {
+        grid_dim: (4, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument types match the kernel's signature.
+    unsafe {
+        stream
+            .launch_builder(&f)
+            .arg(&dx)
+            .arg(&mut dy)
+            .arg(&n64)
+            .arg(&sync)
+            .launch(cfg)
+    }
+    .unwrap();
+    let y = stream.clone_dtoh(&dy).unwrap();
+    (0..n).all(|i| y[i] == x[i / 256 * 256 + 255 - i % 256])
+}
+
+#[test]
+fn missing_syncthreads_gives_wrong_results() {
+    let _errors = shared();
+    assert!(reverse_blocks(1), "with the barrier the reversal is exact");
+    assert!(!reverse_blocks(0), "without the barrier the race must show");
+}
+
 #[test]
 fn reading_before_an_async_copy_completes_sees_old_data() {
     let _errors = shared();

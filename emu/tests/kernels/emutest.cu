@@ -87,3 +87,14 @@ extern "C" __global__ void emutest_bigstack_f32(float* y, size_t n) {
     for (size_t i = 0; i < 40960; i += 1024) local[i] = (float)i;
     y[threadIdx.x % n] = local[threadIdx.x % 40960];
 }
+
+// Reverses each block's slice through __shared__ memory. With `sync` = 0 the
+// __syncthreads between the write and the read is skipped: a data race the
+// emulator's alternating thread order must turn into wrong results.
+extern "C" __global__ void emutest_reverse_f32(const float* x, float* y, size_t n, int sync) {
+    __shared__ float tile[256];
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? x[i] : 0.0f;
+    if (sync) __syncthreads();
+    if (i < n) y[i] = tile[blockDim.x - 1 - threadIdx.x];
+}
