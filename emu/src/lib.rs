@@ -13,6 +13,7 @@
 //! null check, and the caller guarantees they point to valid memory, exactly
 //! as with the real driver.
 
+#![warn(missing_docs)]
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 mod cublas;
