@@ -29,3 +29,6 @@ cargo test --doc
 
 echo "== docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+
+echo "== emulated CUDA driver (emu/): kernels on the CPU, driver and cuBLAS calls through cudarc"
+bash scripts/test-emu.sh

@@ -1,0 +1,441 @@
+//! The cuBLAS calls devtensor makes, computed on the CPU in stream order.
+//!
+//! cudarc loads cuBLAS as `libcublas.so`; the test script links that name to
+//! this same library, so cuBLAS sees the driver's memory and streams.
+
+use std::ffi::{c_int, c_longlong, c_void};
+
+use crate::memory;
+use crate::state::*;
+
+type Status = u32;
+const STATUS_SUCCESS: Status = 0;
+const STATUS_NOT_INITIALIZED: Status = 1;
+const STATUS_INVALID_VALUE: Status = 7;
+const STATUS_EXECUTION_FAILED: Status = 13;
+const STATUS_NOT_SUPPORTED: Status = 15;
+
+pub(crate) struct Handle {
+    dev: usize,
+    stream: u64,
+}
+
+/// One (batched) GEMM, queued on a stream: C = alpha op(A) op(B) + beta C, column-major.
+pub(crate) struct GemmOp {
+    f64: bool,
+    ta: bool,
+    tb: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f64,
+    beta: f64,
+    a: u64,
+    lda: usize,
+    sa: i64,
+    b: u64,
+    ldb: usize,
+    sb: i64,
+    c: u64,
+    ldc: usize,
+    sc: i64,
+    batch: usize,
+}
+
+impl GemmOp {
+    fn elem(&self) -> usize {
+        if self.f64 { 8 } else { 4 }
+    }
+    /// (rows, cols) as stored of A, B, C.
+    fn shapes(&self) -> [(usize, usize); 3] {
+        let a = if self.ta {
+            (self.k, self.m)
+        } else {
+            (self.m, self.k)
+        };
+        let b = if self.tb {
+            (self.n, self.k)
+        } else {
+            (self.k, self.n)
+        };
+        [a, b, (self.m, self.n)]
+    }
+    /// Bytes each operand spans, over all batches.
+    fn extents(&self) -> [usize; 3] {
+        let lds = [self.lda, self.ldb, self.ldc];
+        let strides = [self.sa, self.sb, self.sc];
+        let mut out = [0; 3];
+        for (i, &(r, c)) in self.shapes().iter().enumerate() {
+            let one = if r == 0 || c == 0 {
+                0
+            } else {
+                lds[i] * (c - 1) + r
+            };
+            out[i] = if one == 0 {
+                0
+            } else {
+                ((self.batch - 1) * strides[i] as usize + one) * self.elem()
+            };
+        }
+        out
+    }
+}
+
+pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
+    if g.m == 0 || g.n == 0 || g.batch == 0 {
+        return Ok(());
+    }
+    let ext = g.extents();
+    let (pa, pb, pc) = {
+        let st = state();
+        let t = |addr, n| {
+            memory::translate(&st, dev, addr, n)
+                .map_err(|m| report(ILLEGAL_ADDRESS, format!("gemm: {m}")))
+        };
+        (t(g.a, ext[0])?, t(g.b, ext[1])?, t(g.c, ext[2])?)
+    };
+    for batch in 0..g.batch {
+        for j in 0..g.n {
+            for i in 0..g.m {
+                let mut acc = 0.0f64;
+                for l in 0..g.k {
+                    let ai = if g.ta { l + i * g.lda } else { i + l * g.lda } as i64
+                        + batch as i64 * g.sa;
+                    let bi = if g.tb { j + l * g.ldb } else { l + j * g.ldb } as i64
+                        + batch as i64 * g.sb;
+                    // SAFETY: every index is below the extent translated above.
+                    let (x, y) = unsafe {
+                        if g.f64 {
+                            (
+                                *(pa as *const f64).offset(ai as isize),
+                                *(pb as *const f64).offset(bi as isize),
+                            )
+                        } else {
+                            (
+                                *(pa as *const f32).offset(ai as isize) as f64,
+                                *(pb as *const f32).offset(bi as isize) as f64,
+                            )
+                        }
+                    };
+                    acc += x * y;
+                }
+                let ci = (i + j * g.ldc) as isize + (batch as i64 * g.sc) as isize;
+                // SAFETY: as above. With beta == 0, C is not read (cuBLAS semantics: NaNs in C vanish).
+                unsafe {
+                    if g.f64 {
+                        let p = (pc as *mut f64).offset(ci);
+                        *p = g.alpha * acc + if g.beta == 0.0 { 0.0 } else { g.beta * *p };
+                    } else {
+                        let p = (pc as *mut f32).offset(ci);
+                        let v = g.alpha * acc
+                            + if g.beta == 0.0 {
+                                0.0
+                            } else {
+                                g.beta * *p as f64
+                            };
+                        *p = v as f32;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates a handle bound to the current context's device and its default stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasCreate_v2(h: *mut *mut c_void) -> Status {
+    let Ok(dev) = current() else {
+        return STATUS_NOT_INITIALIZED;
+    };
+    let mut st = state();
+    let stream = st.devices[dev].default_stream;
+    let id = st.handle();
+    st.blas.insert(id, Handle { dev, stream });
+    // SAFETY: out pointer supplied by the caller.
+    unsafe { *h = id as *mut c_void };
+    STATUS_SUCCESS
+}
+
+/// Destroys a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasDestroy_v2(h: *mut c_void) -> Status {
+    if state().blas.remove(&(h as u64)).is_some() {
+        STATUS_SUCCESS
+    } else {
+        STATUS_NOT_INITIALIZED
+    }
+}
+
+/// Sets the stream later GEMMs are queued on (null: the device's default stream).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasSetStream_v2(h: *mut c_void, s: *mut c_void) -> Status {
+    let mut st = state();
+    let Some(dev) = st.blas.get(&(h as u64)).map(|b| b.dev) else {
+        return STATUS_NOT_INITIALIZED;
+    };
+    let id = if s.is_null() {
+        st.devices[dev].default_stream
+    } else {
+        match st.stream(s) {
+            Ok(id) => id,
+            Err(_) => return STATUS_INVALID_VALUE,
+        }
+    };
+    if st.streams[&id].dev != dev {
+        report(
+            INVALID_VALUE,
+            "cublasSetStream: the stream belongs to another device",
+        );
+        return STATUS_INVALID_VALUE;
+    }
+    st.blas.get_mut(&(h as u64)).unwrap().stream = id;
+    STATUS_SUCCESS
+}
+
+/// The handle's stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasGetStream_v2(h: *mut c_void, s: *mut *mut c_void) -> Status {
+    let st = state();
+    let Some(b) = st.blas.get(&(h as u64)) else {
+        return STATUS_NOT_INITIALIZED;
+    };
+    let is_default = st.devices[b.dev].default_stream == b.stream;
+    // SAFETY: out pointer supplied by the caller.
+    unsafe {
+        *s = if is_default {
+            std::ptr::null_mut()
+        } else {
+            b.stream as *mut c_void
+        }
+    };
+    STATUS_SUCCESS
+}
+
+/// Only host pointer mode (0) is emulated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasSetPointerMode_v2(h: *mut c_void, mode: c_int) -> Status {
+    if !state().blas.contains_key(&(h as u64)) {
+        return STATUS_NOT_INITIALIZED;
+    }
+    if mode == 0 {
+        STATUS_SUCCESS
+    } else {
+        STATUS_NOT_SUPPORTED
+    }
+}
+
+/// Always host pointer mode.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasGetPointerMode_v2(h: *mut c_void, mode: *mut c_int) -> Status {
+    if !state().blas.contains_key(&(h as u64)) {
+        return STATUS_NOT_INITIALIZED;
+    }
+    // SAFETY: out pointer supplied by the caller.
+    unsafe { *mode = 0 };
+    STATUS_SUCCESS
+}
+
+/// Accepted and ignored: the CPU GEMM has one precision per type.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasSetMathMode(h: *mut c_void, _mode: c_int) -> Status {
+    if state().blas.contains_key(&(h as u64)) {
+        STATUS_SUCCESS
+    } else {
+        STATUS_NOT_INITIALIZED
+    }
+}
+
+fn op_flag(op: c_int) -> Option<bool> {
+    match op {
+        0 => Some(false),
+        1 | 2 => Some(true), // N, T, C (C is T for real types)
+        _ => None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn enqueue_gemm(
+    h: *mut c_void,
+    f64: bool,
+    ta: c_int,
+    tb: c_int,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: f64,
+    beta: f64,
+    a: u64,
+    lda: c_int,
+    sa: c_longlong,
+    b: u64,
+    ldb: c_int,
+    sb: c_longlong,
+    c: u64,
+    ldc: c_int,
+    sc: c_longlong,
+    batch: c_int,
+) -> Status {
+    let mut st = state();
+    let Some(handle) = st.blas.get(&(h as u64)) else {
+        return STATUS_NOT_INITIALIZED;
+    };
+    let (dev, stream) = (handle.dev, handle.stream);
+    let (Some(ta), Some(tb)) = (op_flag(ta), op_flag(tb)) else {
+        return STATUS_INVALID_VALUE;
+    };
+    if m < 0 || n < 0 || k < 0 || batch < 0 || sa < 0 || sb < 0 || sc < 0 {
+        return STATUS_INVALID_VALUE;
+    }
+    let g = GemmOp {
+        f64,
+        ta,
+        tb,
+        m: m as usize,
+        n: n as usize,
+        k: k as usize,
+        alpha,
+        beta,
+        a,
+        lda: lda.max(0) as usize,
+        sa,
+        b,
+        ldb: ldb.max(0) as usize,
+        sb,
+        c,
+        ldc: ldc.max(0) as usize,
+        sc,
+        batch: batch as usize,
+    };
+    let [(ar, _), (br, _), (cr, _)] = g.shapes();
+    // cuBLAS's own argument checks: leading dimensions at least the stored rows.
+    if g.lda < ar.max(1) || g.ldb < br.max(1) || g.ldc < cr.max(1) {
+        report(
+            INVALID_VALUE,
+            format!(
+                "gemm: lda {} ldb {} ldc {} below rows {ar} {br} {cr}",
+                g.lda, g.ldb, g.ldc
+            ),
+        );
+        return STATUS_INVALID_VALUE;
+    }
+    if g.m > 0 && g.n > 0 && g.batch > 0 {
+        let ext = g.extents();
+        for (p, e, name) in [(g.a, ext[0], "A"), (g.b, ext[1], "B"), (g.c, ext[2], "C")] {
+            if let Err(msg) = memory::translate(&st, dev, p, e) {
+                report(ILLEGAL_ADDRESS, format!("gemm operand {name}: {msg}"));
+                return STATUS_EXECUTION_FAILED;
+            }
+        }
+    }
+    st.enqueue(stream, Op::Gemm(Box::new(g)));
+    STATUS_SUCCESS
+}
+
+/// Single-precision GEMM, column-major.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasSgemm_v2(
+    h: *mut c_void,
+    ta: c_int,
+    tb: c_int,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f32,
+    a: u64,
+    lda: c_int,
+    b: u64,
+    ldb: c_int,
+    beta: *const f32,
+    c: u64,
+    ldc: c_int,
+) -> Status {
+    // SAFETY: host pointer mode: alpha and beta are host pointers supplied by the caller.
+    let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
+    enqueue_gemm(
+        h, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1,
+    )
+}
+
+/// Double-precision GEMM, column-major.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasDgemm_v2(
+    h: *mut c_void,
+    ta: c_int,
+    tb: c_int,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f64,
+    a: u64,
+    lda: c_int,
+    b: u64,
+    ldb: c_int,
+    beta: *const f64,
+    c: u64,
+    ldc: c_int,
+) -> Status {
+    // SAFETY: host pointer mode, as above.
+    let (al, be) = unsafe { (*alpha, *beta) };
+    enqueue_gemm(
+        h, true, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1,
+    )
+}
+
+/// Strided batched single-precision GEMM.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasSgemmStridedBatched(
+    h: *mut c_void,
+    ta: c_int,
+    tb: c_int,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f32,
+    a: u64,
+    lda: c_int,
+    sa: c_longlong,
+    b: u64,
+    ldb: c_int,
+    sb: c_longlong,
+    beta: *const f32,
+    c: u64,
+    ldc: c_int,
+    sc: c_longlong,
+    batch: c_int,
+) -> Status {
+    // SAFETY: host pointer mode, as above.
+    let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
+    enqueue_gemm(
+        h, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch,
+    )
+}
+
+/// Strided batched double-precision GEMM.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasDgemmStridedBatched(
+    h: *mut c_void,
+    ta: c_int,
+    tb: c_int,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f64,
+    a: u64,
+    lda: c_int,
+    sa: c_longlong,
+    b: u64,
+    ldb: c_int,
+    sb: c_longlong,
+    beta: *const f64,
+    c: u64,
+    ldc: c_int,
+    sc: c_longlong,
+    batch: c_int,
+) -> Status {
+    // SAFETY: host pointer mode, as above.
+    let (al, be) = unsafe { (*alpha, *beta) };
+    enqueue_gemm(
+        h, true, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch,
+    )
+}
