@@ -45,11 +45,35 @@ fn elementwise(c: &mut Criterion) {
     group.finish();
 }
 
-// Room for the reduction and softmax benchmarks (`sum`, `softmax`), added
-// once those ops are merged: put their functions here, e.g.
-// `fn reductions(c: &mut Criterion)` over 4096 and 16M elements and
-// `fn softmax(c: &mut Criterion)` over [rows, 1024] with
-// `Throughput::Bytes`, and add them to `criterion_group!` below.
+fn reductions(c: &mut Criterion) {
+    let mut group = c.benchmark_group("reduce");
+    group.sample_size(20);
+    for (label, len) in [("4096", 4096usize), ("16M", 1 << 24)] {
+        let x = Tensor::<Cpu>::randn([len]);
+        group.throughput(Throughput::Bytes(4 * len as u64));
+        group.bench_function(BenchmarkId::new("sum", label), |bench| bench.iter(|| black_box(&x).sum()));
+    }
+    // A [batch, features] matrix reduced over rows and over columns.
+    let m = Tensor::<Cpu>::randn([4096, 1024]);
+    group.throughput(Throughput::Bytes(4 * 4096 * 1024));
+    group.bench_function("sum_axis_last/4096x1024", |bench| bench.iter(|| black_box(&m).sum_axis(-1)));
+    group.bench_function("sum_axis_first/4096x1024", |bench| bench.iter(|| black_box(&m).sum_axis(0)));
+    group.bench_function("argmax_last/4096x1024", |bench| bench.iter(|| black_box(&m).argmax(-1)));
+    group.finish();
+}
 
-criterion_group!(benches, matmul, elementwise);
+fn softmax(c: &mut Criterion) {
+    let mut group = c.benchmark_group("softmax");
+    group.sample_size(20);
+    for (rows, cols) in [(64usize, 10usize), (4096, 1024)] {
+        let x = Tensor::<Cpu>::randn([rows, cols]);
+        group.throughput(Throughput::Bytes(2 * 4 * (rows * cols) as u64));
+        let label = format!("{rows}x{cols}");
+        group.bench_function(BenchmarkId::new("softmax", &label), |bench| bench.iter(|| black_box(&x).softmax(-1)));
+        group.bench_function(BenchmarkId::new("log_softmax", &label), |bench| bench.iter(|| black_box(&x).log_softmax(-1)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, matmul, elementwise, reductions, softmax);
 criterion_main!(benches);

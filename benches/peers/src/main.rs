@@ -161,28 +161,21 @@ fn triad_bandwidth() -> f64 {
 }
 
 // ---------------------------------------------------------------------------
-// Operations still being written for devtensor
+// Reductions and softmax
 
-/// devtensor's full sum, once it exists: replace `None` with
-/// `Some(x.sum())` when `sum` is merged.
+/// devtensor's sum of every element (a rank-0 tensor).
 fn devtensor_sum(x: &Tensor<Cpu>) -> Option<Tensor<Cpu>> {
-    let _ = x;
-    None
+    Some(x.sum())
 }
 
-/// devtensor's softmax over the last axis, once it exists: replace `None`
-/// with `Some(x.softmax(-1))` when `softmax` is merged.
+/// devtensor's softmax over the last axis.
 fn devtensor_softmax(x: &Tensor<Cpu>) -> Option<Tensor<Cpu>> {
-    let _ = x;
-    None
+    Some(x.softmax(-1))
 }
 
-/// candle's softmax over the last axis from candle-core operations (candle
-/// keeps its fused softmax in candle-nn, which this package does not build).
+/// candle's fused softmax over the last axis, from candle-nn.
 fn candle_softmax(x: &CandleTensor) -> CandleTensor {
-    let max = x.max_keepdim(CandleDim::Minus1).unwrap();
-    let e = x.broadcast_sub(&max).unwrap().exp().unwrap();
-    e.broadcast_div(&e.sum_keepdim(CandleDim::Minus1).unwrap()).unwrap()
+    candle_nn::ops::softmax_last_dim(x).unwrap()
 }
 
 // ---------------------------------------------------------------------------
