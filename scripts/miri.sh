@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 # proptest can look for its regression files. Tree Borrows, because
 # crossbeam-epoch (under rayon) trips a known false positive of the older
 # Stacked Borrows model; our own code has no `unsafe` in these paths anyway.
+# Leaks are ignored because rayon's global pool threads outlive `main`.
 export PROPTEST_CASES="${PROPTEST_CASES:-4}"
-export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-tree-borrows}"
+export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-tree-borrows -Zmiri-ignore-leaks}"
 cargo +nightly miri test --target-dir target/miri --lib --test tensor --test binary --test index "$@"

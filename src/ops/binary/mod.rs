@@ -77,6 +77,12 @@ pub trait BinaryKernel: Backend {
 impl<D: Device, E: Element> Tensor<D, E> {
     /// `self op rhs` with broadcasting.
     fn try_binary(&self, op: BinaryOp, rhs: &Self) -> Result<Self> {
+        // Equal shapes (the common case) need no broadcast layouts: this
+        // keeps the fixed cost of a small op low.
+        if self.shape() == rhs.shape() {
+            let storage = D::binary(op, self.storage(), self.layout(), rhs.storage(), rhs.layout())?;
+            return Ok(Tensor::from_storage(storage, self.shape().clone()));
+        }
         let shape = self
             .shape()
             .broadcast_with(rhs.shape())
