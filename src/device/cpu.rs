@@ -227,6 +227,66 @@ pub(crate) fn map_strided<E: Element, T: Element>(
     out
 }
 
+/// `out[i] = f(a[i], b[i])` over two operands laid out with one shape.
+/// Dense operands run as one vectorised loop, split across threads when
+/// large; a broadcast (stride-0) operand of the inner block is hoisted.
+pub(crate) fn zip_into<A: Element, B: Element, T: Element>(
+    out: &mut [T],
+    a: &[A],
+    al: &Layout,
+    b: &[B],
+    bl: &Layout,
+    f: impl Fn(A, B) -> T + Sync,
+) {
+    if let (Some(ra), Some(rb)) = (al.contiguous_range(), bl.contiguous_range()) {
+        let (a, b) = (&a[ra], &b[rb]);
+        let run = |out: &mut [T], a: &[A], b: &[B]| {
+            vectorized(|| {
+                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                    *o = f(x, y);
+                }
+            })
+        };
+        if out.len() >= PARALLEL_MIN_ELEMS {
+            out.par_chunks_mut(PARALLEL_CHUNK)
+                .zip(a.par_chunks(PARALLEL_CHUNK).zip(b.par_chunks(PARALLEL_CHUNK)))
+                .for_each(|(o, (a, b))| run(o, a, b));
+        } else {
+            run(out, a, b);
+        }
+        return;
+    }
+    let mut next = 0;
+    for_each_block(al.dims(), [al.strides(), bl.strides()], [al.offset(), bl.offset()], |[x, y], len, [sx, sy]| {
+        let out = &mut out[next..next + len];
+        match (sx, sy) {
+            (1, 1) => {
+                for ((o, &p), &q) in out.iter_mut().zip(&a[x..x + len]).zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (1, 0) => {
+                let q = b[y];
+                for (o, &p) in out.iter_mut().zip(&a[x..x + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (0, 1) => {
+                let p = a[x];
+                for (o, &q) in out.iter_mut().zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            _ => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = f(a[x + i * sx], b[y + i * sy]);
+                }
+            }
+        }
+        next += len;
+    });
+}
+
 impl Backend for Cpu {
     type Storage<E: Element> = CpuStorage<E>;
 

@@ -1,14 +1,11 @@
 //! Binary kernels on the CPU.
 
 use super::{BinaryKernel, BinaryOp};
-use crate::device::cpu::{
-    CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, is_small_output, map_strided, output_buffer, vectorized,
-};
+use crate::device::cpu::{CpuStorage, is_small_output, map_strided, output_buffer, vectorized, zip_into};
 use crate::device::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, for_each_block};
-use rayon::prelude::*;
 
 /// Calls `$body` with `$f` bound to the element function of `$op`, so each
 /// operation gets its own monomorphised, vectorisable loop.
@@ -39,57 +36,6 @@ fn check_divisors<E: Element>(op: BinaryOp, data: &[E], layout: &Layout) -> Resu
         false => Ok(()),
         true => Err(Error::Argument { op: op.name(), device: Cpu::name(), reason: "integer division by zero".into() }),
     }
-}
-
-/// `out[i] = f(a[i], b[i])` over two operands of one shape.
-fn zip_into<E: Element>(out: &mut [E], a: &[E], al: &Layout, b: &[E], bl: &Layout, f: impl Fn(E, E) -> E + Sync) {
-    if let (Some(ra), Some(rb)) = (al.contiguous_range(), bl.contiguous_range()) {
-        let (a, b) = (&a[ra], &b[rb]);
-        let run = |out: &mut [E], a: &[E], b: &[E]| {
-            vectorized(|| {
-                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                    *o = f(x, y);
-                }
-            })
-        };
-        if out.len() >= PARALLEL_MIN_ELEMS {
-            out.par_chunks_mut(PARALLEL_CHUNK)
-                .zip(a.par_chunks(PARALLEL_CHUNK).zip(b.par_chunks(PARALLEL_CHUNK)))
-                .for_each(|(o, (a, b))| run(o, a, b));
-        } else {
-            run(out, a, b);
-        }
-        return;
-    }
-    let mut next = 0;
-    for_each_block(al.dims(), [al.strides(), bl.strides()], [al.offset(), bl.offset()], |[x, y], len, [sx, sy]| {
-        let out = &mut out[next..next + len];
-        match (sx, sy) {
-            (1, 1) => {
-                for ((o, &p), &q) in out.iter_mut().zip(&a[x..x + len]).zip(&b[y..y + len]) {
-                    *o = f(p, q);
-                }
-            }
-            (1, 0) => {
-                let q = b[y];
-                for (o, &p) in out.iter_mut().zip(&a[x..x + len]) {
-                    *o = f(p, q);
-                }
-            }
-            (0, 1) => {
-                let p = a[x];
-                for (o, &q) in out.iter_mut().zip(&b[y..y + len]) {
-                    *o = f(p, q);
-                }
-            }
-            _ => {
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = f(a[x + i * sx], b[y + i * sy]);
-                }
-            }
-        }
-        next += len;
-    });
 }
 
 impl BinaryKernel for Cpu {

@@ -2,7 +2,7 @@
 
 use super::{CompareKernel, CompareOp, LogicalOp};
 use crate::device::Cpu;
-use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer, zip_into};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::{Layout, for_each_block};
@@ -43,8 +43,7 @@ macro_rules! with_compare {
 }
 
 /// `f(a[i], b[i])` over two operands laid out with one shape, into a new
-/// row-major vector. Dense operands run as one loop, split across threads
-/// when large; a broadcast (stride-0) operand in the inner block is hoisted.
+/// row-major vector.
 fn zip_map<A: Element, B: Element, T: Element>(
     a: &[A],
     al: &Layout,
@@ -53,51 +52,7 @@ fn zip_map<A: Element, B: Element, T: Element>(
     f: impl Fn(A, B) -> T + Send + Sync,
 ) -> Vec<T> {
     let mut out = output_buffer(al.elem_count());
-    if let (Some(ra), Some(rb)) = (al.contiguous_range(), bl.contiguous_range()) {
-        let (a, b) = (&a[ra], &b[rb]);
-        let run = |out: &mut [T], a: &[A], b: &[B]| {
-            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                *o = f(x, y);
-            }
-        };
-        if out.len() >= PARALLEL_MIN_ELEMS {
-            out.par_chunks_mut(PARALLEL_CHUNK)
-                .zip(a.par_chunks(PARALLEL_CHUNK).zip(b.par_chunks(PARALLEL_CHUNK)))
-                .for_each(|(o, (a, b))| run(o, a, b));
-        } else {
-            run(&mut out, a, b);
-        }
-        return out;
-    }
-    let mut next = 0;
-    for_each_block(al.dims(), [al.strides(), bl.strides()], [al.offset(), bl.offset()], |[x, y], len, [sx, sy]| {
-        let out = &mut out[next..next + len];
-        match (sx, sy) {
-            (1, 1) => {
-                for ((o, &p), &q) in out.iter_mut().zip(&a[x..x + len]).zip(&b[y..y + len]) {
-                    *o = f(p, q);
-                }
-            }
-            (1, 0) => {
-                let q = b[y];
-                for (o, &p) in out.iter_mut().zip(&a[x..x + len]) {
-                    *o = f(p, q);
-                }
-            }
-            (0, 1) => {
-                let p = a[x];
-                for (o, &q) in out.iter_mut().zip(&b[y..y + len]) {
-                    *o = f(p, q);
-                }
-            }
-            _ => {
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = f(a[x + i * sx], b[y + i * sy]);
-                }
-            }
-        }
-        next += len;
-    });
+    zip_into(&mut out, a, al, b, bl, f);
     out
 }
 
