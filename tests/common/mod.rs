@@ -206,7 +206,9 @@ pub fn cuda_ready<const N: usize>() -> bool {
         let result = devtensor::Cuda::<N>::try_init().map_err(|e| e.to_string());
         if let Err(reason) = &result {
             if !cuda_required() {
-                let _ = writeln!(std::io::stderr(), "SKIP Cuda<{N}>: {reason}");
+                // One write, so the line is not split by the harness's progress output.
+                let line = format!("SKIP Cuda<{N}>: {reason}\n");
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
             }
         }
         result
