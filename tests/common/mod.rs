@@ -204,12 +204,18 @@ pub fn cuda_ready<const N: usize>() -> bool {
     static PROBES: [OnceLock<Result<(), String>>; 2] = [OnceLock::new(), OnceLock::new()];
     let probe = PROBES[N].get_or_init(|| {
         let result = devtensor::Cuda::<N>::try_init().map_err(|e| e.to_string());
-        if let Err(reason) = &result {
-            if !cuda_required() {
-                // One write, so the line is not split by the harness's progress output.
-                let line = format!("SKIP Cuda<{N}>: {reason}\n");
-                let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            }
+        // One write per line, so the harness's progress output cannot split it.
+        let line = match &result {
+            // Which driver the GPU came from: with-emu.sh names the emulator here.
+            Ok(()) => Some(match std::env::var("DEVTENSOR_EMU_DRIVER") {
+                Ok(path) => format!("RUN Cuda<{N}>: emulated driver devtensor-emu ({path})\n"),
+                Err(_) => format!("RUN Cuda<{N}>: the system's CUDA driver\n"),
+            }),
+            Err(reason) if !cuda_required() => Some(format!("SKIP Cuda<{N}>: {reason}\n")),
+            Err(_) => None,
+        };
+        if let Some(line) = line {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
         result
     });
