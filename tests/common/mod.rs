@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: proptest strategies for shapes
-//! and data, non-contiguous views with known contents, and index arithmetic
-//! for plain-loop reference implementations.
+//! and data, non-contiguous views with known contents, index arithmetic
+//! for plain-loop reference implementations, and the machinery that runs
+//! each device-generic check on `Cpu`, `Cuda<0>` and `Cuda<1>` (bottom half).
 // Each test binary uses only some helpers and macros.
 #![allow(dead_code, unused_macros)]
 
@@ -254,7 +255,9 @@ pub fn tolerance<E: Element>(family: Family) -> (f64, f64) {
         // A few ulp: f32 epsilon is 1.2e-7, f64 2.2e-16.
         (Family::Transcendental, DType::F32) => (1e-6, 1e-6),
         (Family::Transcendental, _) => (1e-14, 1e-14),
-        // Reordered sums of up to ~1e6 terms of magnitude <= 10.
+        // Reordered sums of up to ~1e6 terms of magnitude <= 10 (the sizes in
+        // these tests); each check also holds every device to its own bound
+        // against the exact `f64` reference, which is the sharper test.
         (Family::Reduction | Family::Matmul, DType::F32) => (1e-3, 1e-4),
         (Family::Reduction | Family::Matmul, _) => (1e-9, 1e-10),
     }
