@@ -32,3 +32,18 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 
 echo "== emulated CUDA driver (emu/): kernels on the CPU, driver and cuBLAS calls through cudarc"
 bash scripts/test-emu.sh
+
+echo "== device-generic suites on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
+# Every check in these suites runs on all three devices (tests/common/mod.rs).
+# DEVTENSOR_REQUIRE_CUDA=1 turns a missing GPU from a SKIP line into a
+# failure, so this section cannot pass by skipping. It runs only once the CUDA
+# backend exists, which moves src/device/cuda.rs into src/device/cuda/mod.rs:
+# with the stub every Cuda<N> instance would fail here, saying nothing new.
+# with-emu.sh prints the driver it installs; each test binary then prints
+# `RUN Cuda<N>: ...` naming the driver its GPUs came from.
+if [[ -f src/device/cuda/mod.rs ]]; then
+    DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test \
+        --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor
+else
+    echo "skipped: no CUDA backend yet (src/device/cuda/mod.rs is absent)"
+fi

@@ -1,6 +1,7 @@
 //! Elementwise arithmetic checked against plain loops, on random shapes,
 //! broadcast pairs and non-contiguous views.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -42,35 +43,32 @@ fn check_binary<D: Device, E: Element>(
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+device_proptests! {
+    cases = 64;
 
-    #[test]
-    fn binary_ops_match_reference_f32(
+    fn binary_ops_match_reference_f32<D>(
         pair in broadcast_pair(4, 5),
         a in prop::collection::vec(-10.0..10.0f64, 1..8),
         b in prop::collection::vec(-10.0..10.0f64, 1..8),
         va in variant(), vb in variant(),
     ) {
-        check_binary::<Cpu, f32>(pair, a, b, (va, vb));
+        check_binary::<D, f32>(pair, a, b, (va, vb));
     }
 
-    #[test]
-    fn binary_ops_match_reference_other_dtypes(
+    fn binary_ops_match_reference_other_dtypes<D>(
         pair in broadcast_pair(3, 4),
         a in prop::collection::vec(-10.0..10.0f64, 1..8),
         b in prop::collection::vec(-10.0..10.0f64, 1..8),
         va in variant(), vb in variant(),
     ) {
-        check_binary::<Cpu, f64>(pair.clone(), a.clone(), b.clone(), (va, vb));
-        check_binary::<Cpu, i64>(pair.clone(), a.clone(), b.clone(), (va, vb));
-        check_binary::<Cpu, u8>(pair, a, b, (va, vb));
+        check_binary::<D, f64>(pair.clone(), a.clone(), b.clone(), (va, vb));
+        check_binary::<D, i64>(pair.clone(), a.clone(), b.clone(), (va, vb));
+        check_binary::<D, u8>(pair, a, b, (va, vb));
     }
 
-    #[test]
-    fn scalar_ops_match_reference((dims, data) in shaped_data(4, 5), s in -5.0..5.0f64, v in variant()) {
-        let t = tensor_with::<Cpu, f64>(&data, &dims, v);
-        let cases: [(Tensor<Cpu, f64>, Box<dyn Fn(f64) -> f64>); 6] = [
+    fn scalar_ops_match_reference<D>((dims, data) in shaped_data(4, 5), s in -5.0..5.0f64, v in variant()) {
+        let t = tensor_with::<D, f64>(&data, &dims, v);
+        let cases: [(Tensor<D, f64>, Box<dyn Fn(f64) -> f64>); 6] = [
             (&t + s, Box::new(|x| x + s)),
             (&t - s, Box::new(|x| x - s)),
             (s - &t, Box::new(|x| s - x)),
@@ -85,8 +83,7 @@ proptest! {
         }
     }
 
-    #[test]
-    fn in_place_ops_match_out_of_place((big, small) in broadcast_pair(4, 4), seed in prop::collection::vec(-10.0..10.0f64, 1..8), shared in any::<bool>(), v in variant()) {
+    fn in_place_ops_match_out_of_place<D>((big, small) in broadcast_pair(4, 4), seed in prop::collection::vec(-10.0..10.0f64, 1..8), shared in any::<bool>(), v in variant()) {
         // `+=` needs the right side to broadcast to the left side's shape.
         let (ld, rd) = match broadcast_dims(&big, &small) {
             Some(out) if out == big => (big, small),
@@ -95,9 +92,9 @@ proptest! {
         prop_assume!(broadcast_dims(&ld, &rd).as_deref() == Some(ld.as_slice()));
         let l: Vec<f64> = (0..ld.iter().product()).map(|i| seed[i % seed.len()]).collect();
         let r: Vec<f64> = (0..rd.iter().product()).map(|i| 1.0 + seed[(i + 1) % seed.len()].abs()).collect();
-        let rhs = tensor_with::<Cpu, f64>(&r, &rd, v);
+        let rhs = tensor_with::<D, f64>(&r, &rd, v);
         for op in 0..4 {
-            let mut lhs = tensor_with::<Cpu, f64>(&l, &ld, v);
+            let mut lhs = tensor_with::<D, f64>(&l, &ld, v);
             let keep = lhs.clone();
             let alias = shared.then(|| lhs.clone());
             let expected = match op {
@@ -116,23 +113,63 @@ proptest! {
     }
 }
 
-#[test]
-fn large_contiguous_add_uses_every_element() {
+fn large_contiguous_add_uses_every_element<D: Device>() {
     // Past the parallel threshold, with a length that is not a chunk multiple.
     let n = (1 << 17) + 3;
-    let a = Tensor::<Cpu>::arange(0.0, n as f32);
-    let b = Tensor::<Cpu>::full([n], 2.0);
+    let a = Tensor::<D>::arange(0.0, n as f32);
+    let b = Tensor::<D>::full([n], 2.0);
     let sum = (&a + &b).to_vec();
     assert!(sum.iter().enumerate().all(|(i, &x)| x == i as f32 + 2.0));
 }
 
-#[test]
-fn mismatched_shapes_are_reported_with_op_shapes_and_device() {
-    let a = Tensor::<Cpu>::zeros([2, 3]);
-    let b = Tensor::<Cpu>::zeros([4]);
+/// Every op at [`LARGE_SIZES`]: contiguous, strided (every other element of
+/// a `[n, 2]` tensor), broadcast from one element, and in place. Values stay
+/// below 2^24, so every result is exact in `f32`. Returns all results, which
+/// the CUDA instances also compare with the `Cpu` ones.
+fn large_inputs<D: Device>() -> Vec<f32> {
+    let mut all = Vec::new();
+    for n in LARGE_SIZES {
+        let a = Tensor::<D>::arange(0.0, n as f32);
+        // Odd numbers 1, 3, 5, ..., read with stride 2.
+        let odd = Tensor::<D>::arange(0.0, 2.0 * n as f32).reshape([n, 2]).select(1, 1);
+        assert!(!odd.is_contiguous());
+        let two = Tensor::<D>::from_vec(vec![2.0], [1]);
+        let cases: [(&str, Tensor<D>, fn(f32, f32) -> f32); 6] = [
+            ("add", &a + &odd, |i, o| i + o),
+            ("sub", &odd - &a, |i, o| o - i),
+            ("mul", &a * &two, |i, _| i * 2.0),
+            ("div", &odd / &two, |_, o| o / 2.0),
+            ("maximum", a.maximum(&odd), f32::max),
+            ("minimum", two.minimum(&a), |i, _| i.min(2.0)),
+        ];
+        for (name, got, f) in cases {
+            assert_eq!(got.dims(), &[n], "{name} of {n}");
+            let got = got.to_vec();
+            for (i, &g) in got.iter().enumerate() {
+                let expected = f(i as f32, (2 * i + 1) as f32);
+                assert_eq!(g, expected, "{name} of {n} elements: element {i}");
+            }
+            all.extend(got);
+        }
+        let mut acc = odd.clone();
+        acc += &a;
+        acc *= &two;
+        let got = acc.to_vec();
+        assert!(got.iter().enumerate().all(|(i, &g)| g == (6 * i + 2) as f32), "in place, {n} elements");
+        all.extend(got);
+    }
+    all
+}
+
+fn mismatched_shapes_are_reported_with_op_shapes_and_device<D: Device>() {
+    let a = Tensor::<D>::zeros([2, 3]);
+    let b = Tensor::<D>::zeros([4]);
     let err = a.try_add(&b).unwrap_err();
-    assert_eq!(err.to_string(), "add on Cpu: shapes [2, 3] and [4]: the shapes cannot be broadcast together");
-    let mut c = Tensor::<Cpu>::zeros([3]);
+    assert_eq!(
+        err.to_string(),
+        format!("add on {}: shapes [2, 3] and [4]: the shapes cannot be broadcast together", D::name())
+    );
+    let mut c = Tensor::<D>::zeros([3]);
     let err = c.try_add_assign(&a).unwrap_err();
     assert!(matches!(err, Error::Shape { op: "add", .. }), "{err}");
 }
@@ -143,24 +180,40 @@ fn plain_operator_panics_with_the_try_message() {
     let _ = Tensor::<Cpu>::zeros([2]) * Tensor::<Cpu>::zeros([3]);
 }
 
-#[test]
-fn integer_division_by_zero_is_an_error_not_a_panic() {
-    let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2], [2]);
-    let zero = Tensor::<Cpu, i64>::zeros([1]);
-    assert_eq!(a.try_div(&zero).unwrap_err().to_string(), "div on Cpu: integer division by zero");
+fn integer_division_by_zero_is_an_error_not_a_panic<D: Device>() {
+    let a = Tensor::<D, i64>::from_vec(vec![1, 2], [2]);
+    let zero = Tensor::<D, i64>::zeros([1]);
+    assert_eq!(a.try_div(&zero).unwrap_err().to_string(), format!("div on {}: integer division by zero", D::name()));
     assert!(a.try_div_scalar(0).is_err());
     // Float division by zero follows IEEE 754, as in PyTorch.
-    let f = Tensor::<Cpu>::from_vec(vec![1.0, -1.0, 0.0], [3]) / 0.0;
+    let f = Tensor::<D>::from_vec(vec![1.0, -1.0, 0.0], [3]) / 0.0;
     let v = f.to_vec();
     assert_eq!((v[0], v[1]), (f32::INFINITY, f32::NEG_INFINITY));
     assert!(v[2].is_nan());
 }
 
-#[test]
-fn empty_tensors_combine_to_empty_results() {
-    let a = Tensor::<Cpu>::zeros([0, 3]);
-    let b = Tensor::<Cpu>::ones([3]);
+fn empty_tensors_combine_to_empty_results<D: Device>() {
+    let a = Tensor::<D>::zeros([0, 3]);
+    let b = Tensor::<D>::ones([3]);
     let c = &a + &b;
     assert_eq!(c.dims(), &[0, 3]);
     assert!(c.to_vec().is_empty());
+    // An empty view cut from a non-empty tensor, against a strided one, and in place.
+    let v = Tensor::<D, i64>::arange(0, 6).reshape([2, 3]).narrow(1, 1, 0);
+    let w = Tensor::<D, i64>::arange(0, 6).reshape([3, 2]).t().narrow(1, 0, 0);
+    assert_eq!((&v * &w).dims(), &[2, 0]);
+    let mut e = Tensor::<D, i64>::zeros([0]);
+    e += &Tensor::<D, i64>::ones([1]);
+    assert!(e.to_vec().is_empty());
+}
+
+device_tests! {
+    large_contiguous_add => large_contiguous_add_uses_every_element,
+    mismatched_shapes_are_reported => mismatched_shapes_are_reported_with_op_shapes_and_device,
+    integer_division_by_zero => integer_division_by_zero_is_an_error_not_a_panic,
+    empty_tensors => empty_tensors_combine_to_empty_results,
+}
+
+device_tests_vs_cpu! {
+    large_inputs_on_every_layout => large_inputs, Family::Exact;
 }

@@ -2,6 +2,7 @@
 //! random broadcast shapes, non-contiguous views, every element type, NaN
 //! and infinities, empty tensors, and every error path.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -151,53 +152,49 @@ fn mask_byte() -> impl Strategy<Value = u8> {
     prop_oneof![Just(0u8), Just(1u8), any::<u8>()]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+device_proptests! {
+    cases = 64;
 
-    #[test]
-    fn comparisons_match_reference_f32(
+    fn comparisons_match_reference_f32<D>(
         pair in broadcast_pair(4, 5),
         a in prop::collection::vec(value(), 1..8),
         b in prop::collection::vec(value(), 1..8),
         s in value(), va in variant(), vb in variant(),
     ) {
-        check_compare::<Cpu, f32>(pair, &a, &b, s, (va, vb));
+        check_compare::<D, f32>(pair, &a, &b, s, (va, vb));
     }
 
-    #[test]
-    fn comparisons_match_reference_other_dtypes(
+    fn comparisons_match_reference_other_dtypes<D>(
         pair in broadcast_pair(3, 4),
         a in prop::collection::vec(value(), 1..8),
         b in prop::collection::vec(value(), 1..8),
         s in value(), va in variant(), vb in variant(),
     ) {
-        check_compare::<Cpu, f64>(pair.clone(), &a, &b, s, (va, vb));
-        check_compare::<Cpu, i64>(pair.clone(), &a, &b, s, (va, vb));
-        check_compare::<Cpu, u8>(pair, &a, &b, s, (va, vb));
+        check_compare::<D, f64>(pair.clone(), &a, &b, s, (va, vb));
+        check_compare::<D, i64>(pair.clone(), &a, &b, s, (va, vb));
+        check_compare::<D, u8>(pair, &a, &b, s, (va, vb));
     }
 
-    #[test]
-    fn mask_logic_matches_reference(
+    fn mask_logic_matches_reference<D>(
         pair in broadcast_pair(4, 5),
         a in prop::collection::vec(mask_byte(), 1..8),
         b in prop::collection::vec(mask_byte(), 1..8),
         va in variant(), vb in variant(),
     ) {
-        check_logical::<Cpu>(pair, &a, &b, (va, vb));
+        check_logical::<D>(pair, &a, &b, (va, vb));
     }
 
-    #[test]
-    fn where_cond_matches_reference(
+    fn where_cond_matches_reference<D>(
         shapes in broadcast_triple(4, 4),
         c in prop::collection::vec(mask_byte(), 1..8),
         t in prop::collection::vec(value(), 1..8),
         f in prop::collection::vec(value(), 1..8),
         vc in variant(), vt in variant(), vf in variant(),
     ) {
-        check_where::<Cpu, f32>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
-        check_where::<Cpu, f64>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
-        check_where::<Cpu, i64>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
-        check_where::<Cpu, u8>(shapes, &c, &t, &f, [vc, vt, vf]);
+        check_where::<D, f32>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
+        check_where::<D, f64>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
+        check_where::<D, i64>(shapes.clone(), &c, &t, &f, [vc, vt, vf]);
+        check_where::<D, u8>(shapes, &c, &t, &f, [vc, vt, vf]);
     }
 }
 
@@ -215,10 +212,6 @@ fn nan_compares_false_except_ne<D: Device>() {
     assert_eq!(a.ge_scalar(f32::NEG_INFINITY).to_vec(), vec![0, 0, 1, 1, 1]);
 }
 
-#[test]
-fn nan_compares_false_except_ne_cpu() {
-    nan_compares_false_except_ne::<Cpu>();
-}
 
 fn errors_name_op_shapes_and_device<D: Device>() {
     let device = D::name();
@@ -266,10 +259,6 @@ fn errors_name_op_shapes_and_device<D: Device>() {
     assert!(matches!(&err, Error::Shape { op: "where_cond", shapes, .. } if shapes.len() == 3), "{err}");
 }
 
-#[test]
-fn errors_name_op_shapes_and_device_cpu() {
-    errors_name_op_shapes_and_device::<Cpu>();
-}
 
 #[test]
 #[should_panic(expected = "gt on Cpu: shapes [2, 3] and [4]: the shapes cannot be broadcast together")]
@@ -307,10 +296,6 @@ fn empty_tensors<D: Device>() {
     assert_eq!(w.dims(), &[2, 0, 4]);
 }
 
-#[test]
-fn empty_tensors_cpu() {
-    empty_tensors::<Cpu>();
-}
 
 fn large_inputs<D: Device>() {
     // Past the parallel threshold, with a length that is not a chunk multiple.
@@ -326,10 +311,6 @@ fn large_inputs<D: Device>() {
     assert!(both.iter().enumerate().all(|(i, &m)| m == (i as i64 > n as i64 / 2 && (i as i64) < n as i64 - 1) as u8));
 }
 
-#[test]
-fn large_inputs_cpu() {
-    large_inputs::<Cpu>();
-}
 
 fn where_cond_block_shapes<D: Device>() {
     // One flag per row: the mask is constant along each inner block.
@@ -347,7 +328,40 @@ fn where_cond_block_shapes<D: Device>() {
     assert_eq!(got.to_vec2(), vec![vec![1.0, 0.0, 3.0], vec![0.0, 5.0, 0.0]]);
 }
 
-#[test]
-fn where_cond_block_shapes_cpu() {
-    where_cond_block_shapes::<Cpu>();
+/// Comparisons, mask logic and `where_cond` at [`LARGE_SIZES`], on a
+/// strided view (every other element of a `[n, 2]` tensor) against a
+/// broadcast scalar; returns every result as `f32`, which the CUDA
+/// instances also compare with the `Cpu` ones.
+fn large_strided_inputs<D: Device>() -> Vec<f32> {
+    let mut all = Vec::new();
+    for n in LARGE_SIZES {
+        // Column 1 of [n, 2]: 1, 3, 5, ... (2i + 1), strided.
+        let x = Tensor::<D, i64>::arange(0, 2 * n as i64).reshape([n, 2]).select(1, 1);
+        assert!(!x.is_contiguous());
+        let mid = Tensor::<D, i64>::scalar(n as i64);
+        let above = x.gt(&mid);
+        let got = above.to_vec();
+        assert!(got.iter().enumerate().all(|(i, &m)| m == (2 * i + 1 > n) as u8), "gt of {n}");
+        let eq = x.eq_scalar(n as i64 + 1).to_vec();
+        assert_eq!(eq.iter().map(|&m| m as usize).sum::<usize>(), (n % 2 == 0) as usize, "eq_scalar of {n}");
+        let low = x.le_scalar(10).logical_or(&above).logical_not().to_vec();
+        assert!(low.iter().enumerate().all(|(i, &m)| m == (2 * i + 1 > 10 && 2 * i + 1 <= n) as u8), "or/not of {n}");
+        let w = above.where_cond(&x.to_dtype::<f32>(), &Tensor::<D>::scalar(-1.0)).to_vec();
+        assert!(w.iter().enumerate().all(|(i, &v)| v == if 2 * i + 1 > n { (2 * i + 1) as f32 } else { -1.0 }), "where_cond of {n}");
+        all.extend(got.iter().chain(&eq).chain(&low).map(|&m| m as f32));
+        all.extend(w);
+    }
+    all
+}
+
+device_tests! {
+    nan_compares_false_except_ne => nan_compares_false_except_ne,
+    errors_name_op_shapes_and_device => errors_name_op_shapes_and_device,
+    empty_tensors => empty_tensors,
+    large_inputs => large_inputs,
+    where_cond_block_shapes => where_cond_block_shapes,
+}
+
+device_tests_vs_cpu! {
+    large_strided_inputs => large_strided_inputs, Family::Exact;
 }

@@ -3,6 +3,7 @@
 //! shapes and axes, with non-contiguous data and index tensors, several
 //! element types, empty tensors, and every error message.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -126,27 +127,25 @@ fn check_index_add<D: Device, E: Element>(
     assert_eq!(x.to_vec(), base);
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+device_proptests! {
+    cases = 64;
 
-    #[test]
-    fn index_select_matches_reference(
+    fn index_select_matches_reference<D>(
         case in shape_and_axis(4, 5), negative in any::<bool>(), n in 0..7usize, seed in any::<u64>(),
         vx in variant(), vi in variant(),
     ) {
-        check_index_select::<Cpu, f32>(case.clone(), negative, n, seed, (vx, vi));
-        check_index_select::<Cpu, i64>(case.clone(), negative, n, seed, (vx, vi));
-        check_index_select::<Cpu, u8>(case, negative, n, seed, (vx, vi));
+        check_index_select::<D, f32>(case.clone(), negative, n, seed, (vx, vi));
+        check_index_select::<D, i64>(case.clone(), negative, n, seed, (vx, vi));
+        check_index_select::<D, u8>(case, negative, n, seed, (vx, vi));
     }
 
-    #[test]
-    fn index_add_matches_reference(
+    fn index_add_matches_reference<D>(
         case in shape_and_axis(4, 4), negative in any::<bool>(), n in 0..7usize, seed in any::<u64>(),
         vx in variant(), vi in variant(), vs in variant(),
     ) {
-        check_index_add::<Cpu, f32>(case.clone(), negative, n, seed, (vx, vi, vs));
-        check_index_add::<Cpu, i64>(case.clone(), negative, n, seed, (vx, vi, vs));
-        check_index_add::<Cpu, u8>(case, negative, n, seed, (vx, vi, vs));
+        check_index_add::<D, f32>(case.clone(), negative, n, seed, (vx, vi, vs));
+        check_index_add::<D, i64>(case.clone(), negative, n, seed, (vx, vi, vs));
+        check_index_add::<D, u8>(case, negative, n, seed, (vx, vi, vs));
     }
 }
 
@@ -205,38 +204,34 @@ fn check_scatter_add<D: Device, E: Element>(
     assert_eq!(x.to_vec(), base);
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+device_proptests! {
+    cases = 64;
 
-    #[test]
-    fn gather_matches_reference(
+    fn gather_matches_reference<D>(
         case in gather_case(), negative in any::<bool>(), seed in any::<u64>(), vx in variant(), vi in variant(),
     ) {
-        check_gather::<Cpu, f32>(case.clone(), negative, seed, (vx, vi));
-        check_gather::<Cpu, i64>(case.clone(), negative, seed, (vx, vi));
-        check_gather::<Cpu, u8>(case, negative, seed, (vx, vi));
+        check_gather::<D, f32>(case.clone(), negative, seed, (vx, vi));
+        check_gather::<D, i64>(case.clone(), negative, seed, (vx, vi));
+        check_gather::<D, u8>(case, negative, seed, (vx, vi));
     }
 
-    #[test]
-    fn scatter_add_matches_reference(
+    fn scatter_add_matches_reference<D>(
         case in gather_case(), extra in prop::collection::vec(0..3usize, 1..4), negative in any::<bool>(),
         seed in any::<u64>(), vx in variant(), vi in variant(), vs in variant(),
     ) {
-        check_scatter_add::<Cpu, f32>(case.clone(), extra.clone(), negative, seed, (vx, vi, vs));
-        check_scatter_add::<Cpu, i64>(case.clone(), extra.clone(), negative, seed, (vx, vi, vs));
-        check_scatter_add::<Cpu, u8>(case, extra, negative, seed, (vx, vi, vs));
+        check_scatter_add::<D, f32>(case.clone(), extra.clone(), negative, seed, (vx, vi, vs));
+        check_scatter_add::<D, i64>(case.clone(), extra.clone(), negative, seed, (vx, vi, vs));
+        check_scatter_add::<D, u8>(case, extra, negative, seed, (vx, vi, vs));
     }
 
     /// scatter_add is gather's adjoint: <gather(x), g> = <x, scatter_add(0, g)>,
     /// which is what makes it gather's backward.
-    #[test]
-    fn scatter_add_is_the_adjoint_of_gather(case in gather_case(), seed in any::<u64>(), vi in variant()) {
-        adjoint::<Cpu>(case, seed, vi);
+    fn scatter_add_is_the_adjoint_of_gather<D>(case in gather_case(), seed in any::<u64>(), vi in variant()) {
+        adjoint::<D>(case, seed, vi);
     }
 
     /// With a permutation along the axis, scatter_add undoes gather exactly.
-    #[test]
-    fn scatter_add_undoes_a_permuting_gather((dims, axis) in shape_and_axis(3, 4), seed in any::<u64>(), vi in variant()) {
+    fn scatter_add_undoes_a_permuting_gather<D>((dims, axis) in shape_and_axis(3, 4), seed in any::<u64>(), vi in variant()) {
         let data = values::<f64>(dims.iter().product(), seed);
         // index[p] = (p[axis] + shift(p)) mod size: a permutation along each lane.
         let size = dims[axis];
@@ -247,8 +242,8 @@ proptest! {
                 ((p[axis] + ravel(&lane, &dims) + seed as usize % 5) % size) as i64
             })
             .collect();
-        let x = Tensor::<Cpu, f64>::from_slice(&data, dims.as_slice());
-        let idx = tensor_with::<Cpu, i64>(&picks, &dims, vi);
+        let x = Tensor::<D, f64>::from_slice(&data, dims.as_slice());
+        let idx = tensor_with::<D, i64>(&picks, &dims, vi);
         let back = x.zeros_like().scatter_add(axis as isize, &idx, &x.gather(axis as isize, &idx));
         prop_assert_eq!(back.to_vec(), data);
     }
@@ -267,40 +262,38 @@ fn adjoint<D: Device>((dims, axis, index_dims): (Vec<usize>, usize, Vec<usize>),
     assert_close(&[lhs], &[rhs], 1e-9, 1e-12);
 }
 
-#[test]
-fn gather_and_scatter_add_match_hand_built_examples() {
+fn gather_and_scatter_add_match_hand_built_examples<D: Device>() {
     // PyTorch's documented example: torch.gather(t, 1, [[0, 0], [1, 0]]).
-    let t = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
-    let idx = Tensor::<Cpu, i64>::from_vec(vec![0, 0, 1, 0], [2, 2]);
+    let t = Tensor::<D, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
+    let idx = Tensor::<D, i64>::from_vec(vec![0, 0, 1, 0], [2, 2]);
     assert_eq!(t.gather(1, &idx).to_vec2(), vec![vec![1, 1], vec![4, 3]]);
     assert_eq!(t.gather(0, &idx).to_vec2(), vec![vec![1, 2], vec![3, 2]]);
 
     // scatter_add along axis 0 with repeated targets accumulates.
-    let src = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
-    let idx = Tensor::<Cpu, i64>::from_vec(vec![0, 1, 2, 0, 0, 0], [2, 3]);
-    let out = Tensor::<Cpu>::zeros([3, 3]).scatter_add(0, &idx, &src);
+    let src = Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    let idx = Tensor::<D, i64>::from_vec(vec![0, 1, 2, 0, 0, 0], [2, 3]);
+    let out = Tensor::<D>::zeros([3, 3]).scatter_add(0, &idx, &src);
     assert_eq!(out.to_vec2(), vec![vec![5.0, 5.0, 6.0], vec![0.0, 2.0, 0.0], vec![0.0, 0.0, 3.0]]);
 
     // A smaller index reads only its corner of a larger src.
-    let idx = Tensor::<Cpu, i64>::from_vec(vec![2, 0], [1, 2]);
-    let out = Tensor::<Cpu>::ones([2, 3]).scatter_add(-1, &idx, &src);
+    let idx = Tensor::<D, i64>::from_vec(vec![2, 0], [1, 2]);
+    let out = Tensor::<D>::ones([2, 3]).scatter_add(-1, &idx, &src);
     assert_eq!(out.to_vec2(), vec![vec![3.0, 1.0, 2.0], vec![1.0, 1.0, 1.0]]);
 
     // Cross-entropy's pick and its backward on a transposed (strided) logits tensor.
-    let logits = Tensor::<Cpu>::from_vec(vec![0.0, 10.0, 1.0, 11.0, 2.0, 12.0], [3, 2]).t();
-    let labels = Tensor::<Cpu, i64>::from_vec(vec![2, 0], [2, 1]);
+    let logits = Tensor::<D>::from_vec(vec![0.0, 10.0, 1.0, 11.0, 2.0, 12.0], [3, 2]).t();
+    let labels = Tensor::<D, i64>::from_vec(vec![2, 0], [2, 1]);
     assert_eq!(logits.gather(1, &labels).to_vec(), vec![2.0, 10.0]);
-    let grad = logits.zeros_like().scatter_add(1, &labels, &Tensor::<Cpu>::ones([2, 1]));
+    let grad = logits.zeros_like().scatter_add(1, &labels, &Tensor::<D>::ones([2, 1]));
     assert_eq!(grad.to_vec2(), vec![vec![0.0, 0.0, 1.0], vec![1.0, 0.0, 0.0]]);
 }
 
-#[test]
-fn index_select_and_index_add_match_hand_built_examples() {
-    let x = Tensor::<Cpu, u8>::from_vec((0..12).collect(), [3, 4]);
-    let idx = Tensor::<Cpu, i64>::from_vec(vec![3, 3, 0], [3]);
+fn index_select_and_index_add_match_hand_built_examples<D: Device>() {
+    let x = Tensor::<D, u8>::from_vec((0..12).collect(), [3, 4]);
+    let idx = Tensor::<D, i64>::from_vec(vec![3, 3, 0], [3]);
     assert_eq!(x.index_select(1, &idx).to_vec2(), vec![vec![3, 3, 0], vec![7, 7, 4], vec![11, 11, 8]]);
     // A strided index tensor (every other element).
-    let strided = Tensor::<Cpu, i64>::from_vec(vec![2, 9, 0, 9], [2, 2]).select(1, 0);
+    let strided = Tensor::<D, i64>::from_vec(vec![2, 9, 0, 9], [2, 2]).select(1, 0);
     assert!(!strided.is_contiguous());
     assert_eq!(x.index_select(0, &strided).to_vec2(), vec![vec![8, 9, 10, 11], vec![0, 1, 2, 3]]);
     // index_add is index_select's adjoint: selected rows scattered back, counted.
@@ -393,42 +386,39 @@ fn check_stack<D: Device, E: Element>(
     assert_eq!(got.to_vec(), expected);
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+device_proptests! {
+    cases = 64;
 
-    #[test]
-    fn cat_matches_reference_and_narrows_back(
+    fn cat_matches_reference_and_narrows_back<D>(
         case in shape_and_axis(4, 4),
         sizes in prop::collection::vec((0..4usize, variant()), 1..5),
         negative in any::<bool>(), seed in any::<u64>(),
     ) {
-        check_cat::<Cpu, f32>(case.clone(), sizes.clone(), negative, seed);
-        check_cat::<Cpu, i64>(case.clone(), sizes.clone(), negative, seed);
-        check_cat::<Cpu, u8>(case, sizes, negative, seed);
+        check_cat::<D, f32>(case.clone(), sizes.clone(), negative, seed);
+        check_cat::<D, i64>(case.clone(), sizes.clone(), negative, seed);
+        check_cat::<D, u8>(case, sizes, negative, seed);
     }
 
-    #[test]
-    fn stack_matches_unsqueeze_then_cat(
+    fn stack_matches_unsqueeze_then_cat<D>(
         (dims, axis) in shape_maybe_empty(3, 4).prop_flat_map(|d| { let r = d.len(); (Just(d), 0..=r) }),
         variants in prop::collection::vec(variant(), 1..5),
         negative in any::<bool>(), seed in any::<u64>(),
     ) {
-        check_stack::<Cpu, f32>(dims.clone(), variants.clone(), axis, negative, seed);
-        check_stack::<Cpu, i64>(dims.clone(), variants.clone(), axis, negative, seed);
-        check_stack::<Cpu, u8>(dims, variants, axis, negative, seed);
+        check_stack::<D, f32>(dims.clone(), variants.clone(), axis, negative, seed);
+        check_stack::<D, i64>(dims.clone(), variants.clone(), axis, negative, seed);
+        check_stack::<D, u8>(dims, variants, axis, negative, seed);
     }
 }
 
 // ---------------------------------------------------------------------------
 // Large inputs: the parallel paths
 
-#[test]
-fn large_inputs_take_the_parallel_paths_correctly() {
+fn large_inputs_take_the_parallel_paths_correctly<D: Device>() {
     let (rows, cols) = (700, 301);
     let data = values::<f32>(rows * cols, 11);
-    let x = Tensor::<Cpu>::from_slice(&data, [rows, cols]);
+    let x = Tensor::<D>::from_slice(&data, [rows, cols]);
     let picks = index_values(500, rows, 12);
-    let idx = Tensor::<Cpu, i64>::from_slice(&picks, [500]);
+    let idx = Tensor::<D, i64>::from_slice(&picks, [500]);
     let rows_out = x.index_select(0, &idx).to_vec();
     assert!(
         picks
@@ -437,10 +427,10 @@ fn large_inputs_take_the_parallel_paths_correctly() {
             .all(|(j, &p)| { rows_out[j * cols..(j + 1) * cols] == data[p as usize * cols..(p as usize + 1) * cols] })
     );
     let col_picks = index_values(400, cols, 13);
-    let cols_out = x.index_select(1, &Tensor::<Cpu, i64>::from_slice(&col_picks, [400])).to_vec();
+    let cols_out = x.index_select(1, &Tensor::<D, i64>::from_slice(&col_picks, [400])).to_vec();
     assert!((0..rows).all(|r| (0..400).all(|j| cols_out[r * 400 + j] == data[r * cols + col_picks[j] as usize])));
 
-    let y = Tensor::<Cpu>::from_slice(&values::<f32>(rows * 5, 14), [rows, 5]);
+    let y = Tensor::<D>::from_slice(&values::<f32>(rows * 5, 14), [rows, 5]);
     let parts = [(vec![rows, cols], data.clone()), (vec![rows, 5], y.to_vec())];
     assert_eq!(Tensor::cat(&[&x, &y], 1).to_vec(), cat_reference(&parts, 1).1);
     // The same with a transposed input, through the strided path.
@@ -448,39 +438,37 @@ fn large_inputs_take_the_parallel_paths_correctly() {
     assert_eq!(Tensor::cat(&[&xt, &y], 1).to_vec(), cat_reference(&parts, 1).1);
 }
 
-#[test]
-fn large_gather_and_scatter_add_match_reference() {
+fn large_gather_and_scatter_add_match_reference<D: Device>() {
     // Past the parallel threshold, on both kinds of axis and strided layouts.
     for (axis, v) in [(0, Variant::Contiguous), (1, Variant::Permuted), (1, Variant::Narrowed)] {
         let case = (vec![300, 260], axis, vec![290, 250]);
-        check_gather::<Cpu, f32>(case.clone(), false, 21, (v, v));
-        check_scatter_add::<Cpu, f32>(case, vec![1], true, 22, (v, v, v));
+        check_gather::<D, f32>(case.clone(), false, 21, (v, v));
+        check_scatter_add::<D, f32>(case, vec![1], true, 22, (v, v, v));
     }
 }
 
 // ---------------------------------------------------------------------------
 // Empty tensors and empty index lists
 
-#[test]
-fn empty_tensors_and_empty_index_lists() {
-    let x = Tensor::<Cpu>::ones([2, 3]);
-    let none = Tensor::<Cpu, i64>::zeros([0]);
+fn empty_tensors_and_empty_index_lists<D: Device>() {
+    let x = Tensor::<D>::ones([2, 3]);
+    let none = Tensor::<D, i64>::zeros([0]);
     assert_eq!(x.index_select(1, &none).dims(), &[2, 0]);
     assert_eq!(x.index_select(0, &none).to_vec(), Vec::<f32>::new());
-    assert_eq!(x.index_add(0, &none, &Tensor::<Cpu>::zeros([0, 3])).to_vec(), vec![1.0; 6]);
+    assert_eq!(x.index_add(0, &none, &Tensor::<D>::zeros([0, 3])).to_vec(), vec![1.0; 6]);
 
-    let empty_index = Tensor::<Cpu, i64>::zeros([2, 0]);
+    let empty_index = Tensor::<D, i64>::zeros([2, 0]);
     assert_eq!(x.gather(1, &empty_index).dims(), &[2, 0]);
-    assert_eq!(x.scatter_add(1, &empty_index, &Tensor::<Cpu>::zeros([2, 0])).to_vec(), vec![1.0; 6]);
+    assert_eq!(x.scatter_add(1, &empty_index, &Tensor::<D>::zeros([2, 0])).to_vec(), vec![1.0; 6]);
 
     // Selecting from an empty axis with no indices is fine; an empty tensor
     // elsewhere keeps its zero.
-    let hollow = Tensor::<Cpu>::zeros([0, 3]);
+    let hollow = Tensor::<D>::zeros([0, 3]);
     assert_eq!(hollow.index_select(0, &none).dims(), &[0, 3]);
-    assert_eq!(hollow.index_select(1, &Tensor::<Cpu, i64>::from_vec(vec![2, 2], [2])).dims(), &[0, 2]);
+    assert_eq!(hollow.index_select(1, &Tensor::<D, i64>::from_vec(vec![2, 2], [2])).dims(), &[0, 2]);
 
-    let a = Tensor::<Cpu>::zeros([0, 2]);
-    let b = Tensor::<Cpu>::ones([1, 2]);
+    let a = Tensor::<D>::zeros([0, 2]);
+    let b = Tensor::<D>::ones([1, 2]);
     assert_eq!(Tensor::cat(&[&a, &b, &a], 0).to_vec2(), vec![vec![1.0, 1.0]]);
     assert_eq!(Tensor::cat(&[&a, &a], 1).dims(), &[0, 4]);
     assert_eq!(Tensor::stack(&[&a, &a], 0).dims(), &[2, 0, 2]);
@@ -610,10 +598,6 @@ fn error_texts<D: Device>() {
     assert_eq!(Tensor::stack(&[&x, &x], -3).dims(), &[2, 2, 3]);
 }
 
-#[test]
-fn errors_name_the_op_the_shapes_and_the_device() {
-    error_texts::<Cpu>();
-}
 
 #[test]
 #[should_panic(expected = "gather on Cpu: index 5 is out of range for axis 0 of size 2 (shape [2])")]
@@ -639,4 +623,57 @@ fn plain_cat_panics_with_the_try_message() {
 fn plain_scatter_add_panics_with_the_try_message() {
     let x = Tensor::<Cpu>::zeros([2]);
     let _ = x.scatter_add(0, &Tensor::<Cpu, i64>::from_vec(vec![9i64], [1]), &Tensor::<Cpu>::ones([1]));
+}
+
+/// index_select, gather, scatter_add, index_add and cat on 1-D tensors of
+/// [`LARGE_SIZES`] elements, with strided data and index tensors and
+/// repeated targets. The values are small whole numbers, so sums are exact
+/// in any order (GPU atomics included). Returns every result, which the CUDA
+/// instances also compare with the `Cpu` ones.
+fn large_one_dimensional<D: Device>() -> Vec<f32> {
+    let mut all = Vec::new();
+    for n in LARGE_SIZES {
+        let data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+        // Every other element of a [n, 2] tensor: strided data.
+        let x = tensor_with::<D, f32>(&data, &[n], Variant::Narrowed);
+        let picks: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % n as i64).collect();
+        let idx = tensor_with::<D, i64>(&picks, &[n], Variant::Permuted);
+
+        let selected = x.index_select(0, &idx).to_vec();
+        assert!(selected.iter().zip(&picks).all(|(&v, &p)| v == data[p as usize]), "index_select of {n}");
+        let gathered = x.gather(-1, &idx).to_vec();
+        assert_eq!(gathered, selected, "gather of {n}");
+
+        // Everything lands on 1000 targets: heavy collisions.
+        let targets: Vec<i64> = (0..n as i64).map(|i| i % 1000).collect();
+        let tidx = tensor_with::<D, i64>(&targets, &[n], Variant::Narrowed);
+        let ones = Tensor::<D>::ones([n]);
+        let counts = Tensor::<D>::zeros([1000]).scatter_add(0, &tidx, &ones).to_vec();
+        let added = Tensor::<D>::zeros([1000]).index_add(0, &tidx, &ones).to_vec();
+        let expected: Vec<f32> = (0..1000).map(|t| ((n + 999 - t) / 1000) as f32).collect();
+        assert_eq!(counts, expected, "scatter_add of {n}");
+        assert_eq!(added, expected, "index_add of {n}");
+
+        // Parts of odd lengths, one strided.
+        let (a, b) = (x.narrow(0, 0, n / 3), x.narrow(0, n / 3, n - n / 3));
+        let joined = Tensor::cat(&[&b, &a], 0).to_vec();
+        assert_eq!(joined.len(), n);
+        assert!(joined[..n - n / 3] == data[n / 3..] && joined[n - n / 3..] == data[..n / 3], "cat of {n}");
+
+        all.extend(selected.iter().chain(&gathered).chain(&counts).chain(&added).chain(&joined));
+    }
+    all
+}
+
+device_tests! {
+    gather_and_scatter_add_match_hand_built_examples => gather_and_scatter_add_match_hand_built_examples,
+    index_select_and_index_add_match_hand_built_examples => index_select_and_index_add_match_hand_built_examples,
+    large_inputs_take_the_parallel_paths_correctly => large_inputs_take_the_parallel_paths_correctly,
+    large_gather_and_scatter_add_match_reference => large_gather_and_scatter_add_match_reference,
+    empty_tensors_and_empty_index_lists => empty_tensors_and_empty_index_lists,
+    errors_name_the_op_the_shapes_and_the_device => error_texts,
+}
+
+device_tests_vs_cpu! {
+    large_one_dimensional => large_one_dimensional, Family::Exact;
 }

@@ -9,6 +9,7 @@
 //! of the element type) plus a tiny absolute slack, against a reference
 //! computed in `f64` on inputs already rounded to the element type.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -139,34 +140,31 @@ fn operands_with_data(
     })
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+device_proptests! {
+    cases = 128;
 
-    #[test]
-    fn matmul_matches_triple_loop_f64((ad, a, bd, b) in operands_with_data(2, 6), la in layout(), lb in layout()) {
-        check_matmul::<Cpu, f64>(&a, &ad, &b, &bd, (la, lb));
+    fn matmul_matches_triple_loop_f64<D>((ad, a, bd, b) in operands_with_data(2, 6), la in layout(), lb in layout()) {
+        check_matmul::<D, f64>(&a, &ad, &b, &bd, (la, lb));
     }
 
-    #[test]
-    fn matmul_matches_triple_loop_f32((ad, a, bd, b) in operands_with_data(2, 6), la in layout(), lb in layout()) {
-        check_matmul::<Cpu, f32>(&a, &ad, &b, &bd, (la, lb));
+    fn matmul_matches_triple_loop_f32<D>((ad, a, bd, b) in operands_with_data(2, 6), la in layout(), lb in layout()) {
+        check_matmul::<D, f32>(&a, &ad, &b, &bd, (la, lb));
     }
 }
 
-proptest! {
+device_proptests! {
     // Sizes past gemm's register blocks (and its edge handling), fewer cases.
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    cases = 16;
 
-    #[test]
-    fn matmul_matches_triple_loop_on_larger_matrices(
+    fn matmul_matches_triple_loop_on_larger_matrices<D>(
         m in 1..40usize, k in 1..70usize, n in 1..40usize,
         seed in prop::collection::vec(-10.0..10.0f64, 1..16),
         la in layout(), lb in layout(),
     ) {
         let a: Vec<f64> = (0..m * k).map(|i| seed[i % seed.len()] + (i % 7) as f64).collect();
         let b: Vec<f64> = (0..k * n).map(|i| seed[(i * 3) % seed.len()] - (i % 5) as f64).collect();
-        check_matmul::<Cpu, f32>(&a, &[m, k], &b, &[k, n], (la, lb));
-        check_matmul::<Cpu, f64>(&a, &[m, k], &b, &[k, n], (la, lb));
+        check_matmul::<D, f32>(&a, &[m, k], &b, &[k, n], (la, lb));
+        check_matmul::<D, f64>(&a, &[m, k], &b, &[k, n], (la, lb));
     }
 }
 
@@ -192,10 +190,6 @@ fn check_threaded_paths<D: Device>() {
     );
 }
 
-#[test]
-fn threaded_paths_match_triple_loop() {
-    check_threaded_paths::<Cpu>();
-}
 
 fn check_broadcast_views<D: Device>() {
     // Rows repeated by `broadcast_to` have row stride 0, columns likewise.
@@ -209,10 +203,6 @@ fn check_broadcast_views<D: Device>() {
     assert_eq!(stacked.matmul(&eye).to_vec(), [1.0, 2.0, 3.0, 4.0].repeat(3));
 }
 
-#[test]
-fn broadcast_views_are_multiplied_without_copies() {
-    check_broadcast_views::<Cpu>();
-}
 
 fn check_empty<D: Device>() {
     let zeros = |dims: &[usize]| Tensor::<D, f32>::zeros(dims);
@@ -230,10 +220,6 @@ fn check_empty<D: Device>() {
     assert_eq!(zeros(&[5, 1, 2, 3]).matmul(&zeros(&[0, 3, 4])).dims(), &[5, 0, 2, 4]);
 }
 
-#[test]
-fn empty_operands_give_empty_or_zero_results() {
-    check_empty::<Cpu>();
-}
 
 fn check_errors<D: Device>() {
     let t = |dims: &[usize]| Tensor::<D, f32>::zeros(dims);
@@ -260,8 +246,7 @@ fn check_errors<D: Device>() {
 }
 
 #[test]
-fn errors_name_the_op_the_shapes_and_the_device() {
-    check_errors::<Cpu>();
+fn errors_name_the_op_the_shapes_and_the_device_cpu_text() {
     assert_eq!(
         Tensor::<Cpu>::zeros([2, 3]).try_matmul(&Tensor::<Cpu>::zeros([4, 5])).unwrap_err().to_string(),
         "matmul on Cpu: shapes [2, 3] and [4, 5]: the inner dimensions differ (3 vs 4)"
@@ -274,11 +259,44 @@ fn plain_form_panics_with_the_try_message() {
     let _ = Tensor::<Cpu>::zeros([2, 3]).matmul(&Tensor::<Cpu>::zeros([4, 5]));
 }
 
-#[test]
-fn dot_product_is_rank_zero_and_exact_on_small_integers() {
-    let a = Tensor::<Cpu, f64>::from_vec(vec![1.0, 2.0, 3.0], [3]);
-    let b = Tensor::<Cpu, f64>::from_vec(vec![4.0, 5.0, 6.0], [3]);
+fn dot_product_is_rank_zero_and_exact_on_small_integers<D: Device>() {
+    let a = Tensor::<D, f64>::from_vec(vec![1.0, 2.0, 3.0], [3]);
+    let b = Tensor::<D, f64>::from_vec(vec![4.0, 5.0, 6.0], [3]);
     let d = a.matmul(&b);
     assert_eq!(d.rank(), 0);
     assert_eq!(d.to_vec(), vec![32.0]);
+}
+
+/// Products whose outputs (66_563 elements) span several CUDA blocks and tiles, with sizes
+/// that are not multiples of 256 or of any tile size, transposed operands,
+/// a broadcast batch, and a dot product of [`LARGE_SIZES`]` [0]` terms; each
+/// against the triple loop. Returns every result, which the CUDA instances
+/// also compare with the `Cpu` ones.
+fn large_products<D: Device>() -> Vec<f32> {
+    let cases: [(&[usize], &[usize], Layout, Layout); 3] = [
+        (&[257, 40], &[40, 259], Layout::Transposed, Layout::Common(Variant::Contiguous)),
+        (&[3, 65, 129], &[129, 33], Layout::Common(Variant::Narrowed), Layout::Transposed),
+        (&[2, LARGE_SIZES[0]], &[LARGE_SIZES[0]], Layout::Common(Variant::Permuted), Layout::Common(Variant::Narrowed)),
+    ];
+    let mut all = Vec::new();
+    for (k, (ad, bd, la, lb)) in cases.into_iter().enumerate() {
+        let a = wave(ad.iter().product(), 0.5 + k as f64);
+        let b = wave(bd.iter().product(), 0.7 + k as f64);
+        check_matmul::<D, f32>(&a, ad, &b, bd, (la, lb));
+        let (ea, eb): (Vec<f32>, Vec<f32>) = (cast_all(&a), cast_all(&b));
+        all.extend(operand::<D, f32>(&ea, ad, la).matmul(&operand::<D, f32>(&eb, bd, lb)).to_vec());
+    }
+    all
+}
+
+device_tests! {
+    threaded_paths_match_triple_loop => check_threaded_paths,
+    broadcast_views_are_multiplied_without_copies => check_broadcast_views,
+    empty_operands_give_empty_or_zero_results => check_empty,
+    errors_name_the_op_the_shapes_and_the_device => check_errors,
+    dot_product_is_rank_zero_and_exact_on_small_integers => dot_product_is_rank_zero_and_exact_on_small_integers,
+}
+
+device_tests_vs_cpu! {
+    large_products => large_products, Family::Matmul;
 }

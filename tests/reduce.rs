@@ -9,6 +9,7 @@
 //! relative. Integer sums are exact (wrapping); max, min and the
 //! arg-reductions are exact for every type.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -260,45 +261,39 @@ fn integer_values<E: Element>(vals: &[f64]) -> Vec<f64> {
     vals.iter().map(|v| if unsigned { (v.abs() * 12.0).round() } else { (v * 1e3).round() }).collect()
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+device_proptests! {
+    cases = 96;
 
-    #[test]
-    fn reductions_match_reference_f32((dims, vals) in shaped(special_value()), v in variant()) {
-        check_reductions::<Cpu, f32>(&dims, &vals, v);
+    fn reductions_match_reference_f32<D>((dims, vals) in shaped(special_value()), v in variant()) {
+        check_reductions::<D, f32>(&dims, &vals, v);
     }
 
-    #[test]
-    fn reductions_match_reference_f64((dims, vals) in shaped(special_value()), v in variant()) {
-        check_reductions::<Cpu, f64>(&dims, &vals, v);
+    fn reductions_match_reference_f64<D>((dims, vals) in shaped(special_value()), v in variant()) {
+        check_reductions::<D, f64>(&dims, &vals, v);
     }
 
-    #[test]
-    fn reductions_match_reference_integers((dims, vals) in shaped(value()), v in variant()) {
-        check_reductions::<Cpu, i64>(&dims, &integer_values::<i64>(&vals), v);
-        check_reductions::<Cpu, u8>(&dims, &integer_values::<u8>(&vals), v);
+    fn reductions_match_reference_integers<D>((dims, vals) in shaped(value()), v in variant()) {
+        check_reductions::<D, i64>(&dims, &integer_values::<i64>(&vals), v);
+        check_reductions::<D, u8>(&dims, &integer_values::<u8>(&vals), v);
     }
 
-    #[test]
-    fn float_ops_match_reference((dims, vals) in shaped(value()), v in variant()) {
-        check_float_ops::<Cpu, f32>(&dims, &vals, v, 1e-5);
-        check_float_ops::<Cpu, f64>(&dims, &vals, v, 1e-12);
+    fn float_ops_match_reference<D>((dims, vals) in shaped(value()), v in variant()) {
+        check_float_ops::<D, f32>(&dims, &vals, v, 1e-5);
+        check_float_ops::<D, f64>(&dims, &vals, v, 1e-12);
     }
 
-    #[test]
-    fn float_ops_handle_special_values((dims, vals) in shaped(special_value()), v in variant()) {
-        check_float_ops::<Cpu, f32>(&dims, &vals, v, 1e-5);
+    fn float_ops_handle_special_values<D>((dims, vals) in shaped(special_value()), v in variant()) {
+        check_float_ops::<D, f32>(&dims, &vals, v, 1e-5);
     }
 
-    #[test]
-    fn softmax_of_large_magnitudes_does_not_overflow(
+    fn softmax_of_large_magnitudes_does_not_overflow<D>(
         (dims, vals) in shape(3, 6).prop_flat_map(|dims| {
             let len: usize = dims.iter().product();
             (Just(dims), prop::collection::vec(prop_oneof![Just(-1e4), Just(1e4), -1e4..1e4f64], len))
         }),
         v in variant(),
     ) {
-        check_float_ops::<Cpu, f32>(&dims, &vals, v, 1e-5);
+        check_float_ops::<D, f32>(&dims, &vals, v, 1e-5);
     }
 }
 
@@ -314,19 +309,22 @@ fn pseudo_random(n: usize, seed: u64) -> Vec<f64> {
         .collect()
 }
 
-#[test]
-fn large_f32_sum_is_accurate() {
-    let n = 1_000_003;
+/// Returns the three results, which the CUDA instances also compare with
+/// the `Cpu` ones.
+fn large_f32_sum_is_accurate<D: Device>() -> Vec<f32> {
+    let n = LARGE_SIZES[1];
     let x: Vec<f32> = cast_all(&pseudo_random(n, 1));
     let exact: f64 = x.iter().map(|&v| v as f64).sum();
     let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
-    let got = Tensor::<Cpu>::from_vec(x.clone(), [n]).sum().item() as f64;
+    let got = Tensor::<D>::from_vec(x.clone(), [n]).sum().item() as f64;
     assert!((got - exact).abs() <= 1e-6 * scale, "got {got}, exact {exact}");
     // The same through a 2-D view and the mean.
-    let t = Tensor::<Cpu>::from_vec(x[..1_000_000].to_vec(), [1000, 1000]);
+    let t = Tensor::<D>::from_vec(x[..1_000_000].to_vec(), [1000, 1000]);
     let exact: f64 = x[..1_000_000].iter().map(|&v| v as f64).sum();
-    assert!((t.sum().item() as f64 - exact).abs() <= 1e-6 * scale);
-    assert!((t.mean().item() as f64 - exact / 1e6).abs() <= 1e-12 * scale);
+    let (sum2, mean) = (t.sum().item(), t.mean().item());
+    assert!((sum2 as f64 - exact).abs() <= 1e-6 * scale);
+    assert!((mean as f64 - exact / 1e6).abs() <= 1e-12 * scale);
+    vec![got as f32, sum2, mean]
 }
 
 fn check_large<D: Device>(dims: &[usize], variant: Variant) {
@@ -341,24 +339,49 @@ fn check_large<D: Device>(dims: &[usize], variant: Variant) {
     check_float_ops::<D, f32>(dims, &finite, variant, 1e-5);
 }
 
-#[test]
-fn large_reductions_match_reference_on_every_layout() {
+fn large_reductions_match_reference_on_every_layout<D: Device>() {
     // Past the parallel threshold, rows long and short, with NaN, ties and extremes.
-    for variant in [Variant::Contiguous, Variant::Permuted, Variant::Narrowed] {
-        check_large::<Cpu>(&[300, 700], variant);
-        check_large::<Cpu>(&[70_000, 2], variant);
+    // On `Cpu` every shape in every layout. Elsewhere each shape once and
+    // each layout at least once, because the host reference alone costs
+    // seconds per shape and the emulated GPU runs its kernels 10-100x slower.
+    let layouts = [Variant::Contiguous, Variant::Permuted, Variant::Narrowed];
+    for (i, variant) in layouts.into_iter().enumerate() {
+        let all = D::name() == "Cpu";
+        if all || i == 0 {
+            check_large::<D>(&[300, 700], variant);
+        }
+        if all || i == 1 {
+            check_large::<D>(&[70_000, 2], variant);
+        }
         // Rank 3: strided views walk many short blocks, grouped into tasks.
-        check_large::<Cpu>(&[40, 50, 41], variant);
+        if all || i == 2 {
+            check_large::<D>(&[40, 50, 41], variant);
+        }
     }
-    check_large::<Cpu>(&[2, 70_000], Variant::Contiguous);
+    check_large::<D>(&[2, 70_000], Variant::Contiguous);
 }
 
-#[test]
-fn reducing_a_long_leading_axis_is_accurate() {
+fn large_one_dimensional_reductions<D: Device>() {
+    // Whole-tensor and axis-0 reductions of one long strided row: many CUDA
+    // blocks, a length no block size divides, a NaN, ties and extremes.
+    for n in LARGE_SIZES {
+        let mut vals = pseudo_random(n, 13);
+        vals[n - 2] = 50.0;
+        vals[n / 5] = 50.0;
+        vals[n / 7] = -50.0;
+        check_reductions::<D, f32>(&[n], &vals, Variant::Narrowed);
+        check_reductions::<D, i64>(&[n], &integer_values::<i64>(&vals), Variant::Permuted);
+        check_float_ops::<D, f32>(&[n], &vals, Variant::Narrowed, 1e-5);
+        vals[n / 3] = f64::NAN;
+        check_reductions::<D, f64>(&[n], &vals, Variant::Contiguous);
+    }
+}
+
+fn reducing_a_long_leading_axis_is_accurate<D: Device>() {
     // Axis 0 of [n, 4] folds whole rows into the output; blocked, it stays accurate.
     let n = 200_000;
     let x: Vec<f32> = cast_all(&pseudo_random(n * 4, 3));
-    let t = Tensor::<Cpu>::from_vec(x.clone(), [n, 4]);
+    let t = Tensor::<D>::from_vec(x.clone(), [n, 4]);
     let got = t.sum_axis(0).to_vec();
     for c in 0..4 {
         let exact: f64 = (0..n).map(|r| x[r * 4 + c] as f64).sum();
@@ -367,9 +390,8 @@ fn reducing_a_long_leading_axis_is_accurate() {
     }
 }
 
-#[test]
-fn broadcast_views_reduce_like_their_copies() {
-    let row = Tensor::<Cpu>::from_vec(vec![1.0, -2.0, 3.0], [3]);
+fn broadcast_views_reduce_like_their_copies<D: Device>() {
+    let row = Tensor::<D>::from_vec(vec![1.0, -2.0, 3.0], [3]);
     let b = row.broadcast_to([4, 3]);
     assert_eq!(b.sum_axis(0).to_vec(), vec![4.0, -8.0, 12.0]);
     assert_eq!(b.sum_axis(1).to_vec(), vec![2.0; 4]);
@@ -380,10 +402,9 @@ fn broadcast_views_reduce_like_their_copies() {
 
 // ---- Special values and PyTorch semantics ----
 
-#[test]
-fn softmax_special_rows_follow_pytorch() {
+fn softmax_special_rows_follow_pytorch<D: Device>() {
     let inf = f32::INFINITY;
-    let x = Tensor::<Cpu>::from_vec(
+    let x = Tensor::<D>::from_vec(
         vec![0.0, f32::NEG_INFINITY, -inf, -inf, 1.0, f32::NAN, 1e4, -1e4, inf, 1.0],
         [5, 2],
     );
@@ -399,9 +420,8 @@ fn softmax_special_rows_follow_pytorch() {
     assert_eq!(&l[6..8], &[0.0, -2e4]);
 }
 
-#[test]
-fn nan_propagates_and_arg_reductions_find_the_first_nan() {
-    let x = Tensor::<Cpu>::from_vec(vec![1.0, f32::NAN, 5.0, f32::NAN, 7.0, 7.0], [2, 3]);
+fn nan_propagates_and_arg_reductions_find_the_first_nan<D: Device>() {
+    let x = Tensor::<D>::from_vec(vec![1.0, f32::NAN, 5.0, f32::NAN, 7.0, 7.0], [2, 3]);
     assert!(x.max().item().is_nan());
     assert!(x.min().item().is_nan());
     assert_eq!(x.argmax_all().item(), 1);
@@ -411,21 +431,19 @@ fn nan_propagates_and_arg_reductions_find_the_first_nan() {
     let m = x.max_axis(0).to_vec();
     assert!(m[0].is_nan() && m[1].is_nan() && m[2] == 7.0);
     // Ties: the first occurrence.
-    let y = Tensor::<Cpu, i64>::from_vec(vec![2, 9, 9, 1, 1, 2], [6]);
+    let y = Tensor::<D, i64>::from_vec(vec![2, 9, 9, 1, 1, 2], [6]);
     assert_eq!((y.argmax_all().item(), y.argmin_all().item()), (1, 3));
 }
 
-#[test]
-fn integer_sums_wrap() {
-    let x = Tensor::<Cpu, u8>::from_vec(vec![200, 100, 10], [3]);
+fn integer_sums_wrap<D: Device>() {
+    let x = Tensor::<D, u8>::from_vec(vec![200, 100, 10], [3]);
     assert_eq!(x.sum().item(), 54);
-    let y = Tensor::<Cpu, i64>::from_vec(vec![i64::MAX, 1], [2]);
+    let y = Tensor::<D, i64>::from_vec(vec![i64::MAX, 1], [2]);
     assert_eq!(y.sum().item(), i64::MIN);
 }
 
-#[test]
-fn empty_tensors_sum_to_zero_and_average_to_nan() {
-    let x = Tensor::<Cpu>::zeros([0, 3]);
+fn empty_tensors_sum_to_zero_and_average_to_nan<D: Device>() {
+    let x = Tensor::<D>::zeros([0, 3]);
     assert_eq!(x.sum().item(), 0.0);
     assert!(x.mean().item().is_nan());
     assert_eq!(x.sum_axis(0).to_vec(), vec![0.0; 3]);
@@ -435,27 +453,26 @@ fn empty_tensors_sum_to_zero_and_average_to_nan() {
     assert_eq!(x.max_axis(1).dims(), &[0]);
     assert_eq!(x.argmin_keepdim(1).dims(), &[0, 1]);
     assert_eq!(x.softmax(0).dims(), &[0, 3]);
-    assert_eq!(Tensor::<Cpu, i64>::zeros([2, 0]).sum_keepdim(1).to_vec2(), vec![vec![0], vec![0]]);
+    assert_eq!(Tensor::<D, i64>::zeros([2, 0]).sum_keepdim(1).to_vec2(), vec![vec![0], vec![0]]);
 }
 
-#[test]
-fn scalars_reduce_to_themselves() {
-    let x = Tensor::<Cpu>::scalar(-3.5);
+fn scalars_reduce_to_themselves<D: Device>() {
+    let x = Tensor::<D>::scalar(-3.5);
     assert_eq!((x.sum().item(), x.max().item(), x.min().item(), x.mean().item()), (-3.5, -3.5, -3.5, -3.5));
     assert_eq!(x.argmax_all().item(), 0);
 }
 
 // ---- Errors ----
 
-#[test]
-fn axis_errors_name_op_shape_and_device() {
-    let x = Tensor::<Cpu>::zeros([2, 3]);
+fn axis_errors_name_op_shape_and_device<D: Device>() {
+    // The expected texts are written for `Cpu`; other devices name themselves.
+    let x = Tensor::<D>::zeros([2, 3]);
     assert_eq!(
-        x.try_sum_axis(2).unwrap_err().to_string(),
+        x.try_sum_axis(2).unwrap_err().to_string().replace(&D::name(), "Cpu"),
         "sum_axis on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)"
     );
     assert_eq!(
-        x.try_softmax(-3).unwrap_err().to_string(),
+        x.try_softmax(-3).unwrap_err().to_string().replace(&D::name(), "Cpu"),
         "softmax on Cpu: axis -3 is out of range for shape [2, 3] (expected an axis in -2..2)"
     );
     let errors = [
@@ -475,24 +492,24 @@ fn axis_errors_name_op_shape_and_device() {
     for err in [x.try_argmax(2).err(), x.try_argmin(2).err(), x.try_argmax_keepdim(-3).err(), x.try_argmin_keepdim(2).err()] {
         assert!(matches!(err, Some(Error::Axis { .. })), "{err:?}");
     }
-    let scalar = Tensor::<Cpu, i64>::scalar(1);
+    let scalar = Tensor::<D, i64>::scalar(1);
     assert!(matches!(scalar.try_sum_axis(0), Err(Error::Axis { axis: 0, .. })));
 }
 
-#[test]
-fn empty_reductions_without_identity_are_shape_errors() {
-    let x = Tensor::<Cpu>::zeros([0, 3]);
-    assert_eq!(x.try_max().unwrap_err().to_string(), "max on Cpu: shape [0, 3]: max of an empty tensor is undefined");
+fn empty_reductions_without_identity_are_shape_errors<D: Device>() {
+    // The expected texts are written for `Cpu`; other devices name themselves.
+    let x = Tensor::<D>::zeros([0, 3]);
+    assert_eq!(x.try_max().unwrap_err().to_string().replace(&D::name(), "Cpu"), "max on Cpu: shape [0, 3]: max of an empty tensor is undefined");
     assert_eq!(
-        x.try_argmin_all().unwrap_err().to_string(),
+        x.try_argmin_all().unwrap_err().to_string().replace(&D::name(), "Cpu"),
         "argmin_all on Cpu: shape [0, 3]: argmin of an empty tensor is undefined"
     );
     assert_eq!(
-        x.try_max_axis(-2).unwrap_err().to_string(),
+        x.try_max_axis(-2).unwrap_err().to_string().replace(&D::name(), "Cpu"),
         "max_axis on Cpu: shape [0, 3]: max over axis 0 of size 0 is undefined"
     );
     assert_eq!(
-        x.try_argmax(0).unwrap_err().to_string(),
+        x.try_argmax(0).unwrap_err().to_string().replace(&D::name(), "Cpu"),
         "argmax on Cpu: shape [0, 3]: argmax over axis 0 of size 0 is undefined"
     );
     assert!(matches!(x.try_min_keepdim(0), Err(Error::Shape { op: "min_keepdim", .. })));
@@ -510,19 +527,20 @@ fn plain_arg_form_panics_on_a_bad_axis() {
     let _ = Tensor::<Cpu>::zeros([4]).argmax(1);
 }
 
-// ---- Other devices ----
+device_tests! {
+    large_reductions_match_reference_on_every_layout => large_reductions_match_reference_on_every_layout,
+    large_one_dimensional_reductions => large_one_dimensional_reductions,
+    reducing_a_long_leading_axis_is_accurate => reducing_a_long_leading_axis_is_accurate,
+    broadcast_views_reduce_like_their_copies => broadcast_views_reduce_like_their_copies,
+    softmax_special_rows_follow_pytorch => softmax_special_rows_follow_pytorch,
+    nan_propagates_and_arg_reductions_find_the_first_nan => nan_propagates_and_arg_reductions_find_the_first_nan,
+    integer_sums_wrap => integer_sums_wrap,
+    empty_tensors_sum_to_zero_and_average_to_nan => empty_tensors_sum_to_zero_and_average_to_nan,
+    scalars_reduce_to_themselves => scalars_reduce_to_themselves,
+    axis_errors_name_op_shape_and_device => axis_errors_name_op_shape_and_device,
+    empty_reductions_without_identity_are_shape_errors => empty_reductions_without_identity_are_shape_errors,
+}
 
-#[test]
-fn checks_run_on_cuda_when_present() {
-    // Instantiating the checks for `Cuda<0>` keeps them device-generic; they
-    // run once a CUDA backend can create tensors.
-    use devtensor::Cuda;
-    if Cuda::<0>::is_available() {
-        let vals = pseudo_random(3 * 4 * 5, 11);
-        for variant in [Variant::Contiguous, Variant::Permuted, Variant::Narrowed] {
-            check_reductions::<Cuda<0>, f32>(&[3, 4, 5], &vals, variant);
-            check_reductions::<Cuda<0>, i64>(&[3, 4, 5], &integer_values::<i64>(&vals), variant);
-            check_float_ops::<Cuda<0>, f32>(&[3, 4, 5], &vals, variant, 1e-5);
-        }
-    }
+device_tests_vs_cpu! {
+    large_f32_sum_is_accurate => large_f32_sum_is_accurate, Family::Reduction;
 }

@@ -1,6 +1,7 @@
 //! Creation, read-back, element-type casts, device moves and views, checked
 //! against plain index arithmetic on random shapes.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -73,27 +74,24 @@ fn check_views<D: Device>(dims: &[usize], data: &[f64], v: Variant) {
     assert_eq!(t.squeeze_all().to_vec(), data);
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+device_proptests! {
+    cases = 96;
 
-    #[test]
-    fn views_match_index_arithmetic(dims in shape_maybe_empty(4, 5), seed in prop::collection::vec(-10.0..10.0f64, 1..16), v in variant()) {
+    fn views_match_index_arithmetic<D>(dims in shape_maybe_empty(4, 5), seed in prop::collection::vec(-10.0..10.0f64, 1..16), v in variant()) {
         let data: Vec<f64> = (0..dims.iter().product()).map(|i| seed[i % seed.len()] + i as f64).collect();
-        check_views::<Cpu>(&dims, &data, v);
+        check_views::<D>(&dims, &data, v);
     }
 
-    #[test]
-    fn broadcast_to_repeats_elements((small, big) in broadcast_pair(4, 4), v in variant()) {
+    fn broadcast_to_repeats_elements<D>((small, big) in broadcast_pair(4, 4), v in variant()) {
         prop_assume!(broadcast_dims(&small, &big).as_deref() == Some(big.as_slice()));
         let data: Vec<f64> = (0..small.iter().product()).map(|i| i as f64).collect();
-        let t = tensor_with::<Cpu, f64>(&data, &small, v).broadcast_to(big.clone());
+        let t = tensor_with::<D, f64>(&data, &small, v).broadcast_to(big.clone());
         let expected: Vec<f64> = indices(&big).map(|i| broadcast_read(&data, &small, &i)).collect();
         prop_assert_eq!(t.to_vec(), expected);
     }
 
-    #[test]
-    fn casts_follow_as_semantics((dims, data) in shaped_data(3, 4), v in variant()) {
-        let t = tensor_with::<Cpu, f64>(&data, &dims, v);
+    fn casts_follow_as_semantics<D>((dims, data) in shaped_data(3, 4), v in variant()) {
+        let t = tensor_with::<D, f64>(&data, &dims, v);
         prop_assert_eq!(t.to_dtype::<f32>().to_vec(), data.iter().map(|&x| x as f32).collect::<Vec<_>>());
         prop_assert_eq!(t.to_dtype::<i64>().to_vec(), data.iter().map(|&x| x as i64).collect::<Vec<_>>());
         prop_assert_eq!(t.to_dtype::<u8>().to_vec(), data.iter().map(|&x| x as u8).collect::<Vec<_>>());
@@ -101,60 +99,56 @@ proptest! {
         prop_assert_eq!(labels.to_dtype::<f32>().to_vec(), data.iter().map(|&x| x as i64 as f32).collect::<Vec<_>>());
     }
 
-    #[test]
-    fn arange_matches_a_counting_loop(start in -50i64..50, len in 0usize..40, step in 1i64..5) {
+    fn arange_matches_a_counting_loop<D>(start in -50i64..50, len in 0usize..40, step in 1i64..5) {
         let end = start + len as i64 * step;
-        let t = Tensor::<Cpu, i64>::arange_step(start, end, step);
+        let t = Tensor::<D, i64>::arange_step(start, end, step);
         let expected: Vec<i64> = (0..len as i64).map(|i| start + i * step).collect();
         prop_assert_eq!(t.to_vec(), expected);
-        let down = Tensor::<Cpu, i64>::arange_step(end, start, -step).to_vec();
+        let down = Tensor::<D, i64>::arange_step(end, start, -step).to_vec();
         prop_assert_eq!(down.len(), len);
     }
 }
 
-#[test]
-fn constructors_fill_as_documented() {
-    assert_eq!(Tensor::<Cpu>::full([2, 2], 1.5).to_vec(), vec![1.5; 4]);
-    assert_eq!(Tensor::<Cpu, i64>::eye(3).to_vec2(), vec![vec![1, 0, 0], vec![0, 1, 0], vec![0, 0, 1]]);
-    assert_eq!(Tensor::<Cpu, f64>::linspace(-1.0, 1.0, 3).to_vec(), vec![-1.0, 0.0, 1.0]);
-    assert_eq!(Tensor::<Cpu, f64>::linspace(0.0, 1.0, 1).to_vec(), vec![0.0]);
-    assert!(Tensor::<Cpu, f64>::linspace(0.0, 1.0, 0).to_vec().is_empty());
-    let l = Tensor::<Cpu, f64>::linspace(0.0, 0.3, 4).to_vec();
+fn constructors_fill_as_documented<D: Device>() {
+    assert_eq!(Tensor::<D>::full([2, 2], 1.5).to_vec(), vec![1.5; 4]);
+    assert_eq!(Tensor::<D, i64>::eye(3).to_vec2(), vec![vec![1, 0, 0], vec![0, 1, 0], vec![0, 0, 1]]);
+    assert_eq!(Tensor::<D, f64>::linspace(-1.0, 1.0, 3).to_vec(), vec![-1.0, 0.0, 1.0]);
+    assert_eq!(Tensor::<D, f64>::linspace(0.0, 1.0, 1).to_vec(), vec![0.0]);
+    assert!(Tensor::<D, f64>::linspace(0.0, 1.0, 0).to_vec().is_empty());
+    let l = Tensor::<D, f64>::linspace(0.0, 0.3, 4).to_vec();
     assert_close(&l, &[0.0, 0.1, 0.2, 0.3], 1e-15, 0.0);
     assert_eq!(l[3], 0.3, "the last point is exactly `end`");
-    assert_eq!(Tensor::<Cpu>::arange(0.0, 2.5).to_vec(), vec![0.0, 1.0, 2.0]);
-    let x = Tensor::<Cpu, u8>::ones([2, 3]);
+    assert_eq!(Tensor::<D>::arange(0.0, 2.5).to_vec(), vec![0.0, 1.0, 2.0]);
+    let x = Tensor::<D, u8>::ones([2, 3]);
     assert_eq!(x.zeros_like().to_vec(), vec![0; 6]);
     assert_eq!(x.full_like(7).dims(), &[2, 3]);
 }
 
-#[test]
-fn random_tensors_are_reproducible_and_distributed() {
+fn random_tensors_are_reproducible_and_distributed<D: Device>() {
     manual_seed(3);
-    let a = Tensor::<Cpu, f64>::randn([20_000]);
+    let a = Tensor::<D, f64>::randn([20_000]);
     manual_seed(3);
-    let b = Tensor::<Cpu, f64>::randn([20_000]);
+    let b = Tensor::<D, f64>::randn([20_000]);
     assert_eq!(a.to_vec(), b.to_vec());
     let v = a.to_vec();
     let mean = v.iter().sum::<f64>() / v.len() as f64;
     let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
     // Standard errors: 0.007 for the mean, 0.01 for the variance.
     assert!(mean.abs() < 0.04 && (var - 1.0).abs() < 0.05, "mean {mean}, var {var}");
-    let u = Tensor::<Cpu, f64>::rand_with([20_000], &mut Generator::new(9)).to_vec();
+    let u = Tensor::<D, f64>::rand_with([20_000], &mut Generator::new(9)).to_vec();
     assert!(u.iter().all(|x| (0.0..1.0).contains(x)));
     let umean = u.iter().sum::<f64>() / u.len() as f64;
     assert!((umean - 0.5).abs() < 0.01, "uniform mean {umean}");
-    let other = Tensor::<Cpu, f64>::rand_with([4], &mut Generator::new(10)).to_vec();
+    let other = Tensor::<D, f64>::rand_with([4], &mut Generator::new(10)).to_vec();
     assert_ne!(u[..4], other[..]);
     // f32 draws are the f64 draws rounded: same seed, same numbers.
-    let f = Tensor::<Cpu, f32>::rand_with([4], &mut Generator::new(9)).to_vec();
+    let f = Tensor::<D, f32>::rand_with([4], &mut Generator::new(9)).to_vec();
     assert_eq!(f, u[..4].iter().map(|&x| x as f32).collect::<Vec<_>>());
 }
 
-#[test]
-fn moving_to_the_same_device_shares_storage() {
-    let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
-    let y = x.to::<Cpu>();
+fn moving_to_the_same_device_shares_storage<D: Device>() {
+    let x = Tensor::<D>::from_vec(vec![1.0, 2.0], [2]);
+    let y = x.to::<D>();
     assert_eq!(y.to_vec(), x.to_vec());
     // Sharing is observable through in-place value semantics: writing `y`
     // must copy because `x` still holds the storage.
@@ -163,33 +157,81 @@ fn moving_to_the_same_device_shares_storage() {
     assert_eq!(x.to_vec(), vec![1.0, 2.0]);
 }
 
-#[test]
-fn cuda_without_a_backend_is_an_error_never_a_panic() {
-    assert!(!Cuda::<0>::is_available());
-    assert!(!Cuda::<1>::is_available());
-    let err = Cuda::<1>::try_init().unwrap_err();
-    assert!(matches!(err, Error::DeviceUnavailable { ref device, .. } if device == "Cuda<1>"), "{err}");
+/// What a program sees for a GPU it cannot use, checked on `Cuda<7>` (an
+/// ordinal neither the emulated driver, 2 devices, nor the machines this
+/// runs on have) and on `Cuda<0>`, `Cuda<1>` where they are unavailable, so
+/// the test holds before and after the CUDA backend lands.
+fn unavailable_gpu_is_an_error_never_a_panic<const N: usize>() {
+    let err = Cuda::<N>::try_init().unwrap_err();
+    let name = format!("Cuda<{N}>");
+    assert!(matches!(err, Error::DeviceUnavailable { ref device, .. } if *device == name), "{err}");
     let x = Tensor::<Cpu>::ones([2]);
-    let moved = x.try_to::<Cuda<0>>();
+    let moved = x.try_to::<Cuda<N>>();
     assert!(matches!(moved, Err(Error::DeviceUnavailable { .. })));
-    assert!(Tensor::<Cuda<0>, i64>::try_from_vec(vec![1], [1]).is_err());
-    assert!(Tensor::<Cuda<0>>::try_randn([3]).is_err());
-    assert!(Tensor::<Cuda<0>>::try_eye(2).is_err());
+    assert!(Tensor::<Cuda<N>, i64>::try_from_vec(vec![1], [1]).is_err());
+    assert!(Tensor::<Cuda<N>>::try_randn([3]).is_err());
+    assert!(Tensor::<Cuda<N>>::try_eye(2).is_err());
     let message = moved.err().unwrap().to_string();
-    assert!(message.starts_with("device Cuda<0> is unavailable: "), "{message}");
+    assert!(message.starts_with(&format!("device {name} is unavailable: ")), "{message}");
 }
 
 #[test]
-#[should_panic(expected = "device Cuda<0> is unavailable")]
+fn cuda_without_a_gpu_is_an_error_never_a_panic() {
+    assert!(!Cuda::<7>::is_available());
+    unavailable_gpu_is_an_error_never_a_panic::<7>();
+    if !Cuda::<0>::is_available() {
+        unavailable_gpu_is_an_error_never_a_panic::<0>();
+    }
+    if !Cuda::<1>::is_available() {
+        unavailable_gpu_is_an_error_never_a_panic::<1>();
+    }
+}
+
+#[test]
+#[should_panic(expected = "device Cuda<7> is unavailable")]
 fn plain_move_to_missing_gpu_panics_with_the_error_text() {
-    let _ = Tensor::<Cpu>::ones([2]).to::<Cuda<0>>();
+    let _ = Tensor::<Cpu>::ones([2]).to::<Cuda<7>>();
 }
 
-#[test]
-fn bad_arguments_name_op_shapes_and_device() {
-    let x = Tensor::<Cpu>::zeros([2, 3]);
+/// Host to `D` and back, at [`LARGE_SIZES`], strided, in every element type,
+/// and empty; then on to `Cuda<1>` and back when that GPU is there too
+/// (peer copy or through the host). Nothing may change on the way.
+fn transfers_round_trip<D: Device>() {
+    fn round_trip<D: Device, E: Element>(data: &[E], dims: &[usize], v: Variant) {
+        let host = tensor_with::<Cpu, E>(data, dims, v);
+        let there = host.to::<D>();
+        assert_eq!(there.dims(), dims);
+        assert_eq!(there.to_vec(), data, "Cpu -> {} ({v:?}, {dims:?})", D::name());
+        let back = there.to::<Cpu>();
+        assert_eq!(back.to_vec(), data, "{} -> Cpu", D::name());
+        // A view made on the device moves as its logical contents.
+        if dims.len() == 2 {
+            assert_eq!(there.t().to::<Cpu>().to_vec(), host.t().contiguous().to_vec(), "transposed view");
+        }
+        if Cuda::<1>::is_available() {
+            let other = there.to::<Cuda<1>>();
+            assert_eq!(other.to_vec(), data, "{} -> Cuda<1>", D::name());
+            assert_eq!(other.to::<D>().to_vec(), data, "Cuda<1> -> {}", D::name());
+        }
+    }
+    for n in LARGE_SIZES {
+        let data: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+        round_trip::<D, f32>(&data, &[n], Variant::Narrowed);
+        let wide: Vec<i64> = (0..n as i64).map(|i| i * 1_000_003 - (1 << 40)).collect();
+        round_trip::<D, i64>(&wide, &[n], Variant::Contiguous);
+    }
+    let bytes: Vec<u8> = (0..3 * 257).map(|i| (i % 256) as u8).collect();
+    round_trip::<D, u8>(&bytes, &[3, 257], Variant::Permuted);
+    let doubles: Vec<f64> = (0..70 * 3).map(|i| i as f64 / 3.0).collect();
+    round_trip::<D, f64>(&doubles, &[70, 3], Variant::Narrowed);
+    round_trip::<D, f32>(&[], &[0, 4], Variant::Contiguous);
+    round_trip::<D, f64>(&[2.5], &[], Variant::Contiguous);
+}
+
+fn bad_arguments_name_op_shapes_and_device<D: Device>() {
+    let x = Tensor::<D>::zeros([2, 3]);
     let cases: Vec<(Error, &str)> = vec![
-        (Tensor::<Cpu>::try_from_vec(vec![1.0; 5], [2, 3]).err().unwrap(), "from_vec on Cpu: shape [2, 3]: 5 elements were given for 6 places"),
+        (Tensor::<D>::try_from_vec(vec![1.0; 5], [2, 3]).err().unwrap(), "from_vec on Cpu: shape [2, 3]: 5 elements were given for 6 places"),
         (x.try_reshape([4]).err().unwrap(), "reshape on Cpu: shapes [2, 3] and [4]: 6 elements cannot be viewed as 4"),
         (x.try_transpose(0, 2).err().unwrap(), "transpose on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)"),
         (x.try_narrow(1, 2, 2).err().unwrap(), "narrow on Cpu: shape [2, 3]: elements 2..4 are out of range for axis 1 of size 3"),
@@ -199,11 +241,12 @@ fn bad_arguments_name_op_shapes_and_device() {
         (x.try_unsqueeze(4).err().unwrap(), "unsqueeze on Cpu: axis 4 is out of range for shape [2, 3] (expected an axis in -2..2)"),
         (x.try_item().err().unwrap(), "item on Cpu: shape [2, 3]: expected exactly one element, got 6"),
         (x.try_broadcast_to([3, 3]).err().unwrap(), "broadcast_to on Cpu: shapes [2, 3] and [3, 3]: the shape cannot be broadcast to the target"),
-        (Tensor::<Cpu>::try_arange_step(0.0, 1.0, 0.0).err().unwrap(), "arange on Cpu: the step must be finite and non-zero, and the ends finite"),
-        (Tensor::<Cpu>::zeros([2, 2, 2]).try_t().err().unwrap(), "t on Cpu: shape [2, 2, 2]: expected rank 2 or less, got 3"),
+        (Tensor::<D>::try_arange_step(0.0, 1.0, 0.0).err().unwrap(), "arange on Cpu: the step must be finite and non-zero, and the ends finite"),
+        (Tensor::<D>::zeros([2, 2, 2]).try_t().err().unwrap(), "t on Cpu: shape [2, 2, 2]: expected rank 2 or less, got 3"),
     ];
     for (err, text) in cases {
-        assert_eq!(err.to_string(), text);
+        // The expected texts are written for `Cpu`; other devices name themselves.
+        assert_eq!(err.to_string().replace(&D::name(), "Cpu"), text);
     }
 }
 
@@ -213,9 +256,8 @@ fn plain_forms_panic_with_the_try_text() {
     let _ = Tensor::<Cpu>::zeros([2, 3]).reshape([7]);
 }
 
-#[test]
-fn tensors_move_across_threads() {
-    let x = Tensor::<Cpu>::arange(0.0, 8.0);
+fn tensors_move_across_threads<D: Device>() {
+    let x = Tensor::<D>::arange(0.0, 8.0);
     let handles: Vec<_> = (0..2)
         .map(|k| {
             let x = x.clone();
@@ -226,8 +268,17 @@ fn tensors_move_across_threads() {
     assert_eq!(results[1], (0..8).map(|i| 2.0 * i as f32).collect::<Vec<_>>());
 }
 
-#[test]
-fn element_metadata() {
+fn element_metadata<D: Device>() {
     assert_eq!(<u8 as Element>::DTYPE.size_in_bytes(), 1);
-    assert_eq!(Tensor::<Cpu, f64>::zeros([1]).dtype().name(), "f64");
+    assert_eq!(Tensor::<D, f64>::zeros([1]).dtype().name(), "f64");
+}
+
+device_tests! {
+    constructors_fill_as_documented => constructors_fill_as_documented,
+    random_tensors_are_reproducible_and_distributed => random_tensors_are_reproducible_and_distributed,
+    moving_to_the_same_device_shares_storage => moving_to_the_same_device_shares_storage,
+    transfers_round_trip => transfers_round_trip,
+    bad_arguments_name_op_shapes_and_device => bad_arguments_name_op_shapes_and_device,
+    tensors_move_across_threads => tensors_move_across_threads,
+    element_metadata => element_metadata,
 }

@@ -1,7 +1,9 @@
 //! Shared helpers for the integration tests: proptest strategies for shapes
-//! and data, non-contiguous views with known contents, and index arithmetic
-//! for plain-loop reference implementations.
-#![allow(dead_code)]
+//! and data, non-contiguous views with known contents, index arithmetic
+//! for plain-loop reference implementations, and the machinery that runs
+//! each device-generic check on `Cpu`, `Cuda<0>` and `Cuda<1>` (bottom half).
+// Each test binary uses only some helpers and macros.
+#![allow(dead_code, unused_macros)]
 
 use devtensor::{Device, Element, Tensor};
 use proptest::prelude::*;
@@ -159,3 +161,245 @@ pub fn assert_close(actual: &[f64], expected: &[f64], abs: f64, rel: f64) {
 pub fn as_f64<E: Element>(data: &[E]) -> Vec<f64> {
     data.iter().map(|x| x.to_f64()).collect()
 }
+
+// ---------------------------------------------------------------------------
+// Write a test once, run it on every device (DESIGN.md; issue 3, item 8).
+//
+// A check is a generic `fn check_x<D: Device>(..)` that asserts against a
+// plain host reference. The macros below instantiate it for `Cpu`, `Cuda<0>`
+// and `Cuda<1>`, one `#[test]` per device (`name::cpu`, `name::cuda0`,
+// `name::cuda1`), so a failure names the device it happened on. A CUDA
+// instance that finds no usable GPU prints one `SKIP Cuda<N>: <reason>` line
+// per test binary and passes, unless `DEVTENSOR_REQUIRE_CUDA=1`, where it
+// fails with that reason: CI under the emulated driver sets it, so the suite
+// cannot pass there by silently skipping.
+
+/// Proptest cases for the `Cpu` instance of a device proptest is given per
+/// test (the files' historic counts); CUDA instances run this many, because
+/// the emulated driver runs kernels on the CPU 10-100x slower than native
+/// code. Override with `DEVTENSOR_CUDA_CASES` (e.g. more on a real GPU).
+pub const CUDA_CASES: u32 = 16;
+
+/// Proptest cases for a CUDA instance: [`CUDA_CASES`] or `DEVTENSOR_CUDA_CASES`.
+pub fn cuda_cases() -> u32 {
+    std::env::var("DEVTENSOR_CUDA_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(CUDA_CASES)
+}
+
+/// Whether `DEVTENSOR_REQUIRE_CUDA=1` asks that CUDA instances run, not skip.
+pub fn cuda_required() -> bool {
+    std::env::var("DEVTENSOR_REQUIRE_CUDA").is_ok_and(|v| v == "1")
+}
+
+/// Whether the CUDA instances for ordinal `N` should run.
+///
+/// `false` when `Cuda<N>` cannot be initialised; the first such call in this
+/// test binary prints `SKIP Cuda<N>: <reason>` straight to stderr (past the
+/// test harness's output capture, so it shows without `--nocapture`). Panics
+/// with the reason instead when `DEVTENSOR_REQUIRE_CUDA=1`.
+#[track_caller]
+pub fn cuda_ready<const N: usize>() -> bool {
+    use std::io::Write;
+    use std::sync::OnceLock;
+    // One probe per ordinal and binary: `try_init` is cheap, but the line
+    // must appear once, not once per case.
+    static PROBES: [OnceLock<Result<(), String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let probe = PROBES[N].get_or_init(|| {
+        let result = devtensor::Cuda::<N>::try_init().map_err(|e| e.to_string());
+        // One write per line, so the harness's progress output cannot split it.
+        let line = match &result {
+            // Which driver the GPU came from: with-emu.sh names the emulator here.
+            Ok(()) => Some(match std::env::var("DEVTENSOR_EMU_DRIVER") {
+                Ok(path) => format!("RUN Cuda<{N}>: emulated driver devtensor-emu ({path})\n"),
+                Err(_) => format!("RUN Cuda<{N}>: the system's CUDA driver\n"),
+            }),
+            Err(reason) if !cuda_required() => Some(format!("SKIP Cuda<{N}>: {reason}\n")),
+            Err(_) => None,
+        };
+        if let Some(line) = line {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+        result
+    });
+    match probe {
+        Ok(()) => true,
+        Err(reason) if cuda_required() => panic!("DEVTENSOR_REQUIRE_CUDA=1 but Cuda<{N}> is unavailable: {reason}"),
+        Err(_) => false,
+    }
+}
+
+/// Families of operations, for the tolerances a CUDA result is held to
+/// against the `Cpu` one (see [`tolerance`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Data movement, integer arithmetic, comparisons, `+ - * /`, max/min,
+    /// neg/abs/relu/square/clamp, indexing, cat: one IEEE operation or none
+    /// per element, so every device gives the same bits.
+    Exact,
+    /// exp, log, tanh, sigmoid, powf, sin, cos, sqrt, recip: CUDA's libdevice
+    /// is within 1-4 ulp of the correctly rounded value, as is the host libm.
+    Transcendental,
+    /// sum, mean, softmax, log_softmax: the summation order differs (blocked
+    /// and parallel on the CPU, a tree of warps on the GPU).
+    Reduction,
+    /// matmul: cuBLAS and gemm sum each dot product in different orders.
+    Matmul,
+}
+
+/// `(abs, rel)` tolerance for `family` in element type `E`, as used by
+/// [`assert_close`]: `|got - cpu| <= abs + rel * |cpu|`. The one place these
+/// numbers are written down. Integer types are always exact.
+pub fn tolerance<E: Element>(family: Family) -> (f64, f64) {
+    use devtensor::DType;
+    match (family, E::DTYPE) {
+        (Family::Exact, _) | (_, DType::I64 | DType::U8) => (0.0, 0.0),
+        // A few ulp: f32 epsilon is 1.2e-7, f64 2.2e-16.
+        (Family::Transcendental, DType::F32) => (1e-6, 1e-6),
+        (Family::Transcendental, _) => (1e-14, 1e-14),
+        // Reordered sums of up to ~1e6 terms of magnitude <= 10 (the sizes in
+        // these tests); each check also holds every device to its own bound
+        // against the exact `f64` reference, which is the sharper test.
+        (Family::Reduction | Family::Matmul, DType::F32) => (1e-3, 1e-4),
+        (Family::Reduction | Family::Matmul, _) => (1e-9, 1e-10),
+    }
+}
+
+/// Asserts a device result matches the `Cpu` one within [`tolerance`].
+#[track_caller]
+pub fn assert_matches_cpu<E: Element>(device: &str, family: Family, got: &[E], cpu: &[E]) {
+    let (abs, rel) = tolerance::<E>(family);
+    let (got, cpu) = (as_f64(got), as_f64(cpu));
+    assert_eq!(got.len(), cpu.len(), "{device}: {family:?} result has {} elements, Cpu's {}", got.len(), cpu.len());
+    for (i, (&g, &c)) in got.iter().zip(&cpu).enumerate() {
+        let ok = (g.is_nan() && c.is_nan()) || g == c || (g - c).abs() <= abs + rel * c.abs();
+        assert!(ok, "{device} vs Cpu ({family:?}, abs {abs}, rel {rel}): element {i}: got {g}, Cpu gave {c}");
+    }
+}
+
+/// Runs `$body` once per device with `$d` naming the device type: on `Cpu`,
+/// then on `Cuda<0>` and `Cuda<1>` where [`cuda_ready`] says so. For inline
+/// use inside a test; the body is expanded three times, so it must not move
+/// what it uses.
+macro_rules! on_devices {
+    ($d:ident => $body:expr) => {{
+        {
+            type $d = devtensor::Cpu;
+            $body;
+        }
+        if $crate::common::cuda_ready::<0>() {
+            type $d = devtensor::Cuda<0>;
+            $body;
+        }
+        if $crate::common::cuda_ready::<1>() {
+            type $d = devtensor::Cuda<1>;
+            $body;
+        }
+    }};
+}
+
+/// One `#[test]` per device for each generic check `fn check<D: Device>()`:
+/// `device_tests! { name => check, .. }` gives `name::cpu`, `name::cuda0`,
+/// `name::cuda1`.
+macro_rules! device_tests {
+    ($($name:ident => $check:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn cpu() {
+                super::$check::<devtensor::Cpu>();
+            }
+            #[test]
+            fn cuda0() {
+                if $crate::common::cuda_ready::<0>() {
+                    super::$check::<devtensor::Cuda<0>>();
+                }
+            }
+            #[test]
+            fn cuda1() {
+                if $crate::common::cuda_ready::<1>() {
+                    super::$check::<devtensor::Cuda<1>>();
+                }
+            }
+        }
+    )*};
+}
+
+/// Like [`device_tests!`] for checks that also return their results as
+/// `Vec<E>`: each CUDA result must match the `Cpu` one within the
+/// [`tolerance`] of `$family` (on top of the check's own reference).
+macro_rules! device_tests_vs_cpu {
+    ($($name:ident => $check:ident, $family:expr);* $(;)?) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn cpu() {
+                super::$check::<devtensor::Cpu>();
+            }
+            #[test]
+            fn cuda0() {
+                if $crate::common::cuda_ready::<0>() {
+                    let got = super::$check::<devtensor::Cuda<0>>();
+                    let cpu = super::$check::<devtensor::Cpu>();
+                    $crate::common::assert_matches_cpu("Cuda<0>", $family, &got, &cpu);
+                }
+            }
+            #[test]
+            fn cuda1() {
+                if $crate::common::cuda_ready::<1>() {
+                    let got = super::$check::<devtensor::Cuda<1>>();
+                    let cpu = super::$check::<devtensor::Cpu>();
+                    $crate::common::assert_matches_cpu("Cuda<1>", $family, &got, &cpu);
+                }
+            }
+        }
+    )*};
+}
+
+/// Property tests instantiated per device: each
+/// `fn name<D>(arg in strategy, ..) { body }` becomes `name::cpu` with
+/// `$cases` cases and `name::cuda0`, `name::cuda1` with [`cuda_cases`]
+/// cases, `D` naming the device inside the body.
+macro_rules! device_proptests {
+    (cases = $cases:expr; $($(#[$meta:meta])* fn $name:ident<$d:ident>($($args:tt)*) $body:block)*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            proptest::proptest! {
+                #![proptest_config(proptest::prelude::ProptestConfig::with_cases($cases))]
+                #[test]
+                fn cpu($($args)*) {
+                    type $d = devtensor::Cpu;
+                    $body
+                }
+            }
+            #[test]
+            fn cuda0() {
+                // Checked outside the property, so that a required but
+                // missing GPU fails once rather than being "shrunk".
+                if !$crate::common::cuda_ready::<0>() {
+                    return;
+                }
+                type $d = devtensor::Cuda<0>;
+                let config = proptest::prelude::ProptestConfig::with_cases($crate::common::cuda_cases());
+                proptest::proptest!(config, |($($args)*)| $body);
+            }
+            #[test]
+            fn cuda1() {
+                // Checked outside the property, so that a required but
+                // missing GPU fails once rather than being "shrunk".
+                if !$crate::common::cuda_ready::<1>() {
+                    return;
+                }
+                type $d = devtensor::Cuda<1>;
+                let config = proptest::prelude::ProptestConfig::with_cases($crate::common::cuda_cases());
+                proptest::proptest!(config, |($($args)*)| $body);
+            }
+        }
+    )*};
+}
+
+/// Element counts for the large-input cases: several CUDA blocks of 256
+/// threads (and several grid-stride rounds at the larger one), neither a
+/// multiple of 256, both past the CPU's parallel threshold. 1_000_003 is prime,
+/// so no block or chunk size divides it.
+pub const LARGE_SIZES: [usize; 2] = [70_000, 1_000_003];
