@@ -32,3 +32,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 
 echo "== emulated CUDA driver (emu/): kernels on the CPU, driver and cuBLAS calls through cudarc"
 bash scripts/test-emu.sh
+
+echo "== CUDA backend on the emulated GPU: every wired op on Cuda<0> and Cuda<1> against the CPU"
+# DEVTENSOR_REQUIRE_CUDA=1 turns the suite's SKIP (no device) into a failure.
+DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test --test cuda_backend

@@ -78,6 +78,16 @@ pub enum Error {
         /// Why it is unavailable, in a sentence.
         reason: String,
     },
+    /// The CUDA driver, NVRTC or cuBLAS reported an error while running an
+    /// operation (a failed launch, a kernel that faulted, a failed copy).
+    Driver {
+        /// The operation.
+        op: &'static str,
+        /// The device.
+        device: String,
+        /// What the driver said.
+        reason: String,
+    },
     /// The device ran out of memory.
     OutOfMemory {
         /// The device.
@@ -131,6 +141,7 @@ impl fmt::Display for Error {
             Error::DeviceUnavailable { device, reason } => {
                 write!(f, "device {device} is unavailable: {reason}")
             }
+            Error::Driver { op, device, reason } => write!(f, "{op} on {device}: CUDA error: {reason}"),
             Error::OutOfMemory { device, requested, free } => write!(
                 f,
                 "out of memory on {device}: tried to allocate {requested} bytes with {free} bytes free"
