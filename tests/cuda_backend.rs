@@ -232,7 +232,7 @@ fn reduce_ops<D: Device>() {
     let mut g = Generator::new(6);
     // Whole tensors (one output, a block), long rows, and short columns
     // with many outputs (a thread each), from dense and strided layouts.
-    for shape in [vec![5003], vec![7, 1000], vec![1000, 7], vec![3, 130, 5], vec![0, 4]] {
+    for shape in [vec![5003], vec![70_001], vec![7, 1000], vec![1000, 7], vec![3, 130, 5], vec![0, 4]] {
         let x = rand_cpu(&shape, &mut g);
         let gx = x.to::<D>();
         if x.elem_count() > 0 {
@@ -265,6 +265,17 @@ fn reduce_ops<D: Device>() {
     same("i64 sum_axis", &gi.sum_axis(0), &i.sum_axis(0));
     same("i64 max_axis", &gi.max_axis(1), &i.max_axis(1));
     same("i64 argmin", &gi.argmin(1), &i.argmin(1));
+    // A whole tensor above the two-pass threshold, with ties and a NaN.
+    let mut v: Vec<f64> = (0..40_000).map(|i| ((i * 37) % 1001) as f64).collect();
+    same("f64 sum, two passes", &Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]).to::<D>().sum(),
+        &Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]).sum());
+    let ties = Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]);
+    same("argmax with ties, two passes", &ties.to::<D>().argmax_all(), &ties.argmax_all());
+    same("argmin with ties, two passes", &ties.to::<D>().argmin_all(), &ties.argmin_all());
+    v[31_000] = f64::NAN;
+    let nan = Tensor::<Cpu, f64>::from_vec(v, [40_000]);
+    same("argmax with a NaN, two passes", &nan.to::<D>().argmax_all(), &nan.argmax_all());
+    same("max with a NaN, two passes", &nan.to::<D>().max(), &nan.max());
     let u = Tensor::<Cpu, u8>::from_vec((0..999).map(|v| (v % 251) as u8).collect(), [999]);
     same("u8 sum wraps", &u.to::<D>().sum(), &u.sum());
 }
@@ -330,6 +341,10 @@ fn moves_between_gpus<D: Device>() {
     let on1: Tensor<Cuda<1>> = on0.t().to::<Cuda<1>>();
     same("Cuda<0> -> Cuda<1>", &on1, &x.t());
     same("Cuda<1> -> Cuda<0> after an op", &(&on1 + &on1).to::<Cuda<0>>(), &(&x.t() + &x.t()));
+    let labels = Tensor::<Cpu, i64>::from_vec((0..1000).map(|v| v * 3 - 77).collect(), [10, 100]);
+    same("i64 Cuda<0> -> Cuda<1>", &labels.to::<Cuda<0>>().narrow(1, 5, 50).to::<Cuda<1>>(), &labels.narrow(1, 5, 50));
+    let empty = Tensor::<Cuda<0>>::zeros([0, 4]).to::<Cuda<1>>();
+    assert_eq!(empty.dims(), &[0, 4]);
     let _ = D::name();
 }
 

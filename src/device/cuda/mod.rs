@@ -241,6 +241,58 @@ impl<const N: usize> Backend for Cuda<N> {
     fn cast<E: Element, T: Element>(storage: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<T>> {
         copy_into(&Self::device()?, "cast", storage, layout)
     }
+
+    fn storage_from_device<S: Backend, E: Element>(
+        storage: &S::Storage<E>,
+        layout: &Layout,
+    ) -> Result<Option<CudaStorage<E>>> {
+        // Every `Cuda<M>` shares the storage type, so a downcast tells a
+        // CUDA source from a CPU one.
+        let any: &dyn std::any::Any = storage;
+        let Some(src) = any.downcast_ref::<CudaStorage<E>>() else {
+            return Ok(None);
+        };
+        peer_copy(&context::device(src.ordinal)?, src, layout, &Self::device()?).map(Some)
+    }
+}
+
+/// Copies the elements `layout` selects from one GPU to another with the
+/// driver's peer copy, which goes over NVLink or PCIe directly when the two
+/// GPUs can access each other, and is staged by the driver otherwise.
+fn peer_copy<E: Element>(
+    from: &Arc<CudaDevice>,
+    src: &CudaStorage<E>,
+    layout: &Layout,
+    to: &Arc<CudaDevice>,
+) -> Result<CudaStorage<E>> {
+    const OP: &str = "to";
+    let n = layout.elem_count();
+    let out = CudaStorage::<E>::alloc(to, OP, n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let (_dense, src_ptr) = dense_ptr(from, OP, src, layout)?;
+    // The two devices' streams are not ordered with each other: wait for
+    // the source's pending work (the data and its dense copy) first.
+    from.synchronize(OP)?;
+    to.ctx.bind_to_thread().map_err(|e| to.error(OP, e))?;
+    // SAFETY: both pointers are live device buffers of at least
+    // `n * size_of::<E>()` bytes in their own contexts, and the destination
+    // stream is synchronised below, before the source copy can be dropped
+    // and reused.
+    unsafe {
+        cudarc::driver::result::memcpy_peer_async(
+            to.ctx.cu_ctx(),
+            out.ptr(),
+            from.ctx.cu_ctx(),
+            src_ptr,
+            n * size_of::<E>(),
+            to.stream.cu_stream(),
+        )
+    }
+    .map_err(|e| to.error(OP, format_args!("peer copy from {}: {e}", from.name)))?;
+    to.synchronize(OP)?;
+    Ok(out)
 }
 
 /// The error of a kernel method whose op family has no CUDA launch yet.

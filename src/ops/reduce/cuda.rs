@@ -42,6 +42,56 @@ fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize
     Ok(Plan { n_out, len, step, geo, variant, cfg })
 }
 
+/// Below this many elements a whole-tensor reduction runs in one block of
+/// the `rows` kernel; above it, the two-pass `all` kernels spread it over
+/// the whole GPU.
+const ALL_MIN_LEN: usize = 1 << 14;
+
+/// Whether a reduction of `layout` along `axis` is a reduction of a whole
+/// dense tensor, and where the tensor starts.
+fn whole_dense(layout: &Layout, axis: usize) -> Option<usize> {
+    let others_one = layout.dims().iter().enumerate().all(|(i, &d)| i == axis || d == 1);
+    match (others_one, layout.contiguous_range()) {
+        (true, Some(range)) if layout.dims()[axis] >= ALL_MIN_LEN => Some(range.start),
+        _ => None,
+    }
+}
+
+/// A whole dense reduction in two passes: every block folds a grid-stride
+/// share into `partials`, then one block folds the partials.
+fn reduce_all<E: Element>(device: &Arc<CudaDevice>, op: &'static str, src: u64, n: usize) -> Result<CudaStorage<E>> {
+    let cfg = elementwise(n);
+    let blocks = cfg.grid_dim.0 as usize;
+    let partials = CudaStorage::<E>::alloc(device, op, blocks)?;
+    let out = CudaStorage::<E>::alloc(device, op, 1)?;
+    let kernel = format!("reduce_{op}_all_{}", E::DTYPE.name());
+    launch_kernel!(device, op, "reduce", kernel, cfg; n, src, partials.ptr())?;
+    launch_kernel!(device, op, "reduce", kernel, per_row(1); blocks, partials.ptr(), out.ptr())?;
+    Ok(out)
+}
+
+/// The two-pass whole-tensor arg-reduction: (value, index) pairs per block,
+/// then one block over the pairs.
+fn arg_reduce_all<E: Element>(
+    device: &Arc<CudaDevice>,
+    op: &'static str,
+    src: u64,
+    n: usize,
+) -> Result<CudaStorage<i64>> {
+    let cfg = elementwise(n);
+    let blocks = cfg.grid_dim.0 as usize;
+    let vals = CudaStorage::<E>::alloc(device, op, blocks)?;
+    let idxs = CudaStorage::<i64>::alloc(device, op, blocks)?;
+    let val = CudaStorage::<E>::alloc(device, op, 1)?;
+    let idx = CudaStorage::<i64>::alloc(device, op, 1)?;
+    let kernel = format!("reduce_{op}_all_{}", E::DTYPE.name());
+    // A null `src_idx` tells pass 1 that the index of src[i] is i.
+    launch_kernel!(device, op, "reduce", kernel, cfg; n, src, 0u64, vals.ptr(), idxs.ptr())?;
+    launch_kernel!(device, op, "reduce", kernel, per_row(1);
+        blocks, vals.ptr(), idxs.ptr(), val.ptr(), idx.ptr())?;
+    Ok(idx)
+}
+
 impl<const N: usize> ReduceKernel for Cuda<N> {
     fn reduce<E: Element>(op: ReduceOp, x: &CudaStorage<E>, layout: &Layout, axis: usize) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
@@ -50,6 +100,9 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
         };
+        if let Some(start) = whole_dense(layout, axis) {
+            return reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
+        }
         let p = plan(&device, name, layout, axis)?;
         let out = CudaStorage::alloc(&device, name, p.n_out)?;
         if p.n_out == 0 {
@@ -72,6 +125,9 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
             ArgReduceOp::ArgMax => "argmax",
             ArgReduceOp::ArgMin => "argmin",
         };
+        if let Some(start) = whole_dense(layout, axis) {
+            return arg_reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
+        }
         let p = plan(&device, name, layout, axis)?;
         let out = CudaStorage::alloc(&device, name, p.n_out)?;
         if p.n_out == 0 || p.len == 0 {
