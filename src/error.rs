@@ -71,7 +71,8 @@ pub enum Error {
         /// What is wrong with the argument.
         reason: String,
     },
-    /// The device cannot be used: no driver, no such GPU, or no backend yet.
+    /// The device cannot be used: no driver, no such GPU, no NVRTC to compile
+    /// the kernels with, or an operation with no launch on this device yet.
     DeviceUnavailable {
         /// The device, e.g. `"Cuda<1>"`.
         device: String,

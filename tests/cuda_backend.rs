@@ -334,6 +334,64 @@ fn matmul_ops<D: Device>() {
 }
 on_gpus!(matmul, matmul_ops);
 
+/// A small deterministic generator for shapes and axes (xorshift).
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+fn random_views<D: Device>() {
+    let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
+    let mut g = Generator::new(9);
+    for _ in 0..40 {
+        // Rank 1 to 4, sizes 0 to 6 (1 often, so that axes merge and broadcast).
+        let rank = 1 + dice.below(4);
+        let dims: Vec<usize> = (0..rank).map(|_| [0, 1, 1, 2, 3, 5, 6, 17][dice.below(8)]).collect();
+        let x = rand_cpu(&dims, &mut g);
+        // A random permutation, then maybe a narrowed first axis: a view
+        // that is strided in general.
+        let mut perm: Vec<usize> = (0..rank).collect();
+        for i in (1..rank).rev() {
+            perm.swap(i, dice.below(i + 1));
+        }
+        let mut view = x.permute(perm.clone());
+        let mut gview = x.to::<D>().permute(perm);
+        if view.dims()[0] > 1 {
+            let len = view.dims()[0] - 1;
+            view = view.narrow(0, 1, len);
+            gview = gview.narrow(0, 1, len);
+        }
+        let what = format!("view {:?} of {:?}", view.dims(), dims);
+        let shape = view.dims().to_vec();
+        // A right-hand side broadcast along random axes.
+        let rhs_dims: Vec<usize> = shape.iter().map(|&d| if dice.below(2) == 0 { 1 } else { d }).collect();
+        let y = rand_cpu(&rhs_dims, &mut g);
+        let gy = y.to::<D>();
+        same(&format!("add, {what}"), &(&gview + &gy), &(&view + &y));
+        same(&format!("maximum, {what}"), &gview.maximum(&gy), &view.maximum(&y));
+        same(&format!("tanh, {what}"), &gview.tanh(), &view.tanh());
+        same(&format!("lt, {what}"), &gview.lt(&gy), &view.lt(&y));
+        same(&format!("contiguous, {what}"), &gview.contiguous(), &view.contiguous());
+        same(&format!("to i64, {what}"), &gview.to_dtype::<i64>(), &view.to_dtype::<i64>());
+        for axis in 0..shape.len() {
+            let a = axis as isize;
+            same(&format!("sum_axis {axis}, {what}"), &gview.sum_axis(a), &view.sum_axis(a));
+            same(&format!("softmax {axis}, {what}"), &gview.softmax(a), &view.softmax(a));
+            if shape[axis] > 0 {
+                same(&format!("min_axis {axis}, {what}"), &gview.min_axis(a), &view.min_axis(a));
+                same(&format!("argmax {axis}, {what}"), &gview.argmax(a), &view.argmax(a));
+            }
+        }
+    }
+}
+on_gpus!(random_shapes_and_views, random_views);
+
 fn moves_between_gpus<D: Device>() {
     let mut g = Generator::new(5);
     let x = rand_cpu(&[33, 17], &mut g);
