@@ -5,16 +5,17 @@
 //! of that family), a cuBLAS handle and a caching allocator. Every operation
 //! is queued on the device's stream; reading data back to the host waits for
 //! it. Without a driver, a GPU of that ordinal or NVRTC, creating a tensor
-//! returns [`Error::DeviceUnavailable`] with the reason; cudarc is never
-//! called before the libraries are known to be there, since it panics when
-//! one is missing.
+//! returns [`Error::DeviceUnavailable`](crate::Error::DeviceUnavailable)
+//! with the reason; cudarc is never called before the libraries are known
+//! to be there, since it panics when one is missing. Moves between two GPUs
+//! use the driver's peer copy, without a trip through the host.
 
 pub(crate) mod context;
 pub(crate) mod launch;
 
 use super::{Backend, sealed};
 use crate::element::Element;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::shape::Layout;
 use context::{Block, CudaDevice};
 use launch::{Strided, elementwise, launch_kernel};
@@ -293,10 +294,4 @@ fn peer_copy<E: Element>(
     .map_err(|e| to.error(OP, format_args!("peer copy from {}: {e}", from.name)))?;
     to.synchronize(OP)?;
     Ok(out)
-}
-
-/// The error of a kernel method whose op family has no CUDA launch yet.
-#[allow(dead_code)] // Used while some families are still being wired.
-pub(crate) fn no_kernel_yet<const N: usize>(op: &str) -> Error {
-    Error::DeviceUnavailable { device: format!("Cuda<{N}>"), reason: format!("{op} has no CUDA kernel launch yet") }
 }
