@@ -298,6 +298,13 @@ fn index_ops<D: Device>() {
         &dst.to::<D>().scatter_add(0, &ggather, &gx),
         &dst.scatter_add(0, &gather_idx, &x),
     );
+    // A dense destination at an offset: copied device to device, no kernel.
+    let big = rand_cpu(&[35, 41], &mut g);
+    same(
+        "scatter_add into a narrowed tensor",
+        &big.to::<D>().narrow(0, 2, 30).scatter_add(0, &ggather, &gx),
+        &big.narrow(0, 2, 30).scatter_add(0, &gather_idx, &x),
+    );
     let src = rand_cpu(&[300, 41], &mut g);
     same("index_add", &gx.index_add(0, &gidx, &src.to::<D>()), &x.index_add(0, &idx, &src));
     let y = rand_cpu(&[30, 5], &mut g);
@@ -379,11 +386,11 @@ fn random_views<D: Device>() {
         same(&format!("lt, {what}"), &gview.lt(&gy), &view.lt(&y));
         same(&format!("contiguous, {what}"), &gview.contiguous(), &view.contiguous());
         same(&format!("to i64, {what}"), &gview.to_dtype::<i64>(), &view.to_dtype::<i64>());
-        for axis in 0..shape.len() {
+        for (axis, &size) in shape.iter().enumerate() {
             let a = axis as isize;
             same(&format!("sum_axis {axis}, {what}"), &gview.sum_axis(a), &view.sum_axis(a));
             same(&format!("softmax {axis}, {what}"), &gview.softmax(a), &view.softmax(a));
-            if shape[axis] > 0 {
+            if size > 0 {
                 same(&format!("min_axis {axis}, {what}"), &gview.min_axis(a), &view.min_axis(a));
                 same(&format!("argmax {axis}, {what}"), &gview.argmax(a), &view.argmax(a));
             }

@@ -163,8 +163,18 @@ pub(crate) fn copy_into<E: Element, T: Element>(
     layout: &Layout,
 ) -> Result<CudaStorage<T>> {
     let n = layout.elem_count();
-    let out = CudaStorage::<T>::alloc(device, op, n)?;
+    let mut out = CudaStorage::<T>::alloc(device, op, n)?;
     if n == 0 {
+        return Ok(out);
+    }
+    if let (true, Some(range), Some(src_block), Some(out_block)) =
+        (E::DTYPE == T::DTYPE, layout.contiguous_range(), &src.block, &mut out.block)
+    {
+        // Already dense: a plain device-to-device copy, no kernel.
+        let size = size_of::<E>();
+        let from = src_block.slice().slice(range.start * size..range.end * size);
+        let mut to = out_block.slice_mut().slice_mut(0..n * size);
+        device.stream.memcpy_dtod(&from, &mut to).map_err(|e| device.error(op, e))?;
         return Ok(out);
     }
     let name = match E::DTYPE == T::DTYPE {
