@@ -335,9 +335,21 @@ fn matmul_ops<D: Device>() {
     let (ga, gb) = (a.to::<D>(), b.to::<D>());
     same("batched, broadcast rhs", &ga.matmul(&gb), &a.matmul(&b));
     same("transposed operands", &gb.t().matmul(&ga.narrow(0, 1, 1).squeeze(0).t()), &b.t().matmul(&a.narrow(0, 1, 1).squeeze(0).t()));
+    // Transposed operands go to cuBLAS as they are, batched or not.
+    let c = rand_cpu(&[4, 11, 9], &mut g);
+    let gc = c.to::<D>();
+    same("batched transposed lhs", &gc.transpose(1, 2).matmul(&gb.t()), &c.transpose(1, 2).matmul(&b.t()));
+    let e = rand_cpu(&[4, 5, 11], &mut g);
+    let ge = e.to::<D>();
+    same("batched transposed both", &gc.transpose(1, 2).matmul(&ge.transpose(1, 2)), &c.transpose(1, 2).matmul(&e.transpose(1, 2)));
+    let d = rand_cpu(&[7, 3], &mut g);
+    let gd = d.to::<D>();
+    same("transposed 2-D", &gd.t().matmul(&gd), &d.t().matmul(&d));
+    same("row vector times transpose", &gd.narrow(0, 2, 1).matmul(&gd.t()), &d.narrow(0, 2, 1).matmul(&d.t()));
     let a64 = a.to_dtype::<f64>();
     let b64 = b.to_dtype::<f64>();
     same("f64", &a64.to::<D>().matmul(&b64.to::<D>()), &a64.matmul(&b64));
+    same("f64 transposed", &b64.to::<D>().t().matmul(&b64.to::<D>()), &b64.t().matmul(&b64));
 }
 on_gpus!(matmul, matmul_ops);
 

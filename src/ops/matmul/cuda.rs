@@ -1,6 +1,7 @@
 //! Matrix products on CUDA, through cuBLAS's strided-batched GEMM.
 
 use super::MatmulKernel;
+use crate::device::cuda::context::CudaDevice;
 use crate::device::cuda::{CudaStorage, dense_ptr};
 use crate::device::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
@@ -8,6 +9,39 @@ use crate::error::{Error, Result};
 use crate::shape::Layout;
 use cudarc::cublas::{result as blas, sys::cublasOperation_t};
 use std::ffi::{c_int, c_longlong};
+use std::sync::Arc;
+
+/// Whether `layout` (shape `[batch.., r, c]`) is the transpose of a dense
+/// `[batch.., c, r]` tensor: what `x.transpose(-2, -1)` of a contiguous `x`
+/// gives. Size-1 axes may have any stride.
+fn is_dense_transpose(layout: &Layout) -> bool {
+    let (dims, strides) = (layout.dims(), layout.strides());
+    let rank = dims.len();
+    let mut expected: Vec<usize> = vec![0; rank];
+    expected[rank - 2] = 1;
+    expected[rank - 1] = dims[rank - 2];
+    let mut size = dims[rank - 2] * dims[rank - 1];
+    for axis in (0..rank - 2).rev() {
+        expected[axis] = size;
+        size *= dims[axis];
+    }
+    dims.iter().zip(strides).zip(&expected).all(|((&d, &s), &e)| d == 1 || s == e)
+}
+
+/// The device address of an operand as cuBLAS can read it, whether it is
+/// read transposed, and the dense copy made when it had to be (kept alive
+/// until the product is queued).
+fn operand<E: FloatElement>(
+    device: &Arc<CudaDevice>,
+    x: &CudaStorage<E>,
+    layout: &Layout,
+) -> Result<(Option<CudaStorage<E>>, u64, bool)> {
+    if layout.contiguous_range().is_none() && is_dense_transpose(layout) {
+        return Ok((None, x.ptr_at(layout.offset()), true));
+    }
+    let (copy, ptr) = dense_ptr(device, "matmul", x, layout)?;
+    Ok((copy, ptr, false))
+}
 
 impl<const N: usize> MatmulKernel for Cuda<N> {
     fn matmul<E: FloatElement>(
@@ -31,9 +65,10 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         }
         let out = CudaStorage::<E>::alloc(&device, OP, len)?;
         // cuBLAS wants each matrix dense with one stride between batch
-        // entries; a transposed or broadcast operand is copied dense first.
-        let (_lhs_copy, a) = dense_ptr(&device, OP, lhs, lhs_layout)?;
-        let (_rhs_copy, b) = dense_ptr(&device, OP, rhs, rhs_layout)?;
+        // entries, row-major or transposed (it transposes on the fly); any
+        // other operand (a broadcast batch, a narrowed view) is copied dense.
+        let (_lhs_copy, a, a_t) = operand(&device, lhs, lhs_layout)?;
+        let (_rhs_copy, b, b_t) = operand(&device, rhs, rhs_layout)?;
         let too_big = || Error::Argument {
             op: OP,
             device: device.name.clone(),
@@ -48,19 +83,24 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         // row-major B (k×n) as the column-major n×k matrix Bᵀ, so passing B
         // first and A second, with no transposes, yields Cᵀ in column-major
         // order, which is C in row-major order.
-        let nn = cublasOperation_t::CUBLAS_OP_N;
+        // A transposed operand is stored as its transpose, dense: read in
+        // column-major order it is the matrix itself, so cuBLAS transposes
+        // it, with the other dimension as its leading one.
+        let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
+        let (op_b, ldb) = (op(b_t), if b_t { ki } else { ni });
+        let (op_a, lda) = (op(a_t), if a_t { mi } else { ki });
         let result = match E::DTYPE {
             DType::F32 => {
                 let (alpha, beta) = (1.0f32, 0.0f32);
                 // SAFETY: a, b and out are live device buffers of at least
-                // batch·m·k, batch·k·n and batch·m·n f32 elements, dense in
-                // row-major order, as the leading dimensions and batch
-                // strides describe; alpha and beta are host values (the
+                // batch·m·k, batch·k·n and batch·m·n f32 elements, each dense
+                // (row-major, or transposed where op_a/op_b say so) as the
+                // leading dimensions and batch strides describe; alpha and beta are host values (the
                 // handle is in host pointer mode) read before the call
                 // returns; the handle is bound to this device's stream.
                 unsafe {
                     blas::sgemm_strided_batched(
-                        handle, nn, nn, ni, mi, ki, &alpha, b as *const f32, ni, sa, a as *const f32, ki, sb, &beta,
+                        handle, op_b, op_a, ni, mi, ki, &alpha, b as *const f32, ldb, sa, a as *const f32, lda, sb, &beta,
                         out.ptr() as *mut f32, ni, sc, bi,
                     )
                 }
@@ -70,7 +110,7 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
                 // SAFETY: as above, for f64.
                 unsafe {
                     blas::dgemm_strided_batched(
-                        handle, nn, nn, ni, mi, ki, &alpha, b as *const f64, ni, sa, a as *const f64, ki, sb, &beta,
+                        handle, op_b, op_a, ni, mi, ki, &alpha, b as *const f64, ldb, sa, a as *const f64, lda, sb, &beta,
                         out.ptr() as *mut f64, ni, sc, bi,
                     )
                 }
