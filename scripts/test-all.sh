@@ -33,17 +33,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 echo "== emulated CUDA driver (emu/): kernels on the CPU, driver and cuBLAS calls through cudarc"
 bash scripts/test-emu.sh
 
-echo "== device-generic suites on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
-# Every check in these suites runs on all three devices (tests/common/mod.rs).
+echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
+# Every check in these suites runs on all three devices (tests/common/mod.rs);
+# tests/cuda_backend.rs compares every op on the GPUs with the CPU.
 # DEVTENSOR_REQUIRE_CUDA=1 turns a missing GPU from a SKIP line into a
-# failure, so this section cannot pass by skipping. It runs only once the CUDA
-# backend exists, which moves src/device/cuda.rs into src/device/cuda/mod.rs:
-# with the stub every Cuda<N> instance would fail here, saying nothing new.
-# with-emu.sh prints the driver it installs; each test binary then prints
-# `RUN Cuda<N>: ...` naming the driver its GPUs came from.
-if [[ -f src/device/cuda/mod.rs ]]; then
-    DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test \
-        --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor
-else
-    echo "skipped: no CUDA backend yet (src/device/cuda/mod.rs is absent)"
-fi
+# failure, so this section cannot pass by skipping. with-emu.sh prints the
+# driver it installs; each test binary then prints `RUN Cuda<N>: ...`.
+DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test \
+    --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor \
+    --test cuda_backend

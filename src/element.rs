@@ -7,7 +7,10 @@
 use std::fmt::{Debug, Display};
 
 mod sealed {
-    pub trait Sealed {}
+    /// Sealing supertrait. It also requires `DeviceRepr`, so that every
+    /// element type can be passed to a CUDA kernel as a scalar argument
+    /// without widening the public trait.
+    pub trait Sealed: cudarc::driver::DeviceRepr {}
 }
 
 /// The run-time tag of an element type, for messages and kernel selection.

@@ -71,11 +71,22 @@ pub enum Error {
         /// What is wrong with the argument.
         reason: String,
     },
-    /// The device cannot be used: no driver, no such GPU, or no backend yet.
+    /// The device cannot be used: no driver, no such GPU, no NVRTC to compile
+    /// the kernels with, or an operation with no launch on this device yet.
     DeviceUnavailable {
         /// The device, e.g. `"Cuda<1>"`.
         device: String,
         /// Why it is unavailable, in a sentence.
+        reason: String,
+    },
+    /// The CUDA driver, NVRTC or cuBLAS reported an error while running an
+    /// operation (a failed launch, a kernel that faulted, a failed copy).
+    Driver {
+        /// The operation.
+        op: &'static str,
+        /// The device.
+        device: String,
+        /// What the driver said.
         reason: String,
     },
     /// The device ran out of memory.
@@ -131,6 +142,7 @@ impl fmt::Display for Error {
             Error::DeviceUnavailable { device, reason } => {
                 write!(f, "device {device} is unavailable: {reason}")
             }
+            Error::Driver { op, device, reason } => write!(f, "{op} on {device}: CUDA error: {reason}"),
             Error::OutOfMemory { device, requested, free } => write!(
                 f,
                 "out of memory on {device}: tried to allocate {requested} bytes with {free} bytes free"

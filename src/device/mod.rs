@@ -55,6 +55,18 @@ pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'stat
 
     /// The elements `layout` selects, converted to `T` with `as` semantics.
     fn cast<E: Element, T: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Self::Storage<T>>;
+
+    /// A contiguous copy, on this device, of the elements `layout` selects in
+    /// a storage of device `S`, made without a trip through the host; `None`
+    /// when this backend has no such path from `S` (the caller then copies
+    /// through the host). `S` is never `Self`.
+    fn storage_from_device<S: Backend, E: Element>(
+        storage: &S::Storage<E>,
+        layout: &Layout,
+    ) -> Result<Option<Self::Storage<E>>> {
+        let _ = (storage, layout);
+        Ok(None)
+    }
 }
 
 /// A device a tensor can live on. Sealed: [`Cpu`] and [`Cuda<N>`](Cuda).

@@ -17,6 +17,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
             let same: &Tensor<D2, E> = any.downcast_ref().expect("TypeIds are equal");
             return Ok(same.clone());
         }
+        // A direct path between two GPUs, when the backend has one.
+        if let Some(storage) = D2::storage_from_device::<D, E>(self.storage(), self.layout())? {
+            return Ok(Tensor::from_storage(storage, self.shape().clone()));
+        }
         let data = D::storage_to_vec(self.storage(), self.layout())?;
         Ok(Tensor::from_storage(D2::storage_from_vec(data)?, self.shape().clone()))
     }

@@ -1,41 +1,136 @@
-//! Binary kernels on CUDA: unreachable until the CUDA backend can create
-//! tensors (see [`crate::device::cuda`]).
+//! Binary kernels on CUDA (`kernels/binary.cu`).
 
 use super::{BinaryKernel, BinaryOp};
 use crate::device::Cuda;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
 use crate::device::cuda::CudaStorage;
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::shape::Layout;
+use std::sync::Arc;
+
+/// Rejects an integer division whose divisors (the elements `layout`
+/// selects) include a zero, with the CPU backend's error: the kernel counts
+/// the zeros and the host reads the count back.
+fn check_divisors<E: Element>(
+    device: &Arc<CudaDevice>,
+    op: BinaryOp,
+    divisors: &CudaStorage<E>,
+    layout: &Layout,
+) -> Result<()> {
+    let n = layout.elem_count();
+    if op != BinaryOp::Div || E::IS_FLOAT || n == 0 {
+        return Ok(());
+    }
+    // The kernel counts into an unsigned 64-bit word, which i64 storage
+    // holds bit for bit.
+    let mut count = CudaStorage::<i64>::alloc(device, op.name(), 1)?;
+    count.write(device, op.name(), &[0])?;
+    let geo = Strided::new(device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
+    let name = format!("binary_count_zero_{}", E::DTYPE.name());
+    launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+        n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], divisors.ptr(), count.ptr())?;
+    match count.read(device, op.name(), 0..1)?[0] {
+        0 => Ok(()),
+        _ => Err(division_by_zero(device, op)),
+    }
+}
+
+fn division_by_zero(device: &CudaDevice, op: BinaryOp) -> Error {
+    Error::Argument { op: op.name(), device: device.name.clone(), reason: "integer division by zero".into() }
+}
 
 impl<const N: usize> BinaryKernel for Cuda<N> {
     fn binary<E: Element>(
-        _op: BinaryOp,
+        op: BinaryOp,
         lhs: &CudaStorage<E>,
-        _lhs_layout: &Layout,
-        _rhs: &CudaStorage<E>,
-        _rhs_layout: &Layout,
+        lhs_layout: &Layout,
+        rhs: &CudaStorage<E>,
+        rhs_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        lhs.unreachable()
+        let device = Self::device()?;
+        check_divisors(&device, op, rhs, rhs_layout)?;
+        let n = lhs_layout.elem_count();
+        let out = CudaStorage::alloc(&device, op.name(), n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(
+            &device,
+            op.name(),
+            lhs_layout.dims(),
+            [lhs_layout.strides(), rhs_layout.strides()],
+            [lhs_layout.offset(), rhs_layout.offset()],
+        )?;
+        let name = format!("binary_{}_{}", op.name(), E::DTYPE.name());
+        launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
+            lhs.ptr(), rhs.ptr(), out.ptr())?;
+        Ok(out)
     }
 
     fn binary_scalar<E: Element>(
-        _op: BinaryOp,
+        op: BinaryOp,
         x: &CudaStorage<E>,
-        _layout: &Layout,
-        _scalar: E,
-        _scalar_first: bool,
+        layout: &Layout,
+        scalar: E,
+        scalar_first: bool,
     ) -> Result<CudaStorage<E>> {
-        x.unreachable()
+        let device = Self::device()?;
+        if scalar_first {
+            check_divisors(&device, op, x, layout)?;
+        } else if op == BinaryOp::Div && !E::IS_FLOAT && scalar == E::ZERO {
+            return Err(division_by_zero(&device, op));
+        }
+        let n = layout.elem_count();
+        let out = CudaStorage::alloc(&device, op.name(), n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
+        let name = format!("binary_{}_scalar_{}", op.name(), E::DTYPE.name());
+        launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), scalar,
+            i32::from(scalar_first), out.ptr())?;
+        Ok(out)
     }
 
     fn binary_assign<E: Element>(
-        _op: BinaryOp,
+        op: BinaryOp,
         lhs: &mut CudaStorage<E>,
-        _lhs_layout: &Layout,
-        _rhs: &CudaStorage<E>,
-        _rhs_layout: &Layout,
+        lhs_layout: &Layout,
+        rhs: &CudaStorage<E>,
+        rhs_layout: &Layout,
     ) -> Result<()> {
-        lhs.unreachable()
+        let device = Self::device()?;
+        check_divisors(&device, op, rhs, rhs_layout)?;
+        let n = lhs_layout.elem_count();
+        if n == 0 {
+            return Ok(());
+        }
+        let Some(range) = lhs_layout.contiguous_range() else {
+            return Err(Error::Argument {
+                op: op.name(),
+                device: device.name.clone(),
+                reason: "an in-place operation needs a contiguous destination".into(),
+            });
+        };
+        // The kernel writes `out` in place of a dense `lhs` at offset 0, so
+        // both point at the destination's first element.
+        let dense = lhs_layout.shape().contiguous_strides();
+        let geo = Strided::new(
+            &device,
+            op.name(),
+            lhs_layout.dims(),
+            [&dense, rhs_layout.strides()],
+            [0, rhs_layout.offset()],
+        )?;
+        let dst = lhs.ptr_at(range.start);
+        let name = format!("binary_{}_{}", op.name(), E::DTYPE.name());
+        launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
+            dst, rhs.ptr(), dst)?;
+        Ok(())
     }
 }

@@ -1,55 +1,127 @@
-//! Comparison kernels on CUDA: unreachable until the CUDA backend can create
-//! tensors (see [`crate::device::cuda`]).
+//! Comparison, mask and selection kernels on CUDA (`kernels/compare.cu`).
 
 use super::{CompareKernel, CompareOp, LogicalOp};
 use crate::device::Cuda;
 use crate::device::cuda::CudaStorage;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::Layout;
+use std::sync::Arc;
+
+/// `out[i] = lhs OP rhs` through a two-operand kernel of compare.cu.
+fn zip<E: Element>(
+    device: &Arc<CudaDevice>,
+    op: &'static str,
+    name: String,
+    lhs: &CudaStorage<E>,
+    lhs_layout: &Layout,
+    rhs: &CudaStorage<E>,
+    rhs_layout: &Layout,
+) -> Result<CudaStorage<u8>> {
+    let n = lhs_layout.elem_count();
+    let out = CudaStorage::alloc(device, op, n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let geo = Strided::new(
+        device,
+        op,
+        lhs_layout.dims(),
+        [lhs_layout.strides(), rhs_layout.strides()],
+        [lhs_layout.offset(), rhs_layout.offset()],
+    )?;
+    launch_kernel!(device, op, "compare", name, elementwise(n);
+        n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
+        lhs.ptr(), rhs.ptr(), out.ptr())?;
+    Ok(out)
+}
 
 impl<const N: usize> CompareKernel for Cuda<N> {
     fn compare<E: Element>(
-        _op: CompareOp,
+        op: CompareOp,
         lhs: &CudaStorage<E>,
-        _lhs_layout: &Layout,
-        _rhs: &CudaStorage<E>,
-        _rhs_layout: &Layout,
+        lhs_layout: &Layout,
+        rhs: &CudaStorage<E>,
+        rhs_layout: &Layout,
     ) -> Result<CudaStorage<u8>> {
-        lhs.unreachable()
+        let name = format!("compare_{}_{}", op.name(), E::DTYPE.name());
+        zip(&Self::device()?, op.name(), name, lhs, lhs_layout, rhs, rhs_layout)
     }
 
     fn compare_scalar<E: Element>(
-        _op: CompareOp,
+        op: CompareOp,
         x: &CudaStorage<E>,
-        _layout: &Layout,
-        _scalar: E,
+        layout: &Layout,
+        scalar: E,
     ) -> Result<CudaStorage<u8>> {
-        x.unreachable()
+        let device = Self::device()?;
+        let n = layout.elem_count();
+        let out = CudaStorage::alloc(&device, op.name(), n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
+        let name = format!("compare_{}_scalar_{}", op.name(), E::DTYPE.name());
+        launch_kernel!(device, op.name(), "compare", name, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), scalar, out.ptr())?;
+        Ok(out)
     }
 
-    fn logical_not(x: &CudaStorage<u8>, _layout: &Layout) -> Result<CudaStorage<u8>> {
-        x.unreachable()
+    fn logical_not(x: &CudaStorage<u8>, layout: &Layout) -> Result<CudaStorage<u8>> {
+        let device = Self::device()?;
+        let n = layout.elem_count();
+        let out = CudaStorage::alloc(&device, "logical_not", n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(&device, "logical_not", layout.dims(), [layout.strides()], [layout.offset()])?;
+        launch_kernel!(device, "logical_not", "compare", "compare_not_u8", elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr())?;
+        Ok(out)
     }
 
     fn logical(
-        _op: LogicalOp,
+        op: LogicalOp,
         lhs: &CudaStorage<u8>,
-        _lhs_layout: &Layout,
-        _rhs: &CudaStorage<u8>,
-        _rhs_layout: &Layout,
+        lhs_layout: &Layout,
+        rhs: &CudaStorage<u8>,
+        rhs_layout: &Layout,
     ) -> Result<CudaStorage<u8>> {
-        lhs.unreachable()
+        let name = match op {
+            LogicalOp::And => "compare_and_u8",
+            LogicalOp::Or => "compare_or_u8",
+        };
+        zip(&Self::device()?, op.name(), name.into(), lhs, lhs_layout, rhs, rhs_layout)
     }
 
     fn where_cond<E: Element>(
         cond: &CudaStorage<u8>,
-        _cond_layout: &Layout,
-        _on_true: &CudaStorage<E>,
-        _on_true_layout: &Layout,
-        _on_false: &CudaStorage<E>,
-        _on_false_layout: &Layout,
+        cond_layout: &Layout,
+        on_true: &CudaStorage<E>,
+        on_true_layout: &Layout,
+        on_false: &CudaStorage<E>,
+        on_false_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        cond.unreachable()
+        let device = Self::device()?;
+        let op = "where_cond";
+        let n = cond_layout.elem_count();
+        let out = CudaStorage::alloc(&device, op, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(
+            &device,
+            op,
+            cond_layout.dims(),
+            [cond_layout.strides(), on_true_layout.strides(), on_false_layout.strides()],
+            [cond_layout.offset(), on_true_layout.offset(), on_false_layout.offset()],
+        )?;
+        let name = format!("compare_where_{}", E::DTYPE.name());
+        launch_kernel!(device, op, "compare", name, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
+            geo.strides(2), geo.offsets[2], cond.ptr(), on_true.ptr(), on_false.ptr(), out.ptr())?;
+        Ok(out)
     }
 }

@@ -1,76 +1,182 @@
-//! Indexing and joining kernels on CUDA: unreachable until the CUDA backend
-//! can create tensors (see [`crate::device::cuda`]).
+//! Indexing and joining kernels on CUDA (`kernels/index.cu`).
 
 use super::IndexKernel;
-use crate::device::cuda::CudaStorage;
+use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
+use crate::device::cuda::{CudaStorage, copy_into};
 use crate::device::{Backend, Cuda};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, Shape};
 
 impl<const N: usize> IndexKernel for Cuda<N> {
-    fn first_out_of_range(indices: &CudaStorage<i64>, _layout: &Layout, _size: usize) -> Result<Option<i64>> {
-        indices.unreachable()
+    fn first_out_of_range(indices: &CudaStorage<i64>, layout: &Layout, size: usize) -> Result<Option<i64>> {
+        const OP: &str = "index check";
+        let device = Self::device()?;
+        let n = layout.elem_count();
+        if n == 0 {
+            return Ok(None);
+        }
+        // Count on the device; only when some index is bad, read them all
+        // back to name the first one (the error path need not be fast).
+        let mut count = CudaStorage::<i64>::alloc(&device, OP, 1)?;
+        count.write(&device, OP, &[0])?;
+        let geo = Strided::new(&device, OP, layout.dims(), [layout.strides()], [layout.offset()])?;
+        launch_kernel!(device, OP, "index", "index_count_out_of_range_i64", elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], indices.ptr(), size, count.ptr())?;
+        if count.read(&device, OP, 0..1)?[0] == 0 {
+            return Ok(None);
+        }
+        let values = Self::storage_to_vec(indices, layout)?;
+        Ok(values.into_iter().find(|&i| i < 0 || i as u64 >= size as u64))
     }
 
     fn index_select<E: Element>(
         src: &CudaStorage<E>,
-        _src_layout: &Layout,
-        _axis: usize,
-        _indices: &CudaStorage<i64>,
-        _indices_layout: &Layout,
+        src_layout: &Layout,
+        axis: usize,
+        indices: &CudaStorage<i64>,
+        indices_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        src.unreachable()
+        const OP: &str = "index_select";
+        let device = Self::device()?;
+        let mut out_dims = src_layout.dims().to_vec();
+        out_dims[axis] = indices_layout.elem_count();
+        let n: usize = out_dims.iter().product();
+        let out = CudaStorage::alloc(&device, OP, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::exact(&device, OP, &out_dims, [src_layout.strides()], [src_layout.offset()])?;
+        let (idx_stride, idx_offset) = (indices_layout.strides()[0], indices_layout.offset());
+        let name = format!("index_select_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "index", name, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], axis, indices.ptr(), idx_stride, idx_offset,
+            src.ptr(), out.ptr())?;
+        Ok(out)
     }
 
     fn gather<E: Element>(
         src: &CudaStorage<E>,
-        _src_layout: &Layout,
-        _axis: usize,
-        _index: &CudaStorage<i64>,
-        _index_layout: &Layout,
+        src_layout: &Layout,
+        axis: usize,
+        index: &CudaStorage<i64>,
+        index_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        src.unreachable()
+        const OP: &str = "gather";
+        let device = Self::device()?;
+        let n = index_layout.elem_count();
+        let out = CudaStorage::alloc(&device, OP, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::exact(
+            &device,
+            OP,
+            index_layout.dims(),
+            [index_layout.strides(), src_layout.strides()],
+            [index_layout.offset(), src_layout.offset()],
+        )?;
+        let name = format!("index_gather_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "index", name, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1], axis,
+            index.ptr(), src.ptr(), out.ptr())?;
+        Ok(out)
     }
 
     fn scatter_add<E: Element>(
         dst: &CudaStorage<E>,
-        _dst_layout: &Layout,
-        _axis: usize,
-        _index: &CudaStorage<i64>,
-        _index_layout: &Layout,
-        _src: &CudaStorage<E>,
-        _src_layout: &Layout,
+        dst_layout: &Layout,
+        axis: usize,
+        index: &CudaStorage<i64>,
+        index_layout: &Layout,
+        src: &CudaStorage<E>,
+        src_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        dst.unreachable()
+        const OP: &str = "scatter_add";
+        let device = Self::device()?;
+        let out = copy_into::<E, E>(&device, OP, dst, dst_layout)?;
+        let dims = index_layout.dims();
+        let total = index_layout.elem_count();
+        if total == 0 {
+            return Ok(out);
+        }
+        let n_lines = total / dims[axis];
+        let out_strides = dst_layout.shape().contiguous_strides();
+        let geo = Strided::exact(
+            &device,
+            OP,
+            dims,
+            [index_layout.strides(), src_layout.strides(), &out_strides],
+            [index_layout.offset(), src_layout.offset(), 0],
+        )?;
+        let name = format!("index_scatter_add_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "index", name, elementwise(n_lines);
+            n_lines, geo.rank, geo.dims(), axis, geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
+            geo.strides(2), index.ptr(), src.ptr(), out.ptr())?;
+        Ok(out)
     }
 
     fn index_add<E: Element>(
         dst: &CudaStorage<E>,
-        _dst_layout: &Layout,
-        _axis: usize,
-        _indices: &CudaStorage<i64>,
-        _indices_layout: &Layout,
-        _src: &CudaStorage<E>,
-        _src_layout: &Layout,
+        dst_layout: &Layout,
+        axis: usize,
+        indices: &CudaStorage<i64>,
+        indices_layout: &Layout,
+        src: &CudaStorage<E>,
+        src_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        dst.unreachable()
+        const OP: &str = "index_add";
+        let device = Self::device()?;
+        let out = copy_into::<E, E>(&device, OP, dst, dst_layout)?;
+        let mut dims = dst_layout.dims().to_vec();
+        dims[axis] = indices_layout.elem_count();
+        let total: usize = dims.iter().product();
+        if total == 0 {
+            return Ok(out);
+        }
+        let n_lines = total / dims[axis];
+        let out_strides = dst_layout.shape().contiguous_strides();
+        let geo = Strided::exact(&device, OP, &dims, [src_layout.strides(), &out_strides], [src_layout.offset(), 0])?;
+        let (idx_stride, idx_offset) = (indices_layout.strides()[0], indices_layout.offset());
+        let name = format!("index_add_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "index", name, elementwise(n_lines);
+            n_lines, geo.rank, geo.dims(), axis, indices.ptr(), idx_stride, idx_offset, geo.strides(0),
+            geo.offsets[0], geo.strides(1), src.ptr(), out.ptr())?;
+        Ok(out)
     }
 
-    fn cat<E: Element>(
-        inputs: &[(&CudaStorage<E>, &Layout)],
-        _axis: usize,
-        _out_shape: &Shape,
-    ) -> Result<CudaStorage<E>> {
-        match inputs.first() {
-            Some((storage, _)) => storage.unreachable(),
+    fn cat<E: Element>(inputs: &[(&CudaStorage<E>, &Layout)], axis: usize, out_shape: &Shape) -> Result<CudaStorage<E>> {
+        const OP: &str = "cat";
+        let device = Self::device()?;
+        if inputs.is_empty() {
             // Callers never pass an empty list; answer one without panicking.
-            None => Err(Error::Shape {
-                op: "cat",
+            return Err(Error::Shape {
+                op: OP,
                 device: Self::name(),
                 shapes: vec![],
                 reason: "expected at least one tensor, got an empty list".into(),
-            }),
+            });
         }
+        let out = CudaStorage::alloc(&device, OP, out_shape.elem_count())?;
+        let out_strides = out_shape.contiguous_strides();
+        let mut start = 0;
+        for (src, layout) in inputs {
+            let n = layout.elem_count();
+            if n > 0 {
+                let geo = Strided::exact(
+                    &device,
+                    OP,
+                    layout.dims(),
+                    [layout.strides(), &out_strides],
+                    [layout.offset(), start * out_strides[axis]],
+                )?;
+                let name = format!("index_cat_{}", E::DTYPE.name());
+                launch_kernel!(device, OP, "index", name, elementwise(n);
+                    n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], src.ptr(), geo.strides(1),
+                    geo.offsets[1], out.ptr())?;
+            }
+            start += layout.dims()[axis];
+        }
+        Ok(out)
     }
 }

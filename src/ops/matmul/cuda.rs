@@ -1,20 +1,124 @@
-//! Matrix products on CUDA: unreachable until the CUDA backend can create
-//! tensors (see [`crate::device::cuda`]).
+//! Matrix products on CUDA, through cuBLAS's strided-batched GEMM.
 
 use super::MatmulKernel;
-use crate::device::Cuda;
-use crate::device::cuda::CudaStorage;
-use crate::element::FloatElement;
-use crate::error::Result;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::{CudaStorage, dense_ptr};
+use crate::device::{Backend, Cuda};
+use crate::element::{DType, FloatElement};
+use crate::error::{Error, Result};
 use crate::shape::Layout;
+use cudarc::cublas::{result as blas, sys::cublasOperation_t};
+use std::ffi::{c_int, c_longlong};
+use std::sync::Arc;
+
+/// Whether `layout` (shape `[batch.., r, c]`) is the transpose of a dense
+/// `[batch.., c, r]` tensor: what `x.transpose(-2, -1)` of a contiguous `x`
+/// gives. Size-1 axes may have any stride.
+fn is_dense_transpose(layout: &Layout) -> bool {
+    let (dims, strides) = (layout.dims(), layout.strides());
+    let rank = dims.len();
+    let mut expected: Vec<usize> = vec![0; rank];
+    expected[rank - 2] = 1;
+    expected[rank - 1] = dims[rank - 2];
+    let mut size = dims[rank - 2] * dims[rank - 1];
+    for axis in (0..rank - 2).rev() {
+        expected[axis] = size;
+        size *= dims[axis];
+    }
+    dims.iter().zip(strides).zip(&expected).all(|((&d, &s), &e)| d == 1 || s == e)
+}
+
+/// The device address of an operand as cuBLAS can read it, whether it is
+/// read transposed, and the dense copy made when it had to be (kept alive
+/// until the product is queued).
+fn operand<E: FloatElement>(
+    device: &Arc<CudaDevice>,
+    x: &CudaStorage<E>,
+    layout: &Layout,
+) -> Result<(Option<CudaStorage<E>>, u64, bool)> {
+    if layout.contiguous_range().is_none() && is_dense_transpose(layout) {
+        return Ok((None, x.ptr_at(layout.offset()), true));
+    }
+    let (copy, ptr) = dense_ptr(device, "matmul", x, layout)?;
+    Ok((copy, ptr, false))
+}
 
 impl<const N: usize> MatmulKernel for Cuda<N> {
     fn matmul<E: FloatElement>(
         lhs: &CudaStorage<E>,
-        _lhs_layout: &Layout,
-        _rhs: &CudaStorage<E>,
-        _rhs_layout: &Layout,
+        lhs_layout: &Layout,
+        rhs: &CudaStorage<E>,
+        rhs_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        lhs.unreachable()
+        const OP: &str = "matmul";
+        let device = Self::device()?;
+        let dims = lhs_layout.dims();
+        let r = dims.len();
+        let (m, k, n) = (dims[r - 2], dims[r - 1], rhs_layout.dims()[r - 1]);
+        let batch: usize = dims[..r - 2].iter().product();
+        let len = batch * m * n;
+        if len == 0 {
+            return CudaStorage::alloc(&device, OP, 0);
+        }
+        if k == 0 {
+            return Self::storage_full(len, E::ZERO);
+        }
+        let out = CudaStorage::<E>::alloc(&device, OP, len)?;
+        // cuBLAS wants each matrix dense with one stride between batch
+        // entries, row-major or transposed (it transposes on the fly); any
+        // other operand (a broadcast batch, a narrowed view) is copied dense.
+        let (_lhs_copy, a, a_t) = operand(&device, lhs, lhs_layout)?;
+        let (_rhs_copy, b, b_t) = operand(&device, rhs, rhs_layout)?;
+        let too_big = || Error::Argument {
+            op: OP,
+            device: device.name.clone(),
+            reason: format!("cuBLAS takes sizes below 2^31, got m = {m}, k = {k}, n = {n}, batch = {batch}"),
+        };
+        let int = |v: usize| c_int::try_from(v).map_err(|_| too_big());
+        let (mi, ki, ni, bi) = (int(m)?, int(k)?, int(n)?, int(batch)?);
+        let (sa, sb, sc) = ((k * n) as c_longlong, (m * k) as c_longlong, (m * n) as c_longlong);
+        let handle = *device.blas()?.handle();
+        device.ctx.bind_to_thread().map_err(|e| device.error(OP, e))?;
+        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS reads the
+        // row-major B (k×n) as the column-major n×k matrix Bᵀ, so passing B
+        // first and A second, with no transposes, yields Cᵀ in column-major
+        // order, which is C in row-major order.
+        // A transposed operand is stored as its transpose, dense: read in
+        // column-major order it is the matrix itself, so cuBLAS transposes
+        // it, with the other dimension as its leading one.
+        let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
+        let (op_b, ldb) = (op(b_t), if b_t { ki } else { ni });
+        let (op_a, lda) = (op(a_t), if a_t { mi } else { ki });
+        let result = match E::DTYPE {
+            DType::F32 => {
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                // SAFETY: a, b and out are live device buffers of at least
+                // batch·m·k, batch·k·n and batch·m·n f32 elements, each dense
+                // (row-major, or transposed where op_a/op_b say so) as the
+                // leading dimensions and batch strides describe; alpha and beta are host values (the
+                // handle is in host pointer mode) read before the call
+                // returns; the handle is bound to this device's stream.
+                unsafe {
+                    blas::sgemm_strided_batched(
+                        handle, op_b, op_a, ni, mi, ki, &alpha, b as *const f32, ldb, sa, a as *const f32, lda, sb, &beta,
+                        out.ptr() as *mut f32, ni, sc, bi,
+                    )
+                }
+            }
+            DType::F64 => {
+                let (alpha, beta) = (1.0f64, 0.0f64);
+                // SAFETY: as above, for f64.
+                unsafe {
+                    blas::dgemm_strided_batched(
+                        handle, op_b, op_a, ni, mi, ki, &alpha, b as *const f64, ldb, sa, a as *const f64, lda, sb, &beta,
+                        out.ptr() as *mut f64, ni, sc, bi,
+                    )
+                }
+            }
+            // FloatElement is only f32 and f64.
+            other => return Err(device.error(OP, format_args!("no GEMM for {}", other.name()))),
+        };
+        result.map_err(|e| device.error(OP, format_args!("cuBLAS: {e:?}")))?;
+        Ok(out)
     }
 }

@@ -1,28 +1,160 @@
-//! Reduction and softmax kernels on CUDA: unreachable until the CUDA backend
-//! can create tensors (see [`crate::device::cuda`]).
+//! Reduction and softmax kernels on CUDA (`kernels/reduce.cu`,
+//! `kernels/softmax.cu`).
 
 use super::{ArgReduceOp, ReduceKernel, ReduceOp};
 use crate::device::Cuda;
-use crate::device::cuda::CudaStorage;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
+use crate::device::cuda::{CudaStorage, dense_ptr};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::shape::Layout;
+use cudarc::driver::LaunchConfig;
+use std::sync::Arc;
+
+/// How a reduction of one axis is launched: the kernel variant and the
+/// arguments every variant shares.
+struct Plan {
+    n_out: usize,
+    len: usize,
+    step: usize,
+    geo: Strided<1>,
+    /// `"rows"` (a block per output) or `"cols"` (a thread per output).
+    variant: &'static str,
+    cfg: LaunchConfig,
+}
+
+fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize) -> Result<Plan> {
+    let (len, step) = (layout.dims()[axis], layout.strides()[axis]);
+    let rest = |v: &[usize]| -> Vec<usize> {
+        v.iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &x)| x).collect()
+    };
+    let (dims, strides) = (rest(layout.dims()), rest(layout.strides()));
+    let n_out: usize = dims.iter().product();
+    let geo = Strided::new(device, op, &dims, [&strides], [layout.offset()])?;
+    // A block per output pays off on long axes or when there are too few
+    // outputs to fill the GPU with one thread each; short axes with many
+    // outputs (summing axis 0 of [3, many]) fold one per thread.
+    let (variant, cfg) = match len >= 256 || n_out < 128 {
+        true => ("rows", per_row(n_out)),
+        false => ("cols", elementwise(n_out)),
+    };
+    Ok(Plan { n_out, len, step, geo, variant, cfg })
+}
+
+/// Below this many elements a whole-tensor reduction runs in one block of
+/// the `rows` kernel; above it, the two-pass `all` kernels spread it over
+/// the whole GPU.
+const ALL_MIN_LEN: usize = 1 << 14;
+
+/// Whether a reduction of `layout` along `axis` is a reduction of a whole
+/// dense tensor, and where the tensor starts.
+fn whole_dense(layout: &Layout, axis: usize) -> Option<usize> {
+    let others_one = layout.dims().iter().enumerate().all(|(i, &d)| i == axis || d == 1);
+    match (others_one, layout.contiguous_range()) {
+        (true, Some(range)) if layout.dims()[axis] >= ALL_MIN_LEN => Some(range.start),
+        _ => None,
+    }
+}
+
+/// A whole dense reduction in two passes: every block folds a grid-stride
+/// share into `partials`, then one block folds the partials.
+fn reduce_all<E: Element>(device: &Arc<CudaDevice>, op: &'static str, src: u64, n: usize) -> Result<CudaStorage<E>> {
+    let cfg = elementwise(n);
+    let blocks = cfg.grid_dim.0 as usize;
+    let partials = CudaStorage::<E>::alloc(device, op, blocks)?;
+    let out = CudaStorage::<E>::alloc(device, op, 1)?;
+    let kernel = format!("reduce_{op}_all_{}", E::DTYPE.name());
+    launch_kernel!(device, op, "reduce", kernel, cfg; n, src, partials.ptr())?;
+    launch_kernel!(device, op, "reduce", kernel, per_row(1); blocks, partials.ptr(), out.ptr())?;
+    Ok(out)
+}
+
+/// The two-pass whole-tensor arg-reduction: (value, index) pairs per block,
+/// then one block over the pairs.
+fn arg_reduce_all<E: Element>(
+    device: &Arc<CudaDevice>,
+    op: &'static str,
+    src: u64,
+    n: usize,
+) -> Result<CudaStorage<i64>> {
+    let cfg = elementwise(n);
+    let blocks = cfg.grid_dim.0 as usize;
+    let vals = CudaStorage::<E>::alloc(device, op, blocks)?;
+    let idxs = CudaStorage::<i64>::alloc(device, op, blocks)?;
+    let val = CudaStorage::<E>::alloc(device, op, 1)?;
+    let idx = CudaStorage::<i64>::alloc(device, op, 1)?;
+    let kernel = format!("reduce_{op}_all_{}", E::DTYPE.name());
+    // A null `src_idx` tells pass 1 that the index of src[i] is i.
+    launch_kernel!(device, op, "reduce", kernel, cfg; n, src, 0u64, vals.ptr(), idxs.ptr())?;
+    launch_kernel!(device, op, "reduce", kernel, per_row(1);
+        blocks, vals.ptr(), idxs.ptr(), val.ptr(), idx.ptr())?;
+    Ok(idx)
+}
 
 impl<const N: usize> ReduceKernel for Cuda<N> {
-    fn reduce<E: Element>(_op: ReduceOp, x: &CudaStorage<E>, _layout: &Layout, _axis: usize) -> Result<CudaStorage<E>> {
-        x.unreachable()
+    fn reduce<E: Element>(op: ReduceOp, x: &CudaStorage<E>, layout: &Layout, axis: usize) -> Result<CudaStorage<E>> {
+        let device = Self::device()?;
+        let name = match op {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        };
+        if let Some(start) = whole_dense(layout, axis) {
+            return reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
+        }
+        let p = plan(&device, name, layout, axis)?;
+        let out = CudaStorage::alloc(&device, name, p.n_out)?;
+        if p.n_out == 0 {
+            return Ok(out);
+        }
+        let kernel = format!("reduce_{name}_{}_{}", p.variant, E::DTYPE.name());
+        launch_kernel!(device, name, "reduce", kernel, p.cfg;
+            p.n_out, p.len, p.step, p.geo.rank, p.geo.dims(), p.geo.strides(0), p.geo.offsets[0], x.ptr(), out.ptr())?;
+        Ok(out)
     }
 
     fn arg_reduce<E: Element>(
-        _op: ArgReduceOp,
+        op: ArgReduceOp,
         x: &CudaStorage<E>,
-        _layout: &Layout,
-        _axis: usize,
+        layout: &Layout,
+        axis: usize,
     ) -> Result<CudaStorage<i64>> {
-        x.unreachable()
+        let device = Self::device()?;
+        let name = match op {
+            ArgReduceOp::ArgMax => "argmax",
+            ArgReduceOp::ArgMin => "argmin",
+        };
+        if let Some(start) = whole_dense(layout, axis) {
+            return arg_reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
+        }
+        let p = plan(&device, name, layout, axis)?;
+        let out = CudaStorage::alloc(&device, name, p.n_out)?;
+        if p.n_out == 0 || p.len == 0 {
+            return Ok(out);
+        }
+        let kernel = format!("reduce_{name}_{}_{}", p.variant, E::DTYPE.name());
+        launch_kernel!(device, name, "reduce", kernel, p.cfg;
+            p.n_out, p.len, p.step, p.geo.rank, p.geo.dims(), p.geo.strides(0), p.geo.offsets[0], x.ptr(), out.ptr())?;
+        Ok(out)
     }
 
-    fn softmax<E: FloatElement>(x: &CudaStorage<E>, _layout: &Layout, _axis: usize, _log: bool) -> Result<CudaStorage<E>> {
-        x.unreachable()
+    fn softmax<E: FloatElement>(x: &CudaStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CudaStorage<E>> {
+        let device = Self::device()?;
+        let op = if log { "log_softmax" } else { "softmax" };
+        let n = layout.elem_count();
+        let out = CudaStorage::alloc(&device, op, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        // The kernels read a dense input, as the CPU backend does.
+        let (_dense, src) = dense_ptr(&device, op, x, layout)?;
+        let dims = layout.dims();
+        let (outer, len, inner): (usize, usize, usize) =
+            (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product());
+        let rows = outer * inner;
+        let kernel = format!("softmax_{}_{}", if log { "log" } else { "plain" }, E::DTYPE.name());
+        launch_kernel!(device, op, "softmax", kernel, per_row(rows); rows, len, inner, src, out.ptr())?;
+        Ok(out)
     }
 }

@@ -1,23 +1,53 @@
-//! Unary kernels on CUDA: unreachable until the CUDA backend can create
-//! tensors (see [`crate::device::cuda`]).
+//! Unary kernels on CUDA (`kernels/unary.cu`).
 
 use super::{FloatUnaryOp, UnaryKernel, UnaryOp};
 use crate::device::Cuda;
 use crate::device::cuda::CudaStorage;
+use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::shape::Layout;
 
 impl<const N: usize> UnaryKernel for Cuda<N> {
-    fn unary<E: Element>(_op: UnaryOp<E>, x: &CudaStorage<E>, _layout: &Layout) -> Result<CudaStorage<E>> {
-        x.unreachable()
+    fn unary<E: Element>(op: UnaryOp<E>, x: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<E>> {
+        let device = Self::device()?;
+        let n = layout.elem_count();
+        let out = CudaStorage::alloc(&device, op.name(), n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
+        let name = format!("unary_{}_{}", op.name(), E::DTYPE.name());
+        let cfg = elementwise(n);
+        match op {
+            UnaryOp::Clamp { min, max } => launch_kernel!(device, op.name(), "unary", name, cfg;
+                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), min, max, out.ptr())?,
+            _ => launch_kernel!(device, op.name(), "unary", name, cfg;
+                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr())?,
+        }
+        Ok(out)
     }
 
     fn unary_float<E: FloatElement>(
-        _op: FloatUnaryOp<E>,
+        op: FloatUnaryOp<E>,
         x: &CudaStorage<E>,
-        _layout: &Layout,
+        layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        x.unreachable()
+        let device = Self::device()?;
+        let n = layout.elem_count();
+        let out = CudaStorage::alloc(&device, op.name(), n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
+        let name = format!("unary_{}_{}", op.name(), E::DTYPE.name());
+        let cfg = elementwise(n);
+        match op {
+            FloatUnaryOp::Powf(p) => launch_kernel!(device, op.name(), "unary", name, cfg;
+                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), p, out.ptr())?,
+            _ => launch_kernel!(device, op.name(), "unary", name, cfg;
+                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr())?,
+        }
+        Ok(out)
     }
 }

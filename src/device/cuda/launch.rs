@@ -1,0 +1,160 @@
+//! Kernel launches: launch shapes, the strided-operand arrays the kernels
+//! read (see `kernels/common.cuh`), and the macro that passes arguments.
+
+use super::context::{Block, CudaDevice};
+use crate::error::Result;
+use cudarc::driver::LaunchConfig;
+use std::sync::Arc;
+
+/// Threads per block. A multiple of 32, as the block reductions need.
+pub(crate) const THREADS: u32 = 256;
+/// Most blocks per launch: every kernel loops grid-stride, so more blocks
+/// only add scheduling work once the GPU is full.
+const MAX_BLOCKS: usize = 1024;
+
+/// Launch shape of an element-wise kernel over `n` elements.
+pub(crate) fn elementwise(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS);
+    LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Launch shape of a kernel that gives one block to each of `rows` rows
+/// (grid-stride over rows), as the reductions and softmax do.
+pub(crate) fn per_row(rows: usize) -> LaunchConfig {
+    let blocks = rows.clamp(1, MAX_BLOCKS);
+    LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// The `(rank, dims, strides.., offsets..)` arguments of `K` strided
+/// operands of one shape, with `dims` and the strides uploaded to the device
+/// in one small buffer.
+pub(crate) struct Strided<const K: usize> {
+    /// Rank of the (merged) shape; 0 when every operand is dense.
+    pub(crate) rank: usize,
+    /// Each operand's offset of its first element.
+    pub(crate) offsets: [usize; K],
+    /// `dims`, then each operand's strides, `rank` entries each.
+    block: Block,
+}
+
+impl<const K: usize> Strided<K> {
+    /// Merges axes that are contiguous in every operand and drops axes of
+    /// size 1, so that dense operands take the kernels' rank-0 fast path and
+    /// other layouts the fewest divisions.
+    pub(crate) fn new(
+        device: &Arc<CudaDevice>,
+        op: &'static str,
+        dims: &[usize],
+        strides: [&[usize]; K],
+        offsets: [usize; K],
+    ) -> Result<Self> {
+        let mut merged: Vec<(usize, [usize; K])> = Vec::with_capacity(dims.len());
+        for (axis, &dim) in dims.iter().enumerate() {
+            if dim == 1 {
+                continue;
+            }
+            let s: [usize; K] = std::array::from_fn(|k| strides[k][axis]);
+            match merged.last_mut() {
+                Some((prev, prev_s)) if (0..K).all(|k| prev_s[k] == s[k] * dim) => {
+                    *prev *= dim;
+                    *prev_s = s;
+                }
+                _ => merged.push((dim, s)),
+            }
+        }
+        let dense = match merged.as_slice() {
+            [] => true,
+            [(_, s)] => s.iter().all(|&s| s == 1),
+            _ => false,
+        };
+        if dense {
+            return Self::upload(device, op, &[], &std::array::from_fn(|_| Vec::new()), offsets);
+        }
+        let dims: Vec<usize> = merged.iter().map(|(d, _)| *d).collect();
+        let strides: [Vec<usize>; K] = std::array::from_fn(|k| merged.iter().map(|(_, s)| s[k]).collect());
+        Self::upload(device, op, &dims, &strides, offsets)
+    }
+
+    /// The layouts as they are, without merging: for kernels that address
+    /// one axis by number (the index family), which need rank >= 1.
+    pub(crate) fn exact(
+        device: &Arc<CudaDevice>,
+        op: &'static str,
+        dims: &[usize],
+        strides: [&[usize]; K],
+        offsets: [usize; K],
+    ) -> Result<Self> {
+        Self::upload(device, op, dims, &strides.map(<[usize]>::to_vec), offsets)
+    }
+
+    fn upload(
+        device: &Arc<CudaDevice>,
+        op: &'static str,
+        dims: &[usize],
+        strides: &[Vec<usize>; K],
+        offsets: [usize; K],
+    ) -> Result<Self> {
+        let rank = dims.len();
+        let mut words: Vec<u64> = Vec::with_capacity(rank * (K + 1));
+        words.extend(dims.iter().map(|&d| d as u64));
+        for s in strides {
+            words.extend(s.iter().map(|&s| s as u64));
+        }
+        // A block even for rank 0: the kernels take the arrays as pointer
+        // arguments, and a pointer argument should be a live allocation.
+        let mut block = device.alloc(op, size_of_val(words.as_slice()).max(1))?;
+        if !words.is_empty() {
+            // SAFETY: u64 is a plain number without padding.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), size_of_val(words.as_slice())) };
+            let mut view = block.slice_mut().slice_mut(0..bytes.len());
+            // The copy is stream-ordered before the launch that reads it,
+            // and from pageable memory, so `words` may be dropped on return.
+            device.stream.memcpy_htod(bytes, &mut view).map_err(|e| device.error(op, e))?;
+        }
+        Ok(Strided { rank, offsets, block })
+    }
+
+    /// Device address of `dims`.
+    pub(crate) fn dims(&self) -> u64 {
+        self.block.ptr
+    }
+
+    /// Device address of operand `k`'s strides.
+    pub(crate) fn strides(&self, k: usize) -> u64 {
+        self.block.ptr + ((1 + k) * self.rank * size_of::<u64>()) as u64
+    }
+}
+
+/// `launch_kernel!(device, op, family, name, config; args..)` launches kernel
+/// `name` of `kernels/<family>.cu` on the device's stream with the given
+/// arguments, each passed by value as the kernel's parameter (device
+/// pointers as `u64`, sizes as `usize`, scalars as their element type),
+/// and maps a failure to an error naming `op` and the device.
+///
+/// Each argument is bound to its own local first, because the driver reads
+/// the arguments through pointers at launch time.
+macro_rules! launch_kernel {
+    ($device:expr, $op:expr, $family:expr, $name:expr, $cfg:expr; $($arg:expr),+ $(,)?) => {{
+        let device: &$crate::device::cuda::context::CudaDevice = &$device;
+        let function = device.function($op, $family, &$name)?;
+        $crate::device::cuda::launch::launch_kernel!(@bind [] device, $op, function, $cfg; $($arg),+)
+    }};
+    (@bind [$($bound:ident)*] $device:ident, $op:expr, $function:ident, $cfg:expr; $head:expr $(, $tail:expr)*) => {{
+        let arg = $head;
+        $crate::device::cuda::launch::launch_kernel!(@bind [$($bound)* arg] $device, $op, $function, $cfg; $($tail),*)
+    }};
+    (@bind [$($bound:ident)*] $device:ident, $op:expr, $function:ident, $cfg:expr;) => {{
+        use cudarc::driver::PushKernelArg as _;
+        let mut builder = $device.stream.launch_builder(&$function);
+        $(builder.arg(&$bound);)*
+        // SAFETY: the arguments match the kernel's parameter list as its
+        // file documents it (sizes as size_t, device pointers as u64 into
+        // live buffers of the documented lengths, scalars of the kernel's
+        // element type), the buffers stay alive until the stream reaches
+        // the launch (they return to the per-stream cache, not the driver),
+        // and every kernel bounds its grid-stride loops by the sizes passed.
+        unsafe { builder.launch($cfg) }.map(drop).map_err(|e| $device.error($op, e))
+    }};
+}
+pub(crate) use launch_kernel;
