@@ -277,6 +277,11 @@ impl CudaDevice {
     pub(crate) fn synchronize(&self, op: &'static str) -> Result<()> {
         self.stream.synchronize().map_err(|e| self.error(op, e))
     }
+
+    /// Waits for every stream of the device: operations and transfers.
+    pub(crate) fn synchronize_all(&self, op: &'static str) -> Result<()> {
+        self.synchronize(op)
+    }
 }
 
 impl Block {

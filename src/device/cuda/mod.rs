@@ -57,6 +57,24 @@ impl<const N: usize> Cuda<N> {
         context::device(N).map(drop)
     }
 
+    /// Waits until every operation queued on this GPU has finished, like
+    /// `torch.cuda.synchronize()`; reports a kernel that failed.
+    ///
+    /// Not needed for correctness (reading a tensor back waits by itself);
+    /// it is for timing, and for surfacing an asynchronous failure at a
+    /// chosen point.
+    ///
+    /// ```
+    /// use devtensor::{Cuda, Tensor};
+    /// if let Ok(x) = Tensor::<Cuda<0>>::try_ones([1024]) {
+    ///     let _y = &x + &x; // queued, not yet run
+    ///     Cuda::<0>::synchronize().unwrap();
+    /// }
+    /// ```
+    pub fn synchronize() -> Result<()> {
+        Self::device()?.synchronize_all("synchronize")
+    }
+
     /// The device's state, initialised on first use.
     pub(crate) fn device() -> Result<Arc<CudaDevice>> {
         context::device(N)
