@@ -38,6 +38,17 @@ pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'stat
     /// The device as written in a program: `"Cpu"`, `"Cuda<0>"`.
     fn name() -> String;
 
+    /// The ordinal `N` of `Cuda<N>`; `None` for [`Cpu`].
+    ///
+    /// ```
+    /// use devtensor::{Backend, Cpu, Cuda};
+    /// assert_eq!(Cuda::<1>::cuda_ordinal(), Some(1));
+    /// assert_eq!(Cpu::cuda_ordinal(), None);
+    /// ```
+    fn cuda_ordinal() -> Option<usize> {
+        None
+    }
+
     /// Moves host data onto the device.
     fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<Self::Storage<E>>;
 

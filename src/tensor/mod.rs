@@ -2,7 +2,12 @@
 
 mod create;
 mod display;
+mod pending;
+mod pinned;
 mod transfer;
+
+pub use pending::PendingTransfer;
+pub use pinned::PinnedTensor;
 
 use crate::device::Device;
 use crate::element::{DType, Element};

@@ -1,11 +1,20 @@
-//! One CUDA context per ordinal, created on first use, with its stream, its
+//! One CUDA context per ordinal, created on first use, with its streams, its
 //! compiled kernel modules, its cuBLAS handle and its caching allocator.
+//!
+//! Two streams per device: every operation goes on the compute stream, in
+//! program order; asynchronous transfers go on a copy stream, so that they
+//! overlap computation, and meet the compute stream through events
+//! (`device/cuda/transfer.rs`). Ordering between the two is done by hand,
+//! so cudarc's per-buffer event tracking is switched off.
 
 use crate::error::{Error, Result};
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, sys};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, sys,
+};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use std::collections::{BTreeMap, HashMap};
+use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The kernel files, embedded so that a deployed binary needs no source tree.
@@ -33,10 +42,12 @@ pub(crate) struct CudaDevice {
     pub(crate) name: String,
     /// The primary context of the GPU.
     pub(crate) ctx: Arc<CudaContext>,
-    /// The one stream every operation on this device is queued on, so that
+    /// The stream every operation on this device is queued on, so that
     /// operations are ordered without events and a buffer returned to the
     /// cache can be reused by the next operation at once.
     pub(crate) stream: Arc<CudaStream>,
+    /// The stream of asynchronous transfers, created on the first one.
+    copy_stream: OnceLock<Arc<CudaStream>>,
     /// `compute_XY` of the device, for NVRTC.
     arch: String,
     /// Loaded modules, by family; each is compiled on the first use of its family.
@@ -47,6 +58,12 @@ pub(crate) struct CudaDevice {
     blas: OnceLock<std::result::Result<CudaBlas, String>>,
     /// Freed buffers, by size class in bytes.
     pool: Mutex<Pool>,
+    /// Freed buffers that the copy stream may write into: only those whose
+    /// last use on the compute stream is known to be over.
+    transfer_pool: Mutex<Pool>,
+    /// What must outlive work still queued on a stream: each entry is
+    /// dropped once its event has completed (see [`CudaDevice::defer`]).
+    deferred: Mutex<Vec<(CudaEvent, Box<dyn Any + Send>)>>,
 }
 
 /// The caching allocator's free lists.
@@ -81,12 +98,43 @@ pub(crate) struct Block {
     /// The raw device address, passed to kernels as a pointer argument.
     pub(crate) ptr: u64,
     device: Arc<CudaDevice>,
+    /// Whether the block came from the transfer pool and goes back there.
+    for_transfer: bool,
 }
 
 impl Drop for Block {
     fn drop(&mut self) {
-        if let Some(slice) = self.slice.take() {
+        let Some(slice) = self.slice.take() else { return };
+        if !self.for_transfer {
+            // Kernels still queued on the compute stream may read the block;
+            // the next compute-stream user comes after them anyway.
             self.device.give_back(slice);
+            return;
+        }
+        // The copy stream is not ordered after those kernels, so the block
+        // rejoins the transfer pool only once the compute stream has passed
+        // this point.
+        let device = self.device.clone();
+        let back = ReturnToTransferPool { slice: Some(slice), device: device.clone() };
+        if let Err(unreturned) = device.defer(&device.stream, Box::new(back)) {
+            // No event could be recorded: wait instead (this drop is the
+            // only place left to do it).
+            let _ = device.stream.synchronize();
+            drop(unreturned);
+        }
+    }
+}
+
+/// A transfer-pool buffer on its way back to the pool; see [`Block`]'s drop.
+struct ReturnToTransferPool {
+    slice: Option<CudaSlice<u8>>,
+    device: Arc<CudaDevice>,
+}
+
+impl Drop for ReturnToTransferPool {
+    fn drop(&mut self) {
+        if let Some(slice) = self.slice.take() {
+            self.device.give_back_to(&self.device.transfer_pool, slice);
         }
     }
 }
@@ -139,8 +187,16 @@ pub(crate) fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
         ));
     }
     let ctx = CudaContext::new(ordinal).map_err(driver)?;
+    // SAFETY: no buffer exists in this context yet, and the backend orders
+    // its two streams itself: the copy stream writes only into buffers no
+    // queued compute work uses (the transfer pool), waits for an event of
+    // the compute stream before it reads a tensor, and the compute stream
+    // waits for a transfer's event before it uses the result (`join`).
+    unsafe { ctx.disable_event_tracking() };
     let (major, minor) = ctx.compute_capability().map_err(driver)?;
-    let stream = ctx.default_stream();
+    // A stream of our own rather than the legacy default stream, which
+    // would serialise with the copy stream and forbid any overlap.
+    let stream = ctx.new_stream().map_err(driver)?;
     let device = Arc::new(CudaDevice {
         name: format!("Cuda<{ordinal}>"),
         ctx,
@@ -150,6 +206,9 @@ pub(crate) fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
         functions: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
         pool: Mutex::new(Pool::default()),
+        transfer_pool: Mutex::new(Pool::default()),
+        deferred: Mutex::new(Vec::new()),
+        copy_stream: OnceLock::new(),
     });
     devices.insert(ordinal, device.clone());
     Ok(device)
@@ -213,13 +272,26 @@ impl CudaDevice {
         }
     }
 
-    /// A buffer of at least `bytes` bytes, from the cache when one of its
-    /// size class is free. When the driver is out of memory, the cache is
-    /// emptied and the allocation tried once more.
+    /// A buffer of at least `bytes` bytes for the compute stream, from the
+    /// cache when one of its size class is free. When the driver is out of
+    /// memory, the cache is emptied and the allocation tried once more.
     pub(crate) fn alloc(self: &Arc<Self>, op: &'static str, bytes: usize) -> Result<Block> {
+        self.alloc_from(op, bytes, false)
+    }
+
+    /// A buffer the copy stream may write into at once: no work queued on
+    /// the compute stream uses it. Dropping it returns it to the transfer
+    /// pool once the compute stream is done with it.
+    pub(crate) fn alloc_for_transfer(self: &Arc<Self>, op: &'static str, bytes: usize) -> Result<Block> {
+        self.alloc_from(op, bytes, true)
+    }
+
+    fn alloc_from(self: &Arc<Self>, op: &'static str, bytes: usize, for_transfer: bool) -> Result<Block> {
+        self.reap_deferred();
         let class = size_class(bytes);
+        let pool = if for_transfer { &self.transfer_pool } else { &self.pool };
         let cached = {
-            let mut pool = lock(&self.pool);
+            let mut pool = lock(pool);
             let slice = pool.free.get_mut(&class).and_then(Vec::pop);
             if slice.is_some() {
                 pool.cached_bytes -= class;
@@ -246,7 +318,7 @@ impl CudaDevice {
         };
         let (ptr, _sync) = slice.device_ptr(&self.stream);
         drop(_sync);
-        Ok(Block { slice: Some(slice), ptr, device: self.clone() })
+        Ok(Block { slice: Some(slice), ptr, device: self.clone(), for_transfer })
     }
 
     fn alloc_fresh(&self, class: usize) -> std::result::Result<CudaSlice<u8>, DriverError> {
@@ -256,8 +328,12 @@ impl CudaDevice {
     }
 
     fn give_back(&self, slice: CudaSlice<u8>) {
+        self.give_back_to(&self.pool, slice);
+    }
+
+    fn give_back_to(&self, pool: &Mutex<Pool>, slice: CudaSlice<u8>) {
         let class = slice.len();
-        let mut pool = lock(&self.pool);
+        let mut pool = lock(pool);
         if pool.cached_bytes + class <= POOL_MAX_BYTES {
             pool.cached_bytes += class;
             pool.free.entry(class).or_default().push(slice);
@@ -267,7 +343,8 @@ impl CudaDevice {
 
     /// Frees every cached buffer and waits for the frees to happen.
     fn empty_cache(&self, op: &'static str) -> Result<()> {
-        let freed = std::mem::take(&mut *lock(&self.pool));
+        self.synchronize_all(op)?;
+        let freed = (std::mem::take(&mut *lock(&self.pool)), std::mem::take(&mut *lock(&self.transfer_pool)));
         drop(freed);
         // Frees are stream-ordered: they take effect once the stream gets there.
         self.stream.synchronize().map_err(|e| self.error(op, e))
@@ -278,9 +355,72 @@ impl CudaDevice {
         self.stream.synchronize().map_err(|e| self.error(op, e))
     }
 
-    /// Waits for every stream of the device: operations and transfers.
+    /// Waits for every stream of the device, operations and transfers, and
+    /// drops what was kept alive for them.
     pub(crate) fn synchronize_all(&self, op: &'static str) -> Result<()> {
-        self.synchronize(op)
+        if let Some(copy) = self.copy_stream.get() {
+            copy.synchronize().map_err(|e| self.error(op, e))?;
+        }
+        self.synchronize(op)?;
+        self.reap_deferred();
+        Ok(())
+    }
+
+    /// The copy stream, created on first use.
+    pub(crate) fn copy_stream(&self, op: &'static str) -> Result<&Arc<CudaStream>> {
+        if let Some(stream) = self.copy_stream.get() {
+            return Ok(stream);
+        }
+        let stream = self.ctx.new_stream().map_err(|e| self.error(op, format_args!("cannot create a stream: {e}")))?;
+        Ok(self.copy_stream.get_or_init(|| stream))
+    }
+
+    /// A new event recorded on `stream` (a stream of this device): it
+    /// completes once the stream has run everything queued so far.
+    pub(crate) fn record(&self, op: &'static str, stream: &CudaStream) -> Result<CudaEvent> {
+        stream.record_event(None).map_err(|e| self.error(op, format_args!("cannot record an event: {e}")))
+    }
+
+    /// Keeps `payload` alive until `stream` (of this device) has run
+    /// everything queued on it so far, then drops it. Gives the payload
+    /// back when no event can be recorded.
+    pub(crate) fn defer(
+        &self,
+        stream: &CudaStream,
+        payload: Box<dyn Any + Send>,
+    ) -> std::result::Result<(), Box<dyn Any + Send>> {
+        match stream.record_event(None) {
+            Ok(event) => {
+                self.defer_until(event, payload);
+                Ok(())
+            }
+            Err(_) => Err(payload),
+        }
+    }
+
+    /// Keeps `payload` alive until `event` completes, then drops it.
+    pub(crate) fn defer_until(&self, event: CudaEvent, payload: Box<dyn Any + Send>) {
+        lock(&self.deferred).push((event, payload));
+    }
+
+    /// Drops the deferred payloads whose events have completed. Called on
+    /// every allocation, so buffers come back without a synchronisation.
+    fn reap_deferred(&self) {
+        let done: Vec<(CudaEvent, Box<dyn Any + Send>)> = {
+            let mut deferred = lock(&self.deferred);
+            if deferred.is_empty() {
+                return;
+            }
+            // A failed query counts as done: the error resurfaces at the
+            // next synchronisation, and keeping the payload would leak it.
+            let (done, pending) = std::mem::take(&mut *deferred)
+                .into_iter()
+                .partition(|(event, _)| event.try_is_complete().unwrap_or(true));
+            *deferred = pending;
+            done
+        };
+        // Dropped outside the lock: a payload's drop may defer again.
+        drop(done);
     }
 }
 

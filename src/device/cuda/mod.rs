@@ -12,6 +12,8 @@
 
 pub(crate) mod context;
 pub(crate) mod launch;
+pub(crate) mod pinned;
+pub(crate) mod transfer;
 
 use super::{Backend, sealed};
 use crate::element::Element;
@@ -100,9 +102,20 @@ impl<E> fmt::Debug for CudaStorage<E> {
 impl<E: Element> CudaStorage<E> {
     /// A new storage of `len` elements whose contents are not yet written.
     pub(crate) fn alloc(device: &Arc<CudaDevice>, op: &'static str, len: usize) -> Result<Self> {
-        let block = match len {
-            0 => None,
-            _ => Some(device.alloc(op, len * size_of::<E>())?),
+        Self::alloc_in(device, op, len, false)
+    }
+
+    /// Like [`alloc`](Self::alloc), for the copy stream to write into.
+    pub(crate) fn alloc_for_transfer(device: &Arc<CudaDevice>, op: &'static str, len: usize) -> Result<Self> {
+        Self::alloc_in(device, op, len, true)
+    }
+
+    fn alloc_in(device: &Arc<CudaDevice>, op: &'static str, len: usize, for_transfer: bool) -> Result<Self> {
+        let bytes = len * size_of::<E>();
+        let block = match (len, for_transfer) {
+            (0, _) => None,
+            (_, false) => Some(device.alloc(op, bytes)?),
+            (_, true) => Some(device.alloc_for_transfer(op, bytes)?),
         };
         let ordinal = device.ctx.ordinal();
         Ok(CudaStorage { block, len, ordinal, _element: PhantomData })
@@ -229,6 +242,10 @@ impl<const N: usize> Backend for Cuda<N> {
 
     fn name() -> String {
         format!("Cuda<{N}>")
+    }
+
+    fn cuda_ordinal() -> Option<usize> {
+        Some(N)
     }
 
     fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<CudaStorage<E>> {

@@ -1,0 +1,234 @@
+//! [`PendingTransfer`]: a copy between devices that is still running, and
+//! [`Tensor::to_async`], which starts one.
+
+use super::Tensor;
+use crate::device::cuda::CudaStorage;
+use crate::device::cuda::context;
+use crate::device::cuda::pinned::PinnedBuffer;
+use crate::device::cuda::transfer::{self, Fence};
+use crate::device::{Backend, Cpu, Device};
+use crate::element::Element;
+use crate::error::{Result, or_panic};
+use crate::shape::Shape;
+use std::any::{Any, TypeId};
+use std::sync::Arc;
+
+/// A copy to device `D` that may still be running: the typed form of
+/// PyTorch's `.to(device, non_blocking=True)`.
+///
+/// It is not a [`Tensor`], so no operation accepts it: using the values
+/// before the copy is over cannot compile. It becomes a tensor in one of
+/// two ways:
+/// - [`join`](Self::join): the tensor at once, with `D`'s stream made to
+///   wait for the copy, so the host never blocks and the GPU runs the
+///   consuming operations after it; the usual choice on a GPU.
+/// - [`wait`](Self::wait): blocks the host until the copy is over.
+///
+/// On `Cpu` both block until the data has arrived. Dropping a pending
+/// transfer without either is safe: the copy finishes on its own.
+///
+/// ```
+/// use devtensor::{Cpu, Cuda, Tensor};
+/// let labels = Tensor::<Cpu, i64>::from_vec(vec![3, 1, 4], [3]);
+/// if let Ok(pending) = labels.try_to_async::<Cuda<0>>() {
+///     let gpu_labels: Tensor<Cuda<0>, i64> = pending.join();
+///     assert_eq!(gpu_labels.to_vec(), vec![3, 1, 4]);
+/// }
+/// ```
+#[must_use = "a pending transfer does nothing useful until `.join()` or `.wait()` turns it into a tensor"]
+pub struct PendingTransfer<D: Device, E: Element = f32> {
+    shape: Shape,
+    /// `None` once the transfer has been turned into a tensor.
+    state: Option<(Landing<D, E>, Fence)>,
+}
+
+/// Where the copy lands.
+enum Landing<D: Device, E: Element> {
+    /// The destination storage, written by the copy.
+    Storage(D::Storage<E>),
+    /// A page-locked buffer the copy writes into, moved into a `Cpu` tensor
+    /// once it is complete.
+    Staged(Arc<PinnedBuffer>),
+    /// Nothing to copy: the source was already on `D`.
+    Ready(Tensor<D, E>),
+}
+
+impl<D: Device, E: Element> std::fmt::Debug for PendingTransfer<D, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PendingTransfer<{}, {:?}> {{ shape: {:?} }}", D::name(), E::DTYPE, self.shape.dims())
+    }
+}
+
+impl<D: Device, E: Element> PendingTransfer<D, E> {
+    /// A transfer that has already completed.
+    fn ready(tensor: Tensor<D, E>) -> Self {
+        PendingTransfer { shape: tensor.shape().clone(), state: Some((Landing::Ready(tensor), Fence::done())) }
+    }
+
+    /// Starts the upload of the first `shape.elem_count()` elements of a
+    /// page-locked buffer to `D`.
+    pub(crate) fn upload(src: Arc<PinnedBuffer>, shape: Shape) -> Result<Self> {
+        let n = shape.elem_count();
+        let (landing, fence) = match D::cuda_ordinal() {
+            None => (Landing::Storage(D::storage_from_vec(src.read::<E>("to_async", n)?)?), Fence::done()),
+            Some(ordinal) => {
+                let (storage, fence) = transfer::upload::<E>(&context::device(ordinal)?, "to_async", src, n)?;
+                (Landing::Storage(cuda_storage_as::<D, E>(storage)), fence)
+            }
+        };
+        Ok(PendingTransfer { shape, state: Some((landing, fence)) })
+    }
+
+    /// The shape the tensor will have.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// Whether the copy is over, without waiting (like polling a CUDA event).
+    pub fn is_complete(&self) -> bool {
+        self.state.as_ref().is_none_or(|(_, fence)| fence.is_complete())
+    }
+
+    /// The tensor, once the copy is over; blocks the host until then.
+    pub fn try_wait(mut self) -> Result<Tensor<D, E>> {
+        let (landing, fence) = self.state.take().expect("a pending transfer is consumed once");
+        fence.wait("wait")?;
+        self.land(landing)
+    }
+
+    /// Panicking form of [`try_wait`](Self::try_wait).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Cuda, Tensor};
+    /// if let Ok(x) = Tensor::<Cuda<0>>::try_ones([2]) {
+    ///     let back = x.to_async::<Cpu>(); // the GPU copies while the host goes on
+    ///     assert_eq!(back.wait().to_vec(), vec![1.0, 1.0]);
+    /// }
+    /// ```
+    #[track_caller]
+    pub fn wait(self) -> Tensor<D, E> {
+        or_panic(self.try_wait())
+    }
+
+    /// The tensor, at once: every operation queued on `D` from now on runs
+    /// after the copy, and the host does not block. On `Cpu`, the same as
+    /// [`wait`](Self::try_wait).
+    pub fn try_join(mut self) -> Result<Tensor<D, E>> {
+        let (landing, fence) = self.state.take().expect("a pending transfer is consumed once");
+        Self::finish(fence, "join")?;
+        self.land(landing)
+    }
+
+    /// Panicking form of [`try_join`](Self::try_join); see the example on
+    /// [`PendingTransfer`].
+    #[track_caller]
+    pub fn join(self) -> Tensor<D, E> {
+        or_panic(self.try_join())
+    }
+
+    /// Orders the copy before `D`'s next operations: a stream wait on a GPU,
+    /// a host wait on `Cpu`.
+    fn finish(fence: Fence, op: &'static str) -> Result<()> {
+        match D::cuda_ordinal() {
+            Some(ordinal) => fence.join(op, &context::device(ordinal)?),
+            None => fence.wait(op),
+        }
+    }
+
+    fn land(&self, landing: Landing<D, E>) -> Result<Tensor<D, E>> {
+        let storage = match landing {
+            Landing::Storage(storage) => storage,
+            Landing::Staged(buffer) => D::storage_from_vec(buffer.read::<E>("to_async", self.shape.elem_count())?)?,
+            Landing::Ready(tensor) => return Ok(tensor),
+        };
+        Ok(Tensor::from_storage(storage, self.shape.clone()))
+    }
+}
+
+impl<D: Device, E: Element> Drop for PendingTransfer<D, E> {
+    fn drop(&mut self) {
+        if let Some((landing, fence)) = self.state.take() {
+            // The destination may be reused once dropped: order the copy
+            // before whatever reuses it. A failure here resurfaces at the
+            // device's next synchronisation.
+            let _ = Self::finish(fence, "drop");
+            drop(landing);
+        }
+    }
+}
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    /// Starts copying this tensor to device `D2` and returns at once, like
+    /// PyTorch's `.to(device, non_blocking=True)`; see [`PendingTransfer`].
+    ///
+    /// - From `Cpu` to a GPU: the values are first copied into page-locked
+    ///   memory (on the host, now), then sent by the GPU's copy engine.
+    ///   Keep a [`PinnedTensor`](super::PinnedTensor) to skip that step.
+    /// - From a GPU to `Cpu`: the copy waits for the operations queued
+    ///   before it and lands in page-locked memory; `wait` moves it into a
+    ///   `Cpu` tensor.
+    /// - Between two GPUs: a peer copy on the destination's copy stream.
+    /// - To the same device: complete at once, sharing storage as
+    ///   [`to`](Self::to) does.
+    pub fn try_to_async<D2: Device>(&self) -> Result<PendingTransfer<D2, E>> {
+        const OP: &str = "to_async";
+        if TypeId::of::<D>() == TypeId::of::<D2>() {
+            let any: &dyn Any = self;
+            let same: &Tensor<D2, E> = any.downcast_ref().expect("TypeIds are equal");
+            return Ok(PendingTransfer::ready(same.clone()));
+        }
+        let shape = self.shape().clone();
+        let Some(from) = D::cuda_ordinal() else {
+            // From the host: stage in page-locked memory, then upload.
+            let host: &dyn Any = self.storage();
+            let host = host.downcast_ref::<<Cpu as Backend>::Storage<E>>().expect("the only non-CUDA device is Cpu");
+            let staged = match self.layout().contiguous_range() {
+                Some(range) => PinnedBuffer::from_slice(OP, &host.as_slice()[range])?,
+                None => PinnedBuffer::from_slice(OP, &D::storage_to_vec(self.storage(), self.layout())?)?,
+            };
+            return PendingTransfer::upload(Arc::new(staged), shape);
+        };
+        let source: &dyn Any = self.storage();
+        let source = source.downcast_ref::<CudaStorage<E>>().expect("every Cuda<N> stores a CudaStorage");
+        let from = context::device(from)?;
+        let owner: Box<dyn Any + Send> = Box::new(self.clone());
+        let (landing, fence) = match D2::cuda_ordinal() {
+            None => {
+                let (staging, fence) = transfer::download(&from, OP, source, self.layout(), owner)?;
+                (Landing::Staged(staging), fence)
+            }
+            Some(to) => {
+                let to = context::device(to)?;
+                let (storage, fence) = transfer::peer(&from, OP, source, self.layout(), owner, &to)?;
+                (Landing::Storage(cuda_storage_as::<D2, E>(storage)), fence)
+            }
+        };
+        Ok(PendingTransfer { shape, state: Some((landing, fence)) })
+    }
+
+    /// Panicking form of [`try_to_async`](Self::try_to_async).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Cuda, Tensor};
+    /// if Cuda::<0>::is_available() {
+    ///     let w = Tensor::<Cuda<0>>::ones([3, 2]);
+    ///     let x = Tensor::<Cpu>::ones([4, 3]).to_async::<Cuda<0>>();
+    ///     // `x.matmul(&w)` would not compile: `x` is still in flight.
+    ///     let y = x.join().matmul(&w);
+    ///     assert_eq!(y.to_vec(), vec![3.0; 8]);
+    /// }
+    /// ```
+    #[track_caller]
+    pub fn to_async<D2: Device>(&self) -> PendingTransfer<D2, E> {
+        or_panic(self.try_to_async())
+    }
+}
+
+/// The storage of `Cuda<N>` as that of the device type `D`, which the
+/// caller knows to be a `Cuda<N>`: every one stores a [`CudaStorage`].
+fn cuda_storage_as<D: Backend, E: Element>(storage: CudaStorage<E>) -> D::Storage<E> {
+    let mut slot = Some(storage);
+    let any: &mut dyn Any = &mut slot;
+    let slot: &mut Option<D::Storage<E>> = any.downcast_mut().expect("D is a Cuda<N>");
+    slot.take().expect("the slot was filled just above")
+}
