@@ -43,7 +43,7 @@ pub use element::{DType, Element, FloatElement};
 pub use error::{Error, Result};
 pub use random::{Generator, manual_seed};
 pub use shape::{Layout, Shape};
-pub use tensor::{PendingTransfer, PinnedTensor, Tensor};
+pub use tensor::{PendingTransfer, PinnedTensor, Tensor, TransferCompleted};
 
 /// Runs the README's code blocks as doctests, so its claims stay true.
 #[cfg(doctest)]

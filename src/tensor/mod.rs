@@ -6,7 +6,7 @@ mod pending;
 mod pinned;
 mod transfer;
 
-pub use pending::PendingTransfer;
+pub use pending::{PendingTransfer, TransferCompleted};
 pub use pinned::PinnedTensor;
 
 use crate::device::Device;

@@ -232,3 +232,91 @@ fn cuda_storage_as<D: Backend, E: Element>(storage: CudaStorage<E>) -> D::Storag
     let slot: &mut Option<D::Storage<E>> = any.downcast_mut().expect("D is a Cuda<N>");
     slot.take().expect("the slot was filled just above")
 }
+
+/// What arithmetic on a [`PendingTransfer`] to device `Self` would need,
+/// and never has: the copy may still be running, so its values are not
+/// there to compute with. Implemented for no device; it exists so that
+/// `pending + &x` fails to compile with a message that names the fix.
+/// `Other` is the other operand's device: rustc shows the message only for
+/// a trait whose failure it cannot rule out before choosing the impl, which
+/// a second, never-matching impl with a parameter ensures.
+#[diagnostic::on_unimplemented(
+    message = "a `PendingTransfer` to `{Self}` is not a tensor yet: the copy may still be running",
+    label = "still in flight: turn it into a tensor first",
+    note = "call `.join()` on the transfer (later work on its device waits for the copy; the host does not), \
+            or `.wait()` (the host waits)"
+)]
+pub trait TransferCompleted<Other = ()>: crate::device::sealed::Sealed {}
+
+/// The never-matching impl: without it, rustc reports a bare "cannot add"
+/// and never shows the message above.
+#[allow(dead_code)] // Never constructed, by design.
+mod never {
+    pub enum NotADevice {}
+    impl crate::device::sealed::Sealed for NotADevice {}
+    #[diagnostic::do_not_recommend]
+    impl<D: crate::device::Device> super::TransferCompleted<NotADevice> for D {}
+}
+
+/// `pending ⊕ x`, `&pending ⊕ x`, `x ⊕ pending` and `x ⊕ &pending` for the
+/// four arithmetic operators, each bounded by [`TransferCompleted`].
+macro_rules! not_yet_a_tensor {
+    ($($Op:ident $method:ident),* $(,)?) => {$(
+        impl<D: Device, D2: Device, E: Element> std::ops::$Op<Tensor<D2, E>> for PendingTransfer<D, E>
+        where
+            D: TransferCompleted<D2>,
+        {
+            type Output = Tensor<D, E>;
+            fn $method(self, _: Tensor<D2, E>) -> Tensor<D, E> {
+                unreachable!("TransferCompleted has no implementations")
+            }
+        }
+        impl<D: Device, D2: Device, E: Element> std::ops::$Op<&Tensor<D2, E>> for PendingTransfer<D, E>
+        where
+            D: TransferCompleted<D2>,
+        {
+            type Output = Tensor<D, E>;
+            fn $method(self, _: &Tensor<D2, E>) -> Tensor<D, E> {
+                unreachable!("TransferCompleted has no implementations")
+            }
+        }
+        impl<D: Device, D2: Device, E: Element> std::ops::$Op<PendingTransfer<D2, E>> for Tensor<D, E>
+        where
+            D2: TransferCompleted<D>,
+        {
+            type Output = Tensor<D, E>;
+            fn $method(self, _: PendingTransfer<D2, E>) -> Tensor<D, E> {
+                unreachable!("TransferCompleted has no implementations")
+            }
+        }
+        impl<D: Device, D2: Device, E: Element> std::ops::$Op<&PendingTransfer<D2, E>> for Tensor<D, E>
+        where
+            D2: TransferCompleted<D>,
+        {
+            type Output = Tensor<D, E>;
+            fn $method(self, _: &PendingTransfer<D2, E>) -> Tensor<D, E> {
+                unreachable!("TransferCompleted has no implementations")
+            }
+        }
+        impl<D: Device, D2: Device, E: Element> std::ops::$Op<PendingTransfer<D2, E>> for &Tensor<D, E>
+        where
+            D2: TransferCompleted<D>,
+        {
+            type Output = Tensor<D, E>;
+            fn $method(self, _: PendingTransfer<D2, E>) -> Tensor<D, E> {
+                unreachable!("TransferCompleted has no implementations")
+            }
+        }
+        impl<D: Device, D2: Device, E: Element> std::ops::$Op<&PendingTransfer<D2, E>> for &Tensor<D, E>
+        where
+            D2: TransferCompleted<D>,
+        {
+            type Output = Tensor<D, E>;
+            fn $method(self, _: &PendingTransfer<D2, E>) -> Tensor<D, E> {
+                unreachable!("TransferCompleted has no implementations")
+            }
+        }
+    )*};
+}
+
+not_yet_a_tensor!(Add add, Sub sub, Mul mul, Div div);
