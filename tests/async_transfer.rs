@@ -210,3 +210,13 @@ pinned_device_tests! {
     completion_can_be_polled => check_completion_can_be_polled,
     pinned_tensor_api => check_pinned_tensor_api,
 }
+
+/// Loader threads hand pinned batches and transfers in flight to the
+/// training thread.
+#[test]
+fn pinned_tensors_and_pending_transfers_cross_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<PinnedTensor<f32>>();
+    assert_send::<devtensor::PendingTransfer<Cuda<0>, i64>>();
+    assert_send::<devtensor::PendingTransfer<Cpu>>();
+}
