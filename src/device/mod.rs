@@ -52,6 +52,12 @@ pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'stat
     /// Moves host data onto the device.
     fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<Self::Storage<E>>;
 
+    /// Copies host data onto the device; a GPU reads the slice directly,
+    /// without the intermediate `Vec` that `storage_from_vec` would need.
+    fn storage_from_slice<E: Element>(data: &[E]) -> Result<Self::Storage<E>> {
+        Self::storage_from_vec(data.to_vec())
+    }
+
     /// A storage of `len` elements, all equal to `value`.
     fn storage_full<E: Element>(len: usize, value: E) -> Result<Self::Storage<E>>;
 

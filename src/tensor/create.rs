@@ -14,14 +14,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// device is unavailable.
     pub fn try_from_vec(data: Vec<E>, shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
-        if data.len() != shape.elem_count() {
-            return Err(Error::Shape {
-                op: "from_vec",
-                device: D::name(),
-                shapes: vec![shape.clone()],
-                reason: format!("{} elements were given for {} places", data.len(), shape.elem_count()),
-            });
-        }
+        check_len("from_vec", D::name(), data.len(), &shape)?;
         Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
@@ -39,7 +32,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// Like [`try_from_vec`](Self::try_from_vec), copying from a slice.
     pub fn try_from_slice(data: &[E], shape: impl Into<Shape>) -> Result<Self> {
-        Self::try_from_vec(data.to_vec(), shape)
+        let shape = shape.into();
+        check_len("from_slice", D::name(), data.len(), &shape)?;
+        Ok(Self::from_storage(D::storage_from_slice(data)?, shape))
     }
 
     /// Panicking form of [`try_from_slice`](Self::try_from_slice).
@@ -335,4 +330,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     pub fn randn_like(&self) -> Self {
         or_panic(self.try_randn_like())
     }
+}
+
+/// The error of a constructor given `len` values for `shape`.
+fn check_len(op: &'static str, device: String, len: usize, shape: &Shape) -> Result<()> {
+    if len == shape.elem_count() {
+        return Ok(());
+    }
+    Err(Error::Shape {
+        op,
+        device,
+        shapes: vec![shape.clone()],
+        reason: format!("{len} elements were given for {} places", shape.elem_count()),
+    })
 }

@@ -1,7 +1,7 @@
 //! Moving tensors between devices and element types, and reading them back.
 
 use super::Tensor;
-use crate::device::Device;
+use crate::device::{Backend, Cpu, Device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
 use std::any::TypeId;
@@ -20,6 +20,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
         // A direct path between two GPUs, when the backend has one.
         if let Some(storage) = D2::storage_from_device::<D, E>(self.storage(), self.layout())? {
             return Ok(Tensor::from_storage(storage, self.shape().clone()));
+        }
+        // From dense host memory, the destination reads it in place.
+        let host: &dyn std::any::Any = self.storage();
+        if let (Some(host), Some(range)) =
+            (host.downcast_ref::<<Cpu as Backend>::Storage<E>>(), self.layout().contiguous_range())
+        {
+            return Ok(Tensor::from_storage(D2::storage_from_slice(&host.as_slice()[range])?, self.shape().clone()));
         }
         let data = D::storage_to_vec(self.storage(), self.layout())?;
         Ok(Tensor::from_storage(D2::storage_from_vec(data)?, self.shape().clone()))

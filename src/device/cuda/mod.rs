@@ -249,9 +249,13 @@ impl<const N: usize> Backend for Cuda<N> {
     }
 
     fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<CudaStorage<E>> {
+        Self::storage_from_slice(&data)
+    }
+
+    fn storage_from_slice<E: Element>(data: &[E]) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
         let mut out = CudaStorage::alloc(&device, "to", data.len())?;
-        out.write(&device, "to", &data)?;
+        out.write(&device, "to", data)?;
         Ok(out)
     }
 
