@@ -58,14 +58,14 @@ __device__ void dt_binary(size_t n, size_t rank, const size_t* dims, const size_
                           size_t lhs_offset, const size_t* rhs_strides, size_t rhs_offset, const T* lhs,
                           const T* rhs, T* out) {
     if (rank == 0) {
-        DT_GRID_STRIDE(i, n) out[i] = Op::apply(lhs[lhs_offset + i], rhs[rhs_offset + i]);
+        dt_map(n, out, [&](size_t i) { return Op::apply(lhs[lhs_offset + i], rhs[rhs_offset + i]); });
         return;
     }
-    DT_GRID_STRIDE(i, n) {
+    dt_map(n, out, [&](size_t i) {
         size_t a = lhs_offset, b = rhs_offset;
         dt_offset2(i, rank, dims, lhs_strides, &a, rhs_strides, &b);
-        out[i] = Op::apply(lhs[a], rhs[b]);
-    }
+        return Op::apply(lhs[a], rhs[b]);
+    });
 }
 
 template <typename Op, typename T>
@@ -73,9 +73,9 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
                                  size_t offset, const T* x, T scalar, int scalar_first, T* out) {
     // Two loops, so the operand order is not re-tested per element.
     if (scalar_first) {
-        DT_GRID_STRIDE(i, n) out[i] = Op::apply(scalar, x[dt_offset(i, rank, dims, strides, offset)]);
+        dt_map(n, out, [&](size_t i) { return Op::apply(scalar, x[dt_offset(i, rank, dims, strides, offset)]); });
     } else {
-        DT_GRID_STRIDE(i, n) out[i] = Op::apply(x[dt_offset(i, rank, dims, strides, offset)], scalar);
+        dt_map(n, out, [&](size_t i) { return Op::apply(x[dt_offset(i, rank, dims, strides, offset)], scalar); });
     }
 }
 

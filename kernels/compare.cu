@@ -61,11 +61,11 @@ template <typename Op, typename T>
 __device__ void dt_compare(size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides,
                            size_t lhs_offset, const size_t* rhs_strides, size_t rhs_offset, const T* lhs,
                            const T* rhs, unsigned char* out) {
-    DT_GRID_STRIDE(i, n) {
+    dt_map(n, out, [&](size_t i) {
         size_t a = lhs_offset, b = rhs_offset;
         dt_offset2(i, rank, dims, lhs_strides, &a, rhs_strides, &b);
-        out[i] = Op::apply(lhs[a], rhs[b]) ? 1 : 0;
-    }
+        return (unsigned char)(Op::apply(lhs[a], rhs[b]) ? 1 : 0);
+    });
 }
 
 #define COMPARE_OP(op, Op, name, T)                                                                        \
@@ -77,7 +77,9 @@ __device__ void dt_compare(size_t n, size_t rank, const size_t* dims, const size
     extern "C" __global__ void compare_##op##_scalar_##name(size_t n, size_t rank, const size_t* dims,    \
                                                             const size_t* strides, size_t offset,         \
                                                             const T* x, T scalar, unsigned char* out) {   \
-        DT_GRID_STRIDE(i, n) out[i] = Op::apply(x[dt_offset(i, rank, dims, strides, offset)], scalar) ? 1 : 0; \
+        dt_map(n, out, [&](size_t i) {                                                                     \
+            return (unsigned char)(Op::apply(x[dt_offset(i, rank, dims, strides, offset)], scalar) ? 1 : 0); \
+        });                                                                                                \
     }
 
 #define COMPARE_KERNELS(name, T)                                                                           \
@@ -91,17 +93,17 @@ __device__ void dt_compare(size_t n, size_t rank, const size_t* dims, const size
         size_t n, size_t rank, const size_t* dims, const size_t* cond_strides, size_t cond_offset,        \
         const size_t* true_strides, size_t true_offset, const size_t* false_strides, size_t false_offset,  \
         const unsigned char* cond, const T* on_true, const T* on_false, T* out) {                         \
-        DT_GRID_STRIDE(i, n) {                                                                             \
+        dt_map(n, out, [&](size_t i) {                                                                     \
             size_t c = cond_offset, t = true_offset, f = false_offset;                                     \
             dt_offset3(i, rank, dims, cond_strides, &c, true_strides, &t, false_strides, &f);              \
-            out[i] = cond[c] != 0 ? on_true[t] : on_false[f];                                              \
-        }                                                                                                  \
+            return cond[c] != 0 ? on_true[t] : on_false[f];                                                \
+        });                                                                                                \
     }
 DT_FOR_EACH_DTYPE(COMPARE_KERNELS)
 
 extern "C" __global__ void compare_not_u8(size_t n, size_t rank, const size_t* dims, const size_t* strides,
                                           size_t offset, const unsigned char* x, unsigned char* out) {
-    DT_GRID_STRIDE(i, n) out[i] = x[dt_offset(i, rank, dims, strides, offset)] == 0 ? 1 : 0;
+    dt_map(n, out, [&](size_t i) { return (unsigned char)(x[dt_offset(i, rank, dims, strides, offset)] == 0 ? 1 : 0); });
 }
 
 extern "C" __global__ void compare_and_u8(size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides,

@@ -19,13 +19,13 @@
 #endif
 
 template <typename T> __device__ void dt_fill(size_t n, T value, T* out) {
-    DT_GRID_STRIDE(i, n) out[i] = value;
+    dt_map(n, out, [&](size_t) { return value; });
 }
 
 template <typename S, typename D>
 __device__ void dt_copy_cast(size_t n, size_t rank, const size_t* dims, const size_t* strides, size_t offset,
                              const S* src, D* out) {
-    DT_GRID_STRIDE(i, n) out[i] = dt_cast<D>(src[dt_offset(i, rank, dims, strides, offset)]);
+    dt_map(n, out, [&](size_t i) { return dt_cast<D>(src[dt_offset(i, rank, dims, strides, offset)]); });
 }
 
 #define COPY_KERNELS(name, T)                                                                              \

@@ -25,6 +25,12 @@
 //       one thread per output folding its axis sequentially: for short axes
 //       with many outputs, e.g. summing axis 0 of [len, many] (neighbouring
 //       threads read neighbouring elements). Any block size.
+//   reduce_<OP>_tiles_<T>(same arguments)
+//       for a reduced axis that is not contiguous: a block takes 32
+//       neighbouring outputs (so a warp's loads are adjacent) and splits the
+//       axis among blockDim.x / 32 groups of threads, then combines the
+//       groups in shared memory; grid-stride over tiles of 32 outputs.
+//       Block size: a multiple of 32, at most 1024.
 //   reduce_<OP>_all_<T>(size_t n, const T* src, T* partials)
 //       whole dense input: every block folds a grid-stride share of src[0..n]
 //       and writes partials[blockIdx.x]. Launch with G <= 1024 blocks, then
@@ -50,8 +56,7 @@ __device__ void dt_reduce_rows(size_t n_out, size_t len, size_t step, size_t ran
     // takes the same trips and reaches the barriers in dt_block_reduce.
     for (size_t o = blockIdx.x; o < n_out; o += gridDim.x) {
         size_t base = dt_offset(o, rank, dims, strides, offset);
-        T acc = Op::template identity<T>();
-        for (size_t k = threadIdx.x; k < len; k += blockDim.x) acc = Op::apply(acc, src[base + k * step]);
+        T acc = dt_fold<Op, T>(threadIdx.x, len, blockDim.x, [&](size_t k) { return src[base + k * step]; });
         acc = dt_block_reduce<Op>(acc, scratch);
         if (threadIdx.x == 0) out[o] = acc;
     }
@@ -62,15 +67,37 @@ __device__ void dt_reduce_cols(size_t n_out, size_t len, size_t step, size_t ran
                                const size_t* strides, size_t offset, const T* src, T* out) {
     DT_GRID_STRIDE(o, n_out) {
         size_t base = dt_offset(o, rank, dims, strides, offset);
+        out[o] = dt_fold<Op, T>(0, len, 1, [&](size_t k) { return src[base + k * step]; });
+    }
+}
+
+template <typename Op, typename T>
+__device__ void dt_reduce_tiles(size_t n_out, size_t len, size_t step, size_t rank, const size_t* dims,
+                                const size_t* strides, size_t offset, const T* src, T* out, T* scratch) {
+    // Lane = output within a tile of 32, group = which share of the axis.
+    const size_t lane = threadIdx.x % 32, group = threadIdx.x / 32, groups = blockDim.x / 32;
+    const size_t tiles = (n_out + 31) / 32;
+    // Uniform per block, so every thread reaches both barriers.
+    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        size_t o = tile * 32 + lane;
         T acc = Op::template identity<T>();
-        for (size_t k = 0; k < len; ++k) acc = Op::apply(acc, src[base + k * step]);
-        out[o] = acc;
+        if (o < n_out) {
+            size_t base = dt_offset(o, rank, dims, strides, offset);
+            acc = dt_fold<Op, T>(group, len, groups, [&](size_t k) { return src[base + k * step]; });
+        }
+        scratch[threadIdx.x] = acc;
+        __syncthreads();
+        if (group == 0 && o < n_out) {
+            for (size_t g = 1; g < groups; ++g) acc = Op::apply(acc, scratch[g * 32 + lane]);
+            out[o] = acc;
+        }
+        __syncthreads();
     }
 }
 
 template <typename Op, typename T> __device__ void dt_reduce_all(size_t n, const T* src, T* partials, T* scratch) {
-    T acc = Op::template identity<T>();
-    DT_GRID_STRIDE(i, n) acc = Op::apply(acc, src[i]);
+    size_t first = (size_t)blockIdx.x * (size_t)blockDim.x + (size_t)threadIdx.x;
+    T acc = dt_fold<Op, T>(first, n, (size_t)blockDim.x * (size_t)gridDim.x, [&](size_t i) { return src[i]; });
     acc = dt_block_reduce<Op>(acc, scratch);
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
@@ -128,6 +155,13 @@ __device__ void dt_arg_all(size_t n, const T* src, const long long* src_idx, T* 
                                                          const size_t* strides, size_t offset,            \
                                                          const T* src, T* out) {                          \
         dt_reduce_cols<Op>(n_out, len, step, rank, dims, strides, offset, src, out);                      \
+    }                                                                                                      \
+    extern "C" __global__ void reduce_##op##_tiles_##name(size_t n_out, size_t len, size_t step,          \
+                                                          size_t rank, const size_t* dims,                \
+                                                          const size_t* strides, size_t offset,           \
+                                                          const T* src, T* out) {                         \
+        __shared__ T scratch[1024];                                                                        \
+        dt_reduce_tiles<Op>(n_out, len, step, rank, dims, strides, offset, src, out, scratch);            \
     }                                                                                                      \
     extern "C" __global__ void reduce_##op##_all_##name(size_t n, const T* src, T* partials) {            \
         __shared__ T scratch[32];                                                                          \

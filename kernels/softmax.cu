@@ -28,11 +28,9 @@ __device__ void dt_softmax(size_t n_rows, size_t len, size_t inner, const T* src
         size_t base = (r / inner) * len * inner + r % inner;
         const T* x = src + base;
         T* y = out + base;
-        T m = dt_lowest<T>();
-        for (size_t k = threadIdx.x; k < len; k += blockDim.x) m = dt_max(m, x[k * inner]);
+        T m = dt_fold<DtMax, T>(threadIdx.x, len, blockDim.x, [&](size_t k) { return x[k * inner]; });
         m = dt_block_reduce<DtMax>(m, scratch);
-        T s = 0;
-        for (size_t k = threadIdx.x; k < len; k += blockDim.x) s += dt_exp(x[k * inner] - m);
+        T s = dt_fold<DtSum, T>(threadIdx.x, len, blockDim.x, [&](size_t k) { return dt_exp(x[k * inner] - m); });
         s = dt_block_reduce<DtSum>(s, scratch);
         if (Log) {
             T log_s = dt_log(s);

@@ -79,7 +79,7 @@ struct DtSigmoid {
 template <typename Op, typename T>
 __device__ void dt_unary(size_t n, size_t rank, const size_t* dims, const size_t* strides, size_t offset,
                          const T* x, T* out) {
-    DT_GRID_STRIDE(i, n) out[i] = Op::apply(x[dt_offset(i, rank, dims, strides, offset)]);
+    dt_map(n, out, [&](size_t i) { return Op::apply(x[dt_offset(i, rank, dims, strides, offset)]); });
 }
 
 #define UNARY_OP(op, Op, name, T)                                                                          \
@@ -97,7 +97,7 @@ __device__ void dt_unary(size_t n, size_t rank, const size_t* dims, const size_t
     extern "C" __global__ void unary_clamp_##name(size_t n, size_t rank, const size_t* dims,              \
                                                   const size_t* strides, size_t offset, const T* x, T lo, \
                                                   T hi, T* out) {                                         \
-        DT_GRID_STRIDE(i, n) out[i] = dt_min(dt_max(x[dt_offset(i, rank, dims, strides, offset)], lo), hi); \
+        dt_map(n, out, [&](size_t i) { return dt_min(dt_max(x[dt_offset(i, rank, dims, strides, offset)], lo), hi); }); \
     }
 DT_FOR_EACH_DTYPE(UNARY_ALL)
 
@@ -113,6 +113,6 @@ DT_FOR_EACH_DTYPE(UNARY_ALL)
     extern "C" __global__ void unary_powf_##name(size_t n, size_t rank, const size_t* dims,               \
                                                  const size_t* strides, size_t offset, const T* x, T p,   \
                                                  T* out) {                                                \
-        DT_GRID_STRIDE(i, n) out[i] = dt_pow(x[dt_offset(i, rank, dims, strides, offset)], p);            \
+        dt_map(n, out, [&](size_t i) { return dt_pow(x[dt_offset(i, rank, dims, strides, offset)], p); }); \
     }
 DT_FOR_EACH_FLOAT(UNARY_FLOAT)

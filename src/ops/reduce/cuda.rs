@@ -19,12 +19,15 @@ struct Plan {
     len: usize,
     step: usize,
     geo: Strided<1>,
-    /// `"rows"` (a block per output) or `"cols"` (a thread per output).
+    /// `"rows"` (a block per output), `"cols"` (a thread per output) or
+    /// `"tiles"` (a block per 32 neighbouring outputs).
     variant: &'static str,
     cfg: LaunchConfig,
 }
 
-fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize) -> Result<Plan> {
+/// How to launch a reduction of `axis`; `tiles` says whether the value
+/// reductions' `tiles` kernels may be used (the arg-reductions have none).
+fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize, tiles: bool) -> Result<Plan> {
     let (len, step) = (layout.dims()[axis], layout.strides()[axis]);
     let rest = |v: &[usize]| -> Vec<usize> {
         v.iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &x)| x).collect()
@@ -35,9 +38,17 @@ fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize
     // A block per output pays off on long axes or when there are too few
     // outputs to fill the GPU with one thread each; short axes with many
     // outputs (summing axis 0 of [3, many]) fold one per thread.
-    let (variant, cfg) = match len >= 256 || n_out < 128 {
-        true => ("rows", per_row(n_out)),
-        false => ("cols", elementwise(n_out)),
+    // A reduced axis that is not contiguous (summing axis 0 of [rows, cols])
+    // would have a block read one element per row: tiles instead give a
+    // warp 32 neighbouring outputs, whose elements lie side by side.
+    let (variant, cfg) = match (step == 1, len >= 256 || n_out < 128) {
+        (false, _) if tiles && n_out >= 32 => {
+            let groups = len.clamp(1, 32) as u32;
+            let blocks = n_out.div_ceil(32).min(65_535) as u32;
+            ("tiles", LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (32 * groups, 1, 1), shared_mem_bytes: 0 })
+        }
+        (_, true) => ("rows", per_row(n_out)),
+        (_, false) => ("cols", elementwise(n_out)),
     };
     Ok(Plan { n_out, len, step, geo, variant, cfg })
 }
@@ -103,7 +114,7 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         if let Some(start) = whole_dense(layout, axis) {
             return reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
         }
-        let p = plan(&device, name, layout, axis)?;
+        let p = plan(&device, name, layout, axis, true)?;
         let out = CudaStorage::alloc(&device, name, p.n_out)?;
         if p.n_out == 0 {
             return Ok(out);
@@ -128,7 +139,7 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         if let Some(start) = whole_dense(layout, axis) {
             return arg_reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
         }
-        let p = plan(&device, name, layout, axis)?;
+        let p = plan(&device, name, layout, axis, false)?;
         let out = CudaStorage::alloc(&device, name, p.n_out)?;
         if p.n_out == 0 || p.len == 0 {
             return Ok(out);
