@@ -526,3 +526,19 @@ fn out_of_memory() {
     let text = run_child("out_of_memory", &[("DEVTENSOR_EMU_MEM_BYTES", Some(&budget))]);
     assert!(text.contains("CHILD: out of memory on Cuda<0>"), "{text}");
 }
+
+/// A layout of more dimensions than the kernels address, none mergeable:
+/// a clear shape error on a GPU, where the CPU copes.
+fn rank_beyond_the_kernels<D: Device>() {
+    let reversed: Vec<usize> = (0..9).rev().collect();
+    let x = Tensor::<Cpu>::arange(0.0, 512.0).reshape([2usize; 9]);
+    let on_d = x.to::<D>().permute(reversed.clone());
+    let err = on_d.try_neg().unwrap_err();
+    assert!(matches!(err, Error::Shape { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&D::name()) && text.contains("at most 8 dimensions") && text.contains("9"), "{text}");
+    // The suggested fix works: contiguous on the host, then moved.
+    let fixed = on_d.to::<Cpu>().contiguous().to::<D>();
+    assert_eq!(fixed.neg().to_vec(), x.permute(reversed).neg().to_vec());
+}
+on_gpus!(rank_beyond_the_kernels_is_a_clear_error, rank_beyond_the_kernels);

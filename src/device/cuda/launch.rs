@@ -2,7 +2,8 @@
 //! read (see `kernels/common.cuh`), and the macro that passes arguments.
 
 use super::context::{Block, CudaDevice};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::shape::Shape;
 use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 
@@ -11,6 +12,9 @@ pub(crate) const THREADS: u32 = 256;
 /// Most blocks per launch: every kernel loops grid-stride, so more blocks
 /// only add scheduling work once the GPU is full.
 const MAX_BLOCKS: usize = 1024;
+/// Most dimensions of a strided operand, after merging (`DT_MAX_RANK` in
+/// `kernels/common.cuh`).
+pub(crate) const MAX_RANK: usize = 8;
 
 /// Launch shape of an element-wise kernel over `n` elements.
 pub(crate) fn elementwise(n: usize) -> LaunchConfig {
@@ -95,6 +99,18 @@ impl<const K: usize> Strided<K> {
         offsets: [usize; K],
     ) -> Result<Self> {
         let rank = dims.len();
+        if rank > MAX_RANK {
+            return Err(Error::Shape {
+                op,
+                device: device.name.clone(),
+                shapes: vec![Shape::from(dims)],
+                reason: format!(
+                    "the CUDA kernels address at most {MAX_RANK} dimensions, and this layout has {rank} \
+                     that cannot be merged; move it to the CPU (`.to::<Cpu>()` takes any layout) and make it \
+                     contiguous there, or permute fewer axes"
+                ),
+            });
+        }
         let mut words: Vec<u64> = Vec::with_capacity(rank * (K + 1));
         words.extend(dims.iter().map(|&d| d as u64));
         for s in strides {

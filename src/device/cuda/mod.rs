@@ -17,7 +17,7 @@ pub(crate) mod transfer;
 
 use super::{Backend, sealed};
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::shape::Layout;
 use context::{Block, CudaDevice};
 use launch::{Strided, elementwise, launch_kernel};
@@ -158,7 +158,8 @@ impl<E: Element> CudaStorage<E> {
 
     /// Copies `range` of the elements to the host, waiting for queued work.
     pub(crate) fn read(&self, device: &CudaDevice, op: &'static str, range: std::ops::Range<usize>) -> Result<Vec<E>> {
-        let mut out = vec![E::default(); range.len()];
+        // A recycled host buffer: fresh pages cost a fault each on first touch.
+        let mut out = crate::device::cpu::output_buffer::<E>(range.len());
         if let Some(block) = &self.block
             && !range.is_empty()
         {
@@ -273,10 +274,16 @@ impl<const N: usize> Backend for Cuda<N> {
         let device = Self::device()?;
         match layout.contiguous_range() {
             Some(range) => storage.read(&device, "to_vec", range),
-            None => {
-                let dense = copy_into::<E, E>(&device, "to_vec", storage, layout)?;
-                dense.read(&device, "to_vec", 0..dense.len())
-            }
+            None => match copy_into::<E, E>(&device, "to_vec", storage, layout) {
+                Ok(dense) => dense.read(&device, "to_vec", 0..dense.len()),
+                // More dimensions than the kernels address: gather on the
+                // host instead, so that any tensor can at least be moved.
+                Err(Error::Shape { .. }) if layout.dims().len() > launch::MAX_RANK => {
+                    let all = storage.read(&device, "to_vec", 0..storage.len())?;
+                    crate::device::Cpu::storage_to_vec(&crate::device::cpu::CpuStorage::from_vec(all), layout)
+                }
+                Err(e) => Err(e),
+            },
         }
     }
 
