@@ -133,14 +133,12 @@ impl PinnedBuffer {
     pub(crate) fn read<E: Element>(&self, op: &'static str, count: usize) -> Result<Vec<E>> {
         assert!(count * size_of::<E>() <= self.len, "read past the end of a pinned buffer");
         self.wait(op)?;
-        let mut out = Vec::<E>::with_capacity(count);
+        // A recycled host buffer: fresh pages cost a fault each on first touch.
+        let mut out = crate::device::cpu::output_buffer::<E>(count);
         // SAFETY: `ptr` is valid for `count * size_of::<E>()` bytes, written
-        // by a completed copy or `write`; page-locked memory is page-aligned,
-        // and every bit pattern is a valid element. `out` has the capacity.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr, out.as_mut_ptr().cast::<u8>(), count * size_of::<E>());
-            out.set_len(count);
-        }
+        // by a completed copy or `write`; `out` holds `count` elements, and
+        // every bit pattern is a valid element.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, out.as_mut_ptr().cast::<u8>(), count * size_of::<E>()) };
         Ok(out)
     }
 }
