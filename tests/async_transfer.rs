@@ -94,6 +94,9 @@ fn peer_transfers_between_gpus() {
 }
 
 fn check_restaging_keeps_transfers_in_flight_intact<D: Device>() {
+    if !pinning_available() {
+        return;
+    }
     let (a, b) = (Tensor::<Cpu>::arange(0.0, 5000.0), Tensor::<Cpu>::arange(5000.0, 10000.0));
     let mut staging = PinnedTensor::<f32>::zeros([5000]);
     staging.copy_from(&a);
@@ -107,6 +110,9 @@ fn check_restaging_keeps_transfers_in_flight_intact<D: Device>() {
 }
 
 fn check_upload_destinations_are_not_reused_under_running_kernels<D: Device>() {
+    if !pinning_available() {
+        return;
+    }
     // Each upload's destination is dropped while the kernel reading it is
     // still queued; the next uploads must not land in it before that kernel
     // has run.
@@ -125,6 +131,9 @@ fn check_upload_destinations_are_not_reused_under_running_kernels<D: Device>() {
 }
 
 fn check_dropped_transfers_are_harmless<D: Device>() {
+    if !pinning_available() {
+        return;
+    }
     let x = Tensor::<Cpu, i64>::arange(0, 10_000);
     for _ in 0..4 {
         let _ = x.to_async::<D>(); // never joined
@@ -137,6 +146,9 @@ fn check_dropped_transfers_are_harmless<D: Device>() {
 }
 
 fn check_all_element_types_and_empty_tensors<D: Device>() {
+    if !pinning_available() {
+        return;
+    }
     let labels = Tensor::<Cpu, i64>::from_vec(vec![3, -1, 4, 1 << 40], [2, 2]);
     assert_eq!(labels.to_async::<D>().join().to_async::<Cpu>().wait().to_vec(), labels.to_vec());
     let mask = Tensor::<Cpu, u8>::from_vec(vec![1, 0, 1], [3]);
@@ -150,6 +162,9 @@ fn check_all_element_types_and_empty_tensors<D: Device>() {
 }
 
 fn check_completion_can_be_polled<D: Device>() {
+    if !pinning_available() {
+        return;
+    }
     let x = Tensor::<D>::ones([1 << 16]);
     let pending = (&x * 2.0).to_async::<Cpu>();
     if let Some(n) = <D as devtensor::Backend>::cuda_ordinal() {
@@ -163,6 +178,9 @@ fn check_completion_can_be_polled<D: Device>() {
 }
 
 fn check_pinned_tensor_api<D: Device>() {
+    if !pinning_available() {
+        return;
+    }
     let x = Tensor::<Cpu>::arange(0.0, 12.0).reshape([3, 4]);
     let pinned = x.t().pin_memory();
     assert_eq!(pinned.dims(), &[4, 3]);
@@ -176,33 +194,9 @@ fn check_pinned_tensor_api<D: Device>() {
     assert_eq!(staging.to_async::<D>().wait().to_vec(), x.to_vec());
 }
 
-/// Pinning needs a driver even for `Cpu` destinations.
-macro_rules! pinned_device_tests {
-    ($($name:ident => $check:ident),* $(,)?) => {$(
-        mod $name {
-            #[test]
-            fn cpu() {
-                if super::pinning_available() {
-                    super::$check::<devtensor::Cpu>();
-                }
-            }
-            #[test]
-            fn cuda0() {
-                if $crate::common::cuda_ready::<0>() {
-                    super::$check::<devtensor::Cuda<0>>();
-                }
-            }
-            #[test]
-            fn cuda1() {
-                if $crate::common::cuda_ready::<1>() {
-                    super::$check::<devtensor::Cuda<1>>();
-                }
-            }
-        }
-    )*};
-}
-
-pinned_device_tests! {
+// Each check starts with `pinning_available()`: the `Cpu` instances need a
+// driver too, for page-locked memory.
+device_tests! {
     restaging_keeps_transfers_in_flight_intact => check_restaging_keeps_transfers_in_flight_intact,
     upload_destinations_are_not_reused_under_running_kernels => check_upload_destinations_are_not_reused_under_running_kernels,
     dropped_transfers_are_harmless => check_dropped_transfers_are_harmless,

@@ -258,65 +258,29 @@ mod never {
     impl<D: crate::device::Device> super::TransferCompleted<NotADevice> for D {}
 }
 
-/// `pending ⊕ x`, `&pending ⊕ x`, `x ⊕ pending` and `x ⊕ &pending` for the
-/// four arithmetic operators, each bounded by [`TransferCompleted`].
+/// `pending ⊕ x` and `x ⊕ pending` (owned or borrowed `x` and `pending`
+/// on the right) for the four arithmetic operators, each bounded by
+/// [`TransferCompleted`], which no device satisfies.
 macro_rules! not_yet_a_tensor {
     ($($Op:ident $method:ident),* $(,)?) => {$(
-        impl<D: Device, D2: Device, E: Element> std::ops::$Op<Tensor<D2, E>> for PendingTransfer<D, E>
-        where
-            D: TransferCompleted<D2>,
-        {
-            type Output = Tensor<D, E>;
-            fn $method(self, _: Tensor<D2, E>) -> Tensor<D, E> {
-                unreachable!("TransferCompleted has no implementations")
-            }
-        }
-        impl<D: Device, D2: Device, E: Element> std::ops::$Op<&Tensor<D2, E>> for PendingTransfer<D, E>
-        where
-            D: TransferCompleted<D2>,
-        {
-            type Output = Tensor<D, E>;
-            fn $method(self, _: &Tensor<D2, E>) -> Tensor<D, E> {
-                unreachable!("TransferCompleted has no implementations")
-            }
-        }
-        impl<D: Device, D2: Device, E: Element> std::ops::$Op<PendingTransfer<D2, E>> for Tensor<D, E>
-        where
-            D2: TransferCompleted<D>,
-        {
-            type Output = Tensor<D, E>;
-            fn $method(self, _: PendingTransfer<D2, E>) -> Tensor<D, E> {
-                unreachable!("TransferCompleted has no implementations")
-            }
-        }
-        impl<D: Device, D2: Device, E: Element> std::ops::$Op<&PendingTransfer<D2, E>> for Tensor<D, E>
-        where
-            D2: TransferCompleted<D>,
-        {
-            type Output = Tensor<D, E>;
-            fn $method(self, _: &PendingTransfer<D2, E>) -> Tensor<D, E> {
-                unreachable!("TransferCompleted has no implementations")
-            }
-        }
-        impl<D: Device, D2: Device, E: Element> std::ops::$Op<PendingTransfer<D2, E>> for &Tensor<D, E>
-        where
-            D2: TransferCompleted<D>,
-        {
-            type Output = Tensor<D, E>;
-            fn $method(self, _: PendingTransfer<D2, E>) -> Tensor<D, E> {
-                unreachable!("TransferCompleted has no implementations")
-            }
-        }
-        impl<D: Device, D2: Device, E: Element> std::ops::$Op<&PendingTransfer<D2, E>> for &Tensor<D, E>
-        where
-            D2: TransferCompleted<D>,
-        {
-            type Output = Tensor<D, E>;
-            fn $method(self, _: &PendingTransfer<D2, E>) -> Tensor<D, E> {
-                unreachable!("TransferCompleted has no implementations")
-            }
-        }
+        not_yet_a_tensor!(@impl $Op $method: PendingTransfer<D, E>, Tensor<D2, E>, D: TransferCompleted<D2>);
+        not_yet_a_tensor!(@impl $Op $method: PendingTransfer<D, E>, &Tensor<D2, E>, D: TransferCompleted<D2>);
+        not_yet_a_tensor!(@impl $Op $method: Tensor<D, E>, PendingTransfer<D2, E>, D2: TransferCompleted<D>);
+        not_yet_a_tensor!(@impl $Op $method: Tensor<D, E>, &PendingTransfer<D2, E>, D2: TransferCompleted<D>);
+        not_yet_a_tensor!(@impl $Op $method: &Tensor<D, E>, PendingTransfer<D2, E>, D2: TransferCompleted<D>);
+        not_yet_a_tensor!(@impl $Op $method: &Tensor<D, E>, &PendingTransfer<D2, E>, D2: TransferCompleted<D>);
     )*};
+    (@impl $Op:ident $method:ident: $Lhs:ty, $Rhs:ty, $pending:ident: TransferCompleted<$other:ident>) => {
+        impl<D: Device, D2: Device, E: Element> std::ops::$Op<$Rhs> for $Lhs
+        where
+            $pending: TransferCompleted<$other>,
+        {
+            type Output = Tensor<D, E>;
+            fn $method(self, _: $Rhs) -> Tensor<D, E> {
+                unreachable!("TransferCompleted has no implementations for devices")
+            }
+        }
+    };
 }
 
 not_yet_a_tensor!(Add add, Sub sub, Mul mul, Div div);
