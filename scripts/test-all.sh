@@ -35,10 +35,11 @@ bash scripts/test-emu.sh
 
 echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 # Every check in these suites runs on all three devices (tests/common/mod.rs);
-# tests/cuda_backend.rs compares every op on the GPUs with the CPU.
+# tests/cuda_backend.rs compares every op on the GPUs with the CPU, and
+# tests/async_transfer.rs provokes the races of asynchronous transfers.
 # DEVTENSOR_REQUIRE_CUDA=1 turns a missing GPU from a SKIP line into a
 # failure, so this section cannot pass by skipping. with-emu.sh prints the
 # driver it installs; each test binary then prints `RUN Cuda<N>: ...`.
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test \
     --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor \
-    --test cuda_backend
+    --test cuda_backend --test async_transfer

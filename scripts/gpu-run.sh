@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU and the CUDA 13 libraries but no Rust
+# toolchain: runs what scripts/gpu-bundle.sh built into .gpu/bin, namely
+# the device-generic suites against the system's driver (Cuda<1> is skipped
+# on a one-GPU machine), the examples, the CUDA criterion benches and the
+# PyTorch peers (benches/peers/torch_cuda.py). Logs go to $OUT (default
+# .gpu/out). TESTS, EXAMPLES and BENCH_FILTER narrow the run; NO_BENCH=1 and
+# NO_TORCH=1 skip parts.
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/.gpu/out}"
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+# NVRTC and cuBLAS from the CUDA toolkit, if they are not on the search path.
+for lib in libnvrtc.so.13 libcublas.so.13; do
+    path=$(find /usr/local/cuda*/ -name "$lib" 2>/dev/null | head -1)
+    echo "$lib -> ${path:-not found under /usr/local/cuda*}"
+    [ -n "$path" ] && export LD_LIBRARY_PATH="$(dirname "$path")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+# A real GPU is fast: more property cases than the emulator's default.
+export DEVTENSOR_CUDA_CASES=${DEVTENSOR_CUDA_CASES:-64}
+status=0
+for t in ${TESTS:-tensor binary unary compare reduce index matmul cuda_backend async_transfer}; do
+    [ -x ".gpu/bin/$t" ] || continue
+    start=$(date +%s.%N)
+    ".gpu/bin/$t" --test-threads=16 >"$OUT/$t.log" 2>&1
+    rc=$?
+    end=$(date +%s.%N)
+    summary=$(grep -E '^test result|RUN Cuda' "$OUT/$t.log" | sort -u | tr '\n' ' ')
+    printf '%-16s rc=%d %6.1fs  %s\n' "$t" "$rc" "$(awk "BEGIN{print $end - $start}")" "$summary"
+    if [ "$rc" -ne 0 ]; then
+        status=1
+        grep -E -A15 '^---- |panicked' "$OUT/$t.log" | head -60
+    fi
+done
+for ex in ${EXAMPLES:-quickstart prefetch}; do
+    [ -x ".gpu/bin/$ex" ] || continue
+    echo "== example $ex"
+    timeout 200 ".gpu/bin/$ex" 2>&1 | tee "$OUT/example-$ex.log" | tail -8
+done
+if [ -x .gpu/bin/cuda ] && [ -z "${NO_BENCH:-}" ]; then
+    echo "== criterion benches (benches/cuda.rs)"
+    timeout 330 .gpu/bin/cuda --bench ${BENCH_FILTER:-} >"$OUT/bench.log" 2>&1
+    echo "bench rc=$?"
+    grep -E '^[a-z_]+/|time:|thrpt:' "$OUT/bench.log" | tail -80
+fi
+if [ -z "${NO_TORCH:-}" ]; then
+    echo "== PyTorch on the same operations (benches/peers/torch_cuda.py)"
+    timeout 200 python3 benches/peers/torch_cuda.py 2>&1 | tee "$OUT/torch.log" | tail -40
+fi
+exit $status
