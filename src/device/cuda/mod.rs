@@ -5,7 +5,7 @@
 //! of that family), a cuBLAS handle and a caching allocator. Every operation
 //! is queued on the device's stream; reading data back to the host waits for
 //! it. Without a driver, a GPU of that ordinal or NVRTC, creating a tensor
-//! returns [`Error::DeviceUnavailable`](crate::Error::DeviceUnavailable)
+//! returns [`Error::DeviceUnavailable`]
 //! with the reason; cudarc is never called before the libraries are known
 //! to be there, since it panics when one is missing. Moves between two GPUs
 //! use the driver's peer copy, without a trip through the host.
