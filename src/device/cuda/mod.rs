@@ -315,39 +315,15 @@ impl<const N: usize> Backend for Cuda<N> {
 
 /// Copies the elements `layout` selects from one GPU to another with the
 /// driver's peer copy, which goes over NVLink or PCIe directly when the two
-/// GPUs can access each other, and is staged by the driver otherwise.
+/// GPUs can access each other, and is staged by the driver otherwise: the
+/// asynchronous transfer, waited for. The caller holds `src` meanwhile.
 fn peer_copy<E: Element>(
     from: &Arc<CudaDevice>,
     src: &CudaStorage<E>,
     layout: &Layout,
     to: &Arc<CudaDevice>,
 ) -> Result<CudaStorage<E>> {
-    const OP: &str = "to";
-    let n = layout.elem_count();
-    let out = CudaStorage::<E>::alloc(to, OP, n)?;
-    if n == 0 {
-        return Ok(out);
-    }
-    let (_dense, src_ptr) = dense_ptr(from, OP, src, layout)?;
-    // The two devices' streams are not ordered with each other: wait for
-    // the source's pending work (the data and its dense copy) first.
-    from.synchronize(OP)?;
-    to.ctx.bind_to_thread().map_err(|e| to.error(OP, e))?;
-    // SAFETY: both pointers are live device buffers of at least
-    // `n * size_of::<E>()` bytes in their own contexts, and the destination
-    // stream is synchronised below, before the source copy can be dropped
-    // and reused.
-    unsafe {
-        cudarc::driver::result::memcpy_peer_async(
-            to.ctx.cu_ctx(),
-            out.ptr(),
-            from.ctx.cu_ctx(),
-            src_ptr,
-            n * size_of::<E>(),
-            to.stream.cu_stream(),
-        )
-    }
-    .map_err(|e| to.error(OP, format_args!("peer copy from {}: {e}", from.name)))?;
-    to.synchronize(OP)?;
+    let (out, fence) = transfer::peer(from, "to", src, layout, Box::new(()), to)?;
+    fence.wait("to")?;
     Ok(out)
 }
