@@ -21,6 +21,13 @@
 //       offsets. `out` may be the same buffer as a dense `lhs` with
 //       lhs_offset 0 (in-place `+=` and friends): each element is read
 //       before it is written, by the same thread.
+//   binary_<OP>_rows_<T>(size_t rows, size_t cols,
+//                        size_t lhs_row, size_t lhs_col, size_t lhs_offset,
+//                        size_t rhs_row, size_t rhs_col, size_t rhs_offset,
+//                        const T* lhs, const T* rhs, T* out)
+//       the same for an output of shape [rows, cols] whose operands have
+//       the strides (row, col): a block per row (grid-stride), no index
+//       division. The same in-place rule holds. Block size: any.
 //   binary_<OP>_scalar_<T>(size_t n, size_t rank, const size_t* dims,
 //                          const size_t* strides, size_t offset,
 //                          const T* x, T scalar, int scalar_first, T* out)
@@ -68,6 +75,21 @@ __device__ void dt_binary(size_t n, size_t rank, const size_t* dims, const size_
     });
 }
 
+/// Two operands whose layouts merge to two axes (a row broadcast, a column
+/// broadcast, a transposed matrix): a block per row, its threads across the
+/// row, so no element needs an index division.
+template <typename Op, typename T>
+__device__ void dt_binary_rows(size_t rows, size_t cols, size_t lhs_row, size_t lhs_col, size_t lhs_offset,
+                               size_t rhs_row, size_t rhs_col, size_t rhs_offset, const T* lhs, const T* rhs,
+                               T* out) {
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T* a = lhs + lhs_offset + r * lhs_row;
+        const T* b = rhs + rhs_offset + r * rhs_row;
+        dt_map_from(threadIdx.x, blockDim.x, cols, out + r * cols,
+                    [&](size_t c) { return Op::apply(a[c * lhs_col], b[c * rhs_col]); });
+    }
+}
+
 template <typename Op, typename T>
 __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, const size_t* strides,
                                  size_t offset, const T* x, T scalar, int scalar_first, T* out) {
@@ -84,6 +106,12 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
         size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides, size_t lhs_offset,          \
         const size_t* rhs_strides, size_t rhs_offset, const T* lhs, const T* rhs, T* out) {               \
         dt_binary<Op>(n, rank, dims, lhs_strides, lhs_offset, rhs_strides, rhs_offset, lhs, rhs, out);    \
+    }                                                                                                      \
+    extern "C" __global__ void binary_##op##_rows_##name(                                                  \
+        size_t rows, size_t cols, size_t lhs_row, size_t lhs_col, size_t lhs_offset, size_t rhs_row,      \
+        size_t rhs_col, size_t rhs_offset, const T* lhs, const T* rhs, T* out) {                          \
+        dt_binary_rows<Op>(rows, cols, lhs_row, lhs_col, lhs_offset, rhs_row, rhs_col, rhs_offset, lhs,    \
+                           rhs, out);                                                                      \
     }                                                                                                      \
     extern "C" __global__ void binary_##op##_scalar_##name(size_t n, size_t rank, const size_t* dims,     \
                                                            const size_t* strides, size_t offset,          \

@@ -75,14 +75,12 @@
     for (size_t i = (size_t)blockIdx.x * (size_t)blockDim.x + (size_t)threadIdx.x; \
          i < (n); i += (size_t)blockDim.x * (size_t)gridDim.x)
 
-/// `out[i] = f(i)` for every `i < n`, grid-stride. Each thread computes four
-/// elements before it stores any, so it has several loads in flight at once:
-/// a memory-bound kernel needs that to approach a large GPU's bandwidth,
-/// since one load per thread leaves the memory system mostly idle. The
-/// elements a warp handles together stay adjacent, so accesses coalesce.
-template <typename T, typename F> __device__ inline void dt_map(size_t n, T* out, F f) {
-    const size_t stride = (size_t)blockDim.x * (size_t)gridDim.x;
-    size_t i = (size_t)blockIdx.x * (size_t)blockDim.x + (size_t)threadIdx.x;
+/// `out[i] = f(i)` for `i = first, first + stride, ... < n`, computing four
+/// elements before storing any (see `dt_map`, which runs it over the grid;
+/// a block runs it over one row).
+template <typename T, typename F>
+__device__ inline void dt_map_from(size_t first, size_t stride, size_t n, T* out, F f) {
+    size_t i = first;
     for (; i + 3 * stride < n; i += 4 * stride) {
         T v0 = f(i), v1 = f(i + stride), v2 = f(i + 2 * stride), v3 = f(i + 3 * stride);
         out[i] = v0;
@@ -91,6 +89,16 @@ template <typename T, typename F> __device__ inline void dt_map(size_t n, T* out
         out[i + 3 * stride] = v3;
     }
     for (; i < n; i += stride) out[i] = f(i);
+}
+
+/// `out[i] = f(i)` for every `i < n`, grid-stride. Each thread computes four
+/// elements before it stores any, so it has several loads in flight at once:
+/// a memory-bound kernel needs that to approach a large GPU's bandwidth,
+/// since one load per thread leaves the memory system mostly idle. The
+/// elements a warp handles together stay adjacent, so accesses coalesce.
+template <typename T, typename F> __device__ inline void dt_map(size_t n, T* out, F f) {
+    dt_map_from((size_t)blockIdx.x * (size_t)blockDim.x + (size_t)threadIdx.x,
+                (size_t)blockDim.x * (size_t)gridDim.x, n, out, f);
 }
 
 /// Folds `load(k)` for `k = first, first + step, ... < end` with `Op`, in

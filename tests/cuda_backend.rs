@@ -542,3 +542,32 @@ fn rank_beyond_the_kernels<D: Device>() {
     assert_eq!(fixed.neg().to_vec(), x.permute(reversed).neg().to_vec());
 }
 on_gpus!(rank_beyond_the_kernels_is_a_clear_error, rank_beyond_the_kernels);
+
+/// Operand layouts that merge to two axes with long rows take the kernels'
+/// row path (a block per row): row and column broadcasts, transposed and
+/// narrowed operands, in place too, against the CPU.
+fn two_axis_layouts<D: Device>() {
+    let mut g = Generator::new(21);
+    let m = rand_cpu(&[150, 300], &mut g);
+    let row = rand_cpu(&[300], &mut g);
+    let col = rand_cpu(&[150, 1], &mut g);
+    let t = rand_cpu(&[300, 150], &mut g);
+    let wide = rand_cpu(&[160, 310], &mut g);
+    let (md, rowd, cold, td, wided) = (m.to::<D>(), row.to::<D>(), col.to::<D>(), t.to::<D>(), wide.to::<D>());
+    same("matrix + row", &(&md + &rowd), &(&m + &row));
+    same("column - matrix", &(&cold - &md), &(&col - &m));
+    same("matrix * transposed", &(&md * &td.t()), &(&m * &t.t()));
+    let (narrow_d, narrow) = (wided.narrow(0, 5, 150).narrow(1, 7, 300), wide.narrow(0, 5, 150).narrow(1, 7, 300));
+    same("narrowed maximum row", &narrow_d.maximum(&rowd), &narrow.maximum(&row));
+    let mut in_place_d = md.clone() * 1.0;
+    in_place_d += &rowd;
+    let mut in_place = m.clone() * 1.0;
+    in_place += &row;
+    same("in place + row", &in_place_d, &in_place);
+    let ints = Tensor::<Cpu, i64>::from_vec((0..150 * 300).map(|v| v * 7 - 5000).collect(), [150, 300]);
+    let divisors = Tensor::<Cpu, i64>::from_vec((0..300).map(|v| v % 13 + 1).collect(), [300]);
+    same("i64 / row", &(&ints.to::<D>() / &divisors.to::<D>()), &(&ints / &divisors));
+    let zero_somewhere = Tensor::<Cpu, i64>::from_vec((0..300).map(|v| v % 13).collect(), [300]).to::<D>();
+    assert!(matches!(ints.to::<D>().try_div(&zero_somewhere), Err(Error::Argument { .. })));
+}
+on_gpus!(two_axis_layouts_take_the_row_path, two_axis_layouts);

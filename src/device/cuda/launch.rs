@@ -29,29 +29,17 @@ pub(crate) fn per_row(rows: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// The `(rank, dims, strides.., offsets..)` arguments of `K` strided
-/// operands of one shape, with `dims` and the strides uploaded to the device
-/// in one small buffer.
-pub(crate) struct Strided<const K: usize> {
-    /// Rank of the (merged) shape; 0 when every operand is dense.
-    pub(crate) rank: usize,
-    /// Each operand's offset of its first element.
-    pub(crate) offsets: [usize; K],
-    /// `dims`, then each operand's strides, `rank` entries each.
-    block: Block,
+/// The dimensions and strides of `K` operands of one shape after merging
+/// the axes that are contiguous in every operand and dropping axes of size
+/// 1, so that dense operands take the kernels' rank-0 fast path and other
+/// layouts the fewest divisions.
+pub(crate) struct Merged<const K: usize> {
+    pub(crate) dims: Vec<usize>,
+    pub(crate) strides: [Vec<usize>; K],
 }
 
-impl<const K: usize> Strided<K> {
-    /// Merges axes that are contiguous in every operand and drops axes of
-    /// size 1, so that dense operands take the kernels' rank-0 fast path and
-    /// other layouts the fewest divisions.
-    pub(crate) fn new(
-        device: &Arc<CudaDevice>,
-        op: &'static str,
-        dims: &[usize],
-        strides: [&[usize]; K],
-        offsets: [usize; K],
-    ) -> Result<Self> {
+impl<const K: usize> Merged<K> {
+    pub(crate) fn new(dims: &[usize], strides: [&[usize]; K]) -> Self {
         let mut merged: Vec<(usize, [usize; K])> = Vec::with_capacity(dims.len());
         for (axis, &dim) in dims.iter().enumerate() {
             if dim == 1 {
@@ -66,17 +54,52 @@ impl<const K: usize> Strided<K> {
                 _ => merged.push((dim, s)),
             }
         }
-        let dense = match merged.as_slice() {
-            [] => true,
-            [(_, s)] => s.iter().all(|&s| s == 1),
+        Merged {
+            dims: merged.iter().map(|(d, _)| *d).collect(),
+            strides: std::array::from_fn(|k| merged.iter().map(|(_, s)| s[k]).collect()),
+        }
+    }
+
+    /// Whether every operand is dense: the kernels' rank-0 fast path.
+    pub(crate) fn is_dense(&self) -> bool {
+        match self.dims.len() {
+            0 => true,
+            1 => self.strides.iter().all(|s| s[0] == 1),
             _ => false,
-        };
-        if dense {
+        }
+    }
+}
+
+/// The `(rank, dims, strides.., offsets..)` arguments of `K` strided
+/// operands of one shape, with `dims` and the strides uploaded to the device
+/// in one small buffer.
+pub(crate) struct Strided<const K: usize> {
+    /// Rank of the (merged) shape; 0 when every operand is dense.
+    pub(crate) rank: usize,
+    /// Each operand's offset of its first element.
+    pub(crate) offsets: [usize; K],
+    /// `dims`, then each operand's strides, `rank` entries each.
+    block: Block,
+}
+
+impl<const K: usize> Strided<K> {
+    /// The operands' layouts, merged (see [`Merged`]).
+    pub(crate) fn new(
+        device: &Arc<CudaDevice>,
+        op: &'static str,
+        dims: &[usize],
+        strides: [&[usize]; K],
+        offsets: [usize; K],
+    ) -> Result<Self> {
+        Self::merged(device, op, &Merged::new(dims, strides), offsets)
+    }
+
+    /// Like [`new`](Self::new), for axes the caller has merged already.
+    pub(crate) fn merged(device: &Arc<CudaDevice>, op: &'static str, m: &Merged<K>, offsets: [usize; K]) -> Result<Self> {
+        if m.is_dense() {
             return Self::upload(device, op, &[], &std::array::from_fn(|_| Vec::new()), offsets);
         }
-        let dims: Vec<usize> = merged.iter().map(|(d, _)| *d).collect();
-        let strides: [Vec<usize>; K] = std::array::from_fn(|k| merged.iter().map(|(_, s)| s[k]).collect());
-        Self::upload(device, op, &dims, &strides, offsets)
+        Self::upload(device, op, &m.dims, &m.strides, offsets)
     }
 
     /// The layouts as they are, without merging: for kernels that address

@@ -3,7 +3,7 @@
 use super::{BinaryKernel, BinaryOp};
 use crate::device::Cuda;
 use crate::device::cuda::context::CudaDevice;
-use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
+use crate::device::cuda::launch::{Merged, Strided, elementwise, launch_kernel, per_row};
 use crate::device::cuda::CudaStorage;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -37,6 +37,39 @@ fn check_divisors<E: Element>(
     }
 }
 
+/// Rows from which a layout that merges to two axes gets the row kernel
+/// (a block per row, no index division); shorter rows would leave most of
+/// a block idle.
+const ROW_KERNEL_MIN_COLS: usize = 128;
+
+/// Launches `binary_<op>` over the broadcast shape `dims` into the dense
+/// `out`, with each operand given as (strides, offset) and its address.
+fn launch_zip<E: Element>(
+    device: &Arc<CudaDevice>,
+    op: BinaryOp,
+    dims: &[usize],
+    operands: [(&[usize], usize); 2],
+    ptrs: [u64; 2],
+    out: u64,
+) -> Result<()> {
+    let n: usize = dims.iter().product();
+    let [(lhs_strides, lhs_offset), (rhs_strides, rhs_offset)] = operands;
+    let merged = Merged::new(dims, [lhs_strides, rhs_strides]);
+    if let (&[rows, cols], &[lhs_row, lhs_col], &[rhs_row, rhs_col]) =
+        (&merged.dims[..], &merged.strides[0][..], &merged.strides[1][..])
+        && cols >= ROW_KERNEL_MIN_COLS
+    {
+        let name = format!("binary_{}_rows_{}", op.name(), E::DTYPE.name());
+        return launch_kernel!(device, op.name(), "binary", name, per_row(rows);
+            rows, cols, lhs_row, lhs_col, lhs_offset, rhs_row, rhs_col, rhs_offset, ptrs[0], ptrs[1], out);
+    }
+    let geo = Strided::merged(device, op.name(), &merged, [lhs_offset, rhs_offset])?;
+    let name = format!("binary_{}_{}", op.name(), E::DTYPE.name());
+    launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+        n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
+        ptrs[0], ptrs[1], out)
+}
+
 fn division_by_zero(device: &CudaDevice, op: BinaryOp) -> Error {
     Error::Argument { op: op.name(), device: device.name.clone(), reason: "integer division by zero".into() }
 }
@@ -56,17 +89,8 @@ impl<const N: usize> BinaryKernel for Cuda<N> {
         if n == 0 {
             return Ok(out);
         }
-        let geo = Strided::new(
-            &device,
-            op.name(),
-            lhs_layout.dims(),
-            [lhs_layout.strides(), rhs_layout.strides()],
-            [lhs_layout.offset(), rhs_layout.offset()],
-        )?;
-        let name = format!("binary_{}_{}", op.name(), E::DTYPE.name());
-        launch_kernel!(device, op.name(), "binary", name, elementwise(n);
-            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
-            lhs.ptr(), rhs.ptr(), out.ptr())?;
+        let operands = [(lhs_layout.strides(), lhs_layout.offset()), (rhs_layout.strides(), rhs_layout.offset())];
+        launch_zip::<E>(&device, op, lhs_layout.dims(), operands, [lhs.ptr(), rhs.ptr()], out.ptr())?;
         Ok(out)
     }
 
@@ -119,18 +143,8 @@ impl<const N: usize> BinaryKernel for Cuda<N> {
         // The kernel writes `out` in place of a dense `lhs` at offset 0, so
         // both point at the destination's first element.
         let dense = lhs_layout.shape().contiguous_strides();
-        let geo = Strided::new(
-            &device,
-            op.name(),
-            lhs_layout.dims(),
-            [&dense, rhs_layout.strides()],
-            [0, rhs_layout.offset()],
-        )?;
         let dst = lhs.ptr_at(range.start);
-        let name = format!("binary_{}_{}", op.name(), E::DTYPE.name());
-        launch_kernel!(device, op.name(), "binary", name, elementwise(n);
-            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
-            dst, rhs.ptr(), dst)?;
-        Ok(())
+        let operands = [(&dense[..], 0), (rhs_layout.strides(), rhs_layout.offset())];
+        launch_zip::<E>(&device, op, lhs_layout.dims(), operands, [dst, rhs.ptr()], dst)
     }
 }
