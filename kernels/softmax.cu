@@ -17,6 +17,9 @@
 // size a multiple of 32, at most 1024:
 //   softmax_plain_<T>(size_t n_rows, size_t len, size_t inner, const T* src, T* out)
 //   softmax_log_<T>(size_t n_rows, size_t len, size_t inner, const T* src, T* out)
+//   softmax_plain_cached_<T>, softmax_log_cached_<T>(same arguments)
+//       for rows of at most DT_SOFTMAX_PER_THREAD * blockDim.x elements,
+//       which each block keeps in registers: one read of the row, not three.
 #ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
 #endif
@@ -44,6 +47,40 @@ __device__ void dt_softmax(size_t n_rows, size_t len, size_t inner, const T* src
     }
 }
 
+/// Elements of a row each thread keeps in registers in `dt_softmax_cached`.
+#define DT_SOFTMAX_PER_THREAD 8
+
+/// Softmax of rows of at most DT_SOFTMAX_PER_THREAD * blockDim.x elements:
+/// each thread loads its share of the row once into registers, so the row
+/// is read from memory once instead of three times.
+template <bool Log, typename T>
+__device__ void dt_softmax_cached(size_t n_rows, size_t len, size_t inner, const T* src, T* out, T* scratch) {
+    for (size_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
+        size_t base = (r / inner) * len * inner + r % inner;
+        const T* x = src + base;
+        T* y = out + base;
+        T v[DT_SOFTMAX_PER_THREAD];
+        T m = dt_lowest<T>();
+        for (int j = 0; j < DT_SOFTMAX_PER_THREAD; ++j) {
+            size_t k = threadIdx.x + j * (size_t)blockDim.x;
+            v[j] = k < len ? x[k * inner] : dt_lowest<T>();
+            m = dt_max(m, v[j]);
+        }
+        m = dt_block_reduce<DtMax>(m, scratch);
+        T s = 0;
+        for (int j = 0; j < DT_SOFTMAX_PER_THREAD; ++j) {
+            size_t k = threadIdx.x + j * (size_t)blockDim.x;
+            if (k < len) s += dt_exp(v[j] - m);
+        }
+        s = dt_block_reduce<DtSum>(s, scratch);
+        T log_s = dt_log(s), inv = (T)1 / s;
+        for (int j = 0; j < DT_SOFTMAX_PER_THREAD; ++j) {
+            size_t k = threadIdx.x + j * (size_t)blockDim.x;
+            if (k < len) y[k * inner] = Log ? v[j] - m - log_s : dt_exp(v[j] - m) * inv;
+        }
+    }
+}
+
 #define SOFTMAX_KERNELS(name, T)                                                                           \
     extern "C" __global__ void softmax_plain_##name(size_t n_rows, size_t len, size_t inner, const T* src, \
                                                     T* out) {                                             \
@@ -54,5 +91,15 @@ __device__ void dt_softmax(size_t n_rows, size_t len, size_t inner, const T* src
                                                   T* out) {                                               \
         __shared__ T scratch[32];                                                                          \
         dt_softmax<true>(n_rows, len, inner, src, out, scratch);                                           \
+    }                                                                                                      \
+    extern "C" __global__ void softmax_plain_cached_##name(size_t n_rows, size_t len, size_t inner,        \
+                                                           const T* src, T* out) {                        \
+        __shared__ T scratch[32];                                                                          \
+        dt_softmax_cached<false>(n_rows, len, inner, src, out, scratch);                                   \
+    }                                                                                                      \
+    extern "C" __global__ void softmax_log_cached_##name(size_t n_rows, size_t len, size_t inner,          \
+                                                         const T* src, T* out) {                          \
+        __shared__ T scratch[32];                                                                          \
+        dt_softmax_cached<true>(n_rows, len, inner, src, out, scratch);                                    \
     }
 DT_FOR_EACH_FLOAT(SOFTMAX_KERNELS)

@@ -571,3 +571,17 @@ fn two_axis_layouts<D: Device>() {
     assert!(matches!(ints.to::<D>().try_div(&zero_somewhere), Err(Error::Argument { .. })));
 }
 on_gpus!(two_axis_layouts_take_the_row_path, two_axis_layouts);
+
+/// Softmax rows longer than a block keeps in registers take the streaming
+/// kernel; shorter ones the cached kernel, along the last axis and an inner one.
+fn softmax_row_lengths<D: Device>() {
+    let mut g = Generator::new(23);
+    for dims in [[3usize, 9000], [2, 8192], [5, 33], [40, 1]] {
+        let x = rand_cpu(&dims, &mut g) * 4.0;
+        let xd = x.to::<D>();
+        same("softmax, last axis", &xd.softmax(-1), &x.softmax(-1));
+        same("log_softmax, last axis", &xd.log_softmax(-1), &x.log_softmax(-1));
+        same("softmax, first axis", &xd.softmax(0), &x.softmax(0));
+    }
+}
+on_gpus!(softmax_takes_the_cached_or_the_streaming_kernel, softmax_row_lengths);

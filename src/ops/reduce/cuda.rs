@@ -53,6 +53,10 @@ fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize
     Ok(Plan { n_out, len, step, geo, variant, cfg })
 }
 
+/// Elements of a row each thread of the cached softmax kernel keeps in
+/// registers (`DT_SOFTMAX_PER_THREAD` in `kernels/softmax.cu`).
+const SOFTMAX_PER_THREAD: usize = 8;
+
 /// Below this many elements a whole-tensor reduction runs in one block of
 /// the `rows` kernel; above it, the two-pass `all` kernels spread it over
 /// the whole GPU.
@@ -164,8 +168,18 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         let (outer, len, inner): (usize, usize, usize) =
             (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product());
         let rows = outer * inner;
-        let kernel = format!("softmax_{}_{}", if log { "log" } else { "plain" }, E::DTYPE.name());
-        launch_kernel!(device, op, "softmax", kernel, per_row(rows); rows, len, inner, src, out.ptr())?;
+        let kind = if log { "log" } else { "plain" };
+        if len <= SOFTMAX_PER_THREAD * 1024 {
+            // The row fits in the block's registers: read once. Threads: a
+            // multiple of 32 holding up to SOFTMAX_PER_THREAD elements each.
+            let threads = len.div_ceil(SOFTMAX_PER_THREAD).next_multiple_of(32).clamp(32, 1024) as u32;
+            let cfg = LaunchConfig { block_dim: (threads, 1, 1), ..per_row(rows) };
+            let kernel = format!("softmax_{kind}_cached_{}", E::DTYPE.name());
+            launch_kernel!(device, op, "softmax", kernel, cfg; rows, len, inner, src, out.ptr())?;
+        } else {
+            let kernel = format!("softmax_{kind}_{}", E::DTYPE.name());
+            launch_kernel!(device, op, "softmax", kernel, per_row(rows); rows, len, inner, src, out.ptr())?;
+        }
         Ok(out)
     }
 }
