@@ -2,8 +2,10 @@
 //! read (see `kernels/common.cuh`), and the macro that passes arguments.
 
 use super::context::{Block, CudaDevice};
+use super::CudaStorage;
+use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::Shape;
+use crate::shape::{Layout, Shape};
 use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 
@@ -163,6 +165,22 @@ impl<const K: usize> Strided<K> {
     pub(crate) fn strides(&self, k: usize) -> u64 {
         self.block.ptr + ((1 + k) * self.rank * size_of::<u64>()) as u64
     }
+}
+
+/// The dense output of an element-wise kernel over one strided operand,
+/// and the operand's geometry; `None` for an empty output, where there is
+/// nothing to launch.
+pub(crate) fn map_setup<T: Element>(
+    device: &Arc<CudaDevice>,
+    op: &'static str,
+    layout: &Layout,
+) -> Result<(CudaStorage<T>, Option<Strided<1>>)> {
+    let out = CudaStorage::alloc(device, op, layout.elem_count())?;
+    if layout.elem_count() == 0 {
+        return Ok((out, None));
+    }
+    let geo = Strided::new(device, op, layout.dims(), [layout.strides()], [layout.offset()])?;
+    Ok((out, Some(geo)))
 }
 
 /// `launch_kernel!(device, op, family, name, config; args..)` launches kernel

@@ -4,7 +4,7 @@ use super::{CompareKernel, CompareOp, LogicalOp};
 use crate::device::Cuda;
 use crate::device::cuda::CudaStorage;
 use crate::device::cuda::context::CudaDevice;
-use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
+use crate::device::cuda::launch::{Strided, elementwise, launch_kernel, map_setup};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::Layout;
@@ -57,12 +57,9 @@ impl<const N: usize> CompareKernel for Cuda<N> {
         scalar: E,
     ) -> Result<CudaStorage<u8>> {
         let device = Self::device()?;
+        let (out, geo) = map_setup(&device, op.name(), layout)?;
+        let Some(geo) = geo else { return Ok(out) };
         let n = layout.elem_count();
-        let out = CudaStorage::alloc(&device, op.name(), n)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
         let name = format!("compare_{}_scalar_{}", op.name(), E::DTYPE.name());
         launch_kernel!(device, op.name(), "compare", name, elementwise(n);
             n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), scalar, out.ptr())?;
@@ -71,12 +68,9 @@ impl<const N: usize> CompareKernel for Cuda<N> {
 
     fn logical_not(x: &CudaStorage<u8>, layout: &Layout) -> Result<CudaStorage<u8>> {
         let device = Self::device()?;
+        let (out, geo) = map_setup(&device, "logical_not", layout)?;
+        let Some(geo) = geo else { return Ok(out) };
         let n = layout.elem_count();
-        let out = CudaStorage::alloc(&device, "logical_not", n)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        let geo = Strided::new(&device, "logical_not", layout.dims(), [layout.strides()], [layout.offset()])?;
         launch_kernel!(device, "logical_not", "compare", "compare_not_u8", elementwise(n);
             n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr())?;
         Ok(out)

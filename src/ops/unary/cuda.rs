@@ -3,7 +3,7 @@
 use super::{FloatUnaryOp, UnaryKernel, UnaryOp};
 use crate::device::Cuda;
 use crate::device::cuda::CudaStorage;
-use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
+use crate::device::cuda::launch::{elementwise, launch_kernel, map_setup};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::shape::Layout;
@@ -11,12 +11,9 @@ use crate::shape::Layout;
 impl<const N: usize> UnaryKernel for Cuda<N> {
     fn unary<E: Element>(op: UnaryOp<E>, x: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
+        let (out, geo) = map_setup(&device, op.name(), layout)?;
+        let Some(geo) = geo else { return Ok(out) };
         let n = layout.elem_count();
-        let out = CudaStorage::alloc(&device, op.name(), n)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
         let name = format!("unary_{}_{}", op.name(), E::DTYPE.name());
         let cfg = elementwise(n);
         match op {
@@ -34,12 +31,9 @@ impl<const N: usize> UnaryKernel for Cuda<N> {
         layout: &Layout,
     ) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
+        let (out, geo) = map_setup(&device, op.name(), layout)?;
+        let Some(geo) = geo else { return Ok(out) };
         let n = layout.elem_count();
-        let out = CudaStorage::alloc(&device, op.name(), n)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
         let name = format!("unary_{}_{}", op.name(), E::DTYPE.name());
         let cfg = elementwise(n);
         match op {
