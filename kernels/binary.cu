@@ -1,15 +1,17 @@
 // Elementwise arithmetic with broadcasting: serves the Rust op family
 // `ops::binary` (`BinaryKernel::{binary, binary_scalar, binary_assign}`):
-// add, sub, mul, div, maximum, minimum.
+// add, sub, mul, div, div_trunc, div_floor, maximum, minimum.
 //
 // Semantics (as the CPU backend's `Element` methods): integers wrap; integer
-// division truncates toward zero, and i64::MIN / -1 == i64::MIN; maximum and
+// div and div_trunc truncate toward zero, div_floor floors (Python's //),
+// and i64::MIN / -1 == i64::MIN; maximum and
 // minimum let a NaN on either side through. A zero integer divisor gives 0
 // here, but the host must reject it first with an `integer division by zero`
 // error, as the CPU backend does: launch binary_count_zero_<T> on the
 // divisors and fail when the count is not 0.
 //
-// Kernels (OP = add, sub, mul, div, maximum, minimum; T = f32, f64, i64, u8):
+// Kernels (OP = add, sub, mul, div, div_trunc, div_floor, maximum, minimum;
+// T = f32, f64, i64, u8):
 //   binary_<OP>_<T>(size_t n, size_t rank, const size_t* dims,
 //                   const size_t* lhs_strides, size_t lhs_offset,
 //                   const size_t* rhs_strides, size_t rhs_offset,
@@ -52,6 +54,12 @@ struct DtMul {
 };
 struct DtDiv {
     template <typename T> __device__ static T apply(T a, T b) { return dt_div(a, b); }
+};
+struct DtDivTrunc {
+    template <typename T> __device__ static T apply(T a, T b) { return dt_div_trunc(a, b); }
+};
+struct DtDivFloor {
+    template <typename T> __device__ static T apply(T a, T b) { return dt_div_floor(a, b); }
 };
 struct DtMaximum {
     template <typename T> __device__ static T apply(T a, T b) { return dt_max(a, b); }
@@ -125,6 +133,8 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
     BINARY_OP(sub, DtSub, name, T)          \
     BINARY_OP(mul, DtMul, name, T)          \
     BINARY_OP(div, DtDiv, name, T)          \
+    BINARY_OP(div_trunc, DtDivTrunc, name, T) \
+    BINARY_OP(div_floor, DtDivFloor, name, T) \
     BINARY_OP(maximum, DtMaximum, name, T)  \
     BINARY_OP(minimum, DtMinimum, name, T)
 DT_FOR_EACH_DTYPE(BINARY_KERNELS)

@@ -224,6 +224,37 @@ __device__ inline unsigned char dt_div(unsigned char a, unsigned char b) {
     return b == 0 ? (unsigned char)0 : (unsigned char)(a / b);
 }
 
+/// Division rounded toward zero (rounding_mode="trunc"); integers as dt_div.
+__device__ inline float dt_div_trunc(float a, float b) { return truncf(a / b); }
+__device__ inline double dt_div_trunc(double a, double b) { return trunc(a / b); }
+__device__ inline long long dt_div_trunc(long long a, long long b) { return dt_div(a, b); }
+__device__ inline unsigned char dt_div_trunc(unsigned char a, unsigned char b) { return dt_div(a, b); }
+
+/// Division rounded toward negative infinity (Python's `//`, PyTorch's
+/// rounding_mode="floor"), with the semantics of the CPU backend's
+/// Element::div_floor: for floats PyTorch's div_floor_floating, which
+/// works from the exact remainder instead of rounding a / b.
+template <typename T> __device__ inline T dt_div_floor_float(T a, T b) {
+    if (b == (T)0) return a / b;
+    T rem = fmod(a, b);
+    T div = (a - rem) / b;
+    if (rem != (T)0 && ((b < (T)0) != (rem < (T)0))) div -= (T)1;
+    if (div == (T)0) return copysign((T)0, a / b);
+    T fl = floor(div);
+    return (div - fl > (T)0.5) ? fl + (T)1 : fl;
+}
+__device__ inline float dt_div_floor(float a, float b) { return dt_div_floor_float(a, b); }
+__device__ inline double dt_div_floor(double a, double b) { return dt_div_floor_float(a, b); }
+__device__ inline long long dt_div_floor(long long a, long long b) {
+    if (b == 0) return 0;
+    long long q = dt_div(a, b);
+    // The remainder is exact whenever the quotient did not wrap; for
+    // i64::MIN / -1 it is 0.
+    long long r = (b == -1) ? 0 : a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ inline unsigned char dt_div_floor(unsigned char a, unsigned char b) { return dt_div(a, b); }
+
 /// The larger value; a NaN on either side wins (torch.maximum).
 template <typename T> __device__ inline T dt_max(T a, T b) { return (dt_is_nan(a) || a > b) ? a : b; }
 /// The smaller value; a NaN on either side wins (torch.minimum).

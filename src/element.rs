@@ -77,14 +77,36 @@ pub trait Element:
     /// Whether this is `f32` or `f64`.
     const IS_FLOAT: bool;
 
+    /// The element type of a sum: `i64` for the integer types, so that the
+    /// sum of a `u8` mask counts past 255 (PyTorch sums `bool` and integer
+    /// tensors into `int64`); the type itself for floats.
+    type Sum: Element;
+    /// The element type of true division `/`: `f32` for the integer types
+    /// (PyTorch's `/` on integer tensors gives its default float type), the
+    /// type itself for floats. Integer quotients are
+    /// [`div_trunc`](crate::Tensor::div_trunc) and
+    /// [`div_floor`](crate::Tensor::div_floor).
+    type Quotient: FloatElement;
+    /// A plain number of this kind, as Python's numbers are for PyTorch:
+    /// `f64` for floats, `i64` for integers. `arange` takes its bounds in
+    /// it, so that they are exact.
+    type Number: Number;
+
     /// `a + b`, wrapping for integers.
     fn add(self, rhs: Self) -> Self;
     /// `a - b`, wrapping for integers.
     fn sub(self, rhs: Self) -> Self;
     /// `a * b`, wrapping for integers.
     fn mul(self, rhs: Self) -> Self;
-    /// `a / b`; `None` only for an integer division by zero.
+    /// `a / b`; `None` only for an integer division by zero. Integers
+    /// truncate (this is [`div_trunc`](Self::div_trunc) for them).
     fn div(self, rhs: Self) -> Option<Self>;
+    /// `a / b` rounded toward zero (PyTorch's `rounding_mode="trunc"`);
+    /// `None` only for an integer division by zero.
+    fn div_trunc(self, rhs: Self) -> Option<Self>;
+    /// `a / b` rounded toward negative infinity (PyTorch's `//` and
+    /// `rounding_mode="floor"`); `None` only for an integer division by zero.
+    fn div_floor(self, rhs: Self) -> Option<Self>;
     /// The larger of two values; NaN wins, as in `torch.maximum`.
     fn max(self, rhs: Self) -> Self;
     /// The smaller of two values; NaN wins, as in `torch.minimum`.
@@ -106,8 +128,42 @@ pub trait Element:
     fn to_f64(self) -> f64;
 }
 
-/// `f32` or `f64`: the element types of operations on real numbers.
-pub trait FloatElement: Element + num_traits::Float {}
+/// A plain number, as Python's numbers are for PyTorch: `f64` or `i64`
+/// (see [`Element::Number`]). Sealed.
+pub trait Number: number_sealed::Sealed + Copy + Debug + Display + PartialOrd + From<u8> + Send + Sync + 'static {
+    /// `self as f64`.
+    fn as_f64(self) -> f64;
+    /// `self as i64` (floats truncate and saturate).
+    fn as_i64(self) -> i64;
+}
+
+mod number_sealed {
+    pub trait Sealed {}
+    impl Sealed for f64 {}
+    impl Sealed for i64 {}
+}
+
+impl Number for f64 {
+    fn as_f64(self) -> f64 {
+        self
+    }
+    fn as_i64(self) -> i64 {
+        self as i64
+    }
+}
+
+impl Number for i64 {
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+    fn as_i64(self) -> i64 {
+        self
+    }
+}
+
+/// `f32` or `f64`: the element types of operations on real numbers. Their
+/// sums and quotients stay in the type itself.
+pub trait FloatElement: Element<Sum = Self, Quotient = Self, Number = f64> + num_traits::Float {}
 
 macro_rules! from_as {
     ($t:ty) => {
@@ -147,6 +203,9 @@ macro_rules! float_element {
             const MIN: Self = $t::NEG_INFINITY;
             const MAX: Self = $t::INFINITY;
             const IS_FLOAT: bool = true;
+            type Sum = $t;
+            type Quotient = $t;
+            type Number = f64;
             #[inline(always)]
             fn add(self, rhs: Self) -> Self {
                 self + rhs
@@ -162,6 +221,30 @@ macro_rules! float_element {
             #[inline(always)]
             fn div(self, rhs: Self) -> Option<Self> {
                 Some(self / rhs)
+            }
+            #[inline(always)]
+            fn div_trunc(self, rhs: Self) -> Option<Self> {
+                Some((self / rhs).trunc())
+            }
+            #[inline(always)]
+            fn div_floor(self, rhs: Self) -> Option<Self> {
+                // PyTorch's `div_floor_floating` (Python's float `//`): the
+                // quotient of the exact remainder's complement, not
+                // `floor(a / b)`, which rounds wrongly near integers.
+                if rhs == 0.0 {
+                    return Some(self / rhs);
+                }
+                let rem = self % rhs;
+                let mut div = (self - rem) / rhs;
+                if rem != 0.0 && (rhs < 0.0) != (rem < 0.0) {
+                    div -= 1.0;
+                }
+                Some(if div == 0.0 {
+                    (0.0 as $t).copysign(self / rhs)
+                } else {
+                    let floor = div.floor();
+                    if div - floor > 0.5 { floor + 1.0 } else { floor }
+                })
             }
             #[inline(always)]
             fn max(self, rhs: Self) -> Self {
@@ -192,6 +275,9 @@ macro_rules! int_element {
             const MIN: Self = $t::MIN;
             const MAX: Self = $t::MAX;
             const IS_FLOAT: bool = false;
+            type Sum = i64;
+            type Quotient = f32;
+            type Number = i64;
             #[inline(always)]
             fn add(self, rhs: Self) -> Self {
                 self.wrapping_add(rhs)
@@ -206,9 +292,19 @@ macro_rules! int_element {
             }
             #[inline(always)]
             fn div(self, rhs: Self) -> Option<Self> {
-                // Rounds toward zero like Rust (PyTorch's `//` floors; `/` on
-                // integer tensors is this truncating division).
+                self.div_trunc(rhs)
+            }
+            #[inline(always)]
+            fn div_trunc(self, rhs: Self) -> Option<Self> {
+                // Wrapping: i64::MIN / -1 is i64::MIN, as in PyTorch.
                 if rhs == 0 { None } else { Some(self.wrapping_div(rhs)) }
+            }
+            #[inline(always)]
+            #[allow(unused_comparisons)] // `< 0` is always false for u8
+            fn div_floor(self, rhs: Self) -> Option<Self> {
+                let q = self.div_trunc(rhs)?;
+                let inexact = self.wrapping_rem(rhs) != 0;
+                Some(if inexact && ((self < 0) != (rhs < 0)) { q.wrapping_sub(1) } else { q })
             }
             #[inline(always)]
             fn max(self, rhs: Self) -> Self {
@@ -252,6 +348,26 @@ mod tests {
         assert_eq!(Element::div(7i64, 0), None);
         assert_eq!(Element::div(-7i64, 2), Some(-3));
         assert_eq!(Element::div(i64::MIN, -1), Some(i64::MIN));
+    }
+
+    #[test]
+    fn rounded_divisions_match_python() {
+        // Python: 7 // -2 == -4, -7 // 2 == -4, int(-7 / 2) == -3.
+        assert_eq!(Element::div_floor(7i64, -2), Some(-4));
+        assert_eq!(Element::div_floor(-7i64, 2), Some(-4));
+        assert_eq!(Element::div_floor(-8i64, 2), Some(-4));
+        assert_eq!(Element::div_trunc(-7i64, 2), Some(-3));
+        assert_eq!(Element::div_floor(i64::MIN, -1), Some(i64::MIN));
+        assert_eq!(Element::div_floor(7u8, 2), Some(3));
+        assert_eq!(Element::div_floor(7u8, 0), None);
+        // Python: 7.5 // -2 == -4.0, -0.5 // 1 == -1.0, 0.0 // -1 == -0.0, 1 // 0.1 == 9.0.
+        assert_eq!(Element::div_floor(7.5f64, -2.0), Some(-4.0));
+        assert_eq!(Element::div_floor(-0.5f64, 1.0), Some(-1.0));
+        let zero = Element::div_floor(0.0f64, -1.0).unwrap();
+        assert!(zero == 0.0 && zero.is_sign_negative());
+        assert_eq!(Element::div_floor(1.0f64, 0.1), Some(9.0));
+        assert_eq!(Element::div_floor(1.0f32, 0.0), Some(f32::INFINITY));
+        assert_eq!(Element::div_trunc(-7.5f32, 2.0), Some(-3.0));
     }
 
     #[test]

@@ -89,14 +89,18 @@ pub enum Error {
         /// What the driver said.
         reason: String,
     },
-    /// The device ran out of memory.
+    /// The device ran out of memory: the allocator refused a size that is
+    /// possible in principle. (A size that cannot exist at all, such as a
+    /// shape whose element count overflows, is an [`Error::Shape`].)
     OutOfMemory {
+        /// The operation that asked for the memory.
+        op: &'static str,
         /// The device.
         device: String,
         /// Bytes the allocation asked for.
         requested: usize,
-        /// Bytes free on the device when it failed.
-        free: usize,
+        /// Bytes free on the device when it failed, where the device says.
+        free: Option<usize>,
     },
 }
 
@@ -123,6 +127,11 @@ impl fmt::Display for Error {
                 }
                 f.write_str(reason)
             }
+            Error::Axis { op, device, shape, axis } if shape.rank() == 0 => write!(
+                f,
+                "{op} on {device}: axis {axis} is out of range for a rank-0 tensor \
+                 (expected 0 or -1, which treat it as one element)"
+            ),
             Error::Axis { op, device, shape, axis } => {
                 let rank = shape.rank() as isize;
                 write!(
@@ -143,10 +152,13 @@ impl fmt::Display for Error {
                 write!(f, "device {device} is unavailable: {reason}")
             }
             Error::Driver { op, device, reason } => write!(f, "{op} on {device}: CUDA error: {reason}"),
-            Error::OutOfMemory { device, requested, free } => write!(
-                f,
-                "out of memory on {device}: tried to allocate {requested} bytes with {free} bytes free"
-            ),
+            Error::OutOfMemory { op, device, requested, free } => {
+                write!(f, "{op} on {device}: out of memory: tried to allocate {requested} bytes")?;
+                match free {
+                    Some(free) => write!(f, " with {free} bytes free"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

@@ -30,14 +30,14 @@ impl Generator {
         Generator(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
 
-    /// `len` samples uniform in `[0, 1)`.
-    pub(crate) fn uniform(&mut self, len: usize) -> Vec<f64> {
-        (0..len).map(|_| StandardUniform.sample(&mut self.0)).collect()
+    /// Samples uniform in `[0, 1)`.
+    pub(crate) fn uniform(&mut self) -> impl Iterator<Item = f64> + '_ {
+        std::iter::repeat_with(|| StandardUniform.sample(&mut self.0))
     }
 
-    /// `len` samples from the standard normal distribution.
-    pub(crate) fn normal(&mut self, len: usize) -> Vec<f64> {
-        (0..len).map(|_| StandardNormal.sample(&mut self.0)).collect()
+    /// Samples from the standard normal distribution.
+    pub(crate) fn normal(&mut self) -> impl Iterator<Item = f64> + '_ {
+        std::iter::repeat_with(|| StandardNormal.sample(&mut self.0))
     }
 }
 

@@ -11,6 +11,12 @@ use std::fmt;
 /// Dimension sizes or strides; tensors of rank six or less need no heap.
 pub type Dims = SmallVec<[usize; 6]>;
 
+/// The most elements a tensor may have, `2^63 - 1`: PyTorch's sizes are
+/// `int64`, and so are devtensor's flat indices (`argmax_all` returns one).
+/// A view may reach this many elements without the memory for them
+/// (`broadcast_to`); a dense tensor is further limited by its bytes.
+pub const MAX_ELEMS: usize = isize::MAX as usize;
+
 /// The size of each dimension of a tensor, outermost first.
 ///
 /// Built from arrays, slices, vectors or `()` (a scalar):
@@ -35,17 +41,40 @@ impl Shape {
     }
 
     /// Number of elements: the product of the dimensions (1 for a scalar).
+    ///
+    /// Saturates at `usize::MAX` for a shape too large to exist (see
+    /// [`checked_elem_count`](Self::checked_elem_count)); no tensor has such
+    /// a shape, since every operation that makes one checks it first.
     pub fn elem_count(&self) -> usize {
-        self.0.iter().product()
+        self.checked_elem_count().unwrap_or(usize::MAX)
     }
 
-    /// Row-major (C-contiguous) strides for this shape.
+    /// Number of elements, or `None` when the product of the dimensions
+    /// exceeds [`MAX_ELEMS`] (`2^63 - 1`). A shape with a zero dimension
+    /// has no elements, whatever its other dimensions.
+    ///
+    /// ```
+    /// use devtensor::Shape;
+    /// assert_eq!(Shape::from([2, 3]).checked_elem_count(), Some(6));
+    /// assert_eq!(Shape::from([1 << 32, 1 << 32]).checked_elem_count(), None);
+    /// assert_eq!(Shape::from([1 << 62, 1 << 62, 0]).checked_elem_count(), Some(0));
+    /// ```
+    pub fn checked_elem_count(&self) -> Option<usize> {
+        if self.0.contains(&0) {
+            return Some(0);
+        }
+        self.0.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= MAX_ELEMS)
+    }
+
+    /// Row-major (C-contiguous) strides for this shape. Saturating, so that
+    /// an empty shape with huge dimensions still has strides; they address
+    /// nothing.
     pub fn contiguous_strides(&self) -> Dims {
         let mut strides: Dims = SmallVec::from_elem(0, self.rank());
-        let mut acc = 1;
+        let mut acc = 1usize;
         for (stride, &dim) in strides.iter_mut().zip(self.0.iter()).rev() {
             *stride = acc;
-            acc *= dim;
+            acc = acc.saturating_mul(dim);
         }
         strides
     }
@@ -238,13 +267,22 @@ impl Layout {
         Some(Layout { shape: shape.clone(), strides, offset: self.offset })
     }
 
+    /// The storage index of the last element this layout can reach (the
+    /// largest offset), `None` for an empty layout or one whose offsets
+    /// overflow.
+    pub(crate) fn last_offset(&self) -> Option<usize> {
+        if self.elem_count() == 0 {
+            return None;
+        }
+        self.dims()
+            .iter()
+            .zip(self.strides.iter())
+            .try_fold(self.offset, |acc, (&d, &s)| (d - 1).checked_mul(s).and_then(|step| acc.checked_add(step)))
+    }
+
     /// Checks a storage length holds every element this layout can reach.
     pub(crate) fn fits_in(&self, storage_len: usize) -> bool {
-        if self.elem_count() == 0 {
-            return true;
-        }
-        let last: usize = self.dims().iter().zip(self.strides.iter()).map(|(&d, &s)| (d - 1) * s).sum();
-        self.offset + last < storage_len
+        self.elem_count() == 0 || self.last_offset().is_some_and(|last| last < storage_len)
     }
 
     /// The offsets of every element, in row-major order. Slow but simple:
@@ -335,9 +373,55 @@ pub(crate) fn broadcast_error(op: &'static str, device: String, lhs: &Shape, rhs
     }
 }
 
-/// Resolves `axis` against `shape` or reports it out of range.
+/// The element count of `shape`, a new shape an operation is about to
+/// produce (or view data as), or an [`Error::Shape`] naming `op` and
+/// `shapes` (the operands, then the result) when it exceeds [`MAX_ELEMS`].
+///
+/// Every operation whose output shape comes from the caller or from
+/// combining operands (broadcasting, `matmul`, `cat`, ...) checks it before
+/// anything is allocated, so no tensor ever has a shape whose count wraps.
+pub(crate) fn check_elem_count(op: &'static str, device: impl FnOnce() -> String, shapes: &[&Shape]) -> Result<usize> {
+    let out = shapes.last().expect("check_elem_count is given the result shape last");
+    out.checked_elem_count().ok_or_else(|| Error::Shape {
+        op,
+        device: device(),
+        shapes: shapes.iter().map(|&s| s.clone()).collect(),
+        reason: format!(
+            "{} would have more than 2^63 - 1 elements (the product of its dimensions overflows)",
+            if shapes.len() > 1 { "the result" } else { "a tensor of this shape" }
+        ),
+    })
+}
+
+/// Resolves `axis` against `shape` or reports it out of range. A rank-0
+/// tensor has no axis to give, which is a shape error (PyTorch: "cannot be
+/// applied to a 0-dim tensor"); operations that treat a scalar as one
+/// element use [`resolve_axis_or_scalar`] instead.
 pub(crate) fn resolve_axis(op: &'static str, device: impl FnOnce() -> String, shape: &Shape, axis: isize) -> Result<usize> {
+    if shape.rank() == 0 {
+        return Err(Error::Shape {
+            op,
+            device: device(),
+            shapes: vec![shape.clone()],
+            reason: format!("a rank-0 tensor has no axis {axis}; this operation needs at least one axis"),
+        });
+    }
     shape.axis(axis).ok_or_else(|| Error::Axis { op, device: device(), shape: shape.clone(), axis })
+}
+
+/// Like [`resolve_axis`], but a rank-0 tensor accepts axis `0` and `-1`,
+/// as PyTorch's reductions and softmax do, and resolves to `None`.
+pub(crate) fn resolve_axis_or_scalar(
+    op: &'static str,
+    device: impl FnOnce() -> String,
+    shape: &Shape,
+    axis: isize,
+) -> Result<Option<usize>> {
+    match (shape.rank(), axis) {
+        (0, 0 | -1) => Ok(None),
+        (0, _) => Err(Error::Axis { op, device: device(), shape: shape.clone(), axis }),
+        _ => resolve_axis(op, device, shape, axis).map(Some),
+    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 
 use super::{Backend, sealed};
 use crate::element::{DType, Element};
-use crate::error::Result;
-use crate::shape::{Layout, for_each_block};
+use crate::error::{Error, Result};
+use crate::shape::{Layout, Shape, for_each_block};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
@@ -45,17 +45,9 @@ impl<E: Element> CpuStorage<E> {
     }
 }
 
-impl<E: Element> Clone for CpuStorage<E> {
-    fn clone(&self) -> Self {
-        let mut out = output_buffer(self.data.len());
-        out.copy_from_slice(&self.data);
-        CpuStorage { data: out }
-    }
-}
-
 impl<E: Element> Drop for CpuStorage<E> {
     fn drop(&mut self) {
-        if self.data.len() * size_of::<E>() >= POOL_MIN_BYTES {
+        if size_of_val(self.data.as_slice()) >= POOL_MIN_BYTES {
             pool_for::<E>().give(std::mem::take(&mut self.data));
         }
     }
@@ -117,13 +109,77 @@ fn pool_for<E: Element>() -> &'static BufferPool<E> {
 
 /// A buffer of `len` elements for a kernel to overwrite completely. Its
 /// contents are unspecified (stale values from a recycled buffer, or zeros).
-pub(crate) fn output_buffer<E: Element>(len: usize) -> Vec<E> {
-    if len * size_of::<E>() >= POOL_MIN_BYTES {
+///
+/// Fails with [`Error::OutOfMemory`] naming `op` when the allocator refuses,
+/// and with an [`Error::Shape`] when `len` elements cannot exist in memory
+/// at all: never an abort.
+pub(crate) fn output_buffer<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
+    if len.saturating_mul(size_of::<E>()) >= POOL_MIN_BYTES {
         if let Some(buf) = pool_for::<E>().take(len) {
-            return buf;
+            return Ok(buf);
         }
     }
-    vec![E::ZERO; len]
+    zeroed_vec(op, len)
+}
+
+/// `len` zeros of `E`, allocated fallibly (see [`output_buffer`]).
+///
+/// Zeroed memory from the allocator (calloc) rather than a zero fill: large
+/// buffers come as fresh pages that the kernel's first write faults in, with
+/// no pass over memory before it.
+pub(crate) fn zeroed_vec<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
+    let layout = byte_layout::<E>(op, len)?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: `layout` has a non-zero size, checked just above.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(Error::OutOfMemory { op, device: Cpu::name(), requested: layout.size(), free: host_available_bytes() });
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of
+    // `[E; len]` (size `len * size_of::<E>()`, alignment of `E`), which is
+    // what a `Vec<E>` of capacity `len` owns. Its `len` elements are
+    // initialised: every `Element` (f32, f64, i64, u8; the trait is sealed)
+    // is a plain number whose all-zero bytes are the value 0.
+    Ok(unsafe { Vec::from_raw_parts(ptr.cast::<E>(), len, len) })
+}
+
+/// `len` elements gathered from an iterator into a fallibly allocated vector.
+pub(crate) fn try_collect<E: Element>(op: &'static str, len: usize, values: impl Iterator<Item = E>) -> Result<Vec<E>> {
+    let mut out = Vec::new();
+    let layout = byte_layout::<E>(op, len)?;
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        op,
+        device: Cpu::name(),
+        requested: layout.size(),
+        free: host_available_bytes(),
+    })?;
+    out.extend(values.take(len));
+    Ok(out)
+}
+
+/// The memory layout of `len` elements of `E`, or an [`Error::Shape`] when
+/// it would exceed `isize::MAX` bytes, the most any allocation can hold.
+fn byte_layout<E: Element>(op: &'static str, len: usize) -> Result<std::alloc::Layout> {
+    std::alloc::Layout::array::<E>(len).map_err(|_| Error::Shape {
+        op,
+        device: Cpu::name(),
+        shapes: vec![Shape::from(len)],
+        reason: format!(
+            "{len} elements of {} need more than isize::MAX bytes, more than any memory holds",
+            E::DTYPE.name()
+        ),
+    })
+}
+
+/// The memory the host has available, for out-of-memory messages (Linux's
+/// `MemAvailable`; `None` where it cannot be read).
+fn host_available_bytes() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Output sizes from which elementwise kernels split work across threads;
@@ -183,18 +239,21 @@ fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
 /// Gathers the elements `layout` selects into a new row-major vector,
 /// applying `f`; dense inputs run as one vectorised loop, split across
 /// threads when large.
+///
+/// `op` names the operation in an allocation error.
 pub(crate) fn map_strided<E: Element, T: Element>(
+    op: &'static str,
     src: &[E],
     layout: &Layout,
     f: impl Fn(E) -> T + Send + Sync,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let len = layout.elem_count();
     if let Some(range) = layout.contiguous_range() {
         let src = &src[range];
         if is_small_output::<T>(len) {
-            return vectorized(|| src.iter().map(|&x| f(x)).collect());
+            return Ok(vectorized(|| src.iter().map(|&x| f(x)).collect()));
         }
-        let mut out = output_buffer(len);
+        let mut out = output_buffer(op, len)?;
         let run = |out: &mut [T], src: &[E]| {
             vectorized(|| {
                 for (o, &x) in out.iter_mut().zip(src) {
@@ -207,9 +266,9 @@ pub(crate) fn map_strided<E: Element, T: Element>(
         } else {
             run(&mut out, src);
         }
-        return out;
+        return Ok(out);
     }
-    let mut out = output_buffer(len);
+    let mut out = output_buffer(op, len)?;
     let mut next = 0;
     for_each_block(layout.dims(), [layout.strides()], [layout.offset()], |[base], len, [stride]| {
         let out = &mut out[next..next + len];
@@ -224,7 +283,7 @@ pub(crate) fn map_strided<E: Element, T: Element>(
         }
         next += len;
     });
-    out
+    Ok(out)
 }
 
 /// `out[i] = f(a[i], b[i])` over two operands laid out with one shape.
@@ -298,17 +357,20 @@ impl Backend for Cpu {
         Ok(CpuStorage::from_vec(data))
     }
 
-    fn storage_full<E: Element>(len: usize, value: E) -> Result<CpuStorage<E>> {
-        let mut data = output_buffer(len);
+    fn storage_full<E: Element>(op: &'static str, len: usize, value: E) -> Result<CpuStorage<E>> {
+        let mut data = output_buffer(op, len)?;
         data.fill(value);
         Ok(CpuStorage::from_vec(data))
     }
 
     fn storage_to_vec<E: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<Vec<E>> {
         match layout.contiguous_range() {
-            // A plain `to_vec`, not a pooled buffer: the caller keeps it.
-            Some(range) => Ok(storage.data[range].to_vec()),
-            None => Ok(map_strided(&storage.data, layout, |x| x)),
+            // Not a pooled buffer: the caller keeps it.
+            Some(range) => {
+                let src = &storage.data[range];
+                try_collect("to_vec", src.len(), src.iter().copied())
+            }
+            None => map_strided("to_vec", &storage.data, layout, |x| x),
         }
     }
 
@@ -317,11 +379,11 @@ impl Backend for Cpu {
     }
 
     fn copy_strided<E: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<E>> {
-        Ok(CpuStorage::from_vec(map_strided(&storage.data, layout, |x| x)))
+        Ok(CpuStorage::from_vec(map_strided("contiguous", &storage.data, layout, |x| x)?))
     }
 
     fn cast<E: Element, T: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<T>> {
-        Ok(CpuStorage::from_vec(map_strided(&storage.data, layout, |x| x.cast::<T>())))
+        Ok(CpuStorage::from_vec(map_strided("to_dtype", &storage.data, layout, |x| x.cast::<T>())?))
     }
 }
 
@@ -341,12 +403,30 @@ mod tests {
         assert!(pool_for::<f64>().take(usize::MAX / 16).is_none());
     }
 
+    #[test]
+    fn impossible_and_refused_allocations_are_errors() {
+        // More than isize::MAX bytes: no allocator is even asked.
+        let err = output_buffer::<f64>("zeros", usize::MAX / 4).unwrap_err();
+        assert!(matches!(err, Error::Shape { op: "zeros", .. }), "{err}");
+        assert!(err.to_string().contains("more than isize::MAX bytes"), "{err}");
+        // Possible in principle, refused by the allocator (no machine has 2^62 bytes).
+        #[cfg(not(miri))]
+        {
+            let err = output_buffer::<u8>("zeros", 1 << 62).unwrap_err();
+            assert!(matches!(err, Error::OutOfMemory { op: "zeros", requested, .. } if requested == 1 << 62), "{err}");
+            let err = try_collect::<u8>("to_vec", 1 << 62, std::iter::empty()).unwrap_err();
+            assert!(matches!(err, Error::OutOfMemory { op: "to_vec", .. }), "{err}");
+        }
+        let zeros = zeroed_vec::<i64>("zeros", 1000).unwrap();
+        assert!(zeros.len() == 1000 && zeros.iter().all(|&x| x == 0));
+    }
+
     fn check_dense_map<E: Element>() {
         // Small (collected), pooled single-threaded, and parallel outputs.
         for len in [0, 1, 37, 4096, POOL_MIN_BYTES / size_of::<E>() + 5, PARALLEL_MIN_ELEMS * 2 + 7] {
             let src: Vec<E> = (0..len).map(|i| E::from_u8((i % 251) as u8)).collect();
             let layout = Layout::contiguous(crate::Shape::from(len));
-            let out = map_strided(&src, &layout, |x| x.add(E::from_u8(3)));
+            let out = map_strided("test", &src, &layout, |x| x.add(E::from_u8(3))).unwrap();
             let expected: Vec<E> = src.iter().map(|&x| x.add(E::from_u8(3))).collect();
             assert!(out == expected, "len {len}");
         }

@@ -58,8 +58,9 @@ pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'stat
         Self::storage_from_vec(data.to_vec())
     }
 
-    /// A storage of `len` elements, all equal to `value`.
-    fn storage_full<E: Element>(len: usize, value: E) -> Result<Self::Storage<E>>;
+    /// A storage of `len` elements, all equal to `value`; `op` names the
+    /// operation in an allocation error.
+    fn storage_full<E: Element>(op: &'static str, len: usize, value: E) -> Result<Self::Storage<E>>;
 
     /// Copies the elements `layout` selects back to the host, in row-major order.
     fn storage_to_vec<E: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Vec<E>>;

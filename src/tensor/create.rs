@@ -2,10 +2,11 @@
 
 use super::Tensor;
 use crate::device::Device;
-use crate::element::{Element, FloatElement};
+use crate::element::{Element, FloatElement, Number};
+use crate::device::cpu::{try_collect, zeroed_vec};
 use crate::error::{Error, Result, or_panic};
 use crate::random::{Generator, with_thread_generator};
-use crate::shape::Shape;
+use crate::shape::{Shape, check_elem_count};
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// A tensor holding `data` in row-major order, with `shape`.
@@ -51,7 +52,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// A rank-0 tensor holding one value, like `torch.tensor(3.0)`.
     pub fn try_scalar(value: E) -> Result<Self> {
-        Self::try_full((), value)
+        Self::filled("scalar", Shape::from(()), value)
+    }
+
+    /// A tensor of `shape` with every element `value`; `op` names the
+    /// creation function in errors.
+    fn filled(op: &'static str, shape: Shape, value: E) -> Result<Self> {
+        let len = check_elem_count(op, D::name, &[&shape])?;
+        Ok(Self::from_storage(D::storage_full(op, len, value)?, shape))
     }
 
     /// Panicking form of [`try_scalar`](Self::try_scalar).
@@ -66,9 +74,20 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 
     /// A tensor with every element equal to `value`.
+    ///
+    /// Fails with [`Error::Shape`] when the shape has more than `2^63 - 1`
+    /// elements or their bytes exceed `isize::MAX`, and with
+    /// [`Error::OutOfMemory`] when the device cannot hold them.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Error, Tensor};
+    /// let err = Tensor::<Cpu>::try_full([1 << 32, 1 << 32], 1.0).unwrap_err();
+    /// assert!(matches!(err, Error::Shape { op: "full", .. }));
+    /// let err = Tensor::<Cpu>::try_full([1 << 40, 1 << 20], 1.0).unwrap_err(); // 4 EiB
+    /// assert!(matches!(err, Error::Shape { .. } | Error::OutOfMemory { .. }));
+    /// ```
     pub fn try_full(shape: impl Into<Shape>, value: E) -> Result<Self> {
-        let shape = shape.into();
-        Ok(Self::from_storage(D::storage_full(shape.elem_count(), value)?, shape))
+        Self::filled("full", shape.into(), value)
     }
 
     /// Panicking form of [`try_full`](Self::try_full).
@@ -84,7 +103,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// A tensor of zeros.
     pub fn try_zeros(shape: impl Into<Shape>) -> Result<Self> {
-        Self::try_full(shape, E::ZERO)
+        Self::filled("zeros", shape.into(), E::ZERO)
     }
 
     /// Panicking form of [`try_zeros`](Self::try_zeros).
@@ -100,7 +119,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// A tensor of ones.
     pub fn try_ones(shape: impl Into<Shape>) -> Result<Self> {
-        Self::try_full(shape, E::ONE)
+        Self::filled("ones", shape.into(), E::ONE)
     }
 
     /// Panicking form of [`try_ones`](Self::try_ones).
@@ -114,13 +133,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
         or_panic(Self::try_ones(shape))
     }
 
-    /// The `n x n` identity matrix.
+    /// The `n x n` identity matrix. Fails when `n * n` elements cannot exist
+    /// or do not fit in memory.
     pub fn try_eye(n: usize) -> Result<Self> {
-        let mut data = vec![E::ZERO; n * n];
+        let shape = Shape::from([n, n]);
+        let len = check_elem_count("eye", D::name, &[&shape])?;
+        let mut data = zeroed_vec::<E>("eye", len)?;
         for i in 0..n {
             data[i * n + i] = E::ONE;
         }
-        Self::try_from_vec(data, [n, n])
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
     /// Panicking form of [`try_eye`](Self::try_eye).
@@ -136,19 +158,42 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// `start, start + step, ...` up to but excluding `end`, like `torch.arange`.
     ///
-    /// Fails on a zero step or a step pointing away from `end`.
-    pub fn try_arange_step(start: E, end: E, step: E) -> Result<Self> {
-        let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
-        let bad = |reason: &str| Error::Argument { op: "arange", device: D::name(), reason: reason.into() };
-        if st == 0.0 || !st.is_finite() || !s.is_finite() || !e.is_finite() {
-            return Err(bad("the step must be finite and non-zero, and the ends finite"));
-        }
-        if (e - s) * st < 0.0 {
-            return Err(bad(&format!("a step of {step} never goes from {start} to {end}")));
-        }
-        let len = ((e - s) / st).ceil() as usize;
-        let data = (0..len).map(|i| E::from_f64(s + i as f64 * st)).collect();
-        Self::try_from_vec(data, [len])
+    /// The bounds are plain numbers as in PyTorch ([`Element::Number`]:
+    /// `f64` for float tensors, `i64` for integer ones), and the length is
+    /// computed in them exactly as PyTorch does: `ceil((end - start) / step)`
+    /// in `f64` for floats (so `arange_step(0.0, 0.3, 0.1)` has 3 elements),
+    /// exactly for integers (every `i64` is reachable). Each value is
+    /// `start + i * step` in that type, then converted.
+    ///
+    /// Fails on a zero or non-finite step, non-finite bounds, a step pointing
+    /// away from `end`, more elements than a tensor can hold, and, for `u8`,
+    /// values outside `0..=255`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::arange_step(0.0, 0.3, 0.1).elem_count(), 3);
+    /// let top = Tensor::<Cpu, i64>::arange(i64::MAX - 2, i64::MAX);
+    /// assert_eq!(top.to_vec(), vec![i64::MAX - 2, i64::MAX - 1]);
+    /// let err = Tensor::<Cpu>::try_arange_step(0.0, 1.0, 0.0).unwrap_err();
+    /// assert_eq!(err.to_string(), "arange on Cpu: the step must be non-zero, got 0");
+    /// ```
+    pub fn try_arange_step(
+        start: impl Into<E::Number>,
+        end: impl Into<E::Number>,
+        step: impl Into<E::Number>,
+    ) -> Result<Self> {
+        let (start, end, step) = (start.into(), end.into(), step.into());
+        let bad = |reason: String| Error::Argument { op: "arange", device: D::name(), reason };
+        let data = if E::IS_FLOAT {
+            let r = float_range(start.as_f64(), end.as_f64(), step.as_f64()).map_err(bad)?;
+            try_collect("arange", r.len, (0..r.len).map(|i| E::from_f64(r.start + i as f64 * r.step)))?
+        } else {
+            let r = int_range::<E>(start.as_i64(), end.as_i64(), step.as_i64()).map_err(bad)?;
+            // In range of `i64` (and of `E`): `int_range` checked the last value.
+            try_collect("arange", r.len, (0..r.len).map(|i| E::from_i64((r.start + i as i128 * r.step) as i64)))?
+        };
+        let len = data.len();
+        Ok(Self::from_storage(D::storage_from_vec(data)?, Shape::from(len)))
     }
 
     /// Panicking form of [`try_arange_step`](Self::try_arange_step).
@@ -156,15 +201,17 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu>::arange_step(0.0, 1.0, 0.25).to_vec(), vec![0.0, 0.25, 0.5, 0.75]);
+    /// assert_eq!(Tensor::<Cpu, i64>::arange_step(5, 0, -2).to_vec(), vec![5, 3, 1]);
     /// ```
     #[track_caller]
-    pub fn arange_step(start: E, end: E, step: E) -> Self {
+    pub fn arange_step(start: impl Into<E::Number>, end: impl Into<E::Number>, step: impl Into<E::Number>) -> Self {
         or_panic(Self::try_arange_step(start, end, step))
     }
 
-    /// `start, start + 1, ...` up to but excluding `end`.
-    pub fn try_arange(start: E, end: E) -> Result<Self> {
-        Self::try_arange_step(start, end, E::ONE)
+    /// `start, start + 1, ...` up to but excluding `end`; see
+    /// [`try_arange_step`](Self::try_arange_step).
+    pub fn try_arange(start: impl Into<E::Number>, end: impl Into<E::Number>) -> Result<Self> {
+        Self::try_arange_step(start, end, E::Number::from(1u8))
     }
 
     /// Panicking form of [`try_arange`](Self::try_arange).
@@ -172,9 +219,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu, i64>::arange(2, 5).to_vec(), vec![2, 3, 4]);
+    /// assert_eq!(Tensor::<Cpu>::arange(0, 3).to_vec(), vec![0.0, 1.0, 2.0]);
     /// ```
     #[track_caller]
-    pub fn arange(start: E, end: E) -> Self {
+    pub fn arange(start: impl Into<E::Number>, end: impl Into<E::Number>) -> Self {
         or_panic(Self::try_arange(start, end))
     }
 
@@ -220,21 +268,20 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `steps` evenly spaced values from `start` to `end`, both included.
+    /// Fails when `steps` values cannot exist or do not fit in memory.
     pub fn try_linspace(start: E, end: E, steps: usize) -> Result<Self> {
+        let shape = Shape::from(steps);
+        check_elem_count("linspace", D::name, &[&shape])?;
         let (s, e) = (start.to_f64(), end.to_f64());
-        let data = match steps {
-            0 => vec![],
-            1 => vec![start],
-            _ => {
-                let step = (e - s) / (steps - 1) as f64;
-                // Fill from both ends so the last value is exactly `end`.
-                (0..steps)
-                    .map(|i| if i < steps / 2 { s + i as f64 * step } else { e - (steps - 1 - i) as f64 * step })
-                    .map(E::from_f64)
-                    .collect()
-            }
+        let step = if steps > 1 { (e - s) / (steps - 1) as f64 } else { 0.0 };
+        // Filled from both ends, so that the last value is exactly `end`.
+        let value = |i: usize| match steps {
+            1 => start,
+            _ if i < steps / 2 => E::from_f64(s + i as f64 * step),
+            _ => E::from_f64(e - (steps - 1 - i) as f64 * step),
         };
-        Self::try_from_vec(data, [steps])
+        let data = try_collect("linspace", steps, (0..steps).map(value))?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
     /// Panicking form of [`try_linspace`](Self::try_linspace).
@@ -251,8 +298,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// Uniform samples in `[0, 1)` from `generator`.
     pub fn try_rand_with(shape: impl Into<Shape>, generator: &mut Generator) -> Result<Self> {
         let shape = shape.into();
-        let data = generator.uniform(shape.elem_count()).into_iter().map(E::from_f64).collect();
-        Self::try_from_vec(data, shape)
+        let len = check_elem_count("rand", D::name, &[&shape])?;
+        let data = try_collect("rand", len, generator.uniform().map(E::from_f64))?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
     /// Panicking form of [`try_rand_with`](Self::try_rand_with).
@@ -282,8 +330,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// Standard normal samples from `generator`.
     pub fn try_randn_with(shape: impl Into<Shape>, generator: &mut Generator) -> Result<Self> {
         let shape = shape.into();
-        let data = generator.normal(shape.elem_count()).into_iter().map(E::from_f64).collect();
-        Self::try_from_vec(data, shape)
+        let len = check_elem_count("randn", D::name, &[&shape])?;
+        let data = try_collect("randn", len, generator.normal().map(E::from_f64))?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
     /// Panicking form of [`try_randn_with`](Self::try_randn_with).
@@ -334,13 +383,66 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 
 /// The error of a constructor given `len` values for `shape`.
 fn check_len(op: &'static str, device: String, len: usize, shape: &Shape) -> Result<()> {
-    if len == shape.elem_count() {
+    let places = check_elem_count(op, || device.clone(), &[shape])?;
+    if len == places {
         return Ok(());
     }
     Err(Error::Shape {
         op,
         device,
         shapes: vec![shape.clone()],
-        reason: format!("{len} elements were given for {} places", shape.elem_count()),
+        reason: format!("{len} elements were given for {places} places"),
     })
 }
+
+/// The values of an `arange`, once its length is known: `start + i * step`.
+struct Range<T> {
+    start: T,
+    step: T,
+    len: usize,
+}
+
+/// An `arange` over floats, counted in `f64` as PyTorch does.
+fn float_range(start: f64, end: f64, step: f64) -> std::result::Result<Range<f64>, String> {
+    if !(start.is_finite() && end.is_finite()) {
+        return Err(format!("the bounds must be finite, got {start} and {end}"));
+    }
+    if step == 0.0 || !step.is_finite() {
+        return Err(format!("the step must be non-zero, got {step}"));
+    }
+    if (end - start) * step < 0.0 {
+        return Err(format!("a step of {step} never goes from {start} to {end}"));
+    }
+    let len = ((end - start) / step).ceil();
+    if len >= crate::shape::MAX_ELEMS as f64 {
+        return Err(format!("{start}..{end} in steps of {step} has more than 2^63 - 1 elements"));
+    }
+    Ok(Range { start, step, len: len as usize })
+}
+
+/// An `arange` over integers, counted exactly (in `i128`, where no `i64`
+/// difference overflows). `E` bounds the values (`u8`: `0..=255`).
+fn int_range<E: Element>(start: i64, end: i64, step: i64) -> std::result::Result<Range<i128>, String> {
+    if step == 0 {
+        return Err("the step must be non-zero, got 0".into());
+    }
+    let (s, e, st) = (i128::from(start), i128::from(end), i128::from(step));
+    if (e - s) * st.signum() < 0 {
+        return Err(format!("a step of {step} never goes from {start} to {end}"));
+    }
+    // ceil((e - s) / st) for a quotient that is >= 0.
+    let len = ((e - s).abs() + st.abs() - 1) / st.abs();
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= crate::shape::MAX_ELEMS)
+        .ok_or_else(|| format!("{start}..{end} in steps of {step} has more than 2^63 - 1 elements"))?;
+    // `E`'s range (for i64, `to_f64` rounds its ends outward, which is harmless).
+    let valid = (E::MIN.to_f64() as i128)..=(E::MAX.to_f64() as i128);
+    let last = s + (len as i128 - 1) * st;
+    if len > 0 && !(valid.contains(&s) && valid.contains(&last)) {
+        let outside = if valid.contains(&s) { last } else { s };
+        return Err(format!("{} holds {valid:?}, but the range reaches {outside}", E::DTYPE.name()));
+    }
+    Ok(Range { start: s, step: st, len })
+}
+

@@ -307,8 +307,8 @@ impl CudaDevice {
                     match self.alloc_fresh(class) {
                         Ok(slice) => slice,
                         Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                            let free = self.ctx.mem_get_info().map(|(free, _)| free).unwrap_or(0);
-                            return Err(Error::OutOfMemory { device: self.name.clone(), requested: bytes, free });
+                            let free = self.ctx.mem_get_info().map(|(free, _)| free).ok();
+                            return Err(Error::OutOfMemory { op, device: self.name.clone(), requested: bytes, free });
                         }
                         Err(e) => return Err(self.error(op, format_args!("cannot allocate {bytes} bytes: {e}"))),
                     }

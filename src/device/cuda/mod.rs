@@ -111,7 +111,19 @@ impl<E: Element> CudaStorage<E> {
     }
 
     fn alloc_in(device: &Arc<CudaDevice>, op: &'static str, len: usize, for_transfer: bool) -> Result<Self> {
-        let bytes = len * size_of::<E>();
+        // Checked: a wrapped byte count would allocate a small buffer that
+        // the next kernel writes past.
+        let bytes = len.checked_mul(size_of::<E>()).filter(|&b| b <= isize::MAX as usize).ok_or_else(|| {
+            Error::Shape {
+                op,
+                device: device.name.clone(),
+                shapes: vec![crate::shape::Shape::from(len)],
+                reason: format!(
+                    "{len} elements of {} need more than isize::MAX bytes, more than any memory holds",
+                    E::DTYPE.name()
+                ),
+            }
+        })?;
         let block = match (len, for_transfer) {
             (0, _) => None,
             (_, false) => Some(device.alloc(op, bytes)?),
@@ -159,7 +171,7 @@ impl<E: Element> CudaStorage<E> {
     /// Copies `range` of the elements to the host, waiting for queued work.
     pub(crate) fn read(&self, device: &CudaDevice, op: &'static str, range: std::ops::Range<usize>) -> Result<Vec<E>> {
         // A recycled host buffer: fresh pages cost a fault each on first touch.
-        let mut out = crate::device::cpu::output_buffer::<E>(range.len());
+        let mut out = crate::device::cpu::output_buffer::<E>(op, range.len())?;
         if let Some(block) = &self.block
             && !range.is_empty()
         {
@@ -260,12 +272,12 @@ impl<const N: usize> Backend for Cuda<N> {
         Ok(out)
     }
 
-    fn storage_full<E: Element>(len: usize, value: E) -> Result<CudaStorage<E>> {
+    fn storage_full<E: Element>(op: &'static str, len: usize, value: E) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
-        let out = CudaStorage::alloc(&device, "full", len)?;
+        let out = CudaStorage::alloc(&device, op, len)?;
         if len > 0 {
             let name = format!("copy_fill_{}", E::DTYPE.name());
-            launch_kernel!(device, "full", "copy", name, elementwise(len); len, value, out.ptr())?;
+            launch_kernel!(device, op, "copy", name, elementwise(len); len, value, out.ptr())?;
         }
         Ok(out)
     }

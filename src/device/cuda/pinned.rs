@@ -131,10 +131,13 @@ impl PinnedBuffer {
 
     /// The first `count` elements, once every copy into the buffer is done.
     pub(crate) fn read<E: Element>(&self, op: &'static str, count: usize) -> Result<Vec<E>> {
-        assert!(count * size_of::<E>() <= self.len, "read past the end of a pinned buffer");
+        assert!(
+            count.checked_mul(size_of::<E>()).is_some_and(|bytes| bytes <= self.len),
+            "read past the end of a pinned buffer"
+        );
         self.wait(op)?;
         // A recycled host buffer: fresh pages cost a fault each on first touch.
-        let mut out = crate::device::cpu::output_buffer::<E>(count);
+        let mut out = crate::device::cpu::output_buffer::<E>(op, count)?;
         // SAFETY: `ptr` is valid for `count * size_of::<E>()` bytes, written
         // by a completed copy or `write`; `out` holds `count` elements, and
         // every bit pattern is a valid element.

@@ -17,6 +17,8 @@ macro_rules! with_op {
             BinaryOp::Mul => { let $f = <$E as Element>::mul; $body }
             // Zero divisors of integers were rejected before the loop.
             BinaryOp::Div => { let $f = |a: $E, b: $E| a.div(b).unwrap_or(<$E>::ZERO); $body }
+            BinaryOp::DivTrunc => { let $f = |a: $E, b: $E| a.div_trunc(b).unwrap_or(<$E>::ZERO); $body }
+            BinaryOp::DivFloor => { let $f = |a: $E, b: $E| a.div_floor(b).unwrap_or(<$E>::ZERO); $body }
             BinaryOp::Maximum => { let $f = <$E as Element>::max; $body }
             BinaryOp::Minimum => { let $f = <$E as Element>::min; $body }
         }
@@ -25,7 +27,7 @@ macro_rules! with_op {
 
 /// Rejects an integer division whose divisors include a zero.
 fn check_divisors<E: Element>(op: BinaryOp, data: &[E], layout: &Layout) -> Result<()> {
-    if op != BinaryOp::Div || E::IS_FLOAT {
+    if !op.is_division() || E::IS_FLOAT {
         return Ok(());
     }
     let mut zero = false;
@@ -59,7 +61,7 @@ impl BinaryKernel for Cpu {
             let out = with_op!(op, E, |f| vectorized(|| a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()));
             return Ok(CpuStorage::from_vec(out));
         }
-        let mut out = output_buffer(len);
+        let mut out = output_buffer(op.name(), len)?;
         with_op!(op, E, |f| zip_into(&mut out, a, lhs_layout, b, rhs_layout, f));
         Ok(CpuStorage::from_vec(out))
     }
@@ -74,10 +76,10 @@ impl BinaryKernel for Cpu {
         let src = x.as_slice();
         let out = if scalar_first {
             check_divisors(op, src, layout)?;
-            with_op!(op, E, |f| map_strided(src, layout, move |v| f(scalar, v)))
+            with_op!(op, E, |f| map_strided(op.name(), src, layout, move |v| f(scalar, v)))?
         } else {
             check_divisors(op, &[scalar], &Layout::contiguous(crate::Shape::from(())))?;
-            with_op!(op, E, |f| map_strided(src, layout, move |v| f(v, scalar)))
+            with_op!(op, E, |f| map_strided(op.name(), src, layout, move |v| f(v, scalar)))?
         };
         Ok(CpuStorage::from_vec(out))
     }

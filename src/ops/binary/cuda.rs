@@ -20,7 +20,7 @@ fn check_divisors<E: Element>(
     layout: &Layout,
 ) -> Result<()> {
     let n = layout.elem_count();
-    if op != BinaryOp::Div || E::IS_FLOAT || n == 0 {
+    if !op.is_division() || E::IS_FLOAT || n == 0 {
         return Ok(());
     }
     // The kernel counts into an unsigned 64-bit word, which i64 storage
@@ -104,7 +104,7 @@ impl<const N: usize> BinaryKernel for Cuda<N> {
         let device = Self::device()?;
         if scalar_first {
             check_divisors(&device, op, x, layout)?;
-        } else if op == BinaryOp::Div && !E::IS_FLOAT && scalar == E::ZERO {
+        } else if op.is_division() && !E::IS_FLOAT && scalar == E::ZERO {
             return Err(division_by_zero(&device, op));
         }
         let n = layout.elem_count();

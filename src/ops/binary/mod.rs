@@ -7,7 +7,7 @@ mod cuda;
 use crate::device::{Backend, Device, SameDevice, same_device, same_device_owned};
 use crate::element::Element;
 use crate::error::{Result, or_panic};
-use crate::shape::{Layout, broadcast_error};
+use crate::shape::{Layout, broadcast_error, check_elem_count};
 use crate::tensor::Tensor;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Sub, SubAssign};
 
@@ -20,8 +20,13 @@ pub enum BinaryOp {
     Sub,
     /// `a * b`
     Mul,
-    /// `a / b` (integer division by zero is an error)
+    /// `a / b`: true division for floats; integers truncate (the API sends
+    /// integer `/` to floats first, so only `div_trunc` reaches this for them)
     Div,
+    /// `a / b` rounded toward zero (integer division by zero is an error)
+    DivTrunc,
+    /// `a / b` rounded toward negative infinity (integer division by zero is an error)
+    DivFloor,
     /// the larger of `a` and `b`
     Maximum,
     /// the smaller of `a` and `b`
@@ -36,9 +41,16 @@ impl BinaryOp {
             BinaryOp::Sub => "sub",
             BinaryOp::Mul => "mul",
             BinaryOp::Div => "div",
+            BinaryOp::DivTrunc => "div_trunc",
+            BinaryOp::DivFloor => "div_floor",
             BinaryOp::Maximum => "maximum",
             BinaryOp::Minimum => "minimum",
         }
+    }
+
+    /// Whether an integer zero on the right-hand side is an error.
+    pub fn is_division(self) -> bool {
+        matches!(self, BinaryOp::Div | BinaryOp::DivTrunc | BinaryOp::DivFloor)
     }
 }
 
@@ -87,6 +99,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
             .shape()
             .broadcast_with(rhs.shape())
             .ok_or_else(|| broadcast_error(op.name(), D::name(), self.shape(), rhs.shape()))?;
+        check_elem_count(op.name(), D::name, &[self.shape(), rhs.shape(), &shape])?;
         let lhs_layout = self.layout().broadcast_to(&shape).expect("broadcast shape fits lhs");
         let rhs_layout = rhs.layout().broadcast_to(&shape).expect("broadcast shape fits rhs");
         let storage = D::binary(op, self.storage(), &lhs_layout, rhs.storage(), &rhs_layout)?;

@@ -45,15 +45,16 @@ macro_rules! with_compare {
 /// `f(a[i], b[i])` over two operands laid out with one shape, into a new
 /// row-major vector.
 fn zip_map<A: Element, B: Element, T: Element>(
+    op: &'static str,
     a: &[A],
     al: &Layout,
     b: &[B],
     bl: &Layout,
     f: impl Fn(A, B) -> T + Send + Sync,
-) -> Vec<T> {
-    let mut out = output_buffer(al.elem_count());
+) -> Result<Vec<T>> {
+    let mut out = output_buffer(op, al.elem_count())?;
     zip_into(&mut out, a, al, b, bl, f);
-    out
+    Ok(out)
 }
 
 /// `if c != 0 { t } else { f }`, written as a select the compiler can vectorise.
@@ -71,7 +72,7 @@ impl CompareKernel for Cpu {
         rhs_layout: &Layout,
     ) -> Result<CpuStorage<u8>> {
         let (a, b) = (lhs.as_slice(), rhs.as_slice());
-        let out = with_compare!(op, E, |f| zip_map(a, lhs_layout, b, rhs_layout, f));
+        let out = with_compare!(op, E, |f| zip_map(op.name(), a, lhs_layout, b, rhs_layout, f))?;
         Ok(CpuStorage::from_vec(out))
     }
 
@@ -82,12 +83,12 @@ impl CompareKernel for Cpu {
         scalar: E,
     ) -> Result<CpuStorage<u8>> {
         let src = x.as_slice();
-        let out = with_compare!(op, E, |f| map_strided(src, layout, move |v| f(v, scalar)));
+        let out = with_compare!(op, E, |f| map_strided(op.name(), src, layout, move |v| f(v, scalar)))?;
         Ok(CpuStorage::from_vec(out))
     }
 
     fn logical_not(x: &CpuStorage<u8>, layout: &Layout) -> Result<CpuStorage<u8>> {
-        Ok(CpuStorage::from_vec(map_strided(x.as_slice(), layout, |v: u8| (v == 0) as u8)))
+        Ok(CpuStorage::from_vec(map_strided("logical_not", x.as_slice(), layout, |v: u8| (v == 0) as u8)?))
     }
 
     fn logical(
@@ -100,9 +101,13 @@ impl CompareKernel for Cpu {
         let (a, b) = (lhs.as_slice(), rhs.as_slice());
         // Non-short-circuit `&`/`|` on bools keep the loop branch-free.
         let out = match op {
-            LogicalOp::And => zip_map(a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) & (q != 0)) as u8),
-            LogicalOp::Or => zip_map(a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) | (q != 0)) as u8),
-        };
+            LogicalOp::And => {
+                zip_map("logical_and", a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) & (q != 0)) as u8)
+            }
+            LogicalOp::Or => {
+                zip_map("logical_or", a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) | (q != 0)) as u8)
+            }
+        }?;
         Ok(CpuStorage::from_vec(out))
     }
 
@@ -115,7 +120,7 @@ impl CompareKernel for Cpu {
         on_false_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
         let (c, t, f) = (cond.as_slice(), on_true.as_slice(), on_false.as_slice());
-        let mut out = output_buffer::<E>(cond_layout.elem_count());
+        let mut out = output_buffer::<E>("where_cond", cond_layout.elem_count())?;
         let dense =
             (cond_layout.contiguous_range(), on_true_layout.contiguous_range(), on_false_layout.contiguous_range());
         if let (Some(rc), Some(rt), Some(rf)) = dense {

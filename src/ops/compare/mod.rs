@@ -11,7 +11,7 @@ mod cuda;
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Layout, Shape, broadcast_error};
+use crate::shape::{Layout, Shape, broadcast_error, check_elem_count};
 use crate::tensor::Tensor;
 
 /// An elementwise comparison.
@@ -111,7 +111,8 @@ pub trait CompareKernel: Backend {
 /// The broadcast shape of two operands and both layouts broadcast to it.
 fn broadcast_pair(op: &'static str, device: String, lhs: &Layout, rhs: &Layout) -> Result<(Shape, Layout, Layout)> {
     let shape =
-        lhs.shape().broadcast_with(rhs.shape()).ok_or_else(|| broadcast_error(op, device, lhs.shape(), rhs.shape()))?;
+        lhs.shape().broadcast_with(rhs.shape()).ok_or_else(|| broadcast_error(op, device.clone(), lhs.shape(), rhs.shape()))?;
+    check_elem_count(op, || device, &[lhs.shape(), rhs.shape(), &shape])?;
     let l = lhs.broadcast_to(&shape).expect("broadcast shape fits lhs");
     let r = rhs.broadcast_to(&shape).expect("broadcast shape fits rhs");
     Ok((shape, l, r))
@@ -294,6 +295,7 @@ impl<D: Device> Tensor<D, u8> {
                 reason: "the shapes cannot be broadcast together".into(),
             }
         })?;
+        check_elem_count("where_cond", D::name, &[shapes[0], shapes[1], shapes[2], &shape])?;
         let fit = |layout: &Layout| layout.broadcast_to(&shape).expect("the broadcast shape fits every operand");
         let (cl, tl, fl) = (fit(self.layout()), fit(on_true.layout()), fit(on_false.layout()));
         let storage = D::where_cond(self.storage(), &cl, on_true.storage(), &tl, on_false.storage(), &fl)?;

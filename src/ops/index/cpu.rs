@@ -39,8 +39,8 @@ fn copy_block<E: Element>(out: &mut [E], src: &[E], dims: &[usize], strides: &[u
 }
 
 /// The indices of a 1-D layout as storage positions along an axis of `stride`.
-fn index_offsets(indices: &[i64], layout: &Layout, stride: usize) -> Vec<usize> {
-    map_strided(indices, layout, |i| i).into_iter().map(|i| i as usize * stride).collect()
+fn index_offsets(indices: &[i64], layout: &Layout, stride: usize) -> Result<Vec<usize>> {
+    Ok(map_strided("index_select", indices, layout, |i| i)?.into_iter().map(|i| i as usize * stride).collect())
 }
 
 /// `dims`/`strides` with `axis` removed.
@@ -53,8 +53,8 @@ fn without_axis(layout: &Layout, axis: usize) -> (Dims, Dims) {
 }
 
 /// A dense copy of `layout`'s elements for an accumulating kernel to add into.
-fn dense_copy<E: Element>(data: &[E], layout: &Layout) -> Vec<E> {
-    map_strided(data, layout, |x| x)
+fn dense_copy<E: Element>(op: &'static str, data: &[E], layout: &Layout) -> Result<Vec<E>> {
+    map_strided(op, data, layout, |x| x)
 }
 
 impl IndexKernel for Cpu {
@@ -84,12 +84,12 @@ impl IndexKernel for Cpu {
         let dims = src_layout.dims();
         let inner: usize = dims[axis + 1..].iter().product();
         let outer_count: usize = dims[..axis].iter().product();
-        let mut out = output_buffer(outer_count * n * inner);
+        let mut out = output_buffer("index_select", outer_count * n * inner)?;
         if out.is_empty() {
             return Ok(CpuStorage::from_vec(out));
         }
         let strides = src_layout.strides();
-        let picks = index_offsets(indices.as_slice(), indices_layout, strides[axis]);
+        let picks = index_offsets(indices.as_slice(), indices_layout, strides[axis])?;
         let outer = offsets_of(&dims[..axis], &strides[..axis], src_layout.offset());
         let (inner_dims, inner_strides) = (&dims[axis + 1..], &strides[axis + 1..]);
         if inner == 1 {
@@ -134,7 +134,7 @@ impl IndexKernel for Cpu {
         index_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
         let (src, idx) = (src.as_slice(), index.as_slice());
-        let mut out = output_buffer(index_layout.elem_count());
+        let mut out = output_buffer("gather", index_layout.elem_count())?;
         let axis_stride = src_layout.strides()[axis];
         // Walk `index`'s shape over `src` with the gathered axis frozen; the
         // index value then supplies that axis's offset.
@@ -174,7 +174,7 @@ impl IndexKernel for Cpu {
         src: &CpuStorage<E>,
         src_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
-        let mut out = dense_copy(dst.as_slice(), dst_layout);
+        let mut out = dense_copy("scatter_add", dst.as_slice(), dst_layout)?;
         let (src, idx) = (src.as_slice(), index.as_slice());
         let mut out_strides = dst_layout.shape().contiguous_strides();
         let axis_stride = out_strides[axis];
@@ -213,10 +213,10 @@ impl IndexKernel for Cpu {
         src: &CpuStorage<E>,
         src_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
-        let mut out = dense_copy(dst.as_slice(), dst_layout);
+        let mut out = dense_copy("scatter_add", dst.as_slice(), dst_layout)?;
         let src = src.as_slice();
         let out_layout = Layout::contiguous(dst_layout.shape().clone());
-        let picks = index_offsets(indices.as_slice(), indices_layout, out_layout.strides()[axis]);
+        let picks = index_offsets(indices.as_slice(), indices_layout, out_layout.strides()[axis])?;
         let (dims, out_strides) = without_axis(&out_layout, axis);
         let (_, src_strides) = without_axis(src_layout, axis);
         let src_axis_stride = src_layout.strides()[axis];
@@ -240,7 +240,7 @@ impl IndexKernel for Cpu {
     }
 
     fn cat<E: Element>(inputs: &[(&CpuStorage<E>, &Layout)], axis: usize, out_shape: &Shape) -> Result<CpuStorage<E>> {
-        let mut out = output_buffer(out_shape.elem_count());
+        let mut out = output_buffer("cat", out_shape.elem_count())?;
         let dims = out_shape.dims();
         // Each output row (one position of the axes before `axis`) is the
         // inputs' matching rows side by side.

@@ -21,7 +21,7 @@ mod cuda;
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Layout, Shape, resolve_axis};
+use crate::shape::{Layout, Shape, check_elem_count, resolve_axis};
 use crate::tensor::Tensor;
 
 /// Device kernels for indexing and joining. Implemented by every [`Device`].
@@ -140,8 +140,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
         check_indices(OP, self.shape(), ax, indices)?;
         let mut dims = self.dims().to_vec();
         dims[ax] = indices.elem_count();
+        let shape = Shape::from(dims);
+        check_elem_count(OP, D::name, &[self.shape(), indices.shape(), &shape])?;
         let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
-        Ok(Tensor::from_storage(storage, Shape::from(dims)))
+        Ok(Tensor::from_storage(storage, shape))
     }
 
     /// Panicking form of [`try_index_select`](Self::try_index_select).
@@ -403,13 +405,21 @@ impl<D: Device, E: Element> Tensor<D, E> {
                     ));
                 }
             }
-            dims[ax] += t.dims()[ax];
+            // Saturating: an overflow is reported by the count check below.
+            dims[ax] = dims[ax].saturating_add(t.dims()[ax]);
         }
         if tensors.len() == 1 {
             return first.try_contiguous();
         }
-        let inputs: Vec<(&D::Storage<E>, &Layout)> = tensors.iter().map(|t| (t.storage(), t.layout())).collect();
         let shape = Shape::from(dims);
+        if shape.checked_elem_count().is_none() || shape.dims()[ax] == usize::MAX {
+            return Err(shape_error::<D>(
+                OP,
+                all_shapes(),
+                format!("the result {shape} would have more than 2^63 - 1 elements"),
+            ));
+        }
+        let inputs: Vec<(&D::Storage<E>, &Layout)> = tensors.iter().map(|t| (t.storage(), t.layout())).collect();
         let storage = D::cat(&inputs, ax, &shape)?;
         Ok(Tensor::from_storage(storage, shape))
     }

@@ -46,14 +46,17 @@ fn gemm_one<E: FloatElement>(
     parallelism: gemm::Parallelism,
 ) {
     debug_assert_eq!(dst.len(), m * n);
+    // Checked arithmetic: a wrapped offset would pass the bound below.
     let last = |op: &Operand<'_, E>, offset: usize, rows: usize, cols: usize| {
-        offset + (rows - 1) * op.row_stride + (cols - 1) * op.col_stride
+        let row = (rows - 1).checked_mul(op.row_stride)?;
+        let col = (cols - 1).checked_mul(op.col_stride)?;
+        offset.checked_add(row)?.checked_add(col)
     };
     // These hold for every layout a tensor can have (`Layout::fits_in`); the
     // check is what makes the raw-pointer call below sound, and costs nothing
     // next to a matrix product.
-    assert!(last(lhs, lhs_offset, m, k) < lhs.data.len(), "lhs matrix lies inside its storage");
-    assert!(last(rhs, rhs_offset, k, n) < rhs.data.len(), "rhs matrix lies inside its storage");
+    assert!(last(lhs, lhs_offset, m, k).is_some_and(|l| l < lhs.data.len()), "lhs matrix lies inside its storage");
+    assert!(last(rhs, rhs_offset, k, n).is_some_and(|l| l < rhs.data.len()), "rhs matrix lies inside its storage");
     // SAFETY: `gemm` reads lhs[i, p] at `lhs_ptr + i * row_stride + p * col_stride`
     // for i < m, p < k, and likewise rhs for p < k, j < n: the largest such
     // offsets were checked against the slices' lengths just above, and all
@@ -98,7 +101,8 @@ impl MatmulKernel for Cpu {
         let (batch_dims, [m, k]) = split_matrix(lhs_layout.dims());
         let (_, [_, n]) = split_matrix(rhs_layout.dims());
         let batch: usize = batch_dims.iter().product();
-        let mut out = output_buffer::<E>(batch * m * n);
+        // The API checked that the output's element count fits.
+        let mut out = output_buffer::<E>("matmul", batch * m * n)?;
         if out.is_empty() {
             return Ok(CpuStorage::from_vec(out));
         }

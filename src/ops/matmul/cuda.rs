@@ -56,12 +56,13 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         let r = dims.len();
         let (m, k, n) = (dims[r - 2], dims[r - 1], rhs_layout.dims()[r - 1]);
         let batch: usize = dims[..r - 2].iter().product();
+        // The API checked that the output's element count fits.
         let len = batch * m * n;
         if len == 0 {
             return CudaStorage::alloc(&device, OP, 0);
         }
         if k == 0 {
-            return Self::storage_full(len, E::ZERO);
+            return Self::storage_full(OP, len, E::ZERO);
         }
         let out = CudaStorage::<E>::alloc(&device, OP, len)?;
         // cuBLAS wants each matrix dense with one stride between batch

@@ -151,7 +151,14 @@ fn plan(lhs: &Layout, rhs: &Layout, device: impl Fn() -> String) -> Result<Plan>
     if !rhs_vector {
         out.push(n);
     }
-    Ok(Plan { lhs: lhs_full, rhs: rhs_full, out: Shape::from_dims(out) })
+    // The product of the output's dimensions: each factor comes from a
+    // different operand, so it can overflow even when both inputs fit.
+    let out = Shape::from_dims(out);
+    let full = with_batch([m, n]);
+    if full.checked_elem_count().is_none() {
+        return Err(error(format!("the result {full} would have more than 2^63 - 1 elements")));
+    }
+    Ok(Plan { lhs: lhs_full, rhs: rhs_full, out })
 }
 
 /// `layout` with a new axis of size 1 at `axis`.

@@ -293,30 +293,32 @@ fn reduced_len(layout: &Layout, axis: usize) -> usize {
 
 /// The fold `f` (identity `init`) of `axis`, into a new output vector.
 fn reduce_with<E: Element>(
+    op: &'static str,
     src: &[E],
     layout: &Layout,
     axis: usize,
     init: E,
     f: impl Fn(E, E) -> E + Copy + Send + Sync,
-) -> Vec<E> {
-    let mut out = output_buffer(reduced_len(layout, axis));
+) -> Result<Vec<E>> {
+    let mut out = output_buffer(op, reduced_len(layout, axis))?;
     for_each_run(&mut out, layout, axis, |o, run| reduce_run(src, o, run, init, f));
-    out
+    Ok(out)
 }
 
 /// The arg-reduction of `axis`: `f` finds the extreme of a dense run and
 /// `better` decides between a candidate and the best so far.
 fn arg_reduce_with<E: Element>(
+    op: &'static str,
     src: &[E],
     layout: &Layout,
     axis: usize,
     init: E,
     f: impl Fn(E, E) -> E + Copy + Send + Sync,
     better: impl Fn(E, E) -> bool + Copy + Send + Sync,
-) -> Vec<i64> {
-    let mut out = output_buffer(reduced_len(layout, axis));
+) -> Result<Vec<i64>> {
+    let mut out = output_buffer(op, reduced_len(layout, axis))?;
     for_each_run(&mut out, layout, axis, |o, run| arg_run(src, o, run, init, f, better));
-    out
+    Ok(out)
 }
 
 /// `exp(x)` for `x <= 0`, -inf or NaN: softmax only exponentiates `x - max`.
@@ -452,10 +454,10 @@ impl ReduceKernel for Cpu {
     fn reduce<E: Element>(op: ReduceOp, x: &CpuStorage<E>, layout: &Layout, axis: usize) -> Result<CpuStorage<E>> {
         let src = x.as_slice();
         let out = match op {
-            ReduceOp::Sum => reduce_with(src, layout, axis, E::ZERO, E::add),
-            ReduceOp::Max => reduce_with(src, layout, axis, E::MIN, fold_max),
-            ReduceOp::Min => reduce_with(src, layout, axis, E::MAX, fold_min),
-        };
+            ReduceOp::Sum => reduce_with("sum", src, layout, axis, E::ZERO, E::add),
+            ReduceOp::Max => reduce_with("max", src, layout, axis, E::MIN, fold_max),
+            ReduceOp::Min => reduce_with("min", src, layout, axis, E::MAX, fold_min),
+        }?;
         Ok(CpuStorage::from_vec(out))
     }
 
@@ -465,13 +467,13 @@ impl ReduceKernel for Cpu {
         // else; otherwise only a strictly better value wins, so ties keep
         // the first occurrence.
         let out = match op {
-            ArgReduceOp::ArgMax => arg_reduce_with(src, layout, axis, E::MIN, fold_max, |v: E, best: E| {
+            ArgReduceOp::ArgMax => arg_reduce_with("argmax", src, layout, axis, E::MIN, fold_max, |v: E, best: E| {
                 !best.is_nan() && (v.is_nan() || v > best)
             }),
-            ArgReduceOp::ArgMin => arg_reduce_with(src, layout, axis, E::MAX, fold_min, |v: E, best: E| {
+            ArgReduceOp::ArgMin => arg_reduce_with("argmin", src, layout, axis, E::MAX, fold_min, |v: E, best: E| {
                 !best.is_nan() && (v.is_nan() || v < best)
             }),
-        };
+        }?;
         Ok(CpuStorage::from_vec(out))
     }
 
@@ -483,11 +485,11 @@ impl ReduceKernel for Cpu {
         let src = match layout.contiguous_range() {
             Some(range) => &x.as_slice()[range],
             None => {
-                dense = CpuStorage::from_vec(map_strided(x.as_slice(), layout, |v| v));
+                dense = CpuStorage::from_vec(map_strided("softmax", x.as_slice(), layout, |v| v)?);
                 dense.as_slice()
             }
         };
-        let mut out = output_buffer(n);
+        let mut out = output_buffer("softmax", n)?;
         if n == 0 {
             return Ok(CpuStorage::from_vec(out));
         }

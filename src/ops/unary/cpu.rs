@@ -38,31 +38,31 @@ fn sigmoid<E: FloatElement>(x: E) -> E {
 
 impl UnaryKernel for Cpu {
     fn unary<E: Element>(op: UnaryOp<E>, x: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<E>> {
-        let src = x.as_slice();
+        let (src, name) = (x.as_slice(), op.name());
         let out = match op {
-            UnaryOp::Neg => map_strided(src, layout, neg::<E>),
-            UnaryOp::Abs => map_strided(src, layout, abs::<E>),
-            UnaryOp::Relu => map_strided(src, layout, |v: E| if v < E::ZERO { E::ZERO } else { v }),
+            UnaryOp::Neg => map_strided(name, src, layout, neg::<E>),
+            UnaryOp::Abs => map_strided(name, src, layout, abs::<E>),
+            UnaryOp::Relu => map_strided(name, src, layout, |v: E| if v < E::ZERO { E::ZERO } else { v }),
             // `Element::max`/`min` let a NaN element (or bound) through, as torch.clamp does.
-            UnaryOp::Clamp { min, max } => map_strided(src, layout, move |v: E| v.max(min).min(max)),
-            UnaryOp::Square => map_strided(src, layout, |v: E| v.mul(v)),
-        };
+            UnaryOp::Clamp { min, max } => map_strided(name, src, layout, move |v: E| v.max(min).min(max)),
+            UnaryOp::Square => map_strided(name, src, layout, |v: E| v.mul(v)),
+        }?;
         Ok(CpuStorage::from_vec(out))
     }
 
     fn unary_float<E: FloatElement>(op: FloatUnaryOp<E>, x: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<E>> {
-        let src = x.as_slice();
+        let (src, name) = (x.as_slice(), op.name());
         let out = match op {
-            FloatUnaryOp::Exp => map_strided(src, layout, |v: E| v.exp()),
-            FloatUnaryOp::Log => map_strided(src, layout, |v: E| v.ln()),
-            FloatUnaryOp::Sqrt => map_strided(src, layout, |v: E| v.sqrt()),
-            FloatUnaryOp::Tanh => map_strided(src, layout, |v: E| v.tanh()),
-            FloatUnaryOp::Sigmoid => map_strided(src, layout, sigmoid::<E>),
-            FloatUnaryOp::Powf(p) => map_strided(src, layout, move |v: E| v.powf(p)),
-            FloatUnaryOp::Sin => map_strided(src, layout, |v: E| v.sin()),
-            FloatUnaryOp::Cos => map_strided(src, layout, |v: E| v.cos()),
-            FloatUnaryOp::Recip => map_strided(src, layout, |v: E| v.recip()),
-        };
+            FloatUnaryOp::Exp => map_strided(name, src, layout, |v: E| v.exp()),
+            FloatUnaryOp::Log => map_strided(name, src, layout, |v: E| v.ln()),
+            FloatUnaryOp::Sqrt => map_strided(name, src, layout, |v: E| v.sqrt()),
+            FloatUnaryOp::Tanh => map_strided(name, src, layout, |v: E| v.tanh()),
+            FloatUnaryOp::Sigmoid => map_strided(name, src, layout, sigmoid::<E>),
+            FloatUnaryOp::Powf(p) => map_strided(name, src, layout, move |v: E| v.powf(p)),
+            FloatUnaryOp::Sin => map_strided(name, src, layout, |v: E| v.sin()),
+            FloatUnaryOp::Cos => map_strided(name, src, layout, |v: E| v.cos()),
+            FloatUnaryOp::Recip => map_strided(name, src, layout, |v: E| v.recip()),
+        }?;
         Ok(CpuStorage::from_vec(out))
     }
 }

@@ -4,7 +4,7 @@
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Dims, Layout, Shape, resolve_axis};
+use crate::shape::{Dims, Layout, Shape, check_elem_count, resolve_axis, resolve_axis_or_scalar};
 use crate::tensor::Tensor;
 
 
@@ -21,6 +21,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// copies only when this tensor is not contiguous (PyTorch's `reshape`).
     pub fn try_reshape(&self, shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
+        check_elem_count("reshape", D::name, &[self.shape(), &shape])?;
         if shape.elem_count() != self.elem_count() {
             return Err(self.shape_error(
                 "reshape",
@@ -138,8 +139,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
         or_panic(self.try_permute(axes))
     }
 
-    /// Axes `a` and `b` swapped.
+    /// Axes `a` and `b` swapped. A rank-0 tensor accepts axes 0 and -1 and
+    /// is returned as it is, as in PyTorch.
     pub fn try_transpose(&self, a: isize, b: isize) -> Result<Self> {
+        let scalar = |axis| resolve_axis_or_scalar("transpose", D::name, self.shape(), axis);
+        if let (None, None) = (scalar(a)?, scalar(b)?) {
+            return Ok(self.clone());
+        }
         let (a, b) = (self.resolve("transpose", a)?, self.resolve("transpose", b)?);
         let mut axes: Vec<usize> = (0..self.rank()).collect();
         axes.swap(a, b);
@@ -178,9 +184,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
         or_panic(self.try_t())
     }
 
-    /// Axis `axis` removed if its size is 1 (otherwise unchanged, as in PyTorch).
+    /// Axis `axis` removed if its size is 1 (otherwise unchanged, as in
+    /// PyTorch); a rank-0 tensor accepts axes 0 and -1 and stays as it is.
     pub fn try_squeeze(&self, axis: isize) -> Result<Self> {
-        let axis = self.resolve("squeeze", axis)?;
+        let Some(axis) = resolve_axis_or_scalar("squeeze", D::name, self.shape(), axis)? else {
+            return Ok(self.clone());
+        };
         if self.dims()[axis] != 1 {
             return Ok(self.clone());
         }
@@ -308,6 +317,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// PyTorch's `expand`.
     pub fn try_broadcast_to(&self, shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
+        check_elem_count("broadcast_to", D::name, &[self.shape(), &shape])?;
         let layout = self.layout().broadcast_to(&shape).ok_or_else(|| {
             self.shape_error(
                 "broadcast_to",
