@@ -163,6 +163,11 @@ impl Number for i64 {
 
 /// `f32` or `f64`: the element types of operations on real numbers. Their
 /// sums and quotients stay in the type itself.
+#[diagnostic::on_unimplemented(
+    message = "this operation needs a float tensor (`f32` or `f64`), but the elements are `{Self}`",
+    label = "not defined for `{Self}` elements",
+    note = "convert first, e.g. `.to_dtype::<f32>()`, as PyTorch requires a float dtype here too"
+)]
 pub trait FloatElement: Element<Sum = Self, Quotient = Self, Number = f64> + num_traits::Float {}
 
 macro_rules! from_as {

@@ -28,11 +28,14 @@ fn check_binary<D: Device, E: Element>(
     let tb = tensor_with::<D, E>(&cast_all(&b), &bd, vb);
     // Integer results wrap like the element type's own arithmetic.
     let via = |f: fn(E, E) -> E| move |x: f64, y: f64| f(E::from_f64(x), E::from_f64(y)).to_f64();
-    let cases: [(&str, Tensor<D, E>, Box<dyn Fn(f64, f64) -> f64>); 6] = [
+    // Rounded divisions in f64, exact for these small values: Python's
+    // `int(x / y)` and `x // y`.
+    let cases: [(&str, Tensor<D, E>, Box<dyn Fn(f64, f64) -> f64>); 7] = [
         ("add", &ta + &tb, Box::new(via(E::add))),
         ("sub", ta.try_sub(&tb).unwrap(), Box::new(via(E::sub))),
         ("mul", &ta * &tb, Box::new(via(E::mul))),
-        ("div", &ta / &tb, Box::new(move |x, y| E::from_f64(x).div(E::from_f64(y)).unwrap().to_f64())),
+        ("div_trunc", ta.div_trunc(&tb), Box::new(|x, y| (x / y).trunc())),
+        ("div_floor", ta.try_div_floor(&tb).unwrap(), Box::new(|x, y| (x / y).floor())),
         ("maximum", ta.maximum(&tb), Box::new(f64::max)),
         ("minimum", ta.minimum(&tb), Box::new(f64::min)),
     ];
@@ -41,6 +44,11 @@ fn check_binary<D: Device, E: Element>(
         assert_eq!(got.dims(), dims.as_slice(), "{name}");
         assert_close(&as_f64(&got.to_vec()), &expected, 1e-6, 1e-6);
     }
+    // `/` is true division into E::Quotient (f32 for integers), as PyTorch's.
+    let quotient = &ta / &tb;
+    let (dims, expected) = reference(&a, &ad, &b, &bd, |x, y| x / y);
+    assert_eq!(quotient.dims(), dims.as_slice(), "div");
+    assert_close(&as_f64(&quotient.to_vec()), &expected, 1e-6, 1e-6);
 }
 
 device_proptests! {
@@ -183,8 +191,12 @@ fn plain_operator_panics_with_the_try_message() {
 fn integer_division_by_zero_is_an_error_not_a_panic<D: Device>() {
     let a = Tensor::<D, i64>::from_vec(vec![1, 2], [2]);
     let zero = Tensor::<D, i64>::zeros([1]);
-    assert_eq!(a.try_div(&zero).unwrap_err().to_string(), format!("div on {}: integer division by zero", D::name()));
-    assert!(a.try_div_scalar(0).is_err());
+    let message = |op: &str| format!("{op} on {}: integer division by zero", D::name());
+    assert_eq!(a.try_div_trunc(&zero).unwrap_err().to_string(), message("div_trunc"));
+    assert_eq!(a.try_div_floor(&zero).unwrap_err().to_string(), message("div_floor"));
+    assert!(a.try_div_trunc_scalar(0).is_err() && a.try_div_floor_scalar(0).is_err());
+    // `/` is true division, as in PyTorch: torch.tensor([1, 2]) / 0 == [inf, inf].
+    assert_eq!(a.try_div(&zero).unwrap().to_vec(), vec![f32::INFINITY; 2]);
     // Float division by zero follows IEEE 754, as in PyTorch.
     let f = Tensor::<D>::from_vec(vec![1.0, -1.0, 0.0], [3]) / 0.0;
     let v = f.to_vec();

@@ -42,7 +42,8 @@ fn ref_sum<E: Element>(run: &[f64]) -> f64 {
     if E::IS_FLOAT {
         run.iter().sum()
     } else {
-        run.iter().fold(E::ZERO, |acc, &v| acc.add(E::from_f64(v))).to_f64()
+        // Integers (u8 included) sum in i64, wrapping, as PyTorch's int64 sums.
+        run.iter().fold(0i64, |acc, &v| acc.wrapping_add(E::from_f64(v).to_f64() as i64)) as f64
     }
 }
 
@@ -436,8 +437,9 @@ fn nan_propagates_and_arg_reductions_find_the_first_nan<D: Device>() {
 }
 
 fn integer_sums_wrap<D: Device>() {
+    // u8 sums into i64, as PyTorch's: torch.tensor([200, 100, 10], dtype=torch.uint8).sum() == 310.
     let x = Tensor::<D, u8>::from_vec(vec![200, 100, 10], [3]);
-    assert_eq!(x.sum().item(), 54);
+    assert_eq!(x.sum().item(), 310i64);
     let y = Tensor::<D, i64>::from_vec(vec![i64::MAX, 1], [2]);
     assert_eq!(y.sum().item(), i64::MIN);
 }
@@ -492,8 +494,11 @@ fn axis_errors_name_op_shape_and_device<D: Device>() {
     for err in [x.try_argmax(2).err(), x.try_argmin(2).err(), x.try_argmax_keepdim(-3).err(), x.try_argmin_keepdim(2).err()] {
         assert!(matches!(err, Some(Error::Axis { .. })), "{err:?}");
     }
+    // A rank-0 tensor takes axis 0 and -1 only, as in PyTorch.
     let scalar = Tensor::<D, i64>::scalar(1);
-    assert!(matches!(scalar.try_sum_axis(0), Err(Error::Axis { axis: 0, .. })));
+    assert_eq!(scalar.sum_axis(0).item(), 1);
+    assert!(matches!(scalar.try_sum_axis(1), Err(Error::Axis { axis: 1, .. })));
+    assert!(matches!(scalar.try_argmax(-2), Err(Error::Axis { axis: -2, .. })));
 }
 
 fn empty_reductions_without_identity_are_shape_errors<D: Device>() {

@@ -5,7 +5,7 @@ mod cpu;
 mod cuda;
 
 use crate::device::{Backend, Device, SameDevice, same_device, same_device_owned};
-use crate::element::Element;
+use crate::element::{Element, FloatElement};
 use crate::error::{Result, or_panic};
 use crate::shape::{Layout, broadcast_error, check_elem_count};
 use crate::tensor::Tensor;
@@ -107,7 +107,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 
     /// `self op scalar`, or `scalar op self`.
-    fn try_binary_scalar(&self, op: BinaryOp, scalar: E, scalar_first: bool) -> Result<Self> {
+    pub(crate) fn try_binary_scalar(&self, op: BinaryOp, scalar: E, scalar_first: bool) -> Result<Self> {
         let storage = D::binary_scalar(op, self.storage(), self.layout(), scalar, scalar_first)?;
         Ok(Tensor::from_storage(storage, self.shape().clone()))
     }
@@ -153,20 +153,126 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_binary(BinaryOp::Mul, same_device(rhs))
     }
 
-    /// `self / rhs`, broadcasting both. Fails when the shapes do not
-    /// broadcast, or on an integer division by zero.
+    /// `self / rhs`, broadcasting both: true division, as PyTorch's `/`.
+    /// Float tensors divide in their own type; integer and `u8` tensors
+    /// give [`E::Quotient`](Element::Quotient), `f32` (PyTorch's default
+    /// float), so `7 / 2` is `3.5` and `1 / 0` is `inf`. For an integer
+    /// quotient use [`try_div_trunc`](Self::try_div_trunc) or
+    /// [`try_div_floor`](Self::try_div_floor). Fails when the shapes do not
+    /// broadcast.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
-    /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, 8], [2]);
-    /// let b = Tensor::<Cpu, i64>::from_vec(vec![2, 0], [2]);
-    /// assert!(a.try_div(&b).unwrap_err().to_string().contains("division by zero"));
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, -7, 1], [3]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![2, 2, 0], [3]);
+    /// let q: Tensor<Cpu, f32> = a.try_div(&b)?;
+    /// assert_eq!(q.to_vec(), vec![3.5, -3.5, f32::INFINITY]);
+    /// # Ok::<(), devtensor::Error>(())
     /// ```
-    pub fn try_div<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
+    pub fn try_div<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Tensor<D, E::Quotient>>
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::Div, same_device(rhs))
+        self.try_true_div(same_device(rhs))
+    }
+
+    /// Panicking form of [`try_div`](Self::try_div), the method form of `/`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let correct = Tensor::<Cpu, i64>::scalar(91);
+    /// let total = Tensor::<Cpu, i64>::scalar(100);
+    /// assert_eq!(correct.div(&total).item(), 0.91);
+    /// ```
+    #[track_caller]
+    pub fn div<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Tensor<D, E::Quotient>
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_div(rhs))
+    }
+
+    /// `self / rhs` rounded toward zero, broadcasting both: PyTorch's
+    /// `torch.div(a, b, rounding_mode="trunc")`, in the element type itself.
+    /// Fails when the shapes do not broadcast, or on an integer division by
+    /// zero (float division by zero gives `inf` or NaN).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Error, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, 8], [2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![2, 0], [2]);
+    /// let err = a.try_div_trunc(&b).unwrap_err();
+    /// assert!(matches!(err, Error::Argument { op: "div_trunc", .. }));
+    /// assert_eq!(err.to_string(), "div_trunc on Cpu: integer division by zero");
+    /// ```
+    pub fn try_div_trunc<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        self.try_binary(BinaryOp::DivTrunc, same_device(rhs))
+    }
+
+    /// Panicking form of [`try_div_trunc`](Self::try_div_trunc).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, -7], [2]);
+    /// assert_eq!(a.div_trunc(&Tensor::<Cpu, i64>::scalar(2)).to_vec(), vec![3, -3]);
+    /// ```
+    #[track_caller]
+    pub fn div_trunc<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_div_trunc(rhs))
+    }
+
+    /// `self / rhs` rounded toward negative infinity, broadcasting both:
+    /// Python's and PyTorch's `//` (`rounding_mode="floor"`), in the element
+    /// type itself. Fails when the shapes do not broadcast, or on an integer
+    /// division by zero.
+    pub fn try_div_floor<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        self.try_binary(BinaryOp::DivFloor, same_device(rhs))
+    }
+
+    /// Panicking form of [`try_div_floor`](Self::try_div_floor).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, -7], [2]);
+    /// assert_eq!(a.div_floor(&Tensor::<Cpu, i64>::scalar(2)).to_vec(), vec![3, -4]);
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![7.5, -0.5], [2]);
+    /// assert_eq!(x.div_floor(&Tensor::<Cpu, f64>::scalar(2.0)).to_vec(), vec![3.0, -1.0]);
+    /// ```
+    #[track_caller]
+    pub fn div_floor<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_div_floor(rhs))
+    }
+
+    /// This tensor as the operand of a true division: itself for floats,
+    /// converted to `E::Quotient` (`f32`) for integers.
+    fn as_quotient(&self) -> Result<Tensor<D, E::Quotient>> {
+        let any: &dyn std::any::Any = self;
+        match any.downcast_ref::<Tensor<D, E::Quotient>>() {
+            Some(same) => Ok(same.clone()),
+            None => self.try_to_dtype::<E::Quotient>(),
+        }
+    }
+
+    /// PyTorch's true division `self / rhs`, broadcasting both.
+    fn try_true_div(&self, rhs: &Self) -> Result<Tensor<D, E::Quotient>> {
+        self.as_quotient()?.try_binary(BinaryOp::Div, &rhs.as_quotient()?)
+    }
+
+    /// PyTorch's true division by a scalar, or of a scalar when `scalar_first`.
+    fn try_true_div_scalar(&self, scalar: E, scalar_first: bool) -> Result<Tensor<D, E::Quotient>> {
+        self.as_quotient()?.try_binary_scalar(BinaryOp::Div, scalar.cast::<E::Quotient>(), scalar_first)
     }
 
     /// The elementwise larger of `self` and `rhs`, broadcasting both; NaN wins.
@@ -231,9 +337,60 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_binary_scalar(BinaryOp::Mul, scalar, false)
     }
 
-    /// `self / scalar`; fails on an integer division by zero.
-    pub fn try_div_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::Div, scalar, false)
+    /// `self / scalar`, true division as [`try_div`](Self::try_div): an
+    /// integer tensor gives `f32`.
+    pub fn try_div_scalar(&self, scalar: E) -> Result<Tensor<D, E::Quotient>> {
+        self.try_true_div_scalar(scalar, false)
+    }
+
+    /// `self / scalar` rounded toward zero; fails on an integer division by zero.
+    pub fn try_div_trunc_scalar(&self, scalar: E) -> Result<Self> {
+        self.try_binary_scalar(BinaryOp::DivTrunc, scalar, false)
+    }
+
+    /// `self // scalar` (rounded toward negative infinity); fails on an
+    /// integer division by zero.
+    pub fn try_div_floor_scalar(&self, scalar: E) -> Result<Self> {
+        self.try_binary_scalar(BinaryOp::DivFloor, scalar, false)
+    }
+
+    /// `scalar - self`: the fallible twin of `scalar - &tensor`, like
+    /// `torch.rsub`. (`scalar + &tensor` and `scalar * &tensor` are
+    /// [`try_add_scalar`](Self::try_add_scalar) and
+    /// [`try_mul_scalar`](Self::try_mul_scalar).)
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
+    /// assert_eq!(x.try_rsub_scalar(10.0)?.to_vec(), (10.0 - &x).to_vec());
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn try_rsub_scalar(&self, scalar: E) -> Result<Self> {
+        self.try_binary_scalar(BinaryOp::Sub, scalar, true)
+    }
+
+    /// `scalar / self`, true division: the fallible twin of `scalar / &tensor`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let t = Tensor::<Cpu, i64>::from_vec(vec![4, 0], [2]);
+    /// assert_eq!(t.try_rdiv_scalar(10)?.to_vec(), vec![2.5, f32::INFINITY]);
+    /// assert_eq!((10 / &t).to_vec(), vec![2.5, f32::INFINITY]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn try_rdiv_scalar(&self, scalar: E) -> Result<Tensor<D, E::Quotient>> {
+        self.try_true_div_scalar(scalar, true)
+    }
+
+    /// `scalar / self` rounded toward zero; fails on an integer division by zero.
+    pub fn try_rdiv_trunc_scalar(&self, scalar: E) -> Result<Self> {
+        self.try_binary_scalar(BinaryOp::DivTrunc, scalar, true)
+    }
+
+    /// `scalar // self` (rounded toward negative infinity); fails on an
+    /// integer division by zero.
+    pub fn try_rdiv_floor_scalar(&self, scalar: E) -> Result<Self> {
+        self.try_binary_scalar(BinaryOp::DivFloor, scalar, true)
     }
 
     /// `self += rhs` in place; `rhs` must broadcast to `self`'s shape.
@@ -260,7 +417,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_binary_assign(BinaryOp::Mul, same_device(rhs))
     }
 
+}
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `self /= rhs` in place; `rhs` must broadcast to `self`'s shape.
+    /// Float tensors only: PyTorch's `/` makes a float, which an integer
+    /// tensor cannot hold (use `div_trunc` or `div_floor` and assign).
     pub fn try_div_assign<D2: Device>(&mut self, rhs: &Tensor<D2, E>) -> Result<()>
     where
         D: SameDevice<D2>,
@@ -269,95 +431,132 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 }
 
+/// Marks the element types `/=` is defined for: `f32` and `f64`.
+///
+/// In PyTorch, `int_tensor /= x` fails at run time ("result type Float
+/// can't be cast to the desired output type Long"); here it does not compile,
+/// and the message names the explicit forms.
+#[diagnostic::on_unimplemented(
+    message = "`/=` on a `{Self}` tensor: `/` is true division and makes a float tensor, which cannot be written into a `{Self}` tensor",
+    label = "in-place true division of `{Self}` tensors",
+    note = "as in PyTorch: keep integers with `x = x.div_trunc(&y)` (rounds toward zero) or `x = x.div_floor(&y)` (Python's `//`), \
+            or divide a float copy: `x.to_dtype::<f32>() / &y.to_dtype::<f32>()`"
+)]
+pub trait InPlaceDivision: Element {}
+impl InPlaceDivision for f32 {}
+impl InPlaceDivision for f64 {}
+
 /// `tensor op tensor` for the four owned/borrowed combinations, and
-/// `tensor op scalar` for owned and borrowed tensors. All panic with the
-/// `try_*` message on a shape mismatch.
+/// `tensor op scalar` for owned and borrowed tensors, each computed by
+/// `$call(lhs, rhs)` / `$scalar(lhs, scalar)` and typed `$Out` (written with
+/// the impls' own `D1`/`D` and `E`). All panic with the `try_*` message.
 macro_rules! binary_operator {
-    ($Trait:ident, $method:ident, $op:ident) => {
+    ($Trait:ident, $method:ident, $Out:ty, $ScalarOut:ty, |$l:ident, $r:ident| $call:expr, |$sl:ident, $s:ident| $scalar:expr) => {
         impl<D1: Device, D2: Device, E: Element> $Trait<&Tensor<D2, E>> for &Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
-            type Output = Tensor<D1, E>;
+            type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: &Tensor<D2, E>) -> Tensor<D1, E> {
-                or_panic(self.try_binary(BinaryOp::$op, same_device(rhs)))
+            fn $method(self, rhs: &Tensor<D2, E>) -> $Out {
+                let ($l, $r) = (self, same_device(rhs));
+                or_panic($call)
             }
         }
         impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for &Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
-            type Output = Tensor<D1, E>;
+            type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: Tensor<D2, E>) -> Tensor<D1, E> {
-                or_panic(self.try_binary(BinaryOp::$op, &same_device_owned(rhs)))
+            fn $method(self, rhs: Tensor<D2, E>) -> $Out {
+                let ($l, $r) = (self, &same_device_owned(rhs));
+                or_panic($call)
             }
         }
         impl<D1: Device, D2: Device, E: Element> $Trait<&Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
-            type Output = Tensor<D1, E>;
+            type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: &Tensor<D2, E>) -> Tensor<D1, E> {
-                or_panic(self.try_binary(BinaryOp::$op, same_device(rhs)))
+            fn $method(self, rhs: &Tensor<D2, E>) -> $Out {
+                let ($l, $r) = (&self, same_device(rhs));
+                or_panic($call)
             }
         }
         impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
-            type Output = Tensor<D1, E>;
+            type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: Tensor<D2, E>) -> Tensor<D1, E> {
-                or_panic(self.try_binary(BinaryOp::$op, &same_device_owned(rhs)))
+            fn $method(self, rhs: Tensor<D2, E>) -> $Out {
+                let ($l, $r) = (&self, &same_device_owned(rhs));
+                or_panic($call)
             }
         }
         impl<D: Device, E: Element> $Trait<E> for &Tensor<D, E> {
-            type Output = Tensor<D, E>;
+            type Output = $ScalarOut;
             #[track_caller]
-            fn $method(self, rhs: E) -> Tensor<D, E> {
-                or_panic(self.try_binary_scalar(BinaryOp::$op, rhs, false))
+            fn $method(self, rhs: E) -> $ScalarOut {
+                let ($sl, $s) = (self, rhs);
+                or_panic($scalar)
             }
         }
         impl<D: Device, E: Element> $Trait<E> for Tensor<D, E> {
-            type Output = Tensor<D, E>;
+            type Output = $ScalarOut;
             #[track_caller]
-            fn $method(self, rhs: E) -> Tensor<D, E> {
-                or_panic(self.try_binary_scalar(BinaryOp::$op, rhs, false))
+            fn $method(self, rhs: E) -> $ScalarOut {
+                let ($sl, $s) = (&self, rhs);
+                or_panic($scalar)
             }
         }
+    };
+    ($Trait:ident, $method:ident, $op:ident) => {
+        binary_operator!(
+            $Trait, $method, Tensor<D1, E>, Tensor<D, E>,
+            |l, r| l.try_binary(BinaryOp::$op, r),
+            |l, s| l.try_binary_scalar(BinaryOp::$op, s, false)
+        );
     };
 }
 
 binary_operator!(Add, add, Add);
 binary_operator!(Sub, sub, Sub);
 binary_operator!(Mul, mul, Mul);
-binary_operator!(Div, div, Div);
+// `/` is PyTorch's true division: integer tensors divide into `f32`.
+binary_operator!(
+    Div, div, Tensor<D1, E::Quotient>, Tensor<D, E::Quotient>,
+    |l, r| l.try_true_div(r),
+    |l, s| l.try_true_div_scalar(s, false)
+);
 
 /// `scalar op tensor` for each element type (a generic impl on the left
-/// side is not allowed by Rust's orphan rules).
+/// side is not allowed by Rust's orphan rules). Their fallible twins are
+/// `try_add_scalar`, `try_rsub_scalar`, `try_mul_scalar` and `try_rdiv_scalar`.
 macro_rules! scalar_first_operator {
     ($($E:ty),*) => {$(
-        scalar_first_operator!(@one $E, Add, add, Add);
-        scalar_first_operator!(@one $E, Sub, sub, Sub);
-        scalar_first_operator!(@one $E, Mul, mul, Mul);
-        scalar_first_operator!(@one $E, Div, div, Div);
+        scalar_first_operator!(@one $E, Add, add, Tensor<D, $E>, |t, s| t.try_binary_scalar(BinaryOp::Add, s, true));
+        scalar_first_operator!(@one $E, Sub, sub, Tensor<D, $E>, |t, s| t.try_binary_scalar(BinaryOp::Sub, s, true));
+        scalar_first_operator!(@one $E, Mul, mul, Tensor<D, $E>, |t, s| t.try_binary_scalar(BinaryOp::Mul, s, true));
+        scalar_first_operator!(@one $E, Div, div, Tensor<D, <$E as Element>::Quotient>, |t, s| t.try_true_div_scalar(s, true));
     )*};
-    (@one $E:ty, $Trait:ident, $method:ident, $op:ident) => {
+    (@one $E:ty, $Trait:ident, $method:ident, $Out:ty, |$t:ident, $s:ident| $call:expr) => {
         impl<D: Device> $Trait<&Tensor<D, $E>> for $E {
-            type Output = Tensor<D, $E>;
+            type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: &Tensor<D, $E>) -> Tensor<D, $E> {
-                or_panic(rhs.try_binary_scalar(BinaryOp::$op, self, true))
+            fn $method(self, rhs: &Tensor<D, $E>) -> $Out {
+                let ($t, $s) = (rhs, self);
+                or_panic($call)
             }
         }
         impl<D: Device> $Trait<Tensor<D, $E>> for $E {
-            type Output = Tensor<D, $E>;
+            type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: Tensor<D, $E>) -> Tensor<D, $E> {
-                or_panic(rhs.try_binary_scalar(BinaryOp::$op, self, true))
+            fn $method(self, rhs: Tensor<D, $E>) -> $Out {
+                let ($t, $s) = (&rhs, self);
+                or_panic($call)
             }
         }
     };
@@ -365,10 +564,14 @@ macro_rules! scalar_first_operator {
 
 scalar_first_operator!(f32, f64, i64, u8);
 
-/// `tensor op= tensor` (owned or borrowed right side) and `tensor op= scalar`.
+/// `tensor op= tensor` (owned or borrowed right side) and `tensor op= scalar`,
+/// for the element types `$Bound` allows.
 macro_rules! assign_operator {
     ($Trait:ident, $method:ident, $op:ident) => {
-        impl<D1: Device, D2: Device, E: Element> $Trait<&Tensor<D2, E>> for Tensor<D1, E>
+        assign_operator!($Trait, $method, $op, Element);
+    };
+    ($Trait:ident, $method:ident, $op:ident, $Bound:ident) => {
+        impl<D1: Device, D2: Device, E: $Bound> $Trait<&Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
@@ -377,7 +580,7 @@ macro_rules! assign_operator {
                 or_panic(self.try_binary_assign(BinaryOp::$op, same_device(rhs)))
             }
         }
-        impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: $Bound> $Trait<Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
@@ -386,7 +589,7 @@ macro_rules! assign_operator {
                 or_panic(self.try_binary_assign(BinaryOp::$op, &same_device_owned(rhs)))
             }
         }
-        impl<D: Device, E: Element> $Trait<E> for Tensor<D, E> {
+        impl<D: Device, E: $Bound> $Trait<E> for Tensor<D, E> {
             #[track_caller]
             fn $method(&mut self, rhs: E) {
                 let result = or_panic(self.try_binary_scalar(BinaryOp::$op, rhs, false));
@@ -399,4 +602,4 @@ macro_rules! assign_operator {
 assign_operator!(AddAssign, add_assign, Add);
 assign_operator!(SubAssign, sub_assign, Sub);
 assign_operator!(MulAssign, mul_assign, Mul);
-assign_operator!(DivAssign, div_assign, Div);
+assign_operator!(DivAssign, div_assign, Div, InPlaceDivision);

@@ -7,7 +7,10 @@
 //! `min` and the arg-reductions have no identity, so an empty input is an
 //! [`Error::Shape`]; NaN propagates through `max`/`min`
 //! and `argmax`/`argmin` point at the first NaN, else at the first occurrence
-//! of the extreme value. Integer sums wrap like [`Element::add`].
+//! of the extreme value. Integer and `u8` tensors sum into `i64`
+//! ([`Element::Sum`]), as PyTorch's do, wrapping at `2^64`. A rank-0 tensor
+//! accepts axis 0 and -1 (PyTorch treats it as one element), and reductions
+//! of a broadcast view read only the memory that exists.
 
 mod cpu;
 mod cuda;
@@ -15,7 +18,7 @@ mod cuda;
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Dims, Layout, Shape, resolve_axis};
+use crate::shape::{Dims, Layout, Shape, resolve_axis_or_scalar};
 use crate::tensor::Tensor;
 
 /// A reduction folding the elements of an axis into one value.
@@ -85,6 +88,16 @@ fn storage_order(layout: &Layout) -> Layout {
     Layout::new(Shape::from_dims(dims), strides, layout.offset())
 }
 
+/// `sum * repeat`: the sum of a broadcast view from the sum of its distinct
+/// elements (integer sums wrap exactly as repeated addition would).
+fn scale_by_repeat<D: Device, S: Element>(sum: Tensor<D, S>, repeat: usize) -> Result<Tensor<D, S>> {
+    match repeat {
+        1 => Ok(sum),
+        // `repeat` counts elements of a tensor, so it fits `i64`.
+        n => sum.try_binary_scalar(crate::ops::binary::BinaryOp::Mul, S::from_i64(n as i64), false),
+    }
+}
+
 /// The error for a reduction without identity over no elements.
 fn empty_error(op: &'static str, device: String, shape: &Shape, axis: Option<usize>) -> Error {
     let what = op.split('_').next().unwrap_or(op);
@@ -117,20 +130,96 @@ impl<D: Device, E: Element> Tensor<D, E> {
         }
     }
 
-    /// A whole-tensor reduction, as a rank-0 tensor.
+    /// This tensor without its broadcast axes (stride 0, size above 1),
+    /// and how many times each remaining element repeats in the full tensor.
+    /// A reduction over a broadcast view then touches only the memory that
+    /// exists: `ones([1]).broadcast_to([1 << 40]).sum()` adds one element.
+    fn without_broadcast_axes(&self) -> (Self, usize) {
+        let l = self.layout();
+        if self.elem_count() == 0 || !l.strides().contains(&0) {
+            return (self.clone(), 1);
+        }
+        let (mut dims, mut strides, mut repeat) = (Dims::new(), Dims::new(), 1usize);
+        for (&d, &s) in l.dims().iter().zip(l.strides()) {
+            if s == 0 && d > 1 {
+                repeat *= d; // a factor of the element count, which fits
+            } else {
+                dims.push(d);
+                strides.push(s);
+            }
+        }
+        (self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())), repeat)
+    }
+
+    /// This tensor as the input of a sum: itself, or converted to
+    /// `E::Sum` (a `u8` mask to `i64`) so that the count cannot wrap.
+    fn widened_for_sum(&self) -> Result<Tensor<D, E::Sum>> {
+        let any: &dyn std::any::Any = self;
+        match any.downcast_ref::<Tensor<D, E::Sum>>() {
+            Some(same) => Ok(same.clone()),
+            None => self.try_to_dtype::<E::Sum>(),
+        }
+    }
+
+    /// A rank-0 tensor's reduction along axis 0 or -1 (PyTorch treats the
+    /// scalar as one element): the reduction of its one-element view.
+    fn as_one_element(&self) -> Result<Self> {
+        self.try_reshape([1])
+    }
+
+    /// The sum of every element, as a rank-0 tensor of `E::Sum`.
+    fn sum_all(&self) -> Result<Tensor<D, E::Sum>> {
+        let (view, repeat) = self.without_broadcast_axes();
+        let wide = view.widened_for_sum()?;
+        let storage = wide.with_flat(true, |storage, layout| D::reduce(ReduceOp::Sum, storage, layout, 0))?;
+        let sum = Tensor::from_storage(storage, Shape::from(()));
+        scale_by_repeat(sum, repeat)
+    }
+
+    /// The sums along `axis`, removed or kept as size 1, in `E::Sum`.
+    fn sum_along(&self, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, E::Sum>> {
+        let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
+            return self.widened_for_sum();
+        };
+        let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
+        if stride == 0 && len > 1 {
+            // Every element along the axis is the same one: `len` times it.
+            let one = self.broadcast_slice(axis, keepdim)?.widened_for_sum()?;
+            return scale_by_repeat(one, len);
+        }
+        let wide = self.widened_for_sum()?;
+        let storage = D::reduce(ReduceOp::Sum, wide.storage(), wide.layout(), axis)?;
+        Ok(Tensor::from_storage(storage, reduced_shape(self.shape(), axis, keepdim)))
+    }
+
+    /// The first slice along `axis` (removed, or kept as size 1): along a
+    /// broadcast axis, every slice.
+    fn broadcast_slice(&self, axis: usize, keepdim: bool) -> Result<Self> {
+        let first = self.try_narrow(axis as isize, 0, 1)?;
+        if keepdim { Ok(first) } else { first.try_squeeze(axis as isize) }
+    }
+
+    /// A whole-tensor `max` or `min`, as a rank-0 tensor.
     fn reduce_all(&self, op: ReduceOp, name: &'static str) -> Result<Self> {
-        if op != ReduceOp::Sum && self.elem_count() == 0 {
+        if self.elem_count() == 0 {
             return Err(empty_error(name, D::name(), self.shape(), None));
         }
-        let storage = self.with_flat(true, |storage, layout| D::reduce(op, storage, layout, 0))?;
+        let (view, _) = self.without_broadcast_axes();
+        let storage = view.with_flat(true, |storage, layout| D::reduce(op, storage, layout, 0))?;
         Ok(Tensor::from_storage(storage, Shape::from(())))
     }
 
-    /// A reduction along `axis`, removed or kept as size 1.
+    /// A `max` or `min` along `axis`, removed or kept as size 1.
     fn reduce_axis(&self, op: ReduceOp, name: &'static str, axis: isize, keepdim: bool) -> Result<Self> {
-        let axis = resolve_axis(name, D::name, self.shape(), axis)?;
-        if op != ReduceOp::Sum && self.dims()[axis] == 0 {
+        let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
+            return self.as_one_element()?.reduce_axis(op, name, 0, false);
+        };
+        let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
+        if len == 0 {
             return Err(empty_error(name, D::name(), self.shape(), Some(axis)));
+        }
+        if stride == 0 && len > 1 {
+            return self.broadcast_slice(axis, keepdim)?.try_contiguous();
         }
         let storage = D::reduce(op, self.storage(), self.layout(), axis)?;
         Ok(Tensor::from_storage(storage, reduced_shape(self.shape(), axis, keepdim)))
@@ -147,9 +236,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// An arg-reduction along `axis`, removed or kept as size 1.
     fn arg_reduce_axis(&self, op: ArgReduceOp, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, i64>> {
-        let axis = resolve_axis(name, D::name, self.shape(), axis)?;
-        if self.dims()[axis] == 0 {
+        let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
+            return self.as_one_element()?.arg_reduce_axis(op, name, 0, false);
+        };
+        let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
+        if len == 0 {
             return Err(empty_error(name, D::name(), self.shape(), Some(axis)));
+        }
+        if stride == 0 && len > 1 {
+            // All equal: the first occurrence (or the first NaN) is at 0.
+            return Tensor::try_zeros(reduced_shape(self.shape(), axis, keepdim));
         }
         let storage = D::arg_reduce(op, self.storage(), self.layout(), axis)?;
         Ok(Tensor::from_storage(storage, reduced_shape(self.shape(), axis, keepdim)))
@@ -157,14 +253,27 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     // ---- Whole tensor ----
 
-    /// The sum of all elements, as a rank-0 tensor (0 for an empty tensor;
-    /// integer sums wrap). Fails only if the device fails.
+    /// The sum of all elements, as a rank-0 tensor (0 for an empty tensor).
+    /// Fails only if the device fails.
     ///
+    /// The result's type is [`E::Sum`](Element::Sum): integer and `u8`
+    /// tensors sum into `i64`, as PyTorch sums them into `int64`, so that
+    /// counting a mask does not wrap at 256; `i64` sums wrap at `2^64`.
     /// Floats accumulate in their own type, in independent lanes and blocks
     /// combined pairwise: on a million `f32` values the error stays within
     /// `1e-6 * sum(|x|)` (tested), where a plain running sum drifts with `n`.
-    pub fn try_sum(&self) -> Result<Self> {
-        self.reduce_all(ReduceOp::Sum, "sum")
+    /// A broadcast view is summed without being materialised.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let mask = Tensor::<Cpu, u8>::ones([1000]);
+    /// let count: Tensor<Cpu, i64> = mask.sum();
+    /// assert_eq!(count.item(), 1000);
+    /// let huge = Tensor::<Cpu>::ones([1]).broadcast_to([1 << 40]);
+    /// assert_eq!(huge.sum().item(), (1u64 << 40) as f32);
+    /// ```
+    pub fn try_sum(&self) -> Result<Tensor<D, E::Sum>> {
+        self.sum_all()
     }
 
     /// Panicking form of [`try_sum`](Self::try_sum).
@@ -176,7 +285,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(Tensor::<Cpu>::zeros([0, 3]).sum().item(), 0.0);
     /// ```
     #[track_caller]
-    pub fn sum(&self) -> Self {
+    pub fn sum(&self) -> Tensor<D, E::Sum> {
         or_panic(self.try_sum())
     }
 
@@ -264,15 +373,17 @@ impl<D: Device, E: Element> Tensor<D, E> {
     // ---- Along one axis, removing it ----
 
     /// The sums along `axis` (negative counts from the end), which is
-    /// removed; an axis of size 0 sums to 0. Fails when `axis` is out of range.
+    /// removed; an axis of size 0 sums to 0. Integers sum into `i64`, as in
+    /// [`try_sum`](Self::try_sum). A rank-0 tensor accepts axis 0 and -1
+    /// and is its own sum, as in PyTorch. Fails when `axis` is out of range.
     ///
     /// ```
     /// use devtensor::{Cpu, Error, Tensor};
     /// let err = Tensor::<Cpu>::zeros([2, 3]).try_sum_axis(2).unwrap_err();
     /// assert!(matches!(err, Error::Axis { axis: 2, .. }));
     /// ```
-    pub fn try_sum_axis(&self, axis: isize) -> Result<Self> {
-        self.reduce_axis(ReduceOp::Sum, "sum_axis", axis, false)
+    pub fn try_sum_axis(&self, axis: isize) -> Result<Tensor<D, E::Sum>> {
+        self.sum_along("sum_axis", axis, false)
     }
 
     /// Panicking form of [`try_sum_axis`](Self::try_sum_axis).
@@ -284,7 +395,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(x.sum_axis(-1).to_vec(), vec![6.0, 15.0]);
     /// ```
     #[track_caller]
-    pub fn sum_axis(&self, axis: isize) -> Self {
+    pub fn sum_axis(&self, axis: isize) -> Tensor<D, E::Sum> {
         or_panic(self.try_sum_axis(axis))
     }
 
@@ -367,8 +478,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// Like [`try_sum_axis`](Self::try_sum_axis), but `axis` stays, with
     /// size 1 (PyTorch's `keepdim=True`), so the result broadcasts back.
-    pub fn try_sum_keepdim(&self, axis: isize) -> Result<Self> {
-        self.reduce_axis(ReduceOp::Sum, "sum_keepdim", axis, true)
+    pub fn try_sum_keepdim(&self, axis: isize) -> Result<Tensor<D, E::Sum>> {
+        self.sum_along("sum_keepdim", axis, true)
     }
 
     /// Panicking form of [`try_sum_keepdim`](Self::try_sum_keepdim).
@@ -381,7 +492,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!((&x / &s).to_vec(), vec![0.25, 0.75, 0.5, 0.5]);
     /// ```
     #[track_caller]
-    pub fn sum_keepdim(&self, axis: isize) -> Self {
+    pub fn sum_keepdim(&self, axis: isize) -> Tensor<D, E::Sum> {
         or_panic(self.try_sum_keepdim(axis))
     }
 
@@ -462,7 +573,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 
     /// The mean of all elements, as a rank-0 tensor; NaN for an empty tensor.
     pub fn try_mean(&self) -> Result<Self> {
-        Self::divide_by_count(self.reduce_all(ReduceOp::Sum, "mean")?, self.elem_count())
+        Self::divide_by_count(self.sum_all()?, self.elem_count())
     }
 
     /// Panicking form of [`try_mean`](Self::try_mean).
@@ -481,7 +592,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// The means along `axis`, which is removed; NaN over an axis of size 0.
     /// Fails when `axis` is out of range.
     pub fn try_mean_axis(&self, axis: isize) -> Result<Self> {
-        let sum = self.reduce_axis(ReduceOp::Sum, "mean_axis", axis, false)?;
+        let sum = self.sum_along("mean_axis", axis, false)?;
         Self::divide_by_count(sum, self.axis_len(axis))
     }
 
@@ -499,7 +610,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 
     /// Like [`try_mean_axis`](Self::try_mean_axis), keeping `axis` as size 1.
     pub fn try_mean_keepdim(&self, axis: isize) -> Result<Self> {
-        let sum = self.reduce_axis(ReduceOp::Sum, "mean_keepdim", axis, true)?;
+        let sum = self.sum_along("mean_keepdim", axis, true)?;
         Self::divide_by_count(sum, self.axis_len(axis))
     }
 
@@ -516,9 +627,10 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         or_panic(self.try_mean_keepdim(axis))
     }
 
-    /// Size of an axis the caller has already resolved successfully.
+    /// Size of an axis the caller has already resolved successfully (1 for
+    /// the one element of a rank-0 tensor).
     fn axis_len(&self, axis: isize) -> usize {
-        self.shape().axis(axis).map_or(0, |a| self.dims()[a])
+        self.shape().axis(axis).map_or(1, |a| self.dims()[a])
     }
 
     /// `exp(x) / sum(exp(x))` along `axis`, computed as
@@ -529,7 +641,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// [`try_log_softmax`](Self::try_log_softmax) where they matter. Fails
     /// when `axis` is out of range.
     pub fn try_softmax(&self, axis: isize) -> Result<Self> {
-        let axis = resolve_axis("softmax", D::name, self.shape(), axis)?;
+        let Some(axis) = resolve_axis_or_scalar("softmax", D::name, self.shape(), axis)? else {
+            return self.as_one_element()?.try_softmax(0)?.try_reshape(());
+        };
         let storage = D::softmax(self.storage(), self.layout(), axis, false)?;
         Ok(Tensor::from_storage(storage, self.shape().clone()))
     }
@@ -551,7 +665,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// underflow, and the input of a cross-entropy loss. Same special values
     /// as [`try_softmax`](Self::try_softmax). Fails when `axis` is out of range.
     pub fn try_log_softmax(&self, axis: isize) -> Result<Self> {
-        let axis = resolve_axis("log_softmax", D::name, self.shape(), axis)?;
+        let Some(axis) = resolve_axis_or_scalar("log_softmax", D::name, self.shape(), axis)? else {
+            return self.as_one_element()?.try_log_softmax(0)?.try_reshape(());
+        };
         let storage = D::softmax(self.storage(), self.layout(), axis, true)?;
         Ok(Tensor::from_storage(storage, self.shape().clone()))
     }

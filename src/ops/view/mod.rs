@@ -236,7 +236,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
         let l = self.layout();
         let mut dims: Dims = l.dims().into();
         let mut strides: Dims = l.strides().into();
-        let stride = if at < dims.len() { dims[at] * strides[at] } else { 1 };
+        // Saturating: an empty tensor may have dimensions whose strides overflow.
+        let stride = if at < dims.len() { dims[at].saturating_mul(strides[at]) } else { 1 };
         dims.insert(at, 1);
         strides.insert(at, stride);
         Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
