@@ -128,6 +128,30 @@ pub trait Element:
     fn to_f64(self) -> f64;
 }
 
+/// Marks the element types `/=` is defined for: `f32` and `f64`.
+///
+/// In PyTorch, `int_tensor /= x` fails at run time ("result type Float
+/// can't be cast to the desired output type Long"); here it does not compile,
+/// and the message names the explicit forms.
+#[diagnostic::on_unimplemented(
+    message = "`/=` on `{Self}` tensors: `/` is true division, and its float result cannot be written into a `{Self}` tensor",
+    label = "in-place true division of `{Self}` tensors",
+    note = "as in PyTorch: keep integers with `x = x.div_trunc(&y)` (rounds toward zero) or `x = x.div_floor(&y)` (Python's `//`), \
+            or divide a float copy: `x.to_dtype::<f32>() / &y.to_dtype::<f32>()`"
+)]
+pub trait InPlaceDivision<Rhs>: Element {}
+impl InPlaceDivision<f32> for f32 {}
+impl InPlaceDivision<f64> for f64 {}
+
+/// The second, never-matching impl of [`InPlaceDivision`]: with a single
+/// impl rustc would settle the bound at once and print a bare E0368 instead
+/// of the message above (the same trick as `SameDevice`'s).
+#[allow(dead_code)] // Never constructed, by design.
+pub enum NotAnElement {}
+#[diagnostic::do_not_recommend]
+impl<E: Element> InPlaceDivision<NotAnElement> for E {}
+
+
 /// A plain number, as Python's numbers are for PyTorch: `f64` or `i64`
 /// (see [`Element::Number`]). Sealed.
 pub trait Number: number_sealed::Sealed + Copy + Debug + Display + PartialOrd + From<u8> + Send + Sync + 'static {
@@ -168,7 +192,10 @@ impl Number for i64 {
     label = "not defined for `{Self}` elements",
     note = "convert first, e.g. `.to_dtype::<f32>()`, as PyTorch requires a float dtype here too"
 )]
-pub trait FloatElement: Element<Sum = Self, Quotient = Self, Number = f64> + num_traits::Float {}
+pub trait FloatElement:
+    Element<Sum = Self, Quotient = Self, Number = f64> + InPlaceDivision<Self> + num_traits::Float
+{
+}
 
 macro_rules! from_as {
     ($t:ty) => {

@@ -39,7 +39,7 @@ pub mod shape;
 pub mod tensor;
 
 pub use device::{Backend, Cpu, Cuda, Device, SameDevice};
-pub use element::{DType, Element, FloatElement, Number};
+pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};
 pub use random::{Generator, manual_seed};
 pub use shape::{Layout, Shape};

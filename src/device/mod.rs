@@ -130,22 +130,40 @@ pub trait SameDevice<Other>: sealed::Sealed {}
 
 impl<D: Device> SameDevice<D> for D {}
 
-/// The second impl of [`SameDevice`], for a type that is never a device.
+/// Not a device: the type of the second, hidden impl of [`SameDevice`],
+/// whose name is what rustc shows when an operand's device cannot be
+/// inferred.
 ///
-/// Without it rustc sees a single impl, unifies the two devices of every
-/// `SameDevice` bound, and reports a bare `mismatched types` instead of the
-/// message above. It has to cover every device on the left, or rustc would
-/// still infer the right-hand device of a method call such as
-/// `x.maximum(y)` from `x` alone. The price: a right-hand side whose device
-/// could only be inferred from the left (`x.maximum(&Tensor::zeros([3]))`)
-/// needs its type written out.
+/// Without this impl rustc would see a single impl, unify the two devices of
+/// every `SameDevice` bound, and report a bare `mismatched types` instead of
+/// "expected all tensors to be on the same device". It has to cover every
+/// device on the left, or rustc would still infer the right-hand device of a
+/// method call such as `x.maximum(y)` from `x` alone.
+///
+/// The price: a right-hand operand whose device could only have come from
+/// the left needs it written. rustc then reports `E0283 type annotations
+/// needed` and lists this impl, `impl<D> SameDevice<NameTheDeviceOfEachTensor> for D`:
+///
+/// ```compile_fail,E0283
+/// use devtensor::{Cpu, Tensor};
+/// let a = Tensor::<Cpu>::ones([3]);
+/// let b = &a + &Tensor::ones([3]); // which device is the new tensor on?
+/// ```
+///
+/// The fix is to name the device, as every tensor's type does:
+///
+/// ```
+/// use devtensor::{Cpu, Tensor};
+/// let a = Tensor::<Cpu>::ones([3]);
+/// let b = &a + &Tensor::<Cpu>::ones([3]); // or `Tensor::<D>` in generic code
+/// ```
 #[allow(dead_code)] // Never constructed, by design.
-mod never {
-    pub enum NotADevice {}
-    impl super::sealed::Sealed for NotADevice {}
-    #[diagnostic::do_not_recommend]
-    impl<D: super::Device> super::SameDevice<NotADevice> for D {}
-}
+pub enum NameTheDeviceOfEachTensor {}
+
+impl sealed::Sealed for NameTheDeviceOfEachTensor {}
+
+#[diagnostic::do_not_recommend]
+impl<D: Device> SameDevice<NameTheDeviceOfEachTensor> for D {}
 
 /// Reinterprets a tensor of device `D2` as one of `D1` once `D1: SameDevice<D2>`
 /// has proved them equal. The check is a `TypeId` comparison the optimiser folds.

@@ -5,7 +5,7 @@ mod cpu;
 mod cuda;
 
 use crate::device::{Backend, Device, SameDevice, same_device, same_device_owned};
-use crate::element::{Element, FloatElement};
+use crate::element::{Element, FloatElement, InPlaceDivision};
 use crate::error::{Result, or_panic};
 use crate::shape::{Layout, broadcast_error, check_elem_count};
 use crate::tensor::Tensor;
@@ -431,21 +431,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 }
 
-/// Marks the element types `/=` is defined for: `f32` and `f64`.
-///
-/// In PyTorch, `int_tensor /= x` fails at run time ("result type Float
-/// can't be cast to the desired output type Long"); here it does not compile,
-/// and the message names the explicit forms.
-#[diagnostic::on_unimplemented(
-    message = "`/=` on a `{Self}` tensor: `/` is true division and makes a float tensor, which cannot be written into a `{Self}` tensor",
-    label = "in-place true division of `{Self}` tensors",
-    note = "as in PyTorch: keep integers with `x = x.div_trunc(&y)` (rounds toward zero) or `x = x.div_floor(&y)` (Python's `//`), \
-            or divide a float copy: `x.to_dtype::<f32>() / &y.to_dtype::<f32>()`"
-)]
-pub trait InPlaceDivision: Element {}
-impl InPlaceDivision for f32 {}
-impl InPlaceDivision for f64 {}
-
 /// `tensor op tensor` for the four owned/borrowed combinations, and
 /// `tensor op scalar` for owned and borrowed tensors, each computed by
 /// `$call(lhs, rhs)` / `$scalar(lhs, scalar)` and typed `$Out` (written with
@@ -565,31 +550,33 @@ macro_rules! scalar_first_operator {
 scalar_first_operator!(f32, f64, i64, u8);
 
 /// `tensor op= tensor` (owned or borrowed right side) and `tensor op= scalar`,
-/// for the element types `$Bound` allows.
+/// for the element types the optional `where` bounds allow.
 macro_rules! assign_operator {
-    ($Trait:ident, $method:ident, $op:ident) => {
-        assign_operator!($Trait, $method, $op, Element);
-    };
-    ($Trait:ident, $method:ident, $op:ident, $Bound:ident) => {
-        impl<D1: Device, D2: Device, E: $Bound> $Trait<&Tensor<D2, E>> for Tensor<D1, E>
+    ($Trait:ident, $method:ident, $op:ident $(; $($bound:tt)*)?) => {
+        impl<D1: Device, D2: Device, E: Element> $Trait<&Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            $($($bound)*)?
         {
             #[track_caller]
             fn $method(&mut self, rhs: &Tensor<D2, E>) {
                 or_panic(self.try_binary_assign(BinaryOp::$op, same_device(rhs)))
             }
         }
-        impl<D1: Device, D2: Device, E: $Bound> $Trait<Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            $($($bound)*)?
         {
             #[track_caller]
             fn $method(&mut self, rhs: Tensor<D2, E>) {
                 or_panic(self.try_binary_assign(BinaryOp::$op, &same_device_owned(rhs)))
             }
         }
-        impl<D: Device, E: $Bound> $Trait<E> for Tensor<D, E> {
+        impl<D: Device, E: Element> $Trait<E> for Tensor<D, E>
+        where
+            $($($bound)*)?
+        {
             #[track_caller]
             fn $method(&mut self, rhs: E) {
                 let result = or_panic(self.try_binary_scalar(BinaryOp::$op, rhs, false));
@@ -602,4 +589,43 @@ macro_rules! assign_operator {
 assign_operator!(AddAssign, add_assign, Add);
 assign_operator!(SubAssign, sub_assign, Sub);
 assign_operator!(MulAssign, mul_assign, Mul);
-assign_operator!(DivAssign, div_assign, Div, InPlaceDivision);
+impl<D: Device, E: InPlaceDivision<E>> DivAssign<E> for Tensor<D, E> {
+    #[track_caller]
+    fn div_assign(&mut self, rhs: E) {
+        let result = or_panic(self.try_binary_scalar(BinaryOp::Div, rhs, false));
+        *self = result;
+    }
+}
+
+// `/=` with a tensor on the right: the element bound names the right-hand
+// element type, so that rustc defers it (as it does `SameDevice`) and then
+// prints `InPlaceDivision`'s message instead of a bare E0368.
+impl<D1: Device, D2: Device, E: Element, E2: Element> DivAssign<&Tensor<D2, E2>> for Tensor<D1, E>
+where
+    D1: SameDevice<D2>,
+    E: InPlaceDivision<E2>,
+{
+    #[track_caller]
+    fn div_assign(&mut self, rhs: &Tensor<D2, E2>) {
+        let rhs: &Tensor<D2, E> = same_element(rhs);
+        or_panic(self.try_binary_assign(BinaryOp::Div, same_device(rhs)))
+    }
+}
+
+impl<D1: Device, D2: Device, E: Element, E2: Element> DivAssign<Tensor<D2, E2>> for Tensor<D1, E>
+where
+    D1: SameDevice<D2>,
+    E: InPlaceDivision<E2>,
+{
+    #[track_caller]
+    fn div_assign(&mut self, rhs: Tensor<D2, E2>) {
+        *self /= &rhs;
+    }
+}
+
+/// `tensor` as a tensor of `E` once `E: InPlaceDivision<E2>` has proved the
+/// element types equal.
+fn same_element<D: Device, E: Element, E2: Element>(tensor: &Tensor<D, E2>) -> &Tensor<D, E> {
+    let any: &dyn std::any::Any = tensor;
+    any.downcast_ref().expect("InPlaceDivision<E2> is only implemented for E2 itself")
+}
