@@ -90,9 +90,15 @@ impl Drop for Alloc {
 }
 
 pub(crate) fn alloc(st: &mut State, dev: usize, size: usize) -> Result<u64, CUresult> {
-    let charged = round_up(size, ALIGN) as u64;
     let d = &mut st.devices[dev];
-    if d.used + charged > d.total {
+    // Checked: a request near usize::MAX must fail like any other that is
+    // too large, not wrap into a small allocation.
+    let charged = size
+        .checked_next_multiple_of(ALIGN)
+        .filter(|&c| c <= isize::MAX as usize - 2 * PAGE)
+        .map(|c| c as u64)
+        .filter(|&c| d.used.checked_add(c).is_some_and(|total| total <= d.total));
+    let Some(charged) = charged else {
         return Err(crate::state::report(
             OUT_OF_MEMORY,
             format!(
@@ -101,7 +107,7 @@ pub(crate) fn alloc(st: &mut State, dev: usize, size: usize) -> Result<u64, CUre
                 d.total
             ),
         ));
-    }
+    };
     let body = round_up(size, PAGE);
     let map_len = body + 2 * PAGE;
     // SAFETY: a fresh anonymous mapping; NORESERVE so that a large budget costs nothing until touched.
@@ -205,7 +211,7 @@ pub(crate) fn translate(st: &State, dev: usize, addr: u64, n: usize) -> Result<*
         ));
     }
     let off = (addr - start) as usize;
-    if off + n > a.size {
+    if off.checked_add(n).is_none_or(|end| end > a.size) {
         return Err(format!(
             "{n} bytes at offset {off} overrun the {}-byte allocation at 0x{start:x} on device {dev}",
             a.size
