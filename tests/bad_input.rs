@@ -10,7 +10,7 @@
 #[macro_use]
 mod common;
 
-use devtensor::{Device, Element, Error, Shape, Tensor};
+use devtensor::{Device, Element, Error, PinnedTensor, Shape, Tensor};
 use proptest::prelude::*;
 
 const BIG: usize = 1 << 32; // BIG * BIG overflows `usize`
@@ -50,6 +50,9 @@ fn check_overflowing_shapes_are_shape_errors<D: Device>() {
     assert_shape_error(Tensor::<D>::try_rand(huge).unwrap_err(), "rand", size);
     assert_shape_error(Tensor::<D, f64>::try_randn(huge).unwrap_err(), "randn", size);
     assert_shape_error(Tensor::<D>::try_eye(BIG).unwrap_err(), "eye", size);
+    // Page-locked buffers are checked before the driver is asked (or needed).
+    assert_shape_error(PinnedTensor::<f32>::try_zeros(huge).unwrap_err(), "pinned zeros", size);
+    assert_shape_error(PinnedTensor::<f64>::try_zeros([1 << 61]).unwrap_err(), "pinned zeros", "isize::MAX bytes");
     let one = Tensor::<D>::ones([1]);
     assert_shape_error(one.try_broadcast_to(huge).unwrap_err(), "broadcast_to", size);
     assert_shape_error(one.try_reshape(huge).unwrap_err(), "reshape", size);

@@ -6,7 +6,7 @@ use crate::device::cuda::pinned::PinnedBuffer;
 use crate::device::{Cpu, Device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::Shape;
+use crate::shape::{Shape, check_elem_count};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -52,7 +52,7 @@ impl<E: Element> Tensor<Cpu, E> {
     /// A copy of this tensor in page-locked memory, ready for asynchronous
     /// uploads; fails with [`Error::DeviceUnavailable`] without a CUDA driver.
     pub fn try_pin_memory(&self) -> Result<PinnedTensor<E>> {
-        let values = self.contiguous();
+        let values = self.try_contiguous()?;
         let range = values.layout().contiguous_range().expect("a contiguous tensor has a contiguous range");
         let buffer = PinnedBuffer::from_slice("pin_memory", &values.storage().as_slice()[range])?;
         Ok(PinnedTensor { buffer: Arc::new(buffer), shape: self.shape().clone(), _element: PhantomData })
@@ -75,10 +75,26 @@ impl<E: Element> Tensor<Cpu, E> {
 impl<E: Element> PinnedTensor<E> {
     /// A page-locked tensor of zeros, to be filled with
     /// [`copy_from`](Self::copy_from): a staging buffer reused batch after batch.
+    ///
+    /// Fails with [`Error::Shape`] for a shape whose elements cannot exist
+    /// (their count or bytes overflow), before the driver is asked; with
+    /// [`Error::DeviceUnavailable`] without a CUDA driver; and with the
+    /// driver's error when it cannot lock that much memory.
     pub fn try_zeros(shape: impl Into<Shape>) -> Result<Self> {
+        const OP: &str = "pinned zeros";
         let shape = shape.into();
-        let zeros = vec![E::ZERO; shape.elem_count()];
-        let buffer = PinnedBuffer::from_slice("pinned zeros", &zeros)?;
+        let host = || "Cpu (page-locked memory)".to_string();
+        let len = check_elem_count(OP, host, &[&shape])?;
+        let bytes = len.checked_mul(size_of::<E>()).filter(|&b| b <= isize::MAX as usize).ok_or_else(|| {
+            Error::Shape {
+                op: OP,
+                device: host(),
+                shapes: vec![shape.clone()],
+                reason: format!("{len} elements of {} need more than isize::MAX bytes", E::DTYPE.name()),
+            }
+        })?;
+        // Zeroed where it lives: no host-sized vector first.
+        let buffer = PinnedBuffer::zeroed(OP, bytes)?;
         Ok(PinnedTensor { buffer: Arc::new(buffer), shape, _element: PhantomData })
     }
 

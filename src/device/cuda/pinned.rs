@@ -90,6 +90,16 @@ impl PinnedBuffer {
         Ok(buffer)
     }
 
+    /// A buffer of `len` zero bytes (zero elements of every element type).
+    pub(crate) fn zeroed(op: &'static str, len: usize) -> Result<Self> {
+        let buffer = Self::alloc(op, len)?;
+        // SAFETY: `ptr` is valid for `len` bytes, freshly allocated (or
+        // taken from the cache, where no copy uses it any more), and no other
+        // value refers to it yet.
+        unsafe { std::ptr::write_bytes(buffer.ptr, 0, len) };
+        Ok(buffer)
+    }
+
     /// Address of the first byte, for the driver's copies.
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
