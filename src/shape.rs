@@ -4,6 +4,7 @@
 //! strides and an offset into storage, which is what lets `permute`, `narrow`,
 //! `transpose` and broadcasting be views that copy nothing.
 
+use crate::element::Element;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
 use std::fmt;
@@ -390,6 +391,19 @@ pub(crate) fn check_elem_count(op: &'static str, device: impl FnOnce() -> String
             "{} would have more than 2^63 - 1 elements (the product of its dimensions overflows)",
             if shapes.len() > 1 { "the result" } else { "a tensor of this shape" }
         ),
+    })
+}
+
+/// The bytes of `len` elements of `E`, or an [`Error::Shape`] naming `op`
+/// when they would exceed `isize::MAX`, the most any allocation can hold.
+/// Every allocation's size goes through here (CPU buffers, device buffers,
+/// page-locked buffers), so a byte count never wraps.
+pub(crate) fn checked_bytes<E: Element>(op: &'static str, device: impl FnOnce() -> String, len: usize) -> Result<usize> {
+    len.checked_mul(size_of::<E>()).filter(|&bytes| bytes <= isize::MAX as usize).ok_or_else(|| Error::Shape {
+        op,
+        device: device(),
+        shapes: vec![Shape::from(len)],
+        reason: format!("{len} elements of {} need more than isize::MAX bytes, more than any memory holds", E::DTYPE.name()),
     })
 }
 

@@ -4,7 +4,7 @@
 use super::{Backend, sealed};
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
-use crate::shape::{Layout, Shape, for_each_block};
+use crate::shape::{Layout, checked_bytes, for_each_block};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
@@ -159,18 +159,10 @@ pub(crate) fn try_collect<E: Element>(op: &'static str, len: usize, values: impl
     Ok(out)
 }
 
-/// The memory layout of `len` elements of `E`, or an [`Error::Shape`] when
-/// it would exceed `isize::MAX` bytes, the most any allocation can hold.
+/// The memory layout of `len` elements of `E` (see [`checked_bytes`]).
 fn byte_layout<E: Element>(op: &'static str, len: usize) -> Result<std::alloc::Layout> {
-    std::alloc::Layout::array::<E>(len).map_err(|_| Error::Shape {
-        op,
-        device: Cpu::name(),
-        shapes: vec![Shape::from(len)],
-        reason: format!(
-            "{len} elements of {} need more than isize::MAX bytes, more than any memory holds",
-            E::DTYPE.name()
-        ),
-    })
+    let bytes = checked_bytes::<E>(op, Cpu::name, len)?;
+    Ok(std::alloc::Layout::from_size_align(bytes, align_of::<E>()).expect("checked_bytes bounds the size"))
 }
 
 /// The memory the host has available, for out-of-memory messages (Linux's

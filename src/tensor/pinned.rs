@@ -6,7 +6,7 @@ use crate::device::cuda::pinned::PinnedBuffer;
 use crate::device::{Cpu, Device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Shape, check_elem_count};
+use crate::shape::{Shape, check_elem_count, checked_bytes};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -85,14 +85,7 @@ impl<E: Element> PinnedTensor<E> {
         let shape = shape.into();
         let host = || "Cpu (page-locked memory)".to_string();
         let len = check_elem_count(OP, host, &[&shape])?;
-        let bytes = len.checked_mul(size_of::<E>()).filter(|&b| b <= isize::MAX as usize).ok_or_else(|| {
-            Error::Shape {
-                op: OP,
-                device: host(),
-                shapes: vec![shape.clone()],
-                reason: format!("{len} elements of {} need more than isize::MAX bytes", E::DTYPE.name()),
-            }
-        })?;
+        let bytes = checked_bytes::<E>(OP, host, len)?;
         // Zeroed where it lives: no host-sized vector first.
         let buffer = PinnedBuffer::zeroed(OP, bytes)?;
         Ok(PinnedTensor { buffer: Arc::new(buffer), shape, _element: PhantomData })

@@ -113,17 +113,7 @@ impl<E: Element> CudaStorage<E> {
     fn alloc_in(device: &Arc<CudaDevice>, op: &'static str, len: usize, for_transfer: bool) -> Result<Self> {
         // Checked: a wrapped byte count would allocate a small buffer that
         // the next kernel writes past.
-        let bytes = len.checked_mul(size_of::<E>()).filter(|&b| b <= isize::MAX as usize).ok_or_else(|| {
-            Error::Shape {
-                op,
-                device: device.name.clone(),
-                shapes: vec![crate::shape::Shape::from(len)],
-                reason: format!(
-                    "{len} elements of {} need more than isize::MAX bytes, more than any memory holds",
-                    E::DTYPE.name()
-                ),
-            }
-        })?;
+        let bytes = crate::shape::checked_bytes::<E>(op, || device.name.clone(), len)?;
         let block = match (len, for_transfer) {
             (0, _) => None,
             (_, false) => Some(device.alloc(op, bytes)?),
