@@ -12,4 +12,9 @@ cd "$(dirname "$0")/.."
 # Leaks are ignored because rayon's global pool threads outlive `main`.
 export PROPTEST_CASES="${PROPTEST_CASES:-4}"
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-tree-borrows -Zmiri-ignore-leaks}"
-cargo +nightly miri test --target-dir target/miri --lib --test tensor --test binary --test index "$@"
+# The whole CPU core: the library's unit tests and the CPU halves of the
+# device-generic suites (their CUDA halves skip: under Miri every GPU is
+# unavailable). Sizes shrink under cfg(miri) (tests/common/mod.rs `sized`).
+cargo +nightly miri test --target-dir target/miri --lib \
+    --test tensor --test binary --test unary --test compare --test reduce --test index --test matmul \
+    --test bad_input --test async_transfer "$@"

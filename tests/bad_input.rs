@@ -83,6 +83,9 @@ fn check_overflowing_shapes_are_shape_errors<D: Device>() {
 // ---- 2. Sizes that could exist but not in memory: Shape past isize::MAX bytes, OutOfMemory below
 
 fn check_impossible_allocations_are_errors<D: Device>() {
+    if cfg!(miri) {
+        return; // Miri stops at an allocation it cannot grant instead of returning null.
+    }
     // 2^61 f64 elements: a valid count, but 2^64 bytes.
     let err = Tensor::<D, f64>::try_zeros([1 << 61]).unwrap_err();
     assert_shape_error(err, "zeros", "2305843009213693952");
@@ -262,7 +265,8 @@ device_proptests! {
         // Creation: small counts succeed; anything else is a clean error. Counts
         // that could be granted lazily by an overcommitting allocator (a few
         // GiB) are left out: filling them would only cost time and memory.
-        let decisive = exact.is_none_or(|n| n <= 1 << 20 || n >= 1 << 45);
+        // (Under Miri only small ones: it stops at an allocation it cannot grant.)
+        let decisive = exact.is_none_or(|n| n <= 1 << 20 || (n >= 1 << 45 && !cfg!(miri)));
         for result in decisive.then(|| [
             Tensor::<D, u8>::try_zeros(dims.as_slice()).map(|t| t.elem_count()),
             Tensor::<D, f64>::try_full(dims.as_slice(), 1.5).map(|t| t.elem_count()),

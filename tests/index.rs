@@ -414,11 +414,12 @@ device_proptests! {
 // Large inputs: the parallel paths
 
 fn large_inputs_take_the_parallel_paths_correctly<D: Device>() {
-    let (rows, cols) = (700, 301);
+    let (rows, cols) = (sized(700, 80), sized(301, 41));
+    let (row_picks, col_picks_len) = (sized(500, 60), sized(400, 50));
     let data = values::<f32>(rows * cols, 11);
     let x = Tensor::<D>::from_slice(&data, [rows, cols]);
-    let picks = index_values(500, rows, 12);
-    let idx = Tensor::<D, i64>::from_slice(&picks, [500]);
+    let picks = index_values(row_picks, rows, 12);
+    let idx = Tensor::<D, i64>::from_slice(&picks, [row_picks]);
     let rows_out = x.index_select(0, &idx).to_vec();
     assert!(
         picks
@@ -426,9 +427,12 @@ fn large_inputs_take_the_parallel_paths_correctly<D: Device>() {
             .enumerate()
             .all(|(j, &p)| { rows_out[j * cols..(j + 1) * cols] == data[p as usize * cols..(p as usize + 1) * cols] })
     );
-    let col_picks = index_values(400, cols, 13);
-    let cols_out = x.index_select(1, &Tensor::<D, i64>::from_slice(&col_picks, [400])).to_vec();
-    assert!((0..rows).all(|r| (0..400).all(|j| cols_out[r * 400 + j] == data[r * cols + col_picks[j] as usize])));
+    let col_picks = index_values(col_picks_len, cols, 13);
+    let cols_out = x.index_select(1, &Tensor::<D, i64>::from_slice(&col_picks, [col_picks_len])).to_vec();
+    assert!(
+        (0..rows)
+            .all(|r| (0..col_picks_len).all(|j| cols_out[r * col_picks_len + j] == data[r * cols + col_picks[j] as usize]))
+    );
 
     let y = Tensor::<D>::from_slice(&values::<f32>(rows * 5, 14), [rows, 5]);
     let parts = [(vec![rows, cols], data.clone()), (vec![rows, 5], y.to_vec())];
@@ -441,7 +445,7 @@ fn large_inputs_take_the_parallel_paths_correctly<D: Device>() {
 fn large_gather_and_scatter_add_match_reference<D: Device>() {
     // Past the parallel threshold, on both kinds of axis and strided layouts.
     for (axis, v) in [(0, Variant::Contiguous), (1, Variant::Permuted), (1, Variant::Narrowed)] {
-        let case = (vec![300, 260], axis, vec![290, 250]);
+        let case = (vec![sized(300, 50), sized(260, 46)], axis, vec![sized(290, 48), sized(250, 44)]);
         check_gather::<D, f32>(case.clone(), false, 21, (v, v));
         check_scatter_add::<D, f32>(case, vec![1], true, 22, (v, v, v));
     }

@@ -175,12 +175,12 @@ fn wave(len: usize, phase: f64) -> Vec<f64> {
 
 fn check_threaded_paths<D: Device>() {
     // One product large enough to be split across threads, with a transposed operand.
-    let (m, k, n) = (130, 97, 110);
+    let (m, k, n) = (sized(130, 40), sized(97, 33), sized(110, 35));
     for (la, lb) in [(Layout::Common(Variant::Contiguous), Layout::Transposed), (Layout::Transposed, Layout::Common(Variant::Narrowed))] {
         check_matmul::<D, f32>(&wave(m * k, 0.1), &[m, k], &wave(k * n, 0.2), &[k, n], (la, lb));
     }
     // Many small products, handed to threads whole; the right side broadcasts.
-    let (batch, s) = (300, 16);
+    let (batch, s) = (sized(300, 20), 16);
     check_matmul::<D, f64>(
         &wave(batch * s * s, 0.3),
         &[batch, s, s],
@@ -274,8 +274,8 @@ fn dot_product_is_rank_zero_and_exact_on_small_integers<D: Device>() {
 /// also compare with the `Cpu` ones.
 fn large_products<D: Device>() -> Vec<f32> {
     let cases: [(&[usize], &[usize], Layout, Layout); 3] = [
-        (&[257, 40], &[40, 259], Layout::Transposed, Layout::Common(Variant::Contiguous)),
-        (&[3, 65, 129], &[129, 33], Layout::Common(Variant::Narrowed), Layout::Transposed),
+        (&[sized(257, 33), 40], &[40, sized(259, 35)], Layout::Transposed, Layout::Common(Variant::Contiguous)),
+        (&[3, sized(65, 9), sized(129, 17)], &[sized(129, 17), 33], Layout::Common(Variant::Narrowed), Layout::Transposed),
         (&[2, LARGE_SIZES[0]], &[LARGE_SIZES[0]], Layout::Common(Variant::Permuted), Layout::Common(Variant::Narrowed)),
     ];
     let mut all = Vec::new();

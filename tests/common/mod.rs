@@ -356,7 +356,7 @@ macro_rules! device_tests_vs_cpu {
 
 /// Property tests instantiated per device: each
 /// `fn name<D>(arg in strategy, ..) { body }` becomes `name::cpu` with
-/// `$cases` cases and `name::cuda0`, `name::cuda1` with [`cuda_cases`]
+/// `$cases` cases ([`cpu_cases`]: fewer under Miri) and `name::cuda0`, `name::cuda1` with [`cuda_cases`]
 /// cases, `D` naming the device inside the body.
 macro_rules! device_proptests {
     (cases = $cases:expr; $($(#[$meta:meta])* fn $name:ident<$d:ident>($($args:tt)*) $body:block)*) => {$(
@@ -365,7 +365,7 @@ macro_rules! device_proptests {
             #[allow(unused_imports)]
             use super::*;
             proptest::proptest! {
-                #![proptest_config(proptest::prelude::ProptestConfig::with_cases($cases))]
+                #![proptest_config(proptest::prelude::ProptestConfig::with_cases($crate::common::cpu_cases($cases)))]
                 #[test]
                 fn cpu($($args)*) {
                     type $d = devtensor::Cpu;
@@ -401,5 +401,24 @@ macro_rules! device_proptests {
 /// Element counts for the large-input cases: several CUDA blocks of 256
 /// threads (and several grid-stride rounds at the larger one), neither a
 /// multiple of 256, both past the CPU's parallel threshold. 1_000_003 is prime,
-/// so no block or chunk size divides it.
-pub const LARGE_SIZES: [usize; 2] = [70_000, 1_000_003];
+/// so no block or chunk size divides it. Smaller under Miri (see [`sized`]):
+/// past its lower parallel threshold of 2048, 4_099 being prime too.
+pub const LARGE_SIZES: [usize; 2] = if cfg!(miri) { [2_100, 4_099] } else { [70_000, 1_000_003] };
+
+/// `native`, or `miri` when the tests run under Miri (`scripts/miri.sh`).
+/// Miri interprets the code thousands of times slower than it runs natively,
+/// and the library's parallel and pooling thresholds are 32 times lower
+/// under it (`src/device/cpu.rs`), so a size 32 or more times smaller still
+/// reaches the same code paths.
+pub const fn sized(native: usize, miri: usize) -> usize {
+    if cfg!(miri) { miri } else { native }
+}
+
+/// Proptest cases for a `Cpu` instance whose file asks for `cases`: those,
+/// but under Miri `PROPTEST_CASES` (set by `scripts/miri.sh`), or 4.
+pub fn cpu_cases(cases: u32) -> u32 {
+    if !cfg!(miri) {
+        return cases;
+    }
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
+}

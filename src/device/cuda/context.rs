@@ -161,6 +161,11 @@ pub(crate) fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
     if let Some(device) = devices.get(&ordinal) {
         return Ok(device.clone());
     }
+    // Miri cannot call foreign code, `dlopen` included: under it every GPU
+    // (and page-locked memory, allocated through `Cuda<0>`) is unavailable.
+    if cfg!(miri) {
+        return Err(unavailable(ordinal, "Miri cannot load the CUDA driver"));
+    }
     // SAFETY: only tries to dlopen the driver library by its usual names.
     if !unsafe { sys::is_culib_present() } {
         return Err(unavailable(
