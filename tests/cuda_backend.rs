@@ -152,13 +152,22 @@ fn binary_ops<D: Device>() {
     let j = Tensor::<Cpu, i64>::from_vec((0..600).map(|v| v % 13 - 6).collect(), [600]);
     let (gi, gj) = (i.to::<D>(), j.to::<D>());
     same("i64 mul wraps", &(&gi * &gj), &(&i * &j));
-    let cpu_err = i.try_div(&j).unwrap_err();
-    let gpu_err = gi.try_div(&gj).unwrap_err();
-    assert!(matches!(gpu_err, Error::Argument { op: "div", .. }), "{gpu_err}");
-    assert_eq!(gpu_err.to_string(), cpu_err.to_string().replace("Cpu", &D::name()));
-    assert!(gi.try_div_scalar(0).is_err());
+    for (cpu_err, gpu_err, op) in [
+        (i.try_div_trunc(&j).unwrap_err(), gi.try_div_trunc(&gj).unwrap_err(), "div_trunc"),
+        (i.try_div_floor(&j).unwrap_err(), gi.try_div_floor(&gj).unwrap_err(), "div_floor"),
+    ] {
+        assert!(matches!(gpu_err, Error::Argument { op: o, .. } if o == op), "{gpu_err}");
+        assert_eq!(gpu_err.to_string(), cpu_err.to_string().replace("Cpu", &D::name()));
+    }
+    assert!(gi.try_div_trunc_scalar(0).is_err() && gj.try_rdiv_floor_scalar(5).is_err());
     let nonzero = j.try_add_scalar(100).unwrap();
-    same("i64 div", &(&gi / &nonzero.to::<D>()), &(&i / &nonzero));
+    let gnonzero = nonzero.to::<D>();
+    same("i64 div_trunc", &gi.div_trunc(&gnonzero), &i.div_trunc(&nonzero));
+    same("i64 div_floor", &gi.div_floor(&gnonzero), &i.div_floor(&nonzero));
+    same("i64 / (true division)", &(&gi / &gj), &(&i / &j));
+    let (f, g) = (i.to_dtype::<f64>(), j.to_dtype::<f64>());
+    same("f64 div_floor", &f.to::<D>().div_floor(&g.to::<D>()), &f.div_floor(&g));
+    same("f64 div_trunc", &f.to::<D>().div_trunc(&g.to::<D>()), &f.div_trunc(&g));
     let u = Tensor::<Cpu, u8>::from_vec((0..300).map(|v| v as u8).collect(), [300]);
     same("u8 add wraps", &(&u.to::<D>() + &u.to::<D>()), &(&u + &u));
     // Empty operands launch nothing.
@@ -525,7 +534,7 @@ fn out_of_memory() {
     }
     let budget = (5 * MIB).to_string();
     let text = run_child("out_of_memory", &[("DEVTENSOR_EMU_MEM_BYTES", Some(&budget))]);
-    assert!(text.contains("CHILD: out of memory on Cuda<0>"), "{text}");
+    assert!(text.contains("CHILD: zeros on Cuda<0>: out of memory: tried to allocate"), "{text}");
 }
 
 /// A layout of more dimensions than the kernels address, none mergeable:
@@ -567,9 +576,10 @@ fn two_axis_layouts<D: Device>() {
     same("in place + row", &in_place_d, &in_place);
     let ints = Tensor::<Cpu, i64>::from_vec((0..150 * 300).map(|v| v * 7 - 5000).collect(), [150, 300]);
     let divisors = Tensor::<Cpu, i64>::from_vec((0..300).map(|v| v % 13 + 1).collect(), [300]);
+    same("i64 div_floor row", &ints.to::<D>().div_floor(&divisors.to::<D>()), &ints.div_floor(&divisors));
     same("i64 / row", &(&ints.to::<D>() / &divisors.to::<D>()), &(&ints / &divisors));
     let zero_somewhere = Tensor::<Cpu, i64>::from_vec((0..300).map(|v| v % 13).collect(), [300]).to::<D>();
-    assert!(matches!(ints.to::<D>().try_div(&zero_somewhere), Err(Error::Argument { .. })));
+    assert!(matches!(ints.to::<D>().try_div_trunc(&zero_somewhere), Err(Error::Argument { .. })));
 }
 on_gpus!(two_axis_layouts_take_the_row_path, two_axis_layouts);
 

@@ -4,21 +4,29 @@
 //! caller, so the `as usize` conversions below cannot wrap.
 
 use super::IndexKernel;
-use crate::device::Cpu;
+use crate::device::{Backend, Cpu};
 use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, Shape, for_each_block};
 use rayon::prelude::*;
 
 /// The storage offset of every position of the sub-tensor `dims`/`strides`
 /// starting at `offset`, in row-major order.
-fn offsets_of(dims: &[usize], strides: &[usize], offset: usize) -> Vec<usize> {
-    let mut out = Vec::with_capacity(dims.iter().product());
+fn offsets_of(dims: &[usize], strides: &[usize], offset: usize) -> Result<Vec<usize>> {
+    let count: usize = dims.iter().product();
+    let mut out = Vec::new();
+    // Fallible: the dimensions may be those of a huge broadcast view.
+    out.try_reserve_exact(count).map_err(|_| Error::OutOfMemory {
+        op: "index_select",
+        device: Cpu::name(),
+        requested: count.saturating_mul(size_of::<usize>()),
+        free: None,
+    })?;
     for_each_block(dims, [strides], [offset], |[base], len, [stride]| {
         out.extend((0..len).map(|i| base + i * stride));
     });
-    out
+    Ok(out)
 }
 
 /// Copies the sub-tensor of `src` at `offset` with `dims`/`strides` into the
@@ -90,7 +98,7 @@ impl IndexKernel for Cpu {
         }
         let strides = src_layout.strides();
         let picks = index_offsets(indices.as_slice(), indices_layout, strides[axis])?;
-        let outer = offsets_of(&dims[..axis], &strides[..axis], src_layout.offset());
+        let outer = offsets_of(&dims[..axis], &strides[..axis], src_layout.offset())?;
         let (inner_dims, inner_strides) = (&dims[axis + 1..], &strides[axis + 1..]);
         if inner == 1 {
             // Selecting single elements: one plain loop per output row.
