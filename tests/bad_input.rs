@@ -284,3 +284,90 @@ device_proptests! {
         }
     }
 }
+
+/// The exact element count of `dims` in `u128`, `None` past `2^63 - 1`.
+fn exact_count(dims: &[usize]) -> Option<u128> {
+    let n = if dims.contains(&0) { 0 } else { dims.iter().try_fold(1u128, |acc, &d| acc.checked_mul(d as u128))? };
+    (n <= isize::MAX as u128).then_some(n)
+}
+
+/// Whether a result of `n` elements is worth materialising in a test: small,
+/// or so large that every allocator refuses it at once.
+fn decisive(n: Option<u128>) -> bool {
+    n.is_none_or(|n| n <= 1 << 16 || (n >= 1 << 45 && !cfg!(miri)))
+}
+
+device_proptests! {
+    cases = 256;
+
+    /// Binary, comparison, `where_cond`, `matmul` and `cat` on broadcast views
+    /// of edge-sized shapes: a correct result when the output can exist, a
+    /// shape or out-of-memory error when it cannot, and never a crash.
+    fn edge_shapes_through_every_op_family<D>(
+        a in prop::collection::vec(edge_dim(), 0..3),
+        b in prop::collection::vec(edge_dim(), 0..3),
+    ) {
+        let (Some(na), Some(_)) = (exact_count(&a), exact_count(&b)) else {
+            return Ok(()); // not even a view of these exists (checked above)
+        };
+        let (x, y) = (broadcast::<D, f32>(2.0, &a), broadcast::<D, f32>(4.0, &b));
+        let rank = a.len().max(b.len());
+        let dim = |d: &[usize], i: usize| if i + d.len() >= rank { d[i + d.len() - rank] } else { 1 };
+        let out: Option<Vec<usize>> = (0..rank)
+            .map(|i| match (dim(&a, i), dim(&b, i)) {
+                (p, q) if p == q => Some(p),
+                (1, q) => Some(q),
+                (p, 1) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let expect = |result: devtensor::Result<Vec<f32>>, value: f32, what: &str| -> Result<(), TestCaseError> {
+            match (&out, result) {
+                (None, Err(Error::Shape { .. })) => {}
+                (Some(dims), Ok(v)) => {
+                    prop_assert_eq!(v.len() as u128, exact_count(dims).unwrap(), "{} {:?} {:?}", what, a, b);
+                    prop_assert!(v.iter().all(|&e| e == value), "{} {:?} {:?}", what, a, b);
+                }
+                (Some(dims), Err(Error::Shape { .. } | Error::OutOfMemory { .. })) => {
+                    prop_assert!(exact_count(dims).is_none_or(|n| n >= 1 << 45), "{} {:?} {:?}", what, a, b);
+                }
+                (_, other) => prop_assert!(false, "{} {:?} {:?}: {:?}", what, a, b, other.map(|v| v.len())),
+            }
+            Ok(())
+        };
+        if decisive(out.as_deref().and_then(exact_count)) {
+            expect(x.try_add(&y).and_then(|t| t.try_to_vec()), 6.0, "add")?;
+            expect(x.try_div(&y).and_then(|t| t.try_to_vec()), 0.5, "div")?;
+            expect(x.try_lt(&y).and_then(|t| t.try_to_dtype::<f32>()).and_then(|t| t.try_to_vec()), 1.0, "lt")?;
+            let mask = broadcast::<D, u8>(0, &a);
+            expect(mask.try_where_cond(&x, &y).and_then(|t| t.try_to_vec()), 4.0, "where_cond")?;
+        }
+        // cat along a new leading axis of size 1 each: 2 * na elements when a == b.
+        if a == b && decisive(na.checked_mul(2)) {
+            let joined = Tensor::try_stack(&[&x, &x], 0).and_then(|t| t.try_to_vec());
+            match joined {
+                Ok(v) => prop_assert!(v.len() as u128 == 2 * na && v.iter().all(|&e| e == 2.0)),
+                Err(Error::Shape { .. } | Error::OutOfMemory { .. }) => prop_assert!(2 * na >= 1 << 45),
+                Err(other) => prop_assert!(false, "stack {:?}: {}", a, other),
+            }
+        }
+        // matmul of [m, k] by [k, n] views: m * n outputs of k products each.
+        if let ([m, k], [k2, n]) = (a.as_slice(), b.as_slice()) {
+            let work = (*m as u128).saturating_mul(*n as u128).saturating_mul(*k as u128);
+            let impossible = exact_count(&[*m, *n]).is_none_or(|c| c >= 1 << 45);
+            if k == k2 && work > 1 << 16 && !impossible {
+                return Ok(()); // a valid product too long to compute here
+            }
+            match x.try_matmul(&y) {
+                Err(Error::Shape { .. }) if k != k2 => {}
+                Err(Error::Shape { .. } | Error::OutOfMemory { .. }) => prop_assert!(impossible, "matmul {:?} {:?}", a, b),
+                Ok(p) => {
+                    let v = p.to_vec();
+                    prop_assert!(v.len() == m * n && v.iter().all(|&e| e == 8.0 * *k as f32), "matmul {:?} {:?}", a, b);
+                }
+                Err(other) => prop_assert!(false, "matmul {:?} {:?}: {}", a, b, other),
+            }
+        }
+    }
+}
+
