@@ -122,6 +122,11 @@ fn check_broadcast_reductions_do_not_materialise<D: Device>() {
     assert_eq!(rows.mean_keepdim(0).to_vec2(), vec![vec![1.0, -2.0, 3.5]]);
     assert_eq!(rows.max_axis(0).to_vec(), vec![1.0, -2.0, 3.5]);
     assert_eq!(rows.argmax(0).to_vec(), vec![0, 0, 0]);
+    // The flat index of the first extreme: row 0, columns 2 and 1.
+    assert_eq!((rows.argmax_all().item(), rows.argmin_all().item()), (2, 1));
+    let cols = Tensor::<D>::from_vec(vec![1.0, 5.0, 5.0, -1.0], [4, 1]).broadcast_to([4, TERA]);
+    assert_eq!(cols.argmax_all().item(), TERA as i64); // [1, 0]
+    assert_eq!(cols.argmin_all().item(), 3 * TERA as i64); // [3, 0]
     assert_eq!(rows.sum().item(), 2.5 * TERA as f64);
     // Integer sums of a broadcast view are the wrapped products, exactly.
     let sevens = broadcast::<D, i64>(7, &[TERA, 4]);

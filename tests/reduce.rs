@@ -265,6 +265,42 @@ fn integer_values<E: Element>(vals: &[f64]) -> Vec<f64> {
 device_proptests! {
     cases = 96;
 
+    /// Reductions of a broadcast view, which skip its stride-0 axes (sums
+    /// scale by the repeat count, arg-reductions map the view's pick back),
+    /// agree with the same reductions of a dense copy; values repeat, so
+    /// ties test the first-occurrence rule.
+    fn broadcast_views_match_their_dense_copies<D>(
+        (big, small) in broadcast_pair(4, 4),
+        seed in prop::collection::vec(-3i64..3, 1..6),
+        nan in any::<bool>(),
+    ) {
+        let (big, small) = if small.iter().product::<usize>() <= big.iter().product() { (big, small) } else { (small, big) };
+        let Some(out) = broadcast_dims(&big, &small) else { return Ok(()) };
+        let mut data: Vec<f64> = (0..small.iter().product::<usize>()).map(|i| seed[i % seed.len()] as f64).collect();
+        if nan && data.len() > 1 {
+            data[1] = f64::NAN;
+        }
+        let view = Tensor::<D, f64>::from_vec(data, small.clone()).broadcast_to(out.clone());
+        let dense = view.contiguous();
+        let same = |a: Vec<f64>, b: Vec<f64>| a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
+        prop_assert!(same(view.sum().to_vec(), dense.sum().to_vec()), "sum {:?} -> {:?}", small, out);
+        if view.elem_count() > 0 {
+            prop_assert!(same(view.max().to_vec(), dense.max().to_vec()));
+            prop_assert!(same(view.min().to_vec(), dense.min().to_vec()));
+            prop_assert_eq!(view.argmax_all().item(), dense.argmax_all().item(), "argmax_all {:?} -> {:?}", small, out);
+            prop_assert_eq!(view.argmin_all().item(), dense.argmin_all().item(), "argmin_all {:?} -> {:?}", small, out);
+        }
+        for axis in 0..out.len() as isize {
+            prop_assert!(same(view.sum_axis(axis).to_vec(), dense.sum_axis(axis).to_vec()), "sum_axis {}", axis);
+            prop_assert!(same(view.mean_keepdim(axis).to_vec(), dense.mean_keepdim(axis).to_vec()), "mean_keepdim {}", axis);
+            if out[axis as usize] > 0 {
+                prop_assert!(same(view.max_axis(axis).to_vec(), dense.max_axis(axis).to_vec()), "max_axis {}", axis);
+                prop_assert_eq!(view.argmin(axis).to_vec(), dense.argmin(axis).to_vec(), "argmin {}", axis);
+                prop_assert_eq!(view.argmax_keepdim(axis).to_vec(), dense.argmax_keepdim(axis).to_vec(), "argmax {}", axis);
+            }
+        }
+    }
+
     fn reductions_match_reference_f32<D>((dims, vals) in shaped(special_value()), v in variant()) {
         check_reductions::<D, f32>(&dims, &vals, v);
     }

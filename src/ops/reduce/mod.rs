@@ -230,8 +230,26 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.elem_count() == 0 {
             return Err(empty_error(name, D::name(), self.shape(), None));
         }
-        let storage = self.with_flat(false, |storage, layout| D::arg_reduce(op, storage, layout, 0))?;
-        Ok(Tensor::from_storage(storage, Shape::from(())))
+        let (view, repeat) = self.without_broadcast_axes();
+        let storage = view.with_flat(false, |storage, layout| D::arg_reduce(op, storage, layout, 0))?;
+        let index = Tensor::from_storage(storage, Shape::from(()));
+        if repeat == 1 {
+            return Ok(index);
+        }
+        // The view keeps the row-major order of the distinct elements, and
+        // each one first occurs with every broadcast index 0: the view's
+        // pick, placed at those indices, is the first occurrence overall.
+        let mut at = index.try_item()? as usize;
+        let (dims, strides) = (self.dims(), self.layout().strides());
+        let (mut flat, mut place) = (0usize, 1usize);
+        for (&d, &s) in dims.iter().zip(strides).rev() {
+            if !(s == 0 && d > 1) {
+                flat += (at % d) * place;
+                at /= d;
+            }
+            place *= d; // a suffix product of the element count, which fits
+        }
+        Tensor::try_scalar(flat as i64)
     }
 
     /// An arg-reduction along `axis`, removed or kept as size 1.
