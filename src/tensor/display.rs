@@ -60,9 +60,11 @@ impl Style {
     }
 }
 
-/// Writes the nested brackets for `dims` over row-major `cells`.
+/// Writes the nested brackets for `dims` over row-major `cells`, which hold
+/// only the shown elements when summarising (see [`edges`]).
 struct Printer<'a> {
     dims: &'a [usize],
+    cell_dims: &'a [usize],
     cells: &'a [String],
     width: usize,
     summarise: bool,
@@ -81,7 +83,11 @@ impl Printer<'_> {
 
     fn write(&self, out: &mut String, axis: usize, base: usize) {
         let n = self.dims[axis];
-        let stride: usize = self.dims[axis + 1..].iter().product();
+        let stride: usize = self.cell_dims[axis + 1..].iter().product();
+        // Where index `i` of the full axis sits among the kept cells.
+        // Where index `i` of the full axis sits among the kept cells: a
+        // summarised axis keeps its first and last `EDGE_ITEMS`.
+        let cell = |i: usize| if self.cell_dims[axis] < n && i >= EDGE_ITEMS { i - (n - 2 * EDGE_ITEMS) } else { i };
         out.push('[');
         let last_axis = axis + 1 == self.dims.len();
         let separator = if last_axis {
@@ -96,18 +102,35 @@ impl Printer<'_> {
             }
             match (index, last_axis) {
                 (None, _) => out.push_str("..."),
-                (Some(i), true) => out.push_str(&format!("{:>w$}", self.cells[base + i * stride], w = self.width)),
-                (Some(i), false) => self.write(out, axis + 1, base + i * stride),
+                (Some(i), true) => out.push_str(&format!("{:>w$}", self.cells[base + cell(i) * stride], w = self.width)),
+                (Some(i), false) => self.write(out, axis + 1, base + cell(i) * stride),
             }
         }
         out.push(']');
     }
 }
 
+/// The elements a summary shows: each axis longer than `2 * EDGE_ITEMS`
+/// cut to its first and last `EDGE_ITEMS`, so that printing a huge tensor
+/// (or a broadcast view larger than memory) reads only what it prints.
+fn edges<D: Device, E: Element>(tensor: &Tensor<D, E>) -> crate::Result<Tensor<D, E>> {
+    let mut kept = tensor.clone();
+    for (axis, &n) in tensor.dims().iter().enumerate() {
+        if n > 2 * EDGE_ITEMS {
+            let head = kept.try_narrow(axis as isize, 0, EDGE_ITEMS)?;
+            let tail = kept.try_narrow(axis as isize, n - EDGE_ITEMS, EDGE_ITEMS)?;
+            kept = Tensor::try_cat(&[&head, &tail], axis as isize)?;
+        }
+    }
+    Ok(kept)
+}
+
 impl<D: Device, E: Element> fmt::Display for Tensor<D, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let values = match self.try_to_vec() {
-            Ok(values) => values,
+        let summarise = self.elem_count() > SUMMARY_THRESHOLD;
+        let shown = if summarise { edges(self) } else { Ok(self.clone()) };
+        let (shown, values) = match shown.and_then(|t| t.try_to_vec().map(|v| (t, v))) {
+            Ok(read) => read,
             Err(err) => return write!(f, "tensor(<unreadable: {err}>)"),
         };
         let style = Style::choose(&values);
@@ -117,10 +140,9 @@ impl<D: Device, E: Element> fmt::Display for Tensor<D, E> {
             [] => body.push_str(&cells[0]),
             dims if dims.contains(&0) => body.push_str("[]"),
             dims => {
-                let summarise = values.len() > SUMMARY_THRESHOLD;
                 let width = cells.iter().map(String::len).max().unwrap_or(0);
                 let indent = "tensor(".len();
-                Printer { dims, cells: &cells, width, summarise, indent }.write(&mut body, 0, 0);
+                Printer { dims, cell_dims: shown.dims(), cells: &cells, width, summarise, indent }.write(&mut body, 0, 0);
             }
         }
         write!(f, "tensor({body}")?;
@@ -173,6 +195,15 @@ mod tests {
     fn prints_nested_blocks() {
         let x = Tensor::<Cpu, i64>::from_vec((0..8).collect(), [2, 2, 2]);
         assert_eq!(x.to_string(), "tensor([[[0, 1],\n         [2, 3]],\n\n        [[4, 5],\n         [6, 7]]])");
+    }
+
+    #[test]
+    fn summaries_read_only_the_edges() {
+        // 2^40 elements: printed from the 6 it shows, not materialised.
+        let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.5], [2]).broadcast_to([1 << 39, 2]);
+        let text = x.to_string();
+        assert!(text.starts_with("tensor([[1.0000, 2.5000],\n        [1.0000, 2.5000],"), "{text}");
+        assert!(text.contains("        ...,\n") && text.ends_with("[1.0000, 2.5000]])"), "{text}");
     }
 
     #[test]
