@@ -46,6 +46,7 @@ impl Shape {
     /// Saturates at `usize::MAX` for a shape too large to exist (see
     /// [`checked_elem_count`](Self::checked_elem_count)); no tensor has such
     /// a shape, since every operation that makes one checks it first.
+    #[inline]
     pub fn elem_count(&self) -> usize {
         self.checked_elem_count().unwrap_or(usize::MAX)
     }
@@ -60,11 +61,17 @@ impl Shape {
     /// assert_eq!(Shape::from([1 << 32, 1 << 32]).checked_elem_count(), None);
     /// assert_eq!(Shape::from([1 << 62, 1 << 62, 0]).checked_elem_count(), Some(0));
     /// ```
+    #[inline]
     pub fn checked_elem_count(&self) -> Option<usize> {
-        if self.0.contains(&0) {
-            return Some(0);
+        let mut count = 1usize;
+        for &dim in &self.0 {
+            match count.checked_mul(dim) {
+                Some(next) => count = next,
+                // An overflowing product is still 0 if a later dimension is.
+                None => return self.0.contains(&0).then_some(0),
+            }
         }
-        self.0.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= MAX_ELEMS)
+        (count <= MAX_ELEMS).then_some(count)
     }
 
     /// Row-major (C-contiguous) strides for this shape. Saturating, so that
@@ -214,6 +221,7 @@ impl Layout {
     }
 
     /// Number of elements.
+    #[inline]
     pub fn elem_count(&self) -> usize {
         self.shape.elem_count()
     }
@@ -398,13 +406,22 @@ pub(crate) fn check_elem_count(op: &'static str, device: impl FnOnce() -> String
 /// when they would exceed `isize::MAX`, the most any allocation can hold.
 /// Every allocation's size goes through here (CPU buffers, device buffers,
 /// page-locked buffers), so a byte count never wraps.
+#[inline]
 pub(crate) fn checked_bytes<E: Element>(op: &'static str, device: impl FnOnce() -> String, len: usize) -> Result<usize> {
-    len.checked_mul(size_of::<E>()).filter(|&bytes| bytes <= isize::MAX as usize).ok_or_else(|| Error::Shape {
+    match len.checked_mul(size_of::<E>()) {
+        Some(bytes) if bytes <= isize::MAX as usize => Ok(bytes),
+        _ => Err(too_many_bytes(op, device(), len, E::DTYPE.name())),
+    }
+}
+
+#[cold]
+fn too_many_bytes(op: &'static str, device: String, len: usize, dtype: &str) -> Error {
+    Error::Shape {
         op,
-        device: device(),
+        device,
         shapes: vec![Shape::from(len)],
-        reason: format!("{len} elements of {} need more than isize::MAX bytes, more than any memory holds", E::DTYPE.name()),
-    })
+        reason: format!("{len} elements of {dtype} need more than isize::MAX bytes, more than any memory holds"),
+    }
 }
 
 /// Resolves `axis` against `shape` or reports it out of range. A rank-0

@@ -152,15 +152,27 @@ pub(crate) fn zeroed_vec<E: Element>(op: &'static str, len: usize) -> Result<Vec
 /// `len` elements gathered from an iterator into a fallibly allocated vector.
 pub(crate) fn try_collect<E: Element>(op: &'static str, len: usize, values: impl Iterator<Item = E>) -> Result<Vec<E>> {
     let mut out = Vec::new();
-    let layout = byte_layout::<E>(op, len)?;
-    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-        op,
-        device: Cpu::name(),
-        requested: layout.size(),
-        free: host_available_bytes(),
-    })?;
+    reserve(op, &mut out, len)?;
     out.extend(values.take(len));
     Ok(out)
+}
+
+/// A copy of `src` in a fallibly allocated vector (see [`output_buffer`]).
+pub(crate) fn try_copy<E: Element>(op: &'static str, src: &[E]) -> Result<Vec<E>> {
+    if is_small_output::<E>(src.len()) {
+        return Ok(src.to_vec()); // small: no size a user could make impossible
+    }
+    let mut out = Vec::new();
+    reserve(op, &mut out, src.len())?;
+    out.extend_from_slice(src);
+    Ok(out)
+}
+
+/// Reserves room for exactly `len` elements, or fails as [`output_buffer`] does.
+fn reserve<E: Element>(op: &'static str, out: &mut Vec<E>, len: usize) -> Result<()> {
+    let bytes = checked_bytes::<E>(op, Cpu::name, len)?;
+    out.try_reserve_exact(len)
+        .map_err(|_| Error::OutOfMemory { op, device: Cpu::name(), requested: bytes, free: host_available_bytes() })
 }
 
 /// The memory layout of `len` elements of `E` (see [`checked_bytes`]).
@@ -363,10 +375,7 @@ impl Backend for Cpu {
     fn storage_to_vec<E: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<Vec<E>> {
         match layout.contiguous_range() {
             // Not a pooled buffer: the caller keeps it.
-            Some(range) => {
-                let src = &storage.data[range];
-                try_collect("to_vec", src.len(), src.iter().copied())
-            }
+            Some(range) => try_copy("to_vec", &storage.data[range]),
             None => map_strided("to_vec", &storage.data, layout, |x| x),
         }
     }

@@ -53,8 +53,17 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 
     /// A tensor sharing this one's storage under another layout.
+    ///
+    /// Every view goes through here, so the check that the layout stays
+    /// inside the storage is kept in release builds: it costs a loop over
+    /// the axes, and a view that escaped its storage would have GPU kernels
+    /// (and the CPU matmul's raw pointers) read out of bounds.
     pub(crate) fn with_layout(&self, layout: Layout) -> Self {
-        debug_assert!(layout.fits_in(D::storage_len(&self.storage)));
+        assert!(
+            layout.fits_in(D::storage_len(&self.storage)),
+            "a view of {} elements reaches past its storage: {layout:?}",
+            D::storage_len(&self.storage)
+        );
         Tensor { storage: Arc::clone(&self.storage), layout }
     }
 

@@ -134,10 +134,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// and how many times each remaining element repeats in the full tensor.
     /// A reduction over a broadcast view then touches only the memory that
     /// exists: `ones([1]).broadcast_to([1 << 40]).sum()` adds one element.
-    fn without_broadcast_axes(&self) -> (Self, usize) {
+    /// `None` when there is nothing to skip.
+    fn without_broadcast_axes(&self) -> Option<(Self, usize)> {
         let l = self.layout();
-        if self.elem_count() == 0 || !l.strides().contains(&0) {
-            return (self.clone(), 1);
+        let broadcast = l.dims().iter().zip(l.strides()).any(|(&d, &s)| s == 0 && d > 1);
+        if !broadcast || self.elem_count() == 0 {
+            return None;
         }
         let (mut dims, mut strides, mut repeat) = (Dims::new(), Dims::new(), 1usize);
         for (&d, &s) in l.dims().iter().zip(l.strides()) {
@@ -148,17 +150,25 @@ impl<D: Device, E: Element> Tensor<D, E> {
                 strides.push(s);
             }
         }
-        (self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())), repeat)
+        Some((self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())), repeat))
     }
 
-    /// This tensor as the input of a sum: itself, or converted to
-    /// `E::Sum` (a `u8` mask to `i64`) so that the count cannot wrap.
-    fn widened_for_sum(&self) -> Result<Tensor<D, E::Sum>> {
+    /// Runs `f` on this tensor as the input of a sum: itself when `E::Sum`
+    /// is `E`, or converted to `E::Sum` (a `u8` mask to `i64`) so that the
+    /// count cannot wrap.
+    fn as_sum_input<T>(&self, f: impl FnOnce(&Tensor<D, E::Sum>) -> Result<T>) -> Result<T> {
         let any: &dyn std::any::Any = self;
         match any.downcast_ref::<Tensor<D, E::Sum>>() {
-            Some(same) => Ok(same.clone()),
-            None => self.try_to_dtype::<E::Sum>(),
+            Some(same) => f(same),
+            None => f(&self.try_to_dtype::<E::Sum>()?),
         }
+    }
+
+    /// The whole-tensor reduction `op` of the elements as they are, as a
+    /// rank-0 tensor.
+    fn reduce_flat(&self, op: ReduceOp) -> Result<Self> {
+        let storage = self.with_flat(true, |storage, layout| D::reduce(op, storage, layout, 0))?;
+        Ok(Tensor::from_storage(storage, Shape::from(())))
     }
 
     /// A rank-0 tensor's reduction along axis 0 or -1 (PyTorch treats the
@@ -169,27 +179,28 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// The sum of every element, as a rank-0 tensor of `E::Sum`.
     fn sum_all(&self) -> Result<Tensor<D, E::Sum>> {
-        let (view, repeat) = self.without_broadcast_axes();
-        let wide = view.widened_for_sum()?;
-        let storage = wide.with_flat(true, |storage, layout| D::reduce(ReduceOp::Sum, storage, layout, 0))?;
-        let sum = Tensor::from_storage(storage, Shape::from(()));
-        scale_by_repeat(sum, repeat)
+        if let Some((view, repeat)) = self.without_broadcast_axes() {
+            return scale_by_repeat(view.sum_all()?, repeat);
+        }
+        self.as_sum_input(|x| x.reduce_flat(ReduceOp::Sum))
     }
 
     /// The sums along `axis`, removed or kept as size 1, in `E::Sum`.
     fn sum_along(&self, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, E::Sum>> {
         let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
-            return self.widened_for_sum();
+            return self.as_sum_input(|x| Ok(x.clone()));
         };
         let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
         if stride == 0 && len > 1 {
             // Every element along the axis is the same one: `len` times it.
-            let one = self.broadcast_slice(axis, keepdim)?.widened_for_sum()?;
-            return scale_by_repeat(one, len);
+            let one = self.broadcast_slice(axis, keepdim)?;
+            return one.as_sum_input(|x| scale_by_repeat(x.try_contiguous()?, len));
         }
-        let wide = self.widened_for_sum()?;
-        let storage = D::reduce(ReduceOp::Sum, wide.storage(), wide.layout(), axis)?;
-        Ok(Tensor::from_storage(storage, reduced_shape(self.shape(), axis, keepdim)))
+        let shape = reduced_shape(self.shape(), axis, keepdim);
+        self.as_sum_input(|x| {
+            let storage = D::reduce(ReduceOp::Sum, x.storage(), x.layout(), axis)?;
+            Ok(Tensor::from_storage(storage, shape))
+        })
     }
 
     /// The first slice along `axis` (removed, or kept as size 1): along a
@@ -204,9 +215,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.elem_count() == 0 {
             return Err(empty_error(name, D::name(), self.shape(), None));
         }
-        let (view, _) = self.without_broadcast_axes();
-        let storage = view.with_flat(true, |storage, layout| D::reduce(op, storage, layout, 0))?;
-        Ok(Tensor::from_storage(storage, Shape::from(())))
+        match self.without_broadcast_axes() {
+            Some((view, _)) => view.reduce_flat(op),
+            None => self.reduce_flat(op),
+        }
     }
 
     /// A `max` or `min` along `axis`, removed or kept as size 1.
@@ -230,12 +242,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.elem_count() == 0 {
             return Err(empty_error(name, D::name(), self.shape(), None));
         }
-        let (view, repeat) = self.without_broadcast_axes();
+        let Some((view, _)) = self.without_broadcast_axes() else {
+            let storage = self.with_flat(false, |storage, layout| D::arg_reduce(op, storage, layout, 0))?;
+            return Ok(Tensor::from_storage(storage, Shape::from(())));
+        };
         let storage = view.with_flat(false, |storage, layout| D::arg_reduce(op, storage, layout, 0))?;
-        let index = Tensor::from_storage(storage, Shape::from(()));
-        if repeat == 1 {
-            return Ok(index);
-        }
+        let index = Tensor::<D, i64>::from_storage(storage, Shape::from(()));
         // The view keeps the row-major order of the distinct elements, and
         // each one first occurs with every broadcast index 0: the view's
         // pick, placed at those indices, is the first occurrence overall.
