@@ -10,7 +10,7 @@
 #[macro_use]
 mod common;
 
-use devtensor::{Device, Element, Error, PinnedTensor, Shape, Tensor};
+use devtensor::{Cpu, Device, Element, Error, PinnedTensor, Shape, Tensor};
 use proptest::prelude::*;
 
 const BIG: usize = 1 << 32; // BIG * BIG overflows `usize`
@@ -99,7 +99,15 @@ fn check_impossible_allocations_are_errors<D: Device>() {
     }
     // Materialising a 4 TiB broadcast view.
     let huge = broadcast::<D, f32>(1.0, &[TERA]);
-    for err in [huge.try_to_vec().unwrap_err(), huge.try_contiguous().unwrap_err(), huge.try_exp().unwrap_err()] {
+    let mut errors = vec![huge.try_to_vec().unwrap_err(), huge.try_contiguous().unwrap_err(), huge.try_exp().unwrap_err()];
+    if D::cuda_ordinal().is_some() {
+        // Asynchronous moves off and onto the GPU stage through page-locked memory.
+        errors.push(huge.try_to_async::<Cpu>().and_then(|p| p.try_wait()).unwrap_err());
+        let host = broadcast::<Cpu, f32>(1.0, &[TERA]);
+        errors.push(host.try_to_async::<D>().and_then(|p| p.try_join()).unwrap_err());
+        errors.push(host.try_to::<D>().unwrap_err());
+    }
+    for err in errors {
         let message = err.to_string();
         assert!(matches!(err, Error::OutOfMemory { requested, .. } if requested >= 4 * TERA), "{message}");
         assert!(message.contains("out of memory") && message.contains(&(4 * TERA).to_string()), "{message}");

@@ -123,7 +123,9 @@ pub(crate) fn download<E: Element>(
     owner: Box<dyn Any + Send>,
 ) -> Result<(Arc<PinnedBuffer>, Fence)> {
     let n = layout.elem_count();
-    let staging = Arc::new(PinnedBuffer::alloc(op, n * size_of::<E>())?);
+    // Checked: `layout` may be a broadcast view far larger than memory.
+    let bytes = crate::shape::checked_bytes::<E>(op, || from.name.clone(), n)?;
+    let staging = Arc::new(PinnedBuffer::alloc(op, bytes)?);
     if n == 0 {
         return Ok((staging, Fence::done()));
     }
@@ -135,7 +137,7 @@ pub(crate) fn download<E: Element>(
     // SAFETY: `src_ptr` addresses `n` live elements, kept alive by the fence
     // (`owner`, `dense`) until the copy completes; `staging` is page-locked,
     // holds `n` elements, and host code waits for its uses before touching it.
-    unsafe { sys::cuMemcpyDtoHAsync_v2(staging.ptr().cast(), src_ptr, n * size_of::<E>(), copy.cu_stream()) }
+    unsafe { sys::cuMemcpyDtoHAsync_v2(staging.ptr().cast(), src_ptr, bytes, copy.cu_stream()) }
         .result()
         .map_err(|e| from.error(op, format_args!("device-to-host copy: {e}")))?;
     staging.add_use(from.record(op, copy)?);
