@@ -289,6 +289,29 @@ impl Layout {
             .try_fold(self.offset, |acc, (&d, &s)| (d - 1).checked_mul(s).and_then(|step| acc.checked_add(step)))
     }
 
+    /// This layout without its broadcast axes (stride 0, size above 1):
+    /// its distinct elements, in their row-major order, and how many times
+    /// each one repeats. `None` when it has no such axis or no element.
+    ///
+    /// Reductions and index checks over a broadcast view then read only the
+    /// memory that exists.
+    pub(crate) fn without_broadcast_axes(&self) -> Option<(Layout, usize)> {
+        let repeats = |(&d, &s): (&usize, &usize)| s == 0 && d > 1;
+        if self.elem_count() == 0 || !self.dims().iter().zip(&self.strides).any(repeats) {
+            return None;
+        }
+        let (mut dims, mut strides, mut repeat) = (Dims::new(), Dims::new(), 1usize);
+        for (d, s) in self.dims().iter().zip(&self.strides) {
+            if repeats((d, s)) {
+                repeat *= d; // a factor of the element count, which fits
+            } else {
+                dims.push(*d);
+                strides.push(*s);
+            }
+        }
+        Some((Layout { shape: Shape(dims), strides, offset: self.offset }, repeat))
+    }
+
     /// Checks a storage length holds every element this layout can reach.
     pub(crate) fn fits_in(&self, storage_len: usize) -> bool {
         self.elem_count() == 0 || self.last_offset().is_some_and(|last| last < storage_len)

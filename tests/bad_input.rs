@@ -141,6 +141,10 @@ fn check_broadcast_reductions_do_not_materialise<D: Device>() {
     assert_eq!(sevens.sum().item(), 7 * 4 * TERA as i64);
     let mask = broadcast::<D, u8>(1, &[TERA]);
     assert_eq!(mask.sum().item(), TERA as i64);
+    // Indices are checked once per distinct element: 2^40 copies of a bad one.
+    let picks = broadcast::<D, i64>(7, &[TERA]);
+    let err = Tensor::<D>::ones([4, 3]).try_index_select(0, &picks).unwrap_err();
+    assert!(matches!(err, Error::Index { op: "index_select", index: 7, .. }), "{err}");
     assert_device_works::<D>();
 }
 

@@ -97,7 +97,11 @@ fn shape_error<D: Device>(op: &'static str, shapes: Vec<Shape>, reason: String) 
 
 /// Fails with [`Error::Index`] when an index is outside `0..shape[axis]`.
 fn check_indices<D: Device>(op: &'static str, shape: &Shape, axis: usize, indices: &Tensor<D, i64>) -> Result<()> {
-    match D::first_out_of_range(indices.storage(), indices.layout(), shape.dims()[axis])? {
+    // A broadcast index tensor repeats its distinct indices: check those
+    // (in the same order, so the first bad one is the same).
+    let distinct = indices.layout().without_broadcast_axes().map(|(layout, _)| layout);
+    let layout = distinct.as_ref().unwrap_or(indices.layout());
+    match D::first_out_of_range(indices.storage(), layout, shape.dims()[axis])? {
         None => Ok(()),
         Some(index) => Err(Error::Index { op, device: D::name(), shape: shape.clone(), axis, index }),
     }
@@ -137,11 +141,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
         let indices: &Tensor<D, i64> = same_device(indices);
         let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
         check_one_dim::<D>(OP, &[self.shape(), indices.shape()], indices.shape())?;
-        check_indices(OP, self.shape(), ax, indices)?;
         let mut dims = self.dims().to_vec();
         dims[ax] = indices.elem_count();
         let shape = Shape::from(dims);
         check_elem_count(OP, D::name, &[self.shape(), indices.shape(), &shape])?;
+        check_indices(OP, self.shape(), ax, indices)?;
         let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
         Ok(Tensor::from_storage(storage, shape))
     }

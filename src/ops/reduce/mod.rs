@@ -130,27 +130,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
         }
     }
 
-    /// This tensor without its broadcast axes (stride 0, size above 1),
-    /// and how many times each remaining element repeats in the full tensor.
-    /// A reduction over a broadcast view then touches only the memory that
-    /// exists: `ones([1]).broadcast_to([1 << 40]).sum()` adds one element.
-    /// `None` when there is nothing to skip.
+    /// This tensor without its broadcast axes, and how many times each
+    /// remaining element repeats ([`Layout::without_broadcast_axes`]): a
+    /// reduction over a broadcast view then touches only the memory that
+    /// exists, so `ones([1]).broadcast_to([1 << 40]).sum()` adds one element.
     fn without_broadcast_axes(&self) -> Option<(Self, usize)> {
-        let l = self.layout();
-        let broadcast = l.dims().iter().zip(l.strides()).any(|(&d, &s)| s == 0 && d > 1);
-        if !broadcast || self.elem_count() == 0 {
-            return None;
-        }
-        let (mut dims, mut strides, mut repeat) = (Dims::new(), Dims::new(), 1usize);
-        for (&d, &s) in l.dims().iter().zip(l.strides()) {
-            if s == 0 && d > 1 {
-                repeat *= d; // a factor of the element count, which fits
-            } else {
-                dims.push(d);
-                strides.push(s);
-            }
-        }
-        Some((self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())), repeat))
+        let (layout, repeat) = self.layout().without_broadcast_axes()?;
+        Some((self.with_layout(layout), repeat))
     }
 
     /// Runs `f` on this tensor as the input of a sum: itself when `E::Sum`
