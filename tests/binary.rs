@@ -123,7 +123,7 @@ device_proptests! {
 
 fn large_contiguous_add_uses_every_element<D: Device>() {
     // Past the parallel threshold, with a length that is not a chunk multiple.
-    let n = sized((1 << 17) + 3, (1 << 12) + 3);
+    let n = sized((1 << 17) + 3, (1 << 10) + 3);
     let a = Tensor::<D>::arange(0.0, n as f32);
     let b = Tensor::<D>::full([n], 2.0);
     let sum = (&a + &b).to_vec();

@@ -299,7 +299,7 @@ fn empty_tensors<D: Device>() {
 
 fn large_inputs<D: Device>() {
     // Past the parallel threshold, with a length that is not a chunk multiple.
-    let n = sized((1 << 17) + 3, (1 << 12) + 3);
+    let n = sized((1 << 17) + 3, (1 << 10) + 3);
     let x = Tensor::<D, i64>::arange(0, n as i64);
     let odd = x.gt(&Tensor::<D, i64>::scalar(n as i64 / 2));
     let got = odd.to_vec();

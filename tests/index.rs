@@ -414,8 +414,8 @@ device_proptests! {
 // Large inputs: the parallel paths
 
 fn large_inputs_take_the_parallel_paths_correctly<D: Device>() {
-    let (rows, cols) = (sized(700, 80), sized(301, 41));
-    let (row_picks, col_picks_len) = (sized(500, 60), sized(400, 50));
+    let (rows, cols) = (sized(700, 24), sized(301, 13));
+    let (row_picks, col_picks_len) = (sized(500, 20), sized(400, 11));
     let data = values::<f32>(rows * cols, 11);
     let x = Tensor::<D>::from_slice(&data, [rows, cols]);
     let picks = index_values(row_picks, rows, 12);
@@ -445,7 +445,7 @@ fn large_inputs_take_the_parallel_paths_correctly<D: Device>() {
 fn large_gather_and_scatter_add_match_reference<D: Device>() {
     // Past the parallel threshold, on both kinds of axis and strided layouts.
     for (axis, v) in [(0, Variant::Contiguous), (1, Variant::Permuted), (1, Variant::Narrowed)] {
-        let case = (vec![sized(300, 50), sized(260, 46)], axis, vec![sized(290, 48), sized(250, 44)]);
+        let case = (vec![sized(300, 20), sized(260, 16)], axis, vec![sized(290, 18), sized(250, 15)]);
         check_gather::<D, f32>(case.clone(), false, 21, (v, v));
         check_scatter_add::<D, f32>(case, vec![1], true, 22, (v, v, v));
     }

@@ -157,7 +157,7 @@ device_proptests! {
     cases = 16;
 
     fn matmul_matches_triple_loop_on_larger_matrices<D>(
-        m in 1..40usize, k in 1..70usize, n in 1..40usize,
+        m in 1..sized(40, 10), k in 1..sized(70, 12), n in 1..sized(40, 10),
         seed in prop::collection::vec(-10.0..10.0f64, 1..16),
         la in layout(), lb in layout(),
     ) {
@@ -175,12 +175,12 @@ fn wave(len: usize, phase: f64) -> Vec<f64> {
 
 fn check_threaded_paths<D: Device>() {
     // One product large enough to be split across threads, with a transposed operand.
-    let (m, k, n) = (sized(130, 40), sized(97, 33), sized(110, 35));
+    let (m, k, n) = (sized(130, 9), sized(97, 8), sized(110, 8));
     for (la, lb) in [(Layout::Common(Variant::Contiguous), Layout::Transposed), (Layout::Transposed, Layout::Common(Variant::Narrowed))] {
         check_matmul::<D, f32>(&wave(m * k, 0.1), &[m, k], &wave(k * n, 0.2), &[k, n], (la, lb));
     }
     // Many small products, handed to threads whole; the right side broadcasts.
-    let (batch, s) = (sized(300, 20), 16);
+    let (batch, s) = (sized(300, 10), sized(16, 4));
     check_matmul::<D, f64>(
         &wave(batch * s * s, 0.3),
         &[batch, s, s],
@@ -207,10 +207,11 @@ fn check_broadcast_views<D: Device>() {
 fn check_empty<D: Device>() {
     let zeros = |dims: &[usize]| Tensor::<D, f32>::zeros(dims);
     // k = 0: an empty sum is 0, whatever was in the recycled output buffer.
-    let big = Tensor::<D, f32>::full([300, 300], 7.0);
+    let s = sized(300, 24);
+    let big = Tensor::<D, f32>::full([s, s], 7.0);
     drop(big);
-    let out = zeros(&[300, 0]).matmul(&zeros(&[0, 300]));
-    assert_eq!(out.dims(), &[300, 300]);
+    let out = zeros(&[s, 0]).matmul(&zeros(&[0, s]));
+    assert_eq!(out.dims(), &[s, s]);
     assert!(out.to_vec().iter().all(|&x| x == 0.0));
     assert_eq!(zeros(&[0]).matmul(&zeros(&[0])).to_vec(), vec![0.0]);
     // m, n or a batch axis of 0: empty results of the right shape.
@@ -274,8 +275,8 @@ fn dot_product_is_rank_zero_and_exact_on_small_integers<D: Device>() {
 /// also compare with the `Cpu` ones.
 fn large_products<D: Device>() -> Vec<f32> {
     let cases: [(&[usize], &[usize], Layout, Layout); 3] = [
-        (&[sized(257, 33), 40], &[40, sized(259, 35)], Layout::Transposed, Layout::Common(Variant::Contiguous)),
-        (&[3, sized(65, 9), sized(129, 17)], &[sized(129, 17), 33], Layout::Common(Variant::Narrowed), Layout::Transposed),
+        (&[sized(257, 9), sized(40, 5)], &[sized(40, 5), sized(259, 12)], Layout::Transposed, Layout::Common(Variant::Contiguous)),
+        (&[3, sized(65, 5), sized(129, 7)], &[sized(129, 7), sized(33, 6)], Layout::Common(Variant::Narrowed), Layout::Transposed),
         (&[2, LARGE_SIZES[0]], &[LARGE_SIZES[0]], Layout::Common(Variant::Permuted), Layout::Common(Variant::Narrowed)),
     ];
     let mut all = Vec::new();

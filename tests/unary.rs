@@ -317,7 +317,7 @@ fn scalar_and_empty<D: Device>() {
 fn large_inputs<D: Device>() {
     // Past the parallel threshold, with a length that is not a chunk multiple,
     // contiguous and transposed; a multiple of 5, for the reshape below.
-    let n = sized((1 << 17) + 3, (1 << 12) + 4);
+    let n = sized((1 << 17) + 3, (1 << 10) + 6);
     let data: Vec<f32> = (0..n).map(|i| (i as f32 - n as f32 / 2.0) / 1000.0).collect();
     let x = Tensor::<D>::from_vec(data.clone(), [n]);
     let got = x.sigmoid().to_vec();

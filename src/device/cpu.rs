@@ -57,9 +57,9 @@ impl<E: Element> Drop for CpuStorage<E> {
 /// fast for them, and only large (mmap-backed) buffers fault page by page.
 ///
 /// Under Miri, which interprets code thousands of times slower, this and
-/// the parallel thresholds below are 32 times smaller, so that tests of
-/// sizes Miri finishes still take the pooled and multi-threaded paths.
-const POOL_MIN_BYTES: usize = if cfg!(miri) { 8 * 1024 } else { 256 * 1024 };
+/// `PARALLEL_MIN_ELEMS` are 256 times smaller, so that tests of sizes Miri
+/// finishes still take the pooled and multi-threaded paths.
+const POOL_MIN_BYTES: usize = if cfg!(miri) { 1024 } else { 256 * 1024 };
 /// Most bytes the pool keeps per element type before it frees the oldest buffer.
 const POOL_MAX_BYTES: usize = 1 << 30;
 
@@ -192,10 +192,10 @@ fn host_available_bytes() -> Option<usize> {
 
 /// Output sizes from which elementwise kernels split work across threads;
 /// below it, thread hand-off costs more than it saves.
-pub(crate) const PARALLEL_MIN_ELEMS: usize = if cfg!(miri) { 1 << 11 } else { 1 << 16 };
+pub(crate) const PARALLEL_MIN_ELEMS: usize = if cfg!(miri) { 1 << 8 } else { 1 << 16 };
 /// Elements per parallel work item: large enough to amortise scheduling,
 /// small enough to balance two to a few dozen cores. A multiple of the
-/// reductions' block (1024), also under Miri.
+/// reductions' block (1024), so under Miri only 32 times smaller.
 pub(crate) const PARALLEL_CHUNK: usize = if cfg!(miri) { 1 << 10 } else { 1 << 15 };
 
 /// Whether an output of `len` elements of `T` is built with `collect`: a

@@ -8,15 +8,6 @@
 use devtensor::{Device, Element, Tensor};
 use proptest::prelude::*;
 
-/// Row-major strides of `dims`.
-pub fn strides_of(dims: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; dims.len()];
-    for i in (0..dims.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * dims[i + 1];
-    }
-    strides
-}
-
 /// The multi-index of flat (row-major) position `flat`.
 pub fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
     let mut index = vec![0; dims.len()];
@@ -29,7 +20,10 @@ pub fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
 
 /// The flat (row-major) position of a multi-index.
 pub fn ravel(index: &[usize], dims: &[usize]) -> usize {
-    index.iter().zip(strides_of(dims)).map(|(i, s)| i * s).sum()
+    debug_assert_eq!(index.len(), dims.len());
+    // Horner's rule over the row-major strides: no allocation, which matters
+    // under Miri, where the references call this for every element.
+    index.iter().zip(dims).fold(0, |flat, (&i, &d)| flat * d + i)
 }
 
 /// Every multi-index of `dims`, row-major.
@@ -42,8 +36,9 @@ pub fn indices(dims: &[usize]) -> impl Iterator<Item = Vec<usize>> + '_ {
 /// axes repeat).
 pub fn broadcast_read<T: Copy>(data: &[T], dims: &[usize], out_index: &[usize]) -> T {
     let lead = out_index.len() - dims.len();
-    let index: Vec<usize> = dims.iter().enumerate().map(|(i, &d)| if d == 1 { 0 } else { out_index[lead + i] }).collect();
-    data[ravel(&index, dims)]
+    // As `ravel`, with index 0 on the size-1 axes.
+    let flat = dims.iter().zip(&out_index[lead..]).fold(0, |flat, (&d, &i)| flat * d + if d == 1 { 0 } else { i });
+    data[flat]
 }
 
 /// NumPy's broadcast shape, computed the plain way.
@@ -402,14 +397,14 @@ macro_rules! device_proptests {
 /// threads (and several grid-stride rounds at the larger one), neither a
 /// multiple of 256, both past the CPU's parallel threshold. 1_000_003 is prime,
 /// so no block or chunk size divides it. Smaller under Miri (see [`sized`]):
-/// past its lower parallel threshold of 2048, 4_099 being prime too.
-pub const LARGE_SIZES: [usize; 2] = if cfg!(miri) { [2_100, 4_099] } else { [70_000, 1_000_003] };
+/// past its parallel threshold of 256; 2_053, prime too, spans three chunks.
+pub const LARGE_SIZES: [usize; 2] = if cfg!(miri) { [300, 2_053] } else { [70_000, 1_000_003] };
 
 /// `native`, or `miri` when the tests run under Miri (`scripts/miri.sh`).
 /// Miri interprets the code thousands of times slower than it runs natively,
-/// and the library's parallel and pooling thresholds are 32 times lower
-/// under it (`src/device/cpu.rs`), so a size 32 or more times smaller still
-/// reaches the same code paths.
+/// and the library's parallel and pooling thresholds are 256 times lower
+/// under it (`src/device/cpu.rs`; 8³ multiply-adds for `matmul`), so the
+/// smaller size still reaches the same code paths.
 pub const fn sized(native: usize, miri: usize) -> usize {
     if cfg!(miri) { miri } else { native }
 }

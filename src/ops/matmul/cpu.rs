@@ -16,9 +16,10 @@ use std::sync::OnceLock;
 
 /// Multiply-adds (`m * n * k`) from which one product is worth splitting
 /// across threads: below about 96³, handing panels to other threads costs
-/// more than the arithmetic they would take over. Under Miri 32³, like the
-/// other thresholds 32 times smaller (see `device/cpu.rs`).
-const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 32 * 32 * 32 } else { 96 * 96 * 96 };
+/// more than the arithmetic they would take over. Under Miri 8³, a size
+/// whose test references it can finish (see `PARALLEL_MIN_ELEMS` in
+/// `device/cpu.rs`).
+const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96 };
 
 /// Threads in rayon's pool, looked up once: `gemm` needs the count on every
 /// call, and the pool does not change size after it starts.
