@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod autograd;
 pub mod device;
 pub mod element;
 pub mod error;
@@ -38,6 +39,7 @@ pub mod random;
 pub mod shape;
 pub mod tensor;
 
+pub use autograd::{Gradients, is_grad_enabled, no_grad};
 pub use device::{Backend, Cpu, Cuda, Device, SameDevice};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};

@@ -9,6 +9,7 @@ mod transfer;
 pub use pending::{PendingTransfer, TransferCompleted};
 pub use pinned::PinnedTensor;
 
+use crate::autograd::Node;
 use crate::device::Device;
 use crate::element::{DType, Element};
 use crate::shape::{Layout, Shape};
@@ -37,22 +38,27 @@ use std::sync::Arc;
 pub struct Tensor<D: Device, E: Element = f32> {
     storage: Arc<D::Storage<E>>,
     layout: Layout,
+    /// This tensor's place in the autograd graph; `None` when it tracks
+    /// nothing, which is every tensor that is not a float computed from a
+    /// leaf marked with `requires_grad`.
+    node: Option<Arc<Node>>,
 }
 
 impl<D: Device, E: Element> Clone for Tensor<D, E> {
     /// Shares the storage; copies no elements.
     fn clone(&self) -> Self {
-        Tensor { storage: Arc::clone(&self.storage), layout: self.layout.clone() }
+        Tensor { storage: Arc::clone(&self.storage), layout: self.layout.clone(), node: self.node.clone() }
     }
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// Wraps fresh storage laid out row-major with `shape`.
     pub(crate) fn from_storage(storage: D::Storage<E>, shape: Shape) -> Self {
-        Tensor { storage: Arc::new(storage), layout: Layout::contiguous(shape) }
+        Tensor { storage: Arc::new(storage), layout: Layout::contiguous(shape), node: None }
     }
 
-    /// A tensor sharing this one's storage under another layout.
+    /// A tensor sharing this one's storage under another layout. The view
+    /// tracks nothing: a view op records its own gradient rule.
     ///
     /// Every view goes through here, so the check that the layout stays
     /// inside the storage is kept in release builds: it costs a loop over
@@ -64,7 +70,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
             "a view of {} elements reaches past its storage: {layout:?}",
             D::storage_len(&self.storage)
         );
-        Tensor { storage: Arc::clone(&self.storage), layout }
+        Tensor { storage: Arc::clone(&self.storage), layout, node: None }
     }
 
     /// The storage, shared with every view of it.
@@ -75,6 +81,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// The storage for writing, when this tensor is its only owner.
     pub(crate) fn storage_mut(&mut self) -> Option<&mut D::Storage<E>> {
         Arc::get_mut(&mut self.storage)
+    }
+
+    /// This tensor's autograd node, if it tracks.
+    pub(crate) fn node(&self) -> Option<&Arc<Node>> {
+        self.node.as_ref()
+    }
+
+    pub(crate) fn set_node(&mut self, node: Option<Arc<Node>>) {
+        self.node = node;
     }
 
     /// The shape, strides and offset of this view.

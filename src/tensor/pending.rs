@@ -2,6 +2,7 @@
 //! [`Tensor::to_async`], which starts one.
 
 use super::Tensor;
+use crate::autograd::{self, Backward, Node};
 use crate::device::cuda::CudaStorage;
 use crate::device::cuda::context;
 use crate::device::cuda::pinned::PinnedBuffer;
@@ -40,6 +41,9 @@ pub struct PendingTransfer<D: Device, E: Element = f32> {
     shape: Shape,
     /// `None` once the transfer has been turned into a tensor.
     state: Option<(Landing<D, E>, Fence)>,
+    /// The source's autograd node and the rule that moves a gradient back,
+    /// when the transfer started from a tracked tensor with gradients on.
+    grad: Option<(Arc<Node>, Box<dyn Backward>)>,
 }
 
 /// Where the copy lands.
@@ -62,7 +66,7 @@ impl<D: Device, E: Element> std::fmt::Debug for PendingTransfer<D, E> {
 impl<D: Device, E: Element> PendingTransfer<D, E> {
     /// A transfer that has already completed.
     fn ready(tensor: Tensor<D, E>) -> Self {
-        PendingTransfer { shape: tensor.shape().clone(), state: Some((Landing::Ready(tensor), Fence::done())) }
+        PendingTransfer { shape: tensor.shape().clone(), state: Some((Landing::Ready(tensor), Fence::done())), grad: None }
     }
 
     /// Starts the upload of the first `shape.elem_count()` elements of a
@@ -76,7 +80,7 @@ impl<D: Device, E: Element> PendingTransfer<D, E> {
                 (Landing::Storage(cuda_storage_as::<D, E>(storage)), fence)
             }
         };
-        Ok(PendingTransfer { shape, state: Some((landing, fence)) })
+        Ok(PendingTransfer { shape, state: Some((landing, fence)), grad: None })
     }
 
     /// The shape the tensor will have.
@@ -135,13 +139,17 @@ impl<D: Device, E: Element> PendingTransfer<D, E> {
         }
     }
 
-    fn land(&self, landing: Landing<D, E>) -> Result<Tensor<D, E>> {
+    fn land(&mut self, landing: Landing<D, E>) -> Result<Tensor<D, E>> {
         let storage = match landing {
             Landing::Storage(storage) => storage,
             Landing::Staged(buffer) => D::storage_from_vec(buffer.read::<E>("to_async", self.shape.elem_count())?)?,
             Landing::Ready(tensor) => return Ok(tensor),
         };
-        Ok(Tensor::from_storage(storage, self.shape.clone()))
+        let tensor = Tensor::from_storage(storage, self.shape.clone());
+        Ok(match self.grad.take() {
+            Some((source, rule)) => autograd::attach(tensor, "to_async", vec![Some(source)], rule),
+            None => tensor,
+        })
     }
 }
 
@@ -171,6 +179,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// - To the same device: complete at once, sharing storage as
     ///   [`to`](Self::to) does.
     pub fn try_to_async<D2: Device>(&self) -> Result<PendingTransfer<D2, E>> {
+        let mut pending = self.to_async_untracked()?;
+        if let (Some(node), true) = (self.node(), autograd::is_grad_enabled()) {
+            let rule = autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>());
+            pending.grad = Some((Arc::clone(node), rule));
+        }
+        Ok(pending)
+    }
+
+    fn to_async_untracked<D2: Device>(&self) -> Result<PendingTransfer<D2, E>> {
         const OP: &str = "to_async";
         if TypeId::of::<D>() == TypeId::of::<D2>() {
             let any: &dyn Any = self;
@@ -203,7 +220,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
                 (Landing::Storage(cuda_storage_as::<D2, E>(storage)), fence)
             }
         };
-        Ok(PendingTransfer { shape, state: Some((landing, fence)) })
+        Ok(PendingTransfer { shape, state: Some((landing, fence)), grad: None })
     }
 
     /// Panicking form of [`try_to_async`](Self::try_to_async).

@@ -1,6 +1,7 @@
 //! Moving tensors between devices and element types, and reading them back.
 
 use super::Tensor;
+use crate::autograd;
 use crate::device::{Backend, Cpu, Device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
@@ -11,7 +12,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// copies nothing.
     ///
     /// Fails when `D2` is unavailable (no driver, no such GPU) or runs out of memory.
+    ///
+    /// The move is differentiable, as in PyTorch: the gradient of the result
+    /// flows back to this tensor's device.
     pub fn try_to<D2: Device>(&self) -> Result<Tensor<D2, E>> {
+        autograd::track("to", &[self.node()], || self.to_untracked(), |_| {
+            autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>())
+        })
+    }
+
+    fn to_untracked<D2: Device>(&self) -> Result<Tensor<D2, E>> {
         if TypeId::of::<D>() == TypeId::of::<D2>() {
             let any: &dyn std::any::Any = self;
             let same: &Tensor<D2, E> = any.downcast_ref().expect("TypeIds are equal");
@@ -119,9 +129,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// The elements converted to `T` with Rust's `as` semantics (floats to
     /// integers truncate toward zero and saturate), like PyTorch's `.to(dtype)`.
+    ///
+    /// Between float types the conversion is differentiable; an integer
+    /// result tracks nothing, as in PyTorch.
     pub fn try_to_dtype<T: Element>(&self) -> Result<Tensor<D, T>> {
-        let storage = D::cast::<E, T>(self.storage(), self.layout())?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        let forward = || Ok(Tensor::from_storage(D::cast::<E, T>(self.storage(), self.layout())?, self.shape().clone()));
+        let input = if T::IS_FLOAT { self.node() } else { None };
+        autograd::track("to_dtype", &[input], forward, |_| autograd::rule_across(|g: &Tensor<D, T>| g.try_to_dtype::<E>()))
     }
 
     /// Panicking form of [`try_to_dtype`](Self::try_to_dtype).
@@ -142,8 +156,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let storage = D::copy_strided(self.storage(), self.layout())?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        let forward = || Ok(Tensor::from_storage(D::copy_strided(self.storage(), self.layout())?, self.shape().clone()));
+        autograd::track("contiguous", &[self.node()], forward, |_| autograd::rule_across(|g: &Self| Ok(g.clone())))
     }
 
     /// Panicking form of [`try_contiguous`](Self::try_contiguous).

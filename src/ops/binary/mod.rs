@@ -3,10 +3,12 @@
 
 mod cpu;
 mod cuda;
+pub(crate) mod grad;
 
+use crate::autograd::{self, as_float, float_rule};
 use crate::device::{Backend, Device, SameDevice, same_device, same_device_owned};
 use crate::element::{Element, FloatElement, InPlaceDivision};
-use crate::error::{Result, or_panic};
+use crate::error::{Error, Result, or_panic};
 use crate::shape::{Layout, broadcast_error, check_elem_count};
 use crate::tensor::Tensor;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Sub, SubAssign};
@@ -87,8 +89,17 @@ pub trait BinaryKernel: Backend {
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
-    /// `self op rhs` with broadcasting.
+    /// `self op rhs` with broadcasting, recorded for autograd.
     fn try_binary(&self, op: BinaryOp, rhs: &Self) -> Result<Self> {
+        autograd::track(
+            op.name(),
+            &[self.node(), rhs.node()],
+            || self.binary_untracked(op, rhs),
+            |_| float_rule!(E, F => grad::binary::<D, F>(op, as_float(self), as_float(rhs))),
+        )
+    }
+
+    fn binary_untracked(&self, op: BinaryOp, rhs: &Self) -> Result<Self> {
         // Equal shapes (the common case) need no broadcast layouts: this
         // keeps the fixed cost of a small op low.
         if self.shape() == rhs.shape() {
@@ -108,12 +119,55 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// `self op scalar`, or `scalar op self`.
     pub(crate) fn try_binary_scalar(&self, op: BinaryOp, scalar: E, scalar_first: bool) -> Result<Self> {
-        let storage = D::binary_scalar(op, self.storage(), self.layout(), scalar, scalar_first)?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        let forward = || {
+            let storage = D::binary_scalar(op, self.storage(), self.layout(), scalar, scalar_first)?;
+            Ok(Tensor::from_storage(storage, self.shape().clone()))
+        };
+        let name = match (op, scalar_first) {
+            (BinaryOp::Sub, true) => "rsub_scalar",
+            (BinaryOp::Div, true) => "rdiv_scalar",
+            (BinaryOp::Add, _) => "add_scalar",
+            (BinaryOp::Sub, _) => "sub_scalar",
+            (BinaryOp::Mul, _) => "mul_scalar",
+            (BinaryOp::Div, _) => "div_scalar",
+            _ => op.name(),
+        };
+        autograd::track(name, &[self.node()], forward, |_| {
+            // `E` is `F`, so the round trip through `f64` is exact.
+            float_rule!(E, F => grad::binary_scalar::<D, F>(op, as_float(self), F::from_f64(scalar.to_f64()), scalar_first))
+        })
     }
 
     /// `self = self op rhs`; `rhs` must broadcast to `self`'s shape.
+    ///
+    /// As in PyTorch, a leaf that requires grad cannot be written in place
+    /// while gradients are enabled (update parameters under `no_grad`); a
+    /// computed tracked tensor is replaced by the recorded result. Under
+    /// `no_grad`, the tensor keeps its place in the graph, so a parameter
+    /// updated in place stays the same leaf.
     fn try_binary_assign(&mut self, op: BinaryOp, rhs: &Self) -> Result<()> {
+        if (self.tracks_grad() || rhs.tracks_grad()) && autograd::is_grad_enabled() {
+            if self.tracks_grad() && self.is_leaf() {
+                return Err(Error::Argument {
+                    op: op.name(),
+                    device: D::name(),
+                    reason: "a leaf tensor that requires grad cannot be modified in place while \
+                             gradients are enabled; update it inside `no_grad`"
+                        .into(),
+                });
+            }
+            if self.shape().broadcast_with(rhs.shape()).as_ref() == Some(self.shape()) {
+                *self = self.try_binary(op, rhs)?;
+                return Ok(());
+            }
+        }
+        let node = self.node().cloned();
+        self.binary_assign_untracked(op, rhs)?;
+        self.set_node(node);
+        Ok(())
+    }
+
+    fn binary_assign_untracked(&mut self, op: BinaryOp, rhs: &Self) -> Result<()> {
         let rhs_layout = rhs
             .layout()
             .broadcast_to(self.shape())
@@ -125,7 +179,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
             }
         }
         // Shared or strided: keep value semantics by writing a fresh tensor.
-        *self = self.try_binary(op, rhs)?;
+        *self = self.binary_untracked(op, rhs)?;
         Ok(())
     }
 

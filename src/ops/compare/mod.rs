@@ -8,8 +8,9 @@
 mod cpu;
 mod cuda;
 
+use crate::autograd::{self, Backward, float_rule, rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
-use crate::element::Element;
+use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
 use crate::shape::{Layout, Shape, broadcast_error, check_elem_count};
 use crate::tensor::Tensor;
@@ -297,9 +298,14 @@ impl<D: Device> Tensor<D, u8> {
         })?;
         check_elem_count("where_cond", D::name, &[shapes[0], shapes[1], shapes[2], &shape])?;
         let fit = |layout: &Layout| layout.broadcast_to(&shape).expect("the broadcast shape fits every operand");
-        let (cl, tl, fl) = (fit(self.layout()), fit(on_true.layout()), fit(on_false.layout()));
-        let storage = D::where_cond(self.storage(), &cl, on_true.storage(), &tl, on_false.storage(), &fl)?;
-        Ok(Tensor::from_storage(storage, shape))
+        let forward = || {
+            let (cl, tl, fl) = (fit(self.layout()), fit(on_true.layout()), fit(on_false.layout()));
+            let storage = D::where_cond(self.storage(), &cl, on_true.storage(), &tl, on_false.storage(), &fl)?;
+            Ok(Tensor::from_storage(storage, shape.clone()))
+        };
+        autograd::track("where_cond", &[on_true.node(), on_false.node()], forward, |_| {
+            float_rule!(E, F => where_cond_grad::<D, F>(self.clone(), on_true.shape().clone(), on_false.shape().clone()))
+        })
     }
 
     /// Panicking form of [`try_where_cond`](Self::try_where_cond).
@@ -322,4 +328,16 @@ impl<D: Device> Tensor<D, u8> {
     {
         or_panic(self.try_where_cond(on_true, on_false))
     }
+}
+
+/// The gradient rule of `cond.where_cond(a, b)`: each side gets the
+/// gradient where it was chosen, summed back to its own shape.
+fn where_cond_grad<D: Device, F: FloatElement>(cond: Tensor<D, u8>, a: Shape, b: Shape) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, needs| {
+        let zero = Tensor::<D, F>::try_scalar(F::ZERO)?;
+        Ok(vec![
+            needs.then(0, || cond.try_where_cond(g, &zero)?.try_sum_to_shape(&a))?,
+            needs.then(1, || cond.try_where_cond(&zero, g)?.try_sum_to_shape(&b))?,
+        ])
+    })
 }

@@ -17,7 +17,9 @@
 
 mod cpu;
 mod cuda;
+mod grad;
 
+use crate::autograd::{self, float_rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
@@ -146,8 +148,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
         let shape = Shape::from(dims);
         check_elem_count(OP, D::name, &[self.shape(), indices.shape(), &shape])?;
         check_indices(OP, self.shape(), ax, indices)?;
-        let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
-        Ok(Tensor::from_storage(storage, shape))
+        let forward = || {
+            let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
+            Ok(Tensor::from_storage(storage, shape))
+        };
+        autograd::track(OP, &[self.node()], forward, |_| {
+            float_rule!(E, F => grad::index_select::<D, F>(self.shape().clone(), ax, indices.clone()))
+        })
     }
 
     /// Panicking form of [`try_index_select`](Self::try_index_select).
@@ -194,8 +201,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
         check_same_rank::<D>(OP, shapes, &[("the input", self.shape())], index.shape())?;
         check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
         check_indices(OP, self.shape(), ax, index)?;
-        let storage = D::gather(self.storage(), self.layout(), ax, index.storage(), index.layout())?;
-        Ok(Tensor::from_storage(storage, index.shape().clone()))
+        let forward = || {
+            let storage = D::gather(self.storage(), self.layout(), ax, index.storage(), index.layout())?;
+            Ok(Tensor::from_storage(storage, index.shape().clone()))
+        };
+        autograd::track(OP, &[self.node()], forward, |_| {
+            float_rule!(E, F => grad::gather::<D, F>(self.shape().clone(), ax, index.clone()))
+        })
     }
 
     /// Panicking form of [`try_gather`](Self::try_gather).
@@ -255,16 +267,21 @@ impl<D: Device, E: Element> Tensor<D, E> {
         check_fits::<D>(OP, shapes, "src", src.shape(), index.shape(), None)?;
         check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
         check_indices(OP, self.shape(), ax, index)?;
-        let storage = D::scatter_add(
-            self.storage(),
-            self.layout(),
-            ax,
-            index.storage(),
-            index.layout(),
-            src.storage(),
-            src.layout(),
-        )?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        let forward = || {
+            let storage = D::scatter_add(
+                self.storage(),
+                self.layout(),
+                ax,
+                index.storage(),
+                index.layout(),
+                src.storage(),
+                src.layout(),
+            )?;
+            Ok(Tensor::from_storage(storage, self.shape().clone()))
+        };
+        autograd::track(OP, &[self.node(), src.node()], forward, |_| {
+            float_rule!(E, F => grad::scatter_add::<D, F>(ax, index.clone(), src.shape().clone()))
+        })
     }
 
     /// Panicking form of [`try_scatter_add`](Self::try_scatter_add).
@@ -335,16 +352,21 @@ impl<D: Device, E: Element> Tensor<D, E> {
             ));
         }
         check_indices(OP, self.shape(), ax, indices)?;
-        let storage = D::index_add(
-            self.storage(),
-            self.layout(),
-            ax,
-            indices.storage(),
-            indices.layout(),
-            src.storage(),
-            src.layout(),
-        )?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        let forward = || {
+            let storage = D::index_add(
+                self.storage(),
+                self.layout(),
+                ax,
+                indices.storage(),
+                indices.layout(),
+                src.storage(),
+                src.layout(),
+            )?;
+            Ok(Tensor::from_storage(storage, self.shape().clone()))
+        };
+        autograd::track(OP, &[self.node(), src.node()], forward, |_| {
+            float_rule!(E, F => grad::index_add::<D, F>(ax, indices.clone()))
+        })
     }
 
     /// Panicking form of [`try_index_add`](Self::try_index_add).
@@ -423,9 +445,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
                 format!("the result {shape} would have more than 2^63 - 1 elements"),
             ));
         }
-        let inputs: Vec<(&D::Storage<E>, &Layout)> = tensors.iter().map(|t| (t.storage(), t.layout())).collect();
-        let storage = D::cat(&inputs, ax, &shape)?;
-        Ok(Tensor::from_storage(storage, shape))
+        let forward = || {
+            let inputs: Vec<(&D::Storage<E>, &Layout)> = tensors.iter().map(|t| (t.storage(), t.layout())).collect();
+            let storage = D::cat(&inputs, ax, &shape)?;
+            Ok(Tensor::from_storage(storage, shape))
+        };
+        let nodes: Vec<_> = tensors.iter().map(|t| t.node()).collect();
+        autograd::track(OP, &nodes, forward, |_| {
+            float_rule!(E, F => grad::cat::<D, F>(ax, tensors.iter().map(|t| t.dims()[ax]).collect()))
+        })
     }
 
     /// Panicking form of [`try_cat`](Self::try_cat).

@@ -3,7 +3,9 @@
 
 mod cpu;
 mod cuda;
+mod grad;
 
+use crate::autograd;
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::{Error, Result, or_panic};
@@ -73,9 +75,12 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         D: SameDevice<D2>,
     {
         let rhs: &Self = same_device(rhs);
-        let plan = plan(self.layout(), rhs.layout(), D::name)?;
-        let storage = D::matmul(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs)?;
-        Ok(Tensor::from_storage(storage, plan.out))
+        let forward = || {
+            let plan = plan(self.layout(), rhs.layout(), D::name)?;
+            let storage = D::matmul(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs)?;
+            Ok(Tensor::from_storage(storage, plan.out))
+        };
+        autograd::track(OP, &[self.node(), rhs.node()], forward, |_| grad::matmul(self.detach(), rhs.detach()))
     }
 
     /// Panicking form of [`try_matmul`](Self::try_matmul).

@@ -14,7 +14,9 @@
 
 mod cpu;
 mod cuda;
+mod grad;
 
+use crate::autograd::{self, as_float, float_rule};
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
@@ -165,14 +167,33 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// The sum of every element, as a rank-0 tensor of `E::Sum`.
     fn sum_all(&self) -> Result<Tensor<D, E::Sum>> {
+        autograd::track(
+            "sum",
+            &[self.node()],
+            || self.sum_all_untracked(),
+            |_| float_rule!(E, F => grad::sum::<D, F>(self.shape().clone(), None, false)),
+        )
+    }
+
+    fn sum_all_untracked(&self) -> Result<Tensor<D, E::Sum>> {
         if let Some((view, repeat)) = self.without_broadcast_axes() {
-            return scale_by_repeat(view.sum_all()?, repeat);
+            return scale_by_repeat(view.sum_all_untracked()?, repeat);
         }
         self.as_sum_input(|x| x.reduce_flat(ReduceOp::Sum))
     }
 
     /// The sums along `axis`, removed or kept as size 1, in `E::Sum`.
     fn sum_along(&self, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, E::Sum>> {
+        let resolved = resolve_axis_or_scalar(name, D::name, self.shape(), axis)?;
+        autograd::track(
+            name,
+            &[self.node()],
+            || self.sum_along_untracked(name, axis, keepdim),
+            |_| float_rule!(E, F => grad::sum::<D, F>(self.shape().clone(), resolved, keepdim)),
+        )
+    }
+
+    fn sum_along_untracked(&self, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, E::Sum>> {
         let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
             return self.as_sum_input(|x| Ok(x.clone()));
         };
@@ -198,6 +219,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// A whole-tensor `max` or `min`, as a rank-0 tensor.
     fn reduce_all(&self, op: ReduceOp, name: &'static str) -> Result<Self> {
+        autograd::track(
+            name,
+            &[self.node()],
+            || self.reduce_all_untracked(op, name),
+            |out| float_rule!(E, F => grad::extreme_all::<D, F>(as_float(self), as_float(out))),
+        )
+    }
+
+    fn reduce_all_untracked(&self, op: ReduceOp, name: &'static str) -> Result<Self> {
         if self.elem_count() == 0 {
             return Err(empty_error(name, D::name(), self.shape(), None));
         }
@@ -209,8 +239,18 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// A `max` or `min` along `axis`, removed or kept as size 1.
     fn reduce_axis(&self, op: ReduceOp, name: &'static str, axis: isize, keepdim: bool) -> Result<Self> {
+        let resolved = resolve_axis_or_scalar(name, D::name, self.shape(), axis)?;
+        autograd::track(
+            name,
+            &[self.node()],
+            || self.reduce_axis_untracked(op, name, axis, keepdim),
+            |_| float_rule!(E, F => grad::extreme_axis::<D, F>(op, as_float(self), resolved, keepdim)),
+        )
+    }
+
+    fn reduce_axis_untracked(&self, op: ReduceOp, name: &'static str, axis: isize, keepdim: bool) -> Result<Self> {
         let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
-            return self.as_one_element()?.reduce_axis(op, name, 0, false);
+            return self.as_one_element()?.reduce_axis_untracked(op, name, 0, false);
         };
         let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
         if len == 0 {
@@ -657,11 +697,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// [`try_log_softmax`](Self::try_log_softmax) where they matter. Fails
     /// when `axis` is out of range.
     pub fn try_softmax(&self, axis: isize) -> Result<Self> {
-        let Some(axis) = resolve_axis_or_scalar("softmax", D::name, self.shape(), axis)? else {
-            return self.as_one_element()?.try_softmax(0)?.try_reshape(());
+        self.softmax_tracked("softmax", axis, false)
+    }
+
+    /// `softmax` or `log_softmax` along `axis`, recorded for autograd.
+    fn softmax_tracked(&self, name: &'static str, axis: isize, log: bool) -> Result<Self> {
+        let resolved = resolve_axis_or_scalar(name, D::name, self.shape(), axis)?;
+        let forward = || match resolved {
+            None => self.as_one_element()?.softmax_tracked(name, 0, log)?.try_reshape(()),
+            Some(axis) => Ok(Tensor::from_storage(D::softmax(self.storage(), self.layout(), axis, log)?, self.shape().clone())),
         };
-        let storage = D::softmax(self.storage(), self.layout(), axis, false)?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        autograd::track(name, &[self.node()], forward, |out| grad::softmax::<D, E>(out.clone(), resolved, log))
     }
 
     /// Panicking form of [`try_softmax`](Self::try_softmax).
@@ -681,11 +727,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// underflow, and the input of a cross-entropy loss. Same special values
     /// as [`try_softmax`](Self::try_softmax). Fails when `axis` is out of range.
     pub fn try_log_softmax(&self, axis: isize) -> Result<Self> {
-        let Some(axis) = resolve_axis_or_scalar("log_softmax", D::name, self.shape(), axis)? else {
-            return self.as_one_element()?.try_log_softmax(0)?.try_reshape(());
-        };
-        let storage = D::softmax(self.storage(), self.layout(), axis, true)?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        self.softmax_tracked("log_softmax", axis, true)
     }
 
     /// Panicking form of [`try_log_softmax`](Self::try_log_softmax).

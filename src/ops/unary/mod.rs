@@ -8,7 +8,9 @@
 
 mod cpu;
 mod cuda;
+mod grad;
 
+use crate::autograd::{self, as_float, float_rule};
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Result, or_panic};
@@ -108,8 +110,20 @@ pub trait UnaryKernel: Backend {
 
 impl<D: Device, E: Element> Tensor<D, E> {
     fn try_unary(&self, op: UnaryOp<E>) -> Result<Self> {
-        let storage = D::unary(op, self.storage(), self.layout())?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        let forward = || Ok(Tensor::from_storage(D::unary(op, self.storage(), self.layout())?, self.shape().clone()));
+        autograd::track(op.name(), &[self.node()], forward, |y| {
+            float_rule!(E, F => {
+                // `E` is `F`, so the round trips through `f64` are exact.
+                let op = match op {
+                    UnaryOp::Neg => UnaryOp::Neg,
+                    UnaryOp::Abs => UnaryOp::Abs,
+                    UnaryOp::Relu => UnaryOp::Relu,
+                    UnaryOp::Clamp { min, max } => UnaryOp::Clamp { min: F::from_f64(min.to_f64()), max: F::from_f64(max.to_f64()) },
+                    UnaryOp::Square => UnaryOp::Square,
+                };
+                grad::unary::<D, F>(op, as_float(self), as_float(y))
+            })
+        })
     }
 
     /// `-x` elementwise; integers wrap (`-i64::MIN == i64::MIN`, `-1u8 == 255`).
@@ -233,8 +247,8 @@ macro_rules! float_unary {
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
     fn try_unary_float(&self, op: FloatUnaryOp<E>) -> Result<Self> {
-        let storage = D::unary_float(op, self.storage(), self.layout())?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        let forward = || Ok(Tensor::from_storage(D::unary_float(op, self.storage(), self.layout())?, self.shape().clone()));
+        autograd::track(op.name(), &[self.node()], forward, |y| grad::unary_float(op, self.detach(), y.clone()))
     }
 
     float_unary! {

@@ -1,11 +1,15 @@
 //! Views: operations that only change the shape, strides or offset and copy
 //! no elements (`reshape` copies only when the input is not contiguous).
 
+mod grad;
+
+use crate::autograd::{self, float_rule};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
 use crate::shape::{Dims, Layout, Shape, check_elem_count, resolve_axis, resolve_axis_or_scalar};
 use crate::tensor::Tensor;
+use grad::ViewGrad;
 
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -15,6 +19,18 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     fn resolve(&self, op: &'static str, axis: isize) -> Result<usize> {
         resolve_axis(op, D::name, self.shape(), axis)
+    }
+
+    /// `forward()`, a view of `self` recorded as op `name`, with `how()` (only
+    /// called when recording) saying how its gradient maps back.
+    fn view_op(&self, name: &'static str, how: impl FnOnce() -> ViewGrad, forward: impl FnOnce() -> Result<Self>) -> Result<Self> {
+        autograd::track(name, &[self.node()], forward, |_| float_rule!(E, F => grad::view::<D, F>(how())))
+    }
+
+    /// A view of `self` with its shape changed and its elements in the same
+    /// order, recorded as op `name`.
+    fn reshaped_view(&self, name: &'static str, forward: impl FnOnce() -> Result<Self>) -> Result<Self> {
+        self.view_op(name, || ViewGrad::Reshape(self.shape().clone()), forward)
     }
 
     /// The same elements with another shape of the same element count;
@@ -29,9 +45,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
                 format!("{} elements cannot be viewed as {}", self.elem_count(), shape.elem_count()),
             ));
         }
-        let dense = self.try_contiguous()?;
-        let offset = dense.layout().offset();
-        Ok(dense.with_layout(Layout::new(shape.clone(), shape.contiguous_strides(), offset)))
+        self.reshaped_view("reshape", || {
+            let dense = self.try_contiguous()?;
+            let offset = dense.layout().offset();
+            Ok(dense.with_layout(Layout::new(shape.clone(), shape.contiguous_strides(), offset)))
+        })
     }
 
     /// Panicking form of [`try_reshape`](Self::try_reshape).
@@ -121,10 +139,19 @@ impl<D: Device, E: Element> Tensor<D, E> {
                 format!("{axes:?} is not a permutation of the {} axes", self.rank()),
             ));
         }
-        let l = self.layout();
-        let dims: Dims = axes.iter().map(|&a| l.dims()[a]).collect();
-        let strides: Dims = axes.iter().map(|&a| l.strides()[a]).collect();
-        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+        let inverse = || {
+            let mut inverse = vec![0; axes.len()];
+            for (i, &a) in axes.iter().enumerate() {
+                inverse[a] = i;
+            }
+            ViewGrad::Permute(inverse)
+        };
+        self.view_op("permute", inverse, || {
+            let l = self.layout();
+            let dims: Dims = axes.iter().map(|&a| l.dims()[a]).collect();
+            let strides: Dims = axes.iter().map(|&a| l.strides()[a]).collect();
+            Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+        })
     }
 
     /// Panicking form of [`try_permute`](Self::try_permute).
@@ -193,12 +220,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.dims()[axis] != 1 {
             return Ok(self.clone());
         }
-        let l = self.layout();
-        let mut dims: Dims = l.dims().into();
-        let mut strides: Dims = l.strides().into();
-        dims.remove(axis);
-        strides.remove(axis);
-        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+        self.reshaped_view("squeeze", || {
+            let l = self.layout();
+            let mut dims: Dims = l.dims().into();
+            let mut strides: Dims = l.strides().into();
+            dims.remove(axis);
+            strides.remove(axis);
+            Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+        })
     }
 
     /// Panicking form of [`try_squeeze`](Self::try_squeeze).
@@ -219,10 +248,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(Tensor::<Cpu>::zeros([1, 2, 1]).squeeze_all().dims(), &[2]);
     /// ```
     pub fn squeeze_all(&self) -> Self {
-        let l = self.layout();
-        let (dims, strides): (Dims, Dims) =
-            l.dims().iter().zip(l.strides()).filter(|&(&d, _)| d != 1).map(|(&d, &s)| (d, s)).unzip();
-        self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset()))
+        or_panic(self.reshaped_view("squeeze_all", || {
+            let l = self.layout();
+            let (dims, strides): (Dims, Dims) =
+                l.dims().iter().zip(l.strides()).filter(|&(&d, _)| d != 1).map(|(&d, &s)| (d, s)).unzip();
+            Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+        }))
     }
 
     /// A size-1 axis inserted at `axis` (`-1` appends one at the end).
@@ -233,14 +264,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
             return Err(Error::Axis { op: "unsqueeze", device: D::name(), shape: self.shape().clone(), axis });
         }
         let at = resolved as usize;
-        let l = self.layout();
-        let mut dims: Dims = l.dims().into();
-        let mut strides: Dims = l.strides().into();
-        // Saturating: an empty tensor may have dimensions whose strides overflow.
-        let stride = if at < dims.len() { dims[at].saturating_mul(strides[at]) } else { 1 };
-        dims.insert(at, 1);
-        strides.insert(at, stride);
-        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+        self.reshaped_view("unsqueeze", || {
+            let l = self.layout();
+            let mut dims: Dims = l.dims().into();
+            let mut strides: Dims = l.strides().into();
+            // Saturating: an empty tensor may have dimensions whose strides overflow.
+            let stride = if at < dims.len() { dims[at].saturating_mul(strides[at]) } else { 1 };
+            dims.insert(at, 1);
+            strides.insert(at, stride);
+            Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
+        })
     }
 
     /// Panicking form of [`try_unsqueeze`](Self::try_unsqueeze).
@@ -267,11 +300,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
                 format!("elements {start}..{} are out of range for axis {ax} of size {size}", start.saturating_add(len)),
             ));
         }
-        let l = self.layout();
-        let mut dims: Dims = l.dims().into();
-        dims[ax] = len;
-        let offset = if len == 0 { l.offset() } else { l.offset() + start * l.strides()[ax] };
-        Ok(self.with_layout(Layout::new(Shape::from_dims(dims), l.strides().into(), offset)))
+        self.view_op("narrow", || ViewGrad::Narrow { axis: ax, start, size }, || {
+            let l = self.layout();
+            let mut dims: Dims = l.dims().into();
+            dims[ax] = len;
+            let offset = if len == 0 { l.offset() } else { l.offset() + start * l.strides()[ax] };
+            Ok(self.with_layout(Layout::new(Shape::from_dims(dims), l.strides().into(), offset)))
+        })
     }
 
     /// Panicking form of [`try_narrow`](Self::try_narrow).
@@ -326,7 +361,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
                 "the shape cannot be broadcast to the target".into(),
             )
         })?;
-        Ok(self.with_layout(layout))
+        self.view_op("broadcast_to", || ViewGrad::Broadcast(self.shape().clone()), || Ok(self.with_layout(layout)))
     }
 
     /// Panicking form of [`try_broadcast_to`](Self::try_broadcast_to).

@@ -1,0 +1,270 @@
+//! Marking leaves, and the backward walk that fills a [`Gradients`] store.
+
+use super::graph::{AnyGrad, Node, no_grad};
+use crate::device::Device;
+use crate::element::{Element, FloatElement};
+use crate::error::{Error, Result, or_panic};
+use crate::tensor::Tensor;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    /// Whether this tensor is part of a recorded graph: a leaf marked with
+    /// [`requires_grad`](Self::requires_grad), or computed from one while
+    /// gradients were enabled (PyTorch's `x.requires_grad`).
+    pub fn tracks_grad(&self) -> bool {
+        self.node().is_some()
+    }
+
+    /// Whether this tensor is a leaf of the graph: marked with
+    /// [`requires_grad`](Self::requires_grad) rather than computed from a
+    /// tracked tensor. Untracked tensors count as leaves, as in PyTorch.
+    pub fn is_leaf(&self) -> bool {
+        self.node().is_none_or(|n| n.is_leaf())
+    }
+
+    /// The name of the operation that computed this tensor, when it was
+    /// recorded (PyTorch's `grad_fn`); `None` for leaves and untracked tensors.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let w = Tensor::<Cpu>::ones([2]).requires_grad();
+    /// assert_eq!((&w * 3.0).grad_fn(), Some("mul_scalar"));
+    /// assert_eq!(w.grad_fn(), None);
+    /// ```
+    pub fn grad_fn(&self) -> Option<&'static str> {
+        Some(self.node()?.op.as_ref()?.name)
+    }
+
+    /// The same data, cut out of the graph: operations on the result record
+    /// nothing, and no gradient flows back through it (PyTorch's `detach()`).
+    /// Shares storage; copies nothing.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let w = Tensor::<Cpu>::ones([2]).requires_grad();
+    /// let y = (&w * 3.0).detach();
+    /// assert!(!y.tracks_grad());
+    /// ```
+    pub fn detach(&self) -> Self {
+        let mut t = self.clone();
+        t.set_node(None);
+        t
+    }
+}
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// This tensor as a leaf whose gradient [`backward`](Self::backward)
+    /// computes: a parameter, or an input to differentiate by (PyTorch's
+    /// `requires_grad_()`). A tensor that already tracks is returned as it is.
+    /// Only float tensors can track gradients.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0], [3]).requires_grad();
+    /// let y = (&x * &x).sum(); // y = sum(x^2)
+    /// let grads = y.backward();
+    /// assert_eq!(grads.get(&x).unwrap().to_vec(), vec![2.0, 4.0, 6.0]);
+    /// ```
+    pub fn requires_grad(mut self) -> Self {
+        self.set_requires_grad(true);
+        self
+    }
+
+    /// Marks this tensor as a leaf (`true`, see
+    /// [`requires_grad`](Self::requires_grad)) or cuts it out of the graph
+    /// (`false`, see [`detach`](Self::detach)). PyTorch refuses `false` on a
+    /// computed tensor; here it detaches.
+    pub fn set_requires_grad(&mut self, requires_grad: bool) {
+        match (requires_grad, self.tracks_grad()) {
+            (true, false) => self.set_node(Some(Node::leaf())),
+            (false, true) => self.set_node(None),
+            _ => {}
+        }
+    }
+
+    /// The gradients of this one-element tensor (a loss) with respect to
+    /// every leaf it was computed from, like PyTorch's `loss.backward()`.
+    ///
+    /// The graph is walked once, in reverse order of recording; gradients of
+    /// tensors used several times are summed; each gradient lives on its
+    /// leaf's device, also when the graph crossed devices with
+    /// [`to`](Self::to). The graph is kept, so `backward` may run again.
+    ///
+    /// Fails when this tensor tracks nothing (computed under
+    /// [`no_grad`], or from tensors that do not require
+    /// gradients), when it has more than one element (use
+    /// [`try_backward_with`](Self::try_backward_with)), or when a gradient
+    /// rule fails on the device.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Error, Tensor, no_grad};
+    /// let w = Tensor::<Cpu>::ones([2]).requires_grad();
+    /// let err = no_grad(|| (&w * 2.0).sum()).try_backward().unwrap_err();
+    /// assert!(matches!(err, Error::Argument { op: "backward", .. }));
+    /// ```
+    pub fn try_backward(&self) -> Result<Gradients> {
+        if self.elem_count() != 1 {
+            return Err(Error::Shape {
+                op: "backward",
+                device: D::name(),
+                shapes: vec![self.shape().clone()],
+                reason: "a gradient can be created implicitly only for a one-element tensor; \
+                         pass the result's gradient to `backward_with`"
+                    .into(),
+            });
+        }
+        self.try_backward_with(&self.try_ones_like()?)
+    }
+
+    /// Panicking form of [`try_backward`](Self::try_backward).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let w = Tensor::<Cpu, f64>::from_vec(vec![1.0, -2.0], [2]).requires_grad();
+    /// let b = Tensor::<Cpu, f64>::scalar(0.5).requires_grad();
+    /// let loss = (&w * 3.0 + &b).square().mean();
+    /// let grads = loss.backward();
+    /// // d/dw mean((3w + b)^2) = 3 (3w + b), d/db = sum(3w + b)
+    /// assert_eq!(grads.get(&w).unwrap().to_vec(), vec![10.5, -16.5]);
+    /// assert_eq!(grads.get(&b).unwrap().item(), -2.0);
+    /// ```
+    #[track_caller]
+    pub fn backward(&self) -> Gradients {
+        or_panic(self.try_backward())
+    }
+
+    /// The gradients of every leaf given `grad`, the gradient of some scalar
+    /// with respect to this tensor (PyTorch's `y.backward(gradient=grad)`).
+    /// Fails when `grad`'s shape differs from this tensor's, and as
+    /// [`try_backward`](Self::try_backward) does otherwise.
+    pub fn try_backward_with(&self, grad: &Self) -> Result<Gradients> {
+        let Some(root) = self.node() else {
+            return Err(Error::Argument {
+                op: "backward",
+                device: D::name(),
+                reason: "the tensor tracks no gradient: no operand of the operations that made it \
+                         was marked with `requires_grad`, or it was computed under `no_grad`"
+                    .into(),
+            });
+        };
+        if grad.shape() != self.shape() {
+            return Err(Error::Shape {
+                op: "backward",
+                device: D::name(),
+                shapes: vec![self.shape().clone(), grad.shape().clone()],
+                reason: "the gradient must have the tensor's shape".into(),
+            });
+        }
+        no_grad(|| walk(root, Box::new(grad.detach())))
+    }
+
+    /// Panicking form of [`try_backward_with`](Self::try_backward_with).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]).requires_grad();
+    /// let y = &x * 5.0;
+    /// let grads = y.backward_with(&Tensor::from_vec(vec![1.0, 0.1], [2]));
+    /// assert_eq!(grads.get(&x).unwrap().to_vec(), vec![5.0, 0.5]);
+    /// ```
+    #[track_caller]
+    pub fn backward_with(&self, grad: &Self) -> Gradients {
+        or_panic(self.try_backward_with(grad))
+    }
+}
+
+/// Walks the graph below `root` in reverse order of recording, which is a
+/// reverse topological order (see `graph::NEXT_ID`), so each node's gradient
+/// is complete before its rule runs. A non-leaf gradient is dropped once
+/// its rule has run.
+fn walk(root: &Arc<Node>, seed: Box<dyn AnyGrad>) -> Result<Gradients> {
+    let mut nodes: Vec<&Arc<Node>> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if !seen.insert(node.id) {
+            continue;
+        }
+        nodes.push(node);
+        if let Some(op) = &node.op {
+            stack.extend(op.inputs.iter().flatten());
+        }
+    }
+    nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.id));
+
+    let mut pending: HashMap<u64, Box<dyn AnyGrad>> = HashMap::from([(root.id, seed)]);
+    let mut leaves = HashMap::new();
+    for node in nodes {
+        let Some(grad) = pending.remove(&node.id) else { continue };
+        let Some(op) = &node.op else {
+            leaves.insert(node.id, grad);
+            continue;
+        };
+        let needs: Vec<bool> = op.inputs.iter().map(Option::is_some).collect();
+        let grads = op.rule.backward(&*grad, &needs)?;
+        for (input, g) in op.inputs.iter().zip(grads) {
+            let (Some(input), Some(g)) = (input, g) else { continue };
+            let sum = match pending.remove(&input.id) {
+                Some(prev) => prev.add(&*g)?,
+                None => g,
+            };
+            pending.insert(input.id, sum);
+        }
+    }
+    Ok(Gradients { leaves })
+}
+
+/// The gradients computed by [`Tensor::backward`], one per leaf that the
+/// result depends on (candle's `GradStore`). Look one up with the leaf
+/// itself; it comes back with the leaf's device and element type.
+///
+/// ```
+/// use devtensor::{Cpu, Tensor};
+/// let a = Tensor::<Cpu>::from_vec(vec![2.0], [1]).requires_grad();
+/// let b = Tensor::<Cpu>::from_vec(vec![3.0], [1]).requires_grad();
+/// let unused = Tensor::<Cpu>::zeros([1]).requires_grad();
+/// let grads = (&a * &b).sum().backward();
+/// assert_eq!(grads.get(&a).unwrap().to_vec(), vec![3.0]);
+/// assert_eq!(grads.get(&b).unwrap().to_vec(), vec![2.0]);
+/// assert!(grads.get(&unused).is_none());
+/// assert_eq!(grads.len(), 2);
+/// ```
+pub struct Gradients {
+    leaves: HashMap<u64, Box<dyn AnyGrad>>,
+}
+
+impl Gradients {
+    /// The gradient of `leaf`, or `None` when the result did not depend on
+    /// it or `leaf` is not a leaf (PyTorch keeps only leaves' gradients too).
+    pub fn get<D: Device, E: FloatElement>(&self, leaf: &Tensor<D, E>) -> Option<&Tensor<D, E>> {
+        let grad = self.leaves.get(&leaf.node()?.id)?;
+        grad.as_any().downcast_ref()
+    }
+
+    /// Takes the gradient of `leaf` out of the store; see [`get`](Self::get).
+    pub fn remove<D: Device, E: FloatElement>(&mut self, leaf: &Tensor<D, E>) -> Option<Tensor<D, E>> {
+        let id = leaf.node()?.id;
+        if !self.leaves.get(&id)?.as_any().is::<Tensor<D, E>>() {
+            return None;
+        }
+        let grad = self.leaves.remove(&id)?.into_any();
+        grad.downcast().ok().map(|g| *g)
+    }
+
+    /// How many leaves have a gradient.
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// Whether no leaf has a gradient.
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Gradients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gradients({} leaves)", self.leaves.len())
+    }
+}

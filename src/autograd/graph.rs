@@ -1,0 +1,293 @@
+//! The recorded graph: a node per tracked tensor, holding its inputs' nodes
+//! and the rule that maps its gradient to theirs.
+//!
+//! The graph is type-erased so that one graph can span devices and element
+//! types (`.to::<Cuda<0>>()` and `to_dtype` are differentiable): a node knows
+//! neither its tensor's device nor its element type, and gradients travel
+//! between nodes as `Box<dyn AnyGrad>`. Each rule downcasts the gradient it
+//! receives back to the one type it was recorded for.
+
+use crate::device::Device;
+use crate::element::{Element, FloatElement};
+use crate::error::Result;
+use crate::tensor::Tensor;
+use std::any::Any;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Node ids grow with creation time: every node is created after its
+/// inputs' nodes, so walking ids downwards is a reverse topological order.
+/// One atomic counter keeps that true across threads too, since a tensor
+/// only reaches another thread through a synchronising hand-over.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One vertex of the graph. A leaf (a tensor marked with
+/// [`requires_grad`](Tensor::requires_grad)) has no `op`.
+pub(crate) struct Node {
+    pub(crate) id: u64,
+    pub(crate) op: Option<RecordedOp>,
+}
+
+/// How a non-leaf tensor was computed.
+pub(crate) struct RecordedOp {
+    /// The operation's name, for errors raised by its rule.
+    pub(crate) name: &'static str,
+    /// One entry per differentiable operand: its node, or `None` when that
+    /// operand tracks nothing (a data batch, say) and needs no gradient.
+    pub(crate) inputs: Vec<Option<Arc<Node>>>,
+    pub(crate) rule: Box<dyn Backward>,
+}
+
+impl Node {
+    pub(crate) fn leaf() -> Arc<Node> {
+        Arc::new(Node { id: next_id(), op: None })
+    }
+
+    pub(crate) fn is_leaf(&self) -> bool {
+        self.op.is_none()
+    }
+}
+
+impl Drop for Node {
+    /// Frees the graph below this node with a loop instead of recursion, so
+    /// that dropping a long chain (an RNN unrolled over many steps, a loop
+    /// of 10^5 updates) cannot overflow the stack. Rules hold only detached
+    /// tensors, so nodes are reachable through `inputs` alone.
+    fn drop(&mut self) {
+        let Some(op) = self.op.take() else { return };
+        let mut orphans: Vec<Arc<Node>> = op.inputs.into_iter().flatten().collect();
+        while let Some(node) = orphans.pop() {
+            if let Ok(mut node) = Arc::try_unwrap(node)
+                && let Some(op) = node.op.take()
+            {
+                orphans.extend(op.inputs.into_iter().flatten());
+            }
+        }
+    }
+}
+
+/// A gradient of any device and float type, as it travels through the graph.
+pub(crate) trait AnyGrad: Send + Sync + 'static {
+    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    /// `self + other`; both are gradients of the same tensor, so of one type.
+    fn add(&self, other: &dyn AnyGrad) -> Result<Box<dyn AnyGrad>>;
+}
+
+impl<D: Device, E: Element> AnyGrad for Tensor<D, E> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+
+    fn add(&self, other: &dyn AnyGrad) -> Result<Box<dyn AnyGrad>> {
+        let other: &Tensor<D, E> = other.as_any().downcast_ref().expect("gradients of one tensor share its type");
+        Ok(Box::new(self.try_add(other)?))
+    }
+}
+
+/// Which operands of an op need a gradient, so that a rule skips the others
+/// (the input batch of a first layer, say).
+#[derive(Clone, Copy)]
+pub(crate) struct Needs<'a>(&'a [bool]);
+
+impl Needs<'_> {
+    /// `grad()` for operand `i` if it needs a gradient.
+    pub(crate) fn then<T>(self, i: usize, grad: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
+        if self.0[i] { grad().map(Some) } else { Ok(None) }
+    }
+}
+
+/// A recorded op's gradient rule.
+pub(crate) trait Backward: Send + Sync {
+    /// The gradients of the op's operands (in `RecordedOp::inputs` order;
+    /// `None` where not needed) from the gradient of its result.
+    fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>>;
+}
+
+/// A rule whose result and operands are all `Tensor<D, E>`: nearly every op.
+struct Rule<D, E, F> {
+    rule: F,
+    types: PhantomData<fn() -> (D, E)>,
+}
+
+impl<D, E, F> Backward for Rule<D, E, F>
+where
+    D: Device,
+    E: FloatElement,
+    F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync,
+{
+    fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
+        let grad: &Tensor<D, E> = grad.as_any().downcast_ref().expect("a rule receives its own result's type");
+        let grads = (self.rule)(grad, Needs(needs))?;
+        Ok(grads.into_iter().map(|g| g.map(|g| Box::new(g) as Box<dyn AnyGrad>)).collect())
+    }
+}
+
+/// A rule whose result is a `Tensor<DOut, EOut>` and whose one operand is a
+/// `Tensor<DIn, EIn>`: moves between devices and float types.
+struct RuleAcross<DIn, EIn, DOut, EOut, F> {
+    rule: F,
+    types: PhantomData<Types<DIn, EIn, DOut, EOut>>,
+}
+
+/// The operand and result types of a [`RuleAcross`], owned by none of its values.
+type Types<DIn, EIn, DOut, EOut> = fn() -> (DIn, EIn, DOut, EOut);
+
+impl<DIn, EIn, DOut, EOut, F> Backward for RuleAcross<DIn, EIn, DOut, EOut, F>
+where
+    DIn: Device,
+    EIn: Element,
+    DOut: Device,
+    EOut: Element,
+    F: Fn(&Tensor<DOut, EOut>) -> Result<Tensor<DIn, EIn>> + Send + Sync,
+{
+    fn backward(&self, grad: &dyn AnyGrad, _: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
+        let grad: &Tensor<DOut, EOut> = grad.as_any().downcast_ref().expect("a rule receives its own result's type");
+        Ok(vec![Some(Box::new((self.rule)(grad)?))])
+    }
+}
+
+/// Boxes the gradient rule of a one-operand op whose result has another
+/// device or element type than its operand.
+pub(crate) fn rule_across<DIn, EIn, DOut, EOut, F>(rule: F) -> Box<dyn Backward>
+where
+    DIn: Device,
+    EIn: Element,
+    DOut: Device,
+    EOut: Element,
+    F: Fn(&Tensor<DOut, EOut>) -> Result<Tensor<DIn, EIn>> + Send + Sync + 'static,
+{
+    Box::new(RuleAcross { rule, types: PhantomData })
+}
+
+/// Boxes a gradient rule over one device and float type.
+pub(crate) fn rule<D, E, F>(rule: F) -> Box<dyn Backward>
+where
+    D: Device,
+    E: FloatElement,
+    F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync + 'static,
+{
+    Box::new(Rule { rule, types: PhantomData })
+}
+
+thread_local! {
+    static GRAD_ENABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Whether operations on this thread record the graph: `false` inside
+/// [`no_grad`].
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(|g| g.get())
+}
+
+/// Runs `f` without recording any operation, like PyTorch's
+/// `with torch.no_grad():` — for evaluation, and for updating parameters in
+/// place. Results computed inside track nothing. The setting is per thread
+/// and is restored when `f` returns or panics.
+///
+/// ```
+/// use devtensor::{Cpu, Tensor, no_grad};
+/// let w = Tensor::<Cpu>::ones([3]).requires_grad();
+/// let y = no_grad(|| &w * 2.0);
+/// assert!(!y.tracks_grad());
+/// assert!((&w * 2.0).tracks_grad());
+/// ```
+pub fn no_grad<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            GRAD_ENABLED.with(|g| g.set(self.0));
+        }
+    }
+    let _restore = Restore(GRAD_ENABLED.with(|g| g.replace(false)));
+    f()
+}
+
+/// `forward()`, recorded as op `name` on operands with `inputs` nodes and
+/// differentiated by `rule(&result)` when gradients are enabled and an operand
+/// tracks. The untracked case, every inference op, costs one branch per
+/// operand. When recording, `forward` runs under [`no_grad`], so that the
+/// ops it is built from record nothing of their own.
+#[inline(always)]
+pub(crate) fn track<D: Device, T: Element>(
+    name: &'static str,
+    inputs: &[Option<&Arc<Node>>],
+    forward: impl FnOnce() -> Result<Tensor<D, T>>,
+    rule: impl FnOnce(&Tensor<D, T>) -> Box<dyn Backward>,
+) -> Result<Tensor<D, T>> {
+    if inputs.iter().all(Option::is_none) {
+        return forward();
+    }
+    record(name, inputs, forward, rule)
+}
+
+/// The recording half of [`track`], kept out of line so that the untracked
+/// path of every op stays small.
+#[inline(never)]
+fn record<D: Device, T: Element>(
+    name: &'static str,
+    inputs: &[Option<&Arc<Node>>],
+    forward: impl FnOnce() -> Result<Tensor<D, T>>,
+    rule: impl FnOnce(&Tensor<D, T>) -> Box<dyn Backward>,
+) -> Result<Tensor<D, T>> {
+    if !is_grad_enabled() {
+        return forward();
+    }
+    let out = no_grad(forward)?;
+    let inputs = inputs.iter().map(|n| n.cloned()).collect();
+    // Detached, so that a rule that keeps the result holds no cycle.
+    let rule = rule(&out.detach());
+    Ok(attach(out, name, inputs, rule))
+}
+
+/// `out` as the result of op `name` on operands with `inputs` nodes,
+/// differentiated by `rule`: for an op recorded in two steps (an
+/// asynchronous transfer, recorded when it starts and attached when it lands).
+pub(crate) fn attach<D: Device, T: Element>(
+    mut out: Tensor<D, T>,
+    name: &'static str,
+    inputs: Vec<Option<Arc<Node>>>,
+    rule: Box<dyn Backward>,
+) -> Tensor<D, T> {
+    let op = RecordedOp { name, inputs, rule };
+    out.set_node(Some(Arc::new(Node { id: next_id(), op: Some(op) })));
+    out
+}
+
+/// `t` as a `Tensor<D, F>`, once the caller knows that `E` is `F`: how the
+/// ops that are generic over every element type reach their float-only
+/// gradient rules (only float tensors track, see [`float_rule!`]).
+pub(crate) fn as_float<D: Device, E: Element, F: FloatElement>(t: &Tensor<D, E>) -> Tensor<D, F> {
+    let any: &dyn Any = t;
+    any.downcast_ref::<Tensor<D, F>>().expect("only float tensors track gradients").detach()
+}
+
+/// Builds a gradient rule in an op that is generic over every element type:
+/// `float_rule!(E, F => expr)` evaluates `expr` with `F` naming the float
+/// type that `E` is. Only float tensors can be tracked, so an op that is
+/// being recorded always has a float `E`.
+macro_rules! float_rule {
+    ($E:ty, $F:ident => $body:expr) => {
+        match <$E as $crate::element::Element>::DTYPE {
+            $crate::element::DType::F32 => {
+                type $F = f32;
+                $body
+            }
+            $crate::element::DType::F64 => {
+                type $F = f64;
+                $body
+            }
+            _ => unreachable!("only float tensors track gradients"),
+        }
+    };
+}
+pub(crate) use float_rule;

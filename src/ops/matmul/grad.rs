@@ -1,0 +1,31 @@
+//! Gradient rule of `matmul`, batched and broadcast products included.
+
+use crate::autograd::{Backward, rule};
+use crate::device::Device;
+use crate::element::FloatElement;
+use crate::tensor::Tensor;
+
+/// `a · b` with `torch.matmul`'s semantics: the products run on the
+/// operands as `[batch.., m, k]` and `[batch.., k, n]` stacks (vectors
+/// promoted as the forward promotes them), and a broadcast batch axis has
+/// its gradient summed back.
+pub(super) fn matmul<D: Device, F: FloatElement>(a: Tensor<D, F>, b: Tensor<D, F>) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, needs| {
+        let (a_vector, b_vector) = (a.rank() == 1, b.rank() == 1);
+        let a2 = if a_vector { a.try_unsqueeze(0)? } else { a.clone() };
+        let b2 = if b_vector { b.try_unsqueeze(1)? } else { b.clone() };
+        let g2 = match (a_vector, b_vector) {
+            (false, false) => g.clone(),
+            (true, false) => g.try_unsqueeze(-2)?,
+            (false, true) => g.try_unsqueeze(-1)?,
+            (true, true) => g.try_reshape([1, 1])?,
+        };
+        let ga = needs.then(0, || {
+            g2.try_matmul(&b2.try_transpose(-1, -2)?)?.try_sum_to_shape(a2.shape())?.try_reshape(a.shape().clone())
+        })?;
+        let gb = needs.then(1, || {
+            a2.try_transpose(-1, -2)?.try_matmul(&g2)?.try_sum_to_shape(b2.shape())?.try_reshape(b.shape().clone())
+        })?;
+        Ok(vec![ga, gb])
+    })
+}

@@ -1,0 +1,96 @@
+//! Gradient rules of the reductions and of softmax.
+
+use super::ReduceOp;
+use crate::autograd::{Backward, rule};
+use crate::device::Device;
+use crate::element::FloatElement;
+use crate::error::Result;
+use crate::ops::binary::grad::masked;
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+
+impl<D: Device, F: FloatElement> Tensor<D, F> {
+    /// This gradient of a broadcast result summed back to `shape`, the
+    /// shape of the operand that was broadcast: over the leading axes it
+    /// lacked and over its size-1 axes.
+    pub(crate) fn try_sum_to_shape(&self, shape: &Shape) -> Result<Self> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let mut g = self.clone();
+        for _ in shape.rank()..self.rank() {
+            g = g.try_sum_axis(0)?;
+        }
+        for (axis, &d) in shape.dims().iter().enumerate() {
+            if d == 1 && g.dims()[axis] != 1 {
+                g = g.try_sum_keepdim(axis as isize)?;
+            }
+        }
+        Ok(g)
+    }
+
+    /// A reduced gradient spread back over `shape`: `axis` (removed from
+    /// `self` unless `keepdim`) is restored as size 1 and broadcast.
+    fn spread_over(&self, shape: &Shape, axis: Option<usize>, keepdim: bool) -> Result<Self> {
+        let g = match axis {
+            Some(axis) if !keepdim => self.try_unsqueeze(axis as isize)?,
+            _ => self.clone(),
+        };
+        g.try_reshape(broadcastable_rank(g.shape(), shape))?.try_broadcast_to(shape.clone())
+    }
+}
+
+/// `reduced` (of the same rank as `full`, or rank 0) as a shape that
+/// broadcasts to `full`.
+fn broadcastable_rank(reduced: &Shape, full: &Shape) -> Shape {
+    if reduced.rank() == full.rank() { reduced.clone() } else { Shape::from_dims(vec![1; full.rank()].into()) }
+}
+
+/// `sum` over everything (`axis` `None`) or along `axis` of `input`.
+pub(super) fn sum<D: Device, F: FloatElement>(input: Shape, axis: Option<usize>, keepdim: bool) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.spread_over(&input, axis, keepdim)?)]))
+}
+
+/// `max` or `min` of `x` over everything: the gradient is shared evenly by
+/// the elements equal to the result (NaN ones when it is NaN), as PyTorch
+/// shares it.
+pub(super) fn extreme_all<D: Device, F: FloatElement>(x: Tensor<D, F>, out: Tensor<D, F>) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| {
+        let hits = x.try_eq(&out)?.try_logical_or(&x.try_ne(&x)?.try_logical_and(&out.try_ne(&out)?)?)?;
+        let count = hits.try_sum()?.try_to_dtype::<F>()?;
+        let share = g.try_div(&count)?;
+        Ok(vec![Some(masked(&hits, &share.try_broadcast_to(x.shape().clone())?)?)])
+    })
+}
+
+/// `max` or `min` of `x` along `axis`: the whole gradient goes to the
+/// element the result was taken from (the first occurrence), as PyTorch's
+/// `max(dim)` sends it to the index it returns.
+pub(super) fn extreme_axis<D: Device, F: FloatElement>(op: ReduceOp, x: Tensor<D, F>, axis: Option<usize>, keepdim: bool) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| {
+        let Some(axis) = axis else {
+            return Ok(vec![Some(g.try_reshape(x.shape().clone())?)]);
+        };
+        let ax = axis as isize;
+        let index = if op == ReduceOp::Max { x.try_argmax_keepdim(ax)? } else { x.try_argmin_keepdim(ax)? };
+        let g = if keepdim { g.clone() } else { g.try_unsqueeze(ax)? };
+        Ok(vec![Some(x.try_zeros_like()?.try_scatter_add(ax, &index, &g)?)])
+    })
+}
+
+/// `softmax` (or `log_softmax`) of `x` along `axis`, given its result `y`.
+pub(super) fn softmax<D: Device, F: FloatElement>(y: Tensor<D, F>, axis: Option<usize>, log: bool) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| {
+        // On a rank-0 tensor the result is the constant 1 (or 0).
+        let Some(axis) = axis else { return Ok(vec![Some(g.try_zeros_like()?)]) };
+        let ax = axis as isize;
+        let gx = if log {
+            // d log_softmax: g - softmax * sum(g)
+            g.try_sub(&y.try_exp()?.try_mul(&g.try_sum_keepdim(ax)?)?)?
+        } else {
+            // d softmax: y * (g - sum(g * y))
+            y.try_mul(&g.try_sub(&g.try_mul(&y)?.try_sum_keepdim(ax)?)?)?
+        };
+        Ok(vec![Some(gx)])
+    })
+}

@@ -1,0 +1,463 @@
+//! Autograd: every gradient rule checked against central finite differences
+//! in `f64`, on random shapes, broadcast pairs and non-contiguous leaves, on
+//! every device; and the graph's behaviour (accumulation, `no_grad`,
+//! `detach`, in-place updates, errors, device moves).
+
+#[macro_use]
+mod common;
+
+use common::*;
+use devtensor::{Cpu, Device, Error, Tensor, no_grad};
+use proptest::prelude::*;
+
+type T<D> = Tensor<D, f64>;
+
+/// Step of the central differences: with `f64` and inputs of magnitude
+/// about 1, truncation (`EPS^2`) and rounding (`1e-16 / EPS`) errors both
+/// stay near `1e-10`.
+const EPS: f64 = 1e-6;
+
+/// Weights that make a scalar of a result, so that every element of the
+/// result gets its own gradient: never 0, never all equal.
+fn weights(n: usize) -> Vec<f64> {
+    (0..n).map(|k| 1.0 + 0.5 * ((k * 7 % 5) as f64) - 0.9 * ((k % 3) as f64)).collect()
+}
+
+/// Checks the gradients that `backward` gives for each of `inputs` (made
+/// leaves, keeping their layouts) against central differences of
+/// `sum(f(inputs) * weights)`.
+#[track_caller]
+fn gradcheck<D: Device>(name: &str, inputs: &[T<D>], f: impl Fn(&[T<D>]) -> T<D>) {
+    let leaves: Vec<T<D>> = inputs.iter().map(|t| t.detach().requires_grad()).collect();
+    let y = f(&leaves);
+    assert!(y.tracks_grad(), "{name}: the result does not track");
+    let w = T::<D>::from_vec(weights(y.elem_count()), y.dims());
+    let loss = |y: &T<D>| (y * &w).sum();
+    let grads = loss(&y).backward();
+    for (i, leaf) in leaves.iter().enumerate() {
+        let analytic = match grads.get(leaf) {
+            Some(g) => {
+                assert_eq!(g.dims(), leaf.dims(), "{name}: gradient {i} has the wrong shape");
+                g.to_vec()
+            }
+            None => vec![0.0; leaf.elem_count()],
+        };
+        let base = leaf.to_vec();
+        let numeric: Vec<f64> = (0..base.len())
+            .map(|j| {
+                let at = |delta: f64| {
+                    let mut data = base.clone();
+                    data[j] += delta;
+                    let mut xs: Vec<T<D>> = leaves.iter().map(|l| l.detach()).collect();
+                    xs[i] = T::<D>::from_vec(data, leaf.dims());
+                    no_grad(|| loss(&f(&xs)).item())
+                };
+                (at(EPS) - at(-EPS)) / (2.0 * EPS)
+            })
+            .collect();
+        let ok = analytic.iter().zip(&numeric).all(|(a, n)| (a - n).abs() <= 1e-6 + 1e-5 * n.abs());
+        assert!(ok, "{name} on {}: gradient of input {i} (shape {:?})\nbackward: {analytic:?}\nnumeric:  {numeric:?}", D::name(), leaf.dims());
+    }
+}
+
+// ---- Strategies ----
+
+/// What values a rule needs to be differentiable at every point.
+#[derive(Clone, Copy, Debug)]
+enum Values {
+    /// Magnitudes in `0.2..2`, either sign: away from the kinks of `abs`,
+    /// `relu` and `clamp` and the poles of `recip` and `/`. Ties are
+    /// possible only with probability 0.
+    AwayFromZero,
+    /// Distinct multiples of 0.25 in random order: `max`, `min` and their
+    /// arg positions stay put under a perturbation of `EPS`.
+    Distinct,
+}
+
+fn values(n: usize, kind: Values) -> BoxedStrategy<Vec<f64>> {
+    match kind {
+        Values::AwayFromZero => {
+            prop::collection::vec((0.2..2.0f64, any::<bool>()).prop_map(|(m, neg)| if neg { -m } else { m }), n).boxed()
+        }
+        Values::Distinct => Just((0..n).map(|i| i as f64 * 0.25 - n as f64 / 8.0).collect::<Vec<_>>()).prop_shuffle().boxed(),
+    }
+}
+
+/// A shape of rank `0..=max_rank` and values for it.
+fn shaped(max_rank: usize, max_dim: usize, kind: Values) -> impl Strategy<Value = (Vec<usize>, Vec<f64>)> {
+    shape(max_rank, max_dim).prop_flat_map(move |dims| {
+        let n = dims.iter().product();
+        (Just(dims), values(n, kind))
+    })
+}
+
+/// A shape and values for it.
+type Operand = (Vec<usize>, Vec<f64>);
+
+/// Two shapes that broadcast together, with values for each.
+fn broadcast_operands() -> impl Strategy<Value = (Operand, Operand)> {
+    broadcast_pair(3, 3).prop_flat_map(|(a, b)| {
+        let (na, nb) = (a.iter().product(), b.iter().product());
+        ((Just(a), values(na, Values::AwayFromZero)), (Just(b), values(nb, Values::AwayFromZero)))
+    })
+}
+
+/// An axis in `-rank..rank` (0 for rank 0, which accepts it).
+fn axis_of(dims: &[usize], seed: usize, negative: bool) -> isize {
+    let rank = dims.len().max(1);
+    let axis = (seed % rank) as isize;
+    if negative { axis - rank as isize } else { axis }
+}
+
+/// The operands of a `torch.matmul`: vectors, matrices and stacks whose
+/// batch axes broadcast.
+fn matmul_operands() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
+    (1..4usize, 1..4usize, 1..4usize, 0..3usize, 0..3usize, 1..3usize, any::<bool>()).prop_map(
+        |(m, k, n, a_kind, b_kind, batch, broadcast)| {
+            let a = match a_kind {
+                0 => vec![k],
+                1 => vec![m, k],
+                _ => vec![batch, m, k],
+            };
+            let b = match b_kind {
+                0 => vec![k],
+                1 => vec![k, n],
+                _ => vec![if broadcast { 1 } else { batch }, k, n],
+            };
+            (a, b)
+        },
+    )
+}
+
+fn data(dims: &[usize], seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..dims.iter().product::<usize>())
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
+        })
+        .collect()
+}
+
+// ---- Rules against finite differences ----
+
+device_proptests! {
+    cases = 48;
+
+    fn unary_rules_match_finite_differences<D>((dims, x) in shaped(3, 4, Values::AwayFromZero), v in variant()) {
+        let x = [tensor_with::<D, f64>(&x, &dims, v)];
+        gradcheck("neg", &x, |t| -&t[0]);
+        gradcheck("abs", &x, |t| t[0].abs());
+        gradcheck("relu", &x, |t| t[0].relu());
+        gradcheck("clamp", &x, |t| t[0].clamp(-1.0, 1.0));
+        gradcheck("square", &x, |t| t[0].square());
+        gradcheck("exp", &x, |t| t[0].exp());
+        gradcheck("log", &x, |t| t[0].abs().log());
+        gradcheck("sqrt", &x, |t| t[0].abs().sqrt());
+        gradcheck("tanh", &x, |t| t[0].tanh());
+        gradcheck("sigmoid", &x, |t| t[0].sigmoid());
+        gradcheck("sin", &x, |t| t[0].sin());
+        gradcheck("cos", &x, |t| t[0].cos());
+        gradcheck("recip", &x, |t| t[0].recip());
+        gradcheck("powf(3)", &x, |t| t[0].powf(3.0));
+        gradcheck("powf(-1.5)", &x, |t| t[0].abs().powf(-1.5));
+        gradcheck("powf(0)", &x, |t| t[0].powf(0.0));
+    }
+
+    fn binary_rules_sum_broadcast_gradients_back<D>(((ad, a), (bd, b)) in broadcast_operands(), va in variant(), vb in variant()) {
+        let x = [tensor_with::<D, f64>(&a, &ad, va), tensor_with::<D, f64>(&b, &bd, vb)];
+        gradcheck("add", &x, |t| &t[0] + &t[1]);
+        gradcheck("sub", &x, |t| &t[0] - &t[1]);
+        gradcheck("mul", &x, |t| &t[0] * &t[1]);
+        gradcheck("div", &x, |t| &t[0] / &t[1]);
+        gradcheck("maximum", &x, |t| t[0].maximum(&t[1]));
+        gradcheck("minimum", &x, |t| t[0].minimum(&t[1]));
+        gradcheck("where_cond", &x, |t| t[0].gt(&t[1]).where_cond(&t[0].square(), &t[1]));
+    }
+
+    fn scalar_rules_match_finite_differences<D>((dims, x) in shaped(3, 4, Values::AwayFromZero), v in variant()) {
+        let x = [tensor_with::<D, f64>(&x, &dims, v)];
+        gradcheck("add_scalar", &x, |t| &t[0] + 2.5);
+        gradcheck("sub_scalar", &x, |t| &t[0] - 2.5);
+        gradcheck("rsub_scalar", &x, |t| 2.5 - &t[0]);
+        gradcheck("mul_scalar", &x, |t| &t[0] * -1.5);
+        gradcheck("div_scalar", &x, |t| &t[0] / 4.0);
+        gradcheck("rdiv_scalar", &x, |t| 3.0 / &t[0]);
+        gradcheck("div_floor", &x, |t| t[0].try_div_floor_scalar(0.7).unwrap() + &t[0]);
+    }
+
+    fn reduction_rules_match_finite_differences<D>(
+        (dims, x) in shaped(3, 4, Values::Distinct), v in variant(), seed in 0..6usize, negative in any::<bool>(),
+    ) {
+        let x = [tensor_with::<D, f64>(&x, &dims, v)];
+        let a = axis_of(&dims, seed, negative);
+        gradcheck("sum", &x, |t| t[0].sum());
+        gradcheck("sum_axis", &x, |t| t[0].sum_axis(a));
+        gradcheck("sum_keepdim", &x, |t| t[0].sum_keepdim(a));
+        gradcheck("mean", &x, |t| t[0].mean());
+        gradcheck("mean_axis", &x, |t| t[0].mean_axis(a));
+        gradcheck("mean_keepdim", &x, |t| t[0].mean_keepdim(a));
+        gradcheck("max", &x, |t| t[0].max());
+        gradcheck("min", &x, |t| t[0].min());
+        gradcheck("max_axis", &x, |t| t[0].max_axis(a));
+        gradcheck("min_axis", &x, |t| t[0].min_axis(a));
+        gradcheck("max_keepdim", &x, |t| t[0].max_keepdim(a));
+        gradcheck("min_keepdim", &x, |t| t[0].min_keepdim(a));
+        gradcheck("softmax", &x, |t| t[0].softmax(a));
+        gradcheck("log_softmax", &x, |t| t[0].log_softmax(a));
+    }
+
+    fn matmul_rule_matches_finite_differences<D>((ad, bd) in matmul_operands(), seed in any::<u64>(), va in variant(), vb in variant()) {
+        let x = [tensor_with::<D, f64>(&data(&ad, seed), &ad, va), tensor_with::<D, f64>(&data(&bd, !seed), &bd, vb)];
+        gradcheck("matmul", &x, |t| t[0].matmul(&t[1]));
+    }
+
+    fn view_rules_match_finite_differences<D>(
+        (dims, x) in shaped(3, 4, Values::AwayFromZero), v in variant(), seed in 0..6usize, negative in any::<bool>(),
+    ) {
+        let x = [tensor_with::<D, f64>(&x, &dims, v)];
+        let a = axis_of(&dims, seed, negative);
+        let rank = dims.len();
+        let reversed: Vec<usize> = (0..rank).rev().collect();
+        gradcheck("reshape", &x, |t| t[0].reshape([t[0].elem_count()]));
+        gradcheck("permute", &x, |t| t[0].permute(&reversed));
+        gradcheck("transpose", &x, |t| t[0].transpose(0, -1));
+        gradcheck("contiguous", &x, |t| t[0].transpose(0, -1).contiguous());
+        gradcheck("unsqueeze", &x, |t| t[0].unsqueeze(-1));
+        gradcheck("squeeze", &x, |t| t[0].unsqueeze(0).squeeze(0));
+        gradcheck("squeeze_all", &x, |t| t[0].squeeze_all());
+        gradcheck("flatten", &x, |t| t[0].flatten(0, -1));
+        gradcheck("broadcast_to", &x, |t| {
+            let mut shape = vec![2];
+            shape.extend(t[0].dims());
+            t[0].broadcast_to(shape)
+        });
+        if rank > 0 {
+            let size = dims[a.rem_euclid(rank as isize) as usize];
+            let (start, len) = (seed % size, size - seed % size);
+            gradcheck("narrow", &x, |t| t[0].narrow(a, start, len));
+            gradcheck("select", &x, |t| t[0].select(a, start));
+        }
+        if rank <= 2 {
+            gradcheck("t", &x, |t| t[0].t());
+        }
+    }
+
+    fn index_rules_match_finite_differences<D>(
+        (dims, x) in shaped(3, 4, Values::AwayFromZero).prop_filter("rank 1+", |(d, _)| !d.is_empty()),
+        v in variant(), seed in any::<u64>(),
+    ) {
+        let x = [tensor_with::<D, f64>(&x, &dims, v)];
+        let a = (seed % dims.len() as u64) as usize;
+        let size = dims[a];
+        // Indices with repeats, so that gradients add up.
+        let picks: Vec<i64> = (0..size + 2).map(|i| ((seed >> (i % 48)) as usize % size) as i64).collect();
+        let indices = Tensor::<D, i64>::from_vec(picks.clone(), [picks.len()]);
+        gradcheck("index_select", &x, |t| t[0].index_select(a as isize, &indices));
+        let index_dims = dims.clone();
+        let index_data: Vec<i64> = (0..x[0].elem_count()).map(|i| ((seed as usize).wrapping_add(i * 5) % size) as i64).collect();
+        let index = Tensor::<D, i64>::from_vec(index_data, index_dims.as_slice());
+        gradcheck("gather", &x, |t| t[0].gather(a as isize, &index));
+        let base = T::<D>::from_vec(data(&dims, seed), dims.as_slice());
+        let both = [x[0].clone(), base];
+        gradcheck("scatter_add", &both, |t| t[1].scatter_add(a as isize, &index, &t[0]));
+        let mut src_dims = dims.clone();
+        src_dims[a] = picks.len();
+        let src = T::<D>::from_vec(data(&src_dims, !seed), src_dims.as_slice());
+        let pair = [x[0].clone(), src];
+        gradcheck("index_add", &pair, |t| t[0].index_add(a as isize, &indices, &t[1]));
+        let other = T::<D>::from_vec(data(&dims, seed ^ 7), dims.as_slice());
+        let three = [x[0].clone(), other, x[0].narrow(a as isize, 0, 1)];
+        gradcheck("cat", &three, |t| Tensor::cat(&[&t[0], &t[1], &t[2]], a as isize));
+        gradcheck("stack", &three[..2], |t| Tensor::stack(&[&t[0], &t[1]], a as isize));
+    }
+
+    fn a_small_network_matches_finite_differences<D>(seed in any::<u64>(), batch in 1..4usize) {
+        // Linear -> ReLU -> Linear -> log_softmax -> pick the labels: the
+        // cross-entropy of a two-layer perceptron, built from core ops.
+        let (inputs, hidden, classes) = (3, 4, 3);
+        let params = [
+            T::<D>::from_vec(data(&[inputs, hidden], seed), [inputs, hidden]),
+            T::<D>::from_vec(data(&[hidden], seed ^ 1), [hidden]),
+            T::<D>::from_vec(data(&[hidden, classes], seed ^ 2), [hidden, classes]),
+            T::<D>::from_vec(data(&[classes], seed ^ 3), [classes]),
+        ];
+        let x = T::<D>::from_vec(data(&[batch, inputs], seed ^ 4), [batch, inputs]);
+        let labels = Tensor::<D, i64>::from_vec((0..batch as i64).map(|i| i % classes as i64).collect(), [batch, 1]);
+        gradcheck("mlp", &params, |p| {
+            let h = (x.matmul(&p[0]) + &p[1]).tanh();
+            let logits = h.matmul(&p[2]) + &p[3];
+            -logits.log_softmax(-1).gather(1, &labels).mean()
+        });
+    }
+}
+
+// ---- Graph behaviour ----
+
+fn from<D: Device>(values: &[f64]) -> T<D> {
+    T::<D>::from_slice(values, [values.len()])
+}
+
+fn grads_accumulate_over_uses<D: Device>() {
+    // y = x * x + x uses x three times: dy/dx = 2x + 1.
+    let x = from::<D>(&[1.0, -2.0, 0.5]).requires_grad();
+    let grads = (&x * &x + &x).sum().backward();
+    assert_eq!(grads.get(&x).unwrap().to_vec(), vec![3.0, -3.0, 2.0]);
+    // Running backward again on the same graph gives the same gradients.
+    let y = (&x * &x).sum();
+    assert_eq!(y.backward().get(&x).unwrap().to_vec(), y.backward().get(&x).unwrap().to_vec());
+}
+
+fn no_grad_and_detach_cut_the_graph<D: Device>() {
+    let x = from::<D>(&[2.0, 3.0]).requires_grad();
+    assert!(x.tracks_grad() && x.is_leaf());
+    let y = no_grad(|| x.exp());
+    assert!(!y.tracks_grad());
+    assert!(devtensor::is_grad_enabled(), "no_grad restores the setting");
+    // x * detach(x): the detached factor is a constant.
+    let grads = (&x * &x.detach()).sum().backward();
+    assert_eq!(grads.get(&x).unwrap().to_vec(), vec![2.0, 3.0]);
+    // A data tensor mixes with a parameter and gets no gradient.
+    let data = from::<D>(&[10.0, 20.0]);
+    let grads = (&x * &data).sum().backward();
+    assert_eq!(grads.get(&x).unwrap().to_vec(), vec![10.0, 20.0]);
+    assert!(grads.get(&data).is_none());
+    assert_eq!(grads.len(), 1);
+    assert_eq!((&x * &data).grad_fn(), Some("mul"));
+    // Integer results of tracked tensors track nothing.
+    assert!(!x.gt_scalar(2.5).tracks_grad());
+    assert!(!x.argmax(0).tracks_grad());
+    assert!(!x.to_dtype::<i64>().tracks_grad());
+}
+
+fn backward_errors_name_the_problem<D: Device>() {
+    let x = from::<D>(&[1.0, 2.0]).requires_grad();
+    let err = no_grad(|| x.sum()).try_backward().unwrap_err();
+    assert!(matches!(err, Error::Argument { op: "backward", .. }), "{err}");
+    assert!(err.to_string().contains("tracks no gradient"), "{err}");
+    let err = (&x * 2.0).try_backward().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "backward on {}: shape [2]: a gradient can be created implicitly only for a one-element tensor; \
+             pass the result's gradient to `backward_with`",
+            D::name()
+        )
+    );
+    let err = (&x * 2.0).try_backward_with(&from::<D>(&[1.0])).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "backward", .. }), "{err}");
+    let grads = (&x * 2.0).backward_with(&from::<D>(&[1.0, -1.0]));
+    assert_eq!(grads.get(&x).unwrap().to_vec(), vec![2.0, -2.0]);
+}
+
+fn in_place_updates_follow_pytorch<D: Device>() {
+    let mut w = from::<D>(&[1.0, 2.0]).requires_grad();
+    // Writing a leaf in place while recording is refused, as in PyTorch.
+    let err = w.try_add_assign(&from::<D>(&[1.0, 1.0])).unwrap_err();
+    assert!(err.to_string().contains("update it inside `no_grad`"), "{err}");
+    assert_eq!(w.to_vec(), vec![1.0, 2.0]);
+    // Under no_grad the update lands and w stays the same leaf.
+    let grads = (&w * &w).sum().backward();
+    let g = grads.get(&w).unwrap().clone();
+    no_grad(|| w -= &(&g * 0.25));
+    assert_eq!(w.to_vec(), vec![0.5, 1.0]);
+    assert!(w.is_leaf() && w.tracks_grad());
+    assert_eq!((&w * 3.0).sum().backward().get(&w).unwrap().to_vec(), vec![3.0, 3.0]);
+    // A computed tensor updated in place is recorded: y = 2w; y += w.
+    let mut y = &w * 2.0;
+    y += &w;
+    assert_eq!(y.sum().backward().get(&w).unwrap().to_vec(), vec![3.0, 3.0]);
+    // A data tensor updated in place with a tracked one starts tracking.
+    let mut d = from::<D>(&[1.0, 1.0]);
+    d *= &w;
+    assert_eq!(d.sum().backward().get(&w).unwrap().to_vec(), vec![1.0, 1.0]);
+}
+
+fn extreme_values_share_gradients_like_pytorch<D: Device>() {
+    // max over everything shares between ties; along an axis the first wins.
+    let x = from::<D>(&[1.0, 3.0, 3.0, 2.0]).requires_grad();
+    assert_eq!(x.max().backward().get(&x).unwrap().to_vec(), vec![0.0, 0.5, 0.5, 0.0]);
+    assert_eq!(x.max_axis(0).backward().get(&x).unwrap().to_vec(), vec![0.0, 1.0, 0.0, 0.0]);
+    let m = x.reshape([2, 2]).min_axis(1).sum();
+    assert_eq!(m.backward().get(&x).unwrap().to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
+    // maximum splits a tie in half between its operands.
+    let y = from::<D>(&[3.0, 0.0, 3.0, 5.0]).requires_grad();
+    let grads = x.maximum(&y).sum().backward();
+    assert_eq!(grads.get(&x).unwrap().to_vec(), vec![0.0, 1.0, 0.5, 0.0]);
+    assert_eq!(grads.get(&y).unwrap().to_vec(), vec![1.0, 0.0, 0.5, 1.0]);
+    // relu passes nothing at 0, abs has gradient 0 at 0 (PyTorch's choices).
+    let z = from::<D>(&[-1.0, 0.0, 2.0]).requires_grad();
+    assert_eq!(z.relu().sum().backward().get(&z).unwrap().to_vec(), vec![0.0, 0.0, 1.0]);
+    assert_eq!(z.abs().sum().backward().get(&z).unwrap().to_vec(), vec![-1.0, 0.0, 1.0]);
+}
+
+fn gradients_cross_devices_back_to_the_leaf<D: Device>() {
+    // A leaf on D, a computation on the CPU, a loss back on D: the gradient
+    // lands on D, where the leaf lives.
+    let x = from::<D>(&[0.0, 1.0, 2.0]).requires_grad();
+    let on_cpu = x.to::<Cpu>().exp();
+    let loss = on_cpu.to::<D>().sum();
+    let grads = loss.backward();
+    let g: &Tensor<D, f64> = grads.get(&x).unwrap();
+    assert_close(&g.to_vec(), &[1.0, 1f64.exp(), 2f64.exp()], 1e-12, 1e-12);
+    // The same through an asynchronous transfer.
+    let grads = x.to_async::<Cpu>().wait().square().sum().backward();
+    assert_eq!(grads.get(&x).unwrap().to_vec(), vec![0.0, 2.0, 4.0]);
+    // And through an f32 detour: the gradient comes back as f64.
+    let grads = (x.to_dtype::<f32>() * 3.0).to_dtype::<f64>().sum().backward();
+    assert_eq!(grads.get(&x).unwrap().to_vec(), vec![3.0; 3]);
+}
+
+fn gradient_descent_fits_a_line<D: Device>() {
+    // y = 3x - 2 recovered by plain gradient descent on the mean squared error.
+    let xs: Vec<f64> = (0..16).map(|i| i as f64 / 8.0 - 1.0).collect();
+    let x = T::<D>::from_vec(xs.clone(), [16, 1]);
+    let y = T::<D>::from_vec(xs.iter().map(|v| 3.0 * v - 2.0).collect(), [16, 1]);
+    let mut w = T::<D>::zeros([1, 1]).requires_grad();
+    let mut b = T::<D>::zeros([1]).requires_grad();
+    for _ in 0..300 {
+        let loss = (x.matmul(&w) + &b - &y).square().mean();
+        let grads = loss.backward();
+        let (gw, gb) = (grads.get(&w).unwrap(), grads.get(&b).unwrap());
+        no_grad(|| {
+            w -= &(gw * 0.5);
+            b -= &(gb * 0.5);
+        });
+    }
+    assert_close(&w.to_vec(), &[3.0], 1e-6, 0.0);
+    assert_close(&b.to_vec(), &[-2.0], 1e-6, 0.0);
+}
+
+device_tests! {
+    grads_accumulate_over_uses => grads_accumulate_over_uses,
+    no_grad_and_detach_cut_the_graph => no_grad_and_detach_cut_the_graph,
+    backward_errors_name_the_problem => backward_errors_name_the_problem,
+    in_place_updates_follow_pytorch => in_place_updates_follow_pytorch,
+    extreme_values_share_gradients_like_pytorch => extreme_values_share_gradients_like_pytorch,
+    gradients_cross_devices_back_to_the_leaf => gradients_cross_devices_back_to_the_leaf,
+    gradient_descent_fits_a_line => gradient_descent_fits_a_line,
+}
+
+#[test]
+fn a_long_chain_runs_backward_and_drops_without_recursion() {
+    // 10^5 recorded ops: the walk and the drop of the graph are loops, so
+    // neither overflows the test thread's stack.
+    let n = sized(100_000, 500);
+    let x = T::<Cpu>::scalar(0.0).requires_grad();
+    let mut y = x.clone();
+    for _ in 0..n {
+        y = &y + 1.0;
+    }
+    assert_eq!(y.item(), n as f64);
+    assert_eq!(y.backward().get(&x).unwrap().item(), 1.0);
+    drop(y);
+}
+
+#[test]
+fn tracked_tensors_cross_threads() {
+    let w = T::<Cpu>::from_vec(vec![1.0, 2.0], [2]).requires_grad();
+    let y = std::thread::scope(|s| s.spawn(|| (&w * 4.0).sum()).join().unwrap());
+    assert_eq!(y.backward().get(&w).unwrap().to_vec(), vec![4.0, 4.0]);
+}
