@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the CPU core under Miri, to catch undefined behaviour: the library's
 # unit tests and the CPU halves of the device-generic integration suites.
-# Slow (about 20 minutes), so not part of CI; run it after touching `unsafe`
+# Slow (about an hour on two cores; the largest reduce test alone takes
+# half of it), so not part of CI; run it after touching `unsafe`
 # code, shape arithmetic or the CPU kernels.
 #   rustup component add --toolchain nightly miri rust-src
 #
