@@ -41,5 +41,5 @@ echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> an
 # failure, so this section cannot pass by skipping. with-emu.sh prints the
 # driver it installs; each test binary then prints `RUN Cuda<N>: ...`.
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test \
-    --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor --test bad_input --test autograd \
+    --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor --test bad_input --test training \
     --test cuda_backend --test async_transfer

@@ -34,6 +34,8 @@ pub mod autograd;
 pub mod device;
 pub mod element;
 pub mod error;
+pub mod nn;
+pub mod optim;
 pub mod ops;
 pub mod random;
 pub mod shape;

@@ -3,62 +3,10 @@
 //! every device; and the graph's behaviour (accumulation, `no_grad`,
 //! `detach`, in-place updates, errors, device moves).
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
+use crate::gradcheck::{T, gradcheck};
 use devtensor::{Cpu, Device, Error, Tensor, no_grad};
 use proptest::prelude::*;
-
-type T<D> = Tensor<D, f64>;
-
-/// Step of the central differences: with `f64` and inputs of magnitude
-/// about 1, truncation (`EPS^2`) and rounding (`1e-16 / EPS`) errors both
-/// stay near `1e-10`.
-const EPS: f64 = 1e-6;
-
-/// Weights that make a scalar of a result, so that every element of the
-/// result gets its own gradient: never 0, never all equal.
-fn weights(n: usize) -> Vec<f64> {
-    (0..n).map(|k| 1.0 + 0.5 * ((k * 7 % 5) as f64) - 0.9 * ((k % 3) as f64)).collect()
-}
-
-/// Checks the gradients that `backward` gives for each of `inputs` (made
-/// leaves, keeping their layouts) against central differences of
-/// `sum(f(inputs) * weights)`.
-#[track_caller]
-fn gradcheck<D: Device>(name: &str, inputs: &[T<D>], f: impl Fn(&[T<D>]) -> T<D>) {
-    let leaves: Vec<T<D>> = inputs.iter().map(|t| t.detach().requires_grad()).collect();
-    let y = f(&leaves);
-    assert!(y.tracks_grad(), "{name}: the result does not track");
-    let w = T::<D>::from_vec(weights(y.elem_count()), y.dims());
-    let loss = |y: &T<D>| (y * &w).sum();
-    let grads = loss(&y).backward();
-    for (i, leaf) in leaves.iter().enumerate() {
-        let analytic = match grads.get(leaf) {
-            Some(g) => {
-                assert_eq!(g.dims(), leaf.dims(), "{name}: gradient {i} has the wrong shape");
-                g.to_vec()
-            }
-            None => vec![0.0; leaf.elem_count()],
-        };
-        let base = leaf.to_vec();
-        let numeric: Vec<f64> = (0..base.len())
-            .map(|j| {
-                let at = |delta: f64| {
-                    let mut data = base.clone();
-                    data[j] += delta;
-                    let mut xs: Vec<T<D>> = leaves.iter().map(|l| l.detach()).collect();
-                    xs[i] = T::<D>::from_vec(data, leaf.dims());
-                    no_grad(|| loss(&f(&xs)).item())
-                };
-                (at(EPS) - at(-EPS)) / (2.0 * EPS)
-            })
-            .collect();
-        let ok = analytic.iter().zip(&numeric).all(|(a, n)| (a - n).abs() <= 1e-6 + 1e-5 * n.abs());
-        assert!(ok, "{name} on {}: gradient of input {i} (shape {:?})\nbackward: {analytic:?}\nnumeric:  {numeric:?}", D::name(), leaf.dims());
-    }
-}
 
 // ---- Strategies ----
 

@@ -1,0 +1,88 @@
+//! Layers without parameters: activations and `Flatten`.
+
+use super::module::stateless_module;
+use super::{Module, TensorKind};
+use crate::device::Device;
+use crate::element::FloatElement;
+use crate::error::{Result, or_panic};
+use crate::tensor::Tensor;
+
+/// Defines a parameterless layer that applies one tensor method.
+macro_rules! activation {
+    ($($name:ident, $method:ident, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name;
+
+        impl $name {
+            #[doc = concat!("`x.", stringify!($method), "()`, on any device.")]
+            pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+                Ok(x.$method())
+            }
+
+            /// Panicking form of `try_forward`.
+            pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
+                x.$method()
+            }
+        }
+
+        impl<D: Device, E: FloatElement> super::Forward<D, E> for $name {
+            fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+                self.try_forward(x)
+            }
+        }
+
+        stateless_module!($name);
+    )*};
+}
+
+activation! {
+    Relu, relu, "`max(x, 0)`, PyTorch's `nn.ReLU`.";
+    Sigmoid, sigmoid, "`1 / (1 + e^-x)`, PyTorch's `nn.Sigmoid`.";
+    Tanh, tanh, "The hyperbolic tangent, PyTorch's `nn.Tanh`.";
+}
+
+/// Merges the axes `start..=end` into one, PyTorch's `nn.Flatten` (by
+/// default every axis after the batch axis: `Flatten::default()` is
+/// `start = 1`, `end = -1`).
+///
+/// ```
+/// use devtensor::nn::Flatten;
+/// use devtensor::{Cpu, Tensor};
+/// let x = Tensor::<Cpu>::zeros([64, 16, 32, 32]);
+/// assert_eq!(Flatten::default().forward(&x).dims(), &[64, 16384]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flatten {
+    /// First axis merged.
+    pub start: isize,
+    /// Last axis merged.
+    pub end: isize,
+}
+
+impl Default for Flatten {
+    fn default() -> Self {
+        Flatten { start: 1, end: -1 }
+    }
+}
+
+impl Flatten {
+    /// `x` with its axes `start..=end` merged. Fails when an axis is out of range.
+    pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        x.try_flatten(self.start, self.end)
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
+    #[track_caller]
+    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
+        or_panic(self.try_forward(x))
+    }
+}
+
+impl<D: Device, E: FloatElement> super::Forward<D, E> for Flatten {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        self.try_forward(x)
+    }
+}
+
+stateless_module!(Flatten);

@@ -1,0 +1,78 @@
+//! `Embedding`: a lookup table of vectors.
+
+use super::module::{child_name, move_parameter};
+use super::{Module, TensorKind};
+use crate::device::{Device, SameDevice, same_device};
+use crate::element::FloatElement;
+use crate::error::{Result, or_panic};
+use crate::tensor::Tensor;
+
+/// PyTorch's `nn.Embedding`: row `i` of `weight` (`[num_embeddings,
+/// embedding_dim]`, initialised from `N(0, 1)`) for each index `i`.
+///
+/// ```
+/// use devtensor::nn::Embedding;
+/// use devtensor::{Cpu, Tensor};
+/// let table = Embedding::<Cpu>::new(10, 4);
+/// let tokens = Tensor::<Cpu, i64>::from_vec(vec![1, 7, 1], [3]);
+/// let vectors = table.forward(&tokens);
+/// assert_eq!(vectors.dims(), &[3, 4]);
+/// assert_eq!(vectors.select(0, 0).to_vec(), vectors.select(0, 2).to_vec());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Embedding<D: Device, E: FloatElement = f32> {
+    /// `[num_embeddings, embedding_dim]`.
+    pub weight: Tensor<D, E>,
+}
+
+impl<D: Device, E: FloatElement> Embedding<D, E> {
+    /// A table of `num_embeddings` vectors of `embedding_dim` elements.
+    pub fn try_new(num_embeddings: usize, embedding_dim: usize) -> Result<Self> {
+        Ok(Embedding { weight: Tensor::try_randn([num_embeddings, embedding_dim])?.requires_grad() })
+    }
+
+    /// Panicking form of [`try_new`](Self::try_new).
+    #[track_caller]
+    pub fn new(num_embeddings: usize, embedding_dim: usize) -> Self {
+        or_panic(Self::try_new(num_embeddings, embedding_dim))
+    }
+
+    /// The vectors of `indices` (any shape), as `[indices.., embedding_dim]`.
+    /// Fails on an index outside `0..num_embeddings`.
+    pub fn try_forward<D2: Device>(&self, indices: &Tensor<D2, i64>) -> Result<Tensor<D, E>>
+    where
+        D: SameDevice<D2>,
+    {
+        let indices: &Tensor<D, i64> = same_device(indices);
+        let flat: Tensor<D, i64> = indices.try_reshape([indices.elem_count()])?;
+        let rows = self.weight.try_index_select::<D>(0, &flat)?;
+        let mut dims = indices.dims().to_vec();
+        dims.push(self.weight.dims()[1]);
+        rows.try_reshape(dims)
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
+    #[track_caller]
+    pub fn forward<D2: Device>(&self, indices: &Tensor<D2, i64>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_forward(indices))
+    }
+}
+
+impl<D: Device, E: FloatElement> Module<D, E> for Embedding<D, E> {
+    type On<D2: Device> = Embedding<D2, E>;
+
+    fn try_to<D2: Device>(&self) -> Result<Embedding<D2, E>> {
+        Ok(Embedding { weight: move_parameter(&self.weight)? })
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
+    }
+}

@@ -1,0 +1,110 @@
+//! `LayerNorm`: normalisation over the trailing axes of each sample.
+
+use super::module::{child_name, move_parameter};
+use super::{Forward, Module, TensorKind};
+use crate::device::{Device, SameDevice, same_device};
+use crate::element::FloatElement;
+use crate::error::{Error, Result, or_panic};
+use crate::tensor::Tensor;
+
+/// PyTorch's `nn.LayerNorm`: each sample is normalised over its last
+/// `normalized_shape.len()` axes to mean 0 and (biased) variance 1, then
+/// scaled by `weight` and shifted by `bias` (initialised to 1 and 0).
+///
+/// ```
+/// use devtensor::nn::LayerNorm;
+/// use devtensor::{Cpu, Tensor};
+/// let norm = LayerNorm::<Cpu, f64>::new(&[4]);
+/// let y = norm.forward(&Tensor::<Cpu, f64>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [1, 4]));
+/// let v = y.to_vec();
+/// assert!((v.iter().sum::<f64>()).abs() < 1e-12);
+/// assert!((v[3] - 1.5 / (1.25f64 + 1e-5).sqrt()).abs() < 1e-12);
+/// ```
+#[derive(Clone, Debug)]
+pub struct LayerNorm<D: Device, E: FloatElement = f32> {
+    /// The scale, shaped like the normalised axes.
+    pub weight: Tensor<D, E>,
+    /// The shift, shaped like the normalised axes.
+    pub bias: Tensor<D, E>,
+    /// Added to the variance before the square root.
+    pub eps: f64,
+}
+
+impl<D: Device, E: FloatElement> LayerNorm<D, E> {
+    /// A layer normalising over trailing axes of sizes `normalized_shape`,
+    /// with `eps = 1e-5`. Fails when `D` is unavailable.
+    pub fn try_new(normalized_shape: &[usize]) -> Result<Self> {
+        Ok(LayerNorm {
+            weight: Tensor::try_ones(normalized_shape)?.requires_grad(),
+            bias: Tensor::try_zeros(normalized_shape)?.requires_grad(),
+            eps: 1e-5,
+        })
+    }
+
+    /// Panicking form of [`try_new`](Self::try_new).
+    #[track_caller]
+    pub fn new(normalized_shape: &[usize]) -> Self {
+        or_panic(Self::try_new(normalized_shape))
+    }
+}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for LayerNorm<D, E> {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        let norm = self.weight.dims();
+        let lead = x.rank().checked_sub(norm.len());
+        if lead.is_none_or(|lead| &x.dims()[lead..] != norm) {
+            return Err(Error::Shape {
+                op: "LayerNorm",
+                device: D::name(),
+                shapes: vec![x.shape().clone(), self.weight.shape().clone()],
+                reason: "the input's trailing axes must match normalized_shape".into(),
+            });
+        }
+        let lead = lead.unwrap_or(0);
+        let mut rows = x.dims()[..lead].to_vec();
+        rows.push(norm.iter().product());
+        let flat = x.try_reshape(rows)?;
+        let centred = flat.try_sub(&flat.try_mean_keepdim(-1)?)?;
+        let var = centred.try_square()?.try_mean_keepdim(-1)?;
+        let normed = centred.try_div(&var.try_add_scalar(E::from_f64(self.eps))?.try_sqrt()?)?;
+        normed.try_reshape(x.shape().clone())?.try_mul(&self.weight)?.try_add(&self.bias)
+    }
+}
+
+impl<D: Device, E: FloatElement> LayerNorm<D, E> {
+    /// The layer applied to `x`, which must be on the layer's device
+    /// (checked at compile time). Fails when `x`'s shape does not fit.
+    pub fn try_forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
+    where
+        D: SameDevice<D2>,
+    {
+        self.forward_on(same_device(x))
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
+    #[track_caller]
+    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_forward(x))
+    }
+}
+
+impl<D: Device, E: FloatElement> Module<D, E> for LayerNorm<D, E> {
+    type On<D2: Device> = LayerNorm<D2, E>;
+
+    fn try_to<D2: Device>(&self) -> Result<LayerNorm<D2, E>> {
+        Ok(LayerNorm { weight: move_parameter(&self.weight)?, bias: move_parameter(&self.bias)?, eps: self.eps })
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
+        f(&child_name(prefix, "bias"), TensorKind::Parameter, &self.bias);
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
+        f(&child_name(prefix, "bias"), TensorKind::Parameter, &mut self.bias);
+    }
+}

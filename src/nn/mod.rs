@@ -1,0 +1,35 @@
+//! Neural-network layers, losses and the [`Module`] trait.
+//!
+//! Every layer is generic over its device, `Linear<D>`, and keeps its
+//! parameters as tensors that require grad. A model is a plain struct of
+//! layers given [`Module`] by [`module!`](crate::module); it moves to
+//! another device with `model.to::<Cuda<0>>()`, which returns the model's
+//! type on that device. A layer's `forward` takes an input of any device
+//! type and requires it to be the layer's own at compile time, so feeding a
+//! CPU batch to a GPU model fails to build with devtensor's "expected all
+//! tensors to be on the same device" message.
+
+mod activation;
+mod dropout;
+mod embedding;
+mod forward;
+pub mod init;
+mod layer_norm;
+mod linear;
+mod loss;
+mod module;
+mod sequential;
+
+pub use activation::{Flatten, Relu, Sigmoid, Tanh};
+pub use dropout::Dropout;
+pub use embedding::Embedding;
+pub use forward::Forward;
+pub use layer_norm::LayerNorm;
+pub use linear::Linear;
+pub use loss::{
+    CrossEntropy, Reduction, binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss,
+    nll_loss, try_binary_cross_entropy_with_logits, try_cross_entropy, try_cross_entropy_with, try_l1_loss,
+    try_mse_loss, try_nll_loss,
+};
+pub use module::{Module, TensorKind, child_name};
+pub use sequential::Sequential;

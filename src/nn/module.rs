@@ -1,0 +1,214 @@
+//! The [`Module`] trait: what optimizers, checkpoints and device moves need
+//! to know about a layer or a model.
+
+use crate::autograd::no_grad;
+use crate::device::Device;
+use crate::element::FloatElement;
+use crate::error::{Result, or_panic};
+use crate::tensor::Tensor;
+
+/// What a tensor held by a module is to training.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorKind {
+    /// Trained by the optimizer; tracks gradients (a weight, a bias).
+    Parameter,
+    /// Saved and moved with the module but not trained (`BatchNorm2d`'s
+    /// running statistics), PyTorch's buffers.
+    Buffer,
+}
+
+/// A layer or a model whose tensors live on device `D`, with elements `E`.
+///
+/// A model is a plain struct of modules; [`module!`](crate::module) gives it
+/// this trait in one line. Through it the model gets:
+///
+/// - [`to`](Module::to), which moves every parameter and buffer and returns
+///   the same model on another device (`Net<Cpu>` becomes `Net<Cuda<0>>`);
+/// - [`parameters`](Module::parameters) and
+///   [`named_tensors`](Module::named_tensors), with dotted names
+///   (`"fc.weight"`) for optimizers and checkpoints;
+/// - [`train`](Module::train) and [`eval`](Module::eval) for the layers
+///   that behave differently in training (`Dropout`, `BatchNorm2d`).
+///
+/// ```
+/// use devtensor::nn::{Linear, Module, Relu};
+/// use devtensor::{Cpu, Tensor};
+///
+/// struct Mlp<D: devtensor::Device> {
+///     hidden: Linear<D>,
+///     act: Relu,
+///     out: Linear<D>,
+/// }
+/// devtensor::module!(Mlp { hidden, act, out });
+///
+/// let mlp = Mlp { hidden: Linear::<Cpu>::new(4, 8), act: Relu, out: Linear::new(8, 2) };
+/// let names: Vec<String> = mlp.parameters().into_iter().map(|(name, _)| name).collect();
+/// assert_eq!(names, ["hidden.weight", "hidden.bias", "out.weight", "out.bias"]);
+/// assert_eq!(mlp.num_parameters(), 4 * 8 + 8 + 8 * 2 + 2);
+/// let moved: Mlp<Cpu> = mlp.to::<Cpu>(); // or `mlp.to::<Cuda<0>>()`: an `Mlp<Cuda<0>>`
+/// # let _ = moved;
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "expected all tensors to be on the same device, but `{Self}` is not a module on `{D}`",
+    label = "this module's parameters are not on `{D}`",
+    note = "move the model with `.to::<{D}>()`, or make the optimizer, loss or checkpoint for the model's own device"
+)]
+pub trait Module<D: Device, E: FloatElement = f32>: Sized {
+    /// This module with its tensors on `D2`.
+    type On<D2: Device>: Module<D2, E>;
+
+    /// This module with every parameter and buffer copied to `D2`. Moved
+    /// parameters are fresh leaves that require grad. Fails when `D2` is
+    /// unavailable or out of memory.
+    fn try_to<D2: Device>(&self) -> Result<Self::On<D2>>;
+
+    /// Calls `f` with the dotted name (under `prefix`), kind and tensor of
+    /// every parameter and buffer, in a fixed order: the order of the fields.
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>));
+
+    /// Like [`visit`](Self::visit), with each tensor writable: how
+    /// optimizers update parameters and checkpoints load them.
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>));
+
+    /// Switches training behaviour on or off; layers without any ignore it.
+    fn set_training(&mut self, training: bool) {
+        let _ = training;
+    }
+
+    /// Panicking form of [`try_to`](Self::try_to): PyTorch's `model.to(device)`,
+    /// returning the model's type on the new device.
+    #[track_caller]
+    fn to<D2: Device>(&self) -> Self::On<D2> {
+        or_panic(self.try_to())
+    }
+
+    /// Every trainable parameter with its dotted name, in field order. The
+    /// tensors share storage with the module's own.
+    fn parameters(&self) -> Vec<(String, Tensor<D, E>)> {
+        let mut out = Vec::new();
+        self.visit("", &mut |name, kind, t| {
+            if kind == TensorKind::Parameter {
+                out.push((name.to_string(), t.clone()));
+            }
+        });
+        out
+    }
+
+    /// Every parameter and buffer with its dotted name and kind (PyTorch's
+    /// `state_dict`).
+    fn named_tensors(&self) -> Vec<(String, TensorKind, Tensor<D, E>)> {
+        let mut out = Vec::new();
+        self.visit("", &mut |name, kind, t| out.push((name.to_string(), kind, t.clone())));
+        out
+    }
+
+    /// The number of trainable elements.
+    fn num_parameters(&self) -> usize {
+        self.parameters().iter().map(|(_, t)| t.elem_count()).sum()
+    }
+
+    /// Training mode (PyTorch's `model.train()`).
+    fn train(&mut self) {
+        self.set_training(true);
+    }
+
+    /// Evaluation mode (PyTorch's `model.eval()`): `Dropout` passes its
+    /// input through and `BatchNorm2d` uses its running statistics.
+    fn eval(&mut self) {
+        self.set_training(false);
+    }
+}
+
+/// `prefix.name`, or `name` at the top.
+pub fn child_name(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
+}
+
+/// A parameter copied to `D2` as a fresh leaf.
+pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<D, E>) -> Result<Tensor<D2, E>> {
+    Ok(no_grad(|| p.detach().try_to::<D2>())?.requires_grad())
+}
+
+/// Gives a struct of modules the [`Module`] trait: `module!(Net { conv, fc })`
+/// lists the fields that are modules (all of them, in the order names and
+/// checkpoints should use). The struct must be generic over its device as
+/// `Net<D: Device>`; its element type is `f32`, or the struct's second
+/// parameter with `module!(Net<E> { .. })`. Fields that are not modules
+/// (sizes, flags) follow a semicolon and are cloned as they are:
+/// `module!(Net { conv, fc; classes })`.
+///
+/// ```
+/// use devtensor::nn::{Linear, Module};
+/// use devtensor::{Cpu, Device, FloatElement, Tensor};
+///
+/// struct Head<D: Device, E: FloatElement> {
+///     fc: Linear<D, E>,
+///     classes: usize,
+/// }
+/// devtensor::module!(Head<E> { fc; classes });
+///
+/// let head = Head { fc: Linear::<Cpu, f64>::new(3, 2), classes: 2 };
+/// assert_eq!(head.to::<Cpu>().classes, 2);
+/// assert_eq!(head.parameters().len(), 2);
+/// ```
+#[macro_export]
+macro_rules! module {
+    ($name:ident { $($field:ident),* $(,)? $(; $($plain:ident),* $(,)?)? }) => {
+        impl<D: $crate::Device> $crate::nn::Module<D> for $name<D> {
+            type On<D2: $crate::Device> = $name<D2>;
+            $crate::module!(@body $name { $($field),* $(; $($plain),*)? } f32);
+        }
+    };
+    ($name:ident<E> { $($field:ident),* $(,)? $(; $($plain:ident),* $(,)?)? }) => {
+        impl<D: $crate::Device, E: $crate::FloatElement> $crate::nn::Module<D, E> for $name<D, E> {
+            type On<D2: $crate::Device> = $name<D2, E>;
+            $crate::module!(@body $name { $($field),* $(; $($plain),*)? } E);
+        }
+    };
+    (@body $name:ident { $($field:ident),* $(; $($plain:ident),*)? } $E:ty) => {
+        fn try_to<D2: $crate::Device>(&self) -> $crate::Result<Self::On<D2>> {
+            Ok($name {
+                $($field: $crate::nn::Module::<D, $E>::try_to::<D2>(&self.$field)?,)*
+                $($($plain: ::core::clone::Clone::clone(&self.$plain),)*)?
+            })
+        }
+
+        fn visit(
+            &self,
+            prefix: &str,
+            f: &mut dyn FnMut(&str, $crate::nn::TensorKind, &$crate::Tensor<D, $E>),
+        ) {
+            $($crate::nn::Module::<D, $E>::visit(&self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
+        }
+
+        fn visit_mut(
+            &mut self,
+            prefix: &str,
+            f: &mut dyn FnMut(&str, $crate::nn::TensorKind, &mut $crate::Tensor<D, $E>),
+        ) {
+            $($crate::nn::Module::<D, $E>::visit_mut(&mut self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
+        }
+
+        fn set_training(&mut self, training: bool) {
+            $($crate::nn::Module::<D, $E>::set_training(&mut self.$field, training);)*
+        }
+    };
+}
+
+/// Implements [`Module`] for a layer with no tensors, usable on any device.
+macro_rules! stateless_module {
+    ($($layer:ty),*) => {$(
+        impl<D: Device, E: FloatElement> Module<D, E> for $layer {
+            type On<D2: Device> = $layer;
+
+            fn try_to<D2: Device>(&self) -> Result<Self> {
+                Ok(self.clone())
+            }
+
+            fn visit(&self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {}
+
+            fn visit_mut(&mut self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {}
+        }
+    )*};
+}
+pub(crate) use stateless_module;

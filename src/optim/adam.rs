@@ -1,0 +1,126 @@
+//! Adam and AdamW.
+
+use super::{Optimizer, Slots, check_slot, flatten_state, for_each_parameter, unflatten_state};
+use crate::autograd::Gradients;
+use crate::device::Device;
+use crate::element::FloatElement;
+use crate::error::Result;
+use crate::nn::Module;
+use crate::tensor::Tensor;
+use std::marker::PhantomData;
+
+/// The settings of [`Adam`] and [`AdamW`]; `Default` gives PyTorch's
+/// defaults for `Adam` (`lr` 1e-3, betas (0.9, 0.999), eps 1e-8, no weight
+/// decay). PyTorch's `AdamW` defaults to `weight_decay = 0.01`:
+/// [`AdamConfig::adamw`] gives that.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamConfig {
+    /// The learning rate.
+    pub lr: f64,
+    /// Decay rates of the first and second moment estimates.
+    pub betas: (f64, f64),
+    /// Added to the denominator for numerical stability.
+    pub eps: f64,
+    /// L2 penalty (Adam) or decoupled weight decay (AdamW).
+    pub weight_decay: f64,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0 }
+    }
+}
+
+impl AdamConfig {
+    /// PyTorch's `AdamW` defaults: Adam's, with `weight_decay = 0.01`.
+    pub fn adamw() -> Self {
+        AdamConfig { weight_decay: 0.01, ..Default::default() }
+    }
+}
+
+/// PyTorch's `torch.optim.Adam`: `m = β1 m + (1 - β1) g`,
+/// `v = β2 v + (1 - β2) g²`, and
+/// `p -= lr / (1 - β1^t) · m / (sqrt(v) / sqrt(1 - β2^t) + eps)`, with `g`
+/// the gradient plus `weight_decay · p`. The moments live on the model's
+/// device.
+pub type Adam<D, E = f32> = AdamOptimizer<D, E, false>;
+
+/// PyTorch's `torch.optim.AdamW`: Adam with decoupled weight decay,
+/// `p *= 1 - lr · weight_decay` before the Adam step (which then sees the
+/// plain gradient).
+pub type AdamW<D, E = f32> = AdamOptimizer<D, E, true>;
+
+/// [`Adam`] (`DECOUPLED = false`) or [`AdamW`] (`true`).
+#[derive(Clone, Debug)]
+pub struct AdamOptimizer<D: Device, E: FloatElement, const DECOUPLED: bool> {
+    config: AdamConfig,
+    slots: Slots<D, E>,
+    model: PhantomData<fn(&Tensor<D, E>)>,
+}
+
+impl<D: Device, E: FloatElement, const DECOUPLED: bool> AdamOptimizer<D, E, DECOUPLED> {
+    /// An optimizer for `model`'s parameters.
+    pub fn new<M: Module<D, E>>(model: &M, config: AdamConfig) -> Self {
+        let _ = model;
+        AdamOptimizer { config, slots: Slots::new(), model: PhantomData }
+    }
+}
+
+const EXP_AVG: &str = "exp_avg";
+const EXP_AVG_SQ: &str = "exp_avg_sq";
+const STEP: &str = "step";
+
+impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for AdamOptimizer<D, E, DECOUPLED> {
+    fn try_step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
+        let c = self.config;
+        let slots = &mut self.slots;
+        let (b1, b2) = c.betas;
+        let e = E::from_f64;
+        for_each_parameter(model, grads, |name, p, g| {
+            let mut g = g.clone();
+            if c.weight_decay != 0.0 {
+                if DECOUPLED {
+                    p.try_mul_assign(&Tensor::<D, E>::try_scalar(e(1.0 - c.lr * c.weight_decay))?)?;
+                } else {
+                    g = g.try_add(&p.try_mul_scalar(e(c.weight_decay))?)?;
+                }
+            }
+            let state = slots.entry(name.to_string()).or_default();
+            let (m, v, step) = match (state.remove(EXP_AVG), state.remove(EXP_AVG_SQ), state.remove(STEP)) {
+                (Some(m), Some(v), Some(step)) => {
+                    check_slot("Adam", name, &m, p)?;
+                    check_slot("Adam", name, &v, p)?;
+                    (m, v, step.try_item()?.to_f64())
+                }
+                _ => (p.try_zeros_like()?, p.try_zeros_like()?, 0.0),
+            };
+            let step = step + 1.0;
+            let m = m.try_mul_scalar(e(b1))?.try_add(&g.try_mul_scalar(e(1.0 - b1))?)?;
+            let v = v.try_mul_scalar(e(b2))?.try_add(&g.try_square()?.try_mul_scalar(e(1.0 - b2))?)?;
+            let (correction1, correction2) = (1.0 - b1.powf(step), 1.0 - b2.powf(step));
+            let denom = v.try_sqrt()?.try_mul_scalar(e(1.0 / correction2.sqrt()))?.try_add_scalar(e(c.eps))?;
+            p.try_sub_assign(&m.try_div(&denom)?.try_mul_scalar(e(c.lr / correction1))?)?;
+            state.insert(EXP_AVG, m);
+            state.insert(EXP_AVG_SQ, v);
+            state.insert(STEP, Tensor::try_scalar(e(step))?);
+            Ok(())
+        })
+    }
+
+    fn lr(&self) -> f64 {
+        self.config.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.config.lr = lr;
+    }
+
+    fn state(&self) -> Vec<(String, Tensor<D, E>)> {
+        flatten_state(&self.slots)
+    }
+
+    fn try_load_state(&mut self, state: Vec<(String, Tensor<D, E>)>) -> Result<()> {
+        self.slots = unflatten_state("Adam", state, &[EXP_AVG, EXP_AVG_SQ, STEP])?;
+        Ok(())
+    }
+}

@@ -1,0 +1,140 @@
+//! Optimizers and learning-rate schedules.
+//!
+//! An optimizer is made for a model (`Sgd::new(&model, ..)`) and takes its
+//! device and element type from it; its state (momentum, Adam's moments)
+//! lives on that device. Applied to a model on another device it does not
+//! compile. There is no `zero_grad`: [`backward`](crate::Tensor::backward)
+//! returns fresh [`Gradients`] each time, which [`Optimizer::step`] reads.
+//!
+//! ```
+//! use devtensor::nn::{Linear, Module, mse_loss, Reduction};
+//! use devtensor::optim::{Optimizer, Sgd, SgdConfig};
+//! use devtensor::{Cpu, Tensor};
+//! let mut model = Linear::<Cpu>::new(1, 1);
+//! let mut opt = Sgd::new(&model, SgdConfig { lr: 0.1, ..Default::default() });
+//! let x = Tensor::<Cpu>::from_vec(vec![0.0, 1.0, 2.0, 3.0], [4, 1]);
+//! let y = &x * 2.0 + 1.0;
+//! for _ in 0..500 {
+//!     let loss = mse_loss(&model.forward(&x), &y, Reduction::Mean);
+//!     opt.step(&mut model, &loss.backward());
+//! }
+//! assert!((model.weight.item() - 2.0).abs() < 1e-3);
+//! ```
+
+mod adam;
+mod schedule;
+mod sgd;
+
+pub use adam::{Adam, AdamConfig, AdamW};
+pub use schedule::{CosineAnnealingLr, LrSchedule, StepLr};
+pub use sgd::{Sgd, SgdConfig};
+
+use crate::autograd::{Gradients, no_grad};
+use crate::device::Device;
+use crate::element::FloatElement;
+use crate::error::{Error, Result, or_panic};
+use crate::nn::{Module, TensorKind};
+use crate::tensor::Tensor;
+use std::collections::BTreeMap;
+
+/// An optimizer for models whose tensors live on `D` with elements `E`.
+pub trait Optimizer<D: Device, E: FloatElement = f32> {
+    /// Updates every parameter of `model` that has a gradient in `grads`,
+    /// in place (parameters without one are left as they are, as in
+    /// PyTorch). Fails when a device operation fails, or when `model` is not
+    /// the model whose state this optimizer holds (a parameter's name or
+    /// shape differs).
+    fn try_step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()>;
+
+    /// Panicking form of [`try_step`](Self::try_step).
+    #[track_caller]
+    fn step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) {
+        or_panic(self.try_step(model, grads))
+    }
+
+    /// The learning rate.
+    fn lr(&self) -> f64;
+
+    /// Sets the learning rate (what a schedule does each epoch).
+    fn set_lr(&mut self, lr: f64);
+
+    /// The state, as named tensors on `D` for a checkpoint: for each
+    /// parameter `p`, entries such as `p.momentum_buffer` or `p.exp_avg`, and
+    /// `p.step` where the optimizer counts steps.
+    fn state(&self) -> Vec<(String, Tensor<D, E>)>;
+
+    /// Replaces the state with `state`, as [`state`](Self::state) returned
+    /// it (possibly saved on another device and loaded onto this one).
+    /// Fails on a name this optimizer does not use.
+    fn try_load_state(&mut self, state: Vec<(String, Tensor<D, E>)>) -> Result<()>;
+}
+
+/// Runs `update(name, parameter, gradient)` under `no_grad` for every
+/// parameter of `model` that has a gradient, stopping at the first error.
+fn for_each_parameter<D: Device, E: FloatElement, M: Module<D, E>>(
+    model: &mut M,
+    grads: &Gradients,
+    mut update: impl FnMut(&str, &mut Tensor<D, E>, &Tensor<D, E>) -> Result<()>,
+) -> Result<()> {
+    let mut outcome = Ok(());
+    no_grad(|| {
+        model.visit_mut("", &mut |name, kind, p| {
+            if kind != TensorKind::Parameter || outcome.is_err() {
+                return;
+            }
+            if let Some(g) = grads.get(p) {
+                outcome = update(name, p, g);
+            }
+        })
+    });
+    outcome
+}
+
+/// Per-parameter state tensors, by parameter name and then by slot name.
+type Slots<D, E> = BTreeMap<String, BTreeMap<&'static str, Tensor<D, E>>>;
+
+/// The state entries `param.slot` of `slots`, sorted by name.
+fn flatten_state<D: Device, E: FloatElement>(slots: &Slots<D, E>) -> Vec<(String, Tensor<D, E>)> {
+    let mut out = Vec::new();
+    for (param, entries) in slots {
+        for (slot, t) in entries {
+            out.push((format!("{param}.{slot}"), t.clone()));
+        }
+    }
+    out
+}
+
+/// The inverse of [`flatten_state`], accepting only the slot names in `known`.
+fn unflatten_state<D: Device, E: FloatElement>(
+    op: &'static str,
+    state: Vec<(String, Tensor<D, E>)>,
+    known: &[&'static str],
+) -> Result<Slots<D, E>> {
+    let mut slots: Slots<D, E> = BTreeMap::new();
+    for (name, t) in state {
+        let slot = known.iter().find(|&&slot| name.strip_suffix(slot).is_some_and(|p| p.ends_with('.')));
+        let Some(&slot) = slot else {
+            return Err(Error::Argument {
+                op,
+                device: D::name(),
+                reason: format!("unknown optimizer state `{name}` (expected `<parameter>.<{}>`)", known.join("|")),
+            });
+        };
+        let param = &name[..name.len() - slot.len() - 1];
+        slots.entry(param.to_string()).or_default().insert(slot, t.detach());
+    }
+    Ok(slots)
+}
+
+/// Checks that a state tensor fits its parameter.
+fn check_slot<D: Device, E: FloatElement>(op: &'static str, name: &str, slot: &Tensor<D, E>, p: &Tensor<D, E>) -> Result<()> {
+    if slot.shape() != p.shape() {
+        return Err(Error::Shape {
+            op,
+            device: D::name(),
+            shapes: vec![p.shape().clone(), slot.shape().clone()],
+            reason: format!("the state of parameter `{name}` does not have its shape: is this the optimizer's model?"),
+        });
+    }
+    Ok(())
+}

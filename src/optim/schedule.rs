@@ -1,0 +1,73 @@
+//! Learning-rate schedules, as functions of the epoch.
+
+use super::Optimizer;
+use crate::device::Device;
+use crate::element::FloatElement;
+
+/// A learning rate for each epoch. Call [`apply`](LrSchedule::apply) at the
+/// start of each epoch (PyTorch's `scheduler.step()` at the end of the
+/// previous one).
+pub trait LrSchedule {
+    /// The learning rate for `epoch` (counted from 0).
+    fn lr(&self, epoch: usize) -> f64;
+
+    /// Sets `optimizer`'s learning rate to the one for `epoch`.
+    fn apply<D: Device, E: FloatElement>(&self, optimizer: &mut impl Optimizer<D, E>, epoch: usize) {
+        optimizer.set_lr(self.lr(epoch));
+    }
+}
+
+/// PyTorch's `StepLR`: `base_lr · gamma^(epoch / step_size)` (integer division).
+///
+/// ```
+/// use devtensor::optim::{LrSchedule, StepLr};
+/// let s = StepLr { base_lr: 0.1, step_size: 2, gamma: 0.5 };
+/// assert_eq!([0, 1, 2, 3, 4].map(|e| s.lr(e)), [0.1, 0.1, 0.05, 0.05, 0.025]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepLr {
+    /// The rate at epoch 0.
+    pub base_lr: f64,
+    /// Epochs between decays.
+    pub step_size: usize,
+    /// The factor applied at each decay.
+    pub gamma: f64,
+}
+
+impl LrSchedule for StepLr {
+    fn lr(&self, epoch: usize) -> f64 {
+        let decays = epoch.checked_div(self.step_size).unwrap_or(0);
+        self.base_lr * self.gamma.powi(decays.min(i32::MAX as usize) as i32)
+    }
+}
+
+/// PyTorch's `CosineAnnealingLR` (without restarts):
+/// `eta_min + (base_lr - eta_min) · (1 + cos(π · epoch / t_max)) / 2`, held at
+/// `eta_min` after `t_max`.
+///
+/// ```
+/// use devtensor::optim::{CosineAnnealingLr, LrSchedule};
+/// let s = CosineAnnealingLr { base_lr: 1.0, t_max: 4, eta_min: 0.0 };
+/// assert_eq!(s.lr(0), 1.0);
+/// assert!((s.lr(2) - 0.5).abs() < 1e-12);
+/// assert!(s.lr(4).abs() < 1e-12);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CosineAnnealingLr {
+    /// The rate at epoch 0.
+    pub base_lr: f64,
+    /// The epoch at which the rate reaches `eta_min`.
+    pub t_max: usize,
+    /// The smallest rate.
+    pub eta_min: f64,
+}
+
+impl LrSchedule for CosineAnnealingLr {
+    fn lr(&self, epoch: usize) -> f64 {
+        if self.t_max == 0 {
+            return self.eta_min;
+        }
+        let progress = epoch.min(self.t_max) as f64 / self.t_max as f64;
+        self.eta_min + (self.base_lr - self.eta_min) * (1.0 + (std::f64::consts::PI * progress).cos()) / 2.0
+    }
+}

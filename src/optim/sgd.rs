@@ -1,0 +1,107 @@
+//! Stochastic gradient descent with momentum.
+
+use super::{Optimizer, Slots, check_slot, flatten_state, for_each_parameter, unflatten_state};
+use crate::autograd::Gradients;
+use crate::device::Device;
+use crate::element::FloatElement;
+use crate::error::Result;
+use crate::nn::Module;
+use crate::tensor::Tensor;
+use std::marker::PhantomData;
+
+/// The settings of [`Sgd`], PyTorch's defaults by `Default` (with a
+/// learning rate of 0.01; PyTorch has none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdConfig {
+    /// The learning rate.
+    pub lr: f64,
+    /// The momentum factor (0: none).
+    pub momentum: f64,
+    /// Dampening of the momentum.
+    pub dampening: f64,
+    /// Nesterov momentum (needs a momentum and no dampening).
+    pub nesterov: bool,
+    /// L2 penalty added to the gradient.
+    pub weight_decay: f64,
+}
+
+impl Default for SgdConfig {
+    fn default() -> Self {
+        SgdConfig { lr: 0.01, momentum: 0.0, dampening: 0.0, nesterov: false, weight_decay: 0.0 }
+    }
+}
+
+/// PyTorch's `torch.optim.SGD`: with `g` the gradient plus `weight_decay · p`,
+/// the momentum buffer is `b = momentum · b + (1 - dampening) · g` (`b = g` at
+/// the first step), the step direction is `g + momentum · b` (Nesterov) or
+/// `b`, and `p -= lr · direction`.
+///
+/// Made for one model, whose device it takes; applied to a model on another
+/// device it does not compile:
+/// ```compile_fail,E0277
+/// use devtensor::nn::Linear;
+/// use devtensor::optim::{Optimizer, Sgd};
+/// use devtensor::{Cpu, Cuda, Gradients};
+/// fn train(opt: &mut Sgd<Cuda<0>>, model: &mut Linear<Cpu>, grads: &Gradients) {
+///     opt.step(model, grads); // error: `Linear<Cpu>` is not a module on `Cuda<0>`
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Sgd<D: Device, E: FloatElement = f32> {
+    config: SgdConfig,
+    buffers: Slots<D, E>,
+    model: PhantomData<fn(&Tensor<D, E>)>,
+}
+
+impl<D: Device, E: FloatElement> Sgd<D, E> {
+    /// An optimizer for `model`'s parameters.
+    pub fn new<M: Module<D, E>>(model: &M, config: SgdConfig) -> Self {
+        let _ = model;
+        Sgd { config, buffers: Slots::new(), model: PhantomData }
+    }
+}
+
+const MOMENTUM: &str = "momentum_buffer";
+
+impl<D: Device, E: FloatElement> Optimizer<D, E> for Sgd<D, E> {
+    fn try_step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
+        let c = self.config;
+        let buffers = &mut self.buffers;
+        for_each_parameter(model, grads, |name, p, g| {
+            let mut g = g.clone();
+            if c.weight_decay != 0.0 {
+                g = g.try_add(&p.try_mul_scalar(E::from_f64(c.weight_decay))?)?;
+            }
+            if c.momentum != 0.0 {
+                let slots = buffers.entry(name.to_string()).or_default();
+                let buf = match slots.remove(MOMENTUM) {
+                    Some(b) => {
+                        check_slot("Sgd", name, &b, p)?;
+                        b.try_mul_scalar(E::from_f64(c.momentum))?.try_add(&g.try_mul_scalar(E::from_f64(1.0 - c.dampening))?)?
+                    }
+                    None => g.clone(),
+                };
+                g = if c.nesterov { g.try_add(&buf.try_mul_scalar(E::from_f64(c.momentum))?)? } else { buf.clone() };
+                slots.insert(MOMENTUM, buf);
+            }
+            p.try_sub_assign(&g.try_mul_scalar(E::from_f64(c.lr))?)
+        })
+    }
+
+    fn lr(&self) -> f64 {
+        self.config.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.config.lr = lr;
+    }
+
+    fn state(&self) -> Vec<(String, Tensor<D, E>)> {
+        flatten_state(&self.buffers)
+    }
+
+    fn try_load_state(&mut self, state: Vec<(String, Tensor<D, E>)>) -> Result<()> {
+        self.buffers = unflatten_state("Sgd", state, &[MOMENTUM])?;
+        Ok(())
+    }
+}

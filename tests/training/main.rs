@@ -1,0 +1,11 @@
+//! The training suites, one test binary: autograd's gradient rules and
+//! graph, the nn layers and losses, and the optimizers, on every device.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod autograd;
+mod gradcheck;
+mod nn;
+mod optim;

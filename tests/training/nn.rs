@@ -1,0 +1,240 @@
+//! Layers and losses against plain loops and finite differences, and the
+//! `Module` machinery (names, device moves, train/eval), on every device.
+
+use crate::common::*;
+use crate::gradcheck::{T, gradcheck};
+use devtensor::nn::{
+    CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, Module, Reduction, Relu, Sequential, Tanh, TensorKind,
+    binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss,
+};
+use devtensor::{Cpu, Device, Error, Tensor};
+use proptest::prelude::*;
+
+fn data(n: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn tensor<D: Device>(dims: &[usize], seed: u64) -> T<D> {
+    T::<D>::from_vec(data(dims.iter().product(), seed), dims)
+}
+
+/// `log softmax` of one row, in plain `f64`.
+fn log_softmax_row(row: &[f64]) -> Vec<f64> {
+    let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let log_sum = row.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+    row.iter().map(|v| v - max - log_sum).collect()
+}
+
+device_proptests! {
+    cases = 24;
+
+    fn linear_matches_a_loop_and_finite_differences<D>(
+        batch in 1..4usize, inputs in 1..5usize, outputs in 1..4usize, seed in any::<u64>(), v in variant(),
+    ) {
+        let x = tensor_with::<D, f64>(&data(batch * inputs, seed), &[batch, inputs], v);
+        let layer = Linear::<D, f64>::new(inputs, outputs);
+        let (w, b) = (layer.weight.to_vec(), layer.bias.as_ref().unwrap().to_vec());
+        let xs = x.to_vec();
+        let expected: Vec<f64> = (0..batch * outputs)
+            .map(|i| {
+                let (n, o) = (i / outputs, i % outputs);
+                b[o] + (0..inputs).map(|k| xs[n * inputs + k] * w[o * inputs + k]).sum::<f64>()
+            })
+            .collect();
+        assert_close(&layer.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
+        let params = [x, layer.weight.detach(), layer.bias.unwrap().detach()];
+        gradcheck("Linear", &params, |t| Linear { weight: t[1].clone(), bias: Some(t[2].clone()) }.forward(&t[0]));
+        // Batched inputs [B, T, in] share the weight across the batch.
+        let x3 = tensor::<D>(&[2, batch, inputs], seed ^ 5);
+        let params = [x3, params[1].clone()];
+        gradcheck("Linear (3-D)", &params, |t| Linear { weight: t[1].clone(), bias: None }.forward(&t[0]));
+    }
+
+    fn layer_norm_matches_a_loop_and_finite_differences<D>(rows in 1..4usize, width in 2..6usize, seed in any::<u64>()) {
+        let x = tensor::<D>(&[rows, width], seed);
+        let norm = LayerNorm::<D, f64>::new(&[width]);
+        let xs = x.to_vec();
+        let expected: Vec<f64> = xs
+            .chunks(width)
+            .flat_map(|row| {
+                let mean = row.iter().sum::<f64>() / width as f64;
+                let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / width as f64;
+                row.iter().map(move |v| (v - mean) / (var + 1e-5).sqrt()).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_close(&norm.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
+        let params = [x, tensor::<D>(&[width], seed ^ 1), tensor::<D>(&[width], seed ^ 2)];
+        gradcheck("LayerNorm", &params, |t| {
+            LayerNorm { weight: t[1].clone(), bias: t[2].clone(), eps: 1e-5 }.forward(&t[0])
+        });
+    }
+
+    fn cross_entropy_matches_a_loop<D>(
+        n in 1..5usize, classes in 2..5usize, extra in 0..3usize, smoothing in prop_oneof![Just(0.0), 0.0..0.3f64],
+        ignore in any::<bool>(), seed in any::<u64>(),
+    ) {
+        // Logits [N, C] or [N, C, extra]; some labels ignored.
+        let logit_dims: Vec<usize> = if extra == 0 { vec![n, classes] } else { vec![n, classes, extra] };
+        let label_dims: Vec<usize> = if extra == 0 { vec![n] } else { vec![n, extra] };
+        let count: usize = label_dims.iter().product();
+        let labels: Vec<i64> = (0..count)
+            .map(|i| if ignore && i % 3 == 1 { -100 } else { ((seed >> (i % 60)) % classes as u64) as i64 })
+            .collect();
+        let logits = tensor::<D>(&logit_dims, seed);
+        let label_tensor = Tensor::<D, i64>::from_vec(labels.clone(), label_dims.as_slice());
+        // Reference: each target's row of class scores, from [N, C, d..].
+        let z = logits.to_vec();
+        let inner = if extra == 0 { 1 } else { extra };
+        let losses: Vec<f64> = (0..count)
+            .map(|t| {
+                let (i, j) = (t / inner, t % inner);
+                let row: Vec<f64> = (0..classes).map(|c| z[(i * classes + c) * inner + j]).collect();
+                let lp = log_softmax_row(&row);
+                if labels[t] == -100 {
+                    return 0.0;
+                }
+                let smooth = -lp.iter().sum::<f64>() / classes as f64;
+                (1.0 - smoothing) * -lp[labels[t] as usize] + smoothing * smooth
+            })
+            .collect();
+        let kept = labels.iter().filter(|&&l| l != -100).count() as f64;
+        let options = |reduction| CrossEntropy { reduction, label_smoothing: smoothing, ..Default::default() };
+        let none = cross_entropy_with(&logits, &label_tensor, &options(Reduction::None));
+        assert_eq!(none.dims(), label_dims.as_slice());
+        assert_close(&none.to_vec(), &losses, 1e-12, 1e-12);
+        let sum: f64 = losses.iter().sum();
+        assert_close(&[cross_entropy_with(&logits, &label_tensor, &options(Reduction::Sum)).item()], &[sum], 1e-12, 1e-12);
+        let mean = cross_entropy_with(&logits, &label_tensor, &options(Reduction::Mean)).item();
+        assert_close(&[mean], &[sum / kept], 1e-12, 1e-12);
+        gradcheck("cross_entropy", &[logits], |t| cross_entropy_with(&t[0], &label_tensor, &options(Reduction::Mean)));
+    }
+
+    fn pointwise_losses_match_their_formulas<D>(n in 1..8usize, seed in any::<u64>()) {
+        let pred = tensor::<D>(&[n], seed);
+        let target = tensor::<D>(&[n], !seed);
+        let probs = T::<D>::from_vec(data(n, seed ^ 3).iter().map(|v| v.abs() / 2.0).collect(), [n]);
+        let (p, t, q) = (pred.to_vec(), target.to_vec(), probs.to_vec());
+        let mean = |f: &dyn Fn(usize) -> f64| (0..n).map(f).sum::<f64>() / n as f64;
+        assert_close(&[mse_loss(&pred, &target, Reduction::Mean).item()], &[mean(&|i| (p[i] - t[i]).powi(2))], 1e-12, 1e-12);
+        assert_close(&[l1_loss(&pred, &target, Reduction::Sum).item()], &[n as f64 * mean(&|i| (p[i] - t[i]).abs())], 1e-12, 1e-12);
+        let bce = |i: usize| {
+            let s = 1.0 / (1.0 + (-p[i]).exp());
+            -(q[i] * s.ln() + (1.0 - q[i]) * (1.0 - s).ln())
+        };
+        let got = binary_cross_entropy_with_logits(&pred, &probs, Reduction::None).to_vec();
+        assert_close(&got, &(0..n).map(bce).collect::<Vec<_>>(), 1e-12, 1e-12);
+        let pair = [pred, target];
+        gradcheck("mse_loss", &pair, |t| mse_loss(&t[0], &t[1], Reduction::Mean));
+        gradcheck("bce_with_logits", &pair[..1], |t| binary_cross_entropy_with_logits(&t[0], &probs, Reduction::Mean));
+    }
+}
+
+fn nll_and_cross_entropy_agree_and_check_their_inputs<D: Device>() {
+    let logits = tensor::<D>(&[3, 4], 11);
+    let labels = Tensor::<D, i64>::from_vec(vec![3, 0, 2], [3]);
+    let a = cross_entropy(&logits, &labels).item();
+    let b = nll_loss(&logits.log_softmax(1), &labels).item();
+    assert!((a - b).abs() < 1e-14, "{a} vs {b}");
+    // Every target ignored: the mean is 0 / 0, as in PyTorch.
+    let ignored = Tensor::<D, i64>::from_vec(vec![-100; 3], [3]);
+    assert!(cross_entropy(&logits, &ignored).item().is_nan());
+    let err = devtensor::nn::try_cross_entropy(&logits, &Tensor::<D, i64>::zeros([4])).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "cross_entropy", .. }), "{err}");
+    let err = devtensor::nn::try_cross_entropy(&logits, &Tensor::<D, i64>::from_vec(vec![0, 4, 1], [3])).unwrap_err();
+    assert!(matches!(err, Error::Index { index: 4, .. }), "{err}");
+}
+
+fn embedding_rows_and_gradients<D: Device>() {
+    let table = Embedding::<D, f64>::new(5, 3);
+    let ids = Tensor::<D, i64>::from_vec(vec![4, 1, 4, 0], [2, 2]);
+    let out = table.forward(&ids);
+    assert_eq!(out.dims(), &[2, 2, 3]);
+    let w = table.weight.to_vec2();
+    assert_eq!(out.to_vec(), [w[4].clone(), w[1].clone(), w[4].clone(), w[0].clone()].concat());
+    // Each row's gradient counts its uses.
+    let grads = out.sum().backward();
+    let g = grads.get(&table.weight).unwrap().to_vec2();
+    assert_eq!(g.iter().map(|row| row[0]).collect::<Vec<_>>(), vec![1.0, 1.0, 0.0, 0.0, 2.0]);
+}
+
+fn dropout_keeps_the_expectation<D: Device>() {
+    devtensor::manual_seed(7);
+    let n = 20_000;
+    let mut drop = Dropout::new(0.3);
+    let x = Tensor::<D, f64>::ones([n]).requires_grad();
+    let y = drop.forward(&x);
+    let values = y.to_vec();
+    let zeros = values.iter().filter(|&&v| v == 0.0).count() as f64 / n as f64;
+    assert!((zeros - 0.3).abs() < 0.02, "zeroed fraction {zeros}");
+    assert!(values.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.7).abs() < 1e-12));
+    // The gradient flows through the kept elements only, scaled alike.
+    let g = y.sum().backward().get(&x).unwrap().to_vec();
+    assert_eq!(g, values);
+    Module::<D, f64>::eval(&mut drop);
+    assert_eq!(drop.forward(&x).to_vec(), vec![1.0; n]);
+    assert!(Dropout::try_new(1.5).is_err());
+}
+
+struct Net<D: Device> {
+    body: Sequential<(Linear<D>, Relu, Dropout)>,
+    norm: LayerNorm<D>,
+    head: Linear<D>,
+    classes: usize,
+}
+devtensor::module!(Net { body, norm, head; classes });
+
+impl<D: Device> Net<D> {
+    fn new() -> Self {
+        Net {
+            body: Sequential::new((Linear::new(4, 6), Relu, Dropout::new(0.5))),
+            norm: LayerNorm::new(&[6]),
+            head: Linear::new(6, 3),
+            classes: 3,
+        }
+    }
+
+    fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
+        self.head.forward(&self.norm.forward(&self.body.forward(x)))
+    }
+}
+
+fn modules_name_move_and_switch_modes<D: Device>() {
+    let mut net = Net::<D>::new();
+    let names: Vec<(String, TensorKind)> = net.named_tensors().into_iter().map(|(n, k, _)| (n, k)).collect();
+    let expected = ["body.0.weight", "body.0.bias", "norm.weight", "norm.bias", "head.weight", "head.bias"];
+    assert_eq!(names.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), expected);
+    assert!(names.iter().all(|(_, k)| *k == TensorKind::Parameter));
+    assert_eq!(net.num_parameters(), 4 * 6 + 6 + 6 + 6 + 6 * 3 + 3);
+    // Evaluation turns the dropout off: two passes agree.
+    net.eval();
+    let x = Tensor::<D>::ones([2, 4]);
+    assert_eq!(net.forward(&x).to_vec(), net.forward(&x).to_vec());
+    // To the CPU and back: same values, fresh leaves, plain fields copied.
+    let on_cpu: Net<Cpu> = net.to::<Cpu>();
+    assert_eq!(on_cpu.classes, 3);
+    let back: Net<D> = on_cpu.to::<D>();
+    for ((name, a), (_, b)) in net.parameters().into_iter().zip(back.parameters()) {
+        assert_eq!(a.to_vec(), b.to_vec(), "{name}");
+        assert!(b.is_leaf() && b.tracks_grad(), "{name}");
+    }
+    // Every parameter gets a gradient from a loss on the output.
+    let grads = net.forward(&x).sum().backward();
+    assert_eq!(grads.len(), 6);
+    assert_eq!(Flatten::default().forward(&Tensor::<D>::zeros([2, 3, 4])).dims(), &[2, 12]);
+    assert_eq!(Sequential::new((Tanh,)).forward::<D, D, f32>(&Tensor::<D>::zeros([1])).to_vec(), vec![0.0]);
+}
+
+device_tests! {
+    nll_and_cross_entropy_agree_and_check_their_inputs => nll_and_cross_entropy_agree_and_check_their_inputs,
+    embedding_rows_and_gradients => embedding_rows_and_gradients,
+    dropout_keeps_the_expectation => dropout_keeps_the_expectation,
+    modules_name_move_and_switch_modes => modules_name_move_and_switch_modes,
+}

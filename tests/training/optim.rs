@@ -1,0 +1,160 @@
+//! Optimizers against PyTorch's update formulas written as plain `f64`
+//! loops, their state as checkpoints, and the schedules, on every device.
+
+use devtensor::nn::{Linear, Module, Reduction, mse_loss};
+use devtensor::optim::{Adam, AdamConfig, AdamW, CosineAnnealingLr, LrSchedule, Optimizer, Sgd, SgdConfig, StepLr};
+use devtensor::{Device, Error, Gradients, Tensor};
+
+const START: [f64; 3] = [0.5, -1.0, 2.0];
+const TARGET: [f64; 3] = [1.0, 1.0, -1.0];
+const SCALE: [f64; 3] = [1.0, 3.0, 0.5];
+
+/// A one-row `Linear` whose weight is the parameter under test.
+fn model<D: Device>() -> Linear<D, f64> {
+    Linear::try_from_tensors(Tensor::from_slice(&START, [1, 3]), None).unwrap()
+}
+
+/// The loss `sum(scale · (w - target)^2)`, whose gradient is
+/// `2 · scale · (w - target)`.
+fn grads<D: Device>(m: &Linear<D, f64>) -> Gradients {
+    let target = Tensor::<D, f64>::from_slice(&TARGET, [1, 3]);
+    let scale = Tensor::<D, f64>::from_slice(&SCALE, [1, 3]);
+    ((&m.weight - &target).square() * &scale).sum().backward()
+}
+
+fn gradient(w: &[f64]) -> Vec<f64> {
+    (0..3).map(|i| 2.0 * SCALE[i] * (w[i] - TARGET[i])).collect()
+}
+
+fn assert_near(got: &[f64], want: &[f64]) {
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "got {got:?}, want {want:?}");
+    }
+}
+
+/// PyTorch's SGD step, in plain `f64`.
+fn sgd_reference(c: SgdConfig, steps: usize) -> Vec<f64> {
+    let mut w = START.to_vec();
+    let mut buf: Option<Vec<f64>> = None;
+    for _ in 0..steps {
+        let mut g = gradient(&w);
+        for i in 0..3 {
+            g[i] += c.weight_decay * w[i];
+        }
+        if c.momentum != 0.0 {
+            let b = match buf.take() {
+                None => g.clone(),
+                Some(b) => (0..3).map(|i| c.momentum * b[i] + (1.0 - c.dampening) * g[i]).collect(),
+            };
+            g = if c.nesterov { (0..3).map(|i| g[i] + c.momentum * b[i]).collect() } else { b.clone() };
+            buf = Some(b);
+        }
+        for i in 0..3 {
+            w[i] -= c.lr * g[i];
+        }
+    }
+    w
+}
+
+/// PyTorch's Adam (or AdamW) step, in plain `f64`.
+fn adam_reference(c: AdamConfig, decoupled: bool, steps: usize) -> Vec<f64> {
+    let (mut w, mut m, mut v) = (START.to_vec(), vec![0.0; 3], vec![0.0; 3]);
+    let (b1, b2) = c.betas;
+    for t in 1..=steps {
+        let mut g = gradient(&w);
+        for i in 0..3 {
+            if decoupled {
+                w[i] *= 1.0 - c.lr * c.weight_decay;
+            } else {
+                g[i] += c.weight_decay * w[i];
+            }
+            m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+            v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i];
+            let (c1, c2) = (1.0 - b1.powi(t as i32), 1.0 - b2.powi(t as i32));
+            w[i] -= c.lr / c1 * m[i] / (v[i].sqrt() / c2.sqrt() + c.eps);
+        }
+    }
+    w
+}
+
+fn run<D: Device, O: Optimizer<D, f64>>(opt: &mut O, steps: usize) -> Linear<D, f64> {
+    let mut m = model::<D>();
+    for _ in 0..steps {
+        let g = grads(&m);
+        opt.step(&mut m, &g);
+    }
+    m
+}
+
+fn sgd_follows_pytorch<D: Device>() {
+    let configs = [
+        SgdConfig { lr: 0.1, ..Default::default() },
+        SgdConfig { lr: 0.05, momentum: 0.9, dampening: 0.1, ..Default::default() },
+        SgdConfig { lr: 0.05, momentum: 0.8, nesterov: true, weight_decay: 0.01, ..Default::default() },
+    ];
+    for c in configs {
+        let mut opt = Sgd::new(&model::<D>(), c);
+        assert_near(&run(&mut opt, 5).weight.to_vec(), &sgd_reference(c, 5));
+    }
+}
+
+fn adam_and_adamw_follow_pytorch<D: Device>() {
+    let c = AdamConfig { lr: 0.05, weight_decay: 0.1, ..Default::default() };
+    let mut adam = Adam::new(&model::<D>(), c);
+    assert_near(&run(&mut adam, 6).weight.to_vec(), &adam_reference(c, false, 6));
+    let mut adamw = AdamW::new(&model::<D>(), c);
+    assert_near(&run(&mut adamw, 6).weight.to_vec(), &adam_reference(c, true, 6));
+    assert_eq!(AdamConfig::adamw().weight_decay, 0.01);
+}
+
+fn optimizer_state_round_trips<D: Device>() {
+    // Three steps in one go equal two steps, a saved and reloaded state (via
+    // the CPU), and a third step with a fresh optimizer.
+    let c = AdamConfig { lr: 0.05, ..Default::default() };
+    let mut straight = Adam::new(&model::<D>(), c);
+    let want = run(&mut straight, 3).weight.to_vec();
+    let mut first = Adam::new(&model::<D>(), c);
+    let mut m = run(&mut first, 2);
+    let saved: Vec<(String, Tensor<devtensor::Cpu, f64>)> =
+        first.state().into_iter().map(|(name, t)| (name, t.to::<devtensor::Cpu>())).collect();
+    let names: Vec<&str> = saved.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["weight.exp_avg", "weight.exp_avg_sq", "weight.step"]);
+    let mut second = Adam::new(&m, c);
+    second.try_load_state(saved.into_iter().map(|(n, t)| (n, t.to::<D>())).collect()).unwrap();
+    let g = grads(&m);
+    second.step(&mut m, &g);
+    assert_near(&m.weight.to_vec(), &want);
+    // A state for another model is refused with the parameter's name.
+    let mut other = Linear::<D, f64>::new(5, 2).without_bias();
+    let g = (other.weight.sum()).backward();
+    let err = second.try_step(&mut other, &g).unwrap_err();
+    assert!(matches!(err, Error::Shape { .. }) && err.to_string().contains("`weight`"), "{err}");
+    let err = second.try_load_state(vec![("weight.velocity".into(), Tensor::zeros([1]))]).unwrap_err();
+    assert!(err.to_string().contains("unknown optimizer state `weight.velocity`"), "{err}");
+}
+
+fn training_fits_a_line_and_schedules_set_the_rate<D: Device>() {
+    let x = Tensor::<D>::from_vec((0..8).map(|i| i as f32 / 4.0).collect(), [8, 1]);
+    let y = &x * 3.0 - 1.0;
+    devtensor::manual_seed(0);
+    let mut layer = Linear::<D>::new(1, 1);
+    let mut opt = Adam::new(&layer, AdamConfig { lr: 0.1, ..Default::default() });
+    let schedule = StepLr { base_lr: 0.1, step_size: 150, gamma: 0.3 };
+    for epoch in 0..400 {
+        schedule.apply(&mut opt, epoch);
+        let loss = mse_loss(&layer.forward(&x), &y, Reduction::Mean);
+        opt.step(&mut layer, &loss.backward());
+    }
+    assert!((layer.weight.item() - 3.0).abs() < 1e-2, "{}", layer.weight.item());
+    assert!((opt.lr() - 0.1 * 0.3 * 0.3).abs() < 1e-12);
+    let cosine = CosineAnnealingLr { base_lr: 0.1, t_max: 10, eta_min: 0.001 };
+    assert!((cosine.lr(10) - 0.001).abs() < 1e-15 && cosine.lr(20) == cosine.lr(10));
+    assert_eq!(layer.parameters().len(), 2);
+}
+
+device_tests! {
+    sgd_follows_pytorch => sgd_follows_pytorch,
+    adam_and_adamw_follow_pytorch => adam_and_adamw_follow_pytorch,
+    optimizer_state_round_trips => optimizer_state_round_trips,
+    training_fits_a_line_and_schedules_set_the_rate => training_fits_a_line_and_schedules_set_the_rate,
+}
