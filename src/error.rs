@@ -102,6 +102,14 @@ pub enum Error {
         /// Bytes free on the device when it failed, where the device says.
         free: Option<usize>,
     },
+    /// A checkpoint file could not be written or read, is not a valid
+    /// safetensors file, or does not match the model it is loaded into.
+    Checkpoint {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the first mismatching tensor where there is one.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -159,6 +167,7 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
+            Error::Checkpoint { path, reason } => write!(f, "checkpoint {path}: {reason}"),
         }
     }
 }

@@ -19,7 +19,7 @@ pub use cuda::Cuda;
 use crate::element::Element;
 use crate::error::Result;
 use crate::ops::{
-    binary::BinaryKernel, compare::CompareKernel, index::IndexKernel, matmul::MatmulKernel,
+    binary::BinaryKernel, compare::CompareKernel, conv::ConvKernel, index::IndexKernel, matmul::MatmulKernel,
     reduce::ReduceKernel, unary::UnaryKernel,
 };
 use crate::shape::Layout;
@@ -100,12 +100,12 @@ pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'stat
 /// assert_eq!(y.to_vec(), vec![3.0; 8]);
 /// ```
 pub trait Device:
-    Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel
+    Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel + ConvKernel
 {
 }
 
 impl<T> Device for T where
-    T: Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel
+    T: Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel + ConvKernel
 {
 }
 
@@ -183,4 +183,31 @@ pub(crate) fn same_device_owned<D1: Device, D2: Device, E: Element>(
     let slot: &mut Option<crate::Tensor<D1, E>> =
         any.downcast_mut().expect("SameDevice<D2> is only implemented for D2 itself");
     slot.take().expect("the slot was filled just above")
+}
+
+/// Runs `body` with `D` naming `Cuda<0>` when a GPU is present, and `Cpu`
+/// otherwise: PyTorch's `device = "cuda" if torch.cuda.is_available() else
+/// "cpu"`, with the code inside still typed by its device.
+/// `on_best_device!(D => train::<D>(&data))` compiles `body` for both
+/// devices and picks one at run time.
+///
+/// ```
+/// use devtensor::{Device, Tensor};
+/// fn total<D: Device>(values: &[f32]) -> f32 {
+///     Tensor::<D>::from_slice(values, [values.len()]).sum().item()
+/// }
+/// let sum = devtensor::on_best_device!(D => total::<D>(&[1.0, 2.0, 3.0]));
+/// assert_eq!(sum, 6.0);
+/// ```
+#[macro_export]
+macro_rules! on_best_device {
+    ($D:ident => $body:expr) => {
+        if $crate::Cuda::<0>::is_available() {
+            type $D = $crate::Cuda<0>;
+            $body
+        } else {
+            type $D = $crate::Cpu;
+            $body
+        }
+    };
 }

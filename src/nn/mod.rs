@@ -10,6 +10,9 @@
 //! tensors to be on the same device" message.
 
 mod activation;
+mod batch_norm;
+mod checkpoint;
+mod conv;
 mod dropout;
 mod embedding;
 mod forward;
@@ -18,9 +21,13 @@ mod layer_norm;
 mod linear;
 mod loss;
 mod module;
+mod pool;
 mod sequential;
 
 pub use activation::{Flatten, Relu, Sigmoid, Tanh};
+pub use batch_norm::BatchNorm2d;
+pub use checkpoint::Checkpoint;
+pub use conv::Conv2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
@@ -32,4 +39,5 @@ pub use loss::{
     try_mse_loss, try_nll_loss,
 };
 pub use module::{Module, TensorKind, child_name};
+pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use sequential::Sequential;

@@ -9,6 +9,7 @@
 
 pub mod binary;
 pub mod compare;
+pub mod conv;
 pub mod index;
 pub mod matmul;
 pub mod reduce;

@@ -446,3 +446,43 @@ fn int_range<E: Element>(start: i64, end: i64, step: i64) -> std::result::Result
     Ok(Range { start: s, step: st, len })
 }
 
+
+impl<D: Device> Tensor<D, i64> {
+    /// A random permutation of `0..n` from `generator`, PyTorch's
+    /// `torch.randperm`: how a data set is shuffled.
+    pub fn try_randperm_with(n: usize, generator: &mut Generator) -> Result<Self> {
+        let shape = Shape::from([n]);
+        check_elem_count("randperm", D::name, &[&shape])?;
+        let mut perm = try_collect("randperm", n, 0..n as i64)?;
+        // Fisher-Yates: position i swaps with a uniform pick among 0..=i.
+        for (i, u) in (1..n).rev().zip(generator.uniform()) {
+            let j = ((u * (i + 1) as f64) as usize).min(i);
+            perm.swap(i, j);
+        }
+        Self::try_from_vec(perm, shape)
+    }
+
+    /// Panicking form of [`try_randperm_with`](Self::try_randperm_with).
+    #[track_caller]
+    pub fn randperm_with(n: usize, generator: &mut Generator) -> Self {
+        or_panic(Self::try_randperm_with(n, generator))
+    }
+
+    /// A random permutation of `0..n` from this thread's generator.
+    pub fn try_randperm(n: usize) -> Result<Self> {
+        with_thread_generator(|g| Self::try_randperm_with(n, g))
+    }
+
+    /// Panicking form of [`try_randperm`](Self::try_randperm).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let mut p = Tensor::<Cpu, i64>::randperm(10).to_vec();
+    /// p.sort();
+    /// assert_eq!(p, (0..10).collect::<Vec<_>>());
+    /// ```
+    #[track_caller]
+    pub fn randperm(n: usize) -> Self {
+        or_panic(Self::try_randperm(n))
+    }
+}

@@ -6,6 +6,8 @@
 mod common;
 
 mod autograd;
+mod checkpoint;
+mod conv;
 mod gradcheck;
 mod nn;
 mod optim;

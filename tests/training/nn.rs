@@ -238,3 +238,14 @@ device_tests! {
     dropout_keeps_the_expectation => dropout_keeps_the_expectation,
     modules_name_move_and_switch_modes => modules_name_move_and_switch_modes,
 }
+
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/train_cnn.rs"]
+mod train_cnn;
+
+#[test]
+fn the_training_example_reaches_97_percent_and_reloads_on_the_cpu() {
+    let (pixels, labels) = train_cnn::load_digits();
+    let accuracy = train_cnn::run::<Cpu>(&pixels, &labels);
+    assert!(accuracy >= 0.97, "test accuracy {accuracy}");
+}

@@ -1,0 +1,196 @@
+//! `BatchNorm2d`.
+
+use super::module::{child_name, move_parameter};
+use super::{Forward, Module, TensorKind};
+use crate::autograd::no_grad;
+use crate::device::{Device, SameDevice, same_device};
+use crate::element::FloatElement;
+use crate::error::{Error, Result, or_panic};
+use crate::tensor::Tensor;
+use std::sync::Mutex;
+
+/// PyTorch's `nn.BatchNorm2d`: each channel of `[N, C, H, W]` normalised to
+/// mean 0 and variance 1, then scaled by `weight` and shifted by `bias`.
+///
+/// In training (the initial mode) it uses the batch's statistics (biased
+/// variance) and updates the running ones,
+/// `running = (1 - momentum) · running + momentum · batch` (unbiased
+/// variance there, as PyTorch); in evaluation it uses the running ones.
+/// The running statistics are buffers: saved in checkpoints and moved by
+/// `to`, not trained. `forward` takes `&self`, so they sit behind a lock.
+///
+/// ```
+/// use devtensor::nn::{BatchNorm2d, Module};
+/// use devtensor::{Cpu, Tensor};
+/// let mut bn = BatchNorm2d::<Cpu, f64>::new(1);
+/// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 3.0, 5.0, 7.0], [2, 1, 1, 2]);
+/// let y = bn.forward(&x).to_vec();
+/// assert!((y[3] - 3.0 / (5.0f64 + 1e-5).sqrt()).abs() < 1e-12);
+/// // running mean: 0.9 * 0 + 0.1 * 4; running var: 0.9 * 1 + 0.1 * (20 / 3)
+/// let state = bn.named_tensors();
+/// assert!((state[2].2.item() - 0.4).abs() < 1e-12);
+/// assert!((state[3].2.item() - (0.9 + 0.1 * 20.0 / 3.0)).abs() < 1e-12);
+/// bn.eval();
+/// ```
+#[derive(Debug)]
+pub struct BatchNorm2d<D: Device, E: FloatElement = f32> {
+    /// Per-channel scale `[C]`, initialised to 1.
+    pub weight: Tensor<D, E>,
+    /// Per-channel shift `[C]`, initialised to 0.
+    pub bias: Tensor<D, E>,
+    running: Mutex<RunningStats<D, E>>,
+    /// Added to the variance before the square root (1e-5).
+    pub eps: f64,
+    /// Weight of a new batch in the running statistics (0.1).
+    pub momentum: f64,
+    training: bool,
+}
+
+#[derive(Clone, Debug)]
+struct RunningStats<D: Device, E: FloatElement> {
+    mean: Tensor<D, E>,
+    var: Tensor<D, E>,
+}
+
+impl<D: Device, E: FloatElement> Clone for BatchNorm2d<D, E> {
+    fn clone(&self) -> Self {
+        BatchNorm2d {
+            weight: self.weight.clone(),
+            bias: self.bias.clone(),
+            running: Mutex::new(self.stats()),
+            eps: self.eps,
+            momentum: self.momentum,
+            training: self.training,
+        }
+    }
+}
+
+impl<D: Device, E: FloatElement> BatchNorm2d<D, E> {
+    /// A layer for `channels` channels, with PyTorch's defaults.
+    pub fn try_new(channels: usize) -> Result<Self> {
+        Ok(BatchNorm2d {
+            weight: Tensor::try_ones([channels])?.requires_grad(),
+            bias: Tensor::try_zeros([channels])?.requires_grad(),
+            running: Mutex::new(RunningStats { mean: Tensor::try_zeros([channels])?, var: Tensor::try_ones([channels])? }),
+            eps: 1e-5,
+            momentum: 0.1,
+            training: true,
+        })
+    }
+
+    /// Panicking form of [`try_new`](Self::try_new).
+    #[track_caller]
+    pub fn new(channels: usize) -> Self {
+        or_panic(Self::try_new(channels))
+    }
+
+    fn stats(&self) -> RunningStats<D, E> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The normalised `x` (`[N, C, H, W]`, on the layer's device, checked at
+    /// compile time). Fails when `x`'s channels differ from the layer's.
+    pub fn try_forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
+    where
+        D: SameDevice<D2>,
+    {
+        self.forward_on(same_device(x))
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
+    #[track_caller]
+    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_forward(x))
+    }
+}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for BatchNorm2d<D, E> {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        let channels = self.weight.elem_count();
+        let &[n, c, h, w] = x.dims() else {
+            return Err(shape_error::<D>(x, channels));
+        };
+        if c != channels {
+            return Err(shape_error::<D>(x, channels));
+        }
+        let per_channel = |t: &Tensor<D, E>| t.try_reshape([1, channels, 1, 1]);
+        let (mean, var) = if self.training {
+            let count = n * h * w;
+            if count < 2 {
+                return Err(Error::Shape {
+                    op: "BatchNorm2d",
+                    device: D::name(),
+                    shapes: vec![x.shape().clone()],
+                    reason: "expected more than 1 value per channel when training".into(),
+                });
+            }
+            let mean = x.try_mean_keepdim(0)?.try_mean_keepdim(2)?.try_mean_keepdim(3)?;
+            let var = x.try_sub(&mean)?.try_square()?.try_mean_keepdim(0)?.try_mean_keepdim(2)?.try_mean_keepdim(3)?;
+            no_grad(|| -> Result<()> {
+                let m = E::from_f64(self.momentum);
+                let keep = E::from_f64(1.0 - self.momentum);
+                let unbiased = count as f64 / (count - 1) as f64;
+                let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+                let batch_mean = mean.try_reshape([channels])?;
+                let batch_var = var.try_reshape([channels])?.try_mul_scalar(E::from_f64(unbiased))?;
+                running.mean = running.mean.try_mul_scalar(keep)?.try_add(&batch_mean.try_mul_scalar(m)?)?;
+                running.var = running.var.try_mul_scalar(keep)?.try_add(&batch_var.try_mul_scalar(m)?)?;
+                Ok(())
+            })?;
+            (mean, var)
+        } else {
+            let stats = self.stats();
+            (per_channel(&stats.mean)?, per_channel(&stats.var)?)
+        };
+        let normed = x.try_sub(&mean)?.try_div(&var.try_add_scalar(E::from_f64(self.eps))?.try_sqrt()?)?;
+        normed.try_mul(&per_channel(&self.weight)?)?.try_add(&per_channel(&self.bias)?)
+    }
+}
+
+fn shape_error<D: Device>(x: &Tensor<D, impl FloatElement>, channels: usize) -> Error {
+    Error::Shape {
+        op: "BatchNorm2d",
+        device: D::name(),
+        shapes: vec![x.shape().clone()],
+        reason: format!("expected an image batch [N, {channels}, H, W]"),
+    }
+}
+
+impl<D: Device, E: FloatElement> Module<D, E> for BatchNorm2d<D, E> {
+    type On<D2: Device> = BatchNorm2d<D2, E>;
+
+    fn try_to<D2: Device>(&self) -> Result<BatchNorm2d<D2, E>> {
+        let stats = self.stats();
+        Ok(BatchNorm2d {
+            weight: move_parameter(&self.weight)?,
+            bias: move_parameter(&self.bias)?,
+            running: Mutex::new(RunningStats { mean: stats.mean.try_to()?, var: stats.var.try_to()? }),
+            eps: self.eps,
+            momentum: self.momentum,
+            training: self.training,
+        })
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
+        f(&child_name(prefix, "bias"), TensorKind::Parameter, &self.bias);
+        let stats = self.stats();
+        f(&child_name(prefix, "running_mean"), TensorKind::Buffer, &stats.mean);
+        f(&child_name(prefix, "running_var"), TensorKind::Buffer, &stats.var);
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
+        f(&child_name(prefix, "bias"), TensorKind::Parameter, &mut self.bias);
+        let running = self.running.get_mut().unwrap_or_else(|e| e.into_inner());
+        f(&child_name(prefix, "running_mean"), TensorKind::Buffer, &mut running.mean);
+        f(&child_name(prefix, "running_var"), TensorKind::Buffer, &mut running.var);
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+}

@@ -1,0 +1,145 @@
+//! `Conv2d`.
+
+use super::init::{default_bound, uniform};
+use super::module::{child_name, move_parameter};
+use super::{Forward, Module, TensorKind};
+use crate::device::{Device, SameDevice, same_device};
+use crate::element::FloatElement;
+use crate::error::{Error, Result, or_panic};
+use crate::ops::conv::Window2d;
+use crate::tensor::Tensor;
+
+/// PyTorch's `nn.Conv2d`: a 2-D convolution of `[N, C, H, W]` images with
+/// `weight` `[out_channels, in_channels / groups, KH, KW]` and `bias`
+/// `[out_channels]`, initialised as PyTorch does (`U(-k, k)`,
+/// `k = 1 / sqrt(in_channels / groups · KH · KW)`).
+///
+/// ```
+/// use devtensor::nn::Conv2d;
+/// use devtensor::{Cpu, Tensor};
+/// // Seed 002's layer: Conv2d(3, 16, 3, padding=1).
+/// let conv = Conv2d::<Cpu>::new(3, 16, 3).padding(1);
+/// let y = conv.forward(&Tensor::<Cpu>::zeros([2, 3, 64, 64]));
+/// assert_eq!(y.dims(), &[2, 16, 64, 64]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Conv2d<D: Device, E: FloatElement = f32> {
+    /// `[out_channels, in_channels / groups, KH, KW]`.
+    pub weight: Tensor<D, E>,
+    /// `[out_channels]`, if the layer has one.
+    pub bias: Option<Tensor<D, E>>,
+    /// Stride, padding and dilation (the kernel size is the weight's).
+    pub window: Window2d,
+    /// Channel groups: input and output channels split into this many
+    /// independent convolutions.
+    pub groups: usize,
+}
+
+impl<D: Device, E: FloatElement> Conv2d<D, E> {
+    /// A `kernel x kernel` convolution with stride 1, no padding, no
+    /// dilation, one group and a bias.
+    pub fn try_new(in_channels: usize, out_channels: usize, kernel: usize) -> Result<Self> {
+        Self::try_with_groups(in_channels, out_channels, [kernel, kernel], 1)
+    }
+
+    /// Panicking form of [`try_new`](Self::try_new).
+    #[track_caller]
+    pub fn new(in_channels: usize, out_channels: usize, kernel: usize) -> Self {
+        or_panic(Self::try_new(in_channels, out_channels, kernel))
+    }
+
+    /// A `kernel` (`[KH, KW]`) convolution in `groups` channel groups. Fails
+    /// unless `groups` divides both channel counts.
+    pub fn try_with_groups(in_channels: usize, out_channels: usize, kernel: [usize; 2], groups: usize) -> Result<Self> {
+        if groups == 0 || in_channels % groups != 0 || out_channels % groups != 0 {
+            return Err(Error::Argument {
+                op: "Conv2d",
+                device: D::name(),
+                reason: format!("groups = {groups} must divide in_channels = {in_channels} and out_channels = {out_channels}"),
+            });
+        }
+        let fan_in = in_channels / groups * kernel[0] * kernel[1];
+        let bound = default_bound(fan_in);
+        Ok(Conv2d {
+            weight: uniform::<D, E>([out_channels, in_channels / groups, kernel[0], kernel[1]], bound)?.requires_grad(),
+            bias: Some(uniform::<D, E>([out_channels], bound)?.requires_grad()),
+            window: Window2d::new(kernel),
+            groups,
+        })
+    }
+
+    /// The layer with stride `stride` on both axes.
+    pub fn stride(mut self, stride: usize) -> Self {
+        self.window.stride = [stride, stride];
+        self
+    }
+
+    /// The layer with `padding` zeros on every side.
+    pub fn padding(mut self, padding: usize) -> Self {
+        self.window.padding = [padding, padding];
+        self
+    }
+
+    /// The layer with dilation `dilation` on both axes.
+    pub fn dilation(mut self, dilation: usize) -> Self {
+        self.window.dilation = [dilation, dilation];
+        self
+    }
+
+    /// The layer without its bias (PyTorch's `bias=False`).
+    pub fn without_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
+    /// The convolution of `x` (`[N, C, H, W]`, on the layer's device,
+    /// checked at compile time). Fails when `x`'s shape does not fit.
+    pub fn try_forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
+    where
+        D: SameDevice<D2>,
+    {
+        self.forward_on(same_device(x))
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
+    #[track_caller]
+    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_forward(x))
+    }
+}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for Conv2d<D, E> {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        x.try_conv2d(&self.weight, self.bias.as_ref(), self.window, self.groups)
+    }
+}
+
+impl<D: Device, E: FloatElement> Module<D, E> for Conv2d<D, E> {
+    type On<D2: Device> = Conv2d<D2, E>;
+
+    fn try_to<D2: Device>(&self) -> Result<Conv2d<D2, E>> {
+        Ok(Conv2d {
+            weight: move_parameter(&self.weight)?,
+            bias: self.bias.as_ref().map(move_parameter).transpose()?,
+            window: self.window,
+            groups: self.groups,
+        })
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
+        if let Some(b) = &self.bias {
+            f(&child_name(prefix, "bias"), TensorKind::Parameter, b);
+        }
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
+        if let Some(b) = &mut self.bias {
+            f(&child_name(prefix, "bias"), TensorKind::Parameter, b);
+        }
+    }
+}

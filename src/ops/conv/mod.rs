@@ -1,0 +1,311 @@
+//! Convolution and pooling over images `[N, C, H, W]`: `conv2d`,
+//! `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d`.
+//!
+//! Each is built on one device kernel pair: `unfold` (im2col) lays the
+//! patches an output position reads out as columns, and `fold` is its
+//! adjoint (summing columns back into an image). Convolution is then a
+//! batched matrix product with the weight, and pooling a reduction over
+//! the patch axis, so both get their gradients from the rules of `matmul`,
+//! `max` and `mean`, and `unfold`'s rule is `fold`.
+
+mod cpu;
+mod cuda;
+
+use crate::autograd::{self, rule};
+use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::element::FloatElement;
+use crate::error::{Error, Result, or_panic};
+use crate::tensor::Tensor;
+
+/// The sizes of a 2-D window sliding over an image, as `(height, width)`
+/// pairs: kernel, stride, padding (zeros for convolution and average
+/// pooling, `-inf` for max pooling) and dilation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Window2d {
+    /// Kernel size.
+    pub kernel: [usize; 2],
+    /// Step between output positions.
+    pub stride: [usize; 2],
+    /// Implicit padding on each side.
+    pub padding: [usize; 2],
+    /// Spacing between kernel taps.
+    pub dilation: [usize; 2],
+}
+
+impl Window2d {
+    /// A `kernel` window with stride 1, no padding and no dilation.
+    pub fn new(kernel: [usize; 2]) -> Self {
+        Window2d { kernel, stride: [1, 1], padding: [0, 0], dilation: [1, 1] }
+    }
+
+    /// The output size for an input of `size` (`[H, W]`), PyTorch's
+    /// `(size + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, or `None`
+    /// when the window does not fit or a size is zero.
+    pub fn output_size(&self, size: [usize; 2]) -> Option<[usize; 2]> {
+        let axis = |a: usize| -> Option<usize> {
+            let span = self.dilation[a].checked_mul(self.kernel[a].checked_sub(1)?)?.checked_add(1)?;
+            let padded = size[a].checked_add(self.padding[a].checked_mul(2)?)?;
+            if self.stride[a] == 0 || self.dilation[a] == 0 || padded < span {
+                return None;
+            }
+            Some((padded - span) / self.stride[a] + 1)
+        };
+        Some([axis(0)?, axis(1)?])
+    }
+}
+
+/// An image and the window sliding over it, as the kernels see them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unfold2d {
+    /// The image's `[N, C, H, W]`.
+    pub image: [usize; 4],
+    /// The window.
+    pub window: Window2d,
+    /// The output's `[OH, OW]`.
+    pub output: [usize; 2],
+}
+
+impl Unfold2d {
+    /// Elements of the columns `[N, C, KH, KW, OH, OW]`.
+    pub fn columns_len(&self) -> usize {
+        let [n, c, _, _] = self.image;
+        [n, c, self.window.kernel[0], self.window.kernel[1], self.output[0], self.output[1]].iter().product()
+    }
+}
+
+/// Device kernels for convolution and pooling. Implemented by every [`Device`].
+pub trait ConvKernel: Backend {
+    /// The columns (dense `[N, C, KH, KW, OH, OW]`) of the dense image that
+    /// starts at `offset` of `image`, with `pad` where a tap falls in the
+    /// padding.
+    fn unfold<E: FloatElement>(image: &Self::Storage<E>, offset: usize, geometry: &Unfold2d, pad: E) -> Result<Self::Storage<E>>;
+
+    /// The adjoint of [`unfold`](Self::unfold): a dense image `[N, C, H, W]`
+    /// holding, at each pixel, the sum of the column entries that read it.
+    fn fold<E: FloatElement>(columns: &Self::Storage<E>, geometry: &Unfold2d) -> Result<Self::Storage<E>>;
+}
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// Checks an image `[N, C, H, W]` against `window` for `op`.
+    fn unfold_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
+        let error = |reason: String| Error::Shape { op, device: D::name(), shapes: vec![self.shape().clone()], reason };
+        let &[n, c, h, w] = self.dims() else {
+            return Err(error("expected an image batch [N, C, H, W]".into()));
+        };
+        let output = window.output_size([h, w]).ok_or_else(|| {
+            error(format!(
+                "a window of kernel {:?}, stride {:?}, padding {:?} and dilation {:?} does not fit an image of {h}x{w}",
+                window.kernel, window.stride, window.padding, window.dilation
+            ))
+        })?;
+        let geometry = Unfold2d { image: [n, c, h, w], window, output };
+        crate::shape::check_elem_count(op, D::name, &[&crate::shape::Shape::from(geometry.columns_len())])?;
+        Ok(geometry)
+    }
+
+    /// The patches of this image as `[N, C, KH * KW, OH * OW]`, `pad` in the
+    /// padding; differentiable (the gradient is folded back).
+    fn unfold(&self, geometry: Unfold2d, pad: E) -> Result<Self> {
+        let [n, c, _, _] = geometry.image;
+        let taps = geometry.window.kernel[0] * geometry.window.kernel[1];
+        let positions = geometry.output[0] * geometry.output[1];
+        let forward = || {
+            let dense = self.try_contiguous()?;
+            let storage = D::unfold(dense.storage(), dense.layout().offset(), &geometry, pad)?;
+            Ok(Tensor::from_storage(storage, [n, c, taps, positions].into()))
+        };
+        autograd::track("unfold", &[self.node()], forward, |_| {
+            rule(move |g: &Tensor<D, E>, _| {
+                let g = g.try_contiguous()?;
+                let image = D::fold(g.storage(), &geometry)?;
+                Ok(vec![Some(Tensor::from_storage(image, geometry.image.into()))])
+            })
+        })
+    }
+
+    /// 2-D convolution (cross-correlation, as in PyTorch) of this image
+    /// batch `[N, C, H, W]` with `weight` `[O, C / groups, KH, KW]` and an
+    /// optional `bias` `[O]` (on the weight's device, which must be this
+    /// tensor's): PyTorch's `F.conv2d`. The kernel size is the weight's;
+    /// `window` gives the stride, padding and dilation. The result is
+    /// `[N, O, OH, OW]`. Fails when the shapes do not fit.
+    ///
+    /// ```
+    /// use devtensor::ops::conv::Window2d;
+    /// use devtensor::{Cpu, Tensor};
+    /// let image = Tensor::<Cpu>::from_vec((0..16).map(|v| v as f32).collect(), [1, 1, 4, 4]);
+    /// let kernel = Tensor::<Cpu>::ones([1, 1, 2, 2]);
+    /// let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
+    /// let y = image.try_conv2d(&kernel, None, window, 1)?;
+    /// assert_eq!(y.to_vec(), vec![10.0, 18.0, 42.0, 50.0]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn try_conv2d<D2: Device>(
+        &self,
+        weight: &Tensor<D2, E>,
+        bias: Option<&Tensor<D2, E>>,
+        window: Window2d,
+        groups: usize,
+    ) -> Result<Self>
+    where
+        D: SameDevice<D2>,
+    {
+        self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
+    }
+
+    fn conv2d_on(&self, weight: &Self, bias: Option<&Self>, window: Window2d, groups: usize) -> Result<Self> {
+        const OP: &str = "conv2d";
+        let error = |reason: String| {
+            let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
+            shapes.extend(bias.map(|b| b.shape().clone()));
+            Error::Shape { op: OP, device: D::name(), shapes, reason }
+        };
+        let &[out_channels, group_channels, kh, kw] = weight.dims() else {
+            return Err(error("expected a weight [O, C / groups, KH, KW]".into()));
+        };
+        let window = Window2d { kernel: [kh, kw], ..window };
+        let geometry = self.unfold_geometry(OP, window)?;
+        let [n, c, _, _] = geometry.image;
+        if groups == 0 || c % groups != 0 || out_channels % groups != 0 || group_channels != c / groups {
+            return Err(error(format!(
+                "{c} input channels in {groups} groups need a weight with C / groups = {} channels and O divisible by {groups}",
+                if groups == 0 { 0 } else { c / groups }
+            )));
+        }
+        if bias.is_some_and(|b| b.dims() != [out_channels]) {
+            return Err(error(format!("the bias must be [{out_channels}]")));
+        }
+        let taps = kh * kw * group_channels;
+        let positions = geometry.output[0] * geometry.output[1];
+        // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times the
+        // weight as [groups, O/groups, C/groups * KH*KW].
+        let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, groups, taps, positions])?;
+        let w = weight.try_reshape([groups, out_channels / groups, taps])?;
+        let out = w.try_matmul(&columns)?.try_reshape([n, out_channels, geometry.output[0], geometry.output[1]])?;
+        match bias {
+            Some(b) => out.try_add(&b.try_reshape([out_channels, 1, 1])?),
+            None => Ok(out),
+        }
+    }
+
+    /// Panicking form of [`try_conv2d`](Self::try_conv2d).
+    #[track_caller]
+    pub fn conv2d<D2: Device>(
+        &self,
+        weight: &Tensor<D2, E>,
+        bias: Option<&Tensor<D2, E>>,
+        window: Window2d,
+        groups: usize,
+    ) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        or_panic(self.try_conv2d(weight, bias, window, groups))
+    }
+
+    /// Checks PyTorch's pooling rule: padding at most half the kernel.
+    fn pooling_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
+        if (0..2).any(|a| window.padding[a] > window.kernel[a] / 2) {
+            return Err(Error::Argument {
+                op,
+                device: D::name(),
+                reason: format!("padding {:?} must be at most half the kernel {:?}", window.padding, window.kernel),
+            });
+        }
+        self.unfold_geometry(op, window)
+    }
+
+    /// The largest element of each window, PyTorch's `F.max_pool2d` (the
+    /// padding is `-inf`; NaN wins). `[N, C, H, W]` becomes `[N, C, OH, OW]`.
+    /// The gradient goes to the first largest element of each window.
+    ///
+    /// ```
+    /// use devtensor::ops::conv::Window2d;
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec((0..16).map(|v| v as f32).collect(), [1, 1, 4, 4]);
+    /// let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
+    /// assert_eq!(x.try_max_pool2d(window)?.to_vec(), vec![5.0, 7.0, 13.0, 15.0]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn try_max_pool2d(&self, window: Window2d) -> Result<Self> {
+        let geometry = self.pooling_geometry("max_pool2d", window)?;
+        self.pool(geometry, E::MIN, |columns| columns.try_max_axis(2))
+    }
+
+    /// Panicking form of [`try_max_pool2d`](Self::try_max_pool2d).
+    #[track_caller]
+    pub fn max_pool2d(&self, window: Window2d) -> Self {
+        or_panic(self.try_max_pool2d(window))
+    }
+
+    /// The mean of each window, PyTorch's `F.avg_pool2d` with its defaults
+    /// (padding counts as zeros in the mean).
+    pub fn try_avg_pool2d(&self, window: Window2d) -> Result<Self> {
+        let geometry = self.pooling_geometry("avg_pool2d", window)?;
+        self.pool(geometry, E::ZERO, |columns| columns.try_mean_axis(2))
+    }
+
+    /// Panicking form of [`try_avg_pool2d`](Self::try_avg_pool2d).
+    #[track_caller]
+    pub fn avg_pool2d(&self, window: Window2d) -> Self {
+        or_panic(self.try_avg_pool2d(window))
+    }
+
+    fn pool(&self, geometry: Unfold2d, pad: E, reduce: impl FnOnce(&Self) -> Result<Self>) -> Result<Self> {
+        let [n, c, _, _] = geometry.image;
+        let [oh, ow] = geometry.output;
+        reduce(&self.unfold(geometry, pad)?)?.try_reshape([n, c, oh, ow])
+    }
+
+    /// The mean over `size` (`[OH, OW]`) windows that tile the image as
+    /// evenly as possible, PyTorch's `F.adaptive_avg_pool2d`: output row `i`
+    /// averages input rows `floor(i H / OH)..ceil((i + 1) H / OH)`, and
+    /// likewise for columns.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec((0..9).map(|v| v as f32).collect(), [1, 1, 3, 3]);
+    /// assert_eq!(x.try_adaptive_avg_pool2d([1, 1])?.to_vec(), vec![4.0]);
+    /// assert_eq!(x.try_adaptive_avg_pool2d([2, 2])?.to_vec(), vec![2.0, 3.0, 5.0, 6.0]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn try_adaptive_avg_pool2d(&self, size: [usize; 2]) -> Result<Self> {
+        const OP: &str = "adaptive_avg_pool2d";
+        let &[_, _, h, w] = self.dims() else {
+            return Err(Error::Shape {
+                op: OP,
+                device: D::name(),
+                shapes: vec![self.shape().clone()],
+                reason: "expected an image batch [N, C, H, W]".into(),
+            });
+        };
+        if size.contains(&0) || h == 0 || w == 0 {
+            return Err(Error::Argument {
+                op: OP,
+                device: D::name(),
+                reason: format!("output size {size:?} and input size [{h}, {w}] must be positive"),
+            });
+        }
+        // Rows, then columns: the mean of a rectangle is the mean over its
+        // rows of the means over its columns.
+        let along = |x: &Self, axis: usize, input: usize, output: usize| -> Result<Self> {
+            if input == output {
+                return Ok(x.clone());
+            }
+            let parts = (0..output)
+                .map(|i| {
+                    let (start, end) = (i * input / output, ((i + 1) * input).div_ceil(output));
+                    x.try_narrow(axis as isize, start, end - start)?.try_mean_keepdim(axis as isize)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Tensor::try_cat(&parts.iter().collect::<Vec<_>>(), axis as isize)
+        };
+        along(&along(self, 2, h, size[0])?, 3, w, size[1])
+    }
+
+    /// Panicking form of [`try_adaptive_avg_pool2d`](Self::try_adaptive_avg_pool2d).
+    #[track_caller]
+    pub fn adaptive_avg_pool2d(&self, size: [usize; 2]) -> Self {
+        or_panic(self.try_adaptive_avg_pool2d(size))
+    }
+}

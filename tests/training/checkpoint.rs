@@ -1,0 +1,122 @@
+//! Checkpoints: save on one device and load on another, model and optimizer
+//! state, and every way a file can be wrong.
+
+use devtensor::nn::{BatchNorm2d, Checkpoint, Conv2d, Linear, Module};
+use devtensor::optim::{Adam, AdamConfig, Optimizer};
+use devtensor::{Cpu, Device, Error, Tensor};
+use std::path::PathBuf;
+
+struct Small<D: Device> {
+    conv: Conv2d<D>,
+    norm: BatchNorm2d<D>,
+    fc: Linear<D>,
+}
+devtensor::module!(Small { conv, norm, fc });
+
+impl<D: Device> Small<D> {
+    fn new() -> Self {
+        Small { conv: Conv2d::new(1, 2, 3), norm: BatchNorm2d::new(2), fc: Linear::new(8, 3) }
+    }
+
+    fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
+        self.fc.forward(&self.norm.forward(&self.conv.forward(x)).flatten(1, -1))
+    }
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("devtensor-test-{}-{name}.safetensors", std::process::id()))
+}
+
+fn values<D: Device>(model: &Small<D>) -> Vec<(String, Vec<f32>)> {
+    model.named_tensors().into_iter().map(|(n, _, t)| (n, t.to_vec())).collect()
+}
+
+fn round_trips_across_devices_with_optimizer_state<D: Device>() {
+    let path = temp(&format!("round-trip-{}", D::name()));
+    let mut model = Small::<D>::new();
+    let mut opt = Adam::new(&model, AdamConfig::default());
+    let x = Tensor::<D>::ones([2, 1, 4, 4]);
+    let loss = model.forward(&x).square().mean();
+    opt.step(&mut model, &loss.backward());
+    Checkpoint::try_from_model(&model).unwrap().with_optimizer(&opt).try_save(&path).unwrap();
+
+    // Loaded onto the CPU: the same values, buffers (running stats) included.
+    let mut on_cpu = Small::<Cpu>::new();
+    let ckpt = Checkpoint::<Cpu>::try_load(&path).unwrap();
+    ckpt.try_load_into(&mut on_cpu).unwrap();
+    assert_eq!(values(&on_cpu), values(&model));
+    assert!(on_cpu.parameters().iter().all(|(_, p)| p.is_leaf() && p.tracks_grad()));
+    // And back onto D, where training resumes with the saved Adam state:
+    // the same step as an optimizer that never stopped.
+    let mut resumed = Small::<D>::new();
+    let ckpt = Checkpoint::<D>::try_load(&path).unwrap();
+    ckpt.try_load_into(&mut resumed).unwrap();
+    let mut opt2 = Adam::new(&resumed, AdamConfig::default());
+    opt2.try_load_state(ckpt.optimizer_state()).unwrap();
+    let step = |m: &mut Small<D>, o: &mut Adam<D>| {
+        let loss = m.forward(&x).square().mean();
+        o.step(m, &loss.backward());
+    };
+    step(&mut model, &mut opt);
+    step(&mut resumed, &mut opt2);
+    assert_eq!(values(&resumed), values(&model));
+    std::fs::remove_file(&path).ok();
+}
+
+fn mismatches_name_the_first_tensor<D: Device>() {
+    let path = temp(&format!("mismatch-{}", D::name()));
+    Checkpoint::try_from_model(&Linear::<D>::new(3, 2)).unwrap().try_save(&path).unwrap();
+    let ckpt = Checkpoint::<D>::try_load(&path).unwrap();
+    let err = ckpt.try_load_into(&mut Linear::<D>::new(4, 2)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("checkpoint {}: tensor `weight` has shape [2, 3] in the checkpoint but [2, 4] in the model", path.display())
+    );
+    let err = ckpt.try_load_into(&mut Small::<D>::new()).unwrap_err();
+    assert!(err.to_string().contains("the model's tensor `conv.weight` is missing"), "{err}");
+    let err = ckpt.try_load_into(&mut Linear::<D>::new(3, 2).without_bias()).unwrap_err();
+    assert!(err.to_string().contains("the checkpoint's tensor `bias` is not in the model"), "{err}");
+    let err = Checkpoint::<D, f64>::try_load(&path).unwrap_err();
+    assert!(err.to_string().contains("holds F32 elements, but the model's are f64"), "{err}");
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn hostile_files_are_errors_not_crashes() {
+    let path = temp("hostile");
+    let load = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        Checkpoint::<Cpu>::try_load(&path).unwrap_err()
+    };
+    Checkpoint::try_from_model(&Linear::<Cpu>::new(3, 2)).unwrap().try_save(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let header_len = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&good[8..8 + header_len]).unwrap().to_string();
+    let with_header = |h: &str| {
+        let mut bytes = (h.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(h.as_bytes());
+        bytes.extend_from_slice(&good[8 + header_len..]);
+        bytes
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", vec![]),
+        ("truncated data", good[..good.len() - 4].to_vec()),
+        ("truncated header", good[..8 + header_len / 2].to_vec()),
+        ("a header length past the end", [u64::MAX.to_le_bytes().to_vec(), good[8..].to_vec()].concat()),
+        ("garbage", b"\x10\0\0\0\0\0\0\0not json at all!".to_vec()),
+        ("a huge declared shape", with_header(&header.replacen("[2,3]", "[4000000000,4000000000]", 1))),
+        ("overlapping offsets", with_header(&header.replacen("[0,8]", "[0,16]", 1))),
+    ];
+    for (what, bytes) in cases {
+        let err = load(&bytes);
+        assert!(matches!(err, Error::Checkpoint { .. }), "{what}: {err}");
+    }
+    let err = Checkpoint::<Cpu>::try_load(temp("does-not-exist")).unwrap_err();
+    assert!(err.to_string().contains("cannot read the file"), "{err}");
+    std::fs::remove_file(&path).ok();
+}
+
+device_tests! {
+    round_trips_across_devices_with_optimizer_state => round_trips_across_devices_with_optimizer_state,
+    mismatches_name_the_first_tensor => mismatches_name_the_first_tensor,
+}

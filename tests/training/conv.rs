@@ -1,0 +1,224 @@
+//! Convolution and pooling against direct loops and finite differences, on
+//! random geometries (stride, padding, dilation, groups), on every device.
+
+use crate::common::*;
+use crate::gradcheck::{T, gradcheck};
+use devtensor::nn::{AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, MaxPool2d, Module};
+use devtensor::ops::conv::Window2d;
+use devtensor::{Device, Error, Tensor};
+use proptest::prelude::*;
+
+fn data(n: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
+        })
+        .collect()
+}
+
+/// A window with `stride`, `padding` and `dilation` on both axes.
+fn window(kernel: [usize; 2], stride: usize, padding: usize, dilation: usize) -> Window2d {
+    Window2d { kernel, stride: [stride; 2], padding: [padding; 2], dilation: [dilation; 2] }
+}
+
+/// `x[n][c][row][col]` of a dense `[N, C, H, W]` image, `None` in the padding.
+fn pixel(x: &[f64], dims: [usize; 4], n: usize, c: usize, row: isize, col: isize) -> Option<f64> {
+    let [_, cs, h, w] = dims;
+    let inside = row >= 0 && col >= 0 && (row as usize) < h && (col as usize) < w;
+    inside.then(|| x[((n * cs + c) * h + row as usize) * w + col as usize])
+}
+
+/// Applies `f` to the taps of every output position, by direct indexing.
+fn windows(x: &[f64], dims: [usize; 4], win: Window2d, f: impl Fn(usize, usize, &[Option<f64>]) -> f64) -> Vec<f64> {
+    let [n, c, h, w] = dims;
+    let [oh, ow] = win.output_size([h, w]).unwrap();
+    let mut out = Vec::new();
+    for b in 0..n {
+        for ch in 0..c {
+            for y in 0..oh {
+                for xo in 0..ow {
+                    let mut taps = Vec::new();
+                    for i in 0..win.kernel[0] {
+                        for j in 0..win.kernel[1] {
+                            let row = (y * win.stride[0] + i * win.dilation[0]) as isize - win.padding[0] as isize;
+                            let col = (xo * win.stride[1] + j * win.dilation[1]) as isize - win.padding[1] as isize;
+                            taps.push(pixel(x, dims, b, ch, row, col));
+                        }
+                    }
+                    out.push(f(b, ch, &taps));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone)]
+struct Geometry {
+    n: usize,
+    groups: usize,
+    in_per_group: usize,
+    out_per_group: usize,
+    hw: [usize; 2],
+    kernel: [usize; 2],
+    stride: usize,
+    padding: usize,
+    dilation: usize,
+}
+
+fn geometry() -> impl Strategy<Value = Geometry> {
+    (1..3usize, 1..3usize, 1..3usize, 1..3usize, [1..6usize, 1..6usize], [1..4usize, 1..4usize], 1..3usize, 0..2usize, 1..3usize)
+        .prop_map(|(n, groups, in_per_group, out_per_group, hw, kernel, stride, padding, dilation)| Geometry {
+            n,
+            groups,
+            in_per_group,
+            out_per_group,
+            hw,
+            kernel,
+            stride,
+            padding,
+            dilation,
+        })
+        .prop_filter("the window fits", |g| {
+            window(g.kernel, g.stride, g.padding, g.dilation).output_size(g.hw).is_some()
+        })
+}
+
+device_proptests! {
+    cases = 32;
+
+    fn conv2d_matches_a_direct_loop_and_finite_differences<D>(g in geometry(), seed in any::<u64>(), v in variant()) {
+        let (c, o) = (g.groups * g.in_per_group, g.groups * g.out_per_group);
+        let dims = [g.n, c, g.hw[0], g.hw[1]];
+        let x = tensor_with::<D, f64>(&data(dims.iter().product(), seed), &dims, v);
+        let wdims = [o, g.in_per_group, g.kernel[0], g.kernel[1]];
+        let wt = T::<D>::from_vec(data(wdims.iter().product(), !seed), wdims);
+        let bias = T::<D>::from_vec(data(o, seed ^ 9), [o]);
+        let win = window(g.kernel, g.stride, g.padding, g.dilation);
+        let y = x.conv2d(&wt, Some(&bias), win, g.groups);
+        let (xs, ws, bs) = (x.to_vec(), wt.to_vec(), bias.to_vec());
+        // Reference: out[b][oc] = bias + sum over the group's input channels and taps.
+        let [oh, ow] = win.output_size(g.hw).unwrap();
+        let mut expected = Vec::new();
+        for b in 0..g.n {
+            for oc in 0..o {
+                let group = oc / g.out_per_group;
+                let mut plane = vec![bs[oc]; oh * ow];
+                for ic in 0..g.in_per_group {
+                    let ch = group * g.in_per_group + ic;
+                    let sums = windows(&xs, dims, win, |bb, cc, taps| {
+                        if bb != b || cc != ch {
+                            return 0.0;
+                        }
+                        taps.iter().enumerate().map(|(t, v)| v.unwrap_or(0.0) * ws[(oc * g.in_per_group + ic) * taps.len() + t]).sum()
+                    });
+                    let start = (b * c + ch) * oh * ow;
+                    for (p, s) in plane.iter_mut().zip(&sums[start..start + oh * ow]) {
+                        *p += s;
+                    }
+                }
+                expected.extend(plane);
+            }
+        }
+        assert_eq!(y.dims(), &[g.n, o, oh, ow]);
+        assert_close(&y.to_vec(), &expected, 1e-12, 1e-12);
+        let inputs = [x, wt, bias];
+        gradcheck("conv2d", &inputs, |t| t[0].conv2d(&t[1], Some(&t[2]), win, g.groups));
+    }
+
+    fn pooling_matches_direct_loops_and_finite_differences<D>(
+        n in 1..3usize, c in 1..3usize, hw in [1..7usize, 1..7usize], kernel in 1..4usize, stride in 1..3usize,
+        padding in 0..2usize, dilation in 1..3usize, seed in any::<u64>(),
+    ) {
+        let padding = padding.min(kernel / 2);
+        let win = window([kernel, kernel], stride, padding, dilation);
+        prop_assume!(win.output_size(hw).is_some());
+        let dims = [n, c, hw[0], hw[1]];
+        let count: usize = dims.iter().product();
+        // Distinct values, so that the largest element of a window is unique.
+        let mut values: Vec<f64> = (0..count).map(|i| i as f64 * 0.25).collect();
+        values.sort_by_key(|v| (v.to_bits() ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let x = T::<D>::from_vec(values.clone(), dims);
+        let max = windows(&values, dims, win, |_, _, taps| taps.iter().map(|v| v.unwrap_or(f64::NEG_INFINITY)).fold(f64::NEG_INFINITY, f64::max));
+        let mean = windows(&values, dims, win, |_, _, taps| taps.iter().map(|v| v.unwrap_or(0.0)).sum::<f64>() / taps.len() as f64);
+        assert_close(&x.max_pool2d(win).to_vec(), &max, 0.0, 0.0);
+        assert_close(&x.avg_pool2d(win).to_vec(), &mean, 1e-12, 1e-12);
+        // With dilation a window can fall wholly in the padding: its max is
+        // -inf (as in PyTorch), where differences are undefined.
+        if max.iter().all(|v| v.is_finite()) {
+            gradcheck("max_pool2d", &[x.clone()], |t| t[0].max_pool2d(win));
+        }
+        gradcheck("avg_pool2d", &[x.clone()], |t| t[0].avg_pool2d(win));
+        let out = [1 + seed as usize % hw[0], 1 + (seed >> 8) as usize % hw[1]];
+        gradcheck("adaptive_avg_pool2d", &[x], |t| t[0].adaptive_avg_pool2d(out));
+    }
+}
+
+fn adaptive_pooling_uses_pytorch_windows<D: Device>() {
+    // 5 rows into 3 cells: rows 0..2, 1..4, 3..5 (floor and ceil of i * 5 / 3).
+    let x = T::<D>::from_vec((0..5).map(|v| v as f64).collect(), [1, 1, 5, 1]);
+    assert_eq!(x.adaptive_avg_pool2d([3, 1]).to_vec(), vec![0.5, 2.0, 3.5]);
+    assert_eq!(AdaptiveAvgPool2d::new([1, 1]).forward(&x).to_vec(), vec![2.0]);
+}
+
+fn layers_check_their_inputs<D: Device>() {
+    let conv = Conv2d::<D>::new(3, 4, 3).padding(1);
+    let err = conv.try_forward(&Tensor::<D>::zeros([1, 2, 5, 5])).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "conv2d", .. }), "{err}");
+    let err = conv.try_forward(&Tensor::<D>::zeros([2, 5, 5])).unwrap_err();
+    assert!(err.to_string().contains("expected an image batch [N, C, H, W]"), "{err}");
+    let err = Tensor::<D>::zeros([1, 1, 2, 2]).try_max_pool2d(window([3, 3], 1, 0, 1)).unwrap_err();
+    assert!(err.to_string().contains("does not fit an image of 2x2"), "{err}");
+    let err = Tensor::<D>::zeros([1, 1, 4, 4]).try_max_pool2d(window([2, 2], 1, 2, 1)).unwrap_err();
+    assert!(matches!(err, Error::Argument { op: "max_pool2d", .. }), "{err}");
+    assert!(Conv2d::<D>::try_with_groups(3, 4, [3, 3], 2).is_err());
+    assert_eq!(MaxPool2d::new(2).forward(&Tensor::<D>::zeros([1, 1, 5, 5])).dims(), &[1, 1, 2, 2]);
+    assert_eq!(AvgPool2d::new(3).stride(1).padding(1).forward(&Tensor::<D>::zeros([1, 1, 5, 5])).dims(), &[1, 1, 5, 5]);
+    // Seed 002's first layers: 64x64 stays 64x64 under Conv2d(3, 16, 3, padding=1), then halves.
+    let y = MaxPool2d::new(2).forward(&conv_seed002::<D>().forward(&Tensor::<D>::zeros([2, 3, 64, 64])));
+    assert_eq!(y.dims(), &[2, 16, 32, 32]);
+}
+
+fn conv_seed002<D: Device>() -> Conv2d<D> {
+    Conv2d::new(3, 16, 3).padding(1)
+}
+
+fn batch_norm_trains_and_evaluates<D: Device>() {
+    let mut bn = BatchNorm2d::<D, f64>::new(2);
+    let x = T::<D>::from_vec(data(2 * 2 * 3 * 3, 5), [2, 2, 3, 3]);
+    // Training: per channel, mean 0 and variance 1 over N, H, W.
+    let y = bn.forward(&x);
+    for ch in 0..2 {
+        let v = y.select(1, ch).to_vec();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / v.len() as f64;
+        assert!(mean.abs() < 1e-12 && (var - 1.0).abs() < 1e-3, "channel {ch}: mean {mean}, var {var}");
+    }
+    gradcheck("BatchNorm2d", &[x.clone(), bn.weight.detach(), bn.bias.detach()], |t| {
+        let mut layer = BatchNorm2d::<D, f64>::new(2);
+        layer.weight = t[1].clone();
+        layer.bias = t[2].clone();
+        layer.forward(&t[0])
+    });
+    // Evaluation: the running statistics, which are buffers.
+    bn.eval();
+    let names: Vec<String> = bn.named_tensors().into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names, ["weight", "bias", "running_mean", "running_var"]);
+    let state = bn.named_tensors();
+    let (rm, rv) = (state[2].2.to_vec(), state[3].2.to_vec());
+    let y = bn.forward(&x).select(1, 0).to_vec();
+    let x0 = x.select(1, 0).to_vec();
+    let want: Vec<f64> = x0.iter().map(|v| (v - rm[0]) / (rv[0] + 1e-5).sqrt()).collect();
+    assert_close(&y, &want, 1e-12, 1e-12);
+    assert!(BatchNorm2d::<D, f64>::new(2).try_forward(&T::<D>::zeros([1, 2, 1, 1])).is_err());
+}
+
+device_tests! {
+    adaptive_pooling_uses_pytorch_windows => adaptive_pooling_uses_pytorch_windows,
+    layers_check_their_inputs => layers_check_their_inputs,
+    batch_norm_trains_and_evaluates => batch_norm_trains_and_evaluates,
+}
