@@ -288,6 +288,8 @@ __device__ inline float dt_sin(float x) { return sinf(x); }
 __device__ inline double dt_sin(double x) { return sin(x); }
 __device__ inline float dt_cos(float x) { return cosf(x); }
 __device__ inline double dt_cos(double x) { return cos(x); }
+__device__ inline float dt_erf(float x) { return erff(x); }
+__device__ inline double dt_erf(double x) { return erf(x); }
 __device__ inline float dt_pow(float x, float p) { return powf(x, p); }
 __device__ inline double dt_pow(double x, double p) { return pow(x, p); }
 

@@ -8,7 +8,7 @@
 //   clamp   max(x, lo) then min(., hi) with NaN-propagating max/min, so
 //           lo > hi gives hi everywhere and NaN stays NaN
 //   square  x * x, wrapping for integers
-//   float only: exp, log, sqrt, tanh, sin, cos, recip (1 / x), powf (x^p),
+//   float only: exp, log, sqrt, tanh, sin, cos, recip (1 / x), erf, powf (x^p),
 //   sigmoid (1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, so that the
 //   exponential never overflows).
 //
@@ -16,7 +16,7 @@
 //   unary_<OP>_<T>(size_t n, size_t rank, const size_t* dims,
 //                  const size_t* strides, size_t offset, const T* x, T* out)
 //       OP = neg, abs, relu, square for T = f32, f64, i64, u8;
-//       OP = exp, log, sqrt, tanh, sigmoid, sin, cos, recip for T = f32, f64.
+//       OP = exp, log, sqrt, tanh, sigmoid, sin, cos, recip, erf for T = f32, f64.
 //   unary_clamp_<T>(size_t n, size_t rank, const size_t* dims, const size_t* strides,
 //                   size_t offset, const T* x, T lo, T hi, T* out)        T = all four
 //   unary_powf_<T>(size_t n, size_t rank, const size_t* dims, const size_t* strides,
@@ -65,6 +65,9 @@ struct DtSin {
 struct DtCos {
     template <typename T> __device__ static T apply(T x) { return dt_cos(x); }
 };
+struct DtErf {
+    template <typename T> __device__ static T apply(T x) { return dt_erf(x); }
+};
 struct DtRecip {
     template <typename T> __device__ static T apply(T x) { return (T)1 / x; }
 };
@@ -110,6 +113,7 @@ DT_FOR_EACH_DTYPE(UNARY_ALL)
     UNARY_OP(sin, DtSin, name, T)                                                                          \
     UNARY_OP(cos, DtCos, name, T)                                                                          \
     UNARY_OP(recip, DtRecip, name, T)                                                                      \
+    UNARY_OP(erf, DtErf, name, T)                                                                          \
     extern "C" __global__ void unary_powf_##name(size_t n, size_t rank, const size_t* dims,               \
                                                  const size_t* strides, size_t offset, const T* x, T p,   \
                                                  T* out) {                                                \

@@ -86,3 +86,54 @@ impl<D: Device, E: FloatElement> super::Forward<D, E> for Flatten {
 }
 
 stateless_module!(Flatten);
+
+/// PyTorch's `nn.GELU`: `x · Φ(x)`, with `Φ` the standard normal CDF,
+/// computed exactly as `x / 2 · (1 + erf(x / √2))` (the default), or with
+/// PyTorch's `approximate="tanh"` form,
+/// `x / 2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`, from [`Gelu::tanh`].
+///
+/// ```
+/// use devtensor::nn::Gelu;
+/// use devtensor::{Cpu, Tensor};
+/// let x = Tensor::<Cpu, f64>::from_vec(vec![-1.0, 0.0, 1.0], [3]);
+/// let y = Gelu::default().forward(&x).to_vec();
+/// assert!((y[2] - 0.8413447460685429).abs() < 1e-12 && y[1] == 0.0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gelu {
+    /// Whether the tanh approximation is used.
+    pub approximate: bool,
+}
+
+impl Gelu {
+    /// The tanh approximation, PyTorch's `nn.GELU(approximate="tanh")`.
+    pub fn tanh() -> Self {
+        Gelu { approximate: true }
+    }
+
+    /// GELU of `x`, on any device.
+    pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        let half_x = x.try_mul_scalar(E::from_f64(0.5))?;
+        let inner = if self.approximate {
+            let cubic = x.try_powf(E::from_f64(3.0))?.try_mul_scalar(E::from_f64(0.044715))?;
+            x.try_add(&cubic)?.try_mul_scalar(E::from_f64((2.0 / std::f64::consts::PI).sqrt()))?.try_tanh()?
+        } else {
+            x.try_mul_scalar(E::from_f64(std::f64::consts::FRAC_1_SQRT_2))?.try_erf()?
+        };
+        half_x.try_mul(&inner.try_add_scalar(E::ONE)?)
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
+    #[track_caller]
+    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
+        or_panic(self.try_forward(x))
+    }
+}
+
+impl<D: Device, E: FloatElement> super::Forward<D, E> for Gelu {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        self.try_forward(x)
+    }
+}
+
+stateless_module!(Gelu);

@@ -24,7 +24,7 @@ mod module;
 mod pool;
 mod sequential;
 
-pub use activation::{Flatten, Relu, Sigmoid, Tanh};
+pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
 pub use batch_norm::BatchNorm2d;
 pub use checkpoint::Checkpoint;
 pub use conv::Conv2d;

@@ -51,7 +51,7 @@ pub enum TensorKind {
 #[diagnostic::on_unimplemented(
     message = "expected all tensors to be on the same device, but `{Self}` is not a module on `{D}`",
     label = "this module's parameters are not on `{D}`",
-    note = "move the model with `.to::<{D}>()`, or make the optimizer, loss or checkpoint for the model's own device"
+    note = "move the model with `.to::<{D}>()`, or make the optimizer (or load the checkpoint) for the model's own device"
 )]
 pub trait Module<D: Device, E: FloatElement = f32>: Sized {
     /// This module with its tensors on `D2`.

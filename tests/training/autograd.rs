@@ -4,7 +4,7 @@
 //! `detach`, in-place updates, errors, device moves).
 
 use crate::common::*;
-use crate::gradcheck::{T, gradcheck};
+use crate::gradcheck::{T, data, gradcheck};
 use devtensor::{Cpu, Device, Error, Tensor, no_grad};
 use proptest::prelude::*;
 
@@ -77,18 +77,6 @@ fn matmul_operands() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
     )
 }
 
-fn data(dims: &[usize], seed: u64) -> Vec<f64> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..dims.iter().product::<usize>())
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
-        })
-        .collect()
-}
-
 // ---- Rules against finite differences ----
 
 device_proptests! {
@@ -109,6 +97,9 @@ device_proptests! {
         gradcheck("sin", &x, |t| t[0].sin());
         gradcheck("cos", &x, |t| t[0].cos());
         gradcheck("recip", &x, |t| t[0].recip());
+        gradcheck("erf", &x, |t| t[0].erf());
+        gradcheck("gelu", &x, |t| devtensor::nn::Gelu::default().forward(&t[0]));
+        gradcheck("gelu (tanh)", &x, |t| devtensor::nn::Gelu::tanh().forward(&t[0]));
         gradcheck("powf(3)", &x, |t| t[0].powf(3.0));
         gradcheck("powf(-1.5)", &x, |t| t[0].abs().powf(-1.5));
         gradcheck("powf(0)", &x, |t| t[0].powf(0.0));
@@ -158,7 +149,7 @@ device_proptests! {
     }
 
     fn matmul_rule_matches_finite_differences<D>((ad, bd) in matmul_operands(), seed in any::<u64>(), va in variant(), vb in variant()) {
-        let x = [tensor_with::<D, f64>(&data(&ad, seed), &ad, va), tensor_with::<D, f64>(&data(&bd, !seed), &bd, vb)];
+        let x = [tensor_with::<D, f64>(&data(ad.iter().product(), seed), &ad, va), tensor_with::<D, f64>(&data(bd.iter().product(), !seed), &bd, vb)];
         gradcheck("matmul", &x, |t| t[0].matmul(&t[1]));
     }
 
@@ -208,15 +199,15 @@ device_proptests! {
         let index_data: Vec<i64> = (0..x[0].elem_count()).map(|i| ((seed as usize).wrapping_add(i * 5) % size) as i64).collect();
         let index = Tensor::<D, i64>::from_vec(index_data, index_dims.as_slice());
         gradcheck("gather", &x, |t| t[0].gather(a as isize, &index));
-        let base = T::<D>::from_vec(data(&dims, seed), dims.as_slice());
+        let base = T::<D>::from_vec(data(dims.iter().product(), seed), dims.as_slice());
         let both = [x[0].clone(), base];
         gradcheck("scatter_add", &both, |t| t[1].scatter_add(a as isize, &index, &t[0]));
         let mut src_dims = dims.clone();
         src_dims[a] = picks.len();
-        let src = T::<D>::from_vec(data(&src_dims, !seed), src_dims.as_slice());
+        let src = T::<D>::from_vec(data(src_dims.iter().product(), !seed), src_dims.as_slice());
         let pair = [x[0].clone(), src];
         gradcheck("index_add", &pair, |t| t[0].index_add(a as isize, &indices, &t[1]));
-        let other = T::<D>::from_vec(data(&dims, seed ^ 7), dims.as_slice());
+        let other = T::<D>::from_vec(data(dims.iter().product(), seed ^ 7), dims.as_slice());
         let three = [x[0].clone(), other, x[0].narrow(a as isize, 0, 1)];
         gradcheck("cat", &three, |t| Tensor::cat(&[&t[0], &t[1], &t[2]], a as isize));
         gradcheck("stack", &three[..2], |t| Tensor::stack(&[&t[0], &t[1]], a as isize));
@@ -227,12 +218,12 @@ device_proptests! {
         // cross-entropy of a two-layer perceptron, built from core ops.
         let (inputs, hidden, classes) = (3, 4, 3);
         let params = [
-            T::<D>::from_vec(data(&[inputs, hidden], seed), [inputs, hidden]),
-            T::<D>::from_vec(data(&[hidden], seed ^ 1), [hidden]),
-            T::<D>::from_vec(data(&[hidden, classes], seed ^ 2), [hidden, classes]),
-            T::<D>::from_vec(data(&[classes], seed ^ 3), [classes]),
+            T::<D>::from_vec(data(inputs * hidden, seed), [inputs, hidden]),
+            T::<D>::from_vec(data(hidden, seed ^ 1), [hidden]),
+            T::<D>::from_vec(data(hidden * classes, seed ^ 2), [hidden, classes]),
+            T::<D>::from_vec(data(classes, seed ^ 3), [classes]),
         ];
-        let x = T::<D>::from_vec(data(&[batch, inputs], seed ^ 4), [batch, inputs]);
+        let x = T::<D>::from_vec(data(batch * inputs, seed ^ 4), [batch, inputs]);
         let labels = Tensor::<D, i64>::from_vec((0..batch as i64).map(|i| i % classes as i64).collect(), [batch, 1]);
         gradcheck("mlp", &params, |p| {
             let h = (x.matmul(&p[0]) + &p[1]).tanh();

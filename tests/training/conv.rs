@@ -2,23 +2,11 @@
 //! random geometries (stride, padding, dilation, groups), on every device.
 
 use crate::common::*;
-use crate::gradcheck::{T, gradcheck};
+use crate::gradcheck::{T, data, gradcheck};
 use devtensor::nn::{AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, MaxPool2d, Module};
 use devtensor::ops::conv::Window2d;
 use devtensor::{Device, Error, Tensor};
 use proptest::prelude::*;
-
-fn data(n: usize, seed: u64) -> Vec<f64> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
-        })
-        .collect()
-}
 
 /// A window with `stride`, `padding` and `dilation` on both axes.
 fn window(kernel: [usize; 2], stride: usize, padding: usize, dilation: usize) -> Window2d {

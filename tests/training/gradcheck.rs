@@ -53,3 +53,16 @@ pub fn gradcheck<D: Device>(name: &str, inputs: &[T<D>], f: impl Fn(&[T<D>]) -> 
     }
 }
 
+
+/// `n` deterministic values in `-2..2` from `seed` (xorshift).
+pub fn data(n: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
+        })
+        .collect()
+}

@@ -2,25 +2,13 @@
 //! `Module` machinery (names, device moves, train/eval), on every device.
 
 use crate::common::*;
-use crate::gradcheck::{T, gradcheck};
+use crate::gradcheck::{T, data, gradcheck};
 use devtensor::nn::{
     CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, Module, Reduction, Relu, Sequential, Tanh, TensorKind,
     binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss,
 };
 use devtensor::{Cpu, Device, Error, Tensor};
 use proptest::prelude::*;
-
-fn data(n: usize, seed: u64) -> Vec<f64> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
-        })
-        .collect()
-}
 
 fn tensor<D: Device>(dims: &[usize], seed: u64) -> T<D> {
     T::<D>::from_vec(data(dims.iter().product(), seed), dims)
@@ -152,6 +140,20 @@ fn nll_and_cross_entropy_agree_and_check_their_inputs<D: Device>() {
     assert!(matches!(err, Error::Index { index: 4, .. }), "{err}");
 }
 
+fn erf_and_gelu_match_known_values<D: Device>() {
+    // Reference values from Python's `math.erf` (the C library's), and GELU's
+    // two formulas evaluated with it in double precision.
+    let x = T::<D>::from_vec(vec![0.0, 0.5, 1.0, -2.0, 3.5], [5]);
+    let erf = [0.0, 0.5204998778130465, 0.8427007929497149, -0.9953222650189527, 0.9999992569016276];
+    assert_close(&x.erf().to_vec(), &erf, 1e-15, 1e-15);
+    let x32 = x.to_dtype::<f32>();
+    assert_close(&as_f64(&x32.erf().to_vec()), &erf, 1e-7, 1e-6);
+    let gelu = devtensor::nn::Gelu::default().forward(&x).to_vec();
+    assert_close(&gelu, &[0.0, 0.34573123063700656, 0.8413447460685429, -0.04550026389635842, 3.4991857982233756], 1e-12, 1e-12);
+    let tanh = devtensor::nn::Gelu::tanh().forward(&x).to_vec();
+    assert_close(&tanh, &[0.0, 0.34571400982514394, 0.8411919906082768, -0.04540230591222494, 3.499383802344626], 1e-12, 1e-12);
+}
+
 fn embedding_rows_and_gradients<D: Device>() {
     let table = Embedding::<D, f64>::new(5, 3);
     let ids = Tensor::<D, i64>::from_vec(vec![4, 1, 4, 0], [2, 2]);
@@ -233,6 +235,7 @@ fn modules_name_move_and_switch_modes<D: Device>() {
 }
 
 device_tests! {
+    erf_and_gelu_match_known_values => erf_and_gelu_match_known_values,
     nll_and_cross_entropy_agree_and_check_their_inputs => nll_and_cross_entropy_agree_and_check_their_inputs,
     embedding_rows_and_gradients => embedding_rows_and_gradients,
     dropout_keeps_the_expectation => dropout_keeps_the_expectation,

@@ -11,6 +11,8 @@
 //! peak, and the time ratio devtensor / candle (below 1: devtensor is faster).
 //! Every time is the median of several runs after a warm-up.
 
+mod training;
+
 use candle_core::{D as CandleDim, Device as CandleDevice, Tensor as CandleTensor};
 use devtensor::{Cpu, Tensor};
 use rayon::prelude::*;
@@ -306,6 +308,8 @@ fn main() -> candle_core::Result<()> {
         let cd = median_time(budget, || drop(black_box(ca.sum_all().unwrap())));
         rows.push(Row { op: format!("sum f32 {label}"), devtensor: dt, candle: cd, work: (4 * len) as f64, peak, unit: "GB/s" });
     }
+
+    rows.extend(training::rows(budget, |op| wanted(op))?);
 
     let (rows_n, cols) = (4096usize, 1024usize);
     if !wanted(&format!("softmax f32 {rows_n}x{cols}")) {

@@ -36,6 +36,15 @@ fn sigmoid<E: FloatElement>(x: E) -> E {
     }
 }
 
+/// The error function, from `libm` (Rust's standard library has none).
+#[inline(always)]
+fn erf<E: FloatElement>(x: E) -> E {
+    match E::DTYPE {
+        crate::element::DType::F64 => E::from_f64(libm::erf(Element::to_f64(x))),
+        _ => E::from_f32(libm::erff(Element::to_f64(x) as f32)),
+    }
+}
+
 impl UnaryKernel for Cpu {
     fn unary<E: Element>(op: UnaryOp<E>, x: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<E>> {
         let (src, name) = (x.as_slice(), op.name());
@@ -62,6 +71,7 @@ impl UnaryKernel for Cpu {
             FloatUnaryOp::Sin => map_strided(name, src, layout, |v: E| v.sin()),
             FloatUnaryOp::Cos => map_strided(name, src, layout, |v: E| v.cos()),
             FloatUnaryOp::Recip => map_strided(name, src, layout, |v: E| v.recip()),
+            FloatUnaryOp::Erf => map_strided(name, src, layout, erf::<E>),
         }?;
         Ok(CpuStorage::from_vec(out))
     }

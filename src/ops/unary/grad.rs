@@ -38,6 +38,8 @@ pub(super) fn unary_float<D: Device, F: FloatElement>(op: FloatUnaryOp<F>, x: Te
             FloatUnaryOp::Sin => g.try_mul(&x.try_cos()?)?,
             FloatUnaryOp::Cos => g.try_mul(&x.try_sin()?)?.try_neg()?,
             FloatUnaryOp::Recip => g.try_mul(&y.try_square()?)?.try_neg()?,
+            // d erf(x) = 2/√π e^(-x²)
+            FloatUnaryOp::Erf => g.try_mul(&x.try_square()?.try_neg()?.try_exp()?.try_mul_scalar(F::from_f64(std::f64::consts::FRAC_2_SQRT_PI))?)?,
         };
         Ok(vec![Some(gx)])
     })

@@ -1,6 +1,6 @@
 //! Elementwise functions of one tensor: `neg`, `abs`, `relu`, `clamp`,
 //! `square` on every element type, and `exp`, `log`, `sqrt`, `tanh`,
-//! `sigmoid`, `powf`, `sin`, `cos`, `recip` on floats.
+//! `sigmoid`, `powf`, `sin`, `cos`, `recip`, `erf` on floats.
 //!
 //! Integer results wrap like the element type's own arithmetic (`-i64::MIN`
 //! is `i64::MIN`, `-1u8` is `255`); floats follow IEEE 754 as PyTorch does
@@ -73,6 +73,8 @@ pub enum FloatUnaryOp<E: FloatElement> {
     Cos,
     /// `1 / x`; `1 / 0 = inf`.
     Recip,
+    /// The error function `2/√π ∫₀ˣ e^(-t²) dt`, the core of the exact GELU.
+    Erf,
 }
 
 impl<E: FloatElement> FloatUnaryOp<E> {
@@ -88,6 +90,7 @@ impl<E: FloatElement> FloatUnaryOp<E> {
             FloatUnaryOp::Sin => "sin",
             FloatUnaryOp::Cos => "cos",
             FloatUnaryOp::Recip => "recip",
+            FloatUnaryOp::Erf => "erf",
         }
     }
 }
@@ -266,6 +269,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         "let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);\nassert_eq!(x.sin().to_vec(), vec![0.0]);";
         try_cos, cos, Cos, "Cosine elementwise (radians).",
         "let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);\nassert_eq!(x.cos().to_vec(), vec![1.0]);";
+        try_erf, erf, Erf, "The error function elementwise (`torch.erf`).",
+        "let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, f64::INFINITY], [2]);\nassert_eq!(x.erf().to_vec(), vec![0.0, 1.0]);";
         try_recip, recip, Recip, "`1 / x` elementwise; `1 / 0 = inf` as in IEEE 754.",
         "let x = Tensor::<Cpu>::from_vec(vec![2.0, 0.0], [2]);\nassert_eq!(x.recip().to_vec(), vec![0.5, f32::INFINITY]);";
     }

@@ -1,0 +1,160 @@
+//! Training rows: convolution and linear layers forward and backward, and
+//! one full training step of seed 002's CNN, in devtensor and candle-nn on
+//! the same inputs.
+
+use super::{Row, data, median_pair};
+use candle_core::{Device as CandleDevice, Tensor as CandleTensor, Var};
+use candle_nn::Optimizer as _;
+use devtensor::nn::{Conv2d, Flatten, Linear, MaxPool2d, Module, Relu, cross_entropy};
+use devtensor::ops::conv::Window2d;
+use devtensor::optim::{Adam, AdamConfig, Optimizer};
+use devtensor::{Cpu, Device, Tensor};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Seed 002's model at its real sizes: Conv2d(3, 16, 3, padding=1), ReLU,
+/// MaxPool2d(2), flatten, Linear(16 * 32 * 32, 10), on 3x64x64 images.
+struct Seed002<D: Device> {
+    conv: Conv2d<D>,
+    relu: Relu,
+    pool: MaxPool2d,
+    flatten: Flatten,
+    fc: Linear<D>,
+}
+devtensor::module!(Seed002 { conv, relu, pool, flatten, fc });
+
+impl<D: Device> Seed002<D> {
+    fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
+        let x = self.pool.forward(&self.relu.forward(&self.conv.forward(x)));
+        self.fc.forward(&self.flatten.forward(&x))
+    }
+}
+
+/// The same model in candle, on `Var`s holding the same initial values.
+struct CandleSeed002 {
+    conv_w: Var,
+    conv_b: Var,
+    fc_w: Var,
+    fc_b: Var,
+}
+
+impl CandleSeed002 {
+    fn forward(&self, x: &CandleTensor) -> candle_core::Result<CandleTensor> {
+        let y = x.conv2d(self.conv_w.as_tensor(), 1, 1, 1, 1)?;
+        let y = y.broadcast_add(&self.conv_b.as_tensor().reshape((1, 16, 1, 1))?)?.relu()?.max_pool2d(2)?;
+        let y = y.flatten_from(1)?;
+        y.matmul(&self.fc_w.as_tensor().t()?)?.broadcast_add(self.fc_b.as_tensor())
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        vec![self.conv_w.clone(), self.conv_b.clone(), self.fc_w.clone(), self.fc_b.clone()]
+    }
+}
+
+fn to_candle(t: &Tensor<Cpu>, cpu: &CandleDevice) -> candle_core::Result<CandleTensor> {
+    CandleTensor::from_vec(t.to_vec(), t.dims(), cpu)
+}
+
+/// The training rows, for operations whose name contains `filter`.
+pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool) -> candle_core::Result<Vec<Row>> {
+    let cpu = CandleDevice::Cpu;
+    let mut rows = Vec::new();
+    let (batch, classes) = (64, 10);
+    let x_data = data(batch * 3 * 64 * 64, 11);
+    let x = Tensor::<Cpu>::from_slice(&x_data, [batch, 3, 64, 64]);
+    let cx = CandleTensor::from_slice(&x_data, (batch, 3, 64, 64), &cpu)?;
+    devtensor::manual_seed(2);
+    let model = Seed002::<Cpu> {
+        conv: Conv2d::new(3, 16, 3).padding(1),
+        relu: Relu,
+        pool: MaxPool2d::new(2),
+        flatten: Flatten::default(),
+        fc: Linear::new(16 * 32 * 32, classes),
+    };
+    let candle_model = CandleSeed002 {
+        conv_w: Var::from_tensor(&to_candle(&model.conv.weight, &cpu)?)?,
+        conv_b: Var::from_tensor(&to_candle(model.conv.bias.as_ref().unwrap(), &cpu)?)?,
+        fc_w: Var::from_tensor(&to_candle(&model.fc.weight, &cpu)?)?,
+        fc_b: Var::from_tensor(&to_candle(model.fc.bias.as_ref().unwrap(), &cpu)?)?,
+    };
+    let labels: Vec<i64> = (0..batch as i64).map(|i| i % classes as i64).collect();
+    let y = Tensor::<Cpu, i64>::from_slice(&labels, [batch]);
+    let cy = CandleTensor::from_vec(labels.iter().map(|&l| l as u32).collect::<Vec<_>>(), batch, &cpu)?;
+
+    // Both libraries compute the same logits and loss.
+    let logits = model.forward(&x);
+    let candle_logits = candle_model.forward(&cx)?;
+    let diff = super::max_diff(&logits.to_vec(), &candle_logits.flatten_all()?.to_vec1()?);
+    assert!(diff < 1e-3, "seed 002 forward: results differ by {diff}");
+
+    let conv = &model.conv;
+    // 2 FLOP per multiply-add: O * OH * OW * C * KH * KW per image.
+    let conv_flops = 2.0 * (batch * 16 * 64 * 64 * 3 * 9) as f64;
+    let window = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
+    if wanted("conv2d forward [64, 3, 64, 64] k3 p1 -> 16") {
+        let (dt, cd) = median_pair(
+            budget,
+            || drop(black_box(x.conv2d(&conv.weight.detach(), None, window, 1))),
+            || drop(black_box(cx.conv2d(candle_model.conv_w.as_tensor(), 1, 1, 1, 1).unwrap())),
+        );
+        rows.push(Row { op: "conv2d fwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: conv_flops, peak: None, unit: "GFLOP/s" });
+    }
+    if wanted("conv2d forward backward [64, 3, 64, 64] k3 p1 -> 16") {
+        // Gradients of the weight (the input is data, as in a first layer).
+        let (dt, cd) = median_pair(
+            budget,
+            || drop(black_box(x.conv2d(&conv.weight, conv.bias.as_ref(), window, 1).sum().backward())),
+            || {
+                let y = cx.conv2d(candle_model.conv_w.as_tensor(), 1, 1, 1, 1).unwrap();
+                let y = y.broadcast_add(&candle_model.conv_b.as_tensor().reshape((1, 16, 1, 1)).unwrap()).unwrap();
+                drop(black_box(y.sum_all().unwrap().backward().unwrap()))
+            },
+        );
+        rows.push(Row { op: "conv2d fwd+bwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: 2.0 * conv_flops, peak: None, unit: "GFLOP/s" });
+    }
+    let h_data = data(batch * 16 * 32 * 32, 12);
+    let h = Tensor::<Cpu>::from_slice(&h_data, [batch, 16 * 32 * 32]);
+    let ch = CandleTensor::from_slice(&h_data, (batch, 16 * 32 * 32), &cpu)?;
+    let linear_flops = 2.0 * (batch * 16 * 32 * 32 * classes) as f64;
+    if wanted("linear forward backward [64, 16384] -> 10") {
+        let (dt, cd) = median_pair(
+            budget,
+            || drop(black_box(model.fc.forward(&h).sum().backward())),
+            || {
+                let y = ch.matmul(&candle_model.fc_w.as_tensor().t().unwrap()).unwrap();
+                let y = y.broadcast_add(candle_model.fc_b.as_tensor()).unwrap();
+                drop(black_box(y.sum_all().unwrap().backward().unwrap()))
+            },
+        );
+        rows.push(Row { op: "linear fwd+bwd 64x16384->10".into(), devtensor: Some(dt), candle: cd, work: 2.0 * linear_flops, peak: None, unit: "GFLOP/s" });
+    }
+    if wanted("train step seed 002 cnn adam") {
+        let mut model = model;
+        let mut opt = Adam::new(&model, AdamConfig::default());
+        let mut candle_opt = candle_nn::AdamW::new(
+            candle_model.vars(),
+            candle_nn::ParamsAdamW { lr: 1e-3, weight_decay: 0.0, ..Default::default() },
+        )?;
+        let (dt, cd) = median_pair(
+            budget,
+            || {
+                let loss = cross_entropy(&model.forward(&x), &y);
+                opt.step(&mut model, &loss.backward());
+            },
+            || {
+                let loss = candle_nn::loss::cross_entropy(&candle_model.forward(&cx).unwrap(), &cy).unwrap();
+                candle_opt.backward_step(&loss).unwrap();
+            },
+        );
+        // Forward and backward (about 3x the forward's multiply-adds).
+        rows.push(Row {
+            op: "train step seed 002 (64x3x64x64)".into(),
+            devtensor: Some(dt),
+            candle: cd,
+            work: 3.0 * (conv_flops + linear_flops),
+            peak: None,
+            unit: "GFLOP/s",
+        });
+    }
+    Ok(rows)
+}
