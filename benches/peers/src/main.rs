@@ -13,7 +13,7 @@
 
 mod training;
 
-use candle_core::{D as CandleDim, Device as CandleDevice, Tensor as CandleTensor};
+use candle_core::{Device as CandleDevice, Tensor as CandleTensor};
 use devtensor::{Cpu, Tensor};
 use rayon::prelude::*;
 use std::hint::black_box;
@@ -309,7 +309,7 @@ fn main() -> candle_core::Result<()> {
         rows.push(Row { op: format!("sum f32 {label}"), devtensor: dt, candle: cd, work: (4 * len) as f64, peak, unit: "GB/s" });
     }
 
-    rows.extend(training::rows(budget, |op| wanted(op))?);
+    rows.extend(training::rows(budget, |op| wanted(op), fma_all)?);
 
     let (rows_n, cols) = (4096usize, 1024usize);
     if !wanted(&format!("softmax f32 {rows_n}x{cols}")) {

@@ -5,7 +5,7 @@
 use super::{Row, data, median_pair};
 use candle_core::{Device as CandleDevice, Tensor as CandleTensor, Var};
 use candle_nn::Optimizer as _;
-use devtensor::nn::{Conv2d, Flatten, Linear, MaxPool2d, Module, Relu, cross_entropy};
+use devtensor::nn::{Conv2d, Flatten, Linear, MaxPool2d, Relu, cross_entropy};
 use devtensor::ops::conv::Window2d;
 use devtensor::optim::{Adam, AdamConfig, Optimizer};
 use devtensor::{Cpu, Device, Tensor};
@@ -56,7 +56,8 @@ fn to_candle(t: &Tensor<Cpu>, cpu: &CandleDevice) -> candle_core::Result<CandleT
 }
 
 /// The training rows, for operations whose name contains `filter`.
-pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool) -> candle_core::Result<Vec<Row>> {
+/// `peak` is the FMA peak measured in this run, for the share-of-peak column.
+pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candle_core::Result<Vec<Row>> {
     let cpu = CandleDevice::Cpu;
     let mut rows = Vec::new();
     let (batch, classes) = (64, 10);
@@ -91,15 +92,15 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool) -> candle_core::Res
     // 2 FLOP per multiply-add: O * OH * OW * C * KH * KW per image.
     let conv_flops = 2.0 * (batch * 16 * 64 * 64 * 3 * 9) as f64;
     let window = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
-    if wanted("conv2d forward [64, 3, 64, 64] k3 p1 -> 16") {
+    if wanted("training: conv2d forward [64, 3, 64, 64] k3 p1 -> 16") {
         let (dt, cd) = median_pair(
             budget,
             || drop(black_box(x.conv2d(&conv.weight.detach(), None, window, 1))),
             || drop(black_box(cx.conv2d(candle_model.conv_w.as_tensor(), 1, 1, 1, 1).unwrap())),
         );
-        rows.push(Row { op: "conv2d fwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: conv_flops, peak: None, unit: "GFLOP/s" });
+        rows.push(Row { op: "conv2d fwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: conv_flops, peak: Some(peak), unit: "GFLOP/s" });
     }
-    if wanted("conv2d forward backward [64, 3, 64, 64] k3 p1 -> 16") {
+    if wanted("training: conv2d forward backward [64, 3, 64, 64] k3 p1 -> 16") {
         // Gradients of the weight (the input is data, as in a first layer).
         let (dt, cd) = median_pair(
             budget,
@@ -110,13 +111,13 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool) -> candle_core::Res
                 drop(black_box(y.sum_all().unwrap().backward().unwrap()))
             },
         );
-        rows.push(Row { op: "conv2d fwd+bwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: 2.0 * conv_flops, peak: None, unit: "GFLOP/s" });
+        rows.push(Row { op: "conv2d fwd+bwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: 2.0 * conv_flops, peak: Some(peak), unit: "GFLOP/s" });
     }
     let h_data = data(batch * 16 * 32 * 32, 12);
     let h = Tensor::<Cpu>::from_slice(&h_data, [batch, 16 * 32 * 32]);
     let ch = CandleTensor::from_slice(&h_data, (batch, 16 * 32 * 32), &cpu)?;
     let linear_flops = 2.0 * (batch * 16 * 32 * 32 * classes) as f64;
-    if wanted("linear forward backward [64, 16384] -> 10") {
+    if wanted("training: linear forward backward [64, 16384] -> 10") {
         let (dt, cd) = median_pair(
             budget,
             || drop(black_box(model.fc.forward(&h).sum().backward())),
@@ -126,9 +127,9 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool) -> candle_core::Res
                 drop(black_box(y.sum_all().unwrap().backward().unwrap()))
             },
         );
-        rows.push(Row { op: "linear fwd+bwd 64x16384->10".into(), devtensor: Some(dt), candle: cd, work: 2.0 * linear_flops, peak: None, unit: "GFLOP/s" });
+        rows.push(Row { op: "linear fwd+bwd 64x16384->10".into(), devtensor: Some(dt), candle: cd, work: 2.0 * linear_flops, peak: Some(peak), unit: "GFLOP/s" });
     }
-    if wanted("train step seed 002 cnn adam") {
+    if wanted("training: train step seed 002 cnn adam") {
         let mut model = model;
         let mut opt = Adam::new(&model, AdamConfig::default());
         let mut candle_opt = candle_nn::AdamW::new(
@@ -152,7 +153,7 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool) -> candle_core::Res
             devtensor: Some(dt),
             candle: cd,
             work: 3.0 * (conv_flops + linear_flops),
-            peak: None,
+            peak: Some(peak),
             unit: "GFLOP/s",
         });
     }
