@@ -35,7 +35,7 @@ pub(crate) struct Node {
 
 /// How a non-leaf tensor was computed.
 pub(crate) struct RecordedOp {
-    /// The operation's name, for errors raised by its rule.
+    /// The operation's name, as `Tensor::grad_fn` reports it.
     pub(crate) name: &'static str,
     /// One entry per differentiable operand: its node, or `None` when that
     /// operand tracks nothing (a data batch, say) and needs no gradient.
