@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod autograd;
+pub mod data;
 pub mod device;
 pub mod element;
 pub mod error;

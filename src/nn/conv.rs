@@ -51,7 +51,7 @@ impl<D: Device, E: FloatElement> Conv2d<D, E> {
     /// A `kernel` (`[KH, KW]`) convolution in `groups` channel groups. Fails
     /// unless `groups` divides both channel counts.
     pub fn try_with_groups(in_channels: usize, out_channels: usize, kernel: [usize; 2], groups: usize) -> Result<Self> {
-        if groups == 0 || in_channels % groups != 0 || out_channels % groups != 0 {
+        if groups == 0 || !in_channels.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
             return Err(Error::Argument {
                 op: "Conv2d",
                 device: D::name(),

@@ -8,6 +8,7 @@ mod common;
 mod autograd;
 mod checkpoint;
 mod conv;
+mod data;
 mod gradcheck;
 mod nn;
 mod optim;

@@ -166,10 +166,10 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         let window = Window2d { kernel: [kh, kw], ..window };
         let geometry = self.unfold_geometry(OP, window)?;
         let [n, c, _, _] = geometry.image;
-        if groups == 0 || c % groups != 0 || out_channels % groups != 0 || group_channels != c / groups {
+        if groups == 0 || !c.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) || group_channels != c / groups {
             return Err(error(format!(
                 "{c} input channels in {groups} groups need a weight with C / groups = {} channels and O divisible by {groups}",
-                if groups == 0 { 0 } else { c / groups }
+                c.checked_div(groups).unwrap_or(0)
             )));
         }
         if bias.is_some_and(|b| b.dims() != [out_channels]) {

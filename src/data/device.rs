@@ -1,0 +1,103 @@
+//! Batches moved to a device one step ahead.
+
+use crate::device::{Cpu, Device};
+use crate::element::Element;
+use crate::error::Result;
+use crate::tensor::{PendingTransfer, Tensor};
+
+/// A CPU batch that can be copied to a device asynchronously: a tensor, or
+/// a tuple of two or three tensors.
+pub trait ToDevice: Sized {
+    /// The batch on `D`.
+    type On<D: Device>;
+    /// The batch while its copy to `D` runs.
+    type Pending<D: Device>;
+
+    /// Starts the copy to `D` (from page-locked memory on the copy stream,
+    /// for a GPU).
+    fn start<D: Device>(&self) -> Result<Self::Pending<D>>;
+
+    /// The batch on `D`, with `D`'s later work ordered after the copy (the
+    /// host does not wait).
+    fn finish<D: Device>(pending: Self::Pending<D>) -> Result<Self::On<D>>;
+}
+
+impl<E: Element> ToDevice for Tensor<Cpu, E> {
+    type On<D: Device> = Tensor<D, E>;
+    type Pending<D: Device> = PendingTransfer<D, E>;
+
+    fn start<D: Device>(&self) -> Result<PendingTransfer<D, E>> {
+        self.try_to_async()
+    }
+
+    fn finish<D: Device>(pending: PendingTransfer<D, E>) -> Result<Tensor<D, E>> {
+        pending.try_join()
+    }
+}
+
+impl<A: ToDevice, B: ToDevice> ToDevice for (A, B) {
+    type On<D: Device> = (A::On<D>, B::On<D>);
+    type Pending<D: Device> = (A::Pending<D>, B::Pending<D>);
+
+    fn start<D: Device>(&self) -> Result<Self::Pending<D>> {
+        Ok((self.0.start()?, self.1.start()?))
+    }
+
+    fn finish<D: Device>((a, b): Self::Pending<D>) -> Result<Self::On<D>> {
+        Ok((A::finish(a)?, B::finish(b)?))
+    }
+}
+
+impl<A: ToDevice, B: ToDevice, C: ToDevice> ToDevice for (A, B, C) {
+    type On<D: Device> = (A::On<D>, B::On<D>, C::On<D>);
+    type Pending<D: Device> = (A::Pending<D>, B::Pending<D>, C::Pending<D>);
+
+    fn start<D: Device>(&self) -> Result<Self::Pending<D>> {
+        Ok((self.0.start()?, self.1.start()?, self.2.start()?))
+    }
+
+    fn finish<D: Device>((a, b, c): Self::Pending<D>) -> Result<Self::On<D>> {
+        Ok((A::finish(a)?, B::finish(b)?, C::finish(c)?))
+    }
+}
+
+/// Batches of an iterator of CPU batches, on `D`: the copy of batch k + 1
+/// starts before batch k is handed out, so it overlaps whatever the caller
+/// computes on batch k. From [`DataLoader::to_device`](super::DataLoader::to_device).
+pub struct DeviceBatches<D: Device, I: BatchIterator> {
+    inner: I,
+    ahead: Option<Result<<I::Batch as ToDevice>::Pending<D>>>,
+}
+
+/// An iterator of `Result<Batch>` for a batch type that can move.
+pub trait BatchIterator: Iterator<Item = Result<Self::Batch>> {
+    /// The CPU batch.
+    type Batch: ToDevice;
+}
+
+impl<B: ToDevice, I: Iterator<Item = Result<B>>> BatchIterator for I {
+    type Batch = B;
+}
+
+impl<D: Device, I: BatchIterator> DeviceBatches<D, I> {
+    pub(crate) fn new(inner: I) -> Self {
+        DeviceBatches { inner, ahead: None }
+    }
+
+    fn start_next(&mut self) -> Option<Result<<I::Batch as ToDevice>::Pending<D>>> {
+        Some(self.inner.next()?.and_then(|batch| batch.start::<D>()))
+    }
+}
+
+impl<D: Device, I: BatchIterator> Iterator for DeviceBatches<D, I> {
+    type Item = Result<<I::Batch as ToDevice>::On<D>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let current = match self.ahead.take() {
+            Some(pending) => pending,
+            None => self.start_next()?,
+        };
+        self.ahead = self.start_next();
+        Some(current.and_then(<I::Batch as ToDevice>::finish::<D>))
+    }
+}

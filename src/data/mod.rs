@@ -1,0 +1,18 @@
+//! Data loading: datasets, samplers, collating, and loaders whose worker
+//! threads prepare batches ahead, on the CPU or already on a device.
+//!
+//! Batches come out as `Tensor<Cpu>`: feeding one to a model on a GPU does
+//! not compile until it is moved, with `.to::<D>()` or, overlapping the
+//! copy with computation, by iterating [`DataLoader::to_device`].
+
+mod collate;
+mod dataset;
+mod device;
+mod loader;
+mod sampler;
+
+pub use collate::{Collate, Stack};
+pub use dataset::{Dataset, TensorDataset};
+pub use device::{BatchIterator, DeviceBatches, ToDevice};
+pub use loader::{Batches, DataLoader};
+pub use sampler::Sampler;
