@@ -40,6 +40,7 @@ pub mod optim;
 pub mod ops;
 pub mod random;
 pub mod shape;
+pub mod shapes;
 pub mod tensor;
 
 pub use autograd::{Gradients, is_grad_enabled, no_grad};

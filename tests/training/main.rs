@@ -12,3 +12,4 @@ mod data;
 mod gradcheck;
 mod nn;
 mod optim;
+mod shapes;

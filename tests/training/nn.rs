@@ -244,7 +244,7 @@ device_tests! {
 
 #[allow(dead_code)] // its `main`
 #[path = "../../examples/train_cnn.rs"]
-mod train_cnn;
+pub(crate) mod train_cnn;
 
 #[test]
 fn the_training_example_reaches_97_percent_and_reloads_on_the_cpu() {

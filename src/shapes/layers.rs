@@ -1,0 +1,229 @@
+//! Layers whose sizes are in their types, over [`STensor`].
+
+use super::dim::{Const, ConvOut, Dim, StaticDim};
+use super::message::Message;
+use super::tensor::STensor;
+use crate::device::{Device, SameDevice, same_device};
+use crate::element::FloatElement;
+use crate::error::{Result, or_panic};
+use crate::nn::{Conv2d, Linear, Module, TensorKind};
+use crate::ops::conv::Window2d;
+use crate::tensor::Tensor;
+use std::marker::PhantomData;
+
+/// Fails to build when an input's size (`Actual`, static) is not the one a
+/// layer was made for.
+struct Fits<const EXPECTED: usize, Actual, Layer>(PhantomData<(Actual, Layer)>);
+
+/// A layer's name and sizes, for the message of [`Fits`]: it reads
+/// `` `NAME(ARGS..)` expects N WHAT ``.
+trait Describe {
+    const NAME: &'static str;
+    const ARGS: &'static [usize];
+    const WHAT: &'static str;
+}
+
+const fn describe<L: Describe>(mut m: Message) -> Message {
+    m = m.text("`").text(L::NAME).text("(");
+    let mut i = 0;
+    while i < L::ARGS.len() {
+        if i > 0 {
+            m = m.text(", ");
+        }
+        m = m.num(L::ARGS[i]);
+        i += 1;
+    }
+    m.text(")`")
+}
+
+impl<const EXPECTED: usize, Actual: Dim, Layer: Describe> Fits<EXPECTED, Actual, Layer> {
+    const OK: () = if let Some(actual) = Actual::STATIC {
+        if actual != EXPECTED {
+            describe::<Layer>(Message::new())
+                .text(" expects ")
+                .num(EXPECTED)
+                .text(Layer::WHAT)
+                .text(", but its input has ")
+                .num(actual).fail()
+        }
+    };
+}
+
+/// [`Linear`] with its sizes in its type: `SLinear<D, IN, OUT>` maps
+/// `[B, IN]` to `[B, OUT]`. An input whose static last size is not `IN`
+/// fails to build, with both sizes in the message: seed 002's
+/// `Linear(16 * 16 * 16, 10)` after a 16x32x32 feature map reads
+/// "`Linear(4096, 10)` expects 4096 input features, but its input has 16384".
+///
+/// ```
+/// use devtensor::shapes::{Const, SLinear, STensor};
+/// use devtensor::{Cpu, Tensor};
+/// let fc = SLinear::<Cpu, 4, 2>::new();
+/// let x: STensor<Cpu, (usize, Const<4>)> = Tensor::<Cpu>::ones([3, 4]).try_static()?;
+/// let y: STensor<Cpu, (usize, Const<2>)> = fc.forward(&x);
+/// assert_eq!(y.dynamic().dims(), &[3, 2]);
+/// # Ok::<(), devtensor::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SLinear<D: Device, const IN: usize, const OUT: usize, E: FloatElement = f32> {
+    /// The dynamic layer, whose kernels and parameters it uses.
+    pub inner: Linear<D, E>,
+}
+
+impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> Describe for SLinear<D, IN, OUT, E> {
+    const NAME: &'static str = "Linear";
+    const ARGS: &'static [usize] = &[IN, OUT];
+    const WHAT: &'static str = " input features";
+}
+
+impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, IN, OUT, E> {
+    /// A layer with PyTorch's initialisation.
+    pub fn try_new() -> Result<Self> {
+        Ok(SLinear { inner: Linear::try_new(IN, OUT)? })
+    }
+
+    /// Panicking form of [`try_new`](Self::try_new).
+    #[track_caller]
+    pub fn new() -> Self {
+        or_panic(Self::try_new())
+    }
+
+    /// The layer applied to `x` (`[B, F]` with `F` of size `IN`, on the
+    /// layer's device).
+    #[track_caller]
+    pub fn forward<D2: Device, B: Dim, F: Dim>(&self, x: &STensor<D2, (B, F), E>) -> STensor<D, (B, Const<OUT>), E>
+    where
+        D: SameDevice<D2>,
+    {
+        let () = Fits::<IN, F, Self>::OK;
+        let x: &Tensor<D, E> = same_device(x.dynamic());
+        or_panic(self.inner.try_forward::<D>(x).and_then(|y| y.try_static()))
+    }
+}
+
+impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> Default for SLinear<D, IN, OUT, E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// [`Conv2d`] with its sizes in its type: `C` input and `O` output
+/// channels, a `K` x `K` kernel, stride `S`, padding `P`, dilation `DL`.
+/// It maps `[B, C, H, W]` to `[B, O, OH, OW]`, with `OH` and `OW` computed
+/// by the compiler ([`ConvOut`]), so that a model states only its input
+/// size and its layers.
+///
+/// ```
+/// use devtensor::shapes::{Const, SConv2d, STensor};
+/// use devtensor::{Cpu, Tensor};
+/// // Seed 002's Conv2d(3, 16, 3, padding=1): 64x64 stays 64x64.
+/// let conv = SConv2d::<Cpu, 3, 16, 3, 1, 1>::new();
+/// let x: STensor<Cpu, (usize, Const<3>, Const<64>, Const<64>)> = Tensor::<Cpu>::zeros([2, 3, 64, 64]).try_static()?;
+/// assert_eq!(conv.forward(&x).dynamic().dims(), &[2, 16, 64, 64]);
+/// # Ok::<(), devtensor::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SConv2d<
+    D: Device,
+    const C: usize,
+    const O: usize,
+    const K: usize,
+    const S: usize = 1,
+    const P: usize = 0,
+    const DL: usize = 1,
+    E: FloatElement = f32,
+> {
+    /// The dynamic layer, whose kernels and parameters it uses.
+    pub inner: Conv2d<D, E>,
+}
+
+impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, const P: usize, const DL: usize, E: FloatElement>
+    Describe for SConv2d<D, C, O, K, S, P, DL, E>
+{
+    const NAME: &'static str = "Conv2d";
+    const ARGS: &'static [usize] = &[C, O, K];
+    const WHAT: &'static str = " input channels";
+}
+
+impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, const P: usize, const DL: usize, E: FloatElement>
+    SConv2d<D, C, O, K, S, P, DL, E>
+{
+    /// A layer with PyTorch's initialisation.
+    pub fn try_new() -> Result<Self> {
+        let mut inner = Conv2d::try_new(C, O, K)?;
+        inner.window = Window2d { kernel: [K, K], stride: [S, S], padding: [P, P], dilation: [DL, DL] };
+        Ok(SConv2d { inner })
+    }
+
+    /// Panicking form of [`try_new`](Self::try_new).
+    #[track_caller]
+    pub fn new() -> Self {
+        or_panic(Self::try_new())
+    }
+
+    /// The convolution of `x` (`[B, C, H, W]`, on the layer's device).
+    #[track_caller]
+    #[allow(clippy::type_complexity)]
+    pub fn forward<D2: Device, B: Dim, CI: Dim, H: StaticDim, W: StaticDim>(
+        &self,
+        x: &STensor<D2, (B, CI, H, W), E>,
+    ) -> STensor<D, (B, Const<O>, ConvOut<H, K, S, P, DL>, ConvOut<W, K, S, P, DL>), E>
+    where
+        D: SameDevice<D2>,
+    {
+        let () = Fits::<C, CI, Self>::OK;
+        let x: &Tensor<D, E> = same_device(x.dynamic());
+        or_panic(self.inner.try_forward::<D>(x).and_then(|y| y.try_static()))
+    }
+}
+
+impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, const P: usize, const DL: usize, E: FloatElement> Default
+    for SConv2d<D, C, O, K, S, P, DL, E>
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Max pooling with a `K` x `K` window and stride `S`, on static shapes:
+/// `[B, C, H, W]` to `[B, C, OH, OW]`, sizes computed by the compiler.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SMaxPool2d<const K: usize, const S: usize>;
+
+impl<const K: usize, const S: usize> SMaxPool2d<K, S> {
+    /// The pooled `x`, on any device.
+    #[track_caller]
+    #[allow(clippy::type_complexity)]
+    pub fn forward<D: Device, B: Dim, C: Dim, H: StaticDim, W: StaticDim, E: FloatElement>(
+        &self,
+        x: &STensor<D, (B, C, H, W), E>,
+    ) -> STensor<D, (B, C, ConvOut<H, K, S, 0, 1>, ConvOut<W, K, S, 0, 1>), E> {
+        let window = Window2d { kernel: [K, K], stride: [S, S], padding: [0, 0], dilation: [1, 1] };
+        or_panic(x.dynamic().try_max_pool2d(window).and_then(|y| y.try_static()))
+    }
+}
+
+/// `Module` through the dynamic layer: names, device moves, checkpoints and
+/// optimizers work on static layers as on the others.
+macro_rules! static_module {
+    ($name:ident<$($c:ident),*>, $on:ty) => {
+        impl<D: Device, $(const $c: usize,)* E: FloatElement> Module<D, E> for $name<D, $($c,)* E> {
+            type On<D2: Device> = $on;
+
+            fn try_to<D2: Device>(&self) -> Result<Self::On<D2>> {
+                Ok($name { inner: self.inner.try_to()? })
+            }
+
+            fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+                self.inner.visit(prefix, f)
+            }
+
+            fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+                self.inner.visit_mut(prefix, f)
+            }
+        }
+    };
+}
+
+static_module!(SLinear<IN, OUT>, SLinear<D2, IN, OUT, E>);
+static_module!(SConv2d<C, O, K, S, P, DL>, SConv2d<D2, C, O, K, S, P, DL, E>);

@@ -1,0 +1,62 @@
+//! [`StaticShape`]: a tuple of dimensions.
+
+use super::dim::Dim;
+use std::fmt::Debug;
+
+/// The shape of an [`STensor`](super::STensor): a tuple of [`Dim`]s,
+/// e.g. `(usize, Const<3>, Const<64>, Const<64>)` for a batch of any size
+/// of 3x64x64 images.
+pub trait StaticShape: Copy + Debug + Send + Sync + 'static {
+    /// The number of axes.
+    const RANK: usize;
+
+    /// The element count, when every size is static.
+    const STATIC_COUNT: Option<usize>;
+
+    /// The sizes.
+    fn dims(&self) -> Vec<usize>;
+
+    /// The shape with sizes `dims`, or `None` when their count differs from
+    /// the rank or a size differs from one the type fixes.
+    fn from_dims(dims: &[usize]) -> Option<Self>;
+
+    /// The sizes the type fixes, `None` for dynamic ones.
+    fn static_dims() -> Vec<Option<usize>>;
+}
+
+macro_rules! tuple_shape {
+    ($rank:literal: $($d:ident $i:tt),*) => {
+        impl<$($d: Dim),*> StaticShape for ($($d,)*) {
+            const RANK: usize = $rank;
+
+            const STATIC_COUNT: Option<usize> = {
+                let mut count = Some(1usize);
+                $(count = match (count, $d::STATIC) {
+                    (Some(c), Some(n)) => Some(c * n),
+                    _ => None,
+                };)*
+                count
+            };
+
+            fn dims(&self) -> Vec<usize> {
+                vec![$(self.$i.size()),*]
+            }
+
+            fn from_dims(dims: &[usize]) -> Option<Self> {
+                if dims.len() != $rank {
+                    return None;
+                }
+                Some(($($d::from_size(dims[$i])?,)*))
+            }
+
+            fn static_dims() -> Vec<Option<usize>> {
+                vec![$($d::STATIC),*]
+            }
+        }
+    };
+}
+
+tuple_shape!(1: A 0);
+tuple_shape!(2: A 0, B 1);
+tuple_shape!(3: A 0, B 1, C 2);
+tuple_shape!(4: A 0, B 1, C 2, F 3);

@@ -1,0 +1,235 @@
+//! [`STensor`]: a tensor whose shape is (partly) in its type.
+
+use super::dim::{Const, Dim, Prod, StaticDim};
+use super::message::Message;
+use super::shape::StaticShape;
+use crate::device::{Device, SameDevice, same_device};
+use crate::element::{Element, FloatElement};
+use crate::error::{Error, Result, or_panic};
+use crate::tensor::Tensor;
+use std::marker::PhantomData;
+
+/// A [`Tensor`] whose shape `S` is in its type, e.g.
+/// `STensor<Cpu, (usize, Const<3>, Const<64>, Const<64>)>` for a batch of
+/// any size of 3x64x64 images. It is the dynamic tensor plus the shape's
+/// dynamic sizes: every operation runs the same kernels.
+///
+/// Static sizes are checked by the compiler. Two shapes that differ in a
+/// static size do not add up (a compile error naming both shapes), and a
+/// layer or a product whose sizes do not fit fails at `cargo build` with a
+/// message that gives both sizes in decimal. Dynamic sizes (`usize`) are
+/// checked at run time, as on [`Tensor`].
+///
+/// ```
+/// use devtensor::shapes::{Const, STensor};
+/// use devtensor::{Cpu, Tensor};
+/// type Batch = (usize, Const<4>);
+/// let x: STensor<Cpu, Batch> = Tensor::<Cpu>::ones([2, 4]).try_static()?;
+/// let y = &x + &x;
+/// assert_eq!(y.dynamic().to_vec(), vec![2.0; 8]);
+/// assert!(Tensor::<Cpu>::ones([2, 5]).try_static::<Batch>().is_err());
+/// # Ok::<(), devtensor::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct STensor<D: Device, S: StaticShape, E: Element = f32> {
+    tensor: Tensor<D, E>,
+    shape: S,
+}
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    /// This tensor with its shape in the type `S`: static sizes must match,
+    /// dynamic ones are taken from the tensor. Shares storage; copies
+    /// nothing. Fails, naming the expected and the actual shape, when they
+    /// differ.
+    pub fn try_static<S: StaticShape>(&self) -> Result<STensor<D, S, E>> {
+        let shape = S::from_dims(self.dims()).ok_or_else(|| {
+            let expected: Vec<String> =
+                S::static_dims().iter().map(|d| d.map_or_else(|| "_".to_string(), |n| n.to_string())).collect();
+            Error::Shape {
+                op: "try_static",
+                device: D::name(),
+                shapes: vec![self.shape().clone()],
+                reason: format!("expected a shape [{}] (`_`: any size)", expected.join(", ")),
+            }
+        })?;
+        Ok(STensor { tensor: self.clone(), shape })
+    }
+}
+
+impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
+    /// The tensor, with its shape at run time only.
+    pub fn dynamic(&self) -> &Tensor<D, E> {
+        &self.tensor
+    }
+
+    /// The tensor, with its shape at run time only.
+    pub fn into_dynamic(self) -> Tensor<D, E> {
+        self.tensor
+    }
+
+    /// The shape, dynamic sizes included.
+    pub fn shape(&self) -> S {
+        self.shape
+    }
+
+    /// A result of an operation that keeps shape `S2` by construction.
+    fn wrap<S2: StaticShape, E2: Element>(tensor: Tensor<D, E2>) -> STensor<D, S2, E2> {
+        let shape = S2::from_dims(tensor.dims()).expect("the operation gives the shape its type says");
+        STensor { tensor, shape }
+    }
+
+    /// This tensor on `D2`, shape unchanged.
+    pub fn try_to<D2: Device>(&self) -> Result<STensor<D2, S, E>> {
+        Ok(STensor { tensor: self.tensor.try_to()?, shape: self.shape })
+    }
+
+    /// Panicking form of [`try_to`](Self::try_to).
+    #[track_caller]
+    pub fn to<D2: Device>(&self) -> STensor<D2, S, E> {
+        or_panic(self.try_to())
+    }
+
+    /// The same elements with shape `S2`. When both shapes are fully static,
+    /// a different element count fails to build, with both counts in the
+    /// message; otherwise it is checked at run time.
+    pub fn try_reshape<S2: StaticShape>(&self, shape: S2) -> Result<STensor<D, S2, E>> {
+        let () = SameCount::<S, S2>::OK;
+        Ok(STensor { tensor: self.tensor.try_reshape(shape.dims())?, shape })
+    }
+}
+
+/// Fails to build when two fully static shapes have different counts.
+struct SameCount<A, B>(PhantomData<(A, B)>);
+
+impl<A: StaticShape, B: StaticShape> SameCount<A, B> {
+    const OK: () = if let (Some(a), Some(b)) = (A::STATIC_COUNT, B::STATIC_COUNT) {
+        if a != b {
+            Message::new().text("reshape: ").num(a).text(" elements cannot be viewed as ").num(b).fail()
+        }
+    };
+}
+
+/// Proof that two static shapes are the same, required by element-wise
+/// operations on [`STensor`]s.
+#[diagnostic::on_unimplemented(
+    message = "the shapes differ: `{Self}` and `{Other}`",
+    label = "a tensor of shape `{Self}` meets one of shape `{Other}` here",
+    note = "element-wise operations on static tensors need the same shape; reshape, or go through `.dynamic()` to broadcast"
+)]
+pub trait SameShape<Other> {}
+
+impl<S: StaticShape> SameShape<S> for S {}
+
+/// Not a shape: the type of a second, never-matching impl of [`SameShape`],
+/// which makes rustc print its message (the same device as `SameDevice`'s).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum NameTheShapeOfEachTensor {}
+
+#[diagnostic::do_not_recommend]
+impl<S: StaticShape> SameShape<NameTheShapeOfEachTensor> for S {}
+
+/// `a op b` for static tensors of one device and one shape.
+macro_rules! elementwise {
+    ($($Trait:ident, $method:ident, $try:ident;)*) => {$(
+        impl<D1: Device, D2: Device, S1: StaticShape, S2: StaticShape, E: Element> std::ops::$Trait<&STensor<D2, S2, E>>
+            for &STensor<D1, S1, E>
+        where
+            D1: SameDevice<D2>,
+            S1: SameShape<S2>,
+        {
+            type Output = STensor<D1, S1, E>;
+
+            #[track_caller]
+            fn $method(self, rhs: &STensor<D2, S2, E>) -> STensor<D1, S1, E> {
+                let rhs: &Tensor<D1, E> = same_device(&rhs.tensor);
+                // Same static sizes; dynamic ones (a batch) may still differ.
+                STensor::<D1, S1, E>::wrap(or_panic(self.tensor.$try::<D1>(rhs)))
+            }
+        }
+    )*};
+}
+
+elementwise! {
+    Add, add, try_add;
+    Sub, sub, try_sub;
+    Mul, mul, try_mul;
+}
+
+/// Defines shape-preserving float operations on [`STensor`].
+macro_rules! same_shape {
+    ($($method:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        #[doc = concat!("`", stringify!($method), "` of the dynamic tensor; the shape is unchanged.")]
+        #[track_caller]
+        pub fn $method(&self, $($arg: $ty),*) -> Self {
+            STensor { tensor: self.tensor.$method($($arg),*), shape: self.shape }
+        }
+    )*};
+}
+
+impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
+    same_shape! {
+        relu();
+        sigmoid();
+        tanh();
+        exp();
+        softmax(axis: isize);
+        log_softmax(axis: isize);
+    }
+}
+
+/// Fails to build when two static inner dimensions of a product differ.
+struct InnerDims<K1, K2>(PhantomData<(K1, K2)>);
+
+impl<K1: Dim, K2: Dim> InnerDims<K1, K2> {
+    const OK: () = if let (Some(a), Some(b)) = (K1::STATIC, K2::STATIC) {
+        if a != b {
+            Message::new().text("matmul: the inner dimensions differ (").num(a).text(" vs ").num(b).text(")").fail()
+        }
+    };
+}
+
+impl<D: Device, M: Dim, K: Dim, E: FloatElement> STensor<D, (M, K), E> {
+    /// The matrix product `[M, K] · [K, N] -> [M, N]`. Static inner sizes
+    /// that differ fail to build, with both in the message.
+    ///
+    /// ```
+    /// use devtensor::shapes::{Const, STensor};
+    /// use devtensor::{Cpu, Tensor};
+    /// let a: STensor<Cpu, (usize, Const<3>)> = Tensor::<Cpu>::ones([2, 3]).try_static()?;
+    /// let b: STensor<Cpu, (Const<3>, Const<4>)> = Tensor::<Cpu>::ones([3, 4]).try_static()?;
+    /// assert_eq!(a.matmul(&b).dynamic().dims(), &[2, 4]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn matmul<D2: Device, K2: Dim, N: Dim>(&self, rhs: &STensor<D2, (K2, N), E>) -> STensor<D, (M, N), E>
+    where
+        D: SameDevice<D2>,
+    {
+        let () = InnerDims::<K, K2>::OK;
+        let rhs: &Tensor<D, E> = same_device(&rhs.tensor);
+        Self::wrap(or_panic(self.tensor.try_matmul::<D>(rhs)))
+    }
+}
+
+impl<D: Device, B: Dim, C: StaticDim, H: StaticDim, W: StaticDim, E: FloatElement> STensor<D, (B, C, H, W), E> {
+    /// Every axis after the batch merged: `[B, C, H, W] -> [B, C * H * W]`,
+    /// with the product computed by the compiler.
+    pub fn flatten(&self) -> STensor<D, (B, Prod<C, Prod<H, W>>), E> {
+        Self::wrap(or_panic(self.tensor.try_flatten(1, -1)))
+    }
+}
+
+impl<D: Device, B: Dim, const N: usize, E: FloatElement> STensor<D, (B, Const<N>), E> {
+    /// The cross-entropy of these logits (`[B, classes]`) for `labels`
+    /// (`[B]`, on the same device), with PyTorch's defaults; see
+    /// [`try_cross_entropy`](crate::nn::try_cross_entropy).
+    #[track_caller]
+    pub fn cross_entropy<D2: Device, B2: Dim>(&self, labels: &STensor<D2, (B2,), i64>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+    {
+        let labels: &Tensor<D, i64> = same_device(&labels.tensor);
+        or_panic(crate::nn::try_cross_entropy::<D, D, E>(&self.tensor, labels))
+    }
+}
