@@ -185,22 +185,33 @@ impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, 
     }
 }
 
-/// Max pooling with a `K` x `K` window and stride `S`, on static shapes:
-/// `[B, C, H, W]` to `[B, C, OH, OW]`, sizes computed by the compiler.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SMaxPool2d<const K: usize, const S: usize>;
+/// Defines a static pooling layer over a `K` x `K` window with stride `S`.
+macro_rules! static_pool {
+    ($($name:ident, $method:ident, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name<const K: usize, const S: usize>;
 
-impl<const K: usize, const S: usize> SMaxPool2d<K, S> {
-    /// The pooled `x`, on any device.
-    #[track_caller]
-    #[allow(clippy::type_complexity)]
-    pub fn forward<D: Device, B: Dim, C: Dim, H: StaticDim, W: StaticDim, E: FloatElement>(
-        &self,
-        x: &STensor<D, (B, C, H, W), E>,
-    ) -> STensor<D, (B, C, ConvOut<H, K, S, 0, 1>, ConvOut<W, K, S, 0, 1>), E> {
-        let window = Window2d { kernel: [K, K], stride: [S, S], padding: [0, 0], dilation: [1, 1] };
-        or_panic(x.dynamic().try_max_pool2d(window).and_then(|y| y.try_static()))
-    }
+        impl<const K: usize, const S: usize> $name<K, S> {
+            /// The pooled `x` (`[B, C, H, W]`), on any device; the output
+            /// sizes are computed by the compiler.
+            #[track_caller]
+            #[allow(clippy::type_complexity)]
+            pub fn forward<D: Device, B: Dim, C: Dim, H: StaticDim, W: StaticDim, E: FloatElement>(
+                &self,
+                x: &STensor<D, (B, C, H, W), E>,
+            ) -> STensor<D, (B, C, ConvOut<H, K, S, 0, 1>, ConvOut<W, K, S, 0, 1>), E> {
+                let window = Window2d { kernel: [K, K], stride: [S, S], padding: [0, 0], dilation: [1, 1] };
+                or_panic(x.dynamic().$method(window).and_then(|y| y.try_static()))
+            }
+        }
+    )*};
+}
+
+static_pool! {
+    SMaxPool2d, try_max_pool2d, "Max pooling with a `K` x `K` window and stride `S`, on static shapes: \
+        `[B, C, H, W]` to `[B, C, OH, OW]`, the sizes computed by the compiler.";
+    SAvgPool2d, try_avg_pool2d, "Average pooling with a `K` x `K` window and stride `S`, on static shapes.";
 }
 
 /// `Module` through the dynamic layer: names, device moves, checkpoints and

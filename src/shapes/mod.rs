@@ -31,6 +31,6 @@ mod shape;
 mod tensor;
 
 pub use dim::{Const, ConvOut, Dim, Prod, StaticDim};
-pub use layers::{SConv2d, SLinear, SMaxPool2d};
-pub use shape::StaticShape;
+pub use layers::{SAvgPool2d, SConv2d, SLinear, SMaxPool2d};
+pub use shape::{RemoveAxis, StaticShape};
 pub use tensor::{NameTheShapeOfEachTensor, SameShape, STensor};

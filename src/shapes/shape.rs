@@ -60,3 +60,27 @@ tuple_shape!(1: A 0);
 tuple_shape!(2: A 0, B 1);
 tuple_shape!(3: A 0, B 1, C 2);
 tuple_shape!(4: A 0, B 1, C 2, F 3);
+
+/// `Self` without axis `A`: the shape of a reduction along that axis.
+pub trait RemoveAxis<const A: usize>: StaticShape {
+    /// The remaining axes, in order.
+    type Out: StaticShape;
+}
+
+macro_rules! remove_axis {
+    ($axis:literal: ($($d:ident),*) -> ($($kept:ident),*)) => {
+        impl<$($d: Dim),*> RemoveAxis<$axis> for ($($d,)*) {
+            type Out = ($($kept,)*);
+        }
+    };
+}
+
+remove_axis!(1: (A, B) -> (A));
+remove_axis!(0: (A, B) -> (B));
+remove_axis!(0: (A, B, C) -> (B, C));
+remove_axis!(1: (A, B, C) -> (A, C));
+remove_axis!(2: (A, B, C) -> (A, B));
+remove_axis!(0: (A, B, C, F) -> (B, C, F));
+remove_axis!(1: (A, B, C, F) -> (A, C, F));
+remove_axis!(2: (A, B, C, F) -> (A, B, F));
+remove_axis!(3: (A, B, C, F) -> (A, B, C));

@@ -2,7 +2,7 @@
 
 use super::dim::{Const, Dim, Prod, StaticDim};
 use super::message::Message;
-use super::shape::StaticShape;
+use super::shape::{RemoveAxis, StaticShape};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
@@ -175,6 +175,36 @@ impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
         exp();
         softmax(axis: isize);
         log_softmax(axis: isize);
+    }
+}
+
+impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
+    /// The sums along axis `A`, which is removed from the shape type:
+    /// `x.sum_axis::<1>()` of `[B, 10]` is `[B]`.
+    ///
+    /// ```
+    /// use devtensor::shapes::{Const, STensor};
+    /// use devtensor::{Cpu, Tensor};
+    /// let x: STensor<Cpu, (usize, Const<3>)> = Tensor::<Cpu>::ones([2, 3]).try_static()?;
+    /// let s: STensor<Cpu, (usize,)> = x.sum_axis::<1>();
+    /// assert_eq!(s.dynamic().to_vec(), vec![3.0, 3.0]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn sum_axis<const A: usize>(&self) -> STensor<D, <S as RemoveAxis<A>>::Out, E>
+    where
+        S: RemoveAxis<A>,
+    {
+        Self::wrap(or_panic(self.tensor.try_sum_axis(A as isize)))
+    }
+
+    /// The means along axis `A`, which is removed from the shape type.
+    #[track_caller]
+    pub fn mean_axis<const A: usize>(&self) -> STensor<D, <S as RemoveAxis<A>>::Out, E>
+    where
+        S: RemoveAxis<A>,
+    {
+        Self::wrap(or_panic(self.tensor.try_mean_axis(A as isize)))
     }
 }
 

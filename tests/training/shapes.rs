@@ -3,7 +3,7 @@
 
 use devtensor::nn::Module;
 use devtensor::optim::{Adam, AdamConfig, Optimizer};
-use devtensor::shapes::{Const, ConvOut, Prod, SConv2d, SLinear, SMaxPool2d, STensor, StaticDim};
+use devtensor::shapes::{Const, ConvOut, Prod, SAvgPool2d, SConv2d, SLinear, SMaxPool2d, STensor, StaticDim};
 use devtensor::{Cpu, Error, Generator, Tensor, no_grad};
 
 #[test]
@@ -33,6 +33,16 @@ fn conversions_check_static_sizes_and_keep_dynamic_ones() {
     assert_eq!(y.dynamic().dims(), &[5, 192]);
     // A dynamic size that does not fit is a run-time error.
     assert!(s.try_reshape((4usize, Const::<192>)).is_err());
+    // Reductions drop the axis from the type; pooling computes the sizes.
+    let ones: STensor<Cpu, (usize, Const<3>, Const<8>, Const<8>)> = Tensor::<Cpu>::ones([5, 3, 8, 8]).try_static().unwrap();
+    let per_image: STensor<Cpu, (usize, Const<8>, Const<8>)> = ones.sum_axis::<1>();
+    assert_eq!(per_image.dynamic().to_vec(), vec![3.0; 5 * 64]);
+    let rows: STensor<Cpu, (usize, Const<3>, Const<8>)> = ones.mean_axis::<3>();
+    assert_eq!(rows.dynamic().dims(), &[5, 3, 8]);
+    let pooled: STensor<Cpu, (usize, Const<3>, ConvOut<Const<8>, 3, 2, 0, 1>, ConvOut<Const<8>, 3, 2, 0, 1>)> =
+        SAvgPool2d::<3, 2>.forward(&ones);
+    assert_eq!(pooled.dynamic().dims(), &[5, 3, 3, 3]);
+    assert_eq!(SMaxPool2d::<2, 2>.forward(&ones).dynamic().dims(), &[5, 3, 4, 4]);
 }
 
 /// Seed 002's model for the one-channel 8x8 digits, every size in a type.
