@@ -164,6 +164,10 @@ fn layers_check_their_inputs<D: Device>() {
     let err = Tensor::<D>::zeros([1, 1, 4, 4]).try_max_pool2d(window([2, 2], 1, 2, 1)).unwrap_err();
     assert!(matches!(err, Error::Argument { op: "max_pool2d", .. }), "{err}");
     assert!(Conv2d::<D>::try_with_groups(3, 4, [3, 3], 2).is_err());
+    // Columns whose element count overflows: an error before any allocation.
+    let huge = Tensor::<D>::zeros([1, 1, 1, 1]).broadcast_to([1 << 31, 1 << 31, 1, 1]);
+    let err = huge.try_max_pool2d(window([3, 3], 1, 1, 1)).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "max_pool2d", .. }), "{err}");
     assert_eq!(MaxPool2d::new(2).forward(&Tensor::<D>::zeros([1, 1, 5, 5])).dims(), &[1, 1, 2, 2]);
     assert_eq!(AvgPool2d::new(3).stride(1).padding(1).forward(&Tensor::<D>::zeros([1, 1, 5, 5])).dims(), &[1, 1, 5, 5]);
     // Seed 002's first layers: 64x64 stays 64x64 under Conv2d(3, 16, 3, padding=1), then halves.

@@ -15,6 +15,7 @@ use crate::autograd::{self, rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::{Error, Result, or_panic};
+use crate::shape::{Shape, check_elem_count};
 use crate::tensor::Tensor;
 
 /// The sizes of a 2-D window sliding over an image, as `(height, width)`
@@ -66,10 +67,16 @@ pub struct Unfold2d {
 }
 
 impl Unfold2d {
-    /// Elements of the columns `[N, C, KH, KW, OH, OW]`.
-    pub fn columns_len(&self) -> usize {
+    /// The shape of the columns, `[N, C, KH, KW, OH, OW]`.
+    pub fn columns_shape(&self) -> Shape {
         let [n, c, _, _] = self.image;
-        [n, c, self.window.kernel[0], self.window.kernel[1], self.output[0], self.output[1]].iter().product()
+        Shape::from([n, c, self.window.kernel[0], self.window.kernel[1], self.output[0], self.output[1]])
+    }
+
+    /// Elements of the columns (checked against overflow when the geometry
+    /// was made, so the product here cannot wrap).
+    pub fn columns_len(&self) -> usize {
+        self.columns_shape().elem_count()
     }
 }
 
@@ -99,7 +106,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             ))
         })?;
         let geometry = Unfold2d { image: [n, c, h, w], window, output };
-        crate::shape::check_elem_count(op, D::name, &[&crate::shape::Shape::from(geometry.columns_len())])?;
+        // The columns are the largest tensor a window makes: their count is
+        // a product of six sizes, any of which a caller may have made huge.
+        check_elem_count(op, D::name, &[self.shape(), &geometry.columns_shape()])?;
         Ok(geometry)
     }
 
