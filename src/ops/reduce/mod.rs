@@ -165,6 +165,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_reshape([1])
     }
 
+    /// `axis` resolved, for a gradient rule: only recorded once the forward
+    /// has resolved it, so it cannot fail, and untracked calls resolve once.
+    fn resolved(&self, axis: isize) -> Option<usize> {
+        resolve_axis_or_scalar("gradient", D::name, self.shape(), axis).expect("the forward resolved this axis")
+    }
+
     /// The sum of every element, as a rank-0 tensor of `E::Sum`.
     fn sum_all(&self) -> Result<Tensor<D, E::Sum>> {
         autograd::track(
@@ -184,12 +190,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// The sums along `axis`, removed or kept as size 1, in `E::Sum`.
     fn sum_along(&self, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, E::Sum>> {
-        let resolved = resolve_axis_or_scalar(name, D::name, self.shape(), axis)?;
         autograd::track(
             name,
             &[self.node()],
             || self.sum_along_untracked(name, axis, keepdim),
-            |_| float_rule!(E, F => grad::sum::<D, F>(self.shape().clone(), resolved, keepdim)),
+            |_| float_rule!(E, F => grad::sum::<D, F>(self.shape().clone(), self.resolved(axis), keepdim)),
         )
     }
 
@@ -239,12 +244,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// A `max` or `min` along `axis`, removed or kept as size 1.
     fn reduce_axis(&self, op: ReduceOp, name: &'static str, axis: isize, keepdim: bool) -> Result<Self> {
-        let resolved = resolve_axis_or_scalar(name, D::name, self.shape(), axis)?;
         autograd::track(
             name,
             &[self.node()],
             || self.reduce_axis_untracked(op, name, axis, keepdim),
-            |_| float_rule!(E, F => grad::extreme_axis::<D, F>(op, as_float(self), resolved, keepdim)),
+            |_| float_rule!(E, F => grad::extreme_axis::<D, F>(op, as_float(self), self.resolved(axis), keepdim)),
         )
     }
 
