@@ -238,7 +238,7 @@ impl<S: Dataset + 'static, C: Collate<S::Item> + 'static> Batches<S, C> {
                     })
                 })
                 .collect();
-            Source::Workers { tasks: Some(task_tx), results, ready: BTreeMap::new(), in_flight: workers * prefetch, handles }
+            Source::Workers { tasks: Some(task_tx), results, ready: BTreeMap::new(), in_flight: workers.saturating_mul(prefetch), handles }
         };
         Batches { plan: plan.into_iter(), total, yielded: 0, dispatched: 0, source }
     }

@@ -1,7 +1,6 @@
 //! The [`Module`] trait: what optimizers, checkpoints and device moves need
 //! to know about a layer or a model.
 
-use crate::autograd::no_grad;
 use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::{Result, or_panic};
@@ -126,7 +125,7 @@ pub fn child_name(prefix: &str, name: &str) -> String {
 
 /// A parameter copied to `D2` as a fresh leaf.
 pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<D, E>) -> Result<Tensor<D2, E>> {
-    Ok(no_grad(|| p.detach().try_to::<D2>())?.requires_grad())
+    Ok(p.detach().try_to::<D2>()?.requires_grad())
 }
 
 /// Gives a struct of modules the [`Module`] trait: `module!(Net { conv, fc })`
