@@ -5,23 +5,12 @@
 //! Run with `cargo run --release --example quickstart`.
 
 use devtensor::{Cpu, Cuda, Device, Tensor};
-use std::io::Read;
 
-const DIGITS: &[u8] = include_bytes!("data/digits.csv.gz");
+#[path = "data/digits.rs"]
+mod digits;
+use digits::load_digits;
+
 const TRAIN_ROWS: usize = 1500;
-
-/// Pixels (0..16, 64 per image) and labels (0..9) of the 1797 images.
-fn load_digits() -> (Vec<f32>, Vec<i64>) {
-    let mut csv = String::new();
-    flate2::read::GzDecoder::new(DIGITS).read_to_string(&mut csv).expect("the bundled file is valid gzip");
-    let (mut pixels, mut labels) = (Vec::new(), Vec::new());
-    for line in csv.lines().filter(|l| !l.trim().is_empty()) {
-        let fields: Vec<f32> = line.split(',').map(|f| f.trim().parse().expect("a number")).collect();
-        pixels.extend_from_slice(&fields[..64]);
-        labels.push(fields[64] as i64);
-    }
-    (pixels, labels)
-}
 
 /// Trains on the first 1500 images and returns the accuracy on the rest.
 fn train<D: Device>(pixels: &[f32], labels: &[i64]) -> f32 {

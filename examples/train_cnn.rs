@@ -12,10 +12,12 @@
 use devtensor::nn::{Checkpoint, Conv2d, Flatten, Linear, MaxPool2d, Module, Relu, cross_entropy};
 use devtensor::optim::{Adam, AdamConfig, CosineAnnealingLr, LrSchedule, Optimizer};
 use devtensor::{Cpu, Device, Generator, Tensor, no_grad};
-use std::io::Read;
 use std::time::Instant;
 
-const DIGITS: &[u8] = include_bytes!("data/digits.csv.gz");
+#[path = "data/digits.rs"]
+pub mod digits;
+use digits::load_digits;
+
 const EPOCHS: usize = 12;
 const BATCH: usize = 64;
 const SEED: u64 = 2002;
@@ -66,19 +68,6 @@ fn accuracy<D: Device>(model: &Cnn<D>, split: &Split<D>) -> f32 {
         let predicted = model.forward(&split.images).argmax(-1);
         predicted.eq(&split.labels).to_dtype::<f32>().mean().item()
     })
-}
-
-/// Pixels (0..16, 64 per image) and labels (0..9) of the 1797 images.
-pub fn load_digits() -> (Vec<f32>, Vec<i64>) {
-    let mut csv = String::new();
-    flate2::read::GzDecoder::new(DIGITS).read_to_string(&mut csv).expect("the bundled file is valid gzip");
-    let (mut pixels, mut labels) = (Vec::new(), Vec::new());
-    for line in csv.lines().filter(|l| !l.trim().is_empty()) {
-        let fields: Vec<f32> = line.split(',').map(|f| f.trim().parse().expect("a number")).collect();
-        pixels.extend_from_slice(&fields[..64]);
-        labels.push(fields[64] as i64);
-    }
-    (pixels, labels)
 }
 
 /// A shuffled 80/20 split of the data set, on `D`.

@@ -248,7 +248,7 @@ pub(crate) mod train_cnn;
 
 #[test]
 fn the_training_example_reaches_97_percent_and_reloads_on_the_cpu() {
-    let (pixels, labels) = train_cnn::load_digits();
+    let (pixels, labels) = train_cnn::digits::load_digits();
     let accuracy = train_cnn::run::<Cpu>(&pixels, &labels);
     assert!(accuracy >= 0.97, "test accuracy {accuracy}");
 }

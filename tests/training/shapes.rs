@@ -60,7 +60,7 @@ impl StaticCnn {
 
 #[test]
 fn seed002_with_static_shapes_trains_on_the_digits() {
-    let (pixels, labels) = crate::nn::train_cnn::load_digits();
+    let (pixels, labels) = crate::nn::train_cnn::digits::load_digits();
     let n = labels.len();
     let images = Tensor::<Cpu>::from_slice(&pixels, [n, 1, 8, 8]) / 16.0;
     let labels = Tensor::<Cpu, i64>::from_slice(&labels, [n]);
