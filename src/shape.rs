@@ -328,6 +328,19 @@ impl Layout {
     }
 }
 
+/// The element count of `dims` for a kernel's loop bounds: 0 when any
+/// dimension is 0, the saturating product otherwise.
+///
+/// A plain `product()` can overflow on an empty shape before it reaches the
+/// 0 (`[2, 2^63, 0]`). Operations check that every non-empty result fits, so
+/// saturation only shows in sub-products of empty shapes, and kernels
+/// return before looping over those.
+pub(crate) fn count_of<'a>(dims: impl IntoIterator<Item = &'a usize>) -> usize {
+    let (product, empty) =
+        dims.into_iter().fold((1usize, false), |(p, empty), &d| (p.saturating_mul(d), empty || d == 0));
+    if empty { 0 } else { product }
+}
+
 /// Walks `K` strided operands of one shape together, calling
 /// `block(bases, len, strides)` for each run of `len` elements along the
 /// innermost (merged) dimension: operand `k`'s elements are at

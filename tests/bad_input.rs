@@ -231,12 +231,40 @@ fn check_pytorch_semantics<D: Device>() {
     assert_device_works::<D>();
 }
 
+// ---- 6. Empty tensors whose other axes are huge: a product of those axes
+// overflows, but the tensor has no elements, so every op gives an empty
+// result or, where a result would need a huge axis, a shape error
+
+fn check_empty_tensors_with_huge_axes<D: Device>() {
+    const HUGE: usize = 1 << 62;
+    let x = Tensor::<D>::zeros([0, HUGE, 4]);
+    let empty_with_dims = |t: Result<Tensor<D>, Error>, dims: &[usize], what: &str| {
+        let t = t.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(t.dims(), dims, "{what}");
+        assert!(t.to_vec().is_empty(), "{what}");
+    };
+    empty_with_dims(Tensor::try_cat(&[&x, &x], 0), &[0, HUGE, 4], "cat axis 0");
+    empty_with_dims(Tensor::try_cat(&[&x, &x], 2), &[0, HUGE, 8], "cat axis 2");
+    empty_with_dims(Tensor::try_stack(&[&x, &x], 1), &[0, 2, HUGE, 4], "stack");
+    empty_with_dims(x.try_sum_axis(2), &[0, HUGE], "sum_axis 2");
+    empty_with_dims(x.try_softmax(1), &[0, HUGE, 4], "softmax");
+    empty_with_dims(x.try_matmul(&Tensor::<D>::ones([4, 3])), &[0, HUGE, 3], "matmul");
+    empty_with_dims(x.try_index_select(2, &Tensor::<D, i64>::from_vec(vec![0, 3], [2])), &[0, HUGE, 2], "index_select");
+    empty_with_dims(x.try_flatten(0, 1), &[0, 4], "flatten of the empty axes");
+    empty_with_dims(x.try_add(&broadcast::<D, f32>(1.0, &[HUGE, 1])), &[0, HUGE, 4], "add");
+    // [HUGE, 4] would be 2^64 elements: no tensor can have that shape.
+    assert_shape_error(x.try_sum_axis(0).unwrap_err(), "sum_axis", "[0, 4611686018427387904, 4]");
+    assert_shape_error(x.try_flatten(1, 2).unwrap_err(), "flatten", "2^63 - 1");
+    assert_device_works::<D>();
+}
+
 device_tests! {
     overflowing_shapes_are_shape_errors => check_overflowing_shapes_are_shape_errors,
     impossible_allocations_are_errors => check_impossible_allocations_are_errors,
     broadcast_reductions_do_not_materialise => check_broadcast_reductions_do_not_materialise,
     ranges_are_exact => check_ranges_are_exact,
     pytorch_semantics => check_pytorch_semantics,
+    empty_tensors_with_huge_axes => check_empty_tensors_with_huge_axes,
 }
 
 // ---- Properties: any shape near or past the limits is an error or a valid tensor, never a crash
@@ -372,8 +400,9 @@ device_proptests! {
         if let ([m, k], [k2, n]) = (a.as_slice(), b.as_slice()) {
             let work = (*m as u128).saturating_mul(*n as u128).saturating_mul(*k as u128);
             let impossible = exact_count(&[*m, *n]).is_none_or(|c| c >= 1 << 45);
-            if k == k2 && work > 1 << 16 && !impossible {
-                return Ok(()); // a valid product too long to compute here
+            let outputs = exact_count(&[*m, *n]).unwrap_or(u128::MAX);
+            if k == k2 && (work > 1 << 16 || outputs > 1 << 16) && !impossible {
+                return Ok(()); // a valid product too long or too large to compute here
             }
             match x.try_matmul(&y) {
                 Err(Error::Shape { .. }) if k != k2 => {}

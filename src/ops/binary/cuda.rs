@@ -7,7 +7,7 @@ use crate::device::cuda::launch::{Merged, Strided, elementwise, launch_kernel, p
 use crate::device::cuda::CudaStorage;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::Layout;
+use crate::shape::{Layout, count_of};
 use std::sync::Arc;
 
 /// Rejects an integer division whose divisors (the elements `layout`
@@ -52,7 +52,7 @@ fn launch_zip<E: Element>(
     ptrs: [u64; 2],
     out: u64,
 ) -> Result<()> {
-    let n: usize = dims.iter().product();
+    let n = count_of(dims);
     let [(lhs_strides, lhs_offset), (rhs_strides, rhs_offset)] = operands;
     let merged = Merged::new(dims, [lhs_strides, rhs_strides]);
     if let (&[rows, cols], &[lhs_row, lhs_col], &[rhs_row, rhs_col]) =

@@ -8,13 +8,13 @@ use crate::device::{Backend, Cpu};
 use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::{Dims, Layout, Shape, for_each_block};
+use crate::shape::{Dims, Layout, Shape, count_of, for_each_block};
 use rayon::prelude::*;
 
 /// The storage offset of every position of the sub-tensor `dims`/`strides`
 /// starting at `offset`, in row-major order.
 fn offsets_of(dims: &[usize], strides: &[usize], offset: usize) -> Result<Vec<usize>> {
-    let count: usize = dims.iter().product();
+    let count = count_of(dims);
     let mut out = Vec::new();
     // Fallible: the dimensions may be those of a huge broadcast view.
     out.try_reserve_exact(count).map_err(|_| Error::OutOfMemory {
@@ -90,9 +90,9 @@ impl IndexKernel for Cpu {
         let src = src.as_slice();
         let n = indices_layout.elem_count();
         let dims = src_layout.dims();
-        let inner: usize = dims[axis + 1..].iter().product();
-        let outer_count: usize = dims[..axis].iter().product();
-        let mut out = output_buffer("index_select", outer_count * n * inner)?;
+        let inner = count_of(&dims[axis + 1..]);
+        let outer_count = count_of(&dims[..axis]);
+        let mut out = output_buffer("index_select", count_of(&[outer_count, n, inner]))?;
         if out.is_empty() {
             return Ok(CpuStorage::from_vec(out));
         }
@@ -249,13 +249,13 @@ impl IndexKernel for Cpu {
 
     fn cat<E: Element>(inputs: &[(&CpuStorage<E>, &Layout)], axis: usize, out_shape: &Shape) -> Result<CpuStorage<E>> {
         let mut out = output_buffer("cat", out_shape.elem_count())?;
+        if out.is_empty() {
+            return Ok(CpuStorage::from_vec(out)); // and the products below might overflow
+        }
         let dims = out_shape.dims();
         // Each output row (one position of the axes before `axis`) is the
         // inputs' matching rows side by side.
         let row: usize = dims[axis..].iter().product();
-        if row == 0 {
-            return Ok(CpuStorage::from_vec(out));
-        }
         let outer: usize = dims[..axis].iter().product();
         let dense: Vec<Option<&[E]>> =
             inputs.iter().map(|(s, l)| l.contiguous_range().map(|r| &s.as_slice()[r])).collect();

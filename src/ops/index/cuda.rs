@@ -6,7 +6,7 @@ use crate::device::cuda::{CudaStorage, copy_into};
 use crate::device::{Backend, Cuda};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::{Layout, Shape};
+use crate::shape::{Layout, Shape, count_of};
 
 impl<const N: usize> IndexKernel for Cuda<N> {
     fn first_out_of_range(indices: &CudaStorage<i64>, layout: &Layout, size: usize) -> Result<Option<i64>> {
@@ -41,7 +41,7 @@ impl<const N: usize> IndexKernel for Cuda<N> {
         let device = Self::device()?;
         let mut out_dims = src_layout.dims().to_vec();
         out_dims[axis] = indices_layout.elem_count();
-        let n: usize = out_dims.iter().product();
+        let n = count_of(&out_dims);
         let out = CudaStorage::alloc(&device, OP, n)?;
         if n == 0 {
             return Ok(out);
@@ -130,7 +130,7 @@ impl<const N: usize> IndexKernel for Cuda<N> {
         let out = copy_into::<E, E>(&device, OP, dst, dst_layout)?;
         let mut dims = dst_layout.dims().to_vec();
         dims[axis] = indices_layout.elem_count();
-        let total: usize = dims.iter().product();
+        let total = count_of(&dims);
         if total == 0 {
             return Ok(out);
         }

@@ -10,7 +10,7 @@ use crate::device::Cpu;
 use crate::device::cpu::{CpuStorage, output_buffer};
 use crate::element::FloatElement;
 use crate::error::Result;
-use crate::shape::{Layout, for_each_block};
+use crate::shape::{Layout, count_of, for_each_block};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -102,9 +102,9 @@ impl MatmulKernel for Cpu {
         let rank = lhs_layout.dims().len();
         let (batch_dims, [m, k]) = split_matrix(lhs_layout.dims());
         let (_, [_, n]) = split_matrix(rhs_layout.dims());
-        let batch: usize = batch_dims.iter().product();
+        let batch = count_of(batch_dims);
         // The API checked that the output's element count fits.
-        let mut out = output_buffer::<E>("matmul", batch * m * n)?;
+        let mut out = output_buffer::<E>("matmul", count_of(&[batch, m, n]))?;
         if out.is_empty() {
             return Ok(CpuStorage::from_vec(out));
         }

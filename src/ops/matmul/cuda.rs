@@ -6,7 +6,7 @@ use crate::device::cuda::{CudaStorage, dense_ptr};
 use crate::device::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
-use crate::shape::Layout;
+use crate::shape::{Layout, count_of};
 use cudarc::cublas::{result as blas, sys::cublasOperation_t};
 use std::ffi::{c_int, c_longlong};
 use std::sync::Arc;
@@ -55,9 +55,9 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         let dims = lhs_layout.dims();
         let r = dims.len();
         let (m, k, n) = (dims[r - 2], dims[r - 1], rhs_layout.dims()[r - 1]);
-        let batch: usize = dims[..r - 2].iter().product();
+        let batch = count_of(&dims[..r - 2]);
         // The API checked that the output's element count fits.
-        let len = batch * m * n;
+        let len = count_of(&[batch, m, n]);
         if len == 0 {
             return CudaStorage::alloc(&device, OP, 0);
         }

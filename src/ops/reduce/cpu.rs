@@ -20,7 +20,7 @@ use crate::device::Cpu;
 use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
 use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
-use crate::shape::{Dims, Layout, for_each_block};
+use crate::shape::{Dims, Layout, count_of, for_each_block};
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -288,7 +288,7 @@ fn for_each_run<T: Send>(
 
 /// The number of outputs of reducing `axis` of `layout`.
 fn reduced_len(layout: &Layout, axis: usize) -> usize {
-    layout.dims().iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &d)| d).product()
+    count_of(layout.dims().iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, d)| d))
 }
 
 /// The fold `f` (identity `init`) of `axis`, into a new output vector.

@@ -8,7 +8,7 @@ use crate::device::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
 use crate::device::cuda::{CudaStorage, dense_ptr};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::shape::{Layout, count_of};
 use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize
         v.iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &x)| x).collect()
     };
     let (dims, strides) = (rest(layout.dims()), rest(layout.strides()));
-    let n_out: usize = dims.iter().product();
+    let n_out = count_of(&dims);
     let geo = Strided::new(device, op, &dims, [&strides], [layout.offset()])?;
     // A block per output pays off on long axes or when there are too few
     // outputs to fill the GPU with one thread each; short axes with many

@@ -20,7 +20,7 @@ use crate::autograd::{self, as_float, float_rule};
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Dims, Layout, Shape, resolve_axis_or_scalar};
+use crate::shape::{Dims, Layout, Shape, check_elem_count, resolve_axis_or_scalar};
 use crate::tensor::Tensor;
 
 /// A reduction folding the elements of an axis into one value.
@@ -209,6 +209,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
             return one.as_sum_input(|x| scale_by_repeat(x.clone(), len));
         }
         let shape = reduced_shape(self.shape(), axis, keepdim);
+        // Summing away an empty axis leaves the others, whose product may not fit.
+        check_elem_count(name, D::name, &[self.shape(), &shape])?;
         self.as_sum_input(|x| {
             let storage = D::reduce(ReduceOp::Sum, x.storage(), x.layout(), axis)?;
             Ok(Tensor::from_storage(storage, shape))

@@ -99,7 +99,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
         }
         let dims = self.dims();
         let mut new: Vec<usize> = dims[..s].to_vec();
-        new.push(dims[s..=e].iter().product());
+        // Other axes may be 0, so the merged one can be too large even though
+        // the tensor has no elements.
+        let merged = Shape::from(&dims[s..=e]).checked_elem_count().ok_or_else(|| Error::Shape {
+            op: "flatten",
+            device: D::name(),
+            shapes: vec![self.shape().clone()],
+            reason: format!("axes {s}..={e} would merge into more than 2^63 - 1 elements"),
+        })?;
+        new.push(merged);
         new.extend_from_slice(&dims[e + 1..]);
         self.try_reshape(new)
     }
