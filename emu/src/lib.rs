@@ -1,5 +1,5 @@
-//! An emulated CUDA driver (`libcuda.so`) and cuBLAS (`libcublas.so`) for
-//! testing devtensor's CUDA backend on machines without a GPU.
+//! An emulated CUDA driver (`libcuda.so`), cuBLAS (`libcublas.so`) and NCCL
+//! (`libnccl.so`) for testing devtensor's CUDA backend on machines without a GPU.
 //!
 //! cudarc opens the driver with `dlopen("libcuda.so")` and resolves each
 //! `cu*` symbol on first use; putting this library's folder first on
@@ -9,9 +9,9 @@
 //! what is and is not modelled.
 //!
 //! Every exported function follows the C signature of the driver function of
-//! the same name (CUDA 13 headers); pointers are dereferenced only after a
-//! null check, and the caller guarantees they point to valid memory, exactly
-//! as with the real driver.
+//! the same name (CUDA 13 headers; NCCL 2.30 headers for `nccl*`); pointers
+//! are dereferenced only after a null check, and the caller guarantees they
+//! point to valid memory, exactly as with the real driver.
 
 #![warn(missing_docs)]
 #![allow(non_snake_case, clippy::missing_safety_doc)]
@@ -20,8 +20,10 @@ mod cublas;
 mod driver;
 mod kernels;
 mod memory;
+mod nccl;
 mod state;
 
 pub use cublas::*;
 pub use driver::*;
 pub use memory::devtensor_emu_translate;
+pub use nccl::*;
