@@ -21,6 +21,7 @@ mod layer_norm;
 mod linear;
 mod loss;
 mod module;
+pub(crate) use module::stateless_module;
 mod pool;
 mod sequential;
 

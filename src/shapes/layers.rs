@@ -2,6 +2,7 @@
 
 use super::dim::{Const, ConvOut, Dim, StaticDim};
 use super::message::Message;
+use super::shape::StaticShape;
 use super::tensor::STensor;
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
@@ -89,15 +90,30 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, I
     }
 
     /// The layer applied to `x` (`[B, F]` with `F` of size `IN`, on the
-    /// layer's device).
+    /// layer's device). A static `F` other than `IN` fails to build; a
+    /// dynamic one is checked here.
+    pub fn try_forward<D2: Device, B: Dim, F: Dim>(&self, x: &STensor<D2, (B, F), E>) -> Result<STensor<D, (B, Const<OUT>), E>>
+    where
+        D: SameDevice<D2>,
+    {
+        let () = Fits::<IN, F, Self>::OK;
+        self.run(same_device(x.dynamic()))
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
     #[track_caller]
     pub fn forward<D2: Device, B: Dim, F: Dim>(&self, x: &STensor<D2, (B, F), E>) -> STensor<D, (B, Const<OUT>), E>
     where
         D: SameDevice<D2>,
     {
+        // Checked here and not only in `try_forward`, so that a size error
+        // points at the caller's line.
         let () = Fits::<IN, F, Self>::OK;
-        let x: &Tensor<D, E> = same_device(x.dynamic());
-        or_panic(self.inner.try_forward::<D>(x).and_then(|y| y.try_static()))
+        or_panic(self.run(same_device(x.dynamic())))
+    }
+
+    fn run<S: StaticShape>(&self, x: &Tensor<D, E>) -> Result<STensor<D, S, E>> {
+        self.inner.try_forward::<D>(x)?.try_static()
     }
 }
 
@@ -162,6 +178,20 @@ impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, 
     }
 
     /// The convolution of `x` (`[B, C, H, W]`, on the layer's device).
+    /// A static channel count other than `C` fails to build.
+    #[allow(clippy::type_complexity)]
+    pub fn try_forward<D2: Device, B: Dim, CI: Dim, H: StaticDim, W: StaticDim>(
+        &self,
+        x: &STensor<D2, (B, CI, H, W), E>,
+    ) -> Result<STensor<D, (B, Const<O>, ConvOut<H, K, S, P, DL>, ConvOut<W, K, S, P, DL>), E>>
+    where
+        D: SameDevice<D2>,
+    {
+        let () = Fits::<C, CI, Self>::OK;
+        self.run(same_device(x.dynamic()))
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
     #[track_caller]
     #[allow(clippy::type_complexity)]
     pub fn forward<D2: Device, B: Dim, CI: Dim, H: StaticDim, W: StaticDim>(
@@ -172,8 +202,11 @@ impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, 
         D: SameDevice<D2>,
     {
         let () = Fits::<C, CI, Self>::OK;
-        let x: &Tensor<D, E> = same_device(x.dynamic());
-        or_panic(self.inner.try_forward::<D>(x).and_then(|y| y.try_static()))
+        or_panic(self.run(same_device(x.dynamic())))
+    }
+
+    fn run<SH: StaticShape>(&self, x: &Tensor<D, E>) -> Result<STensor<D, SH, E>> {
+        self.inner.try_forward::<D>(x)?.try_static()
     }
 }
 
@@ -185,34 +218,65 @@ impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, 
     }
 }
 
-/// Defines a static pooling layer over a `K` x `K` window with stride `S`.
+/// Defines a static pooling layer over a `K` x `K` window with stride `S`
+/// and padding `P`.
 macro_rules! static_pool {
     ($($name:ident, $method:ident, $doc:literal;)*) => {$(
         #[doc = $doc]
         #[derive(Clone, Copy, Debug, Default)]
-        pub struct $name<const K: usize, const S: usize>;
+        pub struct $name<const K: usize, const S: usize, const P: usize = 0>;
 
-        impl<const K: usize, const S: usize> $name<K, S> {
+        impl<const K: usize, const S: usize, const P: usize> $name<K, S, P> {
             /// The pooled `x` (`[B, C, H, W]`), on any device; the output
             /// sizes are computed by the compiler.
+            #[allow(clippy::type_complexity)]
+            pub fn try_forward<D: Device, B: Dim, C: Dim, H: StaticDim, W: StaticDim, E: FloatElement>(
+                &self,
+                x: &STensor<D, (B, C, H, W), E>,
+            ) -> Result<STensor<D, (B, C, ConvOut<H, K, S, P, 1>, ConvOut<W, K, S, P, 1>), E>> {
+                let window = Window2d { kernel: [K, K], stride: [S, S], padding: [P, P], dilation: [1, 1] };
+                x.dynamic().$method(window)?.try_static()
+            }
+
+            /// Panicking form of `try_forward`.
             #[track_caller]
             #[allow(clippy::type_complexity)]
             pub fn forward<D: Device, B: Dim, C: Dim, H: StaticDim, W: StaticDim, E: FloatElement>(
                 &self,
                 x: &STensor<D, (B, C, H, W), E>,
-            ) -> STensor<D, (B, C, ConvOut<H, K, S, 0, 1>, ConvOut<W, K, S, 0, 1>), E> {
-                let window = Window2d { kernel: [K, K], stride: [S, S], padding: [0, 0], dilation: [1, 1] };
-                or_panic(x.dynamic().$method(window).and_then(|y| y.try_static()))
+            ) -> STensor<D, (B, C, ConvOut<H, K, S, P, 1>, ConvOut<W, K, S, P, 1>), E> {
+                or_panic(self.try_forward(x))
             }
+        }
+
+        impl<D: Device, const K: usize, const S: usize, const P: usize, E: FloatElement> Module<D, E> for $name<K, S, P> {
+            type On<D2: Device> = Self;
+
+            fn try_to<D2: Device>(&self) -> Result<Self> {
+                Ok(*self)
+            }
+
+            fn visit(&self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {}
+
+            fn visit_mut(&mut self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {}
         }
     )*};
 }
 
 static_pool! {
-    SMaxPool2d, try_max_pool2d, "Max pooling with a `K` x `K` window and stride `S`, on static shapes: \
-        `[B, C, H, W]` to `[B, C, OH, OW]`, the sizes computed by the compiler.";
-    SAvgPool2d, try_avg_pool2d, "Average pooling with a `K` x `K` window and stride `S`, on static shapes.";
+    SMaxPool2d, try_max_pool2d, "Max pooling with a `K` x `K` window, stride `S` and padding `P` (default 0), \
+        on static shapes: `[B, C, H, W]` to `[B, C, OH, OW]`, the sizes computed by the compiler.";
+    SAvgPool2d, try_avg_pool2d, "Average pooling with a `K` x `K` window, stride `S` and padding `P` \
+        (default 0, padding counted in the average as in PyTorch), on static shapes.";
 }
+
+/// Every axis after the batch merged into one, PyTorch's `nn.Flatten()`
+/// on static shapes: `[B, C, H, W]` to `[B, C * H * W]` (and `[B, C, L]`
+/// to `[B, C * L]`), the product computed by the compiler.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SFlatten;
+
+crate::nn::stateless_module!(SFlatten);
 
 /// `Module` through the dynamic layer: names, device moves, checkpoints and
 /// optimizers work on static layers as on the others.

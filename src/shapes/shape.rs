@@ -84,3 +84,34 @@ remove_axis!(0: (A, B, C, F) -> (B, C, F));
 remove_axis!(1: (A, B, C, F) -> (A, C, F));
 remove_axis!(2: (A, B, C, F) -> (A, B, F));
 remove_axis!(3: (A, B, C, F) -> (A, B, C));
+
+/// `Self` with axes `A` and `B` exchanged: the shape of a transpose.
+pub trait SwapAxes<const A: usize, const B: usize>: StaticShape {
+    /// The shape with the two axes exchanged.
+    type Out: StaticShape;
+}
+
+/// `SwapAxes` for one pair of axes, both ways round.
+macro_rules! swap_axes {
+    ($($a:literal, $b:literal: ($($d:ident),*) -> ($($swapped:ident),*);)*) => {$(
+        impl<$($d: Dim),*> SwapAxes<$a, $b> for ($($d,)*) {
+            type Out = ($($swapped,)*);
+        }
+        impl<$($d: Dim),*> SwapAxes<$b, $a> for ($($d,)*) {
+            type Out = ($($swapped,)*);
+        }
+    )*};
+}
+
+swap_axes! {
+    0, 1: (A, B) -> (B, A);
+    0, 1: (A, B, C) -> (B, A, C);
+    0, 2: (A, B, C) -> (C, B, A);
+    1, 2: (A, B, C) -> (A, C, B);
+    0, 1: (A, B, C, F) -> (B, A, C, F);
+    0, 2: (A, B, C, F) -> (C, B, A, F);
+    0, 3: (A, B, C, F) -> (F, B, C, A);
+    1, 2: (A, B, C, F) -> (A, C, B, F);
+    1, 3: (A, B, C, F) -> (A, F, C, B);
+    2, 3: (A, B, C, F) -> (A, B, F, C);
+}

@@ -2,7 +2,7 @@
 
 use super::dim::{Const, Dim, Prod, StaticDim};
 use super::message::Message;
-use super::shape::{RemoveAxis, StaticShape};
+use super::shape::{RemoveAxis, StaticShape, SwapAxes};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
@@ -72,8 +72,8 @@ impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
         self.shape
     }
 
-    /// A result of an operation that keeps shape `S2` by construction.
-    fn wrap<S2: StaticShape, E2: Element>(tensor: Tensor<D, E2>) -> STensor<D, S2, E2> {
+    /// A result of an operation that gives shape `S2` by construction.
+    pub(super) fn wrap<S2: StaticShape, E2: Element>(tensor: Tensor<D, E2>) -> STensor<D, S2, E2> {
         let shape = S2::from_dims(tensor.dims()).expect("the operation gives the shape its type says");
         STensor { tensor, shape }
     }
@@ -109,53 +109,6 @@ impl<A: StaticShape, B: StaticShape> SameCount<A, B> {
     };
 }
 
-/// Proof that two static shapes are the same, required by element-wise
-/// operations on [`STensor`]s.
-#[diagnostic::on_unimplemented(
-    message = "the shapes differ: `{Self}` and `{Other}`",
-    label = "a tensor of shape `{Self}` meets one of shape `{Other}` here",
-    note = "element-wise operations on static tensors need the same shape; reshape, or go through `.dynamic()` to broadcast"
-)]
-pub trait SameShape<Other> {}
-
-impl<S: StaticShape> SameShape<S> for S {}
-
-/// Not a shape: the type of a second, never-matching impl of [`SameShape`],
-/// which makes rustc print its message (the same device as `SameDevice`'s).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug)]
-pub enum NameTheShapeOfEachTensor {}
-
-#[diagnostic::do_not_recommend]
-impl<S: StaticShape> SameShape<NameTheShapeOfEachTensor> for S {}
-
-/// `a op b` for static tensors of one device and one shape.
-macro_rules! elementwise {
-    ($($Trait:ident, $method:ident, $try:ident;)*) => {$(
-        impl<D1: Device, D2: Device, S1: StaticShape, S2: StaticShape, E: Element> std::ops::$Trait<&STensor<D2, S2, E>>
-            for &STensor<D1, S1, E>
-        where
-            D1: SameDevice<D2>,
-            S1: SameShape<S2>,
-        {
-            type Output = STensor<D1, S1, E>;
-
-            #[track_caller]
-            fn $method(self, rhs: &STensor<D2, S2, E>) -> STensor<D1, S1, E> {
-                let rhs: &Tensor<D1, E> = same_device(&rhs.tensor);
-                // Same static sizes; dynamic ones (a batch) may still differ.
-                STensor::<D1, S1, E>::wrap(or_panic(self.tensor.$try::<D1>(rhs)))
-            }
-        }
-    )*};
-}
-
-elementwise! {
-    Add, add, try_add;
-    Sub, sub, try_sub;
-    Mul, mul, try_mul;
-}
-
 /// Defines shape-preserving float operations on [`STensor`].
 macro_rules! same_shape {
     ($($method:ident($($arg:ident: $ty:ty),*);)*) => {$(
@@ -173,6 +126,10 @@ impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
         sigmoid();
         tanh();
         exp();
+        log();
+        sqrt();
+        abs();
+        square();
         softmax(axis: isize);
         log_softmax(axis: isize);
     }
@@ -239,6 +196,41 @@ impl<D: Device, M: Dim, K: Dim, E: FloatElement> STensor<D, (M, K), E> {
         let () = InnerDims::<K, K2>::OK;
         let rhs: &Tensor<D, E> = same_device(&rhs.tensor);
         Self::wrap(or_panic(self.tensor.try_matmul::<D>(rhs)))
+    }
+}
+
+impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
+    /// This tensor with axes `A` and `B` exchanged, in the shape type too
+    /// (a view; nothing is copied): `[B, N, F]` with `transpose::<1, 2>()`
+    /// is `[B, F, N]`.
+    ///
+    /// ```
+    /// use devtensor::shapes::{Const, STensor};
+    /// use devtensor::{Cpu, Tensor};
+    /// let x: STensor<Cpu, (usize, Const<3>)> = Tensor::<Cpu>::from_vec(vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [2, 3]).try_static()?;
+    /// let t: STensor<Cpu, (Const<3>, usize)> = x.transpose::<0, 1>();
+    /// assert_eq!(t.dynamic().to_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn transpose<const A: usize, const B: usize>(&self) -> STensor<D, <S as SwapAxes<A, B>>::Out, E>
+    where
+        S: SwapAxes<A, B>,
+    {
+        Self::wrap(or_panic(self.tensor.try_transpose(A as isize, B as isize)))
+    }
+}
+
+impl<D: Device, M: Dim, N: Dim, E: Element> STensor<D, (M, N), E> {
+    /// The transpose of a matrix, `[M, N] -> [N, M]`.
+    pub fn t(&self) -> STensor<D, (N, M), E> {
+        self.transpose::<0, 1>()
+    }
+}
+
+impl<D: Device, B: Dim, C: StaticDim, L: StaticDim, E: FloatElement> STensor<D, (B, C, L), E> {
+    /// Every axis after the batch merged: `[B, C, L] -> [B, C * L]`.
+    pub fn flatten(&self) -> STensor<D, (B, Prod<C, L>), E> {
+        Self::wrap(or_panic(self.tensor.try_flatten(1, -1)))
     }
 }
 

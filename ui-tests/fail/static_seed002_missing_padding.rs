@@ -1,6 +1,7 @@
 // Seed 002 with the flatten size fixed but the padding forgotten:
 // Conv2d(3, 16, 3) without padding leaves 62x62, pooled to 31x31, so the
-// features are 16 * 31 * 31 = 15376, not 16 * 32 * 32.
+// features are 16 * 31 * 31 = 15376, not 16 * 32 * 32. The fix is
+// ui-tests/pass/static_seed002_fixed.rs.
 use devtensor::shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Tensor};
 
