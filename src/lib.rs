@@ -37,13 +37,14 @@ pub mod element;
 pub mod error;
 pub mod nn;
 pub mod optim;
+pub mod parallel;
 pub mod ops;
 pub mod random;
 pub mod shape;
 pub mod shapes;
 pub mod tensor;
 
-pub use autograd::{Gradients, is_grad_enabled, no_grad};
+pub use autograd::{Gradients, LeafId, is_grad_enabled, no_grad};
 pub use device::{Backend, Cpu, Cuda, Device, SameDevice};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};

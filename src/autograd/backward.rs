@@ -156,7 +156,49 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                 reason: "the gradient must have the tensor's shape".into(),
             });
         }
-        no_grad(|| walk(root, Box::new(grad.detach())))
+        no_grad(|| walk(root, Box::new(grad.detach()), None))
+    }
+
+    /// Like [`try_backward`](Self::try_backward), calling `ready` with each
+    /// leaf as soon as its gradient is final, while the walk goes on (the
+    /// gradient is in the store `ready` gets). This is how data-parallel
+    /// training starts reducing a bucket of gradients while backward is
+    /// still running (PyTorch's `register_post_accumulate_grad_hook`). An
+    /// error from `ready` stops the walk and is returned.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let first = Tensor::<Cpu>::ones([2]).requires_grad();
+    /// let second = Tensor::<Cpu>::ones([2]).requires_grad();
+    /// let loss = ((&first * 2.0).exp() * &second).sum();
+    /// let mut order = Vec::new();
+    /// loss.try_backward_with_hook(&mut |leaf, grads| {
+    ///     assert!(grads.get_by_id(leaf).is_some());
+    ///     order.push(leaf);
+    ///     Ok(())
+    /// })?;
+    /// // Leaves are final in reverse order of creation.
+    /// assert_eq!(order, [second.leaf_id().unwrap(), first.leaf_id().unwrap()]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn try_backward_with_hook(&self, ready: &mut dyn FnMut(LeafId, &Gradients) -> Result<()>) -> Result<Gradients> {
+        let Some(root) = self.node() else {
+            return self.try_backward();
+        };
+        if self.elem_count() != 1 {
+            return self.try_backward();
+        }
+        let seed = self.try_ones_like()?;
+        no_grad(|| walk(root, Box::new(seed), Some(ready)))
+    }
+
+    /// The identity of this tensor as a leaf of the graph, `None` when it
+    /// is not a leaf that tracks gradients: what [`Gradients`] is keyed by,
+    /// and what [`try_backward_with_hook`](Self::try_backward_with_hook)
+    /// reports.
+    pub fn leaf_id(&self) -> Option<LeafId> {
+        let node = self.node()?;
+        node.op.is_none().then_some(LeafId(node.id))
     }
 
     /// Panicking form of [`try_backward_with`](Self::try_backward_with).
@@ -178,7 +220,11 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 /// reverse topological order (see `graph::NEXT_ID`), so each node's gradient
 /// is complete before its rule runs. A non-leaf gradient is dropped once
 /// its rule has run.
-fn walk(root: &Arc<Node>, seed: Box<dyn AnyGrad>) -> Result<Gradients> {
+fn walk(
+    root: &Arc<Node>,
+    seed: Box<dyn AnyGrad>,
+    mut ready: Option<&mut dyn FnMut(LeafId, &Gradients) -> Result<()>>,
+) -> Result<Gradients> {
     let mut nodes: Vec<&Arc<Node>> = Vec::new();
     let mut seen = HashSet::new();
     let mut stack = vec![root];
@@ -194,11 +240,15 @@ fn walk(root: &Arc<Node>, seed: Box<dyn AnyGrad>) -> Result<Gradients> {
     nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.id));
 
     let mut pending: HashMap<u64, Box<dyn AnyGrad>> = HashMap::from([(root.id, seed)]);
-    let mut leaves = HashMap::new();
+    let mut gradients = Gradients::new();
     for node in nodes {
         let Some(grad) = pending.remove(&node.id) else { continue };
         let Some(op) = &node.op else {
-            leaves.insert(node.id, grad);
+            // Every node that uses a leaf was recorded after it, so has run.
+            gradients.leaves.insert(node.id, grad);
+            if let Some(ready) = ready.as_mut() {
+                ready(LeafId(node.id), &gradients)?;
+            }
             continue;
         };
         let needs: Vec<bool> = op.inputs.iter().map(Option::is_some).collect();
@@ -212,8 +262,12 @@ fn walk(root: &Arc<Node>, seed: Box<dyn AnyGrad>) -> Result<Gradients> {
             pending.insert(input.id, sum);
         }
     }
-    Ok(Gradients { leaves })
+    Ok(gradients)
 }
+
+/// A leaf of the graph, as [`Gradients`] knows it; see [`Tensor::leaf_id`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeafId(u64);
 
 /// The gradients computed by [`Tensor::backward`], one per leaf that the
 /// result depends on (candle's `GradStore`). Look one up with the leaf
@@ -235,16 +289,49 @@ pub struct Gradients {
 }
 
 impl Gradients {
+    /// An empty store, to be filled with [`insert`](Self::insert) (after
+    /// gradients were reduced across devices, say).
+    pub fn new() -> Self {
+        Gradients { leaves: HashMap::new() }
+    }
+
     /// The gradient of `leaf`, or `None` when the result did not depend on
     /// it or `leaf` is not a leaf (PyTorch keeps only leaves' gradients too).
     pub fn get<D: Device, E: FloatElement>(&self, leaf: &Tensor<D, E>) -> Option<&Tensor<D, E>> {
-        let grad = self.leaves.get(&leaf.node()?.id)?;
-        grad.as_any().downcast_ref()
+        self.get_by_id(leaf.leaf_id()?)?.downcast_ref()
+    }
+
+    /// The gradient of the leaf `id`, as `Any` (downcast it to the leaf's
+    /// tensor type).
+    pub fn get_by_id(&self, id: LeafId) -> Option<&dyn std::any::Any> {
+        Some(self.leaves.get(&id.0)?.as_any())
+    }
+
+    /// Sets the gradient of `leaf` to `grad`, replacing any. Fails when
+    /// `leaf` is not a leaf that tracks gradients, or when the shapes differ.
+    pub fn insert<D: Device, E: FloatElement>(&mut self, leaf: &Tensor<D, E>, grad: Tensor<D, E>) -> Result<()> {
+        let Some(id) = leaf.leaf_id() else {
+            return Err(Error::Argument {
+                op: "Gradients::insert",
+                device: D::name(),
+                reason: "the tensor is not a leaf that requires grad".into(),
+            });
+        };
+        if grad.shape() != leaf.shape() {
+            return Err(Error::Shape {
+                op: "Gradients::insert",
+                device: D::name(),
+                shapes: vec![leaf.shape().clone(), grad.shape().clone()],
+                reason: "the gradient must have the leaf's shape".into(),
+            });
+        }
+        self.leaves.insert(id.0, Box::new(grad.detach()));
+        Ok(())
     }
 
     /// Takes the gradient of `leaf` out of the store; see [`get`](Self::get).
     pub fn remove<D: Device, E: FloatElement>(&mut self, leaf: &Tensor<D, E>) -> Option<Tensor<D, E>> {
-        let id = leaf.node()?.id;
+        let id = leaf.leaf_id()?.0;
         if !self.leaves.get(&id)?.as_any().is::<Tensor<D, E>>() {
             return None;
         }
@@ -260,6 +347,12 @@ impl Gradients {
     /// Whether no leaf has a gradient.
     pub fn is_empty(&self) -> bool {
         self.leaves.is_empty()
+    }
+}
+
+impl Default for Gradients {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

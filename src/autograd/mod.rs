@@ -31,6 +31,6 @@
 mod backward;
 mod graph;
 
-pub use backward::Gradients;
+pub use backward::{Gradients, LeafId};
 pub use graph::{is_grad_enabled, no_grad};
 pub(crate) use graph::{Backward, Node, as_float, attach, float_rule, rule, rule_across, track};

@@ -37,6 +37,71 @@ use crate::nn::{Module, TensorKind};
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 
+/// The settings of an optimizer, from which one can be made for a model on
+/// any device: what data-parallel training uses to give every replica its
+/// own optimizer.
+///
+/// ```
+/// use devtensor::nn::Linear;
+/// use devtensor::optim::{Optimizer, OptimizerConfig, SgdConfig};
+/// use devtensor::Cpu;
+/// let model = Linear::<Cpu>::new(2, 1);
+/// let opt = SgdConfig { lr: 0.1, ..Default::default() }.build(&model);
+/// assert_eq!(opt.lr(), 0.1);
+/// ```
+pub trait OptimizerConfig: Clone + Send + Sync + 'static {
+    /// The optimizer it makes for a model on `D`.
+    type For<D: Device>: Optimizer<D> + Send + 'static;
+
+    /// An optimizer for `model`, with its state on `model`'s device.
+    fn build<D: Device, M: Module<D>>(&self, model: &M) -> Self::For<D>;
+}
+
+impl OptimizerConfig for SgdConfig {
+    type For<D: Device> = Sgd<D>;
+
+    fn build<D: Device, M: Module<D>>(&self, model: &M) -> Sgd<D> {
+        Sgd::new(model, *self)
+    }
+}
+
+impl OptimizerConfig for AdamConfig {
+    type For<D: Device> = Adam<D>;
+
+    fn build<D: Device, M: Module<D>>(&self, model: &M) -> Adam<D> {
+        Adam::new(model, *self)
+    }
+}
+
+/// The settings of an [`AdamW`] optimizer, as an [`OptimizerConfig`] (the
+/// settings themselves are Adam's; `Default` gives PyTorch's `AdamW`
+/// defaults, with `weight_decay = 0.01`).
+///
+/// ```
+/// use devtensor::nn::Linear;
+/// use devtensor::optim::{AdamConfig, AdamWConfig, Optimizer, OptimizerConfig};
+/// use devtensor::Cpu;
+/// let model = Linear::<Cpu>::new(2, 1);
+/// let opt = AdamWConfig(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() }).build(&model);
+/// assert_eq!(opt.lr(), 3e-4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWConfig(pub AdamConfig);
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        AdamWConfig(AdamConfig::adamw())
+    }
+}
+
+impl OptimizerConfig for AdamWConfig {
+    type For<D: Device> = AdamW<D>;
+
+    fn build<D: Device, M: Module<D>>(&self, model: &M) -> AdamW<D> {
+        AdamW::new(model, self.0)
+    }
+}
+
 /// An optimizer for models whose tensors live on `D` with elements `E`.
 pub trait Optimizer<D: Device, E: FloatElement = f32> {
     /// Updates every parameter of `model` that has a gradient in `grads`,
