@@ -84,6 +84,25 @@ impl<D: Device, I: BatchIterator> DeviceBatches<D, I> {
         DeviceBatches { inner, ahead: None }
     }
 
+    /// Whether the copy of the next batch has already been issued: true
+    /// right after a batch is handed out, while there is a next one, so the
+    /// copy of batch k + 1 runs while batch k is being used.
+    ///
+    /// ```
+    /// use devtensor::data::{DataLoader, TensorDataset};
+    /// use devtensor::{Cpu, Tensor};
+    /// let data = TensorDataset::try_new(Tensor::<Cpu>::zeros([6, 2]), Tensor::<Cpu, i64>::zeros([6]))?;
+    /// let mut loader = DataLoader::new(data, 2);
+    /// let mut batches = loader.to_device::<Cpu>();
+    /// assert!(!batches.next_in_flight());
+    /// let _first = batches.next().unwrap()?;
+    /// assert!(batches.next_in_flight()); // batch 2's copy is on its way
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn next_in_flight(&self) -> bool {
+        matches!(self.ahead, Some(Ok(_)))
+    }
+
     fn start_next(&mut self) -> Option<Result<<I::Batch as ToDevice>::Pending<D>>> {
         Some(self.inner.next()?.and_then(|batch| batch.start::<D>()))
     }

@@ -198,6 +198,31 @@ fn batches_arrive_on_the_device<D: Device>() {
     assert_eq!(on_device, on_cpu);
 }
 
+/// The order of work on the device: when batch k is handed out, the copy
+/// of batch k + 1 has already been issued (on a GPU, on the copy stream, as
+/// `tests/async_transfer.rs` checks for `to_async`), so it is queued before
+/// any computation on batch k, and runs beside it; the computation then
+/// sees batch k's data whole.
+fn the_next_copy_is_issued_before_compute_on_this_batch<D: Device>() {
+    let mut loader = DataLoader::new(numbered(10), 2);
+    let mut batches = loader.to_device::<D>();
+    let mut seen = 0;
+    while let Some(batch) = batches.next() {
+        let (x, y): (Tensor<D>, Tensor<D, i64>) = batch.unwrap();
+        let has_next = seen < 4;
+        assert_eq!(batches.next_in_flight(), has_next, "batch {seen}");
+        // Compute on batch k, queued after the copy of batch k + 1.
+        let row_sums = x.sum_axis(1).to_vec();
+        let labels = y.to_vec();
+        for (s, l) in row_sums.iter().zip(&labels) {
+            assert_eq!(*s, 11.0 * *l as f32);
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 5);
+}
+
 device_tests! {
     batches_arrive_on_the_device => batches_arrive_on_the_device,
+    the_next_copy_is_issued_before_compute_on_this_batch => the_next_copy_is_issued_before_compute_on_this_batch,
 }
