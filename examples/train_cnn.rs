@@ -72,16 +72,8 @@ fn accuracy<D: Device>(model: &Cnn<D>, split: &Split<D>) -> f32 {
 
 /// A shuffled 80/20 split of the data set, on `D`.
 fn split<D: Device>(pixels: &[f32], labels: &[i64]) -> (Split<D>, Split<D>) {
-    let n = labels.len();
-    let images = Tensor::<Cpu>::from_slice(pixels, [n, 1, 8, 8]) / 16.0;
-    let labels = Tensor::<Cpu, i64>::from_slice(labels, [n]);
-    let order = Tensor::<Cpu, i64>::randperm_with(n, &mut Generator::new(SEED));
-    let train = n * 4 / 5;
-    let part = |start: usize, len: usize| {
-        let rows = order.narrow(0, start, len);
-        Split { images: images.index_select(0, &rows).to::<D>(), labels: labels.index_select(0, &rows).to::<D>() }
-    };
-    (part(0, train), part(train, n - train))
+    let ((train_x, train_y), (test_x, test_y)) = digits::shuffled_split(pixels, labels, SEED);
+    (Split { images: train_x.to::<D>(), labels: train_y.to::<D>() }, Split { images: test_x.to::<D>(), labels: test_y.to::<D>() })
 }
 
 /// Trains a fresh model and returns it with its test accuracy.

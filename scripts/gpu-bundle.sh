@@ -5,7 +5,7 @@
 # Copy the repository with .gpu/ there and run `bash scripts/gpu-run.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TESTS=(tensor binary unary compare reduce index matmul cuda_backend async_transfer)
+TESTS=(tensor binary unary compare reduce index matmul training cuda_backend async_transfer)
 rm -rf .gpu/bin && mkdir -p .gpu/bin
 executables() { # cargo's JSON messages -> "name path" per executable
     python3 -c '
@@ -19,7 +19,8 @@ for line in sys.stdin:
 {
     cargo test --no-run --message-format=json "${TESTS[@]/#/--test=}"
     cargo bench --no-run --message-format=json --bench cuda
-    cargo build --release --message-format=json --example quickstart --example prefetch
+    cargo build --release --message-format=json --example quickstart --example prefetch \
+        --example train_cnn --example static_cnn --example data_parallel
 } 2>/dev/null | executables | while read -r name path; do strip -o ".gpu/bin/$name" "$path"; done
 ls .gpu/bin
 du -sh .gpu/bin

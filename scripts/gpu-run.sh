@@ -16,10 +16,21 @@ for lib in libnvrtc.so.13 libcublas.so.13; do
     echo "$lib -> ${path:-not found under /usr/local/cuda*}"
     [ -n "$path" ] && export LD_LIBRARY_PATH="$(dirname "$path")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
+# NCCL, for data-parallel training: the toolkit's, or the wheel PyTorch
+# brings (nvidia-nccl-cu13); without it `DataParallel` uses peer copies and
+# the NCCL half of tests/training/parallel.rs fails.
+nccl=$(find /usr/local/cuda*/ /usr/lib /usr/local/lib -name 'libnccl.so*' 2>/dev/null | head -1)
+[ -z "$nccl" ] && nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+echo "libnccl -> ${nccl:-not found}"
+if [ -n "$nccl" ]; then
+    # cudarc asks for `libnccl.so` (not `.so.2`, the wheel's name).
+    mkdir -p .gpu/lib && ln -sf "$nccl" .gpu/lib/libnccl.so
+    export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 # A real GPU is fast: more property cases than the emulator's default.
 export DEVTENSOR_CUDA_CASES=${DEVTENSOR_CUDA_CASES:-64}
 status=0
-for t in ${TESTS:-tensor binary unary compare reduce index matmul cuda_backend async_transfer}; do
+for t in ${TESTS:-tensor binary unary compare reduce index matmul training cuda_backend async_transfer}; do
     [ -x ".gpu/bin/$t" ] || continue
     start=$(date +%s.%N)
     ".gpu/bin/$t" --test-threads=16 >"$OUT/$t.log" 2>&1
@@ -32,7 +43,7 @@ for t in ${TESTS:-tensor binary unary compare reduce index matmul cuda_backend a
         grep -E -A15 '^---- |panicked' "$OUT/$t.log" | head -60
     fi
 done
-for ex in ${EXAMPLES:-quickstart prefetch}; do
+for ex in ${EXAMPLES:-quickstart prefetch train_cnn static_cnn data_parallel}; do
     [ -x ".gpu/bin/$ex" ] || continue
     echo "== example $ex"
     timeout 200 ".gpu/bin/$ex" 2>&1 | tee "$OUT/example-$ex.log" | tail -8

@@ -18,3 +18,23 @@ pub fn load_digits() -> (Vec<f32>, Vec<i64>) {
     }
     (pixels, labels)
 }
+
+/// Images `[N, 1, 8, 8]` scaled to `[0, 1]` and labels `[N]`, on the CPU.
+pub type Split = (devtensor::Tensor<devtensor::Cpu>, devtensor::Tensor<devtensor::Cpu, i64>);
+
+/// The images and labels shuffled with `seed` and split 80/20 into a
+/// training and a test set.
+#[allow(dead_code)] // not every example splits the data
+pub fn shuffled_split(pixels: &[f32], labels: &[i64], seed: u64) -> (Split, Split) {
+    use devtensor::{Cpu, Generator, Tensor};
+    let n = labels.len();
+    let images = Tensor::<Cpu>::from_slice(pixels, [n, 1, 8, 8]) / 16.0;
+    let labels = Tensor::<Cpu, i64>::from_slice(labels, [n]);
+    let order = Tensor::<Cpu, i64>::randperm_with(n, &mut Generator::new(seed));
+    let train = n * 4 / 5;
+    let part = |start: usize, len: usize| {
+        let rows = order.narrow(0, start, len);
+        (images.index_select(0, &rows), labels.index_select(0, &rows))
+    };
+    (part(0, train), part(train, n - train))
+}

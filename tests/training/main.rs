@@ -12,4 +12,5 @@ mod data;
 mod gradcheck;
 mod nn;
 mod optim;
+mod parallel;
 mod shapes;

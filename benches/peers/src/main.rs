@@ -11,6 +11,7 @@
 //! peak, and the time ratio devtensor / candle (below 1: devtensor is faster).
 //! Every time is the median of several runs after a warm-up.
 
+mod loader;
 mod training;
 
 use candle_core::{Device as CandleDevice, Tensor as CandleTensor};
@@ -257,6 +258,11 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 fn main() -> candle_core::Result<()> {
+    // `cargo run --release -- loader`: the data loader's throughput alone.
+    if std::env::args().nth(1).as_deref() == Some("loader") {
+        loader::report();
+        return Ok(());
+    }
     let threads = rayon::current_num_threads();
     let cpu = CandleDevice::Cpu;
     println!("devtensor vs candle-core {} on {} threads", candle_version(), threads);

@@ -8,6 +8,7 @@ use candle_nn::Optimizer as _;
 use devtensor::nn::{Conv2d, Flatten, Linear, MaxPool2d, Relu, cross_entropy};
 use devtensor::ops::conv::Window2d;
 use devtensor::optim::{Adam, AdamConfig, Optimizer};
+use devtensor::shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Device, Tensor};
 use std::hint::black_box;
 use std::time::Duration;
@@ -29,6 +30,9 @@ impl<D: Device> Seed002<D> {
         self.fc.forward(&self.flatten.forward(&x))
     }
 }
+
+/// Seed 002's model with static shapes: the same layers, sizes in types.
+type StaticSeed002 = (SConv2d<Cpu, 3, 16, 3, 1, 1>, Relu, SMaxPool2d<2, 2>, SFlatten, SLinear<Cpu, { 16 * 32 * 32 }, 10>);
 
 /// The same model in candle, on `Var`s holding the same initial values.
 struct CandleSeed002 {
@@ -128,6 +132,39 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
             },
         );
         rows.push(Row { op: "linear fwd+bwd 64x16384->10".into(), devtensor: Some(dt), candle: cd, work: 2.0 * linear_flops, peak: Some(peak), unit: "GFLOP/s" });
+    }
+    if wanted("training: train step seed 002 cnn static shapes vs dynamic") {
+        // The same model with its sizes in its type, from the same weights,
+        // timed against the dynamic model (in the peer column): static
+        // shapes are meant to cost nothing at run time.
+        let mut dynamic = Seed002::<Cpu> { conv: model.conv.clone(), relu: Relu, pool: MaxPool2d::new(2), flatten: Flatten::default(), fc: model.fc.clone() };
+        let mut fixed: StaticSeed002 = (SConv2d { inner: model.conv.clone() }, Relu, SMaxPool2d, SFlatten, SLinear { inner: model.fc.clone() });
+        let sx: STensor<Cpu, (usize, Const<3>, Const<64>, Const<64>)> = x.try_static().expect("3x64x64 images");
+        let sy: STensor<Cpu, (usize,), i64> = y.try_static().expect("one label per image");
+        assert_eq!(fixed.forward(&sx).dynamic().to_vec(), dynamic.forward(&x).to_vec(), "static and dynamic logits differ");
+        let (mut opt_static, mut opt_dynamic) = (Adam::new(&fixed, AdamConfig::default()), Adam::new(&dynamic, AdamConfig::default()));
+        let mut static_step = || {
+            let loss = fixed.forward(&sx).cross_entropy(&sy);
+            opt_static.step(&mut fixed, &loss.backward());
+        };
+        let mut dynamic_step = || {
+            let loss = cross_entropy(&dynamic.forward(&x), &y);
+            opt_dynamic.step(&mut dynamic, &loss.backward());
+        };
+        // Whichever closure runs first in each alternation measured a few
+        // percent slower on this machine, so both orders are timed and
+        // averaged.
+        let (st1, dt1) = median_pair(budget / 2, &mut static_step, &mut dynamic_step);
+        let (dt2, st2) = median_pair(budget / 2, &mut dynamic_step, &mut static_step);
+        let (st, dt) = ((st1 + st2) / 2, (dt1 + dt2) / 2);
+        rows.push(Row {
+            op: "train step seed 002, static shapes (peer: dynamic)".into(),
+            devtensor: Some(st),
+            candle: dt,
+            work: 3.0 * (conv_flops + linear_flops),
+            peak: Some(peak),
+            unit: "GFLOP/s",
+        });
     }
     if wanted("training: train step seed 002 cnn adam") {
         let mut model = model;

@@ -12,6 +12,7 @@
 
 pub(crate) mod context;
 pub(crate) mod launch;
+pub(crate) mod nccl;
 pub(crate) mod pinned;
 pub(crate) mod transfer;
 
@@ -245,6 +246,10 @@ impl<const N: usize> Backend for Cuda<N> {
 
     fn name() -> String {
         format!("Cuda<{N}>")
+    }
+
+    fn nccl_all_reduce_sum(storage: &CudaStorage<f32>, clique: &nccl::NcclClique, rank: usize) -> Result<()> {
+        clique.all_reduce_sum(rank, storage)
     }
 
     fn cuda_ordinal() -> Option<usize> {

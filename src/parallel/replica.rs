@@ -1,0 +1,241 @@
+//! One replica: a model and its optimizer on one device, and its part of a
+//! data-parallel step.
+
+use super::batch::ScatterBatch;
+use super::reduce::{Exchange, Stop};
+use crate::autograd::{Gradients, LeafId};
+use crate::device::Device;
+use crate::error::Result;
+use crate::nn::Module;
+use crate::optim::{Optimizer, OptimizerConfig};
+use crate::tensor::Tensor;
+use std::any::Any;
+use std::collections::HashMap;
+
+/// The loss of a model on a batch: what each replica of data-parallel
+/// training computes. Implement it once for every device:
+///
+/// ```
+/// use devtensor::nn::{Linear, try_cross_entropy};
+/// use devtensor::parallel::Loss;
+/// use devtensor::{Device, Result, Tensor};
+///
+/// struct Classifier<D: Device> {
+///     fc: Linear<D>,
+/// }
+/// devtensor::module!(Classifier { fc });
+///
+/// impl<D: Device> Loss<D> for Classifier<D> {
+///     type Batch = (Tensor<D>, Tensor<D, i64>);
+///
+///     fn loss(&self, (images, labels): &Self::Batch) -> Result<Tensor<D>> {
+///         try_cross_entropy(&self.fc.try_forward(images)?, labels)
+///     }
+/// }
+/// ```
+///
+/// For the replicas' gradients to add up to the gradient of the whole
+/// batch, the loss should be a mean over the batch (PyTorch's default
+/// reduction): each replica's gradient is weighted by its share of the
+/// batch before the sum.
+pub trait Loss<D: Device>: Module<D> {
+    /// The batch, on `D`: a tensor, or a tuple (inputs, targets).
+    type Batch;
+
+    /// The loss (one element) of this model on `batch`.
+    fn loss(&self, batch: &Self::Batch) -> Result<Tensor<D>>;
+}
+
+/// The replicas of a run, the root first.
+pub(crate) type Replicas<B, R> = Vec<Box<dyn Replica<B, R>>>;
+
+/// Indices into the model's parameters, one list per bucket, in the order
+/// buckets fill; shared by every replica.
+pub(crate) type BucketPlan = std::sync::Arc<Vec<Vec<usize>>>;
+
+/// A replica with its device erased, so that replicas on different devices
+/// can sit in one list. `R` is the root device, where buckets are summed.
+#[doc(hidden)]
+pub trait Replica<B: ScatterBatch, R: Device>: Send {
+    /// The device's name.
+    fn device(&self) -> String;
+
+    /// The ordinal `N` of a `Cuda<N>` replica.
+    fn cuda_ordinal(&self) -> Option<usize>;
+
+    /// Forward, backward with bucketed reduction, and the optimizer step on
+    /// rows `rows` of `batch` (of `total` rows). Returns this replica's
+    /// share of the mean loss and how many buckets it handed over while
+    /// backward was still running.
+    fn step(
+        &mut self,
+        batch: &B,
+        rows: std::ops::Range<usize>,
+        total: usize,
+        exchange: &Exchange<'_, R>,
+        rank: usize,
+    ) -> std::result::Result<(f32, usize), Stop>;
+
+    /// Replaces the bucket plan.
+    fn set_buckets(&mut self, buckets: BucketPlan);
+
+    /// The learning rate of the replica's optimizer.
+    fn lr(&self) -> f64;
+
+    /// Sets the learning rate of the replica's optimizer.
+    fn set_lr(&mut self, lr: f64);
+
+    /// The replica itself, to recover the typed model.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A replica on `D`: the model, its optimizer and the bucket plan (indices
+/// into the model's parameters, in the order buckets fill).
+pub(crate) struct OnDevice<D: Device, M, O: OptimizerConfig> {
+    pub(crate) model: M,
+    optimizer: O::For<D>,
+    buckets: BucketPlan,
+}
+
+impl<D: Device, M: Loss<D> + Send + 'static, O: OptimizerConfig> OnDevice<D, M, O> {
+    pub(crate) fn new(model: M, config: &O, buckets: BucketPlan) -> Self {
+        let optimizer = config.build(&model);
+        OnDevice { model, optimizer, buckets }
+    }
+
+    fn parameters(&self) -> Vec<Tensor<D>> {
+        self.model.parameters().into_iter().map(|(_, p)| p).collect()
+    }
+}
+
+/// `grads` of `params` (zeros where a parameter got none) flattened into one
+/// vector, scaled by `weight`.
+fn flatten_bucket<D: Device>(params: &[&Tensor<D>], grads: &Gradients, weight: f32) -> Result<Tensor<D>> {
+    let mut flat = Vec::with_capacity(params.len());
+    for p in params {
+        let g = match grads.get(p) {
+            Some(g) => g.try_reshape([p.elem_count()])?,
+            None => Tensor::<D>::try_zeros([p.elem_count()])?,
+        };
+        flat.push(g);
+    }
+    let refs: Vec<&Tensor<D>> = flat.iter().collect();
+    Tensor::try_cat(&refs, 0)?.try_mul_scalar(weight)
+}
+
+impl<B, R, D, M, O> Replica<B, R> for OnDevice<D, M, O>
+where
+    B: ScatterBatch,
+    R: Device,
+    D: Device,
+    M: Loss<D, Batch = B::On<D>> + Send + 'static,
+    O: OptimizerConfig,
+{
+    fn device(&self) -> String {
+        D::name()
+    }
+
+    fn cuda_ordinal(&self) -> Option<usize> {
+        D::cuda_ordinal()
+    }
+
+    fn step(
+        &mut self,
+        batch: &B,
+        rows: std::ops::Range<usize>,
+        total: usize,
+        exchange: &Exchange<'_, R>,
+        rank: usize,
+    ) -> std::result::Result<(f32, usize), Stop> {
+        let shard = batch.shard::<D>(rows.start, rows.len())?;
+        let weight = rows.len() as f32 / total as f32;
+        let params = self.parameters();
+        let params = &params;
+        let bucket_of: HashMap<LeafId, usize> = self
+            .buckets
+            .iter()
+            .enumerate()
+            .flat_map(|(b, members)| members.iter().filter_map(move |&i| Some((params[i].leaf_id()?, b))))
+            .collect();
+        let mut missing: Vec<usize> = self.buckets.iter().map(Vec::len).collect();
+        let mut sent = vec![false; self.buckets.len()];
+
+        let loss = self.model.loss(&shard)?;
+        // Over NCCL each bucket is summed in place on this device; over peer
+        // copies the sums come back from the root device after backward.
+        let mut summed: Vec<Option<Tensor<D>>> = vec![None; self.buckets.len()];
+        let mut send = |b: usize, members: &[usize], grads: &Gradients| -> std::result::Result<(), Stop> {
+            let members: Vec<&Tensor<D>> = members.iter().map(|&i| &params[i]).collect();
+            let flat = flatten_bucket(&members, grads, weight)?;
+            match exchange.clique() {
+                Some(clique) => {
+                    exchange.meet(b)?;
+                    if let Err(e) = D::nccl_all_reduce_sum(flat.storage(), clique, rank) {
+                        // The other replicas are inside the collective now.
+                        clique.abort();
+                        return Err(e.into());
+                    }
+                    summed[b] = Some(flat);
+                }
+                None => exchange.contribute(b, rank, flat.try_to::<R>()?)?,
+            }
+            Ok(())
+        };
+        // Hand each bucket over the moment its last gradient is final.
+        let mut stop = None;
+        let grads = loss.try_backward_with_hook(&mut |leaf, grads| {
+            let Some(&b) = bucket_of.get(&leaf) else { return Ok(()) };
+            missing[b] -= 1;
+            if missing[b] == 0 {
+                sent[b] = true;
+                if let Err(s) = send(b, &self.buckets[b], grads) {
+                    stop = Some(s);
+                    // Any error ends the walk; `stop` says which.
+                    return Err(crate::Error::Argument { op: "backward", device: D::name(), reason: "stopped".into() });
+                }
+            }
+            Ok(())
+        });
+        if let Some(stop) = stop {
+            return Err(stop);
+        }
+        let grads = grads?;
+        let during_backward = sent.iter().filter(|&&s| s).count();
+        // Parameters the loss did not use have no gradient: zeros.
+        for (b, members) in self.buckets.iter().enumerate().filter(|(b, _)| !sent[*b]) {
+            send(b, members, &grads)?;
+        }
+
+        let mut reduced = Gradients::new();
+        for (b, members) in self.buckets.iter().enumerate() {
+            let sum = match summed[b].take() {
+                Some(sum) => sum,
+                None => exchange.sum(b)?.try_to::<D>()?,
+            };
+            let mut offset = 0;
+            for &i in members {
+                let p = &params[i];
+                reduced.insert(p, sum.try_narrow(0, offset, p.elem_count())?.try_reshape(p.shape().clone())?)?;
+                offset += p.elem_count();
+            }
+        }
+        self.optimizer.try_step(&mut self.model, &reduced)?;
+        Ok((loss.try_item()? * weight, during_backward))
+    }
+
+    fn set_buckets(&mut self, buckets: BucketPlan) {
+        self.buckets = buckets;
+    }
+
+    fn lr(&self) -> f64 {
+        self.optimizer.lr()
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.optimizer.set_lr(lr);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,302 @@
+//! Data-parallel training: N steps over two replicas give the parameters of
+//! N steps on one device with the same global batches, on `(Cpu, Cpu)`, on
+//! the two emulated GPUs, and across a CPU and a GPU; a failing replica
+//! fails the step without leaving a thread behind.
+
+use devtensor::nn::{Linear, Module, Relu, try_cross_entropy};
+use devtensor::optim::{AdamConfig, AdamWConfig, Optimizer, OptimizerConfig, SgdConfig};
+use devtensor::parallel::{DataParallel, DeviceList, Loss, ReducePath, Replicate};
+use devtensor::{Cpu, Cuda, Device, Error, Generator, Result, Tensor};
+
+/// A small classifier: Linear(6, 16), ReLU, Linear(16, 4).
+#[derive(Clone)]
+struct Mlp<D: Device> {
+    hidden: Linear<D>,
+    relu: Relu,
+    out: Linear<D>,
+}
+devtensor::module!(Mlp { hidden, relu, out });
+
+impl<D: Device> Mlp<D> {
+    fn logits(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+        self.out.try_forward(&self.relu.try_forward(&self.hidden.try_forward(x)?)?)
+    }
+}
+
+/// A label of -1 marks a sample whose replica must fail (out of memory).
+impl<D: Device> Loss<D> for Mlp<D> {
+    type Batch = (Tensor<D>, Tensor<D, i64>);
+
+    fn loss(&self, (x, y): &Self::Batch) -> Result<Tensor<D>> {
+        if y.to_vec().contains(&-1) {
+            if cfg!(miri) {
+                // Miri stops at an allocation it cannot grant instead of
+                // failing it: a count past `isize::MAX` bytes fails first.
+                Tensor::<D, f64>::try_zeros([1usize << 61])?;
+            }
+            Tensor::<D>::try_zeros([1usize << 60])?;
+        }
+        if y.to_vec().contains(&-2) {
+            panic!("a bug in the loss");
+        }
+        try_cross_entropy(&self.logits(x)?, y)
+    }
+}
+
+/// Global batch `step` of `rows` samples, on the CPU.
+fn batch(step: u64, rows: usize) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {
+    let mut g = Generator::new(100 + step);
+    let x = Tensor::<Cpu>::randn_with([rows, 6], &mut g);
+    let y = Tensor::<Cpu, i64>::from_vec((0..rows as i64).map(|i| (i * 7 + step as i64) % 4).collect(), [rows]);
+    (x, y)
+}
+
+/// The parameters after `steps` steps on one device, `D`, with the whole
+/// batches.
+fn single_device<D: Device, O: OptimizerConfig>(model: &Mlp<Cpu>, config: O, steps: u64, rows: usize) -> Vec<Vec<f32>> {
+    let mut model = model.to::<D>();
+    let mut opt = config.build(&model);
+    for step in 0..steps {
+        let (x, y) = batch(step, rows);
+        let loss = model.loss(&(x.to::<D>(), y.to::<D>())).unwrap();
+        opt.step(&mut model, &loss.backward());
+    }
+    model.parameters().into_iter().map(|(_, p)| p.to_vec()).collect()
+}
+
+/// The same with data parallelism over `L`, `bucket_bytes` per bucket.
+fn data_parallel<L: DeviceList, O: OptimizerConfig>(
+    model: &Mlp<Cpu>,
+    config: O,
+    steps: u64,
+    rows: usize,
+    bucket_bytes: usize,
+    path: ReducePath,
+) -> (Vec<Vec<f32>>, usize)
+where
+    Mlp<Cpu>: Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), O>,
+    <Mlp<Cpu> as Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), O>>::Root: Module<L::Root>,
+{
+    let mut dp = DataParallel::<L, _, _, O>::try_new(model, config)
+        .and_then(|dp| dp.try_reduce_with(path))
+        .unwrap_or_else(|e| panic!("{path:?}: {e}"))
+        .bucket_bytes(bucket_bytes);
+    assert_eq!(dp.reduction(), path);
+    for step in 0..steps {
+        dp.try_step(&batch(step, rows)).unwrap();
+        // Every bucket's sum started while backward was still running.
+        assert_eq!(dp.buckets_sent_during_backward(), dp.bucket_count());
+    }
+    let params = dp.model().parameters().into_iter().map(|(_, p)| p.to_vec()).collect();
+    (params, dp.bucket_count())
+}
+
+fn assert_params_close(got: &[Vec<f32>], expected: &[Vec<f32>], tolerance: f32, what: &str) {
+    assert_eq!(got.len(), expected.len());
+    for (g, e) in got.iter().zip(expected) {
+        for (a, b) in g.iter().zip(e) {
+            assert!((a - b).abs() <= tolerance * (1.0 + b.abs()), "{what}: {a} vs {b}");
+        }
+    }
+}
+
+/// SGD with momentum and Adam, one bucket and one bucket per parameter,
+/// an even and an uneven split: the tolerance covers f32 rounding of the
+/// weighted sum of the replicas' gradients (a different order of additions
+/// than one device's), over 5 steps.
+fn equivalence<L: DeviceList>(path: ReducePath)
+where
+    Mlp<Cpu>: Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), SgdConfig>
+        + Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), AdamConfig>,
+    <Mlp<Cpu> as Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), SgdConfig>>::Root: Module<L::Root>,
+    <Mlp<Cpu> as Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), AdamConfig>>::Root: Module<L::Root>,
+{
+    devtensor::manual_seed(31);
+    let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
+    let sgd = SgdConfig { lr: 0.1, momentum: 0.9, ..Default::default() };
+    let adam = AdamConfig { lr: 1e-2, ..Default::default() };
+    for rows in [8, 11] {
+        let expected = single_device::<Cpu, _>(&model, sgd, 5, rows);
+        let (one_bucket, count) = data_parallel::<L, _>(&model, sgd, 5, rows, 1 << 20, path);
+        assert_eq!(count, 1);
+        assert_params_close(&one_bucket, &expected, 1e-5, "SGD, one bucket");
+        let (per_parameter, count) = data_parallel::<L, _>(&model, sgd, 5, rows, 4, path);
+        assert_eq!(count, 4);
+        assert_params_close(&per_parameter, &expected, 1e-5, "SGD, a bucket per parameter");
+
+        let expected = single_device::<Cpu, _>(&model, adam, 5, rows);
+        let (got, _) = data_parallel::<L, _>(&model, adam, 5, rows, 200, path);
+        assert_params_close(&got, &expected, 1e-4, "Adam");
+    }
+}
+
+#[test]
+fn two_cpu_replicas_match_one_device() {
+    equivalence::<(Cpu, Cpu)>(ReducePath::PeerCopies);
+    equivalence::<(Cpu, Cpu, Cpu)>(ReducePath::PeerCopies);
+    // AdamW's decoupled weight decay, on an uneven split.
+    devtensor::manual_seed(32);
+    let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
+    let adamw = AdamWConfig(AdamConfig { lr: 1e-2, ..AdamConfig::adamw() });
+    let expected = single_device::<Cpu, _>(&model, adamw, 5, 11);
+    let (got, _) = data_parallel::<(Cpu, Cpu), _>(&model, adamw, 5, 11, 1 << 20, ReducePath::PeerCopies);
+    assert_params_close(&got, &expected, 1e-4, "AdamW");
+}
+
+/// Both reduction paths on two GPUs. Where GPUs are present NCCL must be
+/// too (the emulator brings a stand-in), so that this cannot pass by
+/// falling back to peer copies.
+#[test]
+fn two_gpu_replicas_match_one_device() {
+    if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
+        equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::PeerCopies);
+        equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::Nccl);
+        equivalence::<(Cuda<1>, Cuda<0>)>(ReducePath::Nccl);
+    }
+}
+
+#[test]
+fn a_cpu_and_a_gpu_replica_match_one_device() {
+    if crate::common::cuda_ready::<0>() {
+        equivalence::<(Cuda<0>, Cpu)>(ReducePath::PeerCopies);
+    }
+}
+
+#[test]
+fn nccl_is_refused_where_it_cannot_work() {
+    let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
+    let dp = DataParallel::<(Cpu, Cpu), _, (Tensor<Cpu>, Tensor<Cpu, i64>), _>::try_new(&model, SgdConfig::default()).unwrap();
+    assert_eq!(dp.reduction(), ReducePath::PeerCopies);
+    let err = dp.try_reduce_with(ReducePath::Nccl).unwrap_err();
+    assert_eq!(err.to_string(), "DataParallel::reduce_with on Cpu, Cpu: NCCL needs every replica on a GPU of its own");
+}
+
+/// Replicas fed from a batch on the root GPU (PyTorch's scatter from
+/// `cuda:0`): the rows for `Cuda<1>` are copied GPU to GPU.
+#[test]
+fn a_batch_on_one_gpu_is_scattered() {
+    if !(crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()) {
+        return;
+    }
+    devtensor::manual_seed(5);
+    let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
+    let sgd = SgdConfig { lr: 0.1, ..Default::default() };
+    let expected = single_device::<Cpu, _>(&model, sgd, 3, 9);
+    let mut dp = DataParallel::<(Cuda<0>, Cuda<1>), _, _, _>::try_new(&model, sgd).unwrap();
+    for step in 0..3 {
+        let (x, y) = batch(step, 9);
+        dp.try_step(&(x.to::<Cuda<0>>(), y.to::<Cuda<0>>())).unwrap();
+    }
+    let got: Vec<Vec<f32>> = dp.model().parameters().into_iter().map(|(_, p)| p.to_vec()).collect();
+    assert_params_close(&got, &expected, 1e-5, "scattered from Cuda<0>");
+}
+
+/// A replica that runs out of memory, or panics, fails the step with its
+/// error while the other replica waits for its gradients; the step returns
+/// and no thread is left waiting. A batch too small to split is an error.
+fn failures<L: DeviceList>(path: ReducePath)
+where
+    Mlp<Cpu>: Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), SgdConfig>,
+{
+    let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
+    let mut dp = DataParallel::<L, _, _, _>::try_new(&model, SgdConfig::default()).unwrap().try_reduce_with(path).unwrap();
+    let (x, y) = batch(0, 8);
+    // The last row is the second replica's.
+    let mut labels = y.to_vec();
+    labels[7] = -1;
+    let err = dp.try_step(&(x.clone(), Tensor::from_vec(labels.clone(), [8]))).unwrap_err();
+    let expected = if cfg!(miri) { matches!(err, Error::Shape { .. }) } else { matches!(err, Error::OutOfMemory { .. }) };
+    assert!(expected, "{err}");
+    labels[7] = -2;
+    let err = dp.try_step(&(x.clone(), Tensor::from_vec(labels, [8]))).unwrap_err();
+    assert!(err.to_string().contains("the replica panicked: a bug in the loss"), "{err}");
+    let err = dp.try_step(&(x.narrow(0, 0, 1), y.narrow(0, 0, 1))).unwrap_err();
+    assert_eq!(err.to_string(), format!("DataParallel::step on {}: a batch of 1 rows cannot be split between 2 replicas", dp.devices()[0]));
+    let err = dp.try_step(&(x.clone(), y.narrow(0, 0, 7))).unwrap_err();
+    assert!(err.to_string().contains("the same number of rows, not [8, 7]"), "{err}");
+    // The replicas are still usable.
+    assert!(dp.try_step(&(x, y)).unwrap().is_finite());
+}
+
+#[test]
+fn a_failing_replica_fails_the_step() {
+    failures::<(Cpu, Cpu)>(ReducePath::PeerCopies);
+    if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
+        failures::<(Cuda<0>, Cuda<1>)>(ReducePath::PeerCopies);
+        failures::<(Cuda<0>, Cuda<1>)>(ReducePath::Nccl);
+    }
+}
+
+/// Backward reports the last layer's parameters as final while the first
+/// layer's gradients do not exist yet: a bucket of the last layer can be
+/// summed while backward is still running.
+#[test]
+fn gradients_of_late_layers_are_final_before_backward_ends() {
+    let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
+    let (x, y) = batch(0, 8);
+    let loss = model.loss(&(x, y)).unwrap();
+    let first_layer = model.hidden.weight.leaf_id().unwrap();
+    let mut seen = Vec::new();
+    loss.try_backward_with_hook(&mut |leaf, grads| {
+        seen.push((leaf, grads.get_by_id(first_layer).is_some()));
+        Ok(())
+    })
+    .unwrap();
+    let out_weight = model.out.weight.leaf_id().unwrap();
+    let when_out_was_ready = seen.iter().find(|(leaf, _)| *leaf == out_weight).unwrap();
+    assert!(!when_out_was_ready.1, "the first layer's gradient must not exist yet");
+    assert_eq!(seen.len(), 4);
+    // The first layer's weight, the oldest leaf, is final last.
+    assert_eq!(seen.last().unwrap().0, first_layer);
+}
+
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/data_parallel.rs"]
+mod data_parallel_example;
+
+/// The example: two replicas reach the accuracy of one device trained on
+/// the same batches (within one test image of 360), on the CPU for all 12
+/// epochs, and for one epoch on the two emulated GPUs (NCCL where present).
+#[test]
+fn the_data_parallel_example_matches_one_device() {
+    let (pixels, labels) = data_parallel_example::digits::load_digits();
+    let (parallel, reference) = data_parallel_example::run::<(Cpu, Cpu)>(&pixels, &labels, 12).unwrap();
+    assert!(parallel >= 0.97, "test accuracy {parallel}");
+    assert!((parallel - reference).abs() <= 1.0 / 360.0, "data parallel {parallel} vs one device {reference}");
+    if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
+        let (parallel, reference) = data_parallel_example::run::<(Cuda<0>, Cuda<1>)>(&pixels, &labels, 1).unwrap();
+        assert!(parallel >= 0.7, "test accuracy after one epoch {parallel}");
+        assert!((parallel - reference).abs() <= 1.0 / 360.0, "data parallel {parallel} vs one device {reference}");
+    }
+}
+
+/// A model with a layer its loss does not use (PyTorch DDP's
+/// `find_unused_parameters` case): that layer's buckets carry zeros, sent
+/// after backward, and its parameters do not move.
+struct WithUnused<D: Device> {
+    used: Linear<D>,
+    unused: Linear<D>,
+}
+devtensor::module!(WithUnused { used, unused });
+
+impl<D: Device> Loss<D> for WithUnused<D> {
+    type Batch = (Tensor<D>, Tensor<D, i64>);
+
+    fn loss(&self, (x, y): &Self::Batch) -> Result<Tensor<D>> {
+        try_cross_entropy(&self.used.try_forward(x)?, y)
+    }
+}
+
+#[test]
+fn parameters_the_loss_does_not_use_get_zero_gradients() {
+    let model = WithUnused { used: Linear::<Cpu>::new(6, 4), unused: Linear::new(3, 3) };
+    let before = model.unused.weight.to_vec();
+    let mut dp = DataParallel::<(Cpu, Cpu), _, _, _>::try_new(&model, SgdConfig { lr: 0.5, ..Default::default() })
+        .unwrap()
+        .bucket_bytes(4);
+    assert_eq!(dp.bucket_count(), 4);
+    dp.try_step(&batch(0, 8)).unwrap();
+    assert_eq!(dp.buckets_sent_during_backward(), 2);
+    assert_eq!(dp.model().unused.weight.to_vec(), before);
+    assert_ne!(dp.model().used.weight.to_vec(), model.used.weight.to_vec());
+}
