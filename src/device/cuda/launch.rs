@@ -48,8 +48,12 @@ impl<const K: usize> Merged<K> {
                 continue;
             }
             let s: [usize; K] = std::array::from_fn(|k| strides[k][axis]);
+            // Checked: the axes of an empty tensor may multiply past usize.
+            let mergeable = |prev: usize, prev_s: &[usize; K]| {
+                prev.checked_mul(dim).is_some() && (0..K).all(|k| Some(prev_s[k]) == s[k].checked_mul(dim))
+            };
             match merged.last_mut() {
-                Some((prev, prev_s)) if (0..K).all(|k| prev_s[k] == s[k] * dim) => {
+                Some((prev, prev_s)) if mergeable(*prev, prev_s) => {
                     *prev *= dim;
                     *prev_s = s;
                 }
