@@ -339,6 +339,41 @@ impl Gradients {
         grad.downcast().ok().map(|g| *g)
     }
 
+    /// Adds `other`'s gradients to these, leaf by leaf (a leaf only in
+    /// `other` gets its gradient as it is): gradient accumulation over
+    /// several `backward` calls, as PyTorch's `.grad` accumulates when
+    /// `zero_grad` is not called in between.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Gradients, Tensor};
+    /// let w = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]).requires_grad();
+    /// let mut grads = Gradients::new();
+    /// for x in [[1.0, 0.0], [3.0, 4.0]] {
+    ///     let micro_batch = Tensor::<Cpu>::from_vec(x.to_vec(), [2]);
+    ///     grads.accumulate((&w * &micro_batch).sum().backward());
+    /// }
+    /// assert_eq!(grads.get(&w).unwrap().to_vec(), vec![4.0, 4.0]);
+    /// ```
+    ///
+    /// Fails only when a device operation fails (out of memory), with the
+    /// leaves before the failing one already accumulated.
+    pub fn try_accumulate(&mut self, other: Gradients) -> Result<()> {
+        for (id, grad) in other.leaves {
+            let sum = match self.leaves.get(&id) {
+                Some(prev) => prev.add(&*grad)?,
+                None => grad,
+            };
+            self.leaves.insert(id, sum);
+        }
+        Ok(())
+    }
+
+    /// Panicking form of [`try_accumulate`](Self::try_accumulate).
+    #[track_caller]
+    pub fn accumulate(&mut self, other: Gradients) {
+        or_panic(self.try_accumulate(other))
+    }
+
     /// How many leaves have a gradient.
     pub fn len(&self) -> usize {
         self.leaves.len()

@@ -22,10 +22,12 @@
 //! ```
 
 mod adam;
+pub(crate) mod clip;
 mod schedule;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW};
+pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_grad_value};
 pub use schedule::{CosineAnnealingLr, LrSchedule, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 

@@ -2,8 +2,12 @@
 //! loops, their state as checkpoints, and the schedules, on every device.
 
 use devtensor::nn::{Linear, Module, Reduction, mse_loss};
-use devtensor::optim::{Adam, AdamConfig, AdamW, CosineAnnealingLr, LrSchedule, Optimizer, Sgd, SgdConfig, StepLr};
-use devtensor::{Device, Error, Gradients, Tensor};
+use devtensor::optim::{
+    Adam, AdamConfig, AdamW, CosineAnnealingLr, LrSchedule, Optimizer, Sgd, SgdConfig, StepLr, clip_grad_norm, clip_grad_value,
+    try_clip_grad_norm, try_clip_grad_value,
+};
+use devtensor::{Device, Error, Generator, Gradients, Tensor};
+use proptest::prelude::*;
 
 const START: [f64; 3] = [0.5, -1.0, 2.0];
 const TARGET: [f64; 3] = [1.0, 1.0, -1.0];
@@ -157,4 +161,130 @@ device_tests! {
     adam_and_adamw_follow_pytorch => adam_and_adamw_follow_pytorch,
     optimizer_state_round_trips => optimizer_state_round_trips,
     training_fits_a_line_and_schedules_set_the_rate => training_fits_a_line_and_schedules_set_the_rate,
+}
+
+// ---- Gradient clipping and accumulation
+
+/// A `Linear` of random size and weights, and the gradients of a loss that
+/// weighs its outputs at random: gradients of every sign and size. The
+/// bias's gradient is dropped when `bias_without_grad`, as for a parameter
+/// the loss does not use.
+fn random_gradients<D: Device>(sizes: (usize, usize, usize), seed: u64, bias_without_grad: bool) -> (Linear<D, f64>, Gradients) {
+    let (rows, inputs, outputs) = sizes;
+    let mut g = Generator::new(seed);
+    let weight = Tensor::<D, f64>::randn_with([outputs, inputs], &mut g);
+    let bias = Tensor::<D, f64>::randn_with([outputs], &mut g);
+    let model = Linear::try_from_tensors(weight, Some(bias)).unwrap();
+    let x = Tensor::<D, f64>::randn_with([rows, inputs], &mut g) * 3.0;
+    let weights = Tensor::<D, f64>::randn_with([rows, outputs], &mut g);
+    let mut grads = (model.forward(&x) * &weights).sum().backward();
+    if bias_without_grad {
+        grads.remove(model.bias.as_ref().unwrap()).unwrap();
+    }
+    (model, grads)
+}
+
+/// `model`'s gradients in `grads`, weight then bias (empty when absent).
+fn gradient_values<D: Device>(model: &Linear<D, f64>, grads: &Gradients) -> [Vec<f64>; 2] {
+    [&model.weight, model.bias.as_ref().unwrap()].map(|p| grads.get(p).map(|g| g.to_vec()).unwrap_or_default())
+}
+
+device_proptests! {
+    cases = 48;
+
+    /// `clip_grad_norm` against PyTorch's formula as a plain loop: the
+    /// p-norm of all gradients as one vector, and every gradient scaled by
+    /// min(1, max_norm / (norm + 1e-6)); parameters without a gradient
+    /// neither count nor get one.
+    fn clip_grad_norm_matches_a_plain_loop<D>(
+        sizes in (1..6usize, 1..5usize, 1..4usize),
+        seed in any::<u64>(),
+        norm_type in prop_oneof![Just(1.0), Just(2.0), Just(3.0), Just(f64::INFINITY)],
+        bound in 0.0..2.0f64,
+        bias_without_grad in any::<bool>(),
+    ) {
+        let (model, mut grads) = random_gradients::<D>(sizes, seed, bias_without_grad);
+        let before = gradient_values(&model, &grads);
+        let values: Vec<f64> = before.iter().flatten().copied().collect();
+        let norm = if norm_type == f64::INFINITY {
+            values.iter().fold(0.0f64, |m, v| m.max(v.abs()))
+        } else {
+            values.iter().map(|v| v.abs().powf(norm_type)).sum::<f64>().powf(1.0 / norm_type)
+        };
+        // Half the cases inside the bound, half clipped.
+        let max_norm = bound * norm;
+        let got = clip_grad_norm(&model, &mut grads, max_norm, norm_type);
+        prop_assert!((got.item() - norm).abs() <= 1e-12 * norm, "norm {} vs {}", got.item(), norm);
+        let scale = (max_norm / (norm + 1e-6)).min(1.0);
+        let after = gradient_values(&model, &grads);
+        for (b, a) in before.iter().zip(&after) {
+            prop_assert_eq!(b.len(), a.len());
+            for (x, y) in b.iter().zip(a) {
+                prop_assert!((x * scale - y).abs() <= 1e-12 * (1.0 + x.abs()), "{} * {} vs {}", x, scale, y);
+            }
+        }
+    }
+
+    /// Gradients accumulated over micro-batches are the gradients of the
+    /// whole batch's summed loss.
+    fn accumulated_micro_batches_give_the_batch_gradient<D>(
+        rows in 1..12usize,
+        cut in 0.0..1.0f64,
+        seed in any::<u64>(),
+    ) {
+        let mut g = Generator::new(seed);
+        let model = Linear::<D, f64>::try_from_tensors(
+            Tensor::randn_with([2, 3], &mut g),
+            Some(Tensor::randn_with([2], &mut g)),
+        ).unwrap();
+        let x = Tensor::<D, f64>::randn_with([rows, 3], &mut g);
+        let y = Tensor::<D, f64>::randn_with([rows, 2], &mut g);
+        let loss = |x: &Tensor<D, f64>, y: &Tensor<D, f64>| mse_loss(&model.forward(x), y, Reduction::Sum);
+        let whole = loss(&x, &y).backward();
+        let first = (cut * rows as f64) as usize;
+        let mut grads = Gradients::new();
+        for (start, len) in [(0, first), (first, rows - first)] {
+            grads.accumulate(loss(&x.narrow(0, start, len), &y.narrow(0, start, len)).backward());
+        }
+        for (a, b) in gradient_values(&model, &grads).iter().zip(gradient_values(&model, &whole).iter()) {
+            prop_assert_eq!(a.len(), b.len());
+            for (p, q) in a.iter().zip(b) {
+                prop_assert!((p - q).abs() <= 1e-12 * (1.0 + q.abs()), "{:?} vs {:?}", a, b);
+            }
+        }
+    }
+}
+
+fn clipping_edge_cases_and_bad_arguments<D: Device>() {
+    let (model, mut grads) = random_gradients::<D>((3, 2, 2), 7, false);
+    let before = gradient_values(&model, &grads);
+    // Bad arguments name the operation and the device, and change nothing.
+    for (max_norm, norm_type, what) in [(-1.0, 2.0, "max_norm"), (f64::NAN, 2.0, "max_norm"), (1.0, 0.0, "norm_type"), (1.0, -2.0, "norm_type")] {
+        let err = try_clip_grad_norm(&model, &mut grads, max_norm, norm_type).unwrap_err();
+        assert!(matches!(err, Error::Argument { op: "clip_grad_norm", .. }), "{err}");
+        assert!(err.to_string().starts_with(&format!("clip_grad_norm on {}: {what} must be", D::name())), "{err}");
+    }
+    let err = try_clip_grad_value(&model, &mut grads, -0.5).unwrap_err();
+    assert_eq!(err.to_string(), format!("clip_grad_value on {}: clip_value must be a non-negative number, got -0.5", D::name()));
+    assert_eq!(gradient_values(&model, &grads), before);
+    // clip_grad_value clamps each element, as torch.clamp.
+    clip_grad_value(&model, &mut grads, 0.5);
+    for (b, a) in before.iter().zip(gradient_values(&model, &grads)) {
+        assert_eq!(a, b.iter().map(|v| v.clamp(-0.5, 0.5)).collect::<Vec<_>>());
+    }
+    // No gradients: a norm of 0. All-zero gradients stay zero.
+    assert_eq!(clip_grad_norm(&model, &mut Gradients::new(), 1.0, 2.0).item(), 0.0);
+    let mut zeros = (model.forward(&Tensor::<D, f64>::zeros([1, 2])) * 0.0).sum().backward();
+    assert_eq!(clip_grad_norm(&model, &mut zeros, 1.0, 2.0).item(), 0.0);
+    assert_eq!(gradient_values(&model, &zeros)[0], vec![0.0; 4]);
+    // A NaN gradient makes the norm and every gradient NaN, as in PyTorch
+    // (error_if_nonfinite=False): the caller sees it in the returned norm.
+    let nan = Tensor::<D, f64>::from_vec(vec![f64::NAN, 0.0], [1, 2]);
+    let mut grads = model.forward(&nan).sum().backward();
+    assert!(clip_grad_norm(&model, &mut grads, 1.0, 2.0).item().is_nan());
+    assert!(gradient_values(&model, &grads).iter().flatten().all(|v| v.is_nan()));
+}
+
+device_tests! {
+    clipping_edge_cases_and_bad_arguments => clipping_edge_cases_and_bad_arguments,
 }
