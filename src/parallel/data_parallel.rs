@@ -10,6 +10,7 @@ use crate::device::Device;
 use crate::error::{Error, Result, or_panic};
 use crate::nn::TensorKind;
 use crate::optim::OptimizerConfig;
+use crate::optim::clip::check_max_norm;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -144,6 +145,19 @@ where
             replica.set_buckets(buckets.clone());
         }
         self
+    }
+
+    /// Clips the summed gradient to a total 2-norm of `max_norm` before
+    /// every optimizer step, as `torch.nn.utils.clip_grad_norm_` after
+    /// DDP's backward. Every replica clips the same sum, so they stay
+    /// identical, and a step is that of clipping on one device with the
+    /// whole batch. Fails when `max_norm` is negative or NaN.
+    pub fn try_clip_grad_norm(mut self, max_norm: f64) -> Result<Self> {
+        check_max_norm("DataParallel::clip_grad_norm", || self.devices().join(", "), max_norm)?;
+        for replica in &mut self.replicas {
+            replica.set_max_grad_norm(Some(max_norm));
+        }
+        Ok(self)
     }
 
     /// The number of buckets the gradients are summed in.

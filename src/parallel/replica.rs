@@ -7,7 +7,7 @@ use crate::autograd::{Gradients, LeafId};
 use crate::device::Device;
 use crate::error::Result;
 use crate::nn::Module;
-use crate::optim::{Optimizer, OptimizerConfig};
+use crate::optim::{Optimizer, OptimizerConfig, try_clip_grad_norm};
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::collections::HashMap;
@@ -85,6 +85,9 @@ pub trait Replica<B: ScatterBatch, R: Device>: Send {
     /// Sets the learning rate of the replica's optimizer.
     fn set_lr(&mut self, lr: f64);
 
+    /// Clips the summed gradient to this total 2-norm before each step.
+    fn set_max_grad_norm(&mut self, max_norm: Option<f64>);
+
     /// The replica itself, to recover the typed model.
     fn as_any(&self) -> &dyn Any;
 }
@@ -95,12 +98,13 @@ pub(crate) struct OnDevice<D: Device, M, O: OptimizerConfig> {
     pub(crate) model: M,
     optimizer: O::For<D>,
     buckets: BucketPlan,
+    max_grad_norm: Option<f64>,
 }
 
 impl<D: Device, M: Loss<D> + Send + 'static, O: OptimizerConfig> OnDevice<D, M, O> {
     pub(crate) fn new(model: M, config: &O, buckets: BucketPlan) -> Self {
         let optimizer = config.build(&model);
-        OnDevice { model, optimizer, buckets }
+        OnDevice { model, optimizer, buckets, max_grad_norm: None }
     }
 
     fn parameters(&self) -> Vec<Tensor<D>> {
@@ -219,6 +223,10 @@ where
                 offset += p.elem_count();
             }
         }
+        if let Some(max_norm) = self.max_grad_norm {
+            // Every replica holds the same sum, so clips it the same way.
+            try_clip_grad_norm(&self.model, &mut reduced, max_norm, 2.0)?;
+        }
         self.optimizer.try_step(&mut self.model, &reduced)?;
         Ok((loss.try_item()? * weight, during_backward))
     }
@@ -233,6 +241,10 @@ where
 
     fn set_lr(&mut self, lr: f64) {
         self.optimizer.set_lr(lr);
+    }
+
+    fn set_max_grad_norm(&mut self, max_norm: Option<f64>) {
+        self.max_grad_norm = max_norm;
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -4,7 +4,7 @@
 //! fails the step without leaving a thread behind.
 
 use devtensor::nn::{Linear, Module, Relu, try_cross_entropy};
-use devtensor::optim::{AdamConfig, AdamWConfig, Optimizer, OptimizerConfig, SgdConfig};
+use devtensor::optim::{AdamConfig, AdamWConfig, Optimizer, OptimizerConfig, SgdConfig, clip_grad_norm};
 use devtensor::parallel::{DataParallel, DeviceList, Loss, ReducePath, Replicate};
 use devtensor::{Cpu, Cuda, Device, Error, Generator, Result, Tensor};
 
@@ -54,12 +54,29 @@ fn batch(step: u64, rows: usize) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {
 /// The parameters after `steps` steps on one device, `D`, with the whole
 /// batches.
 fn single_device<D: Device, O: OptimizerConfig>(model: &Mlp<Cpu>, config: O, steps: u64, rows: usize) -> Vec<Vec<f32>> {
+    single_device_clipped::<D, O>(model, config, steps, rows, None)
+}
+
+/// The same, each gradient clipped to a 2-norm of `max_grad_norm` before
+/// the step.
+fn single_device_clipped<D: Device, O: OptimizerConfig>(
+    model: &Mlp<Cpu>,
+    config: O,
+    steps: u64,
+    rows: usize,
+    max_grad_norm: Option<f64>,
+) -> Vec<Vec<f32>> {
     let mut model = model.to::<D>();
     let mut opt = config.build(&model);
     for step in 0..steps {
         let (x, y) = batch(step, rows);
         let loss = model.loss(&(x.to::<D>(), y.to::<D>())).unwrap();
-        opt.step(&mut model, &loss.backward());
+        let mut grads = loss.backward();
+        if let Some(max_norm) = max_grad_norm {
+            let norm = clip_grad_norm(&model, &mut grads, max_norm, 2.0).item();
+            assert!(norm > 2.0 * max_norm as f32, "the bound clips: {norm}");
+        }
+        opt.step(&mut model, &grads);
     }
     model.parameters().into_iter().map(|(_, p)| p.to_vec()).collect()
 }
@@ -128,6 +145,17 @@ where
         let (got, _) = data_parallel::<L, _>(&model, adam, 5, rows, 200, path);
         assert_params_close(&got, &expected, 1e-4, "Adam");
     }
+    // Clipping the summed gradient is clipping the whole batch's gradient.
+    let expected = single_device_clipped::<Cpu, _>(&model, sgd, 5, 11, Some(0.05));
+    let mut dp = DataParallel::<L, _, _, _>::try_new(&model, sgd)
+        .and_then(|dp| dp.try_reduce_with(path))
+        .and_then(|dp| dp.try_clip_grad_norm(0.05))
+        .unwrap();
+    for step in 0..5 {
+        dp.step(&batch(step, 11));
+    }
+    let got: Vec<Vec<f32>> = dp.model().parameters().into_iter().map(|(_, p)| p.to_vec()).collect();
+    assert_params_close(&got, &expected, 1e-5, "SGD, clipped");
 }
 
 #[test]
@@ -141,6 +169,8 @@ fn two_cpu_replicas_match_one_device() {
     let expected = single_device::<Cpu, _>(&model, adamw, 5, 11);
     let (got, _) = data_parallel::<(Cpu, Cpu), _>(&model, adamw, 5, 11, 1 << 20, ReducePath::PeerCopies);
     assert_params_close(&got, &expected, 1e-4, "AdamW");
+    let err = DataParallel::<(Cpu, Cpu), _, (Tensor<Cpu>, Tensor<Cpu, i64>), _>::try_new(&model, adamw).unwrap().try_clip_grad_norm(-1.0).unwrap_err();
+    assert_eq!(err.to_string(), "DataParallel::clip_grad_norm on Cpu, Cpu: max_norm must be a non-negative number, got -1");
 }
 
 /// Both reduction paths on two GPUs. Where GPUs are present NCCL must be
