@@ -11,7 +11,7 @@ use rand_xoshiro::rand_core::SeedableRng;
 use std::cell::RefCell;
 
 /// The seed each thread's generator starts from.
-pub const DEFAULT_SEED: u64 = 0x5eed_0f_de_17e5;
+pub const DEFAULT_SEED: u64 = 0x5eed_0fde_17e5;
 
 /// A reproducible stream of random numbers (xoshiro256++).
 ///

@@ -367,11 +367,13 @@ pub(crate) fn for_each_block<const K: usize>(
             continue;
         }
         let st: [usize; K] = std::array::from_fn(|k| strides[k][axis]);
-        if let (Some(inner_size), Some(inner)) = (sizes.last_mut(), merged.last()) {
-            if (0..K).all(|k| st[k] == inner[k] * *inner_size) {
-                *inner_size *= size;
-                continue;
-            }
+        // Checked: the axes of an empty tensor may multiply past usize.
+        if let (Some(inner_size), Some(inner)) = (sizes.last_mut(), merged.last())
+            && let Some(merged_size) = inner_size.checked_mul(size)
+            && (0..K).all(|k| inner[k].checked_mul(*inner_size) == Some(st[k]))
+        {
+            *inner_size = merged_size;
+            continue;
         }
         sizes.push(size);
         merged.push(st);

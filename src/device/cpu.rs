@@ -118,10 +118,10 @@ fn pool_for<E: Element>() -> &'static BufferPool<E> {
 /// and with an [`Error::Shape`] when `len` elements cannot exist in memory
 /// at all: never an abort.
 pub(crate) fn output_buffer<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
-    if len.saturating_mul(size_of::<E>()) >= POOL_MIN_BYTES {
-        if let Some(buf) = pool_for::<E>().take(len) {
-            return Ok(buf);
-        }
+    if len.saturating_mul(size_of::<E>()) >= POOL_MIN_BYTES
+        && let Some(buf) = pool_for::<E>().take(len)
+    {
+        return Ok(buf);
     }
     zeroed_vec(op, len)
 }

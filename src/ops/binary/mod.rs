@@ -173,10 +173,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
             .broadcast_to(self.shape())
             .ok_or_else(|| broadcast_error(op.name(), D::name(), self.shape(), rhs.shape()))?;
         let lhs_layout = self.layout().clone();
-        if lhs_layout.is_contiguous() {
-            if let Some(storage) = self.storage_mut() {
-                return D::binary_assign(op, storage, &lhs_layout, rhs.storage(), &rhs_layout);
-            }
+        if lhs_layout.is_contiguous()
+            && let Some(storage) = self.storage_mut()
+        {
+            return D::binary_assign(op, storage, &lhs_layout, rhs.storage(), &rhs_layout);
         }
         // Shared or strided: keep value semantics by writing a fresh tensor.
         *self = self.binary_untracked(op, rhs)?;
