@@ -104,17 +104,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert!(matches!(err, Error::Argument { op: "backward", .. }));
     /// ```
     pub fn try_backward(&self) -> Result<Gradients> {
-        if self.elem_count() != 1 {
-            return Err(Error::Shape {
-                op: "backward",
-                device: D::name(),
-                shapes: vec![self.shape().clone()],
-                reason: "a gradient can be created implicitly only for a one-element tensor; \
-                         pass the result's gradient to `backward_with`"
-                    .into(),
-            });
-        }
-        self.try_backward_with(&self.try_ones_like()?)
+        self.backward_from(None, None)
     }
 
     /// Panicking form of [`try_backward`](Self::try_backward).
@@ -139,24 +129,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// Fails when `grad`'s shape differs from this tensor's, and as
     /// [`try_backward`](Self::try_backward) does otherwise.
     pub fn try_backward_with(&self, grad: &Self) -> Result<Gradients> {
-        let Some(root) = self.node() else {
-            return Err(Error::Argument {
-                op: "backward",
-                device: D::name(),
-                reason: "the tensor tracks no gradient: no operand of the operations that made it \
-                         was marked with `requires_grad`, or it was computed under `no_grad`"
-                    .into(),
-            });
-        };
-        if grad.shape() != self.shape() {
-            return Err(Error::Shape {
-                op: "backward",
-                device: D::name(),
-                shapes: vec![self.shape().clone(), grad.shape().clone()],
-                reason: "the gradient must have the tensor's shape".into(),
-            });
-        }
-        no_grad(|| walk(root, Box::new(grad.detach()), None))
+        self.backward_from(Some(grad), None)
     }
 
     /// Like [`try_backward`](Self::try_backward), calling `ready` with each
@@ -182,14 +155,48 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// # Ok::<(), devtensor::Error>(())
     /// ```
     pub fn try_backward_with_hook(&self, ready: &mut dyn FnMut(LeafId, &Gradients) -> Result<()>) -> Result<Gradients> {
-        let Some(root) = self.node() else {
-            return self.try_backward();
-        };
-        if self.elem_count() != 1 {
-            return self.try_backward();
+        self.backward_from(None, Some(ready))
+    }
+
+    /// The checks and the walk behind every `backward`: seeded with `grad`,
+    /// or with ones for a one-element tensor.
+    fn backward_from(
+        &self,
+        grad: Option<&Self>,
+        ready: Option<&mut dyn FnMut(LeafId, &Gradients) -> Result<()>>,
+    ) -> Result<Gradients> {
+        if grad.is_none() && self.elem_count() != 1 {
+            return Err(Error::Shape {
+                op: "backward",
+                device: D::name(),
+                shapes: vec![self.shape().clone()],
+                reason: "a gradient can be created implicitly only for a one-element tensor; \
+                         pass the result's gradient to `backward_with`"
+                    .into(),
+            });
         }
-        let seed = self.try_ones_like()?;
-        no_grad(|| walk(root, Box::new(seed), Some(ready)))
+        let Some(root) = self.node() else {
+            return Err(Error::Argument {
+                op: "backward",
+                device: D::name(),
+                reason: "the tensor tracks no gradient: no operand of the operations that made it \
+                         was marked with `requires_grad`, or it was computed under `no_grad`"
+                    .into(),
+            });
+        };
+        let seed = match grad {
+            Some(grad) if grad.shape() != self.shape() => {
+                return Err(Error::Shape {
+                    op: "backward",
+                    device: D::name(),
+                    shapes: vec![self.shape().clone(), grad.shape().clone()],
+                    reason: "the gradient must have the tensor's shape".into(),
+                });
+            }
+            Some(grad) => grad.detach(),
+            None => self.try_ones_like()?,
+        };
+        no_grad(|| walk(root, Box::new(seed), ready))
     }
 
     /// The identity of this tensor as a leaf of the graph, `None` when it
