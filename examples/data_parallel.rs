@@ -12,7 +12,7 @@
 //! data_parallel`) it runs on `Cuda<0>` and `Cuda<1>`, slowly.
 
 use devtensor::data::{DataLoader, TensorDataset};
-use devtensor::nn::{Conv2d, Linear, MaxPool2d, Module, try_cross_entropy};
+use devtensor::nn::{Conv2d, Forward, Linear, MaxPool2d, Module, try_cross_entropy};
 use devtensor::optim::{AdamConfig, CosineAnnealingLr, LrSchedule, Optimizer, OptimizerConfig};
 use devtensor::parallel::{AllGpus, DataParallel, DeviceList, Loss, Replicate};
 use devtensor::{Backend, Cpu, Cuda, Device, Result, Tensor, no_grad};
@@ -37,8 +37,12 @@ impl<D: Device> Cnn<D> {
     fn new() -> Self {
         Cnn { conv: Conv2d::new(1, 16, 3).padding(1), pool: MaxPool2d::new(2), fc: Linear::new(16 * 4 * 4, 10) }
     }
+}
 
-    fn forward(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+/// The model's computation; `Forward` gives it a device-checked `forward`
+/// and `try_forward`.
+impl<D: Device> Forward<D> for Cnn<D> {
+    fn forward_on(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
         let features = self.pool.try_forward(&self.conv.try_forward(x)?.relu())?.try_flatten(1, -1)?;
         self.fc.try_forward(&features)
     }
@@ -50,7 +54,7 @@ impl<D: Device> Loss<D> for Cnn<D> {
     type Batch = (Tensor<D>, Tensor<D, i64>);
 
     fn loss(&self, (images, labels): &Self::Batch) -> Result<Tensor<D>> {
-        try_cross_entropy(&self.forward(images)?, labels)
+        try_cross_entropy(&self.try_forward(images)?, labels)
     }
 }
 
@@ -60,7 +64,7 @@ type Batch = (Tensor<Cpu>, Tensor<Cpu, i64>);
 /// The share of `images` that `model` classifies as `labels` says.
 fn accuracy<D: Device>(model: &Cnn<D>, (images, labels): &Batch) -> Result<f32> {
     no_grad(|| {
-        let predicted = model.forward(&images.try_to::<D>()?)?.try_argmax(-1)?;
+        let predicted = model.try_forward(&images.try_to::<D>()?)?.try_argmax(-1)?;
         predicted.try_eq(&labels.try_to::<D>()?)?.try_to_dtype::<f32>()?.try_mean()?.try_item()
     })
 }

@@ -18,7 +18,7 @@
 //! Run with `cargo run --release --example prefetch` on a machine with a GPU
 //! (without one it says so and exits).
 
-use devtensor::{Cpu, Cuda, Generator, PinnedTensor, Tensor};
+use devtensor::{Cpu, Cuda, Generator, OnDevice, PinnedTensor, Tensor};
 use std::time::Instant;
 
 const BATCHES: usize = 16;
@@ -28,8 +28,10 @@ const FEATURES: usize = 4096;
 type Gpu = Cuda<0>;
 
 /// One training-like step: a product and a reduction, to keep the GPU busy.
-fn step(x: &Tensor<Gpu>, w: &Tensor<Gpu>) -> Tensor<Gpu> {
-    x.matmul(w).relu().sum_axis(0)
+/// The batch is taken as `&impl OnDevice<Gpu>`, so a batch handed over
+/// before its upload is a compile error in devtensor's words.
+fn step(x: &impl OnDevice<Gpu>, w: &Tensor<Gpu>) -> Tensor<Gpu> {
+    x.tensor().matmul(w).relu().sum_axis(0)
 }
 
 fn plain(batches: &[Tensor<Cpu>], w: &Tensor<Gpu>) -> Vec<Tensor<Gpu>> {

@@ -9,9 +9,9 @@
 //!
 //! Run with `cargo run --release --example train_cnn`.
 
-use devtensor::nn::{Checkpoint, Conv2d, Flatten, Linear, MaxPool2d, Module, Relu, cross_entropy};
+use devtensor::nn::{Checkpoint, Conv2d, Flatten, Forward, Linear, MaxPool2d, Module, Relu, cross_entropy};
 use devtensor::optim::{Adam, AdamConfig, CosineAnnealingLr, LrSchedule, Optimizer};
-use devtensor::{Cpu, Device, Generator, Tensor, no_grad};
+use devtensor::{Cpu, Device, Generator, Result, Tensor, no_grad};
 use std::time::Instant;
 
 #[path = "data/digits.rs"]
@@ -43,10 +43,15 @@ impl<D: Device> Cnn<D> {
             fc: Linear::new(16 * 4 * 4, 10),
         }
     }
+}
 
-    fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
-        let x = self.pool.forward(&self.relu.forward(&self.conv.forward(x)));
-        self.fc.forward(&self.flatten.forward(&x))
+/// The model's computation, on its own device. Through `Forward`,
+/// `model.forward(&batch)` takes a batch of any device type, so one left on
+/// the host is a compile error in devtensor's words, with the fix.
+impl<D: Device> Forward<D> for Cnn<D> {
+    fn forward_on(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+        let x = self.pool.try_forward(&self.relu.try_forward(&self.conv.try_forward(x)?)?)?;
+        self.fc.try_forward(&self.flatten.try_forward(&x)?)
     }
 }
 

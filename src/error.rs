@@ -184,3 +184,22 @@ pub(crate) fn or_panic<T>(result: Result<T>) -> T {
         Err(err) => panic!("{err}"),
     }
 }
+
+/// The name of type `T` without module paths (`Net<Cuda<0>>`, not
+/// `my_crate::Net<devtensor::device::cuda::Cuda<0>>`), for messages.
+pub(crate) fn short_type_name<T: ?Sized>() -> String {
+    let full = std::any::type_name::<T>();
+    let mut out = String::with_capacity(full.len());
+    let mut word = String::new();
+    for c in full.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            out.push_str(word.rsplit("::").next().unwrap_or(""));
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(word.rsplit("::").next().unwrap_or(""));
+    out
+}

@@ -49,12 +49,12 @@ pub mod shapes;
 pub mod tensor;
 
 pub use autograd::{Gradients, LeafId, is_grad_enabled, no_grad};
-pub use device::{Backend, Cpu, Cuda, Device, SameDevice};
+pub use device::{Backend, Cpu, Cuda, Device, OnDevice, SameDevice};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};
 pub use random::{Generator, manual_seed};
 pub use shape::{Layout, Shape};
-pub use tensor::{PendingTransfer, PinnedTensor, Tensor, TransferCompleted};
+pub use tensor::{PendingTransfer, PinnedTensor, Tensor, TensorData, TransferCompleted, tensor, try_tensor};
 
 /// Runs the README's code blocks as doctests, so its claims stay true.
 #[cfg(doctest)]

@@ -390,6 +390,13 @@ impl Gradients {
     pub fn is_empty(&self) -> bool {
         self.leaves.is_empty()
     }
+
+    /// The devices the gradients live on, sorted and once each: what an
+    /// error about gradients applied to the wrong model names.
+    pub(crate) fn devices(&self) -> Vec<String> {
+        let devices: std::collections::BTreeSet<String> = self.leaves.values().map(|g| g.device()).collect();
+        devices.into_iter().collect()
+    }
 }
 
 impl Default for Gradients {

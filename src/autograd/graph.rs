@@ -77,6 +77,8 @@ pub(crate) trait AnyGrad: Send + Sync + 'static {
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
     /// `self + other`; both are gradients of the same tensor, so of one type.
     fn add(&self, other: &dyn AnyGrad) -> Result<Box<dyn AnyGrad>>;
+    /// The device the gradient lives on, for error messages.
+    fn device(&self) -> String;
 }
 
 impl<D: Device, E: Element> AnyGrad for Tensor<D, E> {
@@ -91,6 +93,10 @@ impl<D: Device, E: Element> AnyGrad for Tensor<D, E> {
     fn add(&self, other: &dyn AnyGrad) -> Result<Box<dyn AnyGrad>> {
         let other: &Tensor<D, E> = other.as_any().downcast_ref().expect("gradients of one tensor share its type");
         Ok(Box::new(self.try_add(other)?))
+    }
+
+    fn device(&self) -> String {
+        D::name()
     }
 }
 

@@ -177,6 +177,51 @@ impl sealed::Sealed for NameTheDeviceOfEachTensor {}
 #[diagnostic::do_not_recommend]
 impl<D: Device> SameDevice<NameTheDeviceOfEachTensor> for D {}
 
+/// A tensor on device `D`, as an argument of a function you write: take
+/// `x: &impl OnDevice<D>` where you would take `x: &Tensor<D>`, and start
+/// with `let x = x.tensor();`. A caller that passes a tensor on another
+/// device then gets devtensor's message ("expected all tensors to be on the
+/// same device, but found `Cuda<0>` and `Cpu`", with the `.to::<..>()` fix)
+/// instead of rustc's bare `mismatched types`. Inside, `x` is a plain
+/// `&Tensor<D, E>`.
+///
+/// ```
+/// use devtensor::{Cpu, Device, OnDevice, Tensor};
+/// fn accuracy<D: Device>(logits: &Tensor<D>, labels: &impl OnDevice<D, i64>) -> f32 {
+///     let labels = labels.tensor();
+///     logits.argmax(-1).eq(labels).to_dtype::<f32>().mean().item()
+/// }
+/// let logits = Tensor::<Cpu>::from_vec(vec![0.1, 0.9, 0.8, 0.2], [2, 2]);
+/// assert_eq!(accuracy(&logits, &Tensor::<Cpu, i64>::from_vec(vec![1, 1], [2])), 0.5);
+/// ```
+///
+/// Labels on another device than the logits do not compile:
+/// ```compile_fail,E0277
+/// # use devtensor::{Cpu, Cuda, Device, OnDevice, Tensor};
+/// # fn accuracy<D: Device>(logits: &Tensor<D>, labels: &impl OnDevice<D, i64>) -> f32 { 0.0 }
+/// fn report(logits: &Tensor<Cuda<0>>, labels: &Tensor<Cpu, i64>) -> f32 {
+///     accuracy(logits, labels) // error: expected all tensors to be on the same device
+/// }
+/// ```
+///
+/// Why not a generic device `DX` with a `D: SameDevice<DX>` bound on the
+/// function: inside it, rustc would then read every other `SameDevice`
+/// question about `D` through that bound, and mixing two tensors of `D`
+/// would stop compiling.
+pub trait OnDevice<D: Device, E: Element = f32> {
+    /// The tensor, typed on `D`.
+    fn tensor(&self) -> &crate::Tensor<D, E>;
+}
+
+impl<D: Device, DX: Device, E: Element> OnDevice<D, E> for crate::Tensor<DX, E>
+where
+    D: SameDevice<DX>,
+{
+    fn tensor(&self) -> &crate::Tensor<D, E> {
+        same_device(self)
+    }
+}
+
 /// Reinterprets a tensor of device `D2` as one of `D1` once `D1: SameDevice<D2>`
 /// has proved them equal. The check is a `TypeId` comparison the optimiser folds.
 pub(crate) fn same_device<D1: Device, D2: Device, E: Element>(

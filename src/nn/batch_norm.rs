@@ -17,7 +17,11 @@ use std::sync::Mutex;
 /// `running = (1 - momentum) · running + momentum · batch` (unbiased
 /// variance there, as PyTorch); in evaluation it uses the running ones.
 /// The running statistics are buffers: saved in checkpoints and moved by
-/// `to`, not trained. `forward` takes `&self`, so they sit behind a lock.
+/// `to`, not trained. So is `num_batches_tracked`, PyTorch's count of the
+/// batches seen in training (an `i64` rank-0 tensor), which makes a
+/// PyTorch `state_dict` load as it is; with a fixed `momentum` it is only
+/// counted, as in PyTorch. `forward` takes `&self`, so the buffers sit
+/// behind a lock.
 ///
 /// ```
 /// use devtensor::nn::{BatchNorm2d, Module};
@@ -50,6 +54,7 @@ pub struct BatchNorm2d<D: Device, E: FloatElement = f32> {
 struct RunningStats<D: Device, E: FloatElement> {
     mean: Tensor<D, E>,
     var: Tensor<D, E>,
+    num_batches_tracked: Tensor<D, i64>,
 }
 
 impl<D: Device, E: FloatElement> Clone for BatchNorm2d<D, E> {
@@ -71,7 +76,11 @@ impl<D: Device, E: FloatElement> BatchNorm2d<D, E> {
         Ok(BatchNorm2d {
             weight: Tensor::try_ones([channels])?.requires_grad(),
             bias: Tensor::try_zeros([channels])?.requires_grad(),
-            running: Mutex::new(RunningStats { mean: Tensor::try_zeros([channels])?, var: Tensor::try_ones([channels])? }),
+            running: Mutex::new(RunningStats {
+                mean: Tensor::try_zeros([channels])?,
+                var: Tensor::try_ones([channels])?,
+                num_batches_tracked: Tensor::try_scalar(0)?,
+            }),
             eps: 1e-5,
             momentum: 0.1,
             training: true,
@@ -138,6 +147,7 @@ impl<D: Device, E: FloatElement> Forward<D, E> for BatchNorm2d<D, E> {
                 let batch_var = var.try_reshape([channels])?.try_mul_scalar(E::from_f64(unbiased))?;
                 running.mean = running.mean.try_mul_scalar(keep)?.try_add(&batch_mean.try_mul_scalar(m)?)?;
                 running.var = running.var.try_mul_scalar(keep)?.try_add(&batch_var.try_mul_scalar(m)?)?;
+                running.num_batches_tracked = running.num_batches_tracked.try_add_scalar(1)?;
                 Ok(())
             })?;
             (mean, var)
@@ -167,7 +177,11 @@ impl<D: Device, E: FloatElement> Module<D, E> for BatchNorm2d<D, E> {
         Ok(BatchNorm2d {
             weight: move_parameter(&self.weight)?,
             bias: move_parameter(&self.bias)?,
-            running: Mutex::new(RunningStats { mean: stats.mean.try_to()?, var: stats.var.try_to()? }),
+            running: Mutex::new(RunningStats {
+                mean: stats.mean.try_to()?,
+                var: stats.var.try_to()?,
+                num_batches_tracked: stats.num_batches_tracked.try_to()?,
+            }),
             eps: self.eps,
             momentum: self.momentum,
             training: self.training,
@@ -192,5 +206,14 @@ impl<D: Device, E: FloatElement> Module<D, E> for BatchNorm2d<D, E> {
 
     fn set_training(&mut self, training: bool) {
         self.training = training;
+    }
+
+    fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+        f(&child_name(prefix, "num_batches_tracked"), &self.stats().num_batches_tracked);
+    }
+
+    fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+        let running = self.running.get_mut().unwrap_or_else(|e| e.into_inner());
+        f(&child_name(prefix, "num_batches_tracked"), &mut running.num_batches_tracked);
     }
 }

@@ -4,7 +4,9 @@
 use super::{Module, TensorKind};
 use crate::device::{Cpu, Device};
 use crate::element::{DType, FloatElement};
+use crate::autograd::LeafId;
 use crate::error::{Error, Result, or_panic};
+use crate::shape::Shape;
 use crate::optim::Optimizer;
 use crate::tensor::Tensor;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -14,6 +16,20 @@ use std::path::Path;
 /// Names of optimizer state entries start with this, so that they cannot
 /// collide with a parameter's name.
 const OPTIMIZER_PREFIX: &str = "optimizer.";
+
+/// A model a [`Checkpoint`] on `D` can be loaded into: any [`Module`] on
+/// `D`. This trait only exists to say, when the model is on another
+/// device, what to do about it.
+#[diagnostic::on_unimplemented(
+    message = "this checkpoint was loaded onto `{D}`, but `{Self}` is not a model on `{D}`",
+    label = "a checkpoint on `{D}`",
+    note = "load the checkpoint onto the model's device (`Checkpoint::<..>::load(path)` with the model's device): \
+            the file is read on the host, so it loads onto any device"
+)]
+pub trait LoadInto<D: Device, E: FloatElement = f32>: Module<D, E> {}
+
+#[diagnostic::do_not_recommend]
+impl<D: Device, E: FloatElement, M: Module<D, E>> LoadInto<D, E> for M {}
 
 /// Named tensors on device `D`, read from or written to a safetensors
 /// file: PyTorch's `state_dict` plus, optionally, the optimizer's.
@@ -39,6 +55,8 @@ const OPTIMIZER_PREFIX: &str = "optimizer.";
 #[derive(Clone, Debug)]
 pub struct Checkpoint<D: Device, E: FloatElement = f32> {
     tensors: Vec<(String, Tensor<D, E>)>,
+    /// Integer buffers (`num_batches_tracked`), see [`Module::visit_int_buffers`].
+    int_tensors: Vec<(String, Tensor<D, i64>)>,
     /// Where it was read from, for errors.
     source: String,
 }
@@ -48,7 +66,9 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// checkpoint shares storage and records nothing).
     pub fn try_from_model<M: Module<D, E>>(model: &M) -> Result<Self> {
         let tensors = model.named_tensors().into_iter().map(|(name, _, t)| (name, t.detach())).collect();
-        Ok(Checkpoint { tensors, source: "(taken from a model)".into() })
+        let mut int_tensors = Vec::new();
+        model.visit_int_buffers("", &mut |name, t| int_tensors.push((name.to_string(), t.clone())));
+        Ok(Checkpoint { tensors, int_tensors, source: "(taken from a model)".into() })
     }
 
     /// Adds `optimizer`'s state (under names starting with `optimizer.`),
@@ -59,24 +79,33 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         self
     }
 
-    /// The tensors, by name, in the order they were saved.
+    /// The float tensors, by name, in the order they were saved.
     pub fn tensors(&self) -> &[(String, Tensor<D, E>)] {
         &self.tensors
+    }
+
+    /// The integer tensors (such as `num_batches_tracked`), by name.
+    pub fn int_tensors(&self) -> &[(String, Tensor<D, i64>)] {
+        &self.int_tensors
     }
 
     /// Writes the checkpoint to `path` (copying each tensor to the host).
     /// Fails when a tensor cannot be read back or the file cannot be written.
     pub fn try_save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let mut host = Vec::with_capacity(self.tensors.len());
+        let mut host = Vec::with_capacity(self.tensors.len() + self.int_tensors.len());
         for (name, t) in &self.tensors {
             let bytes = to_le_bytes(&t.try_to_vec()?);
-            host.push((name.clone(), t.dims().to_vec(), bytes));
+            host.push((name.clone(), safetensors_dtype::<E>(), t.dims().to_vec(), bytes));
+        }
+        for (name, t) in &self.int_tensors {
+            let bytes = t.try_to_vec()?.iter().flat_map(|v| v.to_le_bytes()).collect();
+            host.push((name.clone(), Dtype::I64, t.dims().to_vec(), bytes));
         }
         let views = host
             .iter()
-            .map(|(name, dims, bytes)| {
-                let view = TensorView::new(safetensors_dtype::<E>(), dims.clone(), bytes)
+            .map(|(name, dtype, dims, bytes)| {
+                let view = TensorView::new(*dtype, dims.clone(), bytes)
                     .map_err(|e| checkpoint_error(path, format!("tensor `{name}`: {e}")))?;
                 Ok((name.as_str(), view))
             })
@@ -96,19 +125,29 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// The file is validated before anything is allocated for it: a
     /// truncated or corrupt file, a header that declares sizes past the
     /// file's end or overlapping tensors, and tensors of another element
-    /// type than `E` are errors naming the file (and the tensor), never a
-    /// panic or a huge allocation.
+    /// type than `E` (or `i64`, for integer buffers such as PyTorch's
+    /// `num_batches_tracked`) are errors naming the file (and the tensor),
+    /// never a panic or a huge allocation. A PyTorch `state_dict` saved
+    /// with `safetensors.torch.save_file` loads as it is.
     pub fn try_load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| checkpoint_error(path, format!("cannot read the file: {e}")))?;
         let file = SafeTensors::deserialize(&bytes)
             .map_err(|e| checkpoint_error(path, format!("not a valid safetensors file: {e}")))?;
         let mut tensors = Vec::new();
+        let mut int_tensors = Vec::new();
         // Tensors in the order of their data in the file, which is the order
         // they were saved in.
         let mut entries = file.tensors();
         entries.sort_by_key(|(_, view)| view.data().as_ptr() as usize);
         for (name, view) in entries {
+            let wrap = |e: Error| checkpoint_error(path, format!("tensor `{name}`: {e}"));
+            if view.dtype() == Dtype::I64 {
+                let values = view.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+                let host = Tensor::<Cpu, i64>::try_from_vec(values, view.shape()).map_err(wrap)?;
+                int_tensors.push((name, host.try_to::<D>()?));
+                continue;
+            }
             if view.dtype() != safetensors_dtype::<E>() {
                 return Err(checkpoint_error(
                     path,
@@ -116,11 +155,10 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                 ));
             }
             let values = from_le_bytes::<E>(view.data());
-            let host = Tensor::<Cpu, E>::try_from_vec(values, view.shape())
-                .map_err(|e| checkpoint_error(path, format!("tensor `{name}`: {e}")))?;
+            let host = Tensor::<Cpu, E>::try_from_vec(values, view.shape()).map_err(wrap)?;
             tensors.push((name, host.try_to::<D>()?));
         }
-        Ok(Checkpoint { tensors, source: path.display().to_string() })
+        Ok(Checkpoint { tensors, int_tensors, source: path.display().to_string() })
     }
 
     /// Panicking form of [`try_load`](Self::try_load).
@@ -132,44 +170,88 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// Copies the checkpoint's tensors into `model`'s parameters and
     /// buffers, by name (PyTorch's `load_state_dict(strict=True)`). Fails,
     /// naming the first mismatch and changing nothing, when a tensor of the
-    /// model is missing from the checkpoint, has another shape, or when the
-    /// checkpoint holds a model tensor the model does not have.
-    pub fn try_load_into<M: Module<D, E>>(&self, model: &mut M) -> Result<()> {
+    /// model is missing from the checkpoint, has another shape or element
+    /// type, or when the checkpoint holds a model tensor the model does not
+    /// have.
+    ///
+    /// A parameter tied to another (one tensor under two names) stays tied:
+    /// it gets the tensor loaded under its first name, and may be missing
+    /// from the file under its other names (as `safetensors.torch.save_model`
+    /// writes shared tensors once).
+    pub fn try_load_into<M: LoadInto<D, E>>(&self, model: &mut M) -> Result<()> {
+        let is_model_tensor = |n: &&String| !n.starts_with(OPTIMIZER_PREFIX);
         let saved: HashMap<&str, &Tensor<D, E>> =
-            self.tensors.iter().filter(|(n, _)| !n.starts_with(OPTIMIZER_PREFIX)).map(|(n, t)| (n.as_str(), t)).collect();
+            self.tensors.iter().filter(|(n, _)| is_model_tensor(&n)).map(|(n, t)| (n.as_str(), t)).collect();
+        let saved_int: HashMap<&str, &Tensor<D, i64>> = self.int_tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
         let mismatch = |reason: String| Error::Checkpoint { path: self.source.clone(), reason };
-        let expected = model.named_tensors();
-        for (name, _, t) in &expected {
+        let shape_mismatch = |name: &str, saved: &Shape, model: &Shape| {
+            mismatch(format!("tensor `{name}` has shape {saved} in the checkpoint but {model} in the model"))
+        };
+
+        // Every float tensor of the model, except the later names of a tied
+        // parameter, must be in the file with its shape.
+        let mut tied_to: HashMap<LeafId, String> = HashMap::new();
+        let mut expected: Vec<String> = Vec::new();
+        for (name, _, t) in model.named_tensors() {
+            let first = match t.leaf_id() {
+                Some(id) => tied_to.entry(id).or_insert_with(|| name.clone()) == &name,
+                None => true,
+            };
             match saved.get(name.as_str()) {
-                None => return Err(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
-                Some(s) if s.shape() != t.shape() => {
-                    return Err(mismatch(format!(
-                        "tensor `{name}` has shape {} in the checkpoint but {} in the model",
-                        s.shape(),
-                        t.shape()
-                    )));
-                }
+                Some(s) if s.shape() != t.shape() => return Err(shape_mismatch(&name, s.shape(), t.shape())),
                 Some(_) => {}
+                None if !first => {}
+                None if saved_int.contains_key(name.as_str()) => {
+                    return Err(mismatch(format!("tensor `{name}` holds I64 elements, but the model's are {}", E::DTYPE.name())));
+                }
+                None => return Err(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
             }
+            expected.push(name);
         }
-        if let Some(extra) = self.tensors.iter().map(|(n, _)| n).find(|n| {
-            !n.starts_with(OPTIMIZER_PREFIX) && !expected.iter().any(|(name, _, _)| name == *n)
-        }) {
+        let mut int_error = None;
+        model.visit_int_buffers("", &mut |name, t| {
+            let problem = match saved_int.get(name) {
+                Some(s) if s.shape() != t.shape() => Some(shape_mismatch(name, s.shape(), t.shape())),
+                Some(_) => None,
+                None if saved.contains_key(name) => {
+                    Some(mismatch(format!("tensor `{name}` holds {} elements, but the model's are I64", E::DTYPE.name())))
+                }
+                None => Some(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
+            };
+            int_error = int_error.take().or(problem);
+            expected.push(name.to_string());
+        });
+        if let Some(e) = int_error {
+            return Err(e);
+        }
+        let names = self.tensors.iter().map(|(n, _)| n).chain(self.int_tensors.iter().map(|(n, _)| n));
+        if let Some(extra) = names.filter(is_model_tensor).find(|n| !expected.contains(n)) {
             return Err(mismatch(format!("the checkpoint's tensor `{extra}` is not in the model")));
         }
+
+        let mut loaded: HashMap<LeafId, Tensor<D, E>> = HashMap::new();
         model.visit_mut("", &mut |name, kind, t| {
+            if let Some(first) = t.leaf_id().and_then(|id| loaded.get(&id)) {
+                *t = first.clone();
+                return;
+            }
+            let id = t.leaf_id();
             let value = saved[name].detach();
             *t = match kind {
                 TensorKind::Parameter => value.requires_grad(),
                 TensorKind::Buffer => value,
             };
+            if let Some(id) = id {
+                loaded.insert(id, t.clone());
+            }
         });
+        model.visit_int_buffers_mut("", &mut |name, t| *t = saved_int[name].clone());
         Ok(())
     }
 
     /// Panicking form of [`try_load_into`](Self::try_load_into).
     #[track_caller]
-    pub fn load_into<M: Module<D, E>>(&self, model: &mut M) {
+    pub fn load_into<M: LoadInto<D, E>>(&self, model: &mut M) {
         or_panic(self.try_load_into(model))
     }
 

@@ -4,7 +4,7 @@ use super::module::{child_name, move_parameter};
 use super::{Module, TensorKind};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::{Error, Result, or_panic};
 use crate::tensor::Tensor;
 
 /// PyTorch's `nn.Embedding`: row `i` of `weight` (`[num_embeddings,
@@ -45,7 +45,18 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
     {
         let indices: &Tensor<D, i64> = same_device(indices);
         let flat: Tensor<D, i64> = indices.try_reshape([indices.elem_count()])?;
-        let rows = self.weight.try_index_select::<D>(0, &flat)?;
+        // The selection checks the indices; its error is put in the layer's words.
+        let rows = self.weight.try_index_select::<D>(0, &flat).map_err(|e| match e {
+            Error::Index { index, .. } => {
+                let (count, dim) = (self.weight.dims()[0], self.weight.dims()[1]);
+                Error::Argument {
+                    op: "Embedding",
+                    device: D::name(),
+                    reason: format!("index {index} is out of range for Embedding({count}, {dim}): indices must be in 0..{count}"),
+                }
+            }
+            other => other,
+        })?;
         let mut dims = indices.dims().to_vec();
         dims.push(self.weight.dims()[1]);
         rows.try_reshape(dims)

@@ -1,20 +1,80 @@
 //! [`Forward`]: modules that map one tensor to one tensor, which is what
-//! [`Sequential`](super::Sequential) chains.
+//! [`Sequential`](super::Sequential) chains, and what a model of your own
+//! implements to be called like a library layer.
 
 use super::Module;
-use crate::device::Device;
+use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::Result;
+use crate::error::{Result, or_panic};
 use crate::tensor::Tensor;
 
 /// A module that maps one tensor to one tensor on its own device.
 ///
-/// Layers also have inherent `forward`/`try_forward` methods, generic over
-/// the input's device, so that an input on another device is a compile
-/// error with devtensor's "expected all tensors to be on the same device"
-/// message; this trait's method is the same computation for code that is
-/// generic over layers.
+/// Implement [`forward_on`](Self::forward_on) for a model of your own, and
+/// call it with [`forward`](Self::forward) or
+/// [`try_forward`](Self::try_forward): those take an input on any device
+/// type, so an input on another device than the model is a compile error
+/// in devtensor's words ("expected all tensors to be on the same device,
+/// but found `Cuda<0>` and `Cpu`", with the `.to::<..>()` fix), where a
+/// method of your own taking `&Tensor<D>` would get rustc's bare
+/// `mismatched types`.
+///
+/// ```
+/// use devtensor::nn::{Forward, Linear, Module, Relu};
+/// use devtensor::{Cpu, Device, Result, Tensor};
+///
+/// struct Mlp<D: Device> {
+///     hidden: Linear<D>,
+///     out: Linear<D>,
+/// }
+/// devtensor::module!(Mlp { hidden, out });
+///
+/// impl<D: Device> Forward<D> for Mlp<D> {
+///     fn forward_on(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+///         self.out.try_forward(&self.hidden.try_forward(x)?.try_relu()?)
+///     }
+/// }
+///
+/// let mlp = Mlp { hidden: Linear::<Cpu>::new(4, 8), out: Linear::new(8, 2) };
+/// assert_eq!(mlp.forward(&Tensor::<Cpu>::ones([3, 4])).dims(), &[3, 2]);
+/// ```
+///
+/// Fed a batch on another device, it does not compile:
+/// ```compile_fail,E0277
+/// # use devtensor::nn::{Forward, Linear, Module};
+/// # use devtensor::{Cpu, Cuda, Device, Result, Tensor};
+/// # struct Mlp<D: Device> { out: Linear<D> }
+/// # devtensor::module!(Mlp { out });
+/// # impl<D: Device> Forward<D> for Mlp<D> {
+/// #     fn forward_on(&self, x: &Tensor<D>) -> Result<Tensor<D>> { self.out.try_forward(x) }
+/// # }
+/// fn predict(mlp: &Mlp<Cuda<0>>, batch: &Tensor<Cpu>) -> Tensor<Cuda<0>> {
+///     mlp.forward(batch) // error: expected all tensors to be on the same device
+/// }
+/// ```
+///
+/// Library layers have the same `forward` and `try_forward` as inherent
+/// methods, so they need no import.
 pub trait Forward<D: Device, E: FloatElement = f32>: Module<D, E> {
-    /// The layer applied to `x`.
+    /// The module applied to `x`, on its own device: what an
+    /// implementation writes.
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>>;
+
+    /// The module applied to `x`, which must be on the module's device
+    /// (checked at compile time, with devtensor's message).
+    fn try_forward<DX: Device>(&self, x: &Tensor<DX, E>) -> Result<Tensor<D, E>>
+    where
+        D: SameDevice<DX>,
+    {
+        self.forward_on(same_device(x))
+    }
+
+    /// Panicking form of [`try_forward`](Self::try_forward).
+    #[track_caller]
+    fn forward<DX: Device>(&self, x: &Tensor<DX, E>) -> Tensor<D, E>
+    where
+        D: SameDevice<DX>,
+    {
+        or_panic(self.try_forward(x))
+    }
 }

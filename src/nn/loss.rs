@@ -105,7 +105,7 @@ where
     let labels: &Tensor<D, i64> = same_device(labels);
     let (rows, targets) = class_rows("cross_entropy", logits, labels)?;
     let log_p = rows.try_log_softmax(-1)?;
-    negative_log_likelihood(&log_p, &targets, labels, options)
+    negative_log_likelihood("cross_entropy", &log_p, &targets, labels, options)
 }
 
 /// Panicking form of [`try_cross_entropy_with`].
@@ -130,7 +130,7 @@ where
 {
     let labels: &Tensor<D, i64> = same_device(labels);
     let (rows, targets) = class_rows("nll_loss", log_p, labels)?;
-    negative_log_likelihood(&rows, &targets, labels, &CrossEntropy::default())
+    negative_log_likelihood("nll_loss", &rows, &targets, labels, &CrossEntropy::default())
 }
 
 /// Panicking form of [`try_nll_loss`].
@@ -179,6 +179,7 @@ fn class_rows<D: Device, E: FloatElement>(
 /// `-log_p[label]` per row, smoothed and with ignored targets zeroed, then
 /// reduced; `None` keeps the labels' shape.
 fn negative_log_likelihood<D: Device, E: FloatElement>(
+    op: &'static str,
     log_p: &Tensor<D, E>,
     targets: &Tensor<D, i64>,
     labels: &Tensor<D, i64>,
@@ -193,7 +194,20 @@ fn negative_log_likelihood<D: Device, E: FloatElement>(
         Some(keep) => keep.try_where_cond(targets, &Tensor::<D, i64>::try_scalar(0)?)?,
         None => targets.clone(),
     };
-    let picked = log_p.try_gather(1, &safe.try_unsqueeze(1)?)?.try_squeeze(1)?;
+    // The gather checks the targets; its error is put in the loss's words.
+    let picked = log_p.try_gather(1, &safe.try_unsqueeze(1)?).map_err(|e| match e {
+        Error::Index { index, .. } => {
+            let classes = log_p.dims()[1];
+            let ignored = options.ignore_index.map(|i| format!(" (or the ignore_index {i})")).unwrap_or_default();
+            Error::Argument {
+                op,
+                device: D::name(),
+                reason: format!("target {index} is out of range for {classes} classes: targets must be in 0..{classes}{ignored}"),
+            }
+        }
+        other => other,
+    })?;
+    let picked = picked.try_squeeze(1)?;
     let mut losses = picked.try_neg()?;
     let eps = options.label_smoothing;
     if eps != 0.0 {

@@ -27,7 +27,7 @@ mod sequential;
 
 pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
 pub use batch_norm::BatchNorm2d;
-pub use checkpoint::Checkpoint;
+pub use checkpoint::{Checkpoint, LoadInto};
 pub use conv::Conv2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
@@ -39,6 +39,6 @@ pub use loss::{
     nll_loss, try_binary_cross_entropy_with_logits, try_cross_entropy, try_cross_entropy_with, try_l1_loss,
     try_mse_loss, try_nll_loss,
 };
-pub use module::{Module, TensorKind, child_name};
+pub use module::{Module, TensorKind, child_name, moving};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use sequential::Sequential;

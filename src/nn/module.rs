@@ -1,10 +1,14 @@
 //! The [`Module`] trait: what optimizers, checkpoints and device moves need
 //! to know about a layer or a model.
 
+use crate::autograd::LeafId;
 use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::{Result, or_panic};
 use crate::tensor::Tensor;
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// What a tensor held by a module is to training.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,19 +78,59 @@ pub trait Module<D: Device, E: FloatElement = f32>: Sized {
         let _ = training;
     }
 
+    /// Calls `f` with the dotted name and tensor of every integer buffer:
+    /// saved and loaded with the model but never trained, such as
+    /// `BatchNorm2d`'s `num_batches_tracked` (a PyTorch `state_dict` holds
+    /// it as an int64 tensor). Layers without any keep this default.
+    fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+        let _ = (prefix, f);
+    }
+
+    /// Like [`visit_int_buffers`](Self::visit_int_buffers), with each
+    /// tensor writable: how checkpoints load them.
+    fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+        let _ = (prefix, f);
+    }
+
     /// Panicking form of [`try_to`](Self::try_to): PyTorch's `model.to(device)`,
     /// returning the model's type on the new device.
     #[track_caller]
     fn to<D2: Device>(&self) -> Self::On<D2> {
-        or_panic(self.try_to())
+        or_panic(moving(|| self.try_to()))
     }
 
     /// Every trainable parameter with its dotted name, in field order. The
     /// tensors share storage with the module's own.
+    ///
+    /// A parameter held under two names (tied weights, such as a language
+    /// model's `lm_head.weight` set to a clone of `wte.weight`) is listed
+    /// once, under its first name, as PyTorch's `parameters()` lists it:
+    /// optimizers step it once and clipping counts it once.
+    /// [`named_tensors`](Self::named_tensors) keeps every name, as
+    /// PyTorch's `state_dict` does.
+    ///
+    /// ```
+    /// use devtensor::nn::{Embedding, Linear, Module};
+    /// use devtensor::Cpu;
+    /// struct Lm<D: devtensor::Device> {
+    ///     wte: Embedding<D>,
+    ///     lm_head: Linear<D>,
+    /// }
+    /// devtensor::module!(Lm { wte, lm_head });
+    ///
+    /// let wte = Embedding::<Cpu>::new(65, 8);
+    /// let lm_head = Linear { weight: wte.weight.clone(), bias: None }; // tied
+    /// let lm = Lm { wte, lm_head };
+    /// assert_eq!(lm.parameters().len(), 1);
+    /// assert_eq!(lm.num_parameters(), 65 * 8);
+    /// assert_eq!(lm.named_tensors().len(), 2);
+    /// ```
     fn parameters(&self) -> Vec<(String, Tensor<D, E>)> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         self.visit("", &mut |name, kind, t| {
-            if kind == TensorKind::Parameter {
+            let first = t.leaf_id().is_none_or(|id| seen.insert(id));
+            if kind == TensorKind::Parameter && first {
                 out.push((name.to_string(), t.clone()));
             }
         });
@@ -101,7 +145,7 @@ pub trait Module<D: Device, E: FloatElement = f32>: Sized {
         out
     }
 
-    /// The number of trainable elements.
+    /// The number of trainable elements (a tied parameter counts once).
     fn num_parameters(&self) -> usize {
         self.parameters().iter().map(|(_, t)| t.elem_count()).sum()
     }
@@ -123,9 +167,54 @@ pub fn child_name(prefix: &str, name: &str) -> String {
     if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
 }
 
-/// A parameter copied to `D2` as a fresh leaf.
+thread_local! {
+    /// The parameters moved so far by the model move under way on this
+    /// thread, by leaf, so that a tied parameter is moved once.
+    static MOVED: RefCell<Option<HashMap<LeafId, Box<dyn Any>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `move_all`, a whole module's move, so that a parameter held under
+/// several names (tied weights) is moved once and stays one tensor on the
+/// new device, as PyTorch's `model.to(device)` keeps it. The
+/// [`module!`](crate::module) macro and [`Module::to`] call it; nested
+/// calls share the outermost one's record.
+#[doc(hidden)]
+pub fn moving<T>(move_all: impl FnOnce() -> T) -> T {
+    struct Forget;
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            MOVED.with(|m| *m.borrow_mut() = None);
+        }
+    }
+    if MOVED.with(|m| m.borrow().is_some()) {
+        return move_all();
+    }
+    MOVED.with(|m| *m.borrow_mut() = Some(HashMap::new()));
+    let _forget = Forget; // also when `move_all` panics
+    move_all()
+}
+
+/// A parameter copied to `D2` as a fresh leaf (the same one for every name
+/// of a tied parameter, within [`moving`]).
 pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<D, E>) -> Result<Tensor<D2, E>> {
-    Ok(p.detach().try_to::<D2>()?.requires_grad())
+    let id = p.leaf_id();
+    let earlier = MOVED.with(|m| {
+        let memo = m.borrow();
+        let moved = memo.as_ref()?.get(&id?)?;
+        moved.downcast_ref::<Tensor<D2, E>>().cloned()
+    });
+    if let Some(moved) = earlier {
+        return Ok(moved);
+    }
+    let moved = p.detach().try_to::<D2>()?.requires_grad();
+    if let Some(id) = id {
+        MOVED.with(|m| {
+            if let Some(memo) = m.borrow_mut().as_mut() {
+                memo.insert(id, Box::new(moved.clone()));
+            }
+        });
+    }
+    Ok(moved)
 }
 
 /// Gives a struct of modules the [`Module`] trait: `module!(Net { conv, fc })`
@@ -166,10 +255,10 @@ macro_rules! module {
     };
     (@body $name:ident { $($field:ident),* $(; $($plain:ident),*)? } $E:ty) => {
         fn try_to<D2: $crate::Device>(&self) -> $crate::Result<Self::On<D2>> {
-            Ok($name {
+            $crate::nn::moving(|| Ok($name {
                 $($field: $crate::nn::Module::<D, $E>::try_to::<D2>(&self.$field)?,)*
                 $($($plain: ::core::clone::Clone::clone(&self.$plain),)*)?
-            })
+            }))
         }
 
         fn visit(
@@ -190,6 +279,14 @@ macro_rules! module {
 
         fn set_training(&mut self, training: bool) {
             $($crate::nn::Module::<D, $E>::set_training(&mut self.$field, training);)*
+        }
+
+        fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &$crate::Tensor<D, i64>)) {
+            $($crate::nn::Module::<D, $E>::visit_int_buffers(&self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
+        }
+
+        fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut $crate::Tensor<D, i64>)) {
+            $($crate::nn::Module::<D, $E>::visit_int_buffers_mut(&mut self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
         }
     };
 }

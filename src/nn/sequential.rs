@@ -58,7 +58,7 @@ impl<D: Device, E: FloatElement, T: Module<D, E>> Module<D, E> for Sequential<T>
     type On<D2: Device> = Sequential<T::On<D2>>;
 
     fn try_to<D2: Device>(&self) -> Result<Self::On<D2>> {
-        Ok(Sequential(self.0.try_to()?))
+        super::moving(|| Ok(Sequential(self.0.try_to()?)))
     }
 
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
@@ -72,6 +72,14 @@ impl<D: Device, E: FloatElement, T: Module<D, E>> Module<D, E> for Sequential<T>
     fn set_training(&mut self, training: bool) {
         self.0.set_training(training)
     }
+
+    fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+        self.0.visit_int_buffers(prefix, f)
+    }
+
+    fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+        self.0.visit_int_buffers_mut(prefix, f)
+    }
 }
 
 /// `Module` and `Forward` for tuples of layers, named by position.
@@ -81,7 +89,7 @@ macro_rules! tuple_layers {
             type On<D2: Device> = ($($layer::On<D2>,)+);
 
             fn try_to<D2: Device>(&self) -> Result<Self::On<D2>> {
-                Ok(($(self.$index.try_to()?,)+))
+                super::moving(|| Ok(($(self.$index.try_to()?,)+)))
             }
 
             fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
@@ -94,6 +102,14 @@ macro_rules! tuple_layers {
 
             fn set_training(&mut self, training: bool) {
                 $(self.$index.set_training(training);)+
+            }
+
+            fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+                $(self.$index.visit_int_buffers(&child_name(prefix, stringify!($index)), f);)+
+            }
+
+            fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+                $(self.$index.visit_int_buffers_mut(&child_name(prefix, stringify!($index)), f);)+
             }
         }
 

@@ -1,10 +1,10 @@
 //! Adam and AdamW.
 
-use super::{Optimizer, Slots, check_slot, flatten_state, for_each_parameter, unflatten_state};
+use super::{ModelOn, Optimizer, Slots, check_slot, flatten_state, for_each_parameter, move_slots, unflatten_state};
 use crate::autograd::Gradients;
-use crate::device::Device;
+use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
-use crate::error::Result;
+use crate::error::{Result, or_panic};
 use crate::nn::Module;
 use crate::tensor::Tensor;
 use std::marker::PhantomData;
@@ -64,6 +64,19 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> AdamOptimizer<D, E, DECO
         let _ = model;
         AdamOptimizer { config, slots: Slots::new(), model: PhantomData }
     }
+
+    /// This optimizer with its state (the moments and step counts) copied
+    /// to `D2`, for the model moved there; see [`Sgd::to`](super::Sgd::to).
+    /// Fails when `D2` is unavailable or out of memory.
+    pub fn try_to<D2: Device>(&self) -> Result<AdamOptimizer<D2, E, DECOUPLED>> {
+        Ok(AdamOptimizer { config: self.config, slots: move_slots(&self.slots)?, model: PhantomData })
+    }
+
+    /// Panicking form of [`try_to`](Self::try_to).
+    #[track_caller]
+    pub fn to<D2: Device>(&self) -> AdamOptimizer<D2, E, DECOUPLED> {
+        or_panic(self.try_to())
+    }
 }
 
 const EXP_AVG: &str = "exp_avg";
@@ -71,12 +84,12 @@ const EXP_AVG_SQ: &str = "exp_avg_sq";
 const STEP: &str = "step";
 
 impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for AdamOptimizer<D, E, DECOUPLED> {
-    fn try_step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
+    fn try_step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
         let c = self.config;
         let slots = &mut self.slots;
         let (b1, b2) = c.betas;
         let e = E::from_f64;
-        for_each_parameter(model, grads, |name, p, g| {
+        for_each_parameter(if DECOUPLED { "AdamW::step" } else { "Adam::step" }, model, grads, |name, p, g| {
             let mut g = g.clone();
             if c.weight_decay != 0.0 {
                 if DECOUPLED {
@@ -119,7 +132,10 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for Adam
         flatten_state(&self.slots)
     }
 
-    fn try_load_state(&mut self, state: Vec<(String, Tensor<D, E>)>) -> Result<()> {
+    fn try_load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>) -> Result<()>
+    where
+        D: SameDevice<DS>,
+    {
         self.slots = unflatten_state("Adam", state, &[EXP_AVG, EXP_AVG_SQ, STEP])?;
         Ok(())
     }

@@ -6,6 +6,7 @@ use crate::autograd::Gradients;
 use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::{Error, Result, or_panic};
+use super::check_gradients_reach;
 use crate::nn::Module;
 use crate::tensor::Tensor;
 
@@ -19,12 +20,15 @@ use crate::tensor::Tensor;
 /// already inside the bound are left as they are. The norm stays on the
 /// device, so clipping does not wait for the GPU; a non-finite norm makes
 /// the gradients non-finite, as in PyTorch (check the returned norm to skip
-/// such a step). Parameters without a gradient are skipped; with none, the
-/// norm is 0.
+/// such a step). Parameters without a gradient are skipped, and a tied
+/// parameter (one tensor under two names) counts once, as in PyTorch.
 ///
 /// Fails with [`Error::Argument`] when `max_norm` is negative or NaN or
 /// `norm_type` is not positive (PyTorch also takes 0 and negative orders,
-/// which no one clips with), and when a device operation fails.
+/// which no one clips with), when `grads` holds a gradient for none of the
+/// model's parameters (they came from another model or another copy of
+/// this one: clipping them would silently do nothing), and when a device
+/// operation fails.
 ///
 /// ```
 /// use devtensor::nn::{Linear, Module};
@@ -59,7 +63,7 @@ pub fn try_clip_grad_norm<D: Device, E: FloatElement, M: Module<D, E>>(
             reason: format!("norm_type must be positive (2.0 for the Euclidean norm), got {norm_type}"),
         });
     }
-    let with_grads = parameters_with_gradients(model, grads);
+    let with_grads = parameters_with_gradients(OP, model, grads)?;
     // Each gradient's share of the total, combined on the device: the sum of
     // |g|^p, or the largest |g| for the infinity norm.
     let mut total: Option<Tensor<D, E>> = None;
@@ -137,7 +141,7 @@ pub fn try_clip_grad_value<D: Device, E: FloatElement, M: Module<D, E>>(
         });
     }
     let limit = E::from_f64(clip_value);
-    for (param, grad) in parameters_with_gradients(model, grads) {
+    for (param, grad) in parameters_with_gradients("clip_grad_value", model, grads)? {
         grads.insert(&param, grad.try_clamp(-limit, limit)?)?;
     }
     Ok(())
@@ -161,17 +165,21 @@ pub(crate) fn check_max_norm(op: &'static str, device: impl FnOnce() -> String, 
     Ok(())
 }
 
-/// The parameters of `model` that have a gradient in `grads`, each with it.
+/// The parameters of `model` that have a gradient in `grads`, each with it
+/// (a tied parameter once). Fails when none has one, as an optimizer's step
+/// does ([`check_gradients_reach`]).
 fn parameters_with_gradients<D: Device, E: FloatElement, M: Module<D, E>>(
+    op: &'static str,
     model: &M,
     grads: &Gradients,
-) -> Vec<(Tensor<D, E>, Tensor<D, E>)> {
-    model
+) -> Result<Vec<(Tensor<D, E>, Tensor<D, E>)>> {
+    check_gradients_reach(op, model, grads)?;
+    Ok(model
         .parameters()
         .into_iter()
         .filter_map(|(_, p)| {
             let g = grads.get(&p)?.clone();
             Some((p, g))
         })
-        .collect()
+        .collect())
 }

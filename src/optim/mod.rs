@@ -31,13 +31,14 @@ pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_gra
 pub use schedule::{CosineAnnealingLr, LrSchedule, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 
-use crate::autograd::{Gradients, no_grad};
-use crate::device::Device;
+
+use crate::autograd::{Gradients, LeafId, no_grad};
+use crate::device::{Device, SameDevice, same_device_owned};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result, or_panic, short_type_name};
 use crate::nn::{Module, TensorKind};
 use crate::tensor::Tensor;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The settings of an optimizer, from which one can be made for a model on
 /// any device: what data-parallel training uses to give every replica its
@@ -104,18 +105,47 @@ impl OptimizerConfig for AdamWConfig {
     }
 }
 
+/// A model an optimizer for `D` can step: any [`Module`] on `D`. This
+/// trait only exists to say, when a model on another device is stepped,
+/// what to do about it.
+#[diagnostic::on_unimplemented(
+    message = "this optimizer keeps its state on `{D}`, but `{Self}` is not a model on `{D}`",
+    label = "the optimizer was made for a model on `{D}`",
+    note = "an optimizer works on the device of the model it was made for: make it after moving the model \
+            (`Sgd::new(&model, config)` once `model` is on its device), or move the optimizer with `opt.to::<..>()`"
+)]
+pub trait ModelOn<D: Device, E: FloatElement = f32>: Module<D, E> {}
+
+#[diagnostic::do_not_recommend]
+impl<D: Device, E: FloatElement, M: Module<D, E>> ModelOn<D, E> for M {}
+
 /// An optimizer for models whose tensors live on `D` with elements `E`.
 pub trait Optimizer<D: Device, E: FloatElement = f32> {
     /// Updates every parameter of `model` that has a gradient in `grads`,
     /// in place (parameters without one are left as they are, as in
-    /// PyTorch). Fails when a device operation fails, or when `model` is not
-    /// the model whose state this optimizer holds (a parameter's name or
-    /// shape differs).
-    fn try_step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()>;
+    /// PyTorch); a tied parameter (one tensor under two names) is updated
+    /// once. Fails when a device operation fails, when `model` is not the
+    /// model whose state this optimizer holds (a parameter's name or shape
+    /// differs), and when `grads` holds a gradient for none of the model's
+    /// parameters: they came from another model or another copy of this
+    /// one, and the step would silently change nothing.
+    ///
+    /// ```
+    /// use devtensor::nn::{Linear, Module};
+    /// use devtensor::optim::{Optimizer, Sgd, SgdConfig};
+    /// use devtensor::{Cpu, Tensor};
+    /// let mut model = Linear::<Cpu>::new(2, 1);
+    /// let mut opt = Sgd::new(&model, SgdConfig::default());
+    /// let stale = model.to::<Cpu>(); // a copy, with parameters of its own
+    /// let grads = stale.forward(&Tensor::<Cpu>::ones([1, 2])).sum().backward();
+    /// let err = opt.try_step(&mut model, &grads).unwrap_err();
+    /// assert!(err.to_string().starts_with("Sgd::step on Cpu: none of the 2 parameters of `Linear<Cpu>` has a gradient here"));
+    /// ```
+    fn try_step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()>;
 
     /// Panicking form of [`try_step`](Self::try_step).
     #[track_caller]
-    fn step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) {
+    fn step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) {
         or_panic(self.try_step(model, grads))
     }
 
@@ -131,30 +161,87 @@ pub trait Optimizer<D: Device, E: FloatElement = f32> {
     fn state(&self) -> Vec<(String, Tensor<D, E>)>;
 
     /// Replaces the state with `state`, as [`state`](Self::state) returned
-    /// it (possibly saved on another device and loaded onto this one).
-    /// Fails on a name this optimizer does not use.
-    fn try_load_state(&mut self, state: Vec<(String, Tensor<D, E>)>) -> Result<()>;
+    /// it (possibly saved on another device and loaded onto this one: load
+    /// the checkpoint for this optimizer's device). Fails on a name this
+    /// optimizer does not use. State on another device does not compile.
+    fn try_load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>) -> Result<()>
+    where
+        D: SameDevice<DS>;
+
+    /// Panicking form of [`try_load_state`](Self::try_load_state).
+    #[track_caller]
+    fn load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>)
+    where
+        D: SameDevice<DS>,
+    {
+        or_panic(self.try_load_state(state))
+    }
 }
 
 /// Runs `update(name, parameter, gradient)` under `no_grad` for every
 /// parameter of `model` that has a gradient, stopping at the first error.
+///
+/// A parameter held under two names (tied weights) is updated once, under
+/// its first name; its other names then get the updated tensor, so that
+/// they stay one tensor as in PyTorch. Fails before updating anything when
+/// `grads` holds none of the model's gradients ([`check_gradients_reach`]).
 fn for_each_parameter<D: Device, E: FloatElement, M: Module<D, E>>(
+    op: &'static str,
     model: &mut M,
     grads: &Gradients,
     mut update: impl FnMut(&str, &mut Tensor<D, E>, &Tensor<D, E>) -> Result<()>,
 ) -> Result<()> {
+    check_gradients_reach(op, &*model, grads)?;
     let mut outcome = Ok(());
+    let mut updated: HashMap<LeafId, Tensor<D, E>> = HashMap::new();
     no_grad(|| {
         model.visit_mut("", &mut |name, kind, p| {
             if kind != TensorKind::Parameter || outcome.is_err() {
                 return;
             }
-            if let Some(g) = grads.get(p) {
+            let Some(id) = p.leaf_id() else { return };
+            if let Some(first) = updated.get(&id) {
+                *p = first.clone();
+            } else if let Some(g) = grads.get(p) {
                 outcome = update(name, p, g);
+                updated.insert(id, p.clone());
             }
         })
     });
     outcome
+}
+
+/// Fails when `model` has parameters but `grads` holds a gradient for none
+/// of them: the gradients were computed from another model, or from another
+/// copy of this one (made by `.to()`, a clone of its tensors, or a
+/// checkpoint loaded since), and a step or a clip would silently do
+/// nothing. Parameters without a gradient are fine as long as one has one
+/// (unused parameters, as in PyTorch).
+pub(crate) fn check_gradients_reach<D: Device, E: FloatElement, M: Module<D, E>>(
+    op: &'static str,
+    model: &M,
+    grads: &Gradients,
+) -> Result<()> {
+    let params = model.parameters();
+    if params.is_empty() || params.iter().any(|(_, p)| grads.get(p).is_some()) {
+        return Ok(());
+    }
+    let held = match grads.len() {
+        0 => "these `Gradients` are empty".to_string(),
+        n => format!("these `Gradients` hold {n} of tensors on {}", grads.devices().join(" and ")),
+    };
+    Err(Error::Argument {
+        op,
+        device: D::name(),
+        reason: format!(
+            "none of the {} parameters of `{}` has a gradient here ({held}): they were computed from another \
+             model or another copy of this one (a loss computed before `model.to::<{}>()`, say); compute the \
+             loss with this model, then call `backward`",
+            params.len(),
+            short_type_name::<M>(),
+            D::name(),
+        ),
+    })
 }
 
 /// Per-parameter state tensors, by parameter name and then by slot name.
@@ -172,13 +259,17 @@ fn flatten_state<D: Device, E: FloatElement>(slots: &Slots<D, E>) -> Vec<(String
 }
 
 /// The inverse of [`flatten_state`], accepting only the slot names in `known`.
-fn unflatten_state<D: Device, E: FloatElement>(
+fn unflatten_state<D: Device, DS: Device, E: FloatElement>(
     op: &'static str,
-    state: Vec<(String, Tensor<D, E>)>,
+    state: Vec<(String, Tensor<DS, E>)>,
     known: &[&'static str],
-) -> Result<Slots<D, E>> {
+) -> Result<Slots<D, E>>
+where
+    D: SameDevice<DS>,
+{
     let mut slots: Slots<D, E> = BTreeMap::new();
     for (name, t) in state {
+        let t: Tensor<D, E> = same_device_owned(t);
         let slot = known.iter().find(|&&slot| name.strip_suffix(slot).is_some_and(|p| p.ends_with('.')));
         let Some(&slot) = slot else {
             return Err(Error::Argument {
@@ -191,6 +282,19 @@ fn unflatten_state<D: Device, E: FloatElement>(
         slots.entry(param.to_string()).or_default().insert(slot, t.detach());
     }
     Ok(slots)
+}
+
+/// The state of an optimizer moved to `D2`: what `to` on an optimizer does.
+fn move_slots<D: Device, D2: Device, E: FloatElement>(slots: &Slots<D, E>) -> Result<Slots<D2, E>> {
+    let mut moved = BTreeMap::new();
+    for (param, entries) in slots {
+        let mut on = BTreeMap::new();
+        for (&slot, t) in entries {
+            on.insert(slot, t.try_to::<D2>()?);
+        }
+        moved.insert(param.clone(), on);
+    }
+    Ok(moved)
 }
 
 /// Checks that a state tensor fits its parameter.

@@ -1,10 +1,10 @@
 //! Stochastic gradient descent with momentum.
 
-use super::{Optimizer, Slots, check_slot, flatten_state, for_each_parameter, unflatten_state};
+use super::{ModelOn, Optimizer, Slots, check_slot, flatten_state, for_each_parameter, move_slots, unflatten_state};
 use crate::autograd::Gradients;
-use crate::device::Device;
+use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
-use crate::error::Result;
+use crate::error::{Result, or_panic};
 use crate::nn::Module;
 use crate::tensor::Tensor;
 use std::marker::PhantomData;
@@ -59,15 +59,41 @@ impl<D: Device, E: FloatElement> Sgd<D, E> {
         let _ = model;
         Sgd { config, buffers: Slots::new(), model: PhantomData }
     }
+
+    /// This optimizer with its state (the momentum buffers) copied to
+    /// `D2`, for the model moved there. Making the optimizer after moving
+    /// the model is simpler; this is for an optimizer that has state
+    /// already. Fails when `D2` is unavailable or out of memory.
+    pub fn try_to<D2: Device>(&self) -> Result<Sgd<D2, E>> {
+        Ok(Sgd { config: self.config, buffers: move_slots(&self.buffers)?, model: PhantomData })
+    }
+
+    /// Panicking form of [`try_to`](Self::try_to).
+    ///
+    /// ```
+    /// use devtensor::nn::{Linear, Module};
+    /// use devtensor::optim::{Optimizer, Sgd, SgdConfig};
+    /// use devtensor::{Cpu, Tensor};
+    /// let mut model = Linear::<Cpu>::new(2, 1);
+    /// let mut opt = Sgd::new(&model, SgdConfig { momentum: 0.9, ..Default::default() });
+    /// opt.step(&mut model, &model.forward(&Tensor::<Cpu>::ones([1, 2])).sum().backward());
+    /// let (model, opt) = (model.to::<Cpu>(), opt.to::<Cpu>()); // or `Cuda<0>`: both move
+    /// assert_eq!(opt.state().len(), 2);
+    /// # let _ = model;
+    /// ```
+    #[track_caller]
+    pub fn to<D2: Device>(&self) -> Sgd<D2, E> {
+        or_panic(self.try_to())
+    }
 }
 
 const MOMENTUM: &str = "momentum_buffer";
 
 impl<D: Device, E: FloatElement> Optimizer<D, E> for Sgd<D, E> {
-    fn try_step<M: Module<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
+    fn try_step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
         let c = self.config;
         let buffers = &mut self.buffers;
-        for_each_parameter(model, grads, |name, p, g| {
+        for_each_parameter("Sgd::step", model, grads, |name, p, g| {
             let mut g = g.clone();
             if c.weight_decay != 0.0 {
                 g = g.try_add(&p.try_mul_scalar(E::from_f64(c.weight_decay))?)?;
@@ -100,7 +126,10 @@ impl<D: Device, E: FloatElement> Optimizer<D, E> for Sgd<D, E> {
         flatten_state(&self.buffers)
     }
 
-    fn try_load_state(&mut self, state: Vec<(String, Tensor<D, E>)>) -> Result<()> {
+    fn try_load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>) -> Result<()>
+    where
+        D: SameDevice<DS>,
+    {
         self.buffers = unflatten_state("Sgd", state, &[MOMENTUM])?;
         Ok(())
     }

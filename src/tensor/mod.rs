@@ -2,10 +2,12 @@
 
 mod create;
 mod display;
+mod literal;
 mod pending;
 mod pinned;
 mod transfer;
 
+pub use literal::{TensorData, tensor, try_tensor};
 pub use pending::{PendingTransfer, TransferCompleted};
 pub use pinned::PinnedTensor;
 

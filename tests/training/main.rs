@@ -13,4 +13,5 @@ mod gradcheck;
 mod nn;
 mod optim;
 mod parallel;
+mod porting;
 mod shapes;

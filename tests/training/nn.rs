@@ -137,7 +137,14 @@ fn nll_and_cross_entropy_agree_and_check_their_inputs<D: Device>() {
     let err = devtensor::nn::try_cross_entropy(&logits, &Tensor::<D, i64>::zeros([4])).unwrap_err();
     assert!(matches!(err, Error::Shape { op: "cross_entropy", .. }), "{err}");
     let err = devtensor::nn::try_cross_entropy(&logits, &Tensor::<D, i64>::from_vec(vec![0, 4, 1], [3])).unwrap_err();
-    assert!(matches!(err, Error::Index { index: 4, .. }), "{err}");
+    // Named in the loss's words, not the gather's inside it.
+    assert_eq!(
+        err.to_string(),
+        format!("cross_entropy on {}: target 4 is out of range for 4 classes: targets must be in 0..4 (or the ignore_index -100)", D::name())
+    );
+    let err = devtensor::nn::try_nll_loss(&logits, &Tensor::<D, i64>::from_vec(vec![0, -1, 1], [3])).unwrap_err();
+    assert!(matches!(err, Error::Argument { op: "nll_loss", .. }), "{err}");
+    assert!(err.to_string().contains("target -1 is out of range for 4 classes"), "{err}");
 }
 
 fn erf_and_gelu_match_known_values<D: Device>() {
@@ -165,6 +172,14 @@ fn embedding_rows_and_gradients<D: Device>() {
     let grads = out.sum().backward();
     let g = grads.get(&table.weight).unwrap().to_vec2();
     assert_eq!(g.iter().map(|row| row[0]).collect::<Vec<_>>(), vec![1.0, 1.0, 0.0, 0.0, 2.0]);
+    // A token id out of range is named in the layer's words.
+    for bad in [5, -1] {
+        let err = table.try_forward(&Tensor::<D, i64>::from_vec(vec![0, bad], [2])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("Embedding on {}: index {bad} is out of range for Embedding(5, 3): indices must be in 0..5", D::name())
+        );
+    }
 }
 
 fn dropout_keeps_the_expectation<D: Device>() {

@@ -2,6 +2,9 @@
 //! no elements (`reshape` copies only when the input is not contiguous).
 
 mod grad;
+mod reshape_dims;
+
+pub use reshape_dims::ReshapeDims;
 
 use crate::autograd::{self, float_rule};
 use crate::device::Device;
@@ -35,8 +38,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// The same elements with another shape of the same element count;
     /// copies only when this tensor is not contiguous (PyTorch's `reshape`).
-    pub fn try_reshape(&self, shape: impl Into<Shape>) -> Result<Self> {
-        let shape = shape.into();
+    /// One size may be `-1`, for the size that keeps the element count
+    /// (see [`ReshapeDims`]).
+    pub fn try_reshape(&self, shape: impl ReshapeDims) -> Result<Self> {
+        let shape = shape.resolve("reshape", D::name(), self.shape())?;
         check_elem_count("reshape", D::name, &[self.shape(), &shape])?;
         if shape.elem_count() != self.elem_count() {
             return Err(self.shape_error(
@@ -60,15 +65,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(x.to_vec2(), vec![vec![0, 1, 2], vec![3, 4, 5]]);
     /// ```
     #[track_caller]
-    pub fn reshape(&self, shape: impl Into<Shape>) -> Self {
+    pub fn reshape(&self, shape: impl ReshapeDims) -> Self {
         or_panic(self.try_reshape(shape))
     }
 
     /// Like [`try_reshape`](Self::try_reshape), but never copies: fails on a
     /// non-contiguous tensor (PyTorch's `view`).
-    pub fn try_view(&self, shape: impl Into<Shape>) -> Result<Self> {
+    pub fn try_view(&self, shape: impl ReshapeDims) -> Result<Self> {
         if !self.is_contiguous() {
-            let shape = shape.into();
+            let shape = shape.resolve("view", D::name(), self.shape())?;
             return Err(self.shape_error(
                 "view",
                 vec![self.shape().clone(), shape],
@@ -80,7 +85,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// Panicking form of [`try_view`](Self::try_view).
     #[track_caller]
-    pub fn view(&self, shape: impl Into<Shape>) -> Self {
+    pub fn view(&self, shape: impl ReshapeDims) -> Self {
         or_panic(self.try_view(shape))
     }
 

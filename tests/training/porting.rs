@@ -1,0 +1,256 @@
+//! What a PyTorch user meets when porting a training script: gradients
+//! applied to the wrong copy of a model, tied weights, PyTorch's own
+//! `state_dict` files, errors in the words of the layer or loss, and
+//! `reshape` with `-1`. The PyTorch numbers come from files PyTorch wrote
+//! (`tests/fixtures/pytorch/`, with the script that made them).
+
+use devtensor::nn::{BatchNorm2d, Checkpoint, Conv2d, Embedding, Forward, Linear, MaxPool2d, Module, cross_entropy};
+use devtensor::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig, try_clip_grad_norm, try_clip_grad_value};
+use devtensor::{Backend, Cpu, Device, Error, Gradients, Result, Tensor};
+use proptest::prelude::*;
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/pytorch/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn float<D: Device>(ckpt: &Checkpoint<D>, name: &str) -> Tensor<D> {
+    ckpt.tensors().iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no `{name}` in the fixture")).1.clone()
+}
+
+fn int<D: Device>(ckpt: &Checkpoint<D>, name: &str) -> Tensor<D, i64> {
+    ckpt.int_tensors().iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no `{name}` in the fixture")).1.clone()
+}
+
+fn assert_close(got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{got:?} vs {want:?}");
+    }
+}
+
+struct TwoLayers<D: Device> {
+    first: Linear<D>,
+    second: Linear<D>,
+}
+devtensor::module!(TwoLayers { first, second });
+
+/// Every way of stepping or clipping with gradients that hold none of the
+/// model's parameters is an error naming the model, never a silent no-op.
+fn gradients_of_another_copy_are_an_error<D: Device>() {
+    let mut model = TwoLayers { first: Linear::<D>::new(3, 2), second: Linear::new(2, 1) };
+    let before: Vec<Vec<f32>> = model.parameters().iter().map(|(_, p)| p.to_vec()).collect();
+    let x = Tensor::<Cpu>::ones([4, 3]);
+    let loss_of = |m: &TwoLayers<D>| m.second.forward(&m.first.forward(&x.to::<D>())).sum();
+
+    // The loss of a CPU copy (PyTorch: the loss computed before
+    // `model.to(device)`), of a stale copy on the same device, and no
+    // gradients at all.
+    let on_cpu = model.to::<Cpu>();
+    let stale = model.to::<D>();
+    let cases: [(&dyn Fn() -> Gradients, &str); 3] = [
+        (&|| on_cpu.second.forward(&on_cpu.first.forward(&x)).sum().backward(), "these `Gradients` hold 4 of tensors on Cpu"),
+        (&|| loss_of(&stale).backward(), "these `Gradients` hold 4"),
+        (&Gradients::new, "these `Gradients` are empty"),
+    ];
+    for (grads, held) in cases {
+        let mut sgd = Sgd::new(&model, SgdConfig::default());
+        let mut adam = Adam::new(&model, AdamConfig::default());
+        let mut adamw = AdamW::new(&model, AdamConfig::adamw());
+        let errors = [
+            sgd.try_step(&mut model, &grads()).unwrap_err(),
+            adam.try_step(&mut model, &grads()).unwrap_err(),
+            adamw.try_step(&mut model, &grads()).unwrap_err(),
+            try_clip_grad_norm(&model, &mut grads(), 1.0, 2.0).unwrap_err(),
+            try_clip_grad_value(&model, &mut grads(), 1.0).unwrap_err(),
+        ];
+        for (err, op) in errors.iter().zip(["Sgd::step", "Adam::step", "AdamW::step", "clip_grad_norm", "clip_grad_value"]) {
+            let text = err.to_string();
+            assert!(matches!(err, Error::Argument { .. }), "{text}");
+            let head = format!("{op} on {}: none of the 4 parameters of `TwoLayers<{}>` has a gradient here", D::name(), D::name());
+            assert!(text.starts_with(&head), "{text}");
+            assert!(text.contains(held), "{text}");
+        }
+    }
+    let after: Vec<Vec<f32>> = model.parameters().iter().map(|(_, p)| p.to_vec()).collect();
+    assert_eq!(after, before, "a refused step changed the model");
+
+    // Unused parameters stay legal, as in PyTorch: only `first` is stepped.
+    let grads = model.first.forward(&x.to::<D>()).sum().backward();
+    let mut sgd = Sgd::new(&model, SgdConfig { lr: 0.5, ..Default::default() });
+    sgd.step(&mut model, &grads);
+    assert_ne!(model.first.weight.to_vec(), before[0]);
+    assert_eq!(model.second.weight.to_vec(), before[2]);
+}
+
+struct TiedLm<D: Device> {
+    wte: Embedding<D>,
+    lm_head: Linear<D>,
+}
+devtensor::module!(TiedLm { wte, lm_head });
+
+impl<D: Device> TiedLm<D> {
+    /// nanoGPT's tying, `lm_head.weight = wte.weight`: one tensor, two names.
+    fn tied(weight: Tensor<D>) -> Self {
+        let wte = Embedding { weight: weight.requires_grad() };
+        let lm_head = Linear { weight: wte.weight.clone(), bias: None };
+        TiedLm { wte, lm_head }
+    }
+
+    fn loss(&self, idx: &Tensor<D, i64>, targets: &Tensor<D, i64>) -> Tensor<D> {
+        cross_entropy(&self.lm_head.forward(&self.wte.forward(idx)), targets)
+    }
+}
+
+/// A tied weight is listed, clipped and stepped once, and stays tied across
+/// steps, moves and checkpoints: PyTorch's norm and update to f32 rounding.
+fn tied_parameters_match_pytorch<D: Device>() {
+    let torch = Checkpoint::<D>::load(fixture("tied_lm.safetensors"));
+    let mut model = TiedLm::tied(float(&torch, "wte.weight"));
+    assert_eq!(model.parameters().len(), 1);
+    assert_eq!(model.num_parameters(), 15);
+    assert_eq!(model.named_tensors().len(), 2, "the state dict keeps both names");
+
+    let (idx, targets) = (int(&torch, "idx"), int(&torch, "targets"));
+    let loss = model.loss(&idx, &targets);
+    assert_close(&loss.to_vec(), &float(&torch, "loss").to_vec(), 1e-6);
+    let mut grads = loss.backward();
+    assert_close(&grads.get(&model.wte.weight).unwrap().to_vec(), &float(&torch, "grad").to_vec(), 1e-5);
+    // PyTorch counts the shared tensor once: 1.9139, not sqrt(2) times that.
+    let norm = devtensor::optim::clip_grad_norm(&model, &mut grads, 0.1, 2.0);
+    assert_close(&norm.to_vec(), &float(&torch, "norm").to_vec(), 1e-6);
+    let mut sgd = Sgd::new(&model, SgdConfig { lr: 0.5, ..Default::default() });
+    sgd.step(&mut model, &grads);
+    let after = float(&torch, "weight_after").to_vec();
+    assert_close(&model.wte.weight.to_vec(), &after, 1e-6);
+    assert_eq!(model.lm_head.weight.to_vec(), model.wte.weight.to_vec());
+    assert_eq!(model.lm_head.weight.leaf_id(), model.wte.weight.leaf_id(), "still one tensor after the step");
+
+    // Moved, or saved and loaded, it is still one tensor.
+    let moved = model.to::<Cpu>();
+    assert_eq!(moved.parameters().len(), 1);
+    assert_eq!(moved.lm_head.weight.leaf_id(), moved.wte.weight.leaf_id());
+    let path = std::env::temp_dir().join(format!("devtensor-test-{}-tied-{}.safetensors", std::process::id(), D::name()));
+    Checkpoint::try_from_model(&model).unwrap().save(&path);
+    let mut fresh = TiedLm::tied(Tensor::<D>::zeros([5, 3]));
+    Checkpoint::<D>::load(&path).load_into(&mut fresh);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(fresh.wte.weight.to_vec(), model.wte.weight.to_vec());
+    assert_eq!(fresh.lm_head.weight.leaf_id(), fresh.wte.weight.leaf_id());
+    // A second step keeps them tied and moves both.
+    let grads = fresh.loss(&idx, &targets).backward();
+    Adam::new(&fresh, AdamConfig::default()).step(&mut fresh, &grads);
+    assert_eq!(fresh.lm_head.weight.to_vec(), fresh.wte.weight.to_vec());
+    assert_ne!(fresh.wte.weight.to_vec(), after);
+}
+
+/// PyTorch's CNN with a BatchNorm2d, as `safetensors.torch.save_file` wrote
+/// its `state_dict` after three training steps (`bn.num_batches_tracked`
+/// is an int64 tensor): it loads unchanged and computes PyTorch's output.
+struct TorchCnn<D: Device> {
+    conv: Conv2d<D>,
+    bn: BatchNorm2d<D>,
+    fc: Linear<D>,
+}
+devtensor::module!(TorchCnn { conv, bn, fc });
+
+impl<D: Device> Forward<D> for TorchCnn<D> {
+    fn forward_on(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+        let h = self.bn.try_forward(&self.conv.try_forward(x)?)?.try_relu()?;
+        self.fc.try_forward(&MaxPool2d::new(2).try_forward(&h)?.try_flatten(1, -1)?)
+    }
+}
+
+fn pytorch_batchnorm_state_dict_loads_unchanged<D: Device>() {
+    let mut model = TorchCnn { conv: Conv2d::<D>::new(1, 4, 3).padding(1), bn: BatchNorm2d::new(4), fc: Linear::new(64, 3) };
+    Checkpoint::<D>::load(fixture("batchnorm_cnn.safetensors")).load_into(&mut model);
+    let mut counts = Vec::new();
+    model.visit_int_buffers("", &mut |name, t| counts.push((name.to_string(), t.item())));
+    assert_eq!(counts, [("bn.num_batches_tracked".to_string(), 3)]);
+    model.eval();
+    let io = Checkpoint::<D>::load(fixture("batchnorm_cnn_io.safetensors"));
+    let out = model.forward(&float(&io, "input"));
+    assert_close(&out.to_vec(), &float(&io, "output_eval").to_vec(), 1e-5);
+
+    // Training counts batches as PyTorch does, and the count is saved as int64.
+    model.train();
+    model.forward(&float(&io, "input"));
+    let path = std::env::temp_dir().join(format!("devtensor-test-{}-bn-{}.safetensors", std::process::id(), D::name()));
+    Checkpoint::try_from_model(&model).unwrap().save(&path);
+    let saved = Checkpoint::<Cpu>::load(&path);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(saved.int_tensors().len(), 1);
+    assert_eq!(saved.int_tensors()[0].1.item(), 4);
+}
+
+device_tests! {
+    gradients_of_another_copy => gradients_of_another_copy_are_an_error,
+    tied_parameters => tied_parameters_match_pytorch,
+    pytorch_batchnorm_state_dict => pytorch_batchnorm_state_dict_loads_unchanged,
+}
+
+device_proptests! {
+    cases = 32;
+
+    /// `reshape` with one `-1` gives the shape with that axis's true size
+    /// (the element count over the product of the others), and the same
+    /// elements; a second `-1`, another negative size or a count that does
+    /// not split is an error naming `reshape`.
+    fn reshape_infers_one_axis<D>(dims in proptest::collection::vec(1..5usize, 1..5), pick in 0..8usize) {
+        let count: usize = dims.iter().product();
+        let x = Tensor::<D, i64>::arange(0, count as i64).reshape(dims.clone());
+        let axis = pick % dims.len();
+        let mut signed: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        signed[axis] = -1;
+        let y = x.reshape(signed.clone());
+        prop_assert_eq!(y.dims(), dims.as_slice());
+        prop_assert_eq!(y.to_vec(), (0..count as i64).collect::<Vec<_>>());
+        prop_assert_eq!(x.reshape([-1]).dims().to_vec(), vec![count]);
+        let mut two = signed.clone();
+        two.push(-1);
+        let err = x.try_reshape(two).unwrap_err();
+        prop_assert!(err.to_string().starts_with(&format!("reshape on {}: shape", D::name())), "{}", err);
+        prop_assert!(err.to_string().ends_with("only one axis can be -1"), "{}", err);
+        signed[axis] = -2;
+        prop_assert!(x.try_reshape(signed).unwrap_err().to_string().contains("-2 is not a size"));
+        if count > 1 {
+            let err = x.try_reshape([count as i64 + 1, -1]).unwrap_err();
+            prop_assert!(err.to_string().contains("do not split into rows of"), "{}", err);
+        }
+    }
+}
+
+/// `tensor(..)` writes a CPU tensor from literals as `torch.tensor` does:
+/// float literals are f32, integer literals i64, booleans a u8 mask.
+#[test]
+fn tensor_literals_take_pytorch_dtypes() {
+    use devtensor::{TensorData, tensor, try_tensor};
+    let logits: Tensor<Cpu, f32> = tensor([[1.0, 2.0, 0.5, 0.1], [0.3, 0.2, 0.1, 0.0], [1.0, 1.0, 1.0, 1.0]]);
+    let labels: Tensor<Cpu, i64> = tensor([0, 3, 1]);
+    assert_eq!(logits.dims(), &[3, 4]);
+    assert_eq!(logits.to_vec2()[1], vec![0.3, 0.2, 0.1, 0.0]);
+    // The loss against a plain loop over -log softmax.
+    let rows = logits.to_vec2();
+    let want: f32 = rows
+        .iter()
+        .zip([0, 3, 1])
+        .map(|(r, t)| r.iter().map(|v| v.exp()).sum::<f32>().ln() - r[t])
+        .sum::<f32>()
+        / 3.0;
+    assert!((cross_entropy(&logits, &labels).item() - want).abs() < 1e-6);
+    assert_eq!(tensor(2.5).dims(), &[] as &[usize]);
+    assert_eq!(tensor([true, false, true]).to_vec(), vec![1u8, 0, 1]);
+    assert_eq!(tensor([7u8]).to_vec(), vec![7u8]);
+    assert_eq!(tensor([[1i64], [i64::MAX]]).to_vec(), vec![1, i64::MAX]);
+    let nested: Vec<Vec<f32>> = vec![vec![1.0, 2.0], vec![3.0, 4.0], vec![5.0, 6.0]];
+    assert_eq!(tensor(&nested).dims(), &[3, 2]);
+    assert_eq!(tensor(nested[0].as_slice()).to_vec(), vec![1.0, 2.0]);
+    assert_eq!(tensor(Vec::<f32>::new()).dims(), &[0]);
+    assert_eq!(tensor([[0.0f32; 0]; 2]).dims(), &[2, 0]);
+    let err = try_tensor(vec![vec![1.0f32, 2.0], vec![3.0]]).unwrap_err();
+    assert_eq!(err.to_string(), "tensor on Cpu: shape [2, 2]: the rows are ragged: one has 1 elements where the first has 2");
+    fn elem<T: TensorData>(_: &T) -> &'static str {
+        std::any::type_name::<T::Elem>()
+    }
+    assert_eq!(elem(&[1.5]), "f32");
+    assert_eq!(elem(&[[1, 2]]), "i64");
+}

@@ -1,0 +1,72 @@
+// How a PyTorch user writes models in devtensor, with one device mistake in
+// each function: a model of their own (the `Forward` trait), a GPT-style
+// model with a token-id input, a pipeline over two GPUs, a positional
+// embedding built on the host, a `Sequential`, and a metric. Every error here is
+// devtensor's own message, naming both devices. Fixed:
+// ui-tests/pass/porting_models_fixed.rs.
+use devtensor::nn::{Embedding, Forward, Linear, Relu, Sequential};
+use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
+
+struct Mlp<D: Device> {
+    hidden: Linear<D>,
+    out: Linear<D>,
+}
+devtensor::module!(Mlp { hidden, out });
+
+impl<D: Device> Forward<D> for Mlp<D> {
+    fn forward_on(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+        self.out.try_forward(&self.hidden.try_forward(x)?.try_relu()?)
+    }
+}
+
+struct TinyGpt<D: Device> {
+    wte: Embedding<D>,
+    wpe: Embedding<D>,
+    head: Linear<D>,
+}
+devtensor::module!(TinyGpt { wte, wpe, head });
+
+impl<D: Device> TinyGpt<D> {
+    // Token ids as `&impl OnDevice<D, i64>`: ids on another device than the
+    // model get devtensor's message at the call.
+    fn logits(&self, ids: &impl OnDevice<D, i64>) -> Tensor<D> {
+        let ids = ids.tensor();
+        let positions = Tensor::<D, i64>::arange(0, ids.dims()[1] as i64);
+        self.head.forward(&(self.wte.forward(ids) + self.wpe.forward(&positions)))
+    }
+
+    // The positions made on the host, as `torch.arange(T)` without `device=`.
+    fn logits_with_host_positions(&self, ids: &Tensor<D, i64>) -> Tensor<D> {
+        let positions = Tensor::<Cpu, i64>::arange(0, ids.dims()[1] as i64);
+        self.head.forward(&(self.wte.forward(ids) + self.wpe.forward(&positions)))
+    }
+}
+
+fn batch_left_on_the_host(model: &Mlp<Cuda<0>>, batch: &Tensor<Cpu>) -> Tensor<Cuda<0>> {
+    model.forward(batch)
+}
+
+fn token_ids_left_on_the_host(model: &TinyGpt<Cuda<0>>, ids: &Tensor<Cpu, i64>) -> Tensor<Cuda<0>> {
+    model.logits(ids)
+}
+
+fn pipeline_stage_on_the_wrong_gpu(first: &Mlp<Cuda<0>>, second: &Mlp<Cuda<1>>, x: &Tensor<Cuda<0>>) -> Tensor<Cuda<1>> {
+    let h = first.forward(x);
+    second.forward(&h)
+}
+
+fn sequential_fed_a_host_batch(x: &Tensor<Cpu>) -> Tensor<Cuda<0>> {
+    let model = Sequential::new((Linear::<Cuda<0>>::new(4, 8), Relu, Linear::new(8, 2)));
+    model.forward(x)
+}
+
+fn accuracy<D: Device>(logits: &Tensor<D>, labels: &impl OnDevice<D, i64>) -> f32 {
+    let labels = labels.tensor();
+    logits.argmax(-1).eq(labels).to_dtype::<f32>().mean().item()
+}
+
+fn metric_with_host_labels(logits: &Tensor<Cuda<0>>, labels: &Tensor<Cpu, i64>) -> f32 {
+    accuracy(logits, labels)
+}
+
+fn main() {}
