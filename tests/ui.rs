@@ -14,12 +14,15 @@ fn device_mixing_is_rejected_at_compile_time() {
 }
 
 /// The headers of devtensor's own diagnostics: the same-device message of
-/// every operation, and the two that say what to do with an optimizer or a
-/// checkpoint made for another device.
-const DEVTENSOR_MESSAGES: [&str; 3] = [
+/// every operation, and those that say what to do with an optimizer, a
+/// checkpoint, a model's field or a data-parallel replica's batch on
+/// another device.
+const DEVTENSOR_MESSAGES: [&str; 5] = [
     "error[E0277]: expected all tensors to be on the same device, but found",
     "error[E0277]: this optimizer keeps its state on",
     "error[E0277]: this checkpoint was loaded onto",
+    "error[E0277]: the field `",
+    "error[E0277]: every replica must take its batch on its own device",
 ];
 
 /// `ui-tests/fail/porting_*.rs` hold realistic user code (models, training

@@ -21,6 +21,7 @@ mod layer_norm;
 mod linear;
 mod loss;
 mod module;
+mod module_fields;
 pub(crate) use module::stateless_module;
 mod pool;
 mod sequential;
@@ -40,5 +41,7 @@ pub use loss::{
     try_mse_loss, try_nll_loss,
 };
 pub use module::{Module, TensorKind, child_name, moving};
+#[doc(hidden)]
+pub use module_fields::{Access, Exclusive, Field, FieldVisitor, MoveTo, SetTraining, Shared, Visit, VisitInts, VisitIntsMut, VisitMut};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use sequential::Sequential;

@@ -58,7 +58,7 @@ pub enum TensorKind {
 )]
 pub trait Module<D: Device, E: FloatElement = f32>: Sized {
     /// This module with its tensors on `D2`.
-    type On<D2: Device>: Module<D2, E>;
+    type On<D2: Device>: Module<D2, E> + 'static;
 
     /// This module with every parameter and buffer copied to `D2`. Moved
     /// parameters are fresh leaves that require grad. Fails when `D2` is
@@ -225,6 +225,10 @@ pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<
 /// (sizes, flags) follow a semicolon and are cloned as they are:
 /// `module!(Net { conv, fc; classes })`.
 ///
+/// A field on another device than the model's (`bn: BatchNorm2d<Cpu>` in a
+/// `Net<D>`) is one compile error that names the field: "the field `bn`
+/// holds a `BatchNorm2d<Cpu>`, which is not on the model's device `D`".
+///
 /// ```
 /// use devtensor::nn::{Linear, Module};
 /// use devtensor::{Cpu, Device, FloatElement, Tensor};
@@ -242,52 +246,79 @@ pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<
 #[macro_export]
 macro_rules! module {
     ($name:ident { $($field:ident),* $(,)? $(; $($plain:ident),* $(,)?)? }) => {
-        impl<D: $crate::Device> $crate::nn::Module<D> for $name<D> {
-            type On<D2: $crate::Device> = $name<D2>;
-            $crate::module!(@body $name { $($field),* $(; $($plain),*)? } f32);
-        }
+        $crate::module!(@impl $name [$name<D>] [$name<D2>] [D: $crate::Device] f32 { $($field),* } { $($($plain),*)? });
     };
     ($name:ident<E> { $($field:ident),* $(,)? $(; $($plain:ident),* $(,)?)? }) => {
-        impl<D: $crate::Device, E: $crate::FloatElement> $crate::nn::Module<D, E> for $name<D, E> {
-            type On<D2: $crate::Device> = $name<D2, E>;
-            $crate::module!(@body $name { $($field),* $(; $($plain),*)? } E);
-        }
+        $crate::module!(@impl $name [$name<D, E>] [$name<D2, E>] [D: $crate::Device, E: $crate::FloatElement] E { $($field),* } { $($($plain),*)? });
     };
-    (@body $name:ident { $($field:ident),* $(; $($plain:ident),*)? } $E:ty) => {
-        fn try_to<D2: $crate::Device>(&self) -> $crate::Result<Self::On<D2>> {
-            $crate::nn::moving(|| Ok($name {
-                $($field: $crate::nn::Module::<D, $E>::try_to::<D2>(&self.$field)?,)*
-                $($($plain: ::core::clone::Clone::clone(&self.$plain),)*)?
-            }))
-        }
+    (@impl $name:ident [$($this:tt)*] [$($moved:tt)*] [$($generics:tt)*] $E:ty { $($field:ident),* } { $($plain:ident),* }) => {
+        // One marker type per field, named as the field, and one function
+        // that reaches every field: so a field on another device is one
+        // error naming it (see `nn::module_fields`).
+        #[allow(non_camel_case_types, dead_code)]
+        const _: () = {
+            $(struct $field;)*
 
-        fn visit(
-            &self,
-            prefix: &str,
-            f: &mut dyn FnMut(&str, $crate::nn::TensorKind, &$crate::Tensor<D, $E>),
-        ) {
-            $($crate::nn::Module::<D, $E>::visit(&self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
-        }
+            #[allow(unused_mut, unused_variables)]
+            fn each_field<$($generics)*, V: $crate::nn::FieldVisitor<D, $E>>(
+                visitor: &mut V,
+                mut model: <V::Access as $crate::nn::Access>::Ref<'_, $($this)*>,
+            ) {
+                $(visitor.field::<$field, _, _>(
+                    stringify!($field),
+                    <V::Access as $crate::nn::Access>::project(
+                        <V::Access as $crate::nn::Access>::reborrow(&mut model),
+                        |m| &m.$field,
+                        |m| &mut m.$field,
+                    ),
+                    || (),
+                );)*
+            }
 
-        fn visit_mut(
-            &mut self,
-            prefix: &str,
-            f: &mut dyn FnMut(&str, $crate::nn::TensorKind, &mut $crate::Tensor<D, $E>),
-        ) {
-            $($crate::nn::Module::<D, $E>::visit_mut(&mut self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
-        }
+            impl<$($generics)*> $crate::nn::Module<D, $E> for $($this)* {
+                type On<D2: $crate::Device> = $($moved)*;
 
-        fn set_training(&mut self, training: bool) {
-            $($crate::nn::Module::<D, $E>::set_training(&mut self.$field, training);)*
-        }
+                fn try_to<D2: $crate::Device>(&self) -> $crate::Result<Self::On<D2>> {
+                    $crate::nn::moving(|| {
+                        let mut moved = $crate::nn::MoveTo::<D2>::new();
+                        each_field(&mut moved, self);
+                        moved.finish()?;
+                        Ok($name {
+                            $($field: moved.take(),)*
+                            $($plain: ::core::clone::Clone::clone(&self.$plain),)*
+                        })
+                    })
+                }
 
-        fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &$crate::Tensor<D, i64>)) {
-            $($crate::nn::Module::<D, $E>::visit_int_buffers(&self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
-        }
+                fn visit(
+                    &self,
+                    prefix: &str,
+                    f: &mut dyn FnMut(&str, $crate::nn::TensorKind, &$crate::Tensor<D, $E>),
+                ) {
+                    each_field(&mut $crate::nn::Visit { prefix, f }, self)
+                }
 
-        fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut $crate::Tensor<D, i64>)) {
-            $($crate::nn::Module::<D, $E>::visit_int_buffers_mut(&mut self.$field, &$crate::nn::child_name(prefix, stringify!($field)), f);)*
-        }
+                fn visit_mut(
+                    &mut self,
+                    prefix: &str,
+                    f: &mut dyn FnMut(&str, $crate::nn::TensorKind, &mut $crate::Tensor<D, $E>),
+                ) {
+                    each_field(&mut $crate::nn::VisitMut { prefix, f }, self)
+                }
+
+                fn set_training(&mut self, training: bool) {
+                    each_field(&mut $crate::nn::SetTraining(training), self)
+                }
+
+                fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &$crate::Tensor<D, i64>)) {
+                    each_field(&mut $crate::nn::VisitInts { prefix, f }, self)
+                }
+
+                fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut $crate::Tensor<D, i64>)) {
+                    each_field(&mut $crate::nn::VisitIntsMut { prefix, f }, self)
+                }
+            }
+        };
     };
 }
 

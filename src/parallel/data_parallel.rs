@@ -287,7 +287,7 @@ where
         self.root().map(|r| &r.model).expect("the first replica is on the root device")
     }
 
-    fn root(&self) -> Option<&OnDevice<L::Root, M, O>> {
+    fn root(&self) -> Option<&OnDevice<L::Root, M, O, B>> {
         self.replicas[0].as_any().downcast_ref()
     }
 }

@@ -1,7 +1,7 @@
 //! The devices of a data-parallel run, fixed in a type, and the trait that
 //! builds one replica of a model on each.
 
-use super::batch::ScatterBatch;
+use super::batch::{ReplicaBatches, ScatterBatch, Sharder};
 use super::replica::{BucketPlan, Loss, OnDevice, Replica, Replicas};
 use crate::device::{Backend, Cuda, Device};
 use crate::error::{Error, Result};
@@ -40,25 +40,25 @@ impl DeviceList for AllGpus {
 )]
 pub trait Replicate<DS: Device, L: DeviceList, B: ScatterBatch, O: OptimizerConfig>: Module<DS> {
     /// The model's type on the root device.
-    type Root: Loss<L::Root, Batch = B::On<L::Root>> + Send + 'static;
+    type Root: Loss<L::Root> + Send + 'static;
 
     /// One replica per device of `L`, the root first.
     #[doc(hidden)]
     fn replicas(&self, optimizer: &O, buckets: &BucketPlan) -> Result<Replicas<B, L::Root>>;
 }
 
-/// One replica of `model` on `D`.
-fn replica<DS, D, R, M, B, O>(model: &M, optimizer: &O, buckets: &BucketPlan) -> Result<Box<dyn Replica<B, R>>>
+/// One replica of `model` on `D`, cutting its batches with `shard`.
+fn replica<DS, D, R, M, B, O>(model: &M, optimizer: &O, buckets: &BucketPlan, shard: Sharder<B>) -> Result<Box<dyn Replica<B, R>>>
 where
     DS: Device,
     D: Device,
     R: Device,
     M: Module<DS>,
-    M::On<D>: Loss<D, Batch = B::On<D>> + Send + 'static,
+    M::On<D>: Loss<D> + Send + 'static,
     B: ScatterBatch,
     O: OptimizerConfig,
 {
-    Ok(Box::new(OnDevice::<D, M::On<D>, O>::new(model.try_to::<D>()?, optimizer, buckets.clone())))
+    Ok(Box::new(OnDevice::<D, M::On<D>, O, B>::new(model.try_to::<D>()?, optimizer, buckets.clone(), shard)))
 }
 
 /// `Replicate` for a tuple of devices.
@@ -74,15 +74,20 @@ macro_rules! replicate_tuple {
             M: Module<DS>,
             B: ScatterBatch,
             O: OptimizerConfig,
-            M::On<$root>: Loss<$root, Batch = B::On<$root>> + Send + 'static,
-            $(M::On<$d>: Loss<$d, Batch = B::On<$d>> + Send + 'static,)*
+            M::On<$root>: Loss<$root> + Send + 'static,
+            $(M::On<$d>: Loss<$d> + Send + 'static,)*
+            // Every replica's batch checked in one bound: one error when a
+            // replica declares its batch on another device.
+            (<M::On<$root> as Loss<$root>>::Batch, $(<M::On<$d> as Loss<$d>>::Batch,)*): ReplicaBatches<B, ($root, $($d,)*)>,
         {
             type Root = M::On<$root>;
 
             fn replicas(&self, optimizer: &O, buckets: &BucketPlan) -> Result<Replicas<B, $root>> {
+                let batches = <(<M::On<$root> as Loss<$root>>::Batch, $(<M::On<$d> as Loss<$d>>::Batch,)*) as ReplicaBatches<B, ($root, $($d,)*)>>::sharders();
+                let mut shard = batches.into_iter();
                 Ok(vec![
-                    replica::<DS, $root, $root, M, B, O>(self, optimizer, buckets)?,
-                    $(replica::<DS, $d, $root, M, B, O>(self, optimizer, buckets)?,)*
+                    replica::<DS, $root, $root, M, B, O>(self, optimizer, buckets, shard.next().expect("one sharder per device"))?,
+                    $(replica::<DS, $d, $root, M, B, O>(self, optimizer, buckets, shard.next().expect("one sharder per device"))?,)*
                 ])
             }
         }
@@ -107,7 +112,8 @@ macro_rules! replicate_all_gpus {
             M: Module<DS>,
             B: ScatterBatch,
             O: OptimizerConfig,
-            $(M::On<Cuda<$n>>: Loss<Cuda<$n>, Batch = B::On<Cuda<$n>>> + Send + 'static,)*
+            $(M::On<Cuda<$n>>: Loss<Cuda<$n>> + Send + 'static,)*
+            ($(<M::On<Cuda<$n>> as Loss<Cuda<$n>>>::Batch,)*): ReplicaBatches<B, ($(Cuda<$n>,)*)>,
         {
             type Root = M::On<Cuda<0>>;
 
@@ -118,9 +124,10 @@ macro_rules! replicate_all_gpus {
                         reason: "data parallel over every GPU present found none".into(),
                     });
                 }
+                let shards = <($(<M::On<Cuda<$n>> as Loss<Cuda<$n>>>::Batch,)*) as ReplicaBatches<B, ($(Cuda<$n>,)*)>>::sharders();
                 let mut replicas = Vec::new();
                 $(if Cuda::<$n>::is_available() {
-                    replicas.push(replica::<DS, Cuda<$n>, Cuda<0>, M, B, O>(self, optimizer, buckets)?);
+                    replicas.push(replica::<DS, Cuda<$n>, Cuda<0>, M, B, O>(self, optimizer, buckets, shards[$n])?);
                 })*
                 Ok(replicas)
             }

@@ -16,7 +16,7 @@ mod devices;
 mod reduce;
 mod replica;
 
-pub use batch::ScatterBatch;
+pub use batch::{ReplicaBatches, ScatterBatch, ShardOf};
 pub use data_parallel::DataParallel;
 pub use devices::{AllGpus, DeviceList, Replicate};
 pub use reduce::{DEFAULT_BUCKET_BYTES, ReducePath};

@@ -1,7 +1,7 @@
 //! One replica: a model and its optimizer on one device, and its part of a
 //! data-parallel step.
 
-use super::batch::ScatterBatch;
+use super::batch::{ScatterBatch, Sharder};
 use super::reduce::{Exchange, Stop};
 use crate::autograd::{Gradients, LeafId};
 use crate::device::Device;
@@ -94,17 +94,19 @@ pub trait Replica<B: ScatterBatch, R: Device>: Send {
 
 /// A replica on `D`: the model, its optimizer and the bucket plan (indices
 /// into the model's parameters, in the order buckets fill).
-pub(crate) struct OnDevice<D: Device, M, O: OptimizerConfig> {
+pub(crate) struct OnDevice<D: Device, M, O: OptimizerConfig, B> {
     pub(crate) model: M,
     optimizer: O::For<D>,
     buckets: BucketPlan,
     max_grad_norm: Option<f64>,
+    /// Cuts this replica's `M::Batch` from the global batch.
+    shard: Sharder<B>,
 }
 
-impl<D: Device, M: Loss<D> + Send + 'static, O: OptimizerConfig> OnDevice<D, M, O> {
-    pub(crate) fn new(model: M, config: &O, buckets: BucketPlan) -> Self {
+impl<D: Device, M: Loss<D> + Send + 'static, O: OptimizerConfig, B> OnDevice<D, M, O, B> {
+    pub(crate) fn new(model: M, config: &O, buckets: BucketPlan, shard: Sharder<B>) -> Self {
         let optimizer = config.build(&model);
-        OnDevice { model, optimizer, buckets, max_grad_norm: None }
+        OnDevice { model, optimizer, buckets, max_grad_norm: None, shard }
     }
 
     fn parameters(&self) -> Vec<Tensor<D>> {
@@ -127,12 +129,12 @@ fn flatten_bucket<D: Device>(params: &[&Tensor<D>], grads: &Gradients, weight: f
     Tensor::try_cat(&refs, 0)?.try_mul_scalar(weight)
 }
 
-impl<B, R, D, M, O> Replica<B, R> for OnDevice<D, M, O>
+impl<B, R, D, M, O> Replica<B, R> for OnDevice<D, M, O, B>
 where
     B: ScatterBatch,
     R: Device,
     D: Device,
-    M: Loss<D, Batch = B::On<D>> + Send + 'static,
+    M: Loss<D> + Send + 'static,
     O: OptimizerConfig,
 {
     fn device(&self) -> String {
@@ -151,7 +153,9 @@ where
         exchange: &Exchange<'_, R>,
         rank: usize,
     ) -> std::result::Result<(f32, usize), Stop> {
-        let shard = batch.shard::<D>(rows.start, rows.len())?;
+        let shard: M::Batch = *(self.shard)(batch, rows.start, rows.len())?
+            .downcast()
+            .expect("a replica's sharder makes its own `Loss::Batch`");
         let weight = rows.len() as f32 / total as f32;
         let params = self.parameters();
         let params = &params;
