@@ -4,6 +4,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# Line tables only, not full debug info: backtraces still name file and
+# line, and the test binaries, and every trybuild case (a cargo build of its
+# own, which reads these variables but not our Cargo.toml's profiles),
+# compile and link much faster on two cores. Set either to `true` for a
+# debugger.
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+export CARGO_PROFILE_TEST_DEBUG="${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}"
 
 echo "== CUDA tools (NVRTC, ptxas, headers; pinned PyPI wheels, installed once into .cache/)"
 # The kernels test compiles every kernels/*.cu with these; it skips without

@@ -2,12 +2,12 @@
 //! optimizer's state, in the safetensors format.
 
 use super::{Module, TensorKind};
+use crate::autograd::LeafId;
 use crate::device::{Cpu, Device};
 use crate::element::{DType, FloatElement};
-use crate::autograd::LeafId;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::Shape;
 use crate::optim::Optimizer;
+use crate::shape::Shape;
 use crate::tensor::Tensor;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;

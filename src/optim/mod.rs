@@ -31,7 +31,6 @@ pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_gra
 pub use schedule::{CosineAnnealingLr, LrSchedule, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 
-
 use crate::autograd::{Gradients, LeafId, no_grad};
 use crate::device::{Device, SameDevice, same_device_owned};
 use crate::element::FloatElement;
@@ -227,8 +226,8 @@ pub(crate) fn check_gradients_reach<D: Device, E: FloatElement, M: Module<D, E>>
         return Ok(());
     }
     let held = match grads.len() {
-        0 => "these `Gradients` are empty".to_string(),
-        n => format!("these `Gradients` hold {n} of tensors on {}", grads.devices().join(" and ")),
+        0 => "the `Gradients` given are empty".to_string(),
+        n => format!("the `Gradients` given hold {n}, for tensors on {}", grads.devices().join(" and ")),
     };
     Err(Error::Argument {
         op,

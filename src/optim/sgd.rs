@@ -76,7 +76,8 @@ impl<D: Device, E: FloatElement> Sgd<D, E> {
     /// use devtensor::{Cpu, Tensor};
     /// let mut model = Linear::<Cpu>::new(2, 1);
     /// let mut opt = Sgd::new(&model, SgdConfig { momentum: 0.9, ..Default::default() });
-    /// opt.step(&mut model, &model.forward(&Tensor::<Cpu>::ones([1, 2])).sum().backward());
+    /// let grads = model.forward(&Tensor::<Cpu>::ones([1, 2])).sum().backward();
+    /// opt.step(&mut model, &grads);
     /// let (model, opt) = (model.to::<Cpu>(), opt.to::<Cpu>()); // or `Cuda<0>`: both move
     /// assert_eq!(opt.state().len(), 2);
     /// # let _ = model;

@@ -276,7 +276,7 @@ fn clipping_edge_cases_and_bad_arguments<D: Device>() {
     // hides gradients taken from another copy of the model: see
     // `porting.rs`). All-zero gradients stay zero.
     let err = try_clip_grad_norm(&model, &mut Gradients::new(), 1.0, 2.0).unwrap_err();
-    assert!(err.to_string().contains("these `Gradients` are empty"), "{err}");
+    assert!(err.to_string().contains("the `Gradients` given are empty"), "{err}");
     let mut zeros = (model.forward(&Tensor::<D, f64>::zeros([1, 2])) * 0.0).sum().backward();
     assert_eq!(clip_grad_norm(&model, &mut zeros, 1.0, 2.0).item(), 0.0);
     assert_eq!(gradient_values(&model, &zeros)[0], vec![0.0; 4]);

@@ -48,9 +48,9 @@ fn gradients_of_another_copy_are_an_error<D: Device>() {
     let on_cpu = model.to::<Cpu>();
     let stale = model.to::<D>();
     let cases: [(&dyn Fn() -> Gradients, &str); 3] = [
-        (&|| on_cpu.second.forward(&on_cpu.first.forward(&x)).sum().backward(), "these `Gradients` hold 4 of tensors on Cpu"),
-        (&|| loss_of(&stale).backward(), "these `Gradients` hold 4"),
-        (&Gradients::new, "these `Gradients` are empty"),
+        (&|| on_cpu.second.forward(&on_cpu.first.forward(&x)).sum().backward(), "the `Gradients` given hold 4, for tensors on Cpu"),
+        (&|| loss_of(&stale).backward(), "the `Gradients` given hold 4, for tensors on"),
+        (&Gradients::new, "the `Gradients` given are empty"),
     ];
     for (grads, held) in cases {
         let mut sgd = Sgd::new(&model, SgdConfig::default());
