@@ -2,11 +2,11 @@
 //! `clip_grad_value_`: applied to the [`Gradients`] of a model between
 //! `backward` and the optimizer's step.
 
+use super::no_gradient_reaches;
 use crate::autograd::Gradients;
 use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::{Error, Result, or_panic};
-use super::check_gradients_reach;
 use crate::nn::Module;
 use crate::tensor::Tensor;
 
@@ -167,19 +167,23 @@ pub(crate) fn check_max_norm(op: &'static str, device: impl FnOnce() -> String, 
 
 /// The parameters of `model` that have a gradient in `grads`, each with it
 /// (a tied parameter once). Fails when none has one, as an optimizer's step
-/// does ([`check_gradients_reach`]).
+/// does ([`no_gradient_reaches`]).
 fn parameters_with_gradients<D: Device, E: FloatElement, M: Module<D, E>>(
     op: &'static str,
     model: &M,
     grads: &Gradients,
 ) -> Result<Vec<(Tensor<D, E>, Tensor<D, E>)>> {
-    check_gradients_reach(op, model, grads)?;
-    Ok(model
-        .parameters()
+    let parameters = model.parameters();
+    let count = parameters.len();
+    let with_grads: Vec<_> = parameters
         .into_iter()
         .filter_map(|(_, p)| {
             let g = grads.get(&p)?.clone();
             Some((p, g))
         })
-        .collect())
+        .collect();
+    if count > 0 && with_grads.is_empty() {
+        return Err(no_gradient_reaches::<D, M>(op, count, grads));
+    }
+    Ok(with_grads)
 }

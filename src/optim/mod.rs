@@ -182,65 +182,67 @@ pub trait Optimizer<D: Device, E: FloatElement = f32> {
 ///
 /// A parameter held under two names (tied weights) is updated once, under
 /// its first name; its other names then get the updated tensor, so that
-/// they stay one tensor as in PyTorch. Fails before updating anything when
-/// `grads` holds none of the model's gradients ([`check_gradients_reach`]).
+/// they stay one tensor as in PyTorch. Fails, having updated nothing, when
+/// `grads` holds none of the model's gradients ([`no_gradient_reaches`]).
 fn for_each_parameter<D: Device, E: FloatElement, M: Module<D, E>>(
     op: &'static str,
     model: &mut M,
     grads: &Gradients,
     mut update: impl FnMut(&str, &mut Tensor<D, E>, &Tensor<D, E>) -> Result<()>,
 ) -> Result<()> {
-    check_gradients_reach(op, &*model, grads)?;
     let mut outcome = Ok(());
-    let mut updated: HashMap<LeafId, Tensor<D, E>> = HashMap::new();
+    let mut seen: HashMap<LeafId, Option<Tensor<D, E>>> = HashMap::new();
     no_grad(|| {
         model.visit_mut("", &mut |name, kind, p| {
             if kind != TensorKind::Parameter || outcome.is_err() {
                 return;
             }
             let Some(id) = p.leaf_id() else { return };
-            if let Some(first) = updated.get(&id) {
-                *p = first.clone();
-            } else if let Some(g) = grads.get(p) {
-                outcome = update(name, p, g);
-                updated.insert(id, p.clone());
+            match seen.get(&id) {
+                Some(Some(first)) => *p = first.clone(),
+                Some(None) => {}
+                None => {
+                    let updated = grads.get(p).map(|g| update(name, p, g).map(|()| p.clone()));
+                    match updated.transpose() {
+                        Ok(updated) => {
+                            seen.insert(id, updated);
+                        }
+                        Err(e) => outcome = Err(e),
+                    }
+                }
             }
         })
     });
-    outcome
+    outcome?;
+    // Nothing was updated when no parameter had a gradient.
+    if !seen.is_empty() && seen.values().all(Option::is_none) {
+        return Err(no_gradient_reaches::<D, M>(op, seen.len(), grads));
+    }
+    Ok(())
 }
 
-/// Fails when `model` has parameters but `grads` holds a gradient for none
-/// of them: the gradients were computed from another model, or from another
-/// copy of this one (made by `.to()`, a clone of its tensors, or a
-/// checkpoint loaded since), and a step or a clip would silently do
-/// nothing. Parameters without a gradient are fine as long as one has one
-/// (unused parameters, as in PyTorch).
-pub(crate) fn check_gradients_reach<D: Device, E: FloatElement, M: Module<D, E>>(
-    op: &'static str,
-    model: &M,
-    grads: &Gradients,
-) -> Result<()> {
-    let params = model.parameters();
-    if params.is_empty() || params.iter().any(|(_, p)| grads.get(p).is_some()) {
-        return Ok(());
-    }
+/// The error for a step or a clip whose `grads` hold a gradient for none of
+/// the `parameters` parameters of a model `M`: the gradients were computed
+/// from another model, or from another copy of this one (made by `.to()`,
+/// a clone of its tensors, or a checkpoint loaded since), and the step or
+/// clip would silently do nothing. Parameters without a gradient are fine
+/// as long as one has one (unused parameters, as in PyTorch).
+pub(crate) fn no_gradient_reaches<D: Device, M>(op: &'static str, parameters: usize, grads: &Gradients) -> Error {
     let held = match grads.len() {
         0 => "the `Gradients` given are empty".to_string(),
         n => format!("the `Gradients` given hold {n}, for tensors on {}", grads.devices().join(" and ")),
     };
-    Err(Error::Argument {
+    Error::Argument {
         op,
         device: D::name(),
         reason: format!(
-            "none of the {} parameters of `{}` has a gradient here ({held}): they were computed from another \
-             model or another copy of this one (a loss computed before `model.to::<{}>()`, say); compute the \
-             loss with this model, then call `backward`",
-            params.len(),
+            "none of the {parameters} parameters of `{}` has a gradient here ({held}): they were computed from \
+             another model or another copy of this one (a loss computed before `model.to::<{}>()`, say); compute \
+             the loss with this model, then call `backward`",
             short_type_name::<M>(),
             D::name(),
         ),
-    })
+    }
 }
 
 /// Per-parameter state tensors, by parameter name and then by slot name.

@@ -12,22 +12,14 @@ use std::any::Any;
 /// A batch whose first axis is the batch axis: a tensor on any device, or a
 /// tuple of two or three (inputs, targets, ...). Data-parallel training
 /// gives each replica the rows `start..start + len` of every tensor, moved
-/// to the replica's device, as the same batch type on that device
-/// ([`On<D>`](Self::On)).
+/// to the replica's device, as the batch the replica declares
+/// ([`ShardOf`]).
 pub trait ScatterBatch: Send + Sync + 'static {
-    /// The batch on `D`.
-    type On<D: Device>;
-
     /// The number of samples; every tensor must have this many rows.
     fn try_batch_len(&self) -> Result<usize>;
-
-    /// Rows `start..start + len` of the batch, moved to `D`.
-    fn shard<D: Device>(&self, start: usize, len: usize) -> Result<Self::On<D>>;
 }
 
 impl<DB: Device, E: Element> ScatterBatch for Tensor<DB, E> {
-    type On<D: Device> = Tensor<D, E>;
-
     fn try_batch_len(&self) -> Result<usize> {
         self.dims().first().copied().ok_or_else(|| Error::Shape {
             op: "DataParallel::step",
@@ -35,10 +27,6 @@ impl<DB: Device, E: Element> ScatterBatch for Tensor<DB, E> {
             shapes: vec![self.shape().clone()],
             reason: "a batch tensor needs a batch axis; this one has rank 0".into(),
         })
-    }
-
-    fn shard<D: Device>(&self, start: usize, len: usize) -> Result<Tensor<D, E>> {
-        self.try_narrow(0, start, len)?.try_to::<D>()
     }
 }
 
@@ -55,26 +43,14 @@ fn same_len(lens: &[usize]) -> Result<usize> {
 }
 
 impl<A: ScatterBatch, B: ScatterBatch> ScatterBatch for (A, B) {
-    type On<D: Device> = (A::On<D>, B::On<D>);
-
     fn try_batch_len(&self) -> Result<usize> {
         same_len(&[self.0.try_batch_len()?, self.1.try_batch_len()?])
-    }
-
-    fn shard<D: Device>(&self, start: usize, len: usize) -> Result<Self::On<D>> {
-        Ok((self.0.shard(start, len)?, self.1.shard(start, len)?))
     }
 }
 
 impl<A: ScatterBatch, B: ScatterBatch, C: ScatterBatch> ScatterBatch for (A, B, C) {
-    type On<D: Device> = (A::On<D>, B::On<D>, C::On<D>);
-
     fn try_batch_len(&self) -> Result<usize> {
         same_len(&[self.0.try_batch_len()?, self.1.try_batch_len()?, self.2.try_batch_len()?])
-    }
-
-    fn shard<D: Device>(&self, start: usize, len: usize) -> Result<Self::On<D>> {
-        Ok((self.0.shard(start, len)?, self.1.shard(start, len)?, self.2.shard(start, len)?))
     }
 }
 
@@ -89,7 +65,7 @@ pub trait ShardOf<B, D: Device>: Sized + Send + 'static {
 
 impl<DB: Device, D: Device, E: Element> ShardOf<Tensor<DB, E>, D> for Tensor<D, E> {
     fn shard(batch: &Tensor<DB, E>, start: usize, len: usize) -> Result<Self> {
-        ScatterBatch::shard::<D>(batch, start, len)
+        batch.try_narrow(0, start, len)?.try_to::<D>()
     }
 }
 
