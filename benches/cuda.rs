@@ -49,7 +49,11 @@ fn randn<E: Element>(dims: &[usize], seed: u64) -> Tensor<Gpu, E> {
 }
 
 fn configure(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
-    group.sampling_mode(SamplingMode::Flat).sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1));
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
 }
 
 /// cuBLAS strided-batched GEMM through `matmul`; throughput in FLOP.
@@ -59,7 +63,9 @@ fn matmul(c: &mut Criterion) {
     for n in [1024, 4096, 8192].map(size) {
         let (a, b) = (randn::<f32>(&[n, n], 1), randn::<f32>(&[n, n], 2));
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
-        group.bench_function(BenchmarkId::new("f32", n), |bench| bench.iter_custom(|iters| queued(iters, || a.matmul(&b))));
+        group.bench_function(BenchmarkId::new("f32", n), |bench| {
+            bench.iter_custom(|iters| queued(iters, || a.matmul(&b)))
+        });
     }
     let n = size(4096);
     let (a, b) = (randn::<f64>(&[n, n], 3), randn::<f64>(&[n, n], 4));
@@ -68,7 +74,9 @@ fn matmul(c: &mut Criterion) {
     let (batch, n) = (64, size(512));
     let (a, b) = (randn::<f32>(&[batch, n, n], 5), randn::<f32>(&[batch, n, n], 6));
     group.throughput(Throughput::Elements(2 * batch as u64 * (n as u64).pow(3)));
-    group.bench_function(BenchmarkId::new("f32_batched_64", n), |bench| bench.iter_custom(|iters| queued(iters, || a.matmul(&b))));
+    group.bench_function(BenchmarkId::new("f32_batched_64", n), |bench| {
+        bench.iter_custom(|iters| queued(iters, || a.matmul(&b)))
+    });
     group.finish();
 }
 
@@ -95,7 +103,9 @@ fn elementwise(c: &mut Criterion) {
     group.bench_function("add_broadcast_row/8192x8192", |bench| bench.iter_custom(|iters| queued(iters, || &m + &row)));
     let other = randn::<f32>(&[side, side], 13);
     group.throughput(Throughput::Bytes(3 * 4 * (side * side) as u64));
-    group.bench_function("add_transposed/8192x8192", |bench| bench.iter_custom(|iters| queued(iters, || m.t() + &other)));
+    group.bench_function("add_transposed/8192x8192", |bench| {
+        bench.iter_custom(|iters| queued(iters, || m.t() + &other))
+    });
     group.finish();
 }
 
@@ -110,8 +120,10 @@ fn reductions(c: &mut Criterion) {
     let side = size(8192);
     let m = randn::<f32>(&[side, side], 15);
     group.throughput(Throughput::Bytes(4 * (side * side) as u64));
-    group.bench_function("sum_axis_last/8192x8192", |bench| bench.iter_custom(|iters| queued(iters, || m.sum_axis(-1))));
-    group.bench_function("sum_axis_first/8192x8192", |bench| bench.iter_custom(|iters| queued(iters, || m.sum_axis(0))));
+    group
+        .bench_function("sum_axis_last/8192x8192", |bench| bench.iter_custom(|iters| queued(iters, || m.sum_axis(-1))));
+    group
+        .bench_function("sum_axis_first/8192x8192", |bench| bench.iter_custom(|iters| queued(iters, || m.sum_axis(0))));
     group.bench_function("argmax_last/8192x8192", |bench| bench.iter_custom(|iters| queued(iters, || m.argmax(-1))));
     // Softmax reads and writes every element.
     group.throughput(Throughput::Bytes(2 * 4 * (side * side) as u64));
@@ -119,7 +131,9 @@ fn reductions(c: &mut Criterion) {
     let (rows, cols) = (size(65536), 1024);
     let wide = randn::<f32>(&[rows, cols], 16);
     group.throughput(Throughput::Bytes(2 * 4 * (rows * cols) as u64));
-    group.bench_function("softmax_last/65536x1024", |bench| bench.iter_custom(|iters| queued(iters, || wide.softmax(-1))));
+    group.bench_function("softmax_last/65536x1024", |bench| {
+        bench.iter_custom(|iters| queued(iters, || wide.softmax(-1)))
+    });
     group.finish();
 }
 
@@ -138,13 +152,16 @@ fn transfers(c: &mut Criterion) {
     group.bench_function("h2d_pinned/256MiB", |bench| {
         bench.iter_custom(|iters| queued(iters, || pinned.to_async::<Gpu>().wait()))
     });
-    group.bench_function("d2h_pageable/256MiB", |bench| bench.iter_custom(|iters| queued(iters, || device.to::<Cpu>())));
+    group
+        .bench_function("d2h_pageable/256MiB", |bench| bench.iter_custom(|iters| queued(iters, || device.to::<Cpu>())));
     group.bench_function("d2h_async/256MiB", |bench| {
         bench.iter_custom(|iters| queued(iters, || device.to_async::<Cpu>().wait()))
     });
     // Reads and writes every byte once.
     group.throughput(Throughput::Bytes(2 * bytes));
-    group.bench_function("d2d_copy/256MiB", |bench| bench.iter_custom(|iters| queued(iters, || device.to_dtype::<f32>())));
+    group.bench_function("d2d_copy/256MiB", |bench| {
+        bench.iter_custom(|iters| queued(iters, || device.to_dtype::<f32>()))
+    });
     group.finish();
 }
 

@@ -15,13 +15,19 @@ fn matmul(c: &mut Criterion) {
     let mut group = c.benchmark_group("matmul_f32");
     // Flat sampling: the same iteration count per sample, so ten samples of
     // the 2048 product take seconds, not the half minute of linear sampling.
-    group.sampling_mode(SamplingMode::Flat).sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     let mut rng = Generator::new(0);
     for n in [64usize, 128, 256, 512, 1024, 2048] {
         let a = Tensor::<Cpu>::randn_with([n, n], &mut rng);
         let b = Tensor::<Cpu>::randn_with([n, n], &mut rng);
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, _| bench.iter(|| black_box(&a).matmul(black_box(&b))));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, _| {
+            bench.iter(|| black_box(&a).matmul(black_box(&b)))
+        });
     }
     group.finish();
 }
@@ -32,7 +38,11 @@ fn matmul(c: &mut Criterion) {
 /// add, one read and one write for the scalar multiply.
 fn elementwise(c: &mut Criterion) {
     let mut group = c.benchmark_group("elementwise_f32");
-    group.sampling_mode(SamplingMode::Flat).sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     let mut rng = Generator::new(1);
     for (label, len) in [("4096", 4096usize), ("16M", 1 << 24)] {
         let a = Tensor::<Cpu>::randn_with([len], &mut rng);
@@ -70,7 +80,9 @@ fn softmax(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(2 * 4 * (rows * cols) as u64));
         let label = format!("{rows}x{cols}");
         group.bench_function(BenchmarkId::new("softmax", &label), |bench| bench.iter(|| black_box(&x).softmax(-1)));
-        group.bench_function(BenchmarkId::new("log_softmax", &label), |bench| bench.iter(|| black_box(&x).log_softmax(-1)));
+        group.bench_function(BenchmarkId::new("log_softmax", &label), |bench| {
+            bench.iter(|| black_box(&x).log_softmax(-1))
+        });
     }
     group.finish();
 }

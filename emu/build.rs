@@ -32,9 +32,7 @@ fn kernel_names(src: &str) -> Vec<String> {
             continue;
         }
         toks = t.trim_start();
-        let end = toks
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(toks.len());
+        let end = toks.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(toks.len());
         let name = &toks[..end];
         if !name.is_empty() && toks[end..].trim_start().starts_with('(') {
             names.push(name.to_string());
@@ -58,11 +56,7 @@ fn preprocess(shim: &Path, out: &Path, unit: &str, idx: usize) -> String {
         .output()
         .expect("run the C++ preprocessor");
     if !output.status.success() {
-        panic!(
-            "preprocessing {} failed:\n{}",
-            path.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        panic!("preprocessing {} failed:\n{}", path.display(), String::from_utf8_lossy(&output.stderr));
     }
     String::from_utf8(output.stdout).unwrap()
 }
@@ -71,10 +65,8 @@ fn cu_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut v: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-        .collect();
+    let mut v: Vec<PathBuf> =
+        rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "cu")).collect();
     v.sort();
     v
 }
@@ -85,14 +77,12 @@ fn main() {
     let shim = manifest.join("shim");
     // DEVTENSOR_EMU_KERNELS_DIR swaps in another kernel folder (e.g. to try a branch's kernels).
     println!("cargo:rerun-if-env-changed=DEVTENSOR_EMU_KERNELS_DIR");
-    let project = std::env::var_os("DEVTENSOR_EMU_KERNELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or(manifest.join("../kernels"));
+    let project =
+        std::env::var_os("DEVTENSOR_EMU_KERNELS_DIR").map(PathBuf::from).unwrap_or(manifest.join("../kernels"));
     // DEVTENSOR_EMU_TEST_KERNELS_DIR does the same for the emulator's own test kernels.
     println!("cargo:rerun-if-env-changed=DEVTENSOR_EMU_TEST_KERNELS_DIR");
-    let tests = std::env::var_os("DEVTENSOR_EMU_TEST_KERNELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or(manifest.join("tests/kernels"));
+    let tests =
+        std::env::var_os("DEVTENSOR_EMU_TEST_KERNELS_DIR").map(PathBuf::from).unwrap_or(manifest.join("tests/kernels"));
     let dirs = [project, tests];
     for d in &dirs {
         println!("cargo:rerun-if-changed={}", d.display());
@@ -116,20 +106,11 @@ fn main() {
             let mut unit = String::new();
             // Library headers first, so that the anonymous namespace below
             // holds only the kernel source itself.
-            writeln!(
-                unit,
-                "#include \"emu_launch.h\"\nnamespace {{\n#include \"{}\"\n}}",
-                file.display()
-            )
-            .unwrap();
+            writeln!(unit, "#include \"emu_launch.h\"\nnamespace {{\n#include \"{}\"\n}}", file.display()).unwrap();
             let names = kernel_names(&preprocess(&shim, &out, &unit, units.len()));
             for n in &names {
                 if let Some(prev) = seen.insert(n.clone(), file.clone()) {
-                    panic!(
-                        "kernel `{n}` is defined in both {} and {}",
-                        prev.display(),
-                        file.display()
-                    );
+                    panic!("kernel `{n}` is defined in both {} and {}", prev.display(), file.display());
                 }
                 writeln!(
                     unit,

@@ -66,7 +66,10 @@ fn timed(label: &str, run: impl Fn() -> Vec<Tensor<Gpu>>) -> Vec<Tensor<Gpu>> {
     Cuda::<0>::synchronize().expect("GPU work succeeds");
     let ms = start.elapsed().as_secs_f64() * 1e3;
     let gib = (BATCHES * ROWS * FEATURES * 4) as f64 / (1u64 << 30) as f64;
-    println!("{label:>14}: {ms:7.1} ms for {BATCHES} batches ({gib:.1} GiB uploaded, {:.1} ms per batch)", ms / BATCHES as f64);
+    println!(
+        "{label:>14}: {ms:7.1} ms for {BATCHES} batches ({gib:.1} GiB uploaded, {:.1} ms per batch)",
+        ms / BATCHES as f64
+    );
     outputs
 }
 

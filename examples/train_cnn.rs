@@ -78,7 +78,10 @@ fn accuracy<D: Device>(model: &Cnn<D>, split: &Split<D>) -> f32 {
 /// A shuffled 80/20 split of the data set, on `D`.
 fn split<D: Device>(pixels: &[f32], labels: &[i64]) -> (Split<D>, Split<D>) {
     let ((train_x, train_y), (test_x, test_y)) = digits::shuffled_split(pixels, labels, SEED);
-    (Split { images: train_x.to::<D>(), labels: train_y.to::<D>() }, Split { images: test_x.to::<D>(), labels: test_y.to::<D>() })
+    (
+        Split { images: train_x.to::<D>(), labels: train_y.to::<D>() },
+        Split { images: test_x.to::<D>(), labels: test_y.to::<D>() },
+    )
 }
 
 /// Trains a fresh model and returns it with its test accuracy.

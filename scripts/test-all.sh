@@ -28,6 +28,11 @@ else
     echo "installing the CUDA tools failed; the kernels test will skip" >&2
 fi
 
+echo "== formatting (rustfmt.toml) and lints (clippy, warnings are errors)"
+cargo fmt --all --check
+(cd emu && cargo fmt --all --check)
+cargo clippy --all-targets --quiet -- -D warnings
+
 echo "== unit, integration, property and compile-fail tests"
 cargo test --all-targets
 

@@ -53,16 +53,7 @@ impl DType {
 /// Integer arithmetic wraps on overflow, as in PyTorch; integer division by
 /// zero is an [`Error`](crate::Error), not a panic.
 pub trait Element:
-    sealed::Sealed
-    + Copy
-    + Default
-    + PartialEq
-    + PartialOrd
-    + Debug
-    + Display
-    + Send
-    + Sync
-    + 'static
+    sealed::Sealed + Copy + Default + PartialEq + PartialOrd + Debug + Display + Send + Sync + 'static
 {
     /// The run-time tag of this type.
     const DTYPE: DType;
@@ -151,10 +142,11 @@ pub enum NotAnElement {}
 #[diagnostic::do_not_recommend]
 impl<E: Element> InPlaceDivision<NotAnElement> for E {}
 
-
 /// A plain number, as Python's numbers are for PyTorch: `f64` or `i64`
 /// (see [`Element::Number`]). Sealed.
-pub trait Number: number_sealed::Sealed + Copy + Debug + Display + PartialOrd + From<u8> + Send + Sync + 'static {
+pub trait Number:
+    number_sealed::Sealed + Copy + Debug + Display + PartialOrd + From<u8> + Send + Sync + 'static
+{
     /// `self as f64`.
     fn as_f64(self) -> f64;
     /// `self as i64` (floats truncate and saturate).

@@ -445,7 +445,11 @@ pub(crate) fn check_elem_count(op: &'static str, device: impl FnOnce() -> String
 /// Every allocation's size goes through here (CPU buffers, device buffers,
 /// page-locked buffers), so a byte count never wraps.
 #[inline]
-pub(crate) fn checked_bytes<E: Element>(op: &'static str, device: impl FnOnce() -> String, len: usize) -> Result<usize> {
+pub(crate) fn checked_bytes<E: Element>(
+    op: &'static str,
+    device: impl FnOnce() -> String,
+    len: usize,
+) -> Result<usize> {
     match len.checked_mul(size_of::<E>()) {
         Some(bytes) if bytes <= isize::MAX as usize => Ok(bytes),
         _ => Err(too_many_bytes(op, device(), len, E::DTYPE.name())),
@@ -466,7 +470,12 @@ fn too_many_bytes(op: &'static str, device: String, len: usize, dtype: &str) -> 
 /// tensor has no axis to give, which is a shape error (PyTorch: "cannot be
 /// applied to a 0-dim tensor"); operations that treat a scalar as one
 /// element use [`resolve_axis_or_scalar`] instead.
-pub(crate) fn resolve_axis(op: &'static str, device: impl FnOnce() -> String, shape: &Shape, axis: isize) -> Result<usize> {
+pub(crate) fn resolve_axis(
+    op: &'static str,
+    device: impl FnOnce() -> String,
+    shape: &Shape,
+    axis: isize,
+) -> Result<usize> {
     if shape.rank() == 0 {
         return Err(Error::Shape {
             op,

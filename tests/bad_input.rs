@@ -99,7 +99,8 @@ fn check_impossible_allocations_are_errors<D: Device>() {
     }
     // Materialising a 4 TiB broadcast view.
     let huge = broadcast::<D, f32>(1.0, &[TERA]);
-    let mut errors = vec![huge.try_to_vec().unwrap_err(), huge.try_contiguous().unwrap_err(), huge.try_exp().unwrap_err()];
+    let mut errors =
+        vec![huge.try_to_vec().unwrap_err(), huge.try_contiguous().unwrap_err(), huge.try_exp().unwrap_err()];
     if D::cuda_ordinal().is_some() {
         // Asynchronous moves off and onto the GPU stage through page-locked memory.
         errors.push(huge.try_to_async::<Cpu>().and_then(|p| p.try_wait()).unwrap_err());
@@ -416,4 +417,3 @@ device_proptests! {
         }
     }
 }
-

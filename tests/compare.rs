@@ -212,7 +212,6 @@ fn nan_compares_false_except_ne<D: Device>() {
     assert_eq!(a.ge_scalar(f32::NEG_INFINITY).to_vec(), vec![0, 0, 1, 1, 1]);
 }
 
-
 fn errors_name_op_shapes_and_device<D: Device>() {
     let device = D::name();
     let a = Tensor::<D>::zeros([2, 3]);
@@ -259,7 +258,6 @@ fn errors_name_op_shapes_and_device<D: Device>() {
     assert!(matches!(&err, Error::Shape { op: "where_cond", shapes, .. } if shapes.len() == 3), "{err}");
 }
 
-
 #[test]
 #[should_panic(expected = "gt on Cpu: shapes [2, 3] and [4]: the shapes cannot be broadcast together")]
 fn plain_comparison_panics_with_the_try_message() {
@@ -296,7 +294,6 @@ fn empty_tensors<D: Device>() {
     assert_eq!(w.dims(), &[2, 0, 4]);
 }
 
-
 fn large_inputs<D: Device>() {
     // Past the parallel threshold, with a length that is not a chunk multiple.
     let n = sized((1 << 17) + 3, (1 << 10) + 3);
@@ -311,7 +308,6 @@ fn large_inputs<D: Device>() {
     assert!(both.iter().enumerate().all(|(i, &m)| m == (i as i64 > n as i64 / 2 && (i as i64) < n as i64 - 1) as u8));
 }
 
-
 fn where_cond_block_shapes<D: Device>() {
     // One flag per row: the mask is constant along each inner block.
     let rows = Tensor::<D, u8>::from_vec(vec![1, 0, 3], [3, 1]);
@@ -324,7 +320,8 @@ fn where_cond_block_shapes<D: Device>() {
     let got = mask.where_cond(&Tensor::<D>::scalar(1.0), &Tensor::<D>::scalar(-1.0));
     assert_eq!(got.to_vec2(), vec![vec![1.0, -1.0, 1.0], vec![-1.0, 1.0, -1.0]]);
     // A strided mask against a tensor and a scalar fallback.
-    let got = mask.where_cond(&Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]), &Tensor::<D>::scalar(0.0));
+    let got =
+        mask.where_cond(&Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]), &Tensor::<D>::scalar(0.0));
     assert_eq!(got.to_vec2(), vec![vec![1.0, 0.0, 3.0], vec![0.0, 5.0, 0.0]]);
 }
 
@@ -345,9 +342,12 @@ fn large_strided_inputs<D: Device>() -> Vec<f32> {
         let eq = x.eq_scalar(n as i64 + 1).to_vec();
         assert_eq!(eq.iter().map(|&m| m as usize).sum::<usize>(), (n % 2 == 0) as usize, "eq_scalar of {n}");
         let low = x.le_scalar(10).logical_or(&above).logical_not().to_vec();
-        assert!(low.iter().enumerate().all(|(i, &m)| m == (2 * i + 1 > 10 && 2 * i + 1 <= n) as u8), "or/not of {n}");
+        assert!(low.iter().enumerate().all(|(i, &m)| m == (2 * i + 1 > 10 && 2 * i < n) as u8), "or/not of {n}");
         let w = above.where_cond(&x.to_dtype::<f32>(), &Tensor::<D>::scalar(-1.0)).to_vec();
-        assert!(w.iter().enumerate().all(|(i, &v)| v == if 2 * i + 1 > n { (2 * i + 1) as f32 } else { -1.0 }), "where_cond of {n}");
+        assert!(
+            w.iter().enumerate().all(|(i, &v)| v == if 2 * i + 1 > n { (2 * i + 1) as f32 } else { -1.0 }),
+            "where_cond of {n}"
+        );
         all.extend(got.iter().chain(&eq).chain(&low).map(|&m| m as f32));
         all.extend(w);
     }

@@ -276,8 +276,11 @@ fn reduce_ops<D: Device>() {
     same("i64 argmin", &gi.argmin(1), &i.argmin(1));
     // A whole tensor above the two-pass threshold, with ties and a NaN.
     let mut v: Vec<f64> = (0..40_000).map(|i| ((i * 37) % 1001) as f64).collect();
-    same("f64 sum, two passes", &Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]).to::<D>().sum(),
-        &Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]).sum());
+    same(
+        "f64 sum, two passes",
+        &Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]).to::<D>().sum(),
+        &Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]).sum(),
+    );
     let ties = Tensor::<Cpu, f64>::from_vec(v.clone(), [40_000]);
     same("argmax with ties, two passes", &ties.to::<D>().argmax_all(), &ties.argmax_all());
     same("argmin with ties, two passes", &ties.to::<D>().argmin_all(), &ties.argmin_all());
@@ -302,11 +305,7 @@ fn index_ops<D: Device>() {
     let ggather = gather_idx.to::<D>();
     same("gather", &gx.gather(0, &ggather), &x.gather(0, &gather_idx));
     let dst = Tensor::<Cpu>::zeros([30, 41]);
-    same(
-        "scatter_add",
-        &dst.to::<D>().scatter_add(0, &ggather, &gx),
-        &dst.scatter_add(0, &gather_idx, &x),
-    );
+    same("scatter_add", &dst.to::<D>().scatter_add(0, &ggather, &gx), &dst.scatter_add(0, &gather_idx, &x));
     // A dense destination at an offset: copied device to device, no kernel.
     let big = rand_cpu(&[35, 41], &mut g);
     same(
@@ -343,14 +342,22 @@ fn matmul_ops<D: Device>() {
     let b = rand_cpu(&[6, 11], &mut g);
     let (ga, gb) = (a.to::<D>(), b.to::<D>());
     same("batched, broadcast rhs", &ga.matmul(&gb), &a.matmul(&b));
-    same("transposed operands", &gb.t().matmul(&ga.narrow(0, 1, 1).squeeze(0).t()), &b.t().matmul(&a.narrow(0, 1, 1).squeeze(0).t()));
+    same(
+        "transposed operands",
+        &gb.t().matmul(&ga.narrow(0, 1, 1).squeeze(0).t()),
+        &b.t().matmul(&a.narrow(0, 1, 1).squeeze(0).t()),
+    );
     // Transposed operands go to cuBLAS as they are, batched or not.
     let c = rand_cpu(&[4, 11, 9], &mut g);
     let gc = c.to::<D>();
     same("batched transposed lhs", &gc.transpose(1, 2).matmul(&gb.t()), &c.transpose(1, 2).matmul(&b.t()));
     let e = rand_cpu(&[4, 5, 11], &mut g);
     let ge = e.to::<D>();
-    same("batched transposed both", &gc.transpose(1, 2).matmul(&ge.transpose(1, 2)), &c.transpose(1, 2).matmul(&e.transpose(1, 2)));
+    same(
+        "batched transposed both",
+        &gc.transpose(1, 2).matmul(&ge.transpose(1, 2)),
+        &c.transpose(1, 2).matmul(&e.transpose(1, 2)),
+    );
     let d = rand_cpu(&[7, 3], &mut g);
     let gd = d.to::<D>();
     same("transposed 2-D", &gd.t().matmul(&gd), &d.t().matmul(&d));
@@ -447,7 +454,8 @@ fn unavailable_without_a_driver_or_device() {
     assert!(!Cuda::<7>::is_available());
     let err = Tensor::<Cuda<7>>::try_zeros([2]).unwrap_err();
     assert!(matches!(&err, Error::DeviceUnavailable { device, .. } if device == "Cuda<7>"), "{err}");
-    if std::env::var_os("DEVTENSOR_EMU_DRIVER").is_none() && std::env::var("DEVTENSOR_REQUIRE_CUDA").as_deref() != Ok("1")
+    if std::env::var_os("DEVTENSOR_EMU_DRIVER").is_none()
+        && std::env::var("DEVTENSOR_REQUIRE_CUDA").as_deref() != Ok("1")
     {
         // No driver on this machine: Cuda<0> is unavailable too, with a reason.
         if let Err(err) = Cuda::<0>::try_init() {

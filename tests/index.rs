@@ -429,10 +429,9 @@ fn large_inputs_take_the_parallel_paths_correctly<D: Device>() {
     );
     let col_picks = index_values(col_picks_len, cols, 13);
     let cols_out = x.index_select(1, &Tensor::<D, i64>::from_slice(&col_picks, [col_picks_len])).to_vec();
-    assert!(
-        (0..rows)
-            .all(|r| (0..col_picks_len).all(|j| cols_out[r * col_picks_len + j] == data[r * cols + col_picks[j] as usize]))
-    );
+    assert!((0..rows).all(|r| {
+        (0..col_picks_len).all(|j| cols_out[r * col_picks_len + j] == data[r * cols + col_picks[j] as usize])
+    }));
 
     let y = Tensor::<D>::from_slice(&values::<f32>(rows * 5, 14), [rows, 5]);
     let parts = [(vec![rows, cols], data.clone()), (vec![rows, 5], y.to_vec())];
@@ -605,7 +604,6 @@ fn error_texts<D: Device>() {
     assert_eq!(Tensor::stack(&[&x, &x], 2).dims(), &[2, 3, 2]);
     assert_eq!(Tensor::stack(&[&x, &x], -3).dims(), &[2, 2, 3]);
 }
-
 
 #[test]
 #[should_panic(expected = "gather on Cpu: index 5 is out of range for axis 0 of size 2 (shape [2])")]

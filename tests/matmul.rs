@@ -97,7 +97,13 @@ fn assert_within_bound<E: FloatElement>(got: &[f64], expected: &[f64], scale: &[
 
 /// Multiplies `a` (dims `ad`) by `b` (dims `bd`) on `D` in element type `E`,
 /// laid out as asked, and compares with the reference.
-fn check_matmul<D: Device, E: FloatElement>(a: &[f64], ad: &[usize], b: &[f64], bd: &[usize], (la, lb): (Layout, Layout)) {
+fn check_matmul<D: Device, E: FloatElement>(
+    a: &[f64],
+    ad: &[usize],
+    b: &[f64],
+    bd: &[usize],
+    (la, lb): (Layout, Layout),
+) {
     // Round the inputs to `E` first, so the reference sees what the kernel sees.
     let (ea, eb): (Vec<E>, Vec<E>) = (cast_all(a), cast_all(b));
     let (ra, rb) = (as_f64(&ea), as_f64(&eb));
@@ -131,12 +137,7 @@ fn operands_with_data(
 ) -> impl Strategy<Value = (Vec<usize>, Vec<f64>, Vec<usize>, Vec<f64>)> {
     operands(max_batch_rank, max).prop_flat_map(|(ad, bd)| {
         let (na, nb): (usize, usize) = (ad.iter().product(), bd.iter().product());
-        (
-            Just(ad),
-            prop::collection::vec(-10.0..10.0f64, na),
-            Just(bd),
-            prop::collection::vec(-10.0..10.0f64, nb),
-        )
+        (Just(ad), prop::collection::vec(-10.0..10.0f64, na), Just(bd), prop::collection::vec(-10.0..10.0f64, nb))
     })
 }
 
@@ -176,7 +177,10 @@ fn wave(len: usize, phase: f64) -> Vec<f64> {
 fn check_threaded_paths<D: Device>() {
     // One product large enough to be split across threads, with a transposed operand.
     let (m, k, n) = (sized(130, 9), sized(97, 8), sized(110, 8));
-    for (la, lb) in [(Layout::Common(Variant::Contiguous), Layout::Transposed), (Layout::Transposed, Layout::Common(Variant::Narrowed))] {
+    for (la, lb) in [
+        (Layout::Common(Variant::Contiguous), Layout::Transposed),
+        (Layout::Transposed, Layout::Common(Variant::Narrowed)),
+    ] {
         check_matmul::<D, f32>(&wave(m * k, 0.1), &[m, k], &wave(k * n, 0.2), &[k, n], (la, lb));
     }
     // Many small products, handed to threads whole; the right side broadcasts.
@@ -190,7 +194,6 @@ fn check_threaded_paths<D: Device>() {
     );
 }
 
-
 fn check_broadcast_views<D: Device>() {
     // Rows repeated by `broadcast_to` have row stride 0, columns likewise.
     let row = Tensor::<D, f64>::from_vec(vec![1.0, 2.0, 3.0], [1, 3]).broadcast_to([4, 3]);
@@ -202,7 +205,6 @@ fn check_broadcast_views<D: Device>() {
     let eye = Tensor::<D, f64>::eye(2);
     assert_eq!(stacked.matmul(&eye).to_vec(), [1.0, 2.0, 3.0, 4.0].repeat(3));
 }
-
 
 fn check_empty<D: Device>() {
     let zeros = |dims: &[usize]| Tensor::<D, f32>::zeros(dims);
@@ -221,7 +223,6 @@ fn check_empty<D: Device>() {
     assert_eq!(zeros(&[5, 1, 2, 3]).matmul(&zeros(&[0, 3, 4])).dims(), &[5, 0, 2, 4]);
 }
 
-
 fn check_errors<D: Device>() {
     let t = |dims: &[usize]| Tensor::<D, f32>::zeros(dims);
     let device = D::name();
@@ -235,7 +236,11 @@ fn check_errors<D: Device>() {
             &[3, 4, 5],
             "shapes [2, 3, 4] and [3, 4, 5]: the batch dimensions [2] and [3] cannot be broadcast together".into(),
         ),
-        (&[], &[3], "shapes [] and [3]: both operands need at least one dimension (use `*` to scale by a scalar)".into()),
+        (
+            &[],
+            &[3],
+            "shapes [] and [3]: both operands need at least one dimension (use `*` to scale by a scalar)".into(),
+        ),
     ];
     for (ad, bd, reason) in cases {
         let err = t(ad).try_matmul(&t(bd)).unwrap_err();
@@ -275,8 +280,18 @@ fn dot_product_is_rank_zero_and_exact_on_small_integers<D: Device>() {
 /// also compare with the `Cpu` ones.
 fn large_products<D: Device>() -> Vec<f32> {
     let cases: [(&[usize], &[usize], Layout, Layout); 3] = [
-        (&[sized(257, 9), sized(40, 5)], &[sized(40, 5), sized(259, 12)], Layout::Transposed, Layout::Common(Variant::Contiguous)),
-        (&[3, sized(65, 5), sized(129, 7)], &[sized(129, 7), sized(33, 6)], Layout::Common(Variant::Narrowed), Layout::Transposed),
+        (
+            &[sized(257, 9), sized(40, 5)],
+            &[sized(40, 5), sized(259, 12)],
+            Layout::Transposed,
+            Layout::Common(Variant::Contiguous),
+        ),
+        (
+            &[3, sized(65, 5), sized(129, 7)],
+            &[sized(129, 7), sized(33, 6)],
+            Layout::Common(Variant::Narrowed),
+            Layout::Transposed,
+        ),
         (&[2, LARGE_SIZES[0]], &[LARGE_SIZES[0]], Layout::Common(Variant::Permuted), Layout::Common(Variant::Narrowed)),
     ];
     let mut all = Vec::new();

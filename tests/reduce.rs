@@ -144,7 +144,10 @@ fn check_reductions<D: Device, E: Element>(dims: &[usize], vals: &[f64], variant
         for s in &sums {
             for (i, (&g, run)) in as_f64(&s.to_vec()).iter().zip(&runs).enumerate() {
                 let expected = ref_sum::<E>(run);
-                assert!(close(g, expected, abs_sum(run), tol), "sum_axis({axis}) of {dims:?} at {i}: got {g}, expected {expected}");
+                assert!(
+                    close(g, expected, abs_sum(run), tol),
+                    "sum_axis({axis}) of {dims:?} at {i}: got {g}, expected {expected}"
+                );
             }
         }
 
@@ -187,7 +190,8 @@ fn check_float_ops<D: Device, E: FloatElement>(dims: &[usize], vals: &[f64], var
     let data: Vec<E> = cast_all(vals);
     let x = as_f64(&data);
     let t = tensor_with::<D, E>(&data, dims, variant);
-    let abs_mean = |run: &[f64]| run.iter().map(|v| v.abs()).filter(|v| v.is_finite()).sum::<f64>() / run.len().max(1) as f64;
+    let abs_mean =
+        |run: &[f64]| run.iter().map(|v| v.abs()).filter(|v| v.is_finite()).sum::<f64>() / run.len().max(1) as f64;
 
     let mean = t.mean().item().to_f64();
     let expected = x.iter().sum::<f64>() / x.len() as f64;
@@ -443,10 +447,7 @@ fn broadcast_views_reduce_like_their_copies<D: Device>() {
 
 fn softmax_special_rows_follow_pytorch<D: Device>() {
     let inf = f32::INFINITY;
-    let x = Tensor::<D>::from_vec(
-        vec![0.0, f32::NEG_INFINITY, -inf, -inf, 1.0, f32::NAN, 1e4, -1e4, inf, 1.0],
-        [5, 2],
-    );
+    let x = Tensor::<D>::from_vec(vec![0.0, f32::NEG_INFINITY, -inf, -inf, 1.0, f32::NAN, 1e4, -1e4, inf, 1.0], [5, 2]);
     let s = x.softmax(1).to_vec();
     assert_eq!(&s[0..2], &[1.0, 0.0]);
     assert!(s[2..4].iter().all(|v| v.is_nan()), "all -inf row: {s:?}");
@@ -529,7 +530,9 @@ fn axis_errors_name_op_shape_and_device<D: Device>() {
     for err in errors {
         assert!(matches!(err, Some(Error::Axis { .. })), "{err:?}");
     }
-    for err in [x.try_argmax(2).err(), x.try_argmin(2).err(), x.try_argmax_keepdim(-3).err(), x.try_argmin_keepdim(2).err()] {
+    for err in
+        [x.try_argmax(2).err(), x.try_argmin(2).err(), x.try_argmax_keepdim(-3).err(), x.try_argmin_keepdim(2).err()]
+    {
         assert!(matches!(err, Some(Error::Axis { .. })), "{err:?}");
     }
     // A rank-0 tensor takes axis 0 and -1 only, as in PyTorch.
@@ -542,7 +545,10 @@ fn axis_errors_name_op_shape_and_device<D: Device>() {
 fn empty_reductions_without_identity_are_shape_errors<D: Device>() {
     // The expected texts are written for `Cpu`; other devices name themselves.
     let x = Tensor::<D>::zeros([0, 3]);
-    assert_eq!(x.try_max().unwrap_err().to_string().replace(&D::name(), "Cpu"), "max on Cpu: shape [0, 3]: max of an empty tensor is undefined");
+    assert_eq!(
+        x.try_max().unwrap_err().to_string().replace(&D::name(), "Cpu"),
+        "max on Cpu: shape [0, 3]: max of an empty tensor is undefined"
+    );
     assert_eq!(
         x.try_argmin_all().unwrap_err().to_string().replace(&D::name(), "Cpu"),
         "argmin_all on Cpu: shape [0, 3]: argmin of an empty tensor is undefined"

@@ -29,11 +29,15 @@ fn check_views<D: Device>(dims: &[usize], data: &[f64], v: Variant) {
             .collect();
         assert_eq!(p.dims(), pdims.as_slice());
         assert_eq!(p.to_vec(), expected, "permute");
-        assert_eq!(t.transpose(0, -1).to_vec(), t.permute({
-            let mut a: Vec<usize> = (0..rank).collect();
-            a.swap(0, rank - 1);
-            a
-        }).to_vec());
+        assert_eq!(
+            t.transpose(0, -1).to_vec(),
+            t.permute({
+                let mut a: Vec<usize> = (0..rank).collect();
+                a.swap(0, rank - 1);
+                a
+            })
+            .to_vec()
+        );
         // Reshaping a permuted view copies in logical order.
         assert_eq!(p.reshape([p.elem_count()]).to_vec(), expected);
         assert_eq!(p.contiguous().to_vec(), expected);
@@ -231,18 +235,45 @@ fn transfers_round_trip<D: Device>() {
 fn bad_arguments_name_op_shapes_and_device<D: Device>() {
     let x = Tensor::<D>::zeros([2, 3]);
     let cases: Vec<(Error, &str)> = vec![
-        (Tensor::<D>::try_from_vec(vec![1.0; 5], [2, 3]).err().unwrap(), "from_vec on Cpu: shape [2, 3]: 5 elements were given for 6 places"),
+        (
+            Tensor::<D>::try_from_vec(vec![1.0; 5], [2, 3]).err().unwrap(),
+            "from_vec on Cpu: shape [2, 3]: 5 elements were given for 6 places",
+        ),
         (x.try_reshape([4]).err().unwrap(), "reshape on Cpu: shapes [2, 3] and [4]: 6 elements cannot be viewed as 4"),
-        (x.try_transpose(0, 2).err().unwrap(), "transpose on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)"),
-        (x.try_narrow(1, 2, 2).err().unwrap(), "narrow on Cpu: shape [2, 3]: elements 2..4 are out of range for axis 1 of size 3"),
-        (x.try_select(0, 2).err().unwrap(), "select on Cpu: index 2 is out of range for axis 0 of size 2 (shape [2, 3])"),
-        (x.try_permute([0, 0]).err().unwrap(), "permute on Cpu: shape [2, 3]: [0, 0] is not a permutation of the 2 axes"),
-        (x.t().try_view([6]).err().unwrap(), "view on Cpu: shapes [3, 2] and [6]: the tensor is not contiguous; call `.contiguous()` or use `reshape`"),
-        (x.try_unsqueeze(4).err().unwrap(), "unsqueeze on Cpu: axis 4 is out of range for shape [2, 3] (expected an axis in -2..2)"),
+        (
+            x.try_transpose(0, 2).err().unwrap(),
+            "transpose on Cpu: axis 2 is out of range for shape [2, 3] (expected an axis in -2..2)",
+        ),
+        (
+            x.try_narrow(1, 2, 2).err().unwrap(),
+            "narrow on Cpu: shape [2, 3]: elements 2..4 are out of range for axis 1 of size 3",
+        ),
+        (
+            x.try_select(0, 2).err().unwrap(),
+            "select on Cpu: index 2 is out of range for axis 0 of size 2 (shape [2, 3])",
+        ),
+        (
+            x.try_permute([0, 0]).err().unwrap(),
+            "permute on Cpu: shape [2, 3]: [0, 0] is not a permutation of the 2 axes",
+        ),
+        (
+            x.t().try_view([6]).err().unwrap(),
+            "view on Cpu: shapes [3, 2] and [6]: the tensor is not contiguous; call `.contiguous()` or use `reshape`",
+        ),
+        (
+            x.try_unsqueeze(4).err().unwrap(),
+            "unsqueeze on Cpu: axis 4 is out of range for shape [2, 3] (expected an axis in -2..2)",
+        ),
         (x.try_item().err().unwrap(), "item on Cpu: shape [2, 3]: expected exactly one element, got 6"),
-        (x.try_broadcast_to([3, 3]).err().unwrap(), "broadcast_to on Cpu: shapes [2, 3] and [3, 3]: the shape cannot be broadcast to the target"),
+        (
+            x.try_broadcast_to([3, 3]).err().unwrap(),
+            "broadcast_to on Cpu: shapes [2, 3] and [3, 3]: the shape cannot be broadcast to the target",
+        ),
         (Tensor::<D>::try_arange_step(0.0, 1.0, 0.0).err().unwrap(), "arange on Cpu: the step must be non-zero, got 0"),
-        (Tensor::<D>::zeros([2, 2, 2]).try_t().err().unwrap(), "t on Cpu: shape [2, 2, 2]: expected rank 2 or less, got 3"),
+        (
+            Tensor::<D>::zeros([2, 2, 2]).try_t().err().unwrap(),
+            "t on Cpu: shape [2, 2, 2]: expected rank 2 or less, got 3",
+        ),
     ];
     for (err, text) in cases {
         // The expected texts are written for `Cpu`; other devices name themselves.

@@ -62,7 +62,11 @@ fn user_code_mistakes_get_devtensors_message() {
         }
         mistakes += verdicts.len();
         ours += verdicts.values().filter(|&&v| v).count();
-        println!("{group}: {} mistakes, {} in devtensor's words", verdicts.len(), verdicts.values().filter(|&&v| v).count());
+        println!(
+            "{group}: {} mistakes, {} in devtensor's words",
+            verdicts.len(),
+            verdicts.values().filter(|&&v| v).count()
+        );
     }
     println!("total: {ours} of {mistakes} mistakes in devtensor's words");
     assert!(mistakes >= 20, "the set shrank to {mistakes} mistakes");

@@ -298,7 +298,6 @@ fn special_values<D: Device>() {
     assert_eq!(i.clamp(5, -5).to_vec(), vec![-5; 4]);
 }
 
-
 fn scalar_and_empty<D: Device>() {
     let s = Tensor::<D, f64>::scalar(4.0);
     assert_eq!(s.sqrt().dims(), &[] as &[usize]);
@@ -312,7 +311,6 @@ fn scalar_and_empty<D: Device>() {
     let v = Tensor::<D, i64>::arange(0, 6).reshape([2, 3]).narrow(1, 1, 0);
     assert_eq!(v.neg().dims(), &[2, 0]);
 }
-
 
 fn large_inputs<D: Device>() {
     // Past the parallel threshold, with a length that is not a chunk multiple,
@@ -351,7 +349,10 @@ fn large_float_functions<D: Device>() -> Vec<f32> {
             let got = got.to_vec();
             for (i, &g) in got.iter().enumerate() {
                 let e = f(data[2 * i] as f64);
-                assert!((g as f64 - e).abs() <= 1e-5 * (1.0 + e.abs()), "{name} of {n}: element {i}: got {g}, expected {e}");
+                assert!(
+                    (g as f64 - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                    "{name} of {n}: element {i}: got {g}, expected {e}"
+                );
             }
             all.extend(got);
         }

@@ -48,16 +48,8 @@ impl GemmOp {
     }
     /// (rows, cols) as stored of A, B, C.
     fn shapes(&self) -> [(usize, usize); 3] {
-        let a = if self.ta {
-            (self.k, self.m)
-        } else {
-            (self.m, self.k)
-        };
-        let b = if self.tb {
-            (self.n, self.k)
-        } else {
-            (self.k, self.n)
-        };
+        let a = if self.ta { (self.k, self.m) } else { (self.m, self.k) };
+        let b = if self.tb { (self.n, self.k) } else { (self.k, self.n) };
         [a, b, (self.m, self.n)]
     }
     /// Bytes each operand spans, over all batches.
@@ -66,16 +58,8 @@ impl GemmOp {
         let strides = [self.sa, self.sb, self.sc];
         let mut out = [0; 3];
         for (i, &(r, c)) in self.shapes().iter().enumerate() {
-            let one = if r == 0 || c == 0 {
-                0
-            } else {
-                lds[i] * (c - 1) + r
-            };
-            out[i] = if one == 0 {
-                0
-            } else {
-                ((self.batch - 1) * strides[i] as usize + one) * self.elem()
-            };
+            let one = if r == 0 || c == 0 { 0 } else { lds[i] * (c - 1) + r };
+            out[i] = if one == 0 { 0 } else { ((self.batch - 1) * strides[i] as usize + one) * self.elem() };
         }
         out
     }
@@ -88,10 +72,8 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
     let ext = g.extents();
     let (pa, pb, pc) = {
         let st = state();
-        let t = |addr, n| {
-            memory::translate(&st, dev, addr, n)
-                .map_err(|m| report(ILLEGAL_ADDRESS, format!("gemm: {m}")))
-        };
+        let t =
+            |addr, n| memory::translate(&st, dev, addr, n).map_err(|m| report(ILLEGAL_ADDRESS, format!("gemm: {m}")));
         (t(g.a, ext[0])?, t(g.b, ext[1])?, t(g.c, ext[2])?)
     };
     for batch in 0..g.batch {
@@ -99,17 +81,12 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
             for i in 0..g.m {
                 let mut acc = 0.0f64;
                 for l in 0..g.k {
-                    let ai = if g.ta { l + i * g.lda } else { i + l * g.lda } as i64
-                        + batch as i64 * g.sa;
-                    let bi = if g.tb { j + l * g.ldb } else { l + j * g.ldb } as i64
-                        + batch as i64 * g.sb;
+                    let ai = if g.ta { l + i * g.lda } else { i + l * g.lda } as i64 + batch as i64 * g.sa;
+                    let bi = if g.tb { j + l * g.ldb } else { l + j * g.ldb } as i64 + batch as i64 * g.sb;
                     // SAFETY: every index is below the extent translated above.
                     let (x, y) = unsafe {
                         if g.f64 {
-                            (
-                                *(pa as *const f64).offset(ai as isize),
-                                *(pb as *const f64).offset(bi as isize),
-                            )
+                            (*(pa as *const f64).offset(ai as isize), *(pb as *const f64).offset(bi as isize))
                         } else {
                             (
                                 *(pa as *const f32).offset(ai as isize) as f64,
@@ -127,12 +104,7 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
                         *p = g.alpha * acc + if g.beta == 0.0 { 0.0 } else { g.beta * *p };
                     } else {
                         let p = (pc as *mut f32).offset(ci);
-                        let v = g.alpha * acc
-                            + if g.beta == 0.0 {
-                                0.0
-                            } else {
-                                g.beta * *p as f64
-                            };
+                        let v = g.alpha * acc + if g.beta == 0.0 { 0.0 } else { g.beta * *p as f64 };
                         *p = v as f32;
                     }
                 }
@@ -160,11 +132,7 @@ pub unsafe extern "C" fn cublasCreate_v2(h: *mut *mut c_void) -> Status {
 /// Destroys a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cublasDestroy_v2(h: *mut c_void) -> Status {
-    if state().blas.remove(&(h as u64)).is_some() {
-        STATUS_SUCCESS
-    } else {
-        STATUS_NOT_INITIALIZED
-    }
+    if state().blas.remove(&(h as u64)).is_some() { STATUS_SUCCESS } else { STATUS_NOT_INITIALIZED }
 }
 
 /// Sets the stream later GEMMs are queued on (null: the device's default stream).
@@ -183,10 +151,7 @@ pub unsafe extern "C" fn cublasSetStream_v2(h: *mut c_void, s: *mut c_void) -> S
         }
     };
     if st.streams[&id].dev != dev {
-        report(
-            INVALID_VALUE,
-            "cublasSetStream: the stream belongs to another device",
-        );
+        report(INVALID_VALUE, "cublasSetStream: the stream belongs to another device");
         return STATUS_INVALID_VALUE;
     }
     st.blas.get_mut(&(h as u64)).unwrap().stream = id;
@@ -202,13 +167,7 @@ pub unsafe extern "C" fn cublasGetStream_v2(h: *mut c_void, s: *mut *mut c_void)
     };
     let is_default = st.devices[b.dev].default_stream == b.stream;
     // SAFETY: out pointer supplied by the caller.
-    unsafe {
-        *s = if is_default {
-            std::ptr::null_mut()
-        } else {
-            b.stream as *mut c_void
-        }
-    };
+    unsafe { *s = if is_default { std::ptr::null_mut() } else { b.stream as *mut c_void } };
     STATUS_SUCCESS
 }
 
@@ -218,11 +177,7 @@ pub unsafe extern "C" fn cublasSetPointerMode_v2(h: *mut c_void, mode: c_int) ->
     if !state().blas.contains_key(&(h as u64)) {
         return STATUS_NOT_INITIALIZED;
     }
-    if mode == 0 {
-        STATUS_SUCCESS
-    } else {
-        STATUS_NOT_SUPPORTED
-    }
+    if mode == 0 { STATUS_SUCCESS } else { STATUS_NOT_SUPPORTED }
 }
 
 /// Always host pointer mode.
@@ -239,11 +194,7 @@ pub unsafe extern "C" fn cublasGetPointerMode_v2(h: *mut c_void, mode: *mut c_in
 /// Accepted and ignored: the CPU GEMM has one precision per type.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cublasSetMathMode(h: *mut c_void, _mode: c_int) -> Status {
-    if state().blas.contains_key(&(h as u64)) {
-        STATUS_SUCCESS
-    } else {
-        STATUS_NOT_INITIALIZED
-    }
+    if state().blas.contains_key(&(h as u64)) { STATUS_SUCCESS } else { STATUS_NOT_INITIALIZED }
 }
 
 fn op_flag(op: c_int) -> Option<bool> {
@@ -310,13 +261,7 @@ fn enqueue_gemm(
     let [(ar, _), (br, _), (cr, _)] = g.shapes();
     // cuBLAS's own argument checks: leading dimensions at least the stored rows.
     if g.lda < ar.max(1) || g.ldb < br.max(1) || g.ldc < cr.max(1) {
-        report(
-            INVALID_VALUE,
-            format!(
-                "gemm: lda {} ldb {} ldc {} below rows {ar} {br} {cr}",
-                g.lda, g.ldb, g.ldc
-            ),
-        );
+        report(INVALID_VALUE, format!("gemm: lda {} ldb {} ldc {} below rows {ar} {br} {cr}", g.lda, g.ldb, g.ldc));
         return STATUS_INVALID_VALUE;
     }
     if g.m > 0 && g.n > 0 && g.batch > 0 {
@@ -352,9 +297,7 @@ pub unsafe extern "C" fn cublasSgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode: alpha and beta are host pointers supplied by the caller.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(
-        h, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1,
-    )
+    enqueue_gemm(h, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Double-precision GEMM, column-major.
@@ -377,9 +320,7 @@ pub unsafe extern "C" fn cublasDgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(
-        h, true, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1,
-    )
+    enqueue_gemm(h, true, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Strided batched single-precision GEMM.
@@ -406,9 +347,7 @@ pub unsafe extern "C" fn cublasSgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(
-        h, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch,
-    )
+    enqueue_gemm(h, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }
 
 /// Strided batched double-precision GEMM.
@@ -435,7 +374,5 @@ pub unsafe extern "C" fn cublasDgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(
-        h, true, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch,
-    )
+    enqueue_gemm(h, true, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }

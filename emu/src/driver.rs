@@ -33,24 +33,13 @@ pub(crate) fn execute(dev: usize, op: Op) -> Result<(), CUresult> {
             // SAFETY: as above.
             unsafe { std::ptr::copy(p, dst as *mut u8, n) };
         }
-        Op::DtoD {
-            dst_dev,
-            dst,
-            src_dev,
-            src,
-            n,
-        } => {
+        Op::DtoD { dst_dev, dst, src_dev, src, n } => {
             let s = host_of(src_dev, src, n)?;
             let d = host_of(dst_dev, dst, n)?;
             // SAFETY: both ranges were bounds-checked against live allocations.
             unsafe { std::ptr::copy(s, d, n) };
         }
-        Op::Memset {
-            dst,
-            value,
-            width,
-            count,
-        } => {
+        Op::Memset { dst, value, width, count } => {
             let p = host_of(dev, dst, width * count)?;
             for i in 0..count {
                 // SAFETY: bounds-checked above.
@@ -64,11 +53,7 @@ pub(crate) fn execute(dev: usize, op: Op) -> Result<(), CUresult> {
             }
         }
         Op::Free { addr } => memory::free(&mut state(), addr)?,
-        Op::Launch {
-            kernel,
-            dims,
-            mut params,
-        } => run_kernel(dev, kernel, &dims, &mut params)?,
+        Op::Launch { kernel, dims, mut params } => run_kernel(dev, kernel, &dims, &mut params)?,
         // SAFETY: the function and its data are the caller's, as with the real driver.
         Op::Host { f, data } => unsafe { f(data as *mut c_void) },
         Op::Gemm(g) => crate::cublas::run_gemm(dev, &g)?,
@@ -85,38 +70,21 @@ fn host_of(dev: usize, addr: u64, n: usize) -> Result<*mut u8, CUresult> {
     memory::translate(&state(), dev, addr, n).map_err(|m| report(ILLEGAL_ADDRESS, m))
 }
 
-fn run_kernel(
-    dev: usize,
-    kernel: usize,
-    dims: &[u32; 6],
-    params: &mut [Vec<u8>],
-) -> Result<(), CUresult> {
+fn run_kernel(dev: usize, kernel: usize, dims: &[u32; 6], params: &mut [Vec<u8>]) -> Result<(), CUresult> {
     let k = &KERNELS[kernel];
-    let mut ptrs: Vec<*mut c_void> = params
-        .iter_mut()
-        .map(|p| p.as_mut_ptr() as *mut c_void)
-        .collect();
+    let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p.as_mut_ptr() as *mut c_void).collect();
     let mut err = LaunchError::new();
     memory::LAUNCH.with(|l| *l.borrow_mut() = Some((dev, Vec::new())));
     // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer of that parameter's size.
     let rc = unsafe { (k.launch)(ptrs.as_mut_ptr(), dims.as_ptr(), &mut err) };
-    let touched = memory::LAUNCH
-        .with(|l| l.borrow_mut().take())
-        .map(|(_, t)| t)
-        .unwrap_or_default();
+    let touched = memory::LAUNCH.with(|l| l.borrow_mut().take()).map(|(_, t)| t).unwrap_or_default();
     let st = state();
     if rc != 0 {
         let mut msg = err.message();
         if err.fault_addr != 0 {
-            msg.push_str(&format!(
-                " ({})",
-                memory::describe_host(&st, err.fault_addr)
-            ));
+            msg.push_str(&format!(" ({})", memory::describe_host(&st, err.fault_addr)));
         }
-        let code = if rc as u32 == ILLEGAL_ADDRESS
-            || rc as u32 == INVALID_VALUE
-            || rc as u32 == OUT_OF_MEMORY
-        {
+        let code = if rc as u32 == ILLEGAL_ADDRESS || rc as u32 == INVALID_VALUE || rc as u32 == OUT_OF_MEMORY {
             rc as u32
         } else {
             LAUNCH_FAILED
@@ -215,11 +183,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, d: CUdevice) -> 
 
 /// Attributes of an sm_90-like device; unlisted attributes read 0.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGetAttribute(
-    v: *mut c_int,
-    attrib: c_int,
-    d: CUdevice,
-) -> CUresult {
+pub unsafe extern "C" fn cuDeviceGetAttribute(v: *mut c_int, attrib: c_int, d: CUdevice) -> CUresult {
     tri!(state().device(d));
     let value = match attrib {
         1..=3 => 1024,        // max threads per block, max block dim x/y
@@ -246,11 +210,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
 
 /// Peer access is possible between every pair of distinct emulated devices.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceCanAccessPeer(
-    can: *mut c_int,
-    d: CUdevice,
-    peer: CUdevice,
-) -> CUresult {
+pub unsafe extern "C" fn cuDeviceCanAccessPeer(can: *mut c_int, d: CUdevice, peer: CUdevice) -> CUresult {
     let st = state();
     let a = tri!(st.device(d));
     let b = tri!(st.device(peer));
@@ -279,10 +239,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(d: CUdevice) -> CUresult {
     let dev = tri!(st.device(d));
     let refs = &mut st.devices[dev].primary_refs;
     if *refs == 0 {
-        return report(
-            INVALID_CONTEXT,
-            format!("primary context of device {dev} released more often than retained"),
-        );
+        return report(INVALID_CONTEXT, format!("primary context of device {dev} released more often than retained"));
     }
     *refs -= 1;
     SUCCESS
@@ -290,11 +247,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(d: CUdevice) -> CUresult {
 
 /// Whether the primary context is retained by anyone.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
-    d: CUdevice,
-    flags: *mut c_uint,
-    active: *mut c_int,
-) -> CUresult {
+pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(d: CUdevice, flags: *mut c_uint, active: *mut c_int) -> CUresult {
     let st = state();
     let dev = tri!(st.device(d));
     // SAFETY: out pointers supplied by the caller.
@@ -331,11 +284,7 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: Handle) -> CUresult {
 pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut Handle) -> CUresult {
     tri!(state().check_init());
     // SAFETY: out pointer supplied by the caller.
-    unsafe {
-        *ctx = current()
-            .map(context_handle)
-            .unwrap_or(std::ptr::null_mut())
-    };
+    unsafe { *ctx = current().map(context_handle).unwrap_or(std::ptr::null_mut()) };
     SUCCESS
 }
 
@@ -360,11 +309,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: Handle) -> CUresult {
 pub unsafe extern "C" fn cuCtxPopCurrent_v2(ctx: *mut Handle) -> CUresult {
     if !ctx.is_null() {
         // SAFETY: out pointer supplied by the caller.
-        unsafe {
-            *ctx = current()
-                .map(context_handle)
-                .unwrap_or(std::ptr::null_mut())
-        };
+        unsafe { *ctx = current().map(context_handle).unwrap_or(std::ptr::null_mut()) };
     }
     set_current(None);
     SUCCESS
@@ -404,10 +349,7 @@ pub unsafe extern "C" fn cuCtxDisablePeerAccess(ctx: Handle) -> CUresult {
 
 /// No stream priorities: both ends of the range are 0.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
-    least: *mut c_int,
-    greatest: *mut c_int,
-) -> CUresult {
+pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) -> CUresult {
     // SAFETY: out pointers supplied by the caller (null allowed).
     unsafe {
         if !least.is_null() {
@@ -437,11 +379,7 @@ pub unsafe extern "C" fn cuStreamCreate(s: *mut Handle, _flags: c_uint) -> CUres
 
 /// Priorities are ignored.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuStreamCreateWithPriority(
-    s: *mut Handle,
-    flags: c_uint,
-    _prio: c_int,
-) -> CUresult {
+pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut Handle, flags: c_uint, _prio: c_int) -> CUresult {
     // SAFETY: same contract.
     unsafe { cuStreamCreate(s, flags) }
 }
@@ -501,14 +439,7 @@ pub unsafe extern "C" fn cuEventCreate(e: *mut Handle, _flags: c_uint) -> CUresu
     let dev = tri!(current());
     let mut st = state();
     let h = st.handle();
-    st.events.insert(
-        h,
-        Event {
-            dev,
-            recorded: None,
-            time: None,
-        },
-    );
+    st.events.insert(h, Event { dev, recorded: None, time: None });
     // SAFETY: out pointer supplied by the caller.
     unsafe { *e = h as Handle };
     SUCCESS
@@ -517,11 +448,7 @@ pub unsafe extern "C" fn cuEventCreate(e: *mut Handle, _flags: c_uint) -> CUresu
 /// Destroys an event.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventDestroy_v2(e: Handle) -> CUresult {
-    if state().events.remove(&(e as u64)).is_some() {
-        SUCCESS
-    } else {
-        INVALID_HANDLE
-    }
+    if state().events.remove(&(e as u64)).is_some() { SUCCESS } else { INVALID_HANDLE }
 }
 
 /// Records the stream's current position (and, when it runs, the time).
@@ -533,10 +460,7 @@ pub unsafe extern "C" fn cuEventRecord(e: Handle, s: Handle) -> CUresult {
     match st.events.get(&(e as u64)) {
         None => return INVALID_HANDLE,
         Some(ev) if ev.dev != sdev => {
-            return report(
-                INVALID_HANDLE,
-                "event recorded on a stream of another device",
-            );
+            return report(INVALID_HANDLE, "event recorded on a stream of another device");
         }
         _ => {}
     }
@@ -583,11 +507,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: Handle, end: Ha
     let (Some(ta), Some(tb)) = (a.time, b.time) else {
         return report(INVALID_HANDLE, "event not completed");
     };
-    let d = if tb >= ta {
-        (tb - ta).as_secs_f32() * 1e3
-    } else {
-        -((ta - tb).as_secs_f32() * 1e3)
-    };
+    let d = if tb >= ta { (tb - ta).as_secs_f32() * 1e3 } else { -((ta - tb).as_secs_f32() * 1e3) };
     // SAFETY: out pointer supplied by the caller.
     unsafe { *ms = d };
     SUCCESS
@@ -595,11 +515,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: Handle, end: Ha
 
 /// See [`cuEventElapsedTime`].
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuEventElapsedTime_v2(
-    ms: *mut f32,
-    start: Handle,
-    end: Handle,
-) -> CUresult {
+pub unsafe extern "C" fn cuEventElapsedTime_v2(ms: *mut f32, start: Handle, end: Handle) -> CUresult {
     // SAFETY: same contract.
     unsafe { cuEventElapsedTime(ms, start, end) }
 }
@@ -614,13 +530,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc(
     let Some(f) = f else { return INVALID_VALUE };
     let mut st = state();
     let id = tri!(st.stream(s));
-    st.enqueue(
-        id,
-        Op::Host {
-            f,
-            data: data as usize,
-        },
-    );
+    st.enqueue(id, Op::Host { f, data: data as usize });
     SUCCESS
 }
 
@@ -670,10 +580,7 @@ pub unsafe extern "C" fn cuMemFreeAsync(p: CUdeviceptr, s: Handle) -> CUresult {
     let mut st = state();
     let id = tri!(st.stream(s));
     if memory::find(&st, p).is_none_or(|(start, _)| start != p) {
-        return report(
-            INVALID_VALUE,
-            format!("cuMemFreeAsync of 0x{p:x}, which is not a live allocation"),
-        );
+        return report(INVALID_VALUE, format!("cuMemFreeAsync of 0x{p:x}, which is not a live allocation"));
     }
     st.enqueue(id, Op::Free { addr: p });
     SUCCESS
@@ -695,11 +602,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
 
 /// Base and size of the allocation holding `p`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemGetAddressRange_v2(
-    base: *mut CUdeviceptr,
-    size: *mut usize,
-    p: CUdeviceptr,
-) -> CUresult {
+pub unsafe extern "C" fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, p: CUdeviceptr) -> CUresult {
     let st = state();
     let Some((start, a)) = memory::find(&st, p) else {
         return NOT_FOUND;
@@ -717,9 +620,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
 }
 
 fn check_range(st: &State, dev: usize, addr: u64, n: usize, what: &str) -> Result<(), CUresult> {
-    memory::translate(st, dev, addr, n)
-        .map(|_| ())
-        .map_err(|m| report(INVALID_VALUE, format!("{what}: {m}")))
+    memory::translate(st, dev, addr, n).map(|_| ()).map_err(|m| report(INVALID_VALUE, format!("{what}: {m}")))
 }
 
 /// Enqueues on stream `s` (or the current default stream) after checking the device ranges.
@@ -731,19 +632,11 @@ fn enqueue_copy(s: Handle, op: Op, what: &str, sync: bool) -> CUresult {
         match &op {
             Op::HtoD { dst, n, .. } => tri!(check_range(&st, dev, *dst, *n, what)),
             Op::DtoH { src, n, .. } => tri!(check_range(&st, dev, *src, *n, what)),
-            Op::DtoD {
-                dst_dev,
-                dst,
-                src_dev,
-                src,
-                n,
-            } => {
+            Op::DtoD { dst_dev, dst, src_dev, src, n } => {
                 tri!(check_range(&st, *src_dev, *src, *n, what));
                 tri!(check_range(&st, *dst_dev, *dst, *n, what));
             }
-            Op::Memset {
-                dst, width, count, ..
-            } => tri!(check_range(&st, dev, *dst, width * count, what)),
+            Op::Memset { dst, width, count, .. } => tri!(check_range(&st, dev, *dst, width * count, what)),
             _ => {}
         }
         // As on the real driver, an async copy to or from pageable host memory
@@ -769,79 +662,29 @@ fn enqueue_copy(s: Handle, op: Op, what: &str, sync: bool) -> CUresult {
 
 /// Synchronous host-to-device copy.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemcpyHtoD_v2(
-    dst: CUdeviceptr,
-    src: *const c_void,
-    n: usize,
-) -> CUresult {
-    enqueue_copy(
-        std::ptr::null_mut(),
-        Op::HtoD {
-            dst,
-            src: src as usize,
-            n,
-        },
-        "cuMemcpyHtoD",
-        true,
-    )
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) -> CUresult {
+    enqueue_copy(std::ptr::null_mut(), Op::HtoD { dst, src: src as usize, n }, "cuMemcpyHtoD", true)
 }
 
 /// Asynchronous host-to-device copy: from page-locked memory it happens at the
 /// stream's next synchronisation point; from pageable memory before returning.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
-    dst: CUdeviceptr,
-    src: *const c_void,
-    n: usize,
-    s: Handle,
-) -> CUresult {
-    enqueue_copy(
-        s,
-        Op::HtoD {
-            dst,
-            src: src as usize,
-            n,
-        },
-        "cuMemcpyHtoDAsync",
-        false,
-    )
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, s: Handle) -> CUresult {
+    enqueue_copy(s, Op::HtoD { dst, src: src as usize, n }, "cuMemcpyHtoDAsync", false)
 }
 
 /// Synchronous device-to-host copy.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) -> CUresult {
-    enqueue_copy(
-        std::ptr::null_mut(),
-        Op::DtoH {
-            dst: dst as usize,
-            src,
-            n,
-        },
-        "cuMemcpyDtoH",
-        true,
-    )
+    enqueue_copy(std::ptr::null_mut(), Op::DtoH { dst: dst as usize, src, n }, "cuMemcpyDtoH", true)
 }
 
 /// Asynchronous device-to-host copy: into page-locked memory the host buffer is
 /// written only at the stream's next synchronisation point, so reading it
 /// earlier sees old data; into pageable memory before returning.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
-    dst: *mut c_void,
-    src: CUdeviceptr,
-    n: usize,
-    s: Handle,
-) -> CUresult {
-    enqueue_copy(
-        s,
-        Op::DtoH {
-            dst: dst as usize,
-            src,
-            n,
-        },
-        "cuMemcpyDtoHAsync",
-        false,
-    )
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, s: Handle) -> CUresult {
+    enqueue_copy(s, Op::DtoH { dst: dst as usize, src, n }, "cuMemcpyDtoHAsync", false)
 }
 
 fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle, sync: bool) -> CUresult {
@@ -852,18 +695,7 @@ fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle, sync: bool) -> 
     };
     // Copies within one context stay within one device; cross-device copies
     // must say so (cuMemcpyPeer), which catches a pointer from the wrong device.
-    enqueue_copy(
-        s,
-        Op::DtoD {
-            dst_dev: dev,
-            dst,
-            src_dev: dev,
-            src,
-            n,
-        },
-        "cuMemcpyDtoD",
-        sync,
-    )
+    enqueue_copy(s, Op::DtoD { dst_dev: dev, dst, src_dev: dev, src, n }, "cuMemcpyDtoD", sync)
 }
 
 /// Synchronous device-to-device copy within the current device.
@@ -874,43 +706,16 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: 
 
 /// Asynchronous device-to-device copy within the stream's device.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
-    dst: CUdeviceptr,
-    src: CUdeviceptr,
-    n: usize,
-    s: Handle,
-) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle) -> CUresult {
     dtod(dst, src, n, s, false)
 }
 
-fn peer(
-    dst: CUdeviceptr,
-    dctx: Handle,
-    src: CUdeviceptr,
-    sctx: Handle,
-    n: usize,
-    s: Handle,
-    sync: bool,
-) -> CUresult {
+fn peer(dst: CUdeviceptr, dctx: Handle, src: CUdeviceptr, sctx: Handle, n: usize, s: Handle, sync: bool) -> CUresult {
     let (dd, sd) = {
         let st = state();
-        (
-            tri!(context_device(dctx, &st)),
-            tri!(context_device(sctx, &st)),
-        )
+        (tri!(context_device(dctx, &st)), tri!(context_device(sctx, &st)))
     };
-    enqueue_copy(
-        s,
-        Op::DtoD {
-            dst_dev: dd,
-            dst,
-            src_dev: sd,
-            src,
-            n,
-        },
-        "cuMemcpyPeer",
-        sync,
-    )
+    enqueue_copy(s, Op::DtoD { dst_dev: dd, dst, src_dev: sd, src, n }, "cuMemcpyPeer", sync)
 }
 
 /// Synchronous copy between devices.
@@ -938,25 +743,8 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync(
     peer(dst, dctx, src, sctx, n, s, false)
 }
 
-fn memset(
-    dst: CUdeviceptr,
-    value: u32,
-    width: usize,
-    count: usize,
-    s: Handle,
-    sync: bool,
-) -> CUresult {
-    enqueue_copy(
-        s,
-        Op::Memset {
-            dst,
-            value,
-            width,
-            count,
-        },
-        "cuMemset",
-        sync,
-    )
+fn memset(dst: CUdeviceptr, value: u32, width: usize, count: usize, s: Handle, sync: bool) -> CUresult {
+    enqueue_copy(s, Op::Memset { dst, value, width, count }, "cuMemset", sync)
 }
 
 /// Synchronous byte fill.
@@ -979,12 +767,7 @@ pub unsafe extern "C" fn cuMemsetD16_v2(dst: CUdeviceptr, v: u16, n: usize) -> C
 
 /// Stream-ordered 16-bit fill.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemsetD16Async(
-    dst: CUdeviceptr,
-    v: u16,
-    n: usize,
-    s: Handle,
-) -> CUresult {
+pub unsafe extern "C" fn cuMemsetD16Async(dst: CUdeviceptr, v: u16, n: usize, s: Handle) -> CUresult {
     memset(dst, v as u32, 2, n, s, false)
 }
 
@@ -996,22 +779,13 @@ pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: usize) -
 
 /// Stream-ordered 32-bit fill.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemsetD32Async(
-    dst: CUdeviceptr,
-    v: c_uint,
-    n: usize,
-    s: Handle,
-) -> CUresult {
+pub unsafe extern "C" fn cuMemsetD32Async(dst: CUdeviceptr, v: c_uint, n: usize, s: Handle) -> CUresult {
     memset(dst, v, 4, n, s, false)
 }
 
 /// "Pinned" host memory: page-aligned host memory, tracked so that frees are checked.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemHostAlloc(
-    p: *mut *mut c_void,
-    size: usize,
-    _flags: c_uint,
-) -> CUresult {
+pub unsafe extern "C" fn cuMemHostAlloc(p: *mut *mut c_void, size: usize, _flags: c_uint) -> CUresult {
     let mut out: *mut c_void = std::ptr::null_mut();
     // SAFETY: posix_memalign with a power-of-two alignment and a valid out pointer.
     if unsafe { libc::posix_memalign(&mut out, 4096, size.max(1)) } != 0 {
@@ -1034,10 +808,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, size: usize) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     if state().pinned.remove(&(p as usize)).is_none() {
-        return report(
-            INVALID_VALUE,
-            "cuMemFreeHost of a pointer cuMemHostAlloc did not return",
-        );
+        return report(INVALID_VALUE, "cuMemFreeHost of a pointer cuMemHostAlloc did not return");
     }
     // SAFETY: allocated by posix_memalign in cuMemHostAlloc and removed from the table once.
     unsafe { libc::free(p) };
@@ -1049,10 +820,7 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 fn load_ptx(m: *mut Handle, text: &[u8]) -> CUresult {
     let dev = tri!(current());
     if text.starts_with(b"\x7fELF") {
-        return report(
-            INVALID_IMAGE,
-            "the emulator loads PTX text only, not cubins",
-        );
+        return report(INVALID_IMAGE, "the emulator loads PTX text only, not cubins");
     }
     let Ok(text) = std::str::from_utf8(text) else {
         return report(INVALID_PTX, "PTX is not UTF-8");
@@ -1094,9 +862,7 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleLoad(m: *mut Handle, fname: *const c_char) -> CUresult {
     // SAFETY: a NUL-terminated path.
-    let path = unsafe { CStr::from_ptr(fname) }
-        .to_string_lossy()
-        .into_owned();
+    let path = unsafe { CStr::from_ptr(fname) }.to_string_lossy().into_owned();
     match std::fs::read(&path) {
         Ok(bytes) => load_ptx(m, &bytes),
         Err(e) => report(FILE_NOT_FOUND, format!("cuModuleLoad {path}: {e}")),
@@ -1116,15 +882,9 @@ pub unsafe extern "C" fn cuModuleUnload(m: Handle) -> CUresult {
 
 /// Resolves a PTX entry to the host-compiled kernel of the same name.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuModuleGetFunction(
-    f: *mut Handle,
-    m: Handle,
-    name: *const c_char,
-) -> CUresult {
+pub unsafe extern "C" fn cuModuleGetFunction(f: *mut Handle, m: Handle, name: *const c_char) -> CUresult {
     // SAFETY: a NUL-terminated kernel name.
-    let name = unsafe { CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned();
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
     let mut st = state();
     let Some(module) = st.modules.get(&(m as u64)) else {
         return INVALID_HANDLE;
@@ -1136,9 +896,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(
     let Some(k) = kernels::find(&name) else {
         return report(
             NOT_FOUND,
-            format!(
-                "kernel `{name}` is in the PTX but not compiled into the emulator (rebuild devtensor-emu)"
-            ),
+            format!("kernel `{name}` is in the PTX but not compiled into the emulator (rebuild devtensor-emu)"),
         );
     };
     // The PTX and the emulator's build must agree on the signature, or the
@@ -1154,14 +912,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(
         );
     }
     let h = st.handle();
-    st.functions.insert(
-        h,
-        Function {
-            module: m as u64,
-            dev,
-            kernel: k,
-        },
-    );
+    st.functions.insert(h, Function { module: m as u64, dev, kernel: k });
     // SAFETY: out pointer supplied by the caller.
     unsafe { *f = h as Handle };
     SUCCESS
@@ -1181,21 +932,13 @@ pub unsafe extern "C" fn cuFuncGetAttribute(v: *mut c_int, attrib: c_int, f: Han
 /// Accepted and ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncSetAttribute(f: Handle, _attrib: c_int, _v: c_int) -> CUresult {
-    if state().functions.contains_key(&(f as u64)) {
-        SUCCESS
-    } else {
-        INVALID_HANDLE
-    }
+    if state().functions.contains_key(&(f as u64)) { SUCCESS } else { INVALID_HANDLE }
 }
 
 /// Accepted and ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncSetCacheConfig(f: Handle, _c: c_int) -> CUresult {
-    if state().functions.contains_key(&(f as u64)) {
-        SUCCESS
-    } else {
-        INVALID_HANDLE
-    }
+    if state().functions.contains_key(&(f as u64)) { SUCCESS } else { INVALID_HANDLE }
 }
 
 /// Checks the configuration and arguments now, copies the argument values,
@@ -1225,10 +968,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     if fdev != sdev {
         return report(
             INVALID_HANDLE,
-            format!(
-                "kernel {} was loaded on device {fdev} but launched on a stream of device {sdev}",
-                k.name
-            ),
+            format!("kernel {} was loaded on device {fdev} but launched on a stream of device {sdev}", k.name),
         );
     }
     let threads = bx as u64 * by as u64 * bz as u64;
@@ -1246,64 +986,40 @@ pub unsafe extern "C" fn cuLaunchKernel(
     {
         return report(
             INVALID_VALUE,
-            format!(
-                "kernel {}: invalid launch configuration grid ({gx},{gy},{gz}) block ({bx},{by},{bz})",
-                k.name
-            ),
+            format!("kernel {}: invalid launch configuration grid ({gx},{gy},{gz}) block ({bx},{by},{bz})", k.name),
         );
     }
     if shared_bytes != 0 {
         return report(
             INVALID_VALUE,
-            format!(
-                "kernel {}: dynamic shared memory ({shared_bytes} bytes) is outside the kernel contract",
-                k.name
-            ),
+            format!("kernel {}: dynamic shared memory ({shared_bytes} bytes) is outside the kernel contract", k.name),
         );
     }
     if !extra.is_null() {
-        return report(
-            NOT_SUPPORTED,
-            "kernel arguments through `extra` are not emulated",
-        );
+        return report(NOT_SUPPORTED, "kernel arguments through `extra` are not emulated");
     }
     let layout = k.params();
     if !layout.is_empty() && params.is_null() {
         return report(
             INVALID_VALUE,
-            format!(
-                "kernel {} takes {} arguments, kernelParams is null",
-                k.name,
-                layout.len()
-            ),
+            format!("kernel {} takes {} arguments, kernelParams is null", k.name, layout.len()),
         );
     }
     let mut copied = Vec::with_capacity(layout.len());
     for (i, &(size, is_ptr)) in layout.iter().enumerate() {
         // SAFETY: the caller passes one pointer per kernel parameter, each to a value of that parameter's type.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(*params.add(i) as *const u8, size) }.to_vec();
+        let bytes = unsafe { std::slice::from_raw_parts(*params.add(i) as *const u8, size) }.to_vec();
         if is_ptr {
             let addr = u64::from_ne_bytes(bytes[..8].try_into().unwrap());
             if addr != 0
                 && let Err(m) = memory::translate(&st, sdev, addr, 0)
             {
-                return report(
-                    INVALID_VALUE,
-                    format!("kernel {}, argument {i}: {m}", k.name),
-                );
+                return report(INVALID_VALUE, format!("kernel {}, argument {i}: {m}", k.name));
             }
         }
         copied.push(bytes);
     }
-    st.enqueue(
-        id,
-        Op::Launch {
-            kernel,
-            dims: [gx, gy, gz, bx, by, bz],
-            params: copied,
-        },
-    );
+    st.enqueue(id, Op::Launch { kernel, dims: [gx, gy, gz, bx, by, bz], params: copied });
     SUCCESS
 }
 
@@ -1316,20 +1032,14 @@ fn error_text(code: CUresult) -> (&'static CStr, &'static CStr) {
         2 => (c"CUDA_ERROR_OUT_OF_MEMORY", c"out of memory"),
         3 => (c"CUDA_ERROR_NOT_INITIALIZED", c"initialization error"),
         101 => (c"CUDA_ERROR_INVALID_DEVICE", c"invalid device ordinal"),
-        200 => (
-            c"CUDA_ERROR_INVALID_IMAGE",
-            c"device kernel image is invalid",
-        ),
+        200 => (c"CUDA_ERROR_INVALID_IMAGE", c"device kernel image is invalid"),
         201 => (c"CUDA_ERROR_INVALID_CONTEXT", c"invalid device context"),
         218 => (c"CUDA_ERROR_INVALID_PTX", c"a PTX JIT compilation failed"),
         301 => (c"CUDA_ERROR_FILE_NOT_FOUND", c"file not found"),
         400 => (c"CUDA_ERROR_INVALID_HANDLE", c"invalid resource handle"),
         500 => (c"CUDA_ERROR_NOT_FOUND", c"named symbol not found"),
         600 => (c"CUDA_ERROR_NOT_READY", c"device not ready"),
-        700 => (
-            c"CUDA_ERROR_ILLEGAL_ADDRESS",
-            c"an illegal memory access was encountered",
-        ),
+        700 => (c"CUDA_ERROR_ILLEGAL_ADDRESS", c"an illegal memory access was encountered"),
         719 => (c"CUDA_ERROR_LAUNCH_FAILED", c"unspecified launch failure"),
         801 => (c"CUDA_ERROR_NOT_SUPPORTED", c"operation not supported"),
         _ => (c"CUDA_ERROR_UNKNOWN", c"unknown error"),

@@ -12,18 +12,10 @@ pub(crate) struct LaunchError {
 
 impl LaunchError {
     pub(crate) fn new() -> Self {
-        LaunchError {
-            code: 0,
-            fault_addr: 0,
-            msg: [0; 512],
-        }
+        LaunchError { code: 0, fault_addr: 0, msg: [0; 512] }
     }
     pub(crate) fn message(&self) -> String {
-        let end = self
-            .msg
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(self.msg.len());
+        let end = self.msg.iter().position(|&b| b == 0).unwrap_or(self.msg.len());
         String::from_utf8_lossy(&self.msg[..end]).into_owned()
     }
 }
@@ -44,9 +36,7 @@ impl KernelEntry {
         unsafe {
             let n = (self.nparams)() as usize;
             let l = (self.layout)();
-            (0..n)
-                .map(|i| (*l.add(i) as usize, *l.add(n + i) != 0))
-                .collect()
+            (0..n).map(|i| (*l.add(i) as usize, *l.add(n + i) != 0)).collect()
         }
     }
 }
@@ -84,9 +74,7 @@ pub(crate) fn ptx_entries(ptx: &str) -> Vec<(String, Vec<usize>)> {
         let mut params_part = None;
         if let Some(pos) = t.find(".entry ") {
             let rest = t[pos + ".entry ".len()..].trim_start();
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
-                .unwrap_or(rest.len());
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len());
             out.push((rest[..end].to_string(), Vec::new()));
             in_params = true;
             params_part = Some(&rest[end..]);
@@ -112,10 +100,7 @@ mod tests {
     #[test]
     fn parses_entries_and_param_counts() {
         let ptx = ".version 8.0\n.target sm_80\n.visible .entry k_a(\n\t.param .u64 k_a_param_0,\n\t.param .u32 k_a_param_1\n)\n{\n ret;\n}\n.visible .entry k_b()\n{\n}\n";
-        assert_eq!(
-            ptx_entries(ptx),
-            vec![("k_a".to_string(), vec![8, 4]), ("k_b".to_string(), vec![])]
-        );
+        assert_eq!(ptx_entries(ptx), vec![("k_a".to_string(), vec![8, 4]), ("k_b".to_string(), vec![])]);
         let weak = ".weak .entry k_c(.param .align 8 .b8 k_c_param_0[16], .param .f64 k_c_param_1)\n{\n}\n";
         assert_eq!(ptx_entries(weak), vec![("k_c".to_string(), vec![16, 8])]);
     }

@@ -10,9 +10,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 
-use crate::state::{
-    CUresult, DEVICE_BASE, DEVICE_SPAN, ILLEGAL_ADDRESS, INVALID_VALUE, OUT_OF_MEMORY, State,
-};
+use crate::state::{CUresult, DEVICE_BASE, DEVICE_SPAN, ILLEGAL_ADDRESS, INVALID_VALUE, OUT_OF_MEMORY, State};
 
 const PAGE: usize = 4096;
 const ALIGN: usize = 256;
@@ -58,9 +56,7 @@ impl Alloc {
     pub fn redzone_intact(&self) -> bool {
         self.redzones().iter().all(|&(p, n)| {
             // SAFETY: see `redzones`.
-            unsafe { std::slice::from_raw_parts(p, n) }
-                .iter()
-                .all(|&b| b == REDZONE)
+            unsafe { std::slice::from_raw_parts(p, n) }.iter().all(|&b| b == REDZONE)
         })
     }
 
@@ -101,11 +97,7 @@ pub(crate) fn alloc(st: &mut State, dev: usize, size: usize) -> Result<u64, CUre
     let Some(charged) = charged else {
         return Err(crate::state::report(
             OUT_OF_MEMORY,
-            format!(
-                "device {dev}: cannot allocate {size} bytes, {} of {} bytes free",
-                d.total - d.used,
-                d.total
-            ),
+            format!("device {dev}: cannot allocate {size} bytes, {} of {} bytes free", d.total - d.used, d.total),
         ));
     };
     let body = round_up(size, PAGE);
@@ -122,21 +114,12 @@ pub(crate) fn alloc(st: &mut State, dev: usize, size: usize) -> Result<u64, CUre
         )
     };
     if base == libc::MAP_FAILED {
-        return Err(crate::state::report(
-            OUT_OF_MEMORY,
-            format!("host mmap of {map_len} bytes failed"),
-        ));
+        return Err(crate::state::report(OUT_OF_MEMORY, format!("host mmap of {map_len} bytes failed")));
     }
     let base = base as *mut u8;
     if body > 0 {
         // SAFETY: the range lies inside the mapping just created.
-        let rc = unsafe {
-            libc::mprotect(
-                base.add(PAGE) as *mut c_void,
-                body,
-                libc::PROT_READ | libc::PROT_WRITE,
-            )
-        };
+        let rc = unsafe { libc::mprotect(base.add(PAGE) as *mut c_void, body, libc::PROT_READ | libc::PROT_WRITE) };
         if rc != 0 {
             // SAFETY: unmapping the mapping created above.
             unsafe { libc::munmap(base as *mut c_void, map_len) };
@@ -145,13 +128,7 @@ pub(crate) fn alloc(st: &mut State, dev: usize, size: usize) -> Result<u64, CUre
     }
     // SAFETY: body - round_up(size, ALIGN) <= body, so data stays in the mapping and is 256-aligned.
     let data = unsafe { base.add(PAGE + body - round_up(size, ALIGN)) };
-    let a = Alloc {
-        dev,
-        size,
-        base,
-        map_len,
-        data,
-    };
+    let a = Alloc { dev, size, base, map_len, data };
     a.repaint();
     if size <= FRESH_FILL_LIMIT {
         // SAFETY: [data, data + size) is inside the read-write body.
@@ -161,10 +138,7 @@ pub(crate) fn alloc(st: &mut State, dev: usize, size: usize) -> Result<u64, CUre
     // A gap after each allocation: a one-past-the-end pointer never names the next one.
     d.next_addr += charged + ALIGN as u64;
     if d.next_addr >= DEVICE_BASE + (dev as u64 + 1) * DEVICE_SPAN {
-        return Err(crate::state::report(
-            OUT_OF_MEMORY,
-            "device address space exhausted",
-        ));
+        return Err(crate::state::report(OUT_OF_MEMORY, "device address space exhausted"));
     }
     d.used += charged;
     d.allocs.insert(addr, a);
@@ -178,10 +152,7 @@ pub(crate) fn free(st: &mut State, addr: u64) -> Result<(), CUresult> {
             return Ok(());
         }
     }
-    Err(crate::state::report(
-        INVALID_VALUE,
-        format!("cuMemFree of 0x{addr:x}, which is not a live allocation"),
-    ))
+    Err(crate::state::report(INVALID_VALUE, format!("cuMemFree of 0x{addr:x}, which is not a live allocation")))
 }
 
 /// The live allocation holding `addr` (one-past-the-end counts as inside).
@@ -200,15 +171,10 @@ pub(crate) fn find(st: &State, addr: u64) -> Option<(u64, &Alloc)> {
 /// inside one live allocation.
 pub(crate) fn translate(st: &State, dev: usize, addr: u64, n: usize) -> Result<*mut u8, String> {
     let Some((start, a)) = find(st, addr) else {
-        return Err(format!(
-            "0x{addr:x} is not inside any live device allocation"
-        ));
+        return Err(format!("0x{addr:x} is not inside any live device allocation"));
     };
     if a.dev != dev {
-        return Err(format!(
-            "0x{addr:x} belongs to device {}, but the work runs on device {dev}",
-            a.dev
-        ));
+        return Err(format!("0x{addr:x} belongs to device {}, but the work runs on device {dev}", a.dev));
     }
     let off = (addr - start) as usize;
     if off.checked_add(n).is_none_or(|end| end > a.size) {

@@ -206,12 +206,7 @@ impl Call {
     }
 
     fn describe(&self) -> String {
-        let mut s = format!(
-            "{}(count {}, {}",
-            self.kind.name(),
-            self.count,
-            self.dtype.name()
-        );
+        let mut s = format!("{}(count {}, {}", self.kind.name(), self.count, self.dtype.name());
         if let Some(op) = self.op {
             s += &format!(", {}", op.name());
         }
@@ -284,8 +279,7 @@ struct CommSlot {
     live: bool,
 }
 
-static COMMS: LazyLock<Mutex<HashMap<u64, CommSlot>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static COMMS: LazyLock<Mutex<HashMap<u64, CommSlot>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 /// Communicator handles: never reused, and far from stream and context handles.
 static NEXT_COMM: AtomicU64 = AtomicU64::new(0x6e63_0000_0000);
 static NEXT_CLIQUE: AtomicU64 = AtomicU64::new(1);
@@ -298,14 +292,8 @@ fn resolve(comm: *mut c_void, what: &str) -> Result<(Arc<Clique>, usize), NcclRe
     let table = comms();
     match table.get(&(comm as u64)) {
         Some(slot) if slot.live => Ok((slot.clique.clone(), slot.rank)),
-        Some(_) => Err(report(
-            INVALID_ARGUMENT,
-            format!("{what}: communicator {comm:p} was destroyed or aborted"),
-        )),
-        None => Err(report(
-            INVALID_ARGUMENT,
-            format!("{what}: {comm:p} is not a communicator"),
-        )),
+        Some(_) => Err(report(INVALID_ARGUMENT, format!("{what}: communicator {comm:p} was destroyed or aborted"))),
+        None => Err(report(INVALID_ARGUMENT, format!("{what}: {comm:p} is not a communicator"))),
     }
 }
 
@@ -390,11 +378,7 @@ fn f32_to_f16(f: f32) -> u16 {
     let exp = ((x >> 23) & 0xff) as i32;
     let man = x & 0x7f_ffff;
     if exp == 0xff {
-        let nan = if man != 0 {
-            0x200 | (man >> 13) as u16
-        } else {
-            0
-        };
+        let nan = if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
         return sign | 0x7c00 | nan;
     }
     let e = exp - 112; // half's biased exponent
@@ -502,9 +486,7 @@ fn compute(calls: &[Call]) -> Result<(), String> {
         Kind::AllReduce | Kind::Reduce => {
             let inputs = (0..nranks).map(read).collect::<Result<Vec<_>, _>>()?;
             let out = reduce(c.dtype, &inputs, c.op.expect("reductions have an operator"));
-            (0..nranks)
-                .map(|r| calls[r].recv_elems(r, nranks).map(|_| out.clone()))
-                .collect()
+            (0..nranks).map(|r| calls[r].recv_elems(r, nranks).map(|_| out.clone())).collect()
         }
         Kind::Broadcast => {
             let data = read(c.root.expect("broadcast has a root"))?;
@@ -518,9 +500,7 @@ fn compute(calls: &[Call]) -> Result<(), String> {
             let inputs = (0..nranks).map(read).collect::<Result<Vec<_>, _>>()?;
             let out = reduce(c.dtype, &inputs, c.op.expect("reductions have an operator"));
             let chunk = c.count * esz;
-            (0..nranks)
-                .map(|r| Some(out[r * chunk..(r + 1) * chunk].to_vec()))
-                .collect()
+            (0..nranks).map(|r| Some(out[r * chunk..(r + 1) * chunk].to_vec())).collect()
         }
     };
     // Translate every destination before writing any.
@@ -553,10 +533,7 @@ fn deposit(clique: &Clique, rank: usize, call: Call) -> Result<u64, NcclResult> 
     if let Err(code) = flushed {
         report(
             UNHANDLED_CUDA_ERROR,
-            format!(
-                "{}: rank {rank}'s stream had failed work queued before it (CUDA error {code})",
-                call.kind.name()
-            ),
+            format!("{}: rank {rank}'s stream had failed work queued before it (CUDA error {code})", call.kind.name()),
         );
     }
     let nranks = clique.nranks();
@@ -564,11 +541,7 @@ fn deposit(clique: &Clique, rank: usize, call: Call) -> Result<u64, NcclResult> 
     if let Some(who) = cs.aborted {
         return Err(report(
             REMOTE_ERROR,
-            format!(
-                "{} on rank {rank}: rank {who} aborted its communicator (clique {})",
-                call.kind.name(),
-                clique.id
-            ),
+            format!("{} on rank {rank}: rank {who} aborted its communicator (clique {})", call.kind.name(), clique.id),
         ));
     }
     let seq = cs.deposited[rank];
@@ -580,11 +553,7 @@ fn deposit(clique: &Clique, rank: usize, call: Call) -> Result<u64, NcclResult> 
         collected: 0,
     });
     if round.outcome.is_none()
-        && let Some((other, first)) = round
-            .calls
-            .iter()
-            .enumerate()
-            .find_map(|(r, c)| c.map(|c| (r, c)))
+        && let Some((other, first)) = round.calls.iter().enumerate().find_map(|(r, c)| c.map(|c| (r, c)))
         && first.signature() != call.signature()
     {
         report(
@@ -602,26 +571,13 @@ fn deposit(clique: &Clique, rank: usize, call: Call) -> Result<u64, NcclResult> 
     round.cuda_failed[rank] = flushed.is_err();
     if round.outcome.is_none() && round.calls.iter().all(Option::is_some) {
         let outcome = if round.cuda_failed.iter().any(|&f| f) {
-            round
-                .cuda_failed
-                .iter()
-                .map(|&f| {
-                    if f {
-                        UNHANDLED_CUDA_ERROR
-                    } else {
-                        REMOTE_ERROR
-                    }
-                })
-                .collect()
+            round.cuda_failed.iter().map(|&f| if f { UNHANDLED_CUDA_ERROR } else { REMOTE_ERROR }).collect()
         } else {
             let calls: Vec<Call> = round.calls.iter().map(|c| c.unwrap()).collect();
             match compute(&calls) {
                 Ok(()) => vec![SUCCESS; nranks],
                 Err(msg) => {
-                    report(
-                        UNHANDLED_CUDA_ERROR,
-                        format!("collective #{seq} of clique {}: {msg}", clique.id),
-                    );
+                    report(UNHANDLED_CUDA_ERROR, format!("collective #{seq} of clique {}: {msg}", clique.id));
                     vec![UNHANDLED_CUDA_ERROR; nranks]
                 }
             }
@@ -639,10 +595,7 @@ fn wait(clique: &Clique, rank: usize, seq: u64) -> NcclResult {
     let mut cs = clique.lock();
     loop {
         let s = &mut *cs;
-        let round = s
-            .rounds
-            .get_mut(&seq)
-            .expect("a deposited round stays until collected");
+        let round = s.rounds.get_mut(&seq).expect("a deposited round stays until collected");
         if let Some(outcome) = &round.outcome {
             let code = outcome[rank];
             round.collected += 1;
@@ -655,10 +608,7 @@ fn wait(clique: &Clique, rank: usize, seq: u64) -> NcclResult {
         if let Some(who) = s.aborted {
             return report(
                 REMOTE_ERROR,
-                format!(
-                    "{what} #{seq} on rank {rank}: rank {who} aborted its communicator (clique {})",
-                    clique.id
-                ),
+                format!("{what} #{seq} on rank {rank}: rank {who} aborted its communicator (clique {})", clique.id),
             );
         }
         let gone = (0..nranks).find(|&r| round.calls[r].is_none() && s.left[r].is_some());
@@ -719,9 +669,7 @@ fn collective(comm: *mut c_void, stream: *mut c_void, mut call: Call) -> NcclRes
                 ("receive", call.recv, call.recv_elems(rank, nranks)),
             ] {
                 let Some(elems) = elems else { continue };
-                let bytes = elems
-                    .checked_mul(esz)
-                    .ok_or_else(|| format!("count {} overflows", call.count))?;
+                let bytes = elems.checked_mul(esz).ok_or_else(|| format!("count {} overflows", call.count))?;
                 if bytes > 0 {
                     memory::translate(&st, dev, addr, bytes)
                         .map_err(|m| format!("{what} buffer of rank {rank}: {m}"))?;
@@ -765,11 +713,7 @@ fn note_group_error(code: NcclResult) -> NcclResult {
     code
 }
 
-fn op_and_type(
-    name: &str,
-    datatype: u32,
-    op: Option<u32>,
-) -> Result<(Dtype, Option<RedOp>), NcclResult> {
+fn op_and_type(name: &str, datatype: u32, op: Option<u32>) -> Result<(Dtype, Option<RedOp>), NcclResult> {
     let Some(dtype) = Dtype::from_raw(datatype) else {
         return Err(note_group_error(report(
             INVALID_ARGUMENT,
@@ -783,9 +727,7 @@ fn op_and_type(
             None => {
                 return Err(note_group_error(report(
                     INVALID_ARGUMENT,
-                    format!(
-                        "{name}: reduction operator {raw} is not emulated (custom operators and unknown values)"
-                    ),
+                    format!("{name}: reduction operator {raw} is not emulated (custom operators and unknown values)"),
                 )));
             }
         },
@@ -866,10 +808,7 @@ pub unsafe extern "C" fn ncclCommInitAll(
             let Ok(d) = st.device(d) else {
                 return report(
                     INVALID_ARGUMENT,
-                    format!(
-                        "ncclCommInitAll: device {d} does not exist ({} devices)",
-                        st.devices.len()
-                    ),
+                    format!("ncclCommInitAll: device {d} does not exist ({} devices)", st.devices.len()),
                 );
             };
             if devs.contains(&d) {
@@ -895,14 +834,7 @@ pub unsafe extern "C" fn ncclCommInitAll(
     let mut table = comms();
     for rank in 0..n {
         let h = NEXT_COMM.fetch_add(0x10, Ordering::Relaxed);
-        table.insert(
-            h,
-            CommSlot {
-                clique: clique.clone(),
-                rank,
-                live: true,
-            },
-        );
+        table.insert(h, CommSlot { clique: clique.clone(), rank, live: true });
         // SAFETY: the caller passes room for `ndev` communicators.
         unsafe { *comms_out.add(rank) = h as *mut c_void };
     }
@@ -926,10 +858,7 @@ fn leave(comm: *mut c_void, how: &'static str, name: &str) -> NcclResult {
                 );
             }
             None => {
-                return report(
-                    INVALID_ARGUMENT,
-                    format!("{name}: {comm:p} is not a communicator"),
-                );
+                return report(INVALID_ARGUMENT, format!("{name}: {comm:p} is not a communicator"));
             }
         }
     };
@@ -971,19 +900,12 @@ pub unsafe extern "C" fn ncclCommFinalize(comm: *mut c_void) -> NcclResult {
 
 /// `ncclRemoteError` once the clique was aborted, else `ncclSuccess`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclCommGetAsyncError(
-    comm: *mut c_void,
-    async_error: *mut u32,
-) -> NcclResult {
+pub unsafe extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, async_error: *mut u32) -> NcclResult {
     let (clique, _) = match resolve(comm, "ncclCommGetAsyncError") {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let code = if clique.lock().aborted.is_some() {
-        REMOTE_ERROR
-    } else {
-        SUCCESS
-    };
+    let code = if clique.lock().aborted.is_some() { REMOTE_ERROR } else { SUCCESS };
     out(async_error, code, "ncclCommGetAsyncError")
 }
 
@@ -1228,17 +1150,9 @@ mod tests {
                     hi = mid;
                 }
             }
-            let hv = if hi == 0x7c00 {
-                65536.0
-            } else {
-                f16_to_f32(hi) as f64
-            };
+            let hv = if hi == 0x7c00 { 65536.0 } else { f16_to_f32(hi) as f64 };
             let (dl, dh) = (a - f16_to_f32(lo) as f64, hv - a);
-            let h = if dl < dh || (dl == dh && lo & 1 == 0) {
-                lo
-            } else {
-                hi
-            };
+            let h = if dl < dh || (dl == dh && lo & 1 == 0) { lo } else { hi };
             h | if x.is_sign_negative() { 0x8000 } else { 0 }
         };
         for bits in (0..0x7f80_0000u32).step_by(4099) {

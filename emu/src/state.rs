@@ -32,45 +32,15 @@ pub(crate) fn report(code: CUresult, msg: impl AsRef<str>) -> CUresult {
 
 /// Work queued on a stream, run at the stream's next synchronisation point.
 pub(crate) enum Op {
-    HtoD {
-        dst: u64,
-        src: usize,
-        n: usize,
-    },
-    DtoH {
-        dst: usize,
-        src: u64,
-        n: usize,
-    },
-    DtoD {
-        dst_dev: usize,
-        dst: u64,
-        src_dev: usize,
-        src: u64,
-        n: usize,
-    },
-    Memset {
-        dst: u64,
-        value: u32,
-        width: usize,
-        count: usize,
-    },
-    Free {
-        addr: u64,
-    },
-    Launch {
-        kernel: usize,
-        dims: [u32; 6],
-        params: Vec<Vec<u8>>,
-    },
-    Host {
-        f: unsafe extern "C" fn(*mut c_void),
-        data: usize,
-    },
+    HtoD { dst: u64, src: usize, n: usize },
+    DtoH { dst: usize, src: u64, n: usize },
+    DtoD { dst_dev: usize, dst: u64, src_dev: usize, src: u64, n: usize },
+    Memset { dst: u64, value: u32, width: usize, count: usize },
+    Free { addr: u64 },
+    Launch { kernel: usize, dims: [u32; 6], params: Vec<Vec<u8>> },
+    Host { f: unsafe extern "C" fn(*mut c_void), data: usize },
     Gemm(Box<crate::cublas::GemmOp>),
-    RecordTime {
-        event: u64,
-    },
+    RecordTime { event: u64 },
 }
 
 pub(crate) struct Stream {
@@ -173,20 +143,12 @@ impl State {
     }
 
     pub fn check_init(&self) -> Result<(), CUresult> {
-        if self.initialised {
-            Ok(())
-        } else {
-            Err(NOT_INITIALIZED)
-        }
+        if self.initialised { Ok(()) } else { Err(NOT_INITIALIZED) }
     }
 
     pub fn device(&self, dev: i32) -> Result<usize, CUresult> {
         self.check_init()?;
-        if dev >= 0 && (dev as usize) < self.devices.len() {
-            Ok(dev as usize)
-        } else {
-            Err(INVALID_DEVICE)
-        }
+        if dev >= 0 && (dev as usize) < self.devices.len() { Ok(dev as usize) } else { Err(INVALID_DEVICE) }
     }
 
     /// Streams named by the null handle (legacy default) or by the
@@ -198,26 +160,16 @@ impl State {
             let dev = current()?;
             return Ok(self.devices[dev].default_stream);
         }
-        if self.streams.contains_key(&raw) {
-            Ok(raw)
-        } else {
-            Err(INVALID_HANDLE)
-        }
+        if self.streams.contains_key(&raw) { Ok(raw) } else { Err(INVALID_HANDLE) }
     }
 
     /// Whether `[p, p + n)` lies in page-locked memory from `cuMemHostAlloc`.
     pub fn is_pinned(&self, p: usize, n: usize) -> bool {
-        self.pinned
-            .range(..=p)
-            .next_back()
-            .is_some_and(|(&start, &len)| p + n <= start + len.max(1))
+        self.pinned.range(..=p).next_back().is_some_and(|(&start, &len)| p + n <= start + len.max(1))
     }
 
     pub fn enqueue(&mut self, stream: u64, op: Op) {
-        let s = self
-            .streams
-            .get_mut(&stream)
-            .expect("stream checked by caller");
+        let s = self.streams.get_mut(&stream).expect("stream checked by caller");
         s.enqueued += 1;
         let seq = s.enqueued;
         s.queue.push_back((seq, op));
@@ -226,13 +178,7 @@ impl State {
 
 impl Stream {
     pub fn new(dev: usize) -> Self {
-        Stream {
-            dev,
-            queue: VecDeque::new(),
-            enqueued: 0,
-            error: None,
-            exec: Arc::new(Mutex::new(())),
-        }
+        Stream { dev, queue: VecDeque::new(), enqueued: 0, error: None, exec: Arc::new(Mutex::new(())) }
     }
 }
 
@@ -297,9 +243,7 @@ pub(crate) fn flush(stream: u64, upto: Option<u64>) -> Result<(), CUresult> {
                 return Ok(());
             };
             match s.queue.front() {
-                Some(&(seq, _)) if upto.is_none_or(|u| seq <= u) => {
-                    (s.dev, s.queue.pop_front().unwrap().1)
-                }
+                Some(&(seq, _)) if upto.is_none_or(|u| seq <= u) => (s.dev, s.queue.pop_front().unwrap().1),
                 _ => break,
             }
         };
@@ -319,12 +263,7 @@ pub(crate) fn flush(stream: u64, upto: Option<u64>) -> Result<(), CUresult> {
 
 /// Synchronises every stream of a device (context-wide synchronisation).
 pub(crate) fn flush_device(dev: usize) -> Result<(), CUresult> {
-    let ids: Vec<u64> = state()
-        .streams
-        .iter()
-        .filter(|(_, s)| s.dev == dev)
-        .map(|(&id, _)| id)
-        .collect();
+    let ids: Vec<u64> = state().streams.iter().filter(|(_, s)| s.dev == dev).map(|(&id, _)| id).collect();
     let mut first = Ok(());
     for id in ids {
         let r = flush(id, None);

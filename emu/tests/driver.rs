@@ -29,8 +29,7 @@ fn ptx_text() -> &'static str {
                 arch: Some("compute_80"),
                 ..Default::default()
             };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts)
-                .expect("NVRTC compiles the test kernels");
+            let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).expect("NVRTC compiles the test kernels");
             eprintln!("test kernels: PTX from NVRTC");
             ptx.to_src()
         } else {
@@ -47,11 +46,7 @@ fn ptx_skeleton(src: &str) -> String {
         let open = rest.find('(').unwrap();
         let close = rest.find(')').unwrap();
         let name = rest[..open].trim();
-        let params: Vec<&str> = rest[open + 1..close]
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .collect();
+        let params: Vec<&str> = rest[open + 1..close].split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
         out.push_str(&format!(".visible .entry {name}(\n"));
         for (i, p) in params.iter().enumerate() {
             // The PTX type NVRTC would give each C parameter type.
@@ -91,10 +86,7 @@ fn exclusive() -> RwLockWriteGuard<'static, ()> {
 fn ctx(ordinal: usize) -> Arc<CudaContext> {
     let ctx = CudaContext::new(ordinal).expect("context on the emulated device");
     let name = ctx.name().unwrap();
-    assert!(
-        name.contains("devtensor-emu"),
-        "expected the emulated driver, found `{name}`; run scripts/test-emu.sh"
-    );
+    assert!(name.contains("devtensor-emu"), "expected the emulated driver, found `{name}`; run scripts/test-emu.sh");
     ctx
 }
 
@@ -155,23 +147,10 @@ fn check_axpy(kernel_name: &str, n: usize) -> Result<(), String> {
     let dx = stream.clone_htod(&x).unwrap();
     let mut dy = stream.clone_htod(&y0).unwrap();
     let a = 2.5f32;
-    let cfg = LaunchConfig {
-        grid_dim: (7, 1, 1),
-        block_dim: (128, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: (7, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
     let n64 = n as u64;
     // SAFETY: argument types match the kernel's signature.
-    unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(&dx)
-            .arg(&mut dy)
-            .arg(&a)
-            .arg(&n64)
-            .launch(cfg)
-    }
-    .unwrap();
+    unsafe { stream.launch_builder(&f).arg(&dx).arg(&mut dy).arg(&a).arg(&n64).launch(cfg) }.unwrap();
     let y = stream.clone_dtoh(&dy).unwrap();
     for i in 0..n {
         let want = a * x[i] + y0[i];
@@ -191,8 +170,8 @@ fn grid_stride_elementwise_matches_cpu() {
 #[test]
 fn mutation_broken_indexing_is_detected() {
     let _errors = shared();
-    let err = check_axpy("emutest_axpybroken_f32", 100_003)
-        .expect_err("a kernel with broken indexing must fail the check");
+    let err =
+        check_axpy("emutest_axpybroken_f32", 100_003).expect_err("a kernel with broken indexing must fail the check");
     eprintln!("mutation detected as expected: {err}");
 }
 
@@ -207,23 +186,11 @@ fn block_reduction_over_1m_floats_matches_cpu_sum() {
     let dx = stream.clone_htod(&x).unwrap();
     let blocks = 1024u32;
     let mut partial = stream.alloc_zeros::<f32>(blocks as usize).unwrap();
-    let cfg = LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let n64 = n as u64;
     let t = Instant::now();
     // SAFETY: argument types match the kernel's signature.
-    unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(&dx)
-            .arg(&mut partial)
-            .arg(&n64)
-            .launch(cfg)
-    }
-    .unwrap();
+    unsafe { stream.launch_builder(&f).arg(&dx).arg(&mut partial).arg(&n64).launch(cfg) }.unwrap();
     stream.synchronize().unwrap();
     let elapsed = t.elapsed();
     let partial = stream.clone_dtoh(&partial).unwrap();
@@ -231,26 +198,13 @@ fn block_reduction_over_1m_floats_matches_cpu_sum() {
     let want: f64 = x.iter().map(|&v| v as f64).sum();
     // Each block sums 1024 values in f32: error well under 1e-3 of the sum of magnitudes.
     let scale: f64 = x.iter().map(|&v| v.abs() as f64).sum();
-    assert!(
-        (got - want).abs() <= 1e-5 * scale,
-        "sum {got} vs CPU {want}"
-    );
+    assert!((got - want).abs() <= 1e-5 * scale, "sum {got} vs CPU {want}");
     // Each block's partial must match too, so a lost warp cannot hide in the total.
     for (b, &p) in partial.iter().enumerate() {
-        let w: f64 = (0..4)
-            .map(|r| {
-                x[(b * 256 + r * 262_144)..][..256]
-                    .iter()
-                    .map(|&v| v as f64)
-                    .sum::<f64>()
-            })
-            .sum();
+        let w: f64 = (0..4).map(|r| x[(b * 256 + r * 262_144)..][..256].iter().map(|&v| v as f64).sum::<f64>()).sum();
         assert!((p as f64 - w).abs() < 1e-3, "block {b}: {p} vs {w}");
     }
-    eprintln!(
-        "block reduction: 1M floats, 1024 blocks x 256 threads, {:.3} s",
-        elapsed.as_secs_f64()
-    );
+    eprintln!("block reduction: 1M floats, 1024 blocks x 256 threads, {:.3} s", elapsed.as_secs_f64());
 }
 
 #[test]
@@ -265,22 +219,12 @@ fn xor_shuffle_butterfly_gives_each_warp_its_max() {
     let mut dy = stream.alloc_zeros::<f64>(n).unwrap();
     let n64 = n as u64;
     // SAFETY: argument types match the kernel's signature.
-    unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(&dx)
-            .arg(&mut dy)
-            .arg(&n64)
-            .launch(LaunchConfig::for_num_elems(n as u32))
-    }
-    .unwrap();
+    unsafe { stream.launch_builder(&f).arg(&dx).arg(&mut dy).arg(&n64).launch(LaunchConfig::for_num_elems(n as u32)) }
+        .unwrap();
     let y = stream.clone_dtoh(&dy).unwrap();
     for (i, &got) in y.iter().enumerate() {
         let w = i / 32 * 32;
-        let want = x[w..(w + 32).min(n)]
-            .iter()
-            .cloned()
-            .fold(f64::NEG_INFINITY, f64::max);
+        let want = x[w..(w + 32).min(n)].iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         assert_eq!(got, want, "element {i}");
     }
 }
@@ -297,28 +241,12 @@ fn atomic_add_across_blocks() {
     let dx = stream.clone_htod(&x).unwrap();
     let mut total = stream.alloc_zeros::<f64>(1).unwrap();
     let mut positives = stream.alloc_zeros::<u64>(1).unwrap();
-    let cfg = LaunchConfig {
-        grid_dim: (40, 1, 1),
-        block_dim: (96, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: (40, 1, 1), block_dim: (96, 1, 1), shared_mem_bytes: 0 };
     let n64 = n as u64;
     // SAFETY: argument types match the kernel's signature.
-    unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(&dx)
-            .arg(&mut total)
-            .arg(&mut positives)
-            .arg(&n64)
-            .launch(cfg)
-    }
-    .unwrap();
+    unsafe { stream.launch_builder(&f).arg(&dx).arg(&mut total).arg(&mut positives).arg(&n64).launch(cfg) }.unwrap();
     assert_eq!(stream.clone_dtoh(&total).unwrap()[0], x.iter().sum::<f64>());
-    assert_eq!(
-        stream.clone_dtoh(&positives).unwrap()[0],
-        x.iter().filter(|&&v| v > 0.0).count() as u64
-    );
+    assert_eq!(stream.clone_dtoh(&positives).unwrap()[0], x.iter().filter(|&&v| v > 0.0).count() as u64);
 }
 
 #[test]
@@ -329,22 +257,10 @@ fn two_dimensional_grid_and_block() {
     let f = kernel(&c, "emutest_iota2d_i64");
     let (rows, cols) = (37usize, 70usize);
     let mut y = stream.alloc_zeros::<i64>(rows * cols).unwrap();
-    let cfg = LaunchConfig {
-        grid_dim: (3, 5, 1),
-        block_dim: (32, 8, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: (3, 5, 1), block_dim: (32, 8, 1), shared_mem_bytes: 0 };
     let (r, cl) = (rows as u64, cols as u64);
     // SAFETY: argument types match the kernel's signature.
-    unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(&mut y)
-            .arg(&r)
-            .arg(&cl)
-            .launch(cfg)
-    }
-    .unwrap();
+    unsafe { stream.launch_builder(&f).arg(&mut y).arg(&r).arg(&cl).launch(cfg) }.unwrap();
     let y = stream.clone_dtoh(&y).unwrap();
     for row in 0..rows {
         for col in 0..cols {
@@ -360,18 +276,12 @@ fn out_of_memory_is_an_error_not_an_abort() {
     let stream = c.new_stream().unwrap();
     // SAFETY: uninitialised memory that is never read.
     let too_big = unsafe { stream.alloc::<u8>(2 << 30) };
-    assert_eq!(
-        code(too_big.unwrap_err()),
-        CUresult::CUDA_ERROR_OUT_OF_MEMORY
-    );
+    assert_eq!(code(too_big.unwrap_err()), CUresult::CUDA_ERROR_OUT_OF_MEMORY);
     // SAFETY: as above.
     let first = unsafe { stream.alloc::<u8>(600 << 20) }.unwrap();
     // SAFETY: as above.
     let second = unsafe { stream.alloc::<u8>(600 << 20) };
-    assert_eq!(
-        code(second.unwrap_err()),
-        CUresult::CUDA_ERROR_OUT_OF_MEMORY
-    );
+    assert_eq!(code(second.unwrap_err()), CUresult::CUDA_ERROR_OUT_OF_MEMORY);
     drop(first);
     stream.synchronize().unwrap();
     // SAFETY: as above.
@@ -394,47 +304,20 @@ fn invalid_launch_configurations_are_rejected() {
         ((0, 1, 1), (32, 1, 1), 0),
         ((1, 1, 1), (32, 1, 1), 64),
     ] {
-        let cfg = LaunchConfig {
-            grid_dim: grid,
-            block_dim: block,
-            shared_mem_bytes: shared,
-        };
+        let cfg = LaunchConfig { grid_dim: grid, block_dim: block, shared_mem_bytes: shared };
         // SAFETY: argument types match the kernel's signature.
-        let r = unsafe {
-            stream
-                .launch_builder(&f)
-                .arg(&dx)
-                .arg(&mut dy)
-                .arg(&a)
-                .arg(&n)
-                .launch(cfg)
-        };
-        assert_eq!(
-            code(r.unwrap_err()),
-            CUresult::CUDA_ERROR_INVALID_VALUE,
-            "grid {grid:?} block {block:?}"
-        );
+        let r = unsafe { stream.launch_builder(&f).arg(&dx).arg(&mut dy).arg(&a).arg(&n).launch(cfg) };
+        assert_eq!(code(r.unwrap_err()), CUresult::CUDA_ERROR_INVALID_VALUE, "grid {grid:?} block {block:?}");
     }
     // A pointer argument that is no live allocation.
     let bogus = 0x1234_5678u64;
     let cfg = LaunchConfig::for_num_elems(8);
     // SAFETY: deliberately wrong; the emulator must refuse before running anything.
-    let r = unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(&bogus)
-            .arg(&mut dy)
-            .arg(&a)
-            .arg(&n)
-            .launch(cfg)
-    };
+    let r = unsafe { stream.launch_builder(&f).arg(&bogus).arg(&mut dy).arg(&a).arg(&n).launch(cfg) };
     assert_eq!(code(r.unwrap_err()), CUresult::CUDA_ERROR_INVALID_VALUE);
     // An entry the module does not have.
     let module = c.load_module(Ptx::from_src(ptx_text())).unwrap();
-    assert_eq!(
-        code(module.load_function("emutest_nosuch_f32").unwrap_err()),
-        CUresult::CUDA_ERROR_NOT_FOUND
-    );
+    assert_eq!(code(module.load_function("emutest_nosuch_f32").unwrap_err()), CUresult::CUDA_ERROR_NOT_FOUND);
     stream.synchronize().unwrap();
 }
 
@@ -450,17 +333,9 @@ fn out_of_bounds_kernel_writes_are_reported() {
         let mut y = stream.alloc_zeros::<f32>(n).unwrap();
         let n64 = n as u64;
         // SAFETY: argument types match; the kernel's overrun is what is tested.
-        unsafe {
-            stream
-                .launch_builder(&f)
-                .arg(&mut y)
-                .arg(&n64)
-                .launch(LaunchConfig::for_num_elems(n as u32))
-        }
-        .unwrap();
-        let err = stream
-            .synchronize()
-            .expect_err("the overrun must be reported");
+        unsafe { stream.launch_builder(&f).arg(&mut y).arg(&n64).launch(LaunchConfig::for_num_elems(n as u32)) }
+            .unwrap();
+        let err = stream.synchronize().expect_err("the overrun must be reported");
         assert_eq!(code(err), CUresult::CUDA_ERROR_ILLEGAL_ADDRESS, "n = {n}");
         // The error is reported once; the stream works afterwards.
         stream.synchronize().unwrap();
@@ -475,17 +350,10 @@ fn barriers_in_divergent_code_are_reported() {
     let stream = c.new_stream().unwrap();
     let f = kernel(&c, "emutest_divergentsync_f32");
     let mut y = stream.alloc_zeros::<f32>(64).unwrap();
-    let cfg = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (64, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: argument types match the kernel's signature.
     unsafe { stream.launch_builder(&f).arg(&mut y).launch(cfg) }.unwrap();
-    assert_eq!(
-        code(stream.synchronize().unwrap_err()),
-        CUresult::CUDA_ERROR_LAUNCH_FAILED
-    );
+    assert_eq!(code(stream.synchronize().unwrap_err()), CUresult::CUDA_ERROR_LAUNCH_FAILED);
 }
 
 #[test]
@@ -496,17 +364,10 @@ fn fiber_stack_overflow_is_reported() {
     let f = kernel(&c, "emutest_bigstack_f32");
     let mut y = stream.alloc_zeros::<f32>(32).unwrap();
     let n = 32u64;
-    let cfg = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: argument types match the kernel's signature.
     unsafe { stream.launch_builder(&f).arg(&mut y).arg(&n).launch(cfg) }.unwrap();
-    assert_eq!(
-        code(stream.synchronize().unwrap_err()),
-        CUresult::CUDA_ERROR_LAUNCH_FAILED
-    );
+    assert_eq!(code(stream.synchronize().unwrap_err()), CUresult::CUDA_ERROR_LAUNCH_FAILED);
 }
 
 fn reverse_blocks(sync: i32) -> bool {
@@ -518,22 +379,9 @@ fn reverse_blocks(sync: i32) -> bool {
     let dx = stream.clone_htod(&x).unwrap();
     let mut dy = stream.alloc_zeros::<f32>(n).unwrap();
     let n64 = n as u64;
-    let cfg = LaunchConfig {
-        grid_dim: (4, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid_dim: (4, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: argument types match the kernel's signature.
-    unsafe {
-        stream
-            .launch_builder(&f)
-            .arg(&dx)
-            .arg(&mut dy)
-            .arg(&n64)
-            .arg(&sync)
-            .launch(cfg)
-    }
-    .unwrap();
+    unsafe { stream.launch_builder(&f).arg(&dx).arg(&mut dy).arg(&n64).arg(&sync).launch(cfg) }.unwrap();
     let y = stream.clone_dtoh(&dy).unwrap();
     (0..n).all(|i| y[i] == x[i / 256 * 256 + 255 - i % 256])
 }
@@ -566,16 +414,10 @@ fn reading_before_an_async_copy_completes_sees_old_data() {
     unsafe { cudarc::driver::result::memcpy_dtoh_async(host, ptr, stream.cu_stream()) }.unwrap();
     // SAFETY: a racy read on a real GPU; in the emulator the copy has not happened yet.
     let before = unsafe { std::ptr::read_volatile(raw) };
-    assert_eq!(
-        before, 0,
-        "an async copy must not complete before the stream is synchronised"
-    );
+    assert_eq!(before, 0, "an async copy must not complete before the stream is synchronised");
     stream.synchronize().unwrap();
     // SAFETY: the copy has completed.
-    assert_eq!(
-        unsafe { std::slice::from_raw_parts(raw, 64) },
-        &[7u32; 64][..]
-    );
+    assert_eq!(unsafe { std::slice::from_raw_parts(raw, 64) }, &[7u32; 64][..]);
     // SAFETY: allocated by malloc_host above, no longer used.
     unsafe { cudarc::driver::result::free_host(raw as *mut std::ffi::c_void) }.unwrap();
 }
@@ -598,38 +440,18 @@ fn two_contexts_have_separate_memory() {
     let mut y = s0.alloc_zeros::<f32>(3).unwrap();
     let (alpha, n) = (1.0f32, 3u64);
     // SAFETY: deliberately wrong device; the emulator must refuse it.
-    let r = unsafe {
-        s0.launch_builder(&f)
-            .arg(&b)
-            .arg(&mut y)
-            .arg(&alpha)
-            .arg(&n)
-            .launch(LaunchConfig::for_num_elems(3))
-    };
+    let r =
+        unsafe { s0.launch_builder(&f).arg(&b).arg(&mut y).arg(&alpha).arg(&n).launch(LaunchConfig::for_num_elems(3)) };
     assert_eq!(code(r.unwrap_err()), CUresult::CUDA_ERROR_INVALID_VALUE);
     // A kernel loaded on device 0 cannot run on a device-1 stream.
     let mut z = s1.alloc_zeros::<f32>(3).unwrap();
     // SAFETY: deliberately wrong device, as above.
-    let r = unsafe {
-        s1.launch_builder(&f)
-            .arg(&b)
-            .arg(&mut z)
-            .arg(&alpha)
-            .arg(&n)
-            .launch(LaunchConfig::for_num_elems(3))
-    };
+    let r =
+        unsafe { s1.launch_builder(&f).arg(&b).arg(&mut z).arg(&alpha).arg(&n).launch(LaunchConfig::for_num_elems(3)) };
     assert!(r.is_err());
 }
 
-fn gemm_reference(
-    ta: bool,
-    tb: bool,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f64],
-    b: &[f64],
-) -> Vec<f64> {
+fn gemm_reference(ta: bool, tb: bool, m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
     // Column-major, op(A) m x k, op(B) k x n; lda/ldb are the stored row counts.
     let lda = if ta { k } else { m };
     let ldb = if tb { n } else { k };
@@ -649,11 +471,7 @@ fn gemm_reference(
 }
 
 fn op(t: bool) -> cublasOperation_t {
-    if t {
-        cublasOperation_t::CUBLAS_OP_T
-    } else {
-        cublasOperation_t::CUBLAS_OP_N
-    }
+    if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N }
 }
 
 #[test]
@@ -665,10 +483,8 @@ fn cublas_sgemm_matches_triple_loop_with_transposes() {
     let (m, n, k) = (17usize, 9usize, 13usize);
     let a: Vec<f32> = inputs(m * k, 5);
     let b: Vec<f32> = inputs(k * n, 6);
-    let (a64, b64): (Vec<f64>, Vec<f64>) = (
-        a.iter().map(|&v| v as f64).collect(),
-        b.iter().map(|&v| v as f64).collect(),
-    );
+    let (a64, b64): (Vec<f64>, Vec<f64>) =
+        (a.iter().map(|&v| v as f64).collect(), b.iter().map(|&v| v as f64).collect());
     let da = stream.clone_htod(&a).unwrap();
     let db = stream.clone_htod(&b).unwrap();
     for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -690,10 +506,7 @@ fn cublas_sgemm_matches_triple_loop_with_transposes() {
         let got = stream.clone_dtoh(&dc).unwrap();
         let want = gemm_reference(ta, tb, m, n, k, &a64, &b64);
         for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                (g as f64 - w).abs() < 1e-4,
-                "ta {ta} tb {tb} element {i}: {g} vs {w}"
-            );
+            assert!((g as f64 - w).abs() < 1e-4, "ta {ta} tb {tb} element {i}: {g} vs {w}");
         }
     }
 }
@@ -705,14 +518,8 @@ fn cublas_dgemm_strided_batched_matches_triple_loop() {
     let stream = c.new_stream().unwrap();
     let blas = CudaBlas::new(stream.clone()).unwrap();
     let (m, n, k, batch) = (5usize, 4usize, 3usize, 3usize);
-    let a: Vec<f64> = inputs(m * k * batch, 7)
-        .into_iter()
-        .map(|v| v as f64)
-        .collect();
-    let b: Vec<f64> = inputs(k * n * batch, 8)
-        .into_iter()
-        .map(|v| v as f64)
-        .collect();
+    let a: Vec<f64> = inputs(m * k * batch, 7).into_iter().map(|v| v as f64).collect();
+    let b: Vec<f64> = inputs(k * n * batch, 8).into_iter().map(|v| v as f64).collect();
     let da = stream.clone_htod(&a).unwrap();
     let db = stream.clone_htod(&b).unwrap();
     let mut dc = stream.clone_htod(&vec![1.0f64; m * n * batch]).unwrap();
@@ -738,21 +545,10 @@ fn cublas_dgemm_strided_batched_matches_triple_loop() {
     unsafe { blas.gemm_strided_batched(cfg, &da, &db, &mut dc) }.unwrap();
     let got = stream.clone_dtoh(&dc).unwrap();
     for p in 0..batch {
-        let want = gemm_reference(
-            true,
-            false,
-            m,
-            n,
-            k,
-            &a[p * m * k..][..m * k],
-            &b[p * k * n..][..k * n],
-        );
+        let want = gemm_reference(true, false, m, n, k, &a[p * m * k..][..m * k], &b[p * k * n..][..k * n]);
         for i in 0..m * n {
             let w = 2.0 * want[i] + 0.5;
-            assert!(
-                (got[p * m * n + i] - w).abs() < 1e-12,
-                "batch {p} element {i}"
-            );
+            assert!((got[p * m * n + i] - w).abs() < 1e-12, "batch {p} element {i}");
         }
     }
 }
@@ -768,11 +564,7 @@ fn events_order_work_between_streams() {
     s2.join(&s1).unwrap();
     let copy = s2.clone_dtod(&src).unwrap();
     assert_eq!(s2.clone_dtoh(&copy).unwrap(), vec![3i64; 1000]);
-    let start = s1
-        .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .unwrap();
-    let end = s1
-        .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .unwrap();
+    let start = s1.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+    let end = s1.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
     assert!(start.elapsed_ms(&end).unwrap() >= 0.0);
 }

@@ -20,10 +20,7 @@ use cudarc::nccl::{Comm, NcclType, ReduceOp, group_end, group_start, result, sys
 fn ctx(ordinal: usize) -> Arc<CudaContext> {
     let ctx = CudaContext::new(ordinal).expect("context on the emulated device");
     let name = ctx.name().unwrap();
-    assert!(
-        name.contains("devtensor-emu"),
-        "expected the emulated driver, found `{name}`; run scripts/test-emu.sh"
-    );
+    assert!(name.contains("devtensor-emu"), "expected the emulated driver, found `{name}`; run scripts/test-emu.sh");
     ctx
 }
 
@@ -31,8 +28,7 @@ fn ctx(ordinal: usize) -> Arc<CudaContext> {
 fn init_all(devs: &[i32]) -> Vec<usize> {
     let mut comms = vec![std::ptr::null_mut(); devs.len()];
     // SAFETY: room for one communicator per device.
-    unsafe { result::comm_init_all(comms.as_mut_ptr(), devs.len() as i32, devs.as_ptr()) }
-        .expect("ncclCommInitAll");
+    unsafe { result::comm_init_all(comms.as_mut_ptr(), devs.len() as i32, devs.as_ptr()) }.expect("ncclCommInitAll");
     comms.into_iter().map(|c| c as usize).collect()
 }
 
@@ -77,10 +73,7 @@ fn all_reduce<T: NcclType + DeviceRepr>(
 
 /// Runs `f(rank)` on one thread per rank and returns the results in rank
 /// order, failing (not hanging) if a rank never returns.
-fn on_threads<R: Send + 'static>(
-    ranks: usize,
-    f: impl Fn(usize) -> R + Send + Sync + 'static,
-) -> Vec<R> {
+fn on_threads<R: Send + 'static>(ranks: usize, f: impl Fn(usize) -> R + Send + Sync + 'static) -> Vec<R> {
     let f = Arc::new(f);
     let (tx, rx) = mpsc::channel();
     for rank in 0..ranks {
@@ -92,8 +85,7 @@ fn on_threads<R: Send + 'static>(
     }
     let mut out: Vec<Option<R>> = (0..ranks).map(|_| None).collect();
     for _ in 0..ranks {
-        let (rank, r) = rx
-            .recv().expect("a rank never returned from its collective");
+        let (rank, r) = rx.recv().expect("a rank never returned from its collective");
         match r {
             Ok(v) => out[rank] = Some(v),
             Err(p) => std::panic::resume_unwind(p),
@@ -103,9 +95,7 @@ fn on_threads<R: Send + 'static>(
 }
 
 fn data(rank: usize, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| (i as f32 * 0.37 - 5.0) * (rank as f32 + 1.0) + 0.1 * rank as f32)
-        .collect()
+    (0..n).map(|i| (i as f32 * 0.37 - 5.0) * (rank as f32 + 1.0) + 0.1 * rank as f32).collect()
 }
 
 #[test]
@@ -113,9 +103,7 @@ fn version_error_strings_and_communicator_queries() {
     let _ = ctx(0);
     assert_eq!(result::get_nccl_version().unwrap(), 23000);
     // SAFETY: ncclGetErrorString returns a static C string.
-    let s = unsafe {
-        std::ffi::CStr::from_ptr(sys::ncclGetErrorString(ncclResult_t::ncclInvalidUsage))
-    };
+    let s = unsafe { std::ffi::CStr::from_ptr(sys::ncclGetErrorString(ncclResult_t::ncclInvalidUsage)) };
     assert!(s.to_str().unwrap().contains("invalid usage"));
 
     let comms = init_all(&[1, 0]);
@@ -152,22 +140,11 @@ fn all_reduce_sum_with_a_thread_per_rank() {
             let stream = ctx(rank).new_stream().unwrap();
             let send = stream.clone_htod(&data(rank, n)).unwrap();
             let mut recv = stream.alloc_zeros::<f32>(n).unwrap();
-            let rc = all_reduce(
-                comms[rank],
-                &stream,
-                &send,
-                &mut recv,
-                n,
-                ncclRedOp_t::ncclSum,
-            );
+            let rc = all_reduce(comms[rank], &stream, &send, &mut recv, n, ncclRedOp_t::ncclSum);
             (rc, stream.clone_dtoh(&recv).unwrap())
         })
     };
-    let want: Vec<f32> = data(0, n)
-        .iter()
-        .zip(data(1, n))
-        .map(|(a, b)| a + b)
-        .collect();
+    let want: Vec<f32> = data(0, n).iter().zip(data(1, n)).map(|(a, b)| a + b).collect();
     for (rank, (rc, got)) in results.into_iter().enumerate() {
         assert_eq!(rc, ncclResult_t::ncclSuccess, "rank {rank}");
         assert_eq!(got, want, "rank {rank}");
@@ -202,9 +179,7 @@ fn many_collectives_in_a_row_stay_matched() {
                 drop(_p);
                 assert_eq!(rc, ncclResult_t::ncclSuccess, "round {round}");
                 // Rank-specific work between collectives, in stream order.
-                stream
-                    .memcpy_htod(&[rank as f64 + round as f64; 1], &mut buf.slice_mut(32..))
-                    .unwrap();
+                stream.memcpy_htod(&[rank as f64 + round as f64; 1], &mut buf.slice_mut(32..)).unwrap();
             }
             out.extend(stream.clone_dtoh(&buf).unwrap());
             out
@@ -224,24 +199,14 @@ fn all_reduce_sum_with_one_thread_in_a_group() {
     let n = 257;
     let streams: Vec<_> = (0..2).map(|i| ctx(i).new_stream().unwrap()).collect();
     let comms = Comm::from_devices(streams.clone()).unwrap();
-    let sends: Vec<_> = (0..2)
-        .map(|r| streams[r].clone_htod(&data(r, n)).unwrap())
-        .collect();
-    let mut recvs: Vec<_> = (0..2)
-        .map(|r| streams[r].alloc_zeros::<f32>(n).unwrap())
-        .collect();
+    let sends: Vec<_> = (0..2).map(|r| streams[r].clone_htod(&data(r, n)).unwrap()).collect();
+    let mut recvs: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<f32>(n).unwrap()).collect();
     group_start().unwrap();
     for (r, recv) in recvs.iter_mut().enumerate() {
-        comms[r]
-            .all_reduce(&sends[r], recv, &ReduceOp::Sum)
-            .unwrap();
+        comms[r].all_reduce(&sends[r], recv, &ReduceOp::Sum).unwrap();
     }
     group_end().unwrap();
-    let want: Vec<f32> = data(0, n)
-        .iter()
-        .zip(data(1, n))
-        .map(|(a, b)| a + b)
-        .collect();
+    let want: Vec<f32> = data(0, n).iter().zip(data(1, n)).map(|(a, b)| a + b).collect();
     for r in 0..2 {
         assert_eq!(streams[r].clone_dtoh(&recvs[r]).unwrap(), want, "rank {r}");
     }
@@ -252,34 +217,20 @@ fn all_reduce_sum_with_one_thread_in_a_group() {
 fn nested_groups_run_at_the_outermost_end() {
     let streams: Vec<_> = (0..2).map(|i| ctx(i).new_stream().unwrap()).collect();
     let comms = Comm::from_devices(streams.clone()).unwrap();
-    let sends: Vec<_> = (0..2)
-        .map(|r| streams[r].clone_htod(&[r as f64 + 1.0; 4]).unwrap())
-        .collect();
-    let mut recvs: Vec<_> = (0..2)
-        .map(|r| streams[r].alloc_zeros::<f64>(4).unwrap())
-        .collect();
+    let sends: Vec<_> = (0..2).map(|r| streams[r].clone_htod(&[r as f64 + 1.0; 4]).unwrap()).collect();
+    let mut recvs: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<f64>(4).unwrap()).collect();
     group_start().unwrap();
     group_start().unwrap();
     for (r, recv) in recvs.iter_mut().enumerate() {
-        comms[r]
-            .all_reduce(&sends[r], recv, &ReduceOp::Sum)
-            .unwrap();
+        comms[r].all_reduce(&sends[r], recv, &ReduceOp::Sum).unwrap();
     }
     group_end().unwrap();
-    assert_eq!(
-        streams[0].clone_dtoh(&recvs[0]).unwrap(),
-        [0.0; 4],
-        "still recorded only"
-    );
+    assert_eq!(streams[0].clone_dtoh(&recvs[0]).unwrap(), [0.0; 4], "still recorded only");
     group_end().unwrap();
     for r in 0..2 {
         assert_eq!(streams[r].clone_dtoh(&recvs[r]).unwrap(), [3.0; 4]);
     }
-    assert_eq!(
-        code(group_end()),
-        ncclResult_t::ncclInvalidUsage,
-        "end without start"
-    );
+    assert_eq!(code(group_end()), ncclResult_t::ncclInvalidUsage, "end without start");
 }
 
 #[test]
@@ -296,42 +247,17 @@ fn all_reduce_avg_in_f32_and_f64() {
             let mut recv32 = stream.alloc_zeros::<f32>(n).unwrap();
             let send64 = stream.clone_htod(&x64).unwrap();
             let mut recv64 = stream.alloc_zeros::<f64>(n).unwrap();
-            let a = all_reduce(
-                comms[rank],
-                &stream,
-                &send32,
-                &mut recv32,
-                n,
-                ncclRedOp_t::ncclAvg,
-            );
-            let b = all_reduce(
-                comms[rank],
-                &stream,
-                &send64,
-                &mut recv64,
-                n,
-                ncclRedOp_t::ncclAvg,
-            );
-            (
-                a,
-                b,
-                stream.clone_dtoh(&recv32).unwrap(),
-                stream.clone_dtoh(&recv64).unwrap(),
-            )
+            let a = all_reduce(comms[rank], &stream, &send32, &mut recv32, n, ncclRedOp_t::ncclAvg);
+            let b = all_reduce(comms[rank], &stream, &send64, &mut recv64, n, ncclRedOp_t::ncclAvg);
+            (a, b, stream.clone_dtoh(&recv32).unwrap(), stream.clone_dtoh(&recv64).unwrap())
         })
     };
     let (d0, d1) = (data(0, n), data(1, n));
     let want32: Vec<f32> = d0.iter().zip(&d1).map(|(a, b)| (a + b) / 2.0).collect();
-    let want64: Vec<f64> = d0
-        .iter()
-        .zip(&d1)
-        .map(|(&a, &b)| (a as f64 * 1.000_000_1 + b as f64 * 1.000_000_1) / 2.0)
-        .collect();
+    let want64: Vec<f64> =
+        d0.iter().zip(&d1).map(|(&a, &b)| (a as f64 * 1.000_000_1 + b as f64 * 1.000_000_1) / 2.0).collect();
     for (a, b, got32, got64) in results {
-        assert_eq!(
-            (a, b),
-            (ncclResult_t::ncclSuccess, ncclResult_t::ncclSuccess)
-        );
+        assert_eq!((a, b), (ncclResult_t::ncclSuccess, ncclResult_t::ncclSuccess));
         assert_eq!(got32, want32);
         assert_eq!(got64, want64);
     }
@@ -343,12 +269,7 @@ fn all_reduce_avg_in_f32_and_f64() {
 fn integer_and_f64_types_under_every_operator_match_the_cpu() {
     fn check<T>(vals: [[T; 4]; 2], want: [[T; 4]; 5])
     where
-        T: NcclType
-            + DeviceRepr
-            + cudarc::driver::ValidAsZeroBits
-            + Copy
-            + PartialEq
-            + std::fmt::Debug,
+        T: NcclType + DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy + PartialEq + std::fmt::Debug,
     {
         let streams: Vec<_> = (0..2).map(|i| ctx(i).new_stream().unwrap()).collect();
         let comms = init_all(&[0, 1]);
@@ -359,16 +280,9 @@ fn integer_and_f64_types_under_every_operator_match_the_cpu() {
             ncclRedOp_t::ncclMin,
             ncclRedOp_t::ncclAvg,
         ];
-        let sends: Vec<_> = (0..2)
-            .map(|r| streams[r].clone_htod(&vals[r]).unwrap())
-            .collect();
-        let mut recvs: Vec<Vec<CudaSlice<T>>> = (0..2)
-            .map(|r| {
-                (0..5)
-                    .map(|_| streams[r].alloc_zeros::<T>(4).unwrap())
-                    .collect()
-            })
-            .collect();
+        let sends: Vec<_> = (0..2).map(|r| streams[r].clone_htod(&vals[r]).unwrap()).collect();
+        let mut recvs: Vec<Vec<CudaSlice<T>>> =
+            (0..2).map(|r| (0..5).map(|_| streams[r].alloc_zeros::<T>(4).unwrap()).collect()).collect();
         group_start().unwrap();
         for (r, recv) in recvs.iter_mut().enumerate() {
             for (o, op) in ops.iter().enumerate() {
@@ -387,13 +301,7 @@ fn integer_and_f64_types_under_every_operator_match_the_cpu() {
     }
     check::<i32>(
         [[1, -7, 100, 3], [5, 2, -100, 3]],
-        [
-            [6, -5, 0, 6],
-            [5, -14, -10000, 9],
-            [5, 2, 100, 3],
-            [1, -7, -100, 3],
-            [3, -2, 0, 3],
-        ],
+        [[6, -5, 0, 6], [5, -14, -10000, 9], [5, 2, 100, 3], [1, -7, -100, 3], [3, -2, 0, 3]],
     );
     check::<i64>(
         [[1 << 40, -1, 9, 0], [3, -1, 9, 7]],
@@ -407,13 +315,7 @@ fn integer_and_f64_types_under_every_operator_match_the_cpu() {
     );
     check::<u8>(
         [[200, 1, 16, 0], [100, 2, 16, 9]],
-        [
-            [44, 3, 32, 9],
-            [32, 2, 0, 0],
-            [200, 2, 16, 9],
-            [100, 1, 16, 0],
-            [22, 1, 16, 4],
-        ],
+        [[44, 3, 32, 9], [32, 2, 0, 0], [200, 2, 16, 9], [100, 1, 16, 0], [22, 1, 16, 4]],
     );
     check::<f64>(
         [[1.5, -2.0, 0.25, 8.0], [2.0, 3.0, -0.5, 8.0]],
@@ -437,12 +339,8 @@ fn half_precision_types_are_summed() {
         (ncclDataType_t::ncclBfloat16, [0x3f80, 0x4000], 0x4040),
     ];
     for (dtype, vals, want) in cases {
-        let sends: Vec<_> = (0..2)
-            .map(|r| streams[r].clone_htod(&[vals[r]; 3]).unwrap())
-            .collect();
-        let mut recvs: Vec<_> = (0..2)
-            .map(|r| streams[r].alloc_zeros::<u16>(3).unwrap())
-            .collect();
+        let sends: Vec<_> = (0..2).map(|r| streams[r].clone_htod(&[vals[r]; 3]).unwrap()).collect();
+        let mut recvs: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<u16>(3).unwrap()).collect();
         group_start().unwrap();
         for (r, recv) in recvs.iter_mut().enumerate() {
             let (s, _s) = sends[r].device_ptr(&streams[r]);
@@ -463,11 +361,7 @@ fn half_precision_types_are_summed() {
         }
         group_end().unwrap();
         for r in 0..2 {
-            assert_eq!(
-                streams[r].clone_dtoh(&recvs[r]).unwrap(),
-                [want; 3],
-                "{dtype:?}"
-            );
+            assert_eq!(streams[r].clone_dtoh(&recvs[r]).unwrap(), [want; 3], "{dtype:?}");
         }
     }
     destroy(&comms);
@@ -480,9 +374,7 @@ fn broadcast_from_rank_one() {
     let comms = Comm::from_devices(streams.clone()).unwrap();
     let root_data = data(1, n);
     let send = streams[1].clone_htod(&root_data).unwrap();
-    let mut recvs: Vec<_> = (0..2)
-        .map(|r| streams[r].alloc_zeros::<f32>(n).unwrap())
-        .collect();
+    let mut recvs: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<f32>(n).unwrap()).collect();
     group_start().unwrap();
     for (r, recv) in recvs.iter_mut().enumerate() {
         let src = if r == 1 { Some(&send) } else { None };
@@ -490,11 +382,7 @@ fn broadcast_from_rank_one() {
     }
     group_end().unwrap();
     for r in 0..2 {
-        assert_eq!(
-            streams[r].clone_dtoh(&recvs[r]).unwrap(),
-            root_data,
-            "rank {r}"
-        );
+        assert_eq!(streams[r].clone_dtoh(&recvs[r]).unwrap(), root_data, "rank {r}");
     }
 
     // In place, from rank 0, a thread per rank with the raw API.
@@ -532,20 +420,11 @@ fn broadcast_from_rank_one() {
 fn reduce_all_gather_and_reduce_scatter() {
     let streams: Vec<_> = (0..2).map(|i| ctx(i).new_stream().unwrap()).collect();
     let comms = Comm::from_devices(streams.clone()).unwrap();
-    let sends: Vec<_> = (0..2)
-        .map(|r| {
-            streams[r]
-                .clone_htod(&[r as i32 * 10 + 1, r as i32 * 10 + 2, 3, 4])
-                .unwrap()
-        })
-        .collect();
+    let sends: Vec<_> =
+        (0..2).map(|r| streams[r].clone_htod(&[r as i32 * 10 + 1, r as i32 * 10 + 2, 3, 4]).unwrap()).collect();
     let mut reduced = streams[1].alloc_zeros::<i32>(4).unwrap();
-    let mut gathered: Vec<_> = (0..2)
-        .map(|r| streams[r].alloc_zeros::<i32>(8).unwrap())
-        .collect();
-    let mut scattered: Vec<_> = (0..2)
-        .map(|r| streams[r].alloc_zeros::<i32>(2).unwrap())
-        .collect();
+    let mut gathered: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<i32>(8).unwrap()).collect();
+    let mut scattered: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<i32>(2).unwrap()).collect();
     group_start().unwrap();
     for r in 0..2 {
         let dst = if r == 1 { Some(&mut reduced) } else { None };
@@ -555,17 +434,12 @@ fn reduce_all_gather_and_reduce_scatter() {
         comms[r].all_gather(&sends[r], g).unwrap();
     }
     for (r, s) in scattered.iter_mut().enumerate() {
-        comms[r]
-            .reduce_scatter(&sends[r], s, &ReduceOp::Sum)
-            .unwrap();
+        comms[r].reduce_scatter(&sends[r], s, &ReduceOp::Sum).unwrap();
     }
     group_end().unwrap();
     assert_eq!(streams[1].clone_dtoh(&reduced).unwrap(), [11, 12, 3, 4]);
     for r in 0..2 {
-        assert_eq!(
-            streams[r].clone_dtoh(&gathered[r]).unwrap(),
-            [1, 2, 3, 4, 11, 12, 3, 4]
-        );
+        assert_eq!(streams[r].clone_dtoh(&gathered[r]).unwrap(), [1, 2, 3, 4, 11, 12, 3, 4]);
     }
     assert_eq!(streams[0].clone_dtoh(&scattered[0]).unwrap(), [12, 14]);
     assert_eq!(streams[1].clone_dtoh(&scattered[1]).unwrap(), [6, 8]);
@@ -575,12 +449,8 @@ fn reduce_all_gather_and_reduce_scatter() {
 fn queued_work_on_the_stream_runs_before_the_collective() {
     let streams: Vec<_> = (0..2).map(|i| ctx(i).new_stream().unwrap()).collect();
     let comms = init_all(&[0, 1]);
-    let mut sends: Vec<_> = (0..2)
-        .map(|r| streams[r].clone_htod(&[7.0f32; 16]).unwrap())
-        .collect();
-    let mut recvs: Vec<_> = (0..2)
-        .map(|r| streams[r].alloc_zeros::<f32>(16).unwrap())
-        .collect();
+    let mut sends: Vec<_> = (0..2).map(|r| streams[r].clone_htod(&[7.0f32; 16]).unwrap()).collect();
+    let mut recvs: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<f32>(16).unwrap()).collect();
     // Queued (not yet run) memsets: the collective must see their zeros.
     for r in 0..2 {
         streams[r].memset_zeros(&mut sends[r]).unwrap();
@@ -588,14 +458,7 @@ fn queued_work_on_the_stream_runs_before_the_collective() {
     group_start().unwrap();
     for (r, recv) in recvs.iter_mut().enumerate() {
         assert_eq!(
-            all_reduce(
-                comms[r],
-                &streams[r],
-                &sends[r],
-                recv,
-                16,
-                ncclRedOp_t::ncclSum
-            ),
+            all_reduce(comms[r], &streams[r], &sends[r], recv, 16, ncclRedOp_t::ncclSum),
             ncclResult_t::ncclSuccess
         );
     }
@@ -614,14 +477,8 @@ fn null_stream_means_the_communicators_device() {
     let c1 = ctx(1);
     let comms = init_all(&[0, 1]);
     let (s0, s1) = (c0.default_stream(), c1.default_stream());
-    let sends = [
-        s0.clone_htod(&[1.0f32, 2.0]).unwrap(),
-        s1.clone_htod(&[10.0f32, 20.0]).unwrap(),
-    ];
-    let mut recvs = [
-        s0.alloc_zeros::<f32>(2).unwrap(),
-        s1.alloc_zeros::<f32>(2).unwrap(),
-    ];
+    let sends = [s0.clone_htod(&[1.0f32, 2.0]).unwrap(), s1.clone_htod(&[10.0f32, 20.0]).unwrap()];
+    let mut recvs = [s0.alloc_zeros::<f32>(2).unwrap(), s1.alloc_zeros::<f32>(2).unwrap()];
     c0.bind_to_thread().unwrap();
     group_start().unwrap();
     for (r, recv) in recvs.iter_mut().enumerate() {
@@ -658,23 +515,9 @@ fn mismatched_counts_fail_on_every_rank() {
             let send = stream.clone_htod(&[1.0f32; 8]).unwrap();
             let mut recv = stream.alloc_zeros::<f32>(8).unwrap();
             let count = if rank == 0 { 8 } else { 7 };
-            let bad = all_reduce(
-                comms[rank],
-                &stream,
-                &send,
-                &mut recv,
-                count,
-                ncclRedOp_t::ncclSum,
-            );
+            let bad = all_reduce(comms[rank], &stream, &send, &mut recv, count, ncclRedOp_t::ncclSum);
             // The clique goes on: the next calls match again.
-            let good = all_reduce(
-                comms[rank],
-                &stream,
-                &send,
-                &mut recv,
-                8,
-                ncclRedOp_t::ncclSum,
-            );
+            let good = all_reduce(comms[rank], &stream, &send, &mut recv, 8, ncclRedOp_t::ncclSum);
             (bad, good, stream.clone_dtoh(&recv).unwrap())
         })
     };
@@ -707,11 +550,7 @@ fn invalid_arguments_are_rejected_at_the_call() {
             comms[0] as _,
             stream0,
         );
-        assert_eq!(
-            code(fp8),
-            ncclResult_t::ncclInvalidArgument,
-            "fp8 is not emulated"
-        );
+        assert_eq!(code(fp8), ncclResult_t::ncclInvalidArgument, "fp8 is not emulated");
         let op = result::all_reduce(
             s as _,
             p as _,
@@ -721,11 +560,7 @@ fn invalid_arguments_are_rejected_at_the_call() {
             comms[0] as _,
             stream0,
         );
-        assert_eq!(
-            code(op),
-            ncclResult_t::ncclInvalidArgument,
-            "custom operators are not emulated"
-        );
+        assert_eq!(code(op), ncclResult_t::ncclInvalidArgument, "custom operators are not emulated");
         let overrun = result::all_reduce(
             s as _,
             p as _,
@@ -735,11 +570,7 @@ fn invalid_arguments_are_rejected_at_the_call() {
             comms[0] as _,
             stream0,
         );
-        assert_eq!(
-            code(overrun),
-            ncclResult_t::ncclInvalidArgument,
-            "5 bytes of a 4-byte buffer"
-        );
+        assert_eq!(code(overrun), ncclResult_t::ncclInvalidArgument, "5 bytes of a 4-byte buffer");
         let wrong_dev = result::all_reduce(
             s as _,
             p as _,
@@ -749,11 +580,7 @@ fn invalid_arguments_are_rejected_at_the_call() {
             comms[1] as _,
             streams[1].cu_stream() as _,
         );
-        assert_eq!(
-            code(wrong_dev),
-            ncclResult_t::ncclInvalidArgument,
-            "device 0 buffers on rank 1"
-        );
+        assert_eq!(code(wrong_dev), ncclResult_t::ncclInvalidArgument, "device 0 buffers on rank 1");
         let wrong_stream = result::all_reduce(
             s as _,
             p as _,
@@ -763,25 +590,9 @@ fn invalid_arguments_are_rejected_at_the_call() {
             comms[0] as _,
             stream1,
         );
-        assert_eq!(
-            code(wrong_stream),
-            ncclResult_t::ncclInvalidArgument,
-            "a device 1 stream on rank 0"
-        );
-        let root = result::broadcast(
-            s as _,
-            p as _,
-            4,
-            ncclDataType_t::ncclUint8,
-            2,
-            comms[0] as _,
-            stream0,
-        );
-        assert_eq!(
-            code(root),
-            ncclResult_t::ncclInvalidArgument,
-            "root 2 of 2 ranks"
-        );
+        assert_eq!(code(wrong_stream), ncclResult_t::ncclInvalidArgument, "a device 1 stream on rank 0");
+        let root = result::broadcast(s as _, p as _, 4, ncclDataType_t::ncclUint8, 2, comms[0] as _, stream0);
+        assert_eq!(code(root), ncclResult_t::ncclInvalidArgument, "root 2 of 2 ranks");
         // A failed call abandons its group.
         group_start().unwrap();
         let fp8 = result::all_reduce(
@@ -817,19 +628,12 @@ fn abort_wakes_a_waiting_rank() {
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: a live communicator, aborted once.
     unsafe { result::comm_abort(comms[1] as sys::ncclComm_t) }.unwrap();
-    let (first, later) = rx
-        .recv().expect("the waiting rank was not woken");
+    let (first, later) = rx.recv().expect("the waiting rank was not woken");
     assert_eq!(first, ncclResult_t::ncclRemoteError);
-    assert_eq!(
-        later,
-        ncclResult_t::ncclRemoteError,
-        "the clique stays broken"
-    );
+    assert_eq!(later, ncclResult_t::ncclRemoteError, "the clique stays broken");
     let mut async_err = ncclResult_t::ncclSuccess;
     // SAFETY: a live communicator and an out pointer.
-    unsafe { sys::ncclCommGetAsyncError(comms[0] as _, &mut async_err) }
-        .result()
-        .unwrap();
+    unsafe { sys::ncclCommGetAsyncError(comms[0] as _, &mut async_err) }.result().unwrap();
     assert_eq!(async_err, ncclResult_t::ncclRemoteError);
     // SAFETY: as above; the aborted handle is detected.
     unsafe {
@@ -851,19 +655,11 @@ fn destroying_a_rank_others_wait_for_wakes_them() {
         let stream = ctx(1).new_stream().unwrap();
         let send = stream.clone_htod(&[1.0f64; 4]).unwrap();
         let mut recv = stream.alloc_zeros::<f64>(4).unwrap();
-        let _ = tx.send(all_reduce(
-            waiter,
-            &stream,
-            &send,
-            &mut recv,
-            4,
-            ncclRedOp_t::ncclSum,
-        ));
+        let _ = tx.send(all_reduce(waiter, &stream, &send, &mut recv, 4, ncclRedOp_t::ncclSum));
     });
     std::thread::sleep(Duration::from_millis(200));
     destroy(&comms[..1]);
-    let rc = rx
-        .recv().expect("the waiting rank was not woken");
+    let rc = rx.recv().expect("the waiting rank was not woken");
     assert_eq!(rc, ncclResult_t::ncclRemoteError);
     destroy(&comms[1..]);
 }

@@ -8,8 +8,7 @@ use std::process::Command;
 
 fn compile(name: &str, kernel_src: &str, kernel: &str) -> (bool, String) {
     let shim = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("shim");
-    let dir =
-        std::env::temp_dir().join(format!("devtensor-emu-shim-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("devtensor-emu-shim-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let unit = dir.join("unit.cpp");
     std::fs::write(
@@ -29,22 +28,13 @@ fn compile(name: &str, kernel_src: &str, kernel: &str) -> (bool, String) {
         .output()
         .expect("g++ runs");
     let _ = std::fs::remove_dir_all(&dir);
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn rejected(name: &str, src: &str, kernel: &str, expect: &str) {
     let (ok, err) = compile(name, src, kernel);
-    assert!(
-        !ok,
-        "{name}: the shim accepted a construct outside the contract"
-    );
-    assert!(
-        err.contains(expect),
-        "{name}: expected `{expect}` in:\n{err}"
-    );
+    assert!(!ok, "{name}: the shim accepted a construct outside the contract");
+    assert!(err.contains(expect), "{name}: expected `{expect}` in:\n{err}");
 }
 
 #[test]
@@ -81,10 +71,7 @@ fn unknown_intrinsics_are_rejected() {
         ("shfl_up", "y[0] = __shfl_up_sync(0xffffffff, y[0], 1);"),
         ("syncthreads_count", "y[0] = __syncthreads_count(1);"),
         ("atomic_cas", "atomicCAS((int*)y, 0, 1);"),
-        (
-            "half",
-            "__half h = __float2half(y[0]); y[0] = __half2float(h);",
-        ),
+        ("half", "__half h = __float2half(y[0]); y[0] = __half2float(h);"),
         ("clock", "y[0] = (float)clock64();"),
     ] {
         rejected(

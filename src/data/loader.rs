@@ -56,7 +56,11 @@ where
     /// the calling thread. Fails when `batch_size` is 0.
     pub fn try_new(dataset: S, batch_size: usize) -> Result<Self> {
         if batch_size == 0 {
-            return Err(Error::Argument { op: "DataLoader", device: "Cpu".into(), reason: "batch_size must be at least 1".into() });
+            return Err(Error::Argument {
+                op: "DataLoader",
+                device: "Cpu".into(),
+                reason: "batch_size must be at least 1".into(),
+            });
         }
         Ok(DataLoader {
             dataset: Arc::new(dataset),
@@ -208,7 +212,11 @@ fn make_batch<S: Dataset, C: Collate<S::Item>>(dataset: &S, collate: &C, indices
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "a panic".into());
-            Err(Error::Argument { op: "DataLoader", device: "Cpu".into(), reason: format!("preparing a batch panicked: {message}") })
+            Err(Error::Argument {
+                op: "DataLoader",
+                device: "Cpu".into(),
+                reason: format!("preparing a batch panicked: {message}"),
+            })
         }
     }
 }
@@ -238,7 +246,13 @@ impl<S: Dataset + 'static, C: Collate<S::Item> + 'static> Batches<S, C> {
                     })
                 })
                 .collect();
-            Source::Workers { tasks: Some(task_tx), results, ready: BTreeMap::new(), in_flight: workers.saturating_mul(prefetch), handles }
+            Source::Workers {
+                tasks: Some(task_tx),
+                results,
+                ready: BTreeMap::new(),
+                in_flight: workers.saturating_mul(prefetch),
+                handles,
+            }
         };
         Batches { plan: plan.into_iter(), total, yielded: 0, dispatched: 0, source }
     }

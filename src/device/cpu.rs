@@ -139,7 +139,12 @@ pub(crate) fn zeroed_vec<E: Element>(op: &'static str, len: usize) -> Result<Vec
     // SAFETY: `layout` has a non-zero size, checked just above.
     let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
     if ptr.is_null() {
-        return Err(Error::OutOfMemory { op, device: Cpu::name(), requested: layout.size(), free: host_available_bytes() });
+        return Err(Error::OutOfMemory {
+            op,
+            device: Cpu::name(),
+            requested: layout.size(),
+            free: host_available_bytes(),
+        });
     }
     // SAFETY: `ptr` comes from the global allocator with the layout of
     // `[E; len]` (size `len * size_of::<E>()`, alignment of `E`), which is
@@ -171,8 +176,12 @@ pub(crate) fn try_copy<E: Element>(op: &'static str, src: &[E]) -> Result<Vec<E>
 /// Reserves room for exactly `len` elements, or fails as [`output_buffer`] does.
 fn reserve<E: Element>(op: &'static str, out: &mut Vec<E>, len: usize) -> Result<()> {
     let bytes = checked_bytes::<E>(op, Cpu::name, len)?;
-    out.try_reserve_exact(len)
-        .map_err(|_| Error::OutOfMemory { op, device: Cpu::name(), requested: bytes, free: host_available_bytes() })
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        op,
+        device: Cpu::name(),
+        requested: bytes,
+        free: host_available_bytes(),
+    })
 }
 
 /// The memory layout of `len` elements of `E` (see [`checked_bytes`]).

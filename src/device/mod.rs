@@ -224,9 +224,7 @@ where
 
 /// Reinterprets a tensor of device `D2` as one of `D1` once `D1: SameDevice<D2>`
 /// has proved them equal. The check is a `TypeId` comparison the optimiser folds.
-pub(crate) fn same_device<D1: Device, D2: Device, E: Element>(
-    tensor: &crate::Tensor<D2, E>,
-) -> &crate::Tensor<D1, E> {
+pub(crate) fn same_device<D1: Device, D2: Device, E: Element>(tensor: &crate::Tensor<D2, E>) -> &crate::Tensor<D1, E> {
     let any: &dyn std::any::Any = tensor;
     any.downcast_ref().expect("SameDevice<D2> is only implemented for D2 itself")
 }

@@ -143,7 +143,8 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         for (name, view) in entries {
             let wrap = |e: Error| checkpoint_error(path, format!("tensor `{name}`: {e}"));
             if view.dtype() == Dtype::I64 {
-                let values = view.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+                let values =
+                    view.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
                 let host = Tensor::<Cpu, i64>::try_from_vec(values, view.shape()).map_err(wrap)?;
                 int_tensors.push((name, host.try_to::<D>()?));
                 continue;
@@ -151,7 +152,11 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
             if view.dtype() != safetensors_dtype::<E>() {
                 return Err(checkpoint_error(
                     path,
-                    format!("tensor `{name}` holds {:?} elements, but the model's are {}", view.dtype(), E::DTYPE.name()),
+                    format!(
+                        "tensor `{name}` holds {:?} elements, but the model's are {}",
+                        view.dtype(),
+                        E::DTYPE.name()
+                    ),
                 ));
             }
             let values = from_le_bytes::<E>(view.data());
@@ -202,7 +207,10 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                 Some(_) => {}
                 None if !first => {}
                 None if saved_int.contains_key(name.as_str()) => {
-                    return Err(mismatch(format!("tensor `{name}` holds I64 elements, but the model's are {}", E::DTYPE.name())));
+                    return Err(mismatch(format!(
+                        "tensor `{name}` holds I64 elements, but the model's are {}",
+                        E::DTYPE.name()
+                    )));
                 }
                 None => return Err(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
             }
@@ -213,9 +221,10 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
             let problem = match saved_int.get(name) {
                 Some(s) if s.shape() != t.shape() => Some(shape_mismatch(name, s.shape(), t.shape())),
                 Some(_) => None,
-                None if saved.contains_key(name) => {
-                    Some(mismatch(format!("tensor `{name}` holds {} elements, but the model's are I64", E::DTYPE.name())))
-                }
+                None if saved.contains_key(name) => Some(mismatch(format!(
+                    "tensor `{name}` holds {} elements, but the model's are I64",
+                    E::DTYPE.name()
+                ))),
                 None => Some(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
             };
             int_error = int_error.take().or(problem);
@@ -288,7 +297,9 @@ fn to_le_bytes<E: FloatElement>(values: &[E]) -> Vec<u8> {
 /// checked its length against the shape).
 fn from_le_bytes<E: FloatElement>(bytes: &[u8]) -> Vec<E> {
     match E::DTYPE {
-        DType::F64 => bytes.chunks_exact(8).map(|b| E::from_f64(f64::from_le_bytes(b.try_into().expect("8 bytes")))).collect(),
+        DType::F64 => {
+            bytes.chunks_exact(8).map(|b| E::from_f64(f64::from_le_bytes(b.try_into().expect("8 bytes")))).collect()
+        }
         _ => bytes.chunks_exact(4).map(|b| E::from_f32(f32::from_le_bytes(b.try_into().expect("4 bytes")))).collect(),
     }
 }

@@ -55,7 +55,9 @@ impl<D: Device, E: FloatElement> Conv2d<D, E> {
             return Err(Error::Argument {
                 op: "Conv2d",
                 device: D::name(),
-                reason: format!("groups = {groups} must divide in_channels = {in_channels} and out_channels = {out_channels}"),
+                reason: format!(
+                    "groups = {groups} must divide in_channels = {in_channels} and out_channels = {out_channels}"
+                ),
             });
         }
         let fan_in = in_channels / groups * kernel[0] * kernel[1];

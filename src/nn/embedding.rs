@@ -52,7 +52,9 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
                 Error::Argument {
                     op: "Embedding",
                     device: D::name(),
-                    reason: format!("index {index} is out of range for Embedding({count}, {dim}): indices must be in 0..{count}"),
+                    reason: format!(
+                        "index {index} is out of range for Embedding({count}, {dim}): indices must be in 0..{count}"
+                    ),
                 }
             }
             other => other,

@@ -80,7 +80,10 @@ where
 
 /// Panicking form of [`try_cross_entropy`].
 #[track_caller]
-pub fn cross_entropy<D: Device, D2: Device, E: FloatElement>(logits: &Tensor<D, E>, labels: &Tensor<D2, i64>) -> Tensor<D, E>
+pub fn cross_entropy<D: Device, D2: Device, E: FloatElement>(
+    logits: &Tensor<D, E>,
+    labels: &Tensor<D2, i64>,
+) -> Tensor<D, E>
 where
     D: SameDevice<D2>,
 {
@@ -124,7 +127,10 @@ where
 /// The negative log-likelihood of log-probabilities `log_p` (shaped as
 /// cross-entropy's logits) for the classes `labels`, PyTorch's `F.nll_loss`
 /// (mean over targets not equal to `-100`).
-pub fn try_nll_loss<D: Device, D2: Device, E: FloatElement>(log_p: &Tensor<D, E>, labels: &Tensor<D2, i64>) -> Result<Tensor<D, E>>
+pub fn try_nll_loss<D: Device, D2: Device, E: FloatElement>(
+    log_p: &Tensor<D, E>,
+    labels: &Tensor<D2, i64>,
+) -> Result<Tensor<D, E>>
 where
     D: SameDevice<D2>,
 {
@@ -202,7 +208,9 @@ fn negative_log_likelihood<D: Device, E: FloatElement>(
             Error::Argument {
                 op,
                 device: D::name(),
-                reason: format!("target {index} is out of range for {classes} classes: targets must be in 0..{classes}{ignored}"),
+                reason: format!(
+                    "target {index} is out of range for {classes} classes: targets must be in 0..{classes}{ignored}"
+                ),
             }
         }
         other => other,

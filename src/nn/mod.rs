@@ -42,6 +42,8 @@ pub use loss::{
 };
 pub use module::{Module, TensorKind, child_name, moving};
 #[doc(hidden)]
-pub use module_fields::{Access, Exclusive, Field, FieldVisitor, MoveTo, SetTraining, Shared, Visit, VisitInts, VisitIntsMut, VisitMut};
+pub use module_fields::{
+    Access, Exclusive, Field, FieldVisitor, MoveTo, SetTraining, Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
+};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use sequential::Sequential;

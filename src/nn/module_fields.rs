@@ -78,7 +78,11 @@ pub trait Access {
     /// A shorter borrow of `r`, leaving `r` usable afterwards.
     fn reborrow<'a, 'b, T>(r: &'b mut Self::Ref<'a, T>) -> Self::Ref<'b, T>;
     /// One field of the model, through the projection that fits.
-    fn project<'a, S: 'a, T: 'a>(r: Self::Ref<'a, S>, shared: fn(&S) -> &T, exclusive: fn(&mut S) -> &mut T) -> Self::Ref<'a, T>;
+    fn project<'a, S: 'a, T: 'a>(
+        r: Self::Ref<'a, S>,
+        shared: fn(&S) -> &T,
+        exclusive: fn(&mut S) -> &mut T,
+    ) -> Self::Ref<'a, T>;
 }
 
 /// `&` access.
@@ -88,7 +92,7 @@ pub struct Shared;
 impl Access for Shared {
     type Ref<'a, T: 'a> = &'a T;
 
-    fn reborrow<'a, 'b, T>(r: &'b mut &'a T) -> &'b T {
+    fn reborrow<'b, T>(r: &'b mut &T) -> &'b T {
         r
     }
 
@@ -104,7 +108,7 @@ pub struct Exclusive;
 impl Access for Exclusive {
     type Ref<'a, T: 'a> = &'a mut T;
 
-    fn reborrow<'a, 'b, T>(r: &'b mut &'a mut T) -> &'b mut T {
+    fn reborrow<'b, T>(r: &'b mut &mut T) -> &'b mut T {
         r
     }
 

@@ -94,7 +94,10 @@ pub fn try_clip_grad_norm<D: Device, E: FloatElement, M: Module<D, E>>(
     } else {
         total.try_powf(E::from_f64(1.0 / norm_type))?
     };
-    let scale = norm.try_add_scalar(E::from_f64(1e-6))?.try_rdiv_scalar(E::from_f64(max_norm))?.try_clamp(E::neg_infinity(), E::one())?;
+    let scale = norm
+        .try_add_scalar(E::from_f64(1e-6))?
+        .try_rdiv_scalar(E::from_f64(max_norm))?
+        .try_clamp(E::neg_infinity(), E::one())?;
     for (param, grad) in with_grads {
         grads.insert(&param, grad.try_mul(&scale)?)?;
     }

@@ -299,7 +299,12 @@ fn move_slots<D: Device, D2: Device, E: FloatElement>(slots: &Slots<D, E>) -> Re
 }
 
 /// Checks that a state tensor fits its parameter.
-fn check_slot<D: Device, E: FloatElement>(op: &'static str, name: &str, slot: &Tensor<D, E>, p: &Tensor<D, E>) -> Result<()> {
+fn check_slot<D: Device, E: FloatElement>(
+    op: &'static str,
+    name: &str,
+    slot: &Tensor<D, E>,
+    p: &Tensor<D, E>,
+) -> Result<()> {
     if slot.shape() != p.shape() {
         return Err(Error::Shape {
             op,

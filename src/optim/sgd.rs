@@ -104,7 +104,8 @@ impl<D: Device, E: FloatElement> Optimizer<D, E> for Sgd<D, E> {
                 let buf = match slots.remove(MOMENTUM) {
                     Some(b) => {
                         check_slot("Sgd", name, &b, p)?;
-                        b.try_mul_scalar(E::from_f64(c.momentum))?.try_add(&g.try_mul_scalar(E::from_f64(1.0 - c.dampening))?)?
+                        b.try_mul_scalar(E::from_f64(c.momentum))?
+                            .try_add(&g.try_mul_scalar(E::from_f64(1.0 - c.dampening))?)?
                     }
                     None => g.clone(),
                 };

@@ -75,7 +75,9 @@ impl<A, B, SA: ShardOf<A, D>, SB: ShardOf<B, D>, D: Device> ShardOf<(A, B), D> f
     }
 }
 
-impl<A, B, C, SA: ShardOf<A, D>, SB: ShardOf<B, D>, SC: ShardOf<C, D>, D: Device> ShardOf<(A, B, C), D> for (SA, SB, SC) {
+impl<A, B, C, SA: ShardOf<A, D>, SB: ShardOf<B, D>, SC: ShardOf<C, D>, D: Device> ShardOf<(A, B, C), D>
+    for (SA, SB, SC)
+{
     fn shard((a, b, c): &(A, B, C), start: usize, len: usize) -> Result<Self> {
         Ok((SA::shard(a, start, len)?, SB::shard(b, start, len)?, SC::shard(c, start, len)?))
     }

@@ -4,9 +4,9 @@
 use super::batch::ScatterBatch;
 use super::devices::{DeviceList, Replicate};
 use super::reduce::{DEFAULT_BUCKET_BYTES, Exchange, ReducePath, Stop, plan_buckets};
-use crate::device::cuda::nccl::NcclClique;
 use super::replica::{BucketPlan, OnDevice, Replicas};
 use crate::device::Device;
+use crate::device::cuda::nccl::NcclClique;
 use crate::error::{Error, Result, or_panic};
 use crate::nn::TensorKind;
 use crate::optim::OptimizerConfig;

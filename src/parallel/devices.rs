@@ -48,7 +48,12 @@ pub trait Replicate<DS: Device, L: DeviceList, B: ScatterBatch, O: OptimizerConf
 }
 
 /// One replica of `model` on `D`, cutting its batches with `shard`.
-fn replica<DS, D, R, M, B, O>(model: &M, optimizer: &O, buckets: &BucketPlan, shard: Sharder<B>) -> Result<Box<dyn Replica<B, R>>>
+fn replica<DS, D, R, M, B, O>(
+    model: &M,
+    optimizer: &O,
+    buckets: &BucketPlan,
+    shard: Sharder<B>,
+) -> Result<Box<dyn Replica<B, R>>>
 where
     DS: Device,
     D: Device,

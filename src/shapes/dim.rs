@@ -99,7 +99,9 @@ impl<I: StaticDim, const K: usize, const S: usize, const P: usize, const DL: usi
     }
 }
 
-impl<I: StaticDim, const K: usize, const S: usize, const P: usize, const DL: usize> StaticDim for ConvOut<I, K, S, P, DL> {
+impl<I: StaticDim, const K: usize, const S: usize, const P: usize, const DL: usize> StaticDim
+    for ConvOut<I, K, S, P, DL>
+{
     const N: usize = {
         let span = DL * (K - 1) + 1;
         let padded = I::N + 2 * P;
@@ -112,7 +114,8 @@ impl<I: StaticDim, const K: usize, const S: usize, const P: usize, const DL: usi
                 .text(" and padding ")
                 .num(P)
                 .text(" does not fit an input of size ")
-                .num(I::N).fail()
+                .num(I::N)
+                .fail()
         }
         (padded - span) / S + 1
     };

@@ -1,11 +1,11 @@
 //! [`SForward`]: static layers chained in a tuple, the output type of each
 //! computed from the one before, PyTorch's `nn.Sequential` on static shapes.
 
+use super::dim::ConvOut;
 use super::dim::{Const, Dim, Prod, StaticDim};
 use super::layers::{SAvgPool2d, SConv2d, SFlatten, SLinear, SMaxPool2d};
 use super::shape::StaticShape;
 use super::tensor::STensor;
-use super::dim::ConvOut;
 use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
 use crate::error::{Result, or_panic};

@@ -38,15 +38,16 @@ const fn describe<L: Describe>(mut m: Message) -> Message {
 }
 
 impl<const EXPECTED: usize, Actual: Dim, Layer: Describe> Fits<EXPECTED, Actual, Layer> {
-    const OK: () = if let Some(actual) = Actual::STATIC {
-        if actual != EXPECTED {
-            describe::<Layer>(Message::new())
-                .text(" expects ")
-                .num(EXPECTED)
-                .text(Layer::WHAT)
-                .text(", but its input has ")
-                .num(actual).fail()
-        }
+    const OK: () = if let Some(actual) = Actual::STATIC
+        && actual != EXPECTED
+    {
+        describe::<Layer>(Message::new())
+            .text(" expects ")
+            .num(EXPECTED)
+            .text(Layer::WHAT)
+            .text(", but its input has ")
+            .num(actual)
+            .fail()
     };
 }
 
@@ -92,7 +93,10 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, I
     /// The layer applied to `x` (`[B, F]` with `F` of size `IN`, on the
     /// layer's device). A static `F` other than `IN` fails to build; a
     /// dynamic one is checked here.
-    pub fn try_forward<D2: Device, B: Dim, F: Dim>(&self, x: &STensor<D2, (B, F), E>) -> Result<STensor<D, (B, Const<OUT>), E>>
+    pub fn try_forward<D2: Device, B: Dim, F: Dim>(
+        &self,
+        x: &STensor<D2, (B, F), E>,
+    ) -> Result<STensor<D, (B, Const<OUT>), E>>
     where
         D: SameDevice<D2>,
     {
@@ -153,16 +157,32 @@ pub struct SConv2d<
     pub inner: Conv2d<D, E>,
 }
 
-impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, const P: usize, const DL: usize, E: FloatElement>
-    Describe for SConv2d<D, C, O, K, S, P, DL, E>
+impl<
+    D: Device,
+    const C: usize,
+    const O: usize,
+    const K: usize,
+    const S: usize,
+    const P: usize,
+    const DL: usize,
+    E: FloatElement,
+> Describe for SConv2d<D, C, O, K, S, P, DL, E>
 {
     const NAME: &'static str = "Conv2d";
     const ARGS: &'static [usize] = &[C, O, K];
     const WHAT: &'static str = " input channels";
 }
 
-impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, const P: usize, const DL: usize, E: FloatElement>
-    SConv2d<D, C, O, K, S, P, DL, E>
+impl<
+    D: Device,
+    const C: usize,
+    const O: usize,
+    const K: usize,
+    const S: usize,
+    const P: usize,
+    const DL: usize,
+    E: FloatElement,
+> SConv2d<D, C, O, K, S, P, DL, E>
 {
     /// A layer with PyTorch's initialisation.
     pub fn try_new() -> Result<Self> {
@@ -210,8 +230,16 @@ impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, 
     }
 }
 
-impl<D: Device, const C: usize, const O: usize, const K: usize, const S: usize, const P: usize, const DL: usize, E: FloatElement> Default
-    for SConv2d<D, C, O, K, S, P, DL, E>
+impl<
+    D: Device,
+    const C: usize,
+    const O: usize,
+    const K: usize,
+    const S: usize,
+    const P: usize,
+    const DL: usize,
+    E: FloatElement,
+> Default for SConv2d<D, C, O, K, S, P, DL, E>
 {
     fn default() -> Self {
         Self::new()

@@ -102,10 +102,10 @@ impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
 struct SameCount<A, B>(PhantomData<(A, B)>);
 
 impl<A: StaticShape, B: StaticShape> SameCount<A, B> {
-    const OK: () = if let (Some(a), Some(b)) = (A::STATIC_COUNT, B::STATIC_COUNT) {
-        if a != b {
-            Message::new().text("reshape: ").num(a).text(" elements cannot be viewed as ").num(b).fail()
-        }
+    const OK: () = if let (Some(a), Some(b)) = (A::STATIC_COUNT, B::STATIC_COUNT)
+        && a != b
+    {
+        Message::new().text("reshape: ").num(a).text(" elements cannot be viewed as ").num(b).fail()
     };
 }
 
@@ -169,10 +169,10 @@ impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
 struct InnerDims<K1, K2>(PhantomData<(K1, K2)>);
 
 impl<K1: Dim, K2: Dim> InnerDims<K1, K2> {
-    const OK: () = if let (Some(a), Some(b)) = (K1::STATIC, K2::STATIC) {
-        if a != b {
-            Message::new().text("matmul: the inner dimensions differ (").num(a).text(" vs ").num(b).text(")").fail()
-        }
+    const OK: () = if let (Some(a), Some(b)) = (K1::STATIC, K2::STATIC)
+        && a != b
+    {
+        Message::new().text("matmul: the inner dimensions differ (").num(a).text(" vs ").num(b).text(")").fail()
     };
 }
 

@@ -2,8 +2,8 @@
 
 use super::Tensor;
 use crate::device::Device;
-use crate::element::{Element, FloatElement, Number};
 use crate::device::cpu::{try_collect, zeroed_vec};
+use crate::element::{Element, FloatElement, Number};
 use crate::error::{Error, Result, or_panic};
 use crate::random::{Generator, with_thread_generator};
 use crate::shape::{Shape, check_elem_count};
@@ -445,7 +445,6 @@ fn int_range<E: Element>(start: i64, end: i64, step: i64) -> std::result::Result
     }
     Ok(Range { start: s, step: st, len })
 }
-
 
 impl<D: Device> Tensor<D, i64> {
     /// A random permutation of `0..n` from `generator`, PyTorch's

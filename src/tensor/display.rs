@@ -102,7 +102,9 @@ impl Printer<'_> {
             }
             match (index, last_axis) {
                 (None, _) => out.push_str("..."),
-                (Some(i), true) => out.push_str(&format!("{:>w$}", self.cells[base + cell(i) * stride], w = self.width)),
+                (Some(i), true) => {
+                    out.push_str(&format!("{:>w$}", self.cells[base + cell(i) * stride], w = self.width))
+                }
                 (Some(i), false) => self.write(out, axis + 1, base + cell(i) * stride),
             }
         }
@@ -142,7 +144,8 @@ impl<D: Device, E: Element> fmt::Display for Tensor<D, E> {
             dims => {
                 let width = cells.iter().map(String::len).max().unwrap_or(0);
                 let indent = "tensor(".len();
-                Printer { dims, cell_dims: shown.dims(), cells: &cells, width, summarise, indent }.write(&mut body, 0, 0);
+                Printer { dims, cell_dims: shown.dims(), cells: &cells, width, summarise, indent }
+                    .write(&mut body, 0, 0);
             }
         }
         write!(f, "tensor({body}")?;
@@ -188,7 +191,10 @@ mod tests {
         assert_eq!(Tensor::<Cpu>::zeros([0]).to_string(), "tensor([])");
         assert_eq!(Tensor::<Cpu>::zeros([0, 3]).to_string(), "tensor([], size=[0, 3])");
         assert_eq!(Tensor::<Cpu>::from_vec(vec![1e9, 1.0], [2]).to_string(), "tensor([1.0000e+09, 1.0000e+00])");
-        assert_eq!(Tensor::<Cpu>::from_vec(vec![f32::NAN, f32::NEG_INFINITY, 1.0], [3]).to_string(), "tensor([ nan, -inf,   1.])");
+        assert_eq!(
+            Tensor::<Cpu>::from_vec(vec![f32::NAN, f32::NEG_INFINITY, 1.0], [3]).to_string(),
+            "tensor([ nan, -inf,   1.])"
+        );
     }
 
     #[test]

@@ -160,7 +160,9 @@ pub fn try_tensor<T: TensorData>(data: T) -> Result<Tensor<Cpu, T::Elem>> {
     }
     data.flatten(&dims, &mut values).map_err(|e| match e {
         // Name the whole shape the first rows implied, not one level's.
-        Error::Shape { op, device, reason, .. } => Error::Shape { op, device, shapes: vec![Shape::from(dims.as_slice())], reason },
+        Error::Shape { op, device, reason, .. } => {
+            Error::Shape { op, device, shapes: vec![Shape::from(dims.as_slice())], reason }
+        }
         other => other,
     })?;
     Tensor::try_from_vec(values, dims)

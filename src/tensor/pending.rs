@@ -66,7 +66,11 @@ impl<D: Device, E: Element> std::fmt::Debug for PendingTransfer<D, E> {
 impl<D: Device, E: Element> PendingTransfer<D, E> {
     /// A transfer that has already completed.
     fn ready(tensor: Tensor<D, E>) -> Self {
-        PendingTransfer { shape: tensor.shape().clone(), state: Some((Landing::Ready(tensor), Fence::done())), grad: None }
+        PendingTransfer {
+            shape: tensor.shape().clone(),
+            state: Some((Landing::Ready(tensor), Fence::done())),
+            grad: None,
+        }
     }
 
     /// Starts the upload of the first `shape.elem_count()` elements of a

@@ -16,9 +16,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// The move is differentiable, as in PyTorch: the gradient of the result
     /// flows back to this tensor's device.
     pub fn try_to<D2: Device>(&self) -> Result<Tensor<D2, E>> {
-        autograd::track("to", &[self.node()], || self.to_untracked(), |_| {
-            autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>())
-        })
+        autograd::track(
+            "to",
+            &[self.node()],
+            || self.to_untracked(),
+            |_| autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>()),
+        )
     }
 
     fn to_untracked<D2: Device>(&self) -> Result<Tensor<D2, E>> {
@@ -84,11 +87,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
             });
         };
         let flat = self.try_to_vec()?;
-        Ok(if cols == 0 {
-            vec![Vec::new(); self.dims()[0]]
-        } else {
-            flat.chunks(cols).map(<[E]>::to_vec).collect()
-        })
+        Ok(if cols == 0 { vec![Vec::new(); self.dims()[0]] } else { flat.chunks(cols).map(<[E]>::to_vec).collect() })
     }
 
     /// Panicking form of [`try_to_vec2`](Self::try_to_vec2).
@@ -133,9 +132,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// Between float types the conversion is differentiable; an integer
     /// result tracks nothing, as in PyTorch.
     pub fn try_to_dtype<T: Element>(&self) -> Result<Tensor<D, T>> {
-        let forward = || Ok(Tensor::from_storage(D::cast::<E, T>(self.storage(), self.layout())?, self.shape().clone()));
+        let forward =
+            || Ok(Tensor::from_storage(D::cast::<E, T>(self.storage(), self.layout())?, self.shape().clone()));
         let input = if T::IS_FLOAT { self.node() } else { None };
-        autograd::track("to_dtype", &[input], forward, |_| autograd::rule_across(|g: &Tensor<D, T>| g.try_to_dtype::<E>()))
+        autograd::track("to_dtype", &[input], forward, |_| {
+            autograd::rule_across(|g: &Tensor<D, T>| g.try_to_dtype::<E>())
+        })
     }
 
     /// Panicking form of [`try_to_dtype`](Self::try_to_dtype).
@@ -156,7 +158,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let forward = || Ok(Tensor::from_storage(D::copy_strided(self.storage(), self.layout())?, self.shape().clone()));
+        let forward =
+            || Ok(Tensor::from_storage(D::copy_strided(self.storage(), self.layout())?, self.shape().clone()));
         autograd::track("contiguous", &[self.node()], forward, |_| autograd::rule_across(|g: &Self| Ok(g.clone())))
     }
 

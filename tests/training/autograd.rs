@@ -27,7 +27,9 @@ fn values(n: usize, kind: Values) -> BoxedStrategy<Vec<f64>> {
         Values::AwayFromZero => {
             prop::collection::vec((0.2..2.0f64, any::<bool>()).prop_map(|(m, neg)| if neg { -m } else { m }), n).boxed()
         }
-        Values::Distinct => Just((0..n).map(|i| i as f64 * 0.25 - n as f64 / 8.0).collect::<Vec<_>>()).prop_shuffle().boxed(),
+        Values::Distinct => {
+            Just((0..n).map(|i| i as f64 * 0.25 - n as f64 / 8.0).collect::<Vec<_>>()).prop_shuffle().boxed()
+        }
     }
 }
 

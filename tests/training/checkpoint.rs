@@ -70,7 +70,10 @@ fn mismatches_name_the_first_tensor<D: Device>() {
     let err = ckpt.try_load_into(&mut Linear::<D>::new(4, 2)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!("checkpoint {}: tensor `weight` has shape [2, 3] in the checkpoint but [2, 4] in the model", path.display())
+        format!(
+            "checkpoint {}: tensor `weight` has shape [2, 3] in the checkpoint but [2, 4] in the model",
+            path.display()
+        )
     );
     let err = ckpt.try_load_into(&mut Small::<D>::new()).unwrap_err();
     assert!(err.to_string().contains("the model's tensor `conv.weight` is missing"), "{err}");

@@ -59,7 +59,17 @@ struct Geometry {
 }
 
 fn geometry() -> impl Strategy<Value = Geometry> {
-    (1..3usize, 1..3usize, 1..3usize, 1..3usize, [1..6usize, 1..6usize], [1..4usize, 1..4usize], 1..3usize, 0..2usize, 1..3usize)
+    (
+        1..3usize,
+        1..3usize,
+        1..3usize,
+        1..3usize,
+        [1..6usize, 1..6usize],
+        [1..4usize, 1..4usize],
+        1..3usize,
+        0..2usize,
+        1..3usize,
+    )
         .prop_map(|(n, groups, in_per_group, out_per_group, hw, kernel, stride, padding, dilation)| Geometry {
             n,
             groups,

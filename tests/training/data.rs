@@ -4,8 +4,8 @@
 
 use devtensor::data::{Collate, DataLoader, Dataset, Sampler, TensorDataset};
 use devtensor::{Cpu, Device, Error, Result, Tensor};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Sample `i` is the row `[i, 10 i]` with label `i`.
 fn numbered(n: usize) -> TensorDataset<f32, i64> {
@@ -70,7 +70,8 @@ fn distributed_shards_are_disjoint_and_cover_the_data() {
     unique.dedup();
     assert_eq!(unique, (0..n).collect::<Vec<_>>());
     assert_eq!(all.len(), 24);
-    let mut loader = DataLoader::new(numbered(n), 4).sampler(Sampler::Distributed { replicas, rank: 1, shuffle: false, seed: 0 });
+    let mut loader =
+        DataLoader::new(numbered(n), 4).sampler(Sampler::Distributed { replicas, rank: 1, shuffle: false, seed: 0 });
     assert_eq!(labels_of(&mut loader).concat(), vec![1, 5, 9, 13, 17, 21]);
 }
 
@@ -101,7 +102,11 @@ impl Dataset for Probe {
             panic!("sample {index} is corrupt");
         }
         if Some(index) == self.fail_at {
-            return Err(Error::Argument { op: "read", device: "Cpu".into(), reason: format!("cannot decode sample {index}") });
+            return Err(Error::Argument {
+                op: "read",
+                device: "Cpu".into(),
+                reason: format!("cannot decode sample {index}"),
+            });
         }
         Tensor::try_from_vec(vec![index as f32], [1])
     }
@@ -171,7 +176,10 @@ fn collate_names_the_sample_that_does_not_fit() {
         }
     }
     let err = DataLoader::new(Ragged, 4).iter().next().unwrap().unwrap_err();
-    assert!(err.to_string().contains("the sample of sample 2 of the batch does not have the shape of sample 0's"), "{err}");
+    assert!(
+        err.to_string().contains("the sample of sample 2 of the batch does not have the shape of sample 0's"),
+        "{err}"
+    );
 
     // A collate of one's own: the batch's sum.
     struct Total;

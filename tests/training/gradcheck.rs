@@ -49,10 +49,14 @@ pub fn gradcheck<D: Device>(name: &str, inputs: &[T<D>], f: impl Fn(&[T<D>]) -> 
             })
             .collect();
         let ok = analytic.iter().zip(&numeric).all(|(a, n)| (a - n).abs() <= 1e-6 + 1e-5 * n.abs());
-        assert!(ok, "{name} on {}: gradient of input {i} (shape {:?})\nbackward: {analytic:?}\nnumeric:  {numeric:?}", D::name(), leaf.dims());
+        assert!(
+            ok,
+            "{name} on {}: gradient of input {i} (shape {:?})\nbackward: {analytic:?}\nnumeric:  {numeric:?}",
+            D::name(),
+            leaf.dims()
+        );
     }
 }
-
 
 /// `n` deterministic values in `-2..2` from `seed` (xorshift).
 pub fn data(n: usize, seed: u64) -> Vec<f64> {

@@ -1,5 +1,8 @@
 //! The training suites, one test binary: autograd's gradient rules and
 //! graph, the nn layers and losses, and the optimizers, on every device.
+// The suites run the examples themselves (`#[path = "../../examples/..."]`),
+// and each example brings its own copy of the digits loader.
+#![allow(clippy::duplicate_mod)]
 
 #[macro_use]
 #[path = "../common/mod.rs"]

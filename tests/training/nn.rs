@@ -4,8 +4,8 @@
 use crate::common::*;
 use crate::gradcheck::{T, data, gradcheck};
 use devtensor::nn::{
-    CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, Module, Reduction, Relu, Sequential, Tanh, TensorKind,
-    binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss,
+    CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, Module, Reduction, Relu, Sequential, Tanh,
+    TensorKind, binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss,
 };
 use devtensor::{Cpu, Device, Error, Tensor};
 use proptest::prelude::*;
@@ -140,7 +140,10 @@ fn nll_and_cross_entropy_agree_and_check_their_inputs<D: Device>() {
     // Named in the loss's words, not the gather's inside it.
     assert_eq!(
         err.to_string(),
-        format!("cross_entropy on {}: target 4 is out of range for 4 classes: targets must be in 0..4 (or the ignore_index -100)", D::name())
+        format!(
+            "cross_entropy on {}: target 4 is out of range for 4 classes: targets must be in 0..4 (or the ignore_index -100)",
+            D::name()
+        )
     );
     let err = devtensor::nn::try_nll_loss(&logits, &Tensor::<D, i64>::from_vec(vec![0, -1, 1], [3])).unwrap_err();
     assert!(matches!(err, Error::Argument { op: "nll_loss", .. }), "{err}");
@@ -156,9 +159,19 @@ fn erf_and_gelu_match_known_values<D: Device>() {
     let x32 = x.to_dtype::<f32>();
     assert_close(&as_f64(&x32.erf().to_vec()), &erf, 1e-7, 1e-6);
     let gelu = devtensor::nn::Gelu::default().forward(&x).to_vec();
-    assert_close(&gelu, &[0.0, 0.34573123063700656, 0.8413447460685429, -0.04550026389635842, 3.4991857982233756], 1e-12, 1e-12);
+    assert_close(
+        &gelu,
+        &[0.0, 0.34573123063700656, 0.8413447460685429, -0.04550026389635842, 3.4991857982233756],
+        1e-12,
+        1e-12,
+    );
     let tanh = devtensor::nn::Gelu::tanh().forward(&x).to_vec();
-    assert_close(&tanh, &[0.0, 0.34571400982514394, 0.8411919906082768, -0.04540230591222494, 3.499383802344626], 1e-12, 1e-12);
+    assert_close(
+        &tanh,
+        &[0.0, 0.34571400982514394, 0.8411919906082768, -0.04540230591222494, 3.499383802344626],
+        1e-12,
+        1e-12,
+    );
 }
 
 fn embedding_rows_and_gradients<D: Device>() {
@@ -177,7 +190,10 @@ fn embedding_rows_and_gradients<D: Device>() {
         let err = table.try_forward(&Tensor::<D, i64>::from_vec(vec![0, bad], [2])).unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("Embedding on {}: index {bad} is out of range for Embedding(5, 3): indices must be in 0..5", D::name())
+            format!(
+                "Embedding on {}: index {bad} is out of range for Embedding(5, 3): indices must be in 0..5",
+                D::name()
+            )
         );
     }
 }

@@ -3,8 +3,8 @@
 
 use devtensor::nn::{Linear, Module, Reduction, mse_loss};
 use devtensor::optim::{
-    Adam, AdamConfig, AdamW, CosineAnnealingLr, LrSchedule, Optimizer, Sgd, SgdConfig, StepLr, clip_grad_norm, clip_grad_value,
-    try_clip_grad_norm, try_clip_grad_value,
+    Adam, AdamConfig, AdamW, CosineAnnealingLr, LrSchedule, Optimizer, Sgd, SgdConfig, StepLr, clip_grad_norm,
+    clip_grad_value, try_clip_grad_norm, try_clip_grad_value,
 };
 use devtensor::{Device, Error, Generator, Gradients, Tensor};
 use proptest::prelude::*;
@@ -169,7 +169,11 @@ device_tests! {
 /// weighs its outputs at random: gradients of every sign and size. The
 /// bias's gradient is dropped when `bias_without_grad`, as for a parameter
 /// the loss does not use.
-fn random_gradients<D: Device>(sizes: (usize, usize, usize), seed: u64, bias_without_grad: bool) -> (Linear<D, f64>, Gradients) {
+fn random_gradients<D: Device>(
+    sizes: (usize, usize, usize),
+    seed: u64,
+    bias_without_grad: bool,
+) -> (Linear<D, f64>, Gradients) {
     let (rows, inputs, outputs) = sizes;
     let mut g = Generator::new(seed);
     let weight = Tensor::<D, f64>::randn_with([outputs, inputs], &mut g);
@@ -259,13 +263,18 @@ fn clipping_edge_cases_and_bad_arguments<D: Device>() {
     let (model, mut grads) = random_gradients::<D>((3, 2, 2), 7, false);
     let before = gradient_values(&model, &grads);
     // Bad arguments name the operation and the device, and change nothing.
-    for (max_norm, norm_type, what) in [(-1.0, 2.0, "max_norm"), (f64::NAN, 2.0, "max_norm"), (1.0, 0.0, "norm_type"), (1.0, -2.0, "norm_type")] {
+    for (max_norm, norm_type, what) in
+        [(-1.0, 2.0, "max_norm"), (f64::NAN, 2.0, "max_norm"), (1.0, 0.0, "norm_type"), (1.0, -2.0, "norm_type")]
+    {
         let err = try_clip_grad_norm(&model, &mut grads, max_norm, norm_type).unwrap_err();
         assert!(matches!(err, Error::Argument { op: "clip_grad_norm", .. }), "{err}");
         assert!(err.to_string().starts_with(&format!("clip_grad_norm on {}: {what} must be", D::name())), "{err}");
     }
     let err = try_clip_grad_value(&model, &mut grads, -0.5).unwrap_err();
-    assert_eq!(err.to_string(), format!("clip_grad_value on {}: clip_value must be a non-negative number, got -0.5", D::name()));
+    assert_eq!(
+        err.to_string(),
+        format!("clip_grad_value on {}: clip_value must be a non-negative number, got -0.5", D::name())
+    );
     assert_eq!(gradient_values(&model, &grads), before);
     // clip_grad_value clamps each element, as torch.clamp.
     clip_grad_value(&model, &mut grads, 0.5);

@@ -169,8 +169,14 @@ fn two_cpu_replicas_match_one_device() {
     let expected = single_device::<Cpu, _>(&model, adamw, 5, 11);
     let (got, _) = data_parallel::<(Cpu, Cpu), _>(&model, adamw, 5, 11, 1 << 20, ReducePath::PeerCopies);
     assert_params_close(&got, &expected, 1e-4, "AdamW");
-    let err = DataParallel::<(Cpu, Cpu), _, (Tensor<Cpu>, Tensor<Cpu, i64>), _>::try_new(&model, adamw).unwrap().try_clip_grad_norm(-1.0).unwrap_err();
-    assert_eq!(err.to_string(), "DataParallel::clip_grad_norm on Cpu, Cpu: max_norm must be a non-negative number, got -1");
+    let err = DataParallel::<(Cpu, Cpu), _, (Tensor<Cpu>, Tensor<Cpu, i64>), _>::try_new(&model, adamw)
+        .unwrap()
+        .try_clip_grad_norm(-1.0)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "DataParallel::clip_grad_norm on Cpu, Cpu: max_norm must be a non-negative number, got -1"
+    );
 }
 
 /// Both reduction paths on two GPUs. Where GPUs are present NCCL must be
@@ -195,7 +201,8 @@ fn a_cpu_and_a_gpu_replica_match_one_device() {
 #[test]
 fn nccl_is_refused_where_it_cannot_work() {
     let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
-    let dp = DataParallel::<(Cpu, Cpu), _, (Tensor<Cpu>, Tensor<Cpu, i64>), _>::try_new(&model, SgdConfig::default()).unwrap();
+    let dp = DataParallel::<(Cpu, Cpu), _, (Tensor<Cpu>, Tensor<Cpu, i64>), _>::try_new(&model, SgdConfig::default())
+        .unwrap();
     assert_eq!(dp.reduction(), ReducePath::PeerCopies);
     let err = dp.try_reduce_with(ReducePath::Nccl).unwrap_err();
     assert_eq!(err.to_string(), "DataParallel::reduce_with on Cpu, Cpu: NCCL needs every replica on a GPU of its own");
@@ -229,19 +236,24 @@ where
     Mlp<Cpu>: Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), SgdConfig>,
 {
     let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
-    let mut dp = DataParallel::<L, _, _, _>::try_new(&model, SgdConfig::default()).unwrap().try_reduce_with(path).unwrap();
+    let mut dp =
+        DataParallel::<L, _, _, _>::try_new(&model, SgdConfig::default()).unwrap().try_reduce_with(path).unwrap();
     let (x, y) = batch(0, 8);
     // The last row is the second replica's.
     let mut labels = y.to_vec();
     labels[7] = -1;
     let err = dp.try_step(&(x.clone(), Tensor::from_vec(labels.clone(), [8]))).unwrap_err();
-    let expected = if cfg!(miri) { matches!(err, Error::Shape { .. }) } else { matches!(err, Error::OutOfMemory { .. }) };
+    let expected =
+        if cfg!(miri) { matches!(err, Error::Shape { .. }) } else { matches!(err, Error::OutOfMemory { .. }) };
     assert!(expected, "{err}");
     labels[7] = -2;
     let err = dp.try_step(&(x.clone(), Tensor::from_vec(labels, [8]))).unwrap_err();
     assert!(err.to_string().contains("the replica panicked: a bug in the loss"), "{err}");
     let err = dp.try_step(&(x.narrow(0, 0, 1), y.narrow(0, 0, 1))).unwrap_err();
-    assert_eq!(err.to_string(), format!("DataParallel::step on {}: a batch of 1 rows cannot be split between 2 replicas", dp.devices()[0]));
+    assert_eq!(
+        err.to_string(),
+        format!("DataParallel::step on {}: a batch of 1 rows cannot be split between 2 replicas", dp.devices()[0])
+    );
     let err = dp.try_step(&(x.clone(), y.narrow(0, 0, 7))).unwrap_err();
     assert!(err.to_string().contains("the same number of rows, not [8, 7]"), "{err}");
     // The replicas are still usable.

@@ -48,7 +48,10 @@ fn gradients_of_another_copy_are_an_error<D: Device>() {
     let on_cpu = model.to::<Cpu>();
     let stale = model.to::<D>();
     let cases: [(&dyn Fn() -> Gradients, &str); 3] = [
-        (&|| on_cpu.second.forward(&on_cpu.first.forward(&x)).sum().backward(), "the `Gradients` given hold 4, for tensors on Cpu"),
+        (
+            &|| on_cpu.second.forward(&on_cpu.first.forward(&x)).sum().backward(),
+            "the `Gradients` given hold 4, for tensors on Cpu",
+        ),
         (&|| loss_of(&stale).backward(), "the `Gradients` given hold 4, for tensors on"),
         (&Gradients::new, "the `Gradients` given are empty"),
     ];
@@ -63,10 +66,16 @@ fn gradients_of_another_copy_are_an_error<D: Device>() {
             try_clip_grad_norm(&model, &mut grads(), 1.0, 2.0).unwrap_err(),
             try_clip_grad_value(&model, &mut grads(), 1.0).unwrap_err(),
         ];
-        for (err, op) in errors.iter().zip(["Sgd::step", "Adam::step", "AdamW::step", "clip_grad_norm", "clip_grad_value"]) {
+        for (err, op) in
+            errors.iter().zip(["Sgd::step", "Adam::step", "AdamW::step", "clip_grad_norm", "clip_grad_value"])
+        {
             let text = err.to_string();
             assert!(matches!(err, Error::Argument { .. }), "{text}");
-            let head = format!("{op} on {}: none of the 4 parameters of `TwoLayers<{}>` has a gradient here", D::name(), D::name());
+            let head = format!(
+                "{op} on {}: none of the 4 parameters of `TwoLayers<{}>` has a gradient here",
+                D::name(),
+                D::name()
+            );
             assert!(text.starts_with(&head), "{text}");
             assert!(text.contains(held), "{text}");
         }
@@ -129,7 +138,8 @@ fn tied_parameters_match_pytorch<D: Device>() {
     let moved = model.to::<Cpu>();
     assert_eq!(moved.parameters().len(), 1);
     assert_eq!(moved.lm_head.weight.leaf_id(), moved.wte.weight.leaf_id());
-    let path = std::env::temp_dir().join(format!("devtensor-test-{}-tied-{}.safetensors", std::process::id(), D::name()));
+    let path =
+        std::env::temp_dir().join(format!("devtensor-test-{}-tied-{}.safetensors", std::process::id(), D::name()));
     Checkpoint::try_from_model(&model).unwrap().save(&path);
     let mut fresh = TiedLm::tied(Tensor::<D>::zeros([5, 3]));
     Checkpoint::<D>::load(&path).load_into(&mut fresh);
@@ -161,7 +171,8 @@ impl<D: Device> Forward<D> for TorchCnn<D> {
 }
 
 fn pytorch_batchnorm_state_dict_loads_unchanged<D: Device>() {
-    let mut model = TorchCnn { conv: Conv2d::<D>::new(1, 4, 3).padding(1), bn: BatchNorm2d::new(4), fc: Linear::new(64, 3) };
+    let mut model =
+        TorchCnn { conv: Conv2d::<D>::new(1, 4, 3).padding(1), bn: BatchNorm2d::new(4), fc: Linear::new(64, 3) };
     Checkpoint::<D>::load(fixture("batchnorm_cnn.safetensors")).load_into(&mut model);
     let mut counts = Vec::new();
     model.visit_int_buffers("", &mut |name, t| counts.push((name.to_string(), t.item())));
@@ -230,12 +241,8 @@ fn tensor_literals_take_pytorch_dtypes() {
     assert_eq!(logits.to_vec2()[1], vec![0.3, 0.2, 0.1, 0.0]);
     // The loss against a plain loop over -log softmax.
     let rows = logits.to_vec2();
-    let want: f32 = rows
-        .iter()
-        .zip([0, 3, 1])
-        .map(|(r, t)| r.iter().map(|v| v.exp()).sum::<f32>().ln() - r[t])
-        .sum::<f32>()
-        / 3.0;
+    let want: f32 =
+        rows.iter().zip([0, 3, 1]).map(|(r, t)| r.iter().map(|v| v.exp()).sum::<f32>().ln() - r[t]).sum::<f32>() / 3.0;
     assert!((cross_entropy(&logits, &labels).item() - want).abs() < 1e-6);
     assert_eq!(tensor(2.5).dims(), &[] as &[usize]);
     assert_eq!(tensor([true, false, true]).to_vec(), vec![1u8, 0, 1]);
@@ -247,7 +254,10 @@ fn tensor_literals_take_pytorch_dtypes() {
     assert_eq!(tensor(Vec::<f32>::new()).dims(), &[0]);
     assert_eq!(tensor([[0.0f32; 0]; 2]).dims(), &[2, 0]);
     let err = try_tensor(vec![vec![1.0f32, 2.0], vec![3.0]]).unwrap_err();
-    assert_eq!(err.to_string(), "tensor on Cpu: shape [2, 2]: the rows are ragged: one has 1 elements where the first has 2");
+    assert_eq!(
+        err.to_string(),
+        "tensor on Cpu: shape [2, 2]: the rows are ragged: one has 1 elements where the first has 2"
+    );
     fn elem<T: TensorData>(_: &T) -> &'static str {
         std::any::type_name::<T::Elem>()
     }

@@ -36,7 +36,8 @@ fn conversions_check_static_sizes_and_keep_dynamic_ones() {
     // A dynamic size that does not fit is a run-time error.
     assert!(s.try_reshape((4usize, Const::<192>)).is_err());
     // Reductions drop the axis from the type; pooling computes the sizes.
-    let ones: STensor<Cpu, (usize, Const<3>, Const<8>, Const<8>)> = Tensor::<Cpu>::ones([5, 3, 8, 8]).try_static().unwrap();
+    let ones: STensor<Cpu, (usize, Const<3>, Const<8>, Const<8>)> =
+        Tensor::<Cpu>::ones([5, 3, 8, 8]).try_static().unwrap();
     let per_image: STensor<Cpu, (usize, Const<8>, Const<8>)> = ones.sum_axis::<1>();
     assert_eq!(per_image.dynamic().to_vec(), vec![3.0; 5 * 64]);
     let rows: STensor<Cpu, (usize, Const<3>, Const<8>)> = ones.mean_axis::<3>();
@@ -60,7 +61,8 @@ fn static_ops_match_plain_loops<D: Device>() {
         let batch_seed = 10 * batch as u64;
         let x_vals = values(batch * 4 * 5, 1 + batch_seed);
         let bias_vals = values(5, 2 + batch_seed);
-        let x: STensor<D, (usize, Const<4>, Const<5>)> = Tensor::<Cpu>::from_slice(&x_vals, [batch, 4, 5]).to::<D>().try_static().unwrap();
+        let x: STensor<D, (usize, Const<4>, Const<5>)> =
+            Tensor::<Cpu>::from_slice(&x_vals, [batch, 4, 5]).to::<D>().try_static().unwrap();
         let bias: STensor<D, (Const<5>,)> = Tensor::<Cpu>::from_slice(&bias_vals, [5]).to::<D>().try_static().unwrap();
 
         // `[B, 4, 5] + [5]` and `[5] * [B, 4, 5]`: the bias along the last axis.
@@ -93,7 +95,8 @@ fn static_ops_match_plain_loops<D: Device>() {
         // [B * 4, 5] · [5, 3] against a triple loop.
         let rows: STensor<D, (usize, Const<5>)> = x.dynamic().reshape([batch * 4, 5]).try_static().unwrap();
         let w_vals = values(15, 3 + batch_seed);
-        let w: STensor<D, (Const<5>, Const<3>)> = Tensor::<Cpu>::from_slice(&w_vals, [5, 3]).to::<D>().try_static().unwrap();
+        let w: STensor<D, (Const<5>, Const<3>)> =
+            Tensor::<Cpu>::from_slice(&w_vals, [5, 3]).to::<D>().try_static().unwrap();
         let product = rows.matmul(&w).dynamic().to_vec();
         let back: STensor<D, (Const<3>, Const<5>)> = w.t();
         assert_eq!(back.dynamic().dims(), &[3, 5]);
@@ -121,13 +124,22 @@ fn tuple_models_chain_types_and_train<D: Device>() {
 
     let x: STensor<D, (usize, Const<1>, Const<8>, Const<8>)> =
         Tensor::<Cpu>::from_slice(&values(6 * 64, 4 + batch_seed), [6, 1, 8, 8]).to::<D>().try_static().unwrap();
-    let y: STensor<D, (usize,), i64> = Tensor::<Cpu, i64>::from_slice(&[0, 3, 9, 1, 3, 7], [6]).to::<D>().try_static().unwrap();
+    let y: STensor<D, (usize,), i64> =
+        Tensor::<Cpu, i64>::from_slice(&[0, 3, 9, 1, 3, 7], [6]).to::<D>().try_static().unwrap();
     // The same computation as the dynamic layers the static ones wrap.
     let logits: STensor<D, (usize, Const<10>)> = model.forward(&x);
-    let dynamic = model.4.inner.forward(&model.0.inner.forward(x.dynamic()).relu().max_pool2d(devtensor::ops::conv::Window2d {
-        stride: [2, 2],
-        ..devtensor::ops::conv::Window2d::new([2, 2])
-    }).flatten(1, -1));
+    let dynamic = model.4.inner.forward(
+        &model
+            .0
+            .inner
+            .forward(x.dynamic())
+            .relu()
+            .max_pool2d(devtensor::ops::conv::Window2d {
+                stride: [2, 2],
+                ..devtensor::ops::conv::Window2d::new([2, 2])
+            })
+            .flatten(1, -1),
+    );
     assert_eq!(logits.dynamic().to_vec(), dynamic.to_vec());
 
     let mut opt = Adam::new(&model, AdamConfig { lr: 1e-2, ..Default::default() });

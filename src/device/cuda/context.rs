@@ -13,8 +13,8 @@ use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, sys,
 };
 use cudarc::nvrtc::{CompileOptions, Ptx};
-use std::collections::{BTreeMap, HashMap};
 use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The kernel files, embedded so that a deployed binary needs no source tree.

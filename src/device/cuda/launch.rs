@@ -1,8 +1,8 @@
 //! Kernel launches: launch shapes, the strided-operand arrays the kernels
 //! read (see `kernels/common.cuh`), and the macro that passes arguments.
 
-use super::context::{Block, CudaDevice};
 use super::CudaStorage;
+use super::context::{Block, CudaDevice};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, Shape};
@@ -101,7 +101,12 @@ impl<const K: usize> Strided<K> {
     }
 
     /// Like [`new`](Self::new), for axes the caller has merged already.
-    pub(crate) fn merged(device: &Arc<CudaDevice>, op: &'static str, m: &Merged<K>, offsets: [usize; K]) -> Result<Self> {
+    pub(crate) fn merged(
+        device: &Arc<CudaDevice>,
+        op: &'static str,
+        m: &Merged<K>,
+        offsets: [usize; K],
+    ) -> Result<Self> {
         if m.is_dense() {
             return Self::upload(device, op, &[], &std::array::from_fn(|_| Vec::new()), offsets);
         }

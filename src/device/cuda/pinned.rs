@@ -75,8 +75,8 @@ impl PinnedBuffer {
                 device.ctx.bind_to_thread().map_err(|e| failed(e.0))?;
                 // SAFETY: a plain allocation call; the memory is written
                 // before it is read (see the callers).
-                let ptr = unsafe { result::malloc_host(class, sys::CU_MEMHOSTALLOC_PORTABLE) }.map_err(|e| {
-                    match e.0 {
+                let ptr =
+                    unsafe { result::malloc_host(class, sys::CU_MEMHOSTALLOC_PORTABLE) }.map_err(|e| match e.0 {
                         sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory {
                             op,
                             device: "Cpu (page-locked memory)".into(),
@@ -84,8 +84,7 @@ impl PinnedBuffer {
                             free: None,
                         },
                         other => failed(other),
-                    }
-                })?;
+                    })?;
                 ptr.cast::<u8>()
             }
         };

@@ -12,15 +12,39 @@ use crate::shape::{Layout, for_each_block};
 macro_rules! with_op {
     ($op:expr, $E:ty, |$f:ident| $body:expr) => {
         match $op {
-            BinaryOp::Add => { let $f = <$E as Element>::add; $body }
-            BinaryOp::Sub => { let $f = <$E as Element>::sub; $body }
-            BinaryOp::Mul => { let $f = <$E as Element>::mul; $body }
+            BinaryOp::Add => {
+                let $f = <$E as Element>::add;
+                $body
+            }
+            BinaryOp::Sub => {
+                let $f = <$E as Element>::sub;
+                $body
+            }
+            BinaryOp::Mul => {
+                let $f = <$E as Element>::mul;
+                $body
+            }
             // Zero divisors of integers were rejected before the loop.
-            BinaryOp::Div => { let $f = |a: $E, b: $E| a.div(b).unwrap_or(<$E>::ZERO); $body }
-            BinaryOp::DivTrunc => { let $f = |a: $E, b: $E| a.div_trunc(b).unwrap_or(<$E>::ZERO); $body }
-            BinaryOp::DivFloor => { let $f = |a: $E, b: $E| a.div_floor(b).unwrap_or(<$E>::ZERO); $body }
-            BinaryOp::Maximum => { let $f = <$E as Element>::max; $body }
-            BinaryOp::Minimum => { let $f = <$E as Element>::min; $body }
+            BinaryOp::Div => {
+                let $f = |a: $E, b: $E| a.div(b).unwrap_or(<$E>::ZERO);
+                $body
+            }
+            BinaryOp::DivTrunc => {
+                let $f = |a: $E, b: $E| a.div_trunc(b).unwrap_or(<$E>::ZERO);
+                $body
+            }
+            BinaryOp::DivFloor => {
+                let $f = |a: $E, b: $E| a.div_floor(b).unwrap_or(<$E>::ZERO);
+                $body
+            }
+            BinaryOp::Maximum => {
+                let $f = <$E as Element>::max;
+                $body
+            }
+            BinaryOp::Minimum => {
+                let $f = <$E as Element>::min;
+                $body
+            }
         }
     };
 }

@@ -2,9 +2,9 @@
 
 use super::{BinaryKernel, BinaryOp};
 use crate::device::Cuda;
+use crate::device::cuda::CudaStorage;
 use crate::device::cuda::context::CudaDevice;
 use crate::device::cuda::launch::{Merged, Strided, elementwise, launch_kernel, per_row};
-use crate::device::cuda::CudaStorage;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, count_of};

@@ -18,7 +18,11 @@ pub(crate) fn masked<D: Device, F: FloatElement>(keep: &Tensor<D, u8>, g: &Tenso
 /// all of it where `a` won, none where `b` won, half on a tie, PyTorch's
 /// rule. `b_wins` is `a < b` for maximum and `a > b` for minimum; NaN
 /// propagates from either side, so both sides get all of it.
-fn winner_share<D: Device, F: FloatElement>(g: &Tensor<D, F>, b_wins: Tensor<D, u8>, tie: Tensor<D, u8>) -> Result<Tensor<D, F>> {
+fn winner_share<D: Device, F: FloatElement>(
+    g: &Tensor<D, F>,
+    b_wins: Tensor<D, u8>,
+    tie: Tensor<D, u8>,
+) -> Result<Tensor<D, F>> {
     let half = tie.try_where_cond(&g.try_mul_scalar(F::from_f64(0.5))?, g)?;
     masked(&b_wins.try_logical_not()?, &half)
 }

@@ -470,7 +470,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
     {
         self.try_binary_assign(BinaryOp::Mul, same_device(rhs))
     }
-
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {

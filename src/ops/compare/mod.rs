@@ -111,8 +111,10 @@ pub trait CompareKernel: Backend {
 
 /// The broadcast shape of two operands and both layouts broadcast to it.
 fn broadcast_pair(op: &'static str, device: String, lhs: &Layout, rhs: &Layout) -> Result<(Shape, Layout, Layout)> {
-    let shape =
-        lhs.shape().broadcast_with(rhs.shape()).ok_or_else(|| broadcast_error(op, device.clone(), lhs.shape(), rhs.shape()))?;
+    let shape = lhs
+        .shape()
+        .broadcast_with(rhs.shape())
+        .ok_or_else(|| broadcast_error(op, device.clone(), lhs.shape(), rhs.shape()))?;
     check_elem_count(op, || device, &[lhs.shape(), rhs.shape(), &shape])?;
     let l = lhs.broadcast_to(&shape).expect("broadcast shape fits lhs");
     let r = rhs.broadcast_to(&shape).expect("broadcast shape fits rhs");
@@ -303,9 +305,12 @@ impl<D: Device> Tensor<D, u8> {
             let storage = D::where_cond(self.storage(), &cl, on_true.storage(), &tl, on_false.storage(), &fl)?;
             Ok(Tensor::from_storage(storage, shape.clone()))
         };
-        autograd::track("where_cond", &[on_true.node(), on_false.node()], forward, |_| {
-            float_rule!(E, F => where_cond_grad::<D, F>(self.clone(), on_true.shape().clone(), on_false.shape().clone()))
-        })
+        autograd::track(
+            "where_cond",
+            &[on_true.node(), on_false.node()],
+            forward,
+            |_| float_rule!(E, F => where_cond_grad::<D, F>(self.clone(), on_true.shape().clone(), on_false.shape().clone())),
+        )
     }
 
     /// Panicking form of [`try_where_cond`](Self::try_where_cond).

@@ -10,7 +10,8 @@ use rayon::prelude::*;
 impl ConvKernel for Cpu {
     fn unfold<E: FloatElement>(image: &CpuStorage<E>, offset: usize, g: &Unfold2d, pad: E) -> Result<CpuStorage<E>> {
         let [_, _, h, w] = g.image;
-        let ([kh, kw], [sh, sw], [ph, pw], [dh, dw]) = (g.window.kernel, g.window.stride, g.window.padding, g.window.dilation);
+        let ([kh, kw], [sh, sw], [ph, pw], [dh, dw]) =
+            (g.window.kernel, g.window.stride, g.window.padding, g.window.dilation);
         let [oh, ow] = g.output;
         let mut out = output_buffer::<E>("unfold", g.columns_len())?;
         let plane_out = kh * kw * oh * ow;
@@ -42,7 +43,8 @@ impl ConvKernel for Cpu {
 
     fn fold<E: FloatElement>(columns: &CpuStorage<E>, g: &Unfold2d) -> Result<CpuStorage<E>> {
         let [n, c, h, w] = g.image;
-        let ([kh, kw], [sh, sw], [ph, pw], [dh, dw]) = (g.window.kernel, g.window.stride, g.window.padding, g.window.dilation);
+        let ([kh, kw], [sh, sw], [ph, pw], [dh, dw]) =
+            (g.window.kernel, g.window.stride, g.window.padding, g.window.dilation);
         let [oh, ow] = g.output;
         let mut out = output_buffer::<E>("fold", n * c * h * w)?;
         if h * w == 0 {

@@ -85,7 +85,12 @@ pub trait ConvKernel: Backend {
     /// The columns (dense `[N, C, KH, KW, OH, OW]`) of the dense image that
     /// starts at `offset` of `image`, with `pad` where a tap falls in the
     /// padding.
-    fn unfold<E: FloatElement>(image: &Self::Storage<E>, offset: usize, geometry: &Unfold2d, pad: E) -> Result<Self::Storage<E>>;
+    fn unfold<E: FloatElement>(
+        image: &Self::Storage<E>,
+        offset: usize,
+        geometry: &Unfold2d,
+        pad: E,
+    ) -> Result<Self::Storage<E>>;
 
     /// The adjoint of [`unfold`](Self::unfold): a dense image `[N, C, H, W]`
     /// holding, at each pixel, the sum of the column entries that read it.
@@ -175,7 +180,11 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         let window = Window2d { kernel: [kh, kw], ..window };
         let geometry = self.unfold_geometry(OP, window)?;
         let [n, c, _, _] = geometry.image;
-        if groups == 0 || !c.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) || group_channels != c / groups {
+        if groups == 0
+            || !c.is_multiple_of(groups)
+            || !out_channels.is_multiple_of(groups)
+            || group_channels != c / groups
+        {
             return Err(error(format!(
                 "{c} input channels in {groups} groups need a weight with C / groups = {} channels and O divisible by {groups}",
                 c.checked_div(groups).unwrap_or(0)

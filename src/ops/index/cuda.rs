@@ -145,7 +145,11 @@ impl<const N: usize> IndexKernel for Cuda<N> {
         Ok(out)
     }
 
-    fn cat<E: Element>(inputs: &[(&CudaStorage<E>, &Layout)], axis: usize, out_shape: &Shape) -> Result<CudaStorage<E>> {
+    fn cat<E: Element>(
+        inputs: &[(&CudaStorage<E>, &Layout)],
+        axis: usize,
+        out_shape: &Shape,
+    ) -> Result<CudaStorage<E>> {
         const OP: &str = "cat";
         let device = Self::device()?;
         if inputs.is_empty() {

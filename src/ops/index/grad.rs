@@ -10,14 +10,22 @@ use crate::tensor::Tensor;
 
 /// `x.index_select(axis, indices)` of an `x` of shape `input`: the rows of
 /// the gradient are added back where they were taken from.
-pub(super) fn index_select<D: Device, F: FloatElement>(input: Shape, axis: usize, indices: Tensor<D, i64>) -> Box<dyn Backward> {
+pub(super) fn index_select<D: Device, F: FloatElement>(
+    input: Shape,
+    axis: usize,
+    indices: Tensor<D, i64>,
+) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         Ok(vec![Some(Tensor::<D, F>::try_zeros(input.clone())?.try_index_add(axis as isize, &indices, g)?)])
     })
 }
 
 /// `x.gather(axis, index)` of an `x` of shape `input`.
-pub(super) fn gather<D: Device, F: FloatElement>(input: Shape, axis: usize, index: Tensor<D, i64>) -> Box<dyn Backward> {
+pub(super) fn gather<D: Device, F: FloatElement>(
+    input: Shape,
+    axis: usize,
+    index: Tensor<D, i64>,
+) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         Ok(vec![Some(Tensor::<D, F>::try_zeros(input.clone())?.try_scatter_add(axis as isize, &index, g)?)])
     })
@@ -26,7 +34,11 @@ pub(super) fn gather<D: Device, F: FloatElement>(input: Shape, axis: usize, inde
 /// `x.scatter_add(axis, index, src)`: `x` gets the gradient as it is, and
 /// `src` the entries its elements were added to (zero where `src` is
 /// larger than `index` and so was not read).
-pub(super) fn scatter_add<D: Device, F: FloatElement>(axis: usize, index: Tensor<D, i64>, src: Shape) -> Box<dyn Backward> {
+pub(super) fn scatter_add<D: Device, F: FloatElement>(
+    axis: usize,
+    index: Tensor<D, i64>,
+    src: Shape,
+) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, needs| {
         let g_src = needs.then(1, || pad_with_zeros(&g.try_gather(axis as isize, &index)?, &src))?;
         Ok(vec![needs.then(0, || Ok(g.clone()))?, g_src])

@@ -152,9 +152,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
             let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
             Ok(Tensor::from_storage(storage, shape))
         };
-        autograd::track(OP, &[self.node()], forward, |_| {
-            float_rule!(E, F => grad::index_select::<D, F>(self.shape().clone(), ax, indices.clone()))
-        })
+        autograd::track(
+            OP,
+            &[self.node()],
+            forward,
+            |_| float_rule!(E, F => grad::index_select::<D, F>(self.shape().clone(), ax, indices.clone())),
+        )
     }
 
     /// Panicking form of [`try_index_select`](Self::try_index_select).
@@ -205,9 +208,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
             let storage = D::gather(self.storage(), self.layout(), ax, index.storage(), index.layout())?;
             Ok(Tensor::from_storage(storage, index.shape().clone()))
         };
-        autograd::track(OP, &[self.node()], forward, |_| {
-            float_rule!(E, F => grad::gather::<D, F>(self.shape().clone(), ax, index.clone()))
-        })
+        autograd::track(
+            OP,
+            &[self.node()],
+            forward,
+            |_| float_rule!(E, F => grad::gather::<D, F>(self.shape().clone(), ax, index.clone())),
+        )
     }
 
     /// Panicking form of [`try_gather`](Self::try_gather).
@@ -279,9 +285,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
             )?;
             Ok(Tensor::from_storage(storage, self.shape().clone()))
         };
-        autograd::track(OP, &[self.node(), src.node()], forward, |_| {
-            float_rule!(E, F => grad::scatter_add::<D, F>(ax, index.clone(), src.shape().clone()))
-        })
+        autograd::track(
+            OP,
+            &[self.node(), src.node()],
+            forward,
+            |_| float_rule!(E, F => grad::scatter_add::<D, F>(ax, index.clone(), src.shape().clone())),
+        )
     }
 
     /// Panicking form of [`try_scatter_add`](Self::try_scatter_add).
@@ -364,9 +373,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
             )?;
             Ok(Tensor::from_storage(storage, self.shape().clone()))
         };
-        autograd::track(OP, &[self.node(), src.node()], forward, |_| {
-            float_rule!(E, F => grad::index_add::<D, F>(ax, indices.clone()))
-        })
+        autograd::track(
+            OP,
+            &[self.node(), src.node()],
+            forward,
+            |_| float_rule!(E, F => grad::index_add::<D, F>(ax, indices.clone())),
+        )
     }
 
     /// Panicking form of [`try_index_add`](Self::try_index_add).
@@ -451,9 +463,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
             Ok(Tensor::from_storage(storage, shape))
         };
         let nodes: Vec<_> = tensors.iter().map(|t| t.node()).collect();
-        autograd::track(OP, &nodes, forward, |_| {
-            float_rule!(E, F => grad::cat::<D, F>(ax, tensors.iter().map(|t| t.dims()[ax]).collect()))
-        })
+        autograd::track(
+            OP,
+            &nodes,
+            forward,
+            |_| float_rule!(E, F => grad::cat::<D, F>(ax, tensors.iter().map(|t| t.dims()[ax]).collect())),
+        )
     }
 
     /// Panicking form of [`try_cat`](Self::try_cat).

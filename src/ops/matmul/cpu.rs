@@ -135,9 +135,8 @@ impl MatmulKernel for Cpu {
 
         // Saturating: broadcast views can be logically huge without memory.
         let macs = m.saturating_mul(n).saturating_mul(k);
-        let run = |dst: &mut [E], &(x, y): &(usize, usize), parallelism| {
-            gemm_one(dst, (m, n, k), &a, x, &b, y, parallelism)
-        };
+        let run =
+            |dst: &mut [E], &(x, y): &(usize, usize), parallelism| gemm_one(dst, (m, n, k), &a, x, &b, y, parallelism);
         if macs >= PARALLEL_MIN_MACS || batch.saturating_mul(macs) < PARALLEL_MIN_MACS || threads() == 1 {
             // Large matrices: each product uses every thread. Tiny problems:
             // all on this thread.

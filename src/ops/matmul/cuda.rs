@@ -101,8 +101,24 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
                 // returns; the handle is bound to this device's stream.
                 unsafe {
                     blas::sgemm_strided_batched(
-                        handle, op_b, op_a, ni, mi, ki, &alpha, b as *const f32, ldb, sa, a as *const f32, lda, sb, &beta,
-                        out.ptr() as *mut f32, ni, sc, bi,
+                        handle,
+                        op_b,
+                        op_a,
+                        ni,
+                        mi,
+                        ki,
+                        &alpha,
+                        b as *const f32,
+                        ldb,
+                        sa,
+                        a as *const f32,
+                        lda,
+                        sb,
+                        &beta,
+                        out.ptr() as *mut f32,
+                        ni,
+                        sc,
+                        bi,
                     )
                 }
             }
@@ -111,8 +127,24 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
                 // SAFETY: as above, for f64.
                 unsafe {
                     blas::dgemm_strided_batched(
-                        handle, op_b, op_a, ni, mi, ki, &alpha, b as *const f64, ldb, sa, a as *const f64, lda, sb, &beta,
-                        out.ptr() as *mut f64, ni, sc, bi,
+                        handle,
+                        op_b,
+                        op_a,
+                        ni,
+                        mi,
+                        ki,
+                        &alpha,
+                        b as *const f64,
+                        ldb,
+                        sa,
+                        a as *const f64,
+                        lda,
+                        sb,
+                        &beta,
+                        out.ptr() as *mut f64,
+                        ni,
+                        sc,
+                        bi,
                     )
                 }
             }

@@ -196,8 +196,8 @@ mod tests {
 
     #[test]
     fn broadcast_batch_axes_get_stride_zero() {
-        let p = plan(&Layout::contiguous([2, 3].into()), &Layout::contiguous([4, 3, 5].into()), || "Cpu".into())
-            .unwrap();
+        let p =
+            plan(&Layout::contiguous([2, 3].into()), &Layout::contiguous([4, 3, 5].into()), || "Cpu".into()).unwrap();
         assert_eq!(p.lhs.strides(), &[0, 3, 1]);
         assert_eq!(p.rhs.strides(), &[15, 5, 1]);
     }

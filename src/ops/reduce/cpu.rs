@@ -106,13 +106,7 @@ struct Run {
 
 /// `acc[i] = f(acc[i], src[base + k * step + i * stride])` for each `k` in `rows`.
 #[inline(always)]
-fn fold_rows<E: Element>(
-    acc: &mut [E],
-    src: &[E],
-    run: Run,
-    rows: Range<usize>,
-    f: impl Fn(E, E) -> E + Copy,
-) {
+fn fold_rows<E: Element>(acc: &mut [E], src: &[E], run: Run, rows: Range<usize>, f: impl Fn(E, E) -> E + Copy) {
     let Run { base, stride, step, .. } = run;
     let n = acc.len();
     for k in rows {
@@ -130,13 +124,7 @@ fn fold_rows<E: Element>(
 }
 
 /// `out[i]` = the fold of `src[base + i * stride + k * step]` over `k < len`.
-fn reduce_run<E: Element>(
-    src: &[E],
-    out: &mut [E],
-    run: Run,
-    init: E,
-    f: impl Fn(E, E) -> E + Copy + Send + Sync,
-) {
+fn reduce_run<E: Element>(src: &[E], out: &mut [E], run: Run, init: E, f: impl Fn(E, E) -> E + Copy + Send + Sync) {
     let Run { base, stride, step, len } = run;
     if step == 1 && len > 0 {
         if let [single] = out {
@@ -245,12 +233,7 @@ fn arg_run<E: Element>(
 /// Splits `out` (the reduction of `axis` of `layout`) into runs and calls
 /// `kernel(out_piece, run)` for each, in parallel when
 /// the reduction reads enough elements to pay for it.
-fn for_each_run<T: Send>(
-    out: &mut [T],
-    layout: &Layout,
-    axis: usize,
-    kernel: impl Fn(&mut [T], Run) + Sync,
-) {
+fn for_each_run<T: Send>(out: &mut [T], layout: &Layout, axis: usize, kernel: impl Fn(&mut [T], Run) + Sync) {
     let (len, step) = (layout.dims()[axis], layout.strides()[axis]);
     let mut dims: Dims = layout.dims().into();
     let mut strides: Dims = layout.strides().into();
@@ -283,7 +266,10 @@ fn for_each_run<T: Send>(
     });
     // Many short blocks (strided inputs) are grouped into tasks of about `piece` outputs.
     let min_len = (piece / block_len.max(1)).max(1);
-    pieces.into_par_iter().with_min_len(min_len).for_each(|(o, base, stride)| kernel(o, Run { base, stride, step, len }));
+    pieces
+        .into_par_iter()
+        .with_min_len(min_len)
+        .for_each(|(o, base, stride)| kernel(o, Run { base, stride, step, len }));
 }
 
 /// The number of outputs of reducing `axis` of `layout`.
@@ -343,7 +329,8 @@ fn exp_nonpositive_f32(x: f32) -> f32 {
     let k = x * std::f32::consts::LOG2_E + ROUND;
     let n = k - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
+        * r
         + 0.5;
     let p = p * (r * r) + r + 1.0;
     // 2^n from n's bits, in integer arithmetic: no float-to-int conversion,
@@ -461,7 +448,12 @@ impl ReduceKernel for Cpu {
         Ok(CpuStorage::from_vec(out))
     }
 
-    fn arg_reduce<E: Element>(op: ArgReduceOp, x: &CpuStorage<E>, layout: &Layout, axis: usize) -> Result<CpuStorage<i64>> {
+    fn arg_reduce<E: Element>(
+        op: ArgReduceOp,
+        x: &CpuStorage<E>,
+        layout: &Layout,
+        axis: usize,
+    ) -> Result<CpuStorage<i64>> {
         let src = x.as_slice();
         // A NaN already chosen is never displaced; a NaN displaces anything
         // else; otherwise only a strictly better value wins, so ties keep

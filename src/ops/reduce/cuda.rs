@@ -29,9 +29,8 @@ struct Plan {
 /// reductions' `tiles` kernels may be used (the arg-reductions have none).
 fn plan(device: &Arc<CudaDevice>, op: &'static str, layout: &Layout, axis: usize, tiles: bool) -> Result<Plan> {
     let (len, step) = (layout.dims()[axis], layout.strides()[axis]);
-    let rest = |v: &[usize]| -> Vec<usize> {
-        v.iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &x)| x).collect()
-    };
+    let rest =
+        |v: &[usize]| -> Vec<usize> { v.iter().enumerate().filter(|&(i, _)| i != axis).map(|(_, &x)| x).collect() };
     let (dims, strides) = (rest(layout.dims()), rest(layout.strides()));
     let n_out = count_of(&dims);
     let geo = Strided::new(device, op, &dims, [&strides], [layout.offset()])?;

@@ -66,7 +66,12 @@ pub(super) fn extreme_all<D: Device, F: FloatElement>(x: Tensor<D, F>, out: Tens
 /// `max` or `min` of `x` along `axis`: the whole gradient goes to the
 /// element the result was taken from (the first occurrence), as PyTorch's
 /// `max(dim)` sends it to the index it returns.
-pub(super) fn extreme_axis<D: Device, F: FloatElement>(op: ReduceOp, x: Tensor<D, F>, axis: Option<usize>, keepdim: bool) -> Box<dyn Backward> {
+pub(super) fn extreme_axis<D: Device, F: FloatElement>(
+    op: ReduceOp,
+    x: Tensor<D, F>,
+    axis: Option<usize>,
+    keepdim: bool,
+) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         let Some(axis) = axis else {
             return Ok(vec![Some(g.try_reshape(x.shape().clone())?)]);
@@ -79,7 +84,11 @@ pub(super) fn extreme_axis<D: Device, F: FloatElement>(op: ReduceOp, x: Tensor<D
 }
 
 /// `softmax` (or `log_softmax`) of `x` along `axis`, given its result `y`.
-pub(super) fn softmax<D: Device, F: FloatElement>(y: Tensor<D, F>, axis: Option<usize>, log: bool) -> Box<dyn Backward> {
+pub(super) fn softmax<D: Device, F: FloatElement>(
+    y: Tensor<D, F>,
+    axis: Option<usize>,
+    log: bool,
+) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         // On a rank-0 tensor the result is the constant 1 (or 0).
         let Some(axis) = axis else { return Ok(vec![Some(g.try_zeros_like()?)]) };

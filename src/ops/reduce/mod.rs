@@ -52,7 +52,8 @@ pub trait ReduceKernel: Backend {
     /// new contiguous storage shaped like `layout` without that axis. An axis
     /// of size 0 gives [`ReduceOp::Sum`]'s identity, 0; it is never passed
     /// with `Max` or `Min`.
-    fn reduce<E: Element>(op: ReduceOp, x: &Self::Storage<E>, layout: &Layout, axis: usize) -> Result<Self::Storage<E>>;
+    fn reduce<E: Element>(op: ReduceOp, x: &Self::Storage<E>, layout: &Layout, axis: usize)
+    -> Result<Self::Storage<E>>;
 
     /// The index along `axis` picked by `op` for every other position, in a
     /// new contiguous storage shaped like `layout` without that axis.
@@ -66,7 +67,12 @@ pub trait ReduceKernel: Backend {
 
     /// `softmax` (or `log_softmax` when `log`) along `axis`, into a new
     /// contiguous storage of `layout`'s shape.
-    fn softmax<E: FloatElement>(x: &Self::Storage<E>, layout: &Layout, axis: usize, log: bool) -> Result<Self::Storage<E>>;
+    fn softmax<E: FloatElement>(
+        x: &Self::Storage<E>,
+        layout: &Layout,
+        axis: usize,
+        log: bool,
+    ) -> Result<Self::Storage<E>>;
 }
 
 /// `dims` without `axis`, or with it set to 1 when `keepdim`.
@@ -297,7 +303,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 
     /// An arg-reduction along `axis`, removed or kept as size 1.
-    fn arg_reduce_axis(&self, op: ArgReduceOp, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, i64>> {
+    fn arg_reduce_axis(
+        &self,
+        op: ArgReduceOp,
+        name: &'static str,
+        axis: isize,
+        keepdim: bool,
+    ) -> Result<Tensor<D, i64>> {
         let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
             return self.as_one_element()?.arg_reduce_axis(op, name, 0, false);
         };
@@ -711,7 +723,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         let resolved = resolve_axis_or_scalar(name, D::name, self.shape(), axis)?;
         let forward = || match resolved {
             None => self.as_one_element()?.softmax_tracked(name, 0, log)?.try_reshape(()),
-            Some(axis) => Ok(Tensor::from_storage(D::softmax(self.storage(), self.layout(), axis, log)?, self.shape().clone())),
+            Some(axis) => {
+                Ok(Tensor::from_storage(D::softmax(self.storage(), self.layout(), axis, log)?, self.shape().clone()))
+            }
         };
         autograd::track(name, &[self.node()], forward, |out| grad::softmax::<D, E>(out.clone(), resolved, log))
     }

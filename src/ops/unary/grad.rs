@@ -23,7 +23,11 @@ pub(super) fn unary<D: Device, F: FloatElement>(op: UnaryOp<F>, x: Tensor<D, F>,
     })
 }
 
-pub(super) fn unary_float<D: Device, F: FloatElement>(op: FloatUnaryOp<F>, x: Tensor<D, F>, y: Tensor<D, F>) -> Box<dyn Backward> {
+pub(super) fn unary_float<D: Device, F: FloatElement>(
+    op: FloatUnaryOp<F>,
+    x: Tensor<D, F>,
+    y: Tensor<D, F>,
+) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         let one = F::ONE;
         let gx = match op {
@@ -39,7 +43,9 @@ pub(super) fn unary_float<D: Device, F: FloatElement>(op: FloatUnaryOp<F>, x: Te
             FloatUnaryOp::Cos => g.try_mul(&x.try_sin()?)?.try_neg()?,
             FloatUnaryOp::Recip => g.try_mul(&y.try_square()?)?.try_neg()?,
             // d erf(x) = 2/√π e^(-x²)
-            FloatUnaryOp::Erf => g.try_mul(&x.try_square()?.try_neg()?.try_exp()?.try_mul_scalar(F::from_f64(std::f64::consts::FRAC_2_SQRT_PI))?)?,
+            FloatUnaryOp::Erf => g.try_mul(
+                &x.try_square()?.try_neg()?.try_exp()?.try_mul_scalar(F::from_f64(std::f64::consts::FRAC_2_SQRT_PI))?,
+            )?,
         };
         Ok(vec![Some(gx)])
     })

@@ -250,7 +250,8 @@ macro_rules! float_unary {
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
     fn try_unary_float(&self, op: FloatUnaryOp<E>) -> Result<Self> {
-        let forward = || Ok(Tensor::from_storage(D::unary_float(op, self.storage(), self.layout())?, self.shape().clone()));
+        let forward =
+            || Ok(Tensor::from_storage(D::unary_float(op, self.storage(), self.layout())?, self.shape().clone()));
         autograd::track(op.name(), &[self.node()], forward, |y| grad::unary_float(op, self.detach(), y.clone()))
     }
 

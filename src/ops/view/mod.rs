@@ -14,7 +14,6 @@ use crate::shape::{Dims, Layout, Shape, check_elem_count, resolve_axis, resolve_
 use crate::tensor::Tensor;
 use grad::ViewGrad;
 
-
 impl<D: Device, E: Element> Tensor<D, E> {
     fn shape_error(&self, op: &'static str, shapes: Vec<Shape>, reason: String) -> Error {
         Error::Shape { op, device: D::name(), shapes, reason }
@@ -26,7 +25,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// `forward()`, a view of `self` recorded as op `name`, with `how()` (only
     /// called when recording) saying how its gradient maps back.
-    fn view_op(&self, name: &'static str, how: impl FnOnce() -> ViewGrad, forward: impl FnOnce() -> Result<Self>) -> Result<Self> {
+    fn view_op(
+        &self,
+        name: &'static str,
+        how: impl FnOnce() -> ViewGrad,
+        forward: impl FnOnce() -> Result<Self>,
+    ) -> Result<Self> {
         autograd::track(name, &[self.node()], forward, |_| float_rule!(E, F => grad::view::<D, F>(how())))
     }
 
@@ -310,16 +314,23 @@ impl<D: Device, E: Element> Tensor<D, E> {
             return Err(self.shape_error(
                 "narrow",
                 vec![self.shape().clone()],
-                format!("elements {start}..{} are out of range for axis {ax} of size {size}", start.saturating_add(len)),
+                format!(
+                    "elements {start}..{} are out of range for axis {ax} of size {size}",
+                    start.saturating_add(len)
+                ),
             ));
         }
-        self.view_op("narrow", || ViewGrad::Narrow { axis: ax, start, size }, || {
-            let l = self.layout();
-            let mut dims: Dims = l.dims().into();
-            dims[ax] = len;
-            let offset = if len == 0 { l.offset() } else { l.offset() + start * l.strides()[ax] };
-            Ok(self.with_layout(Layout::new(Shape::from_dims(dims), l.strides().into(), offset)))
-        })
+        self.view_op(
+            "narrow",
+            || ViewGrad::Narrow { axis: ax, start, size },
+            || {
+                let l = self.layout();
+                let mut dims: Dims = l.dims().into();
+                dims[ax] = len;
+                let offset = if len == 0 { l.offset() } else { l.offset() + start * l.strides()[ax] };
+                Ok(self.with_layout(Layout::new(Shape::from_dims(dims), l.strides().into(), offset)))
+            },
+        )
     }
 
     /// Panicking form of [`try_narrow`](Self::try_narrow).
@@ -389,4 +400,3 @@ impl<D: Device, E: Element> Tensor<D, E> {
         or_panic(self.try_broadcast_to(shape))
     }
 }
-

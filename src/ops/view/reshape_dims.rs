@@ -74,7 +74,11 @@ impl<const N: usize> ReshapeDims for [isize; N] {
 /// `sizes` as a shape of `from`'s element count, with at most one `-1`
 /// replaced by the size that makes the counts equal.
 fn infer_axis(op: &'static str, device: String, from: &Shape, sizes: &[i64]) -> Result<Shape> {
-    let error = |reason: String| Error::Argument { op, device: device.clone(), reason: format!("shape {sizes:?} for a tensor of shape {from}: {reason}") };
+    let error = |reason: String| Error::Argument {
+        op,
+        device: device.clone(),
+        reason: format!("shape {sizes:?} for a tensor of shape {from}: {reason}"),
+    };
     if let Some(bad) = sizes.iter().find(|&&s| s < -1) {
         return Err(error(format!("{bad} is not a size (only -1, for one inferred axis, may be negative)")));
     }
@@ -83,13 +87,16 @@ fn infer_axis(op: &'static str, device: String, from: &Shape, sizes: &[i64]) -> 
     match inferred.as_slice() {
         [] => {}
         [axis] => {
-            let known = dims.iter().enumerate().filter(|(i, _)| i != axis).try_fold(1usize, |n, (_, &d)| n.checked_mul(d));
+            let known =
+                dims.iter().enumerate().filter(|(i, _)| i != axis).try_fold(1usize, |n, (_, &d)| n.checked_mul(d));
             let count = from.elem_count();
             match known {
                 Some(0) | None => {
-                    return Err(error("the -1 axis cannot be inferred: the other sizes multiply to 0 or overflow".into()));
+                    return Err(error(
+                        "the -1 axis cannot be inferred: the other sizes multiply to 0 or overflow".into(),
+                    ));
                 }
-                Some(known) if count % known != 0 => {
+                Some(known) if !count.is_multiple_of(known) => {
                     return Err(error(format!("{count} elements do not split into rows of {known}")));
                 }
                 Some(known) => dims[*axis] = count / known,
