@@ -1,8 +1,10 @@
 //! Compiles every CUDA kernel source as host C++ under the shim header, and
 //! generates one trampoline per kernel plus the name -> trampoline registry.
 //!
-//! Kernel folders: the repository's `kernels/` (when present) and this
-//! package's `tests/kernels/`, or the folders named by
+//! Kernel folders: the repository's `kernels/` (when present), its
+//! `examples/kernels/` (custom ops, which include `common.cuh` from
+//! `kernels/`) and this package's `tests/kernels/`, or instead of the first
+//! two the folders named by
 //! `DEVTENSOR_EMU_KERNELS_DIR` / `DEVTENSOR_EMU_TEST_KERNELS_DIR` (used by
 //! `scripts/emu-mutation.sh` to build the emulator from a mutated copy).
 
@@ -42,7 +44,7 @@ fn kernel_names(src: &str) -> Vec<String> {
 }
 
 /// The unit after the preprocessor, with the shim in scanning mode.
-fn preprocess(shim: &Path, out: &Path, unit: &str, idx: usize) -> String {
+fn preprocess(shim: &Path, includes: &Path, out: &Path, unit: &str, idx: usize) -> String {
     let path = out.join(format!("scan_{idx}.cpp"));
     std::fs::write(&path, unit).unwrap();
     let compiler = cc::Build::new().cpp(true).get_compiler();
@@ -50,6 +52,7 @@ fn preprocess(shim: &Path, out: &Path, unit: &str, idx: usize) -> String {
         .to_command()
         .args(["-std=c++17", "-E", "-P", "-DDEVTENSOR_EMU_SCAN"])
         .arg(format!("-I{}", shim.display()))
+        .arg(format!("-I{}", includes.display()))
         .arg("-include")
         .arg(shim.join("cuda_shim.h"))
         .arg(&path)
@@ -83,7 +86,10 @@ fn main() {
     println!("cargo:rerun-if-env-changed=DEVTENSOR_EMU_TEST_KERNELS_DIR");
     let tests =
         std::env::var_os("DEVTENSOR_EMU_TEST_KERNELS_DIR").map(PathBuf::from).unwrap_or(manifest.join("tests/kernels"));
-    let dirs = [project, tests];
+    // The examples' custom-op kernels (examples/custom_op.rs), which
+    // include the project's common.cuh by name.
+    let examples = manifest.join("../examples/kernels");
+    let dirs = [project.clone(), tests, examples];
     for d in &dirs {
         println!("cargo:rerun-if-changed={}", d.display());
     }
@@ -107,7 +113,7 @@ fn main() {
             // Library headers first, so that the anonymous namespace below
             // holds only the kernel source itself.
             writeln!(unit, "#include \"emu_launch.h\"\nnamespace {{\n#include \"{}\"\n}}", file.display()).unwrap();
-            let names = kernel_names(&preprocess(&shim, &out, &unit, units.len()));
+            let names = kernel_names(&preprocess(&shim, &project, &out, &unit, units.len()));
             for n in &names {
                 if let Some(prev) = seen.insert(n.clone(), file.clone()) {
                     panic!("kernel `{n}` is defined in both {} and {}", prev.display(), file.display());
@@ -153,6 +159,7 @@ fn main() {
         .std("c++17")
         .opt_level(2)
         .include(&shim)
+        .include(&project)
         .flag("-include")
         .flag(shim.join("cuda_shim.h").to_str().unwrap())
         // glibc's fortified longjmp refuses to jump between fiber stacks.

@@ -290,6 +290,10 @@ __device__ inline float dt_cos(float x) { return cosf(x); }
 __device__ inline double dt_cos(double x) { return cos(x); }
 __device__ inline float dt_erf(float x) { return erff(x); }
 __device__ inline double dt_erf(double x) { return erf(x); }
+__device__ inline float dt_log1p(float x) { return log1pf(x); }
+__device__ inline double dt_log1p(double x) { return log1p(x); }
+__device__ inline float dt_expm1(float x) { return expm1f(x); }
+__device__ inline double dt_expm1(double x) { return expm1(x); }
 __device__ inline float dt_pow(float x, float p) { return powf(x, p); }
 __device__ inline double dt_pow(double x, double p) { return pow(x, p); }
 
@@ -438,5 +442,52 @@ __device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long lon
     *i = idxs[0];
     __syncthreads();
 }
+
+// ---------------------------------------------------------------------------
+// Element-wise functions of one tensor in one line
+//
+// The Rust side declares each unary op once (a type implementing
+// `devtensor::ops::unary::UnaryOp`); its kernels are one line here or in a
+// user's own source:
+//
+//   DT_UNARY_FLOAT(log1p, dt_log1p(x))          // f32 and f64
+//   DT_UNARY_ALL(square, dt_mul(x, x))          // f32, f64, i64 and u8
+//   DT_UNARY_FLOAT_1(powf, dt_pow(x, a))        // one scalar parameter, `a`
+//   DT_UNARY_ALL_2(clamp, dt_min(dt_max(x, a), b))  // two, `a` and `b`
+//
+// define `unary_<op>_<T>(size_t n, size_t rank, const size_t* dims,
+// const size_t* strides, size_t offset, const T* x, [T a, [T b,]] T* out)`
+// with out[i] = the expression, for the element `x` at row-major position i
+// of the strided input; `T` names the element type in the expression. The scalar parameters come
+// in the order of `UnaryOp::params`. Integer expressions must wrap (use
+// dt_add, dt_sub, dt_mul).
+
+#define DT_UNARY_PARAMS0(T)
+#define DT_UNARY_PARAMS1(T) , T a
+#define DT_UNARY_PARAMS2(T) , T a, T b
+
+#define DT_UNARY_KERNEL(op, name, TYPE, PARAMS, ...)                                                       \
+    extern "C" __global__ void unary_##op##_##name(size_t n, size_t rank, const size_t* dims,             \
+                                                   const size_t* strides, size_t offset,                  \
+                                                   const TYPE* xs PARAMS(TYPE), TYPE* out) {              \
+        typedef TYPE T;                                                                                   \
+        dt_map(n, out, [&](size_t i) {                                                                    \
+            T x = xs[dt_offset(i, rank, dims, strides, offset)];                                          \
+            return (T)(__VA_ARGS__);                                                                      \
+        });                                                                                               \
+    }
+#define DT_UNARY_FLOATS(op, PARAMS, ...)                                                                   \
+    DT_UNARY_KERNEL(op, f32, float, PARAMS, __VA_ARGS__)                                                   \
+    DT_UNARY_KERNEL(op, f64, double, PARAMS, __VA_ARGS__)
+#define DT_UNARY_INTS(op, PARAMS, ...)                                                                     \
+    DT_UNARY_KERNEL(op, i64, long long, PARAMS, __VA_ARGS__)                                               \
+    DT_UNARY_KERNEL(op, u8, unsigned char, PARAMS, __VA_ARGS__)
+
+#define DT_UNARY_FLOAT(op, ...) DT_UNARY_FLOATS(op, DT_UNARY_PARAMS0, __VA_ARGS__)
+#define DT_UNARY_FLOAT_1(op, ...) DT_UNARY_FLOATS(op, DT_UNARY_PARAMS1, __VA_ARGS__)
+#define DT_UNARY_FLOAT_2(op, ...) DT_UNARY_FLOATS(op, DT_UNARY_PARAMS2, __VA_ARGS__)
+#define DT_UNARY_ALL(op, ...) DT_UNARY_FLOAT(op, __VA_ARGS__) DT_UNARY_INTS(op, DT_UNARY_PARAMS0, __VA_ARGS__)
+#define DT_UNARY_ALL_1(op, ...) DT_UNARY_FLOAT_1(op, __VA_ARGS__) DT_UNARY_INTS(op, DT_UNARY_PARAMS1, __VA_ARGS__)
+#define DT_UNARY_ALL_2(op, ...) DT_UNARY_FLOAT_2(op, __VA_ARGS__) DT_UNARY_INTS(op, DT_UNARY_PARAMS2, __VA_ARGS__)
 
 #endif // DEVTENSOR_COMMON_CUH

@@ -55,3 +55,6 @@ echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> an
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test \
     --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor --test bad_input --test training \
     --test cuda_backend --test async_transfer
+
+echo "== a custom op (examples/custom_op.rs) on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
+DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo run --quiet --example custom_op

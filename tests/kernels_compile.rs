@@ -1,7 +1,8 @@
 //! Every CUDA kernel file compiles and assembles for the GPUs we target.
 //!
 //! No machine of this project has a GPU, so this is how CI knows that
-//! `kernels/*.cu` is valid CUDA: each file is compiled with NVRTC (through
+//! `kernels/*.cu` (and the examples' `examples/kernels/*.cu`) is valid CUDA:
+//! each file is compiled with NVRTC (through
 //! cudarc, as the CUDA backend will compile it) for `compute_80` and
 //! `compute_90`, and the PTX is assembled with `ptxas -arch=sm_80` /
 //! `sm_90`. The test fails on any compiler or assembler error or warning,
@@ -311,8 +312,11 @@ struct FileReport {
 }
 
 fn check_file(path: &Path, tools: &Tools) -> FileReport {
-    let file = format!("kernels/{}", path.file_name().expect("a file").to_string_lossy());
+    let file = path.strip_prefix(repo()).unwrap_or(path).display().to_string();
     let stem = path.file_stem().expect("a file stem").to_string_lossy().into_owned();
+    // Kernel names start with their op family: the file's name in kernels/,
+    // and `unary` for the examples' custom ops (`UnaryOp::KERNELS`).
+    let family = if file.starts_with("examples/") { "unary".to_string() } else { stem.clone() };
     let mut report =
         FileReport { file: file.clone(), summary: String::new(), kernels: BTreeSet::new(), failures: Vec::new() };
     let src = match std::fs::read_to_string(path) {
@@ -413,10 +417,10 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
         }
         let misnamed: Vec<&String> = entries
             .iter()
-            .filter(|e| !e.starts_with(&format!("{stem}_")) || !DTYPES.iter().any(|t| e.ends_with(&format!("_{t}"))))
+            .filter(|e| !e.starts_with(&format!("{family}_")) || !DTYPES.iter().any(|t| e.ends_with(&format!("_{t}"))))
             .collect();
         if !misnamed.is_empty() {
-            report.failures.push(format!("{file}: kernel names must read `{stem}_<op>_<dtype>`: {misnamed:?}"));
+            report.failures.push(format!("{file}: kernel names must read `{family}_<op>_<dtype>`: {misnamed:?}"));
         }
         report.kernels = entries;
     }
@@ -447,9 +451,12 @@ fn every_kernel_compiles_and_assembles_without_spills() {
         }
     };
 
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("kernels"))
-        .expect("kernels/ exists")
-        .map(|e| e.expect("readable kernels/ entry").path())
+    // The project's kernels, and the examples' custom-op kernels, which are
+    // compiled the same way (common.cuh prepended) by `UnaryOp::KERNELS`.
+    let mut files: Vec<PathBuf> = ["kernels", "examples/kernels"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(repo().join(dir)).unwrap_or_else(|e| panic!("cannot read {dir}/: {e}")))
+        .map(|e| e.expect("readable kernel folder entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "cu"))
         .collect();
     files.sort();

@@ -128,7 +128,7 @@ struct Rule<D, E, F> {
 impl<D, E, F> Backward for Rule<D, E, F>
 where
     D: Device,
-    E: FloatElement,
+    E: Element,
     F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync,
 {
     fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
@@ -175,11 +175,12 @@ where
     Box::new(RuleAcross { rule, types: PhantomData })
 }
 
-/// Boxes a gradient rule over one device and float type.
+/// Boxes a gradient rule over one device and element type (a float one
+/// whenever it runs: only float tensors track gradients).
 pub(crate) fn rule<D, E, F>(rule: F) -> Box<dyn Backward>
 where
     D: Device,
-    E: FloatElement,
+    E: Element,
     F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync + 'static,
 {
     Box::new(Rule { rule, types: PhantomData })

@@ -5,6 +5,8 @@
 // Each test binary uses only some helpers and macros.
 #![allow(dead_code, unused_macros)]
 
+pub mod gradcheck;
+
 use devtensor::{Device, Element, Tensor};
 use proptest::prelude::*;
 

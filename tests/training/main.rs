@@ -12,7 +12,7 @@ mod autograd;
 mod checkpoint;
 mod conv;
 mod data;
-mod gradcheck;
+use common::gradcheck;
 mod nn;
 mod optim;
 mod parallel;

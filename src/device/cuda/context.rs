@@ -13,7 +13,7 @@ use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, sys,
 };
 use cudarc::nvrtc::{CompileOptions, Ptx};
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -37,6 +37,14 @@ fn family_source(family: &str) -> Option<&'static str> {
     })
 }
 
+/// A CUDA source file the backend compiles: one of `kernels/*.cu`, or a
+/// custom op's own source, known by the op's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum KernelFile {
+    Family(&'static str),
+    Custom(TypeId),
+}
+
 /// Everything the backend keeps for one GPU.
 pub(crate) struct CudaDevice {
     /// The device as written in a program, `"Cuda<N>"`, for error messages.
@@ -51,10 +59,10 @@ pub(crate) struct CudaDevice {
     copy_stream: OnceLock<Arc<CudaStream>>,
     /// `compute_XY` of the device, for NVRTC.
     arch: String,
-    /// Loaded modules, by family; each is compiled on the first use of its family.
-    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Loaded modules; each is compiled on the first use of one of its kernels.
+    modules: Mutex<HashMap<KernelFile, Arc<CudaModule>>>,
     /// Kernels already looked up, by name.
-    functions: Mutex<HashMap<String, CudaFunction>>,
+    functions: Mutex<HashMap<KernelFile, HashMap<String, CudaFunction>>>,
     /// The cuBLAS handle, created on the first matrix product.
     blas: OnceLock<std::result::Result<CudaBlas, String>>,
     /// Freed buffers, by size class in bytes.
@@ -229,37 +237,72 @@ impl CudaDevice {
     /// The kernel `name` of the file `family`, compiling and loading the
     /// file on its first use on this device.
     pub(crate) fn function(&self, op: &'static str, family: &'static str, name: &str) -> Result<CudaFunction> {
-        if let Some(f) = lock(&self.functions).get(name) {
+        self.function_in(op, KernelFile::Family(family), name, || {
+            family_source(family).map(|source| (format!("kernels/{family}.cu"), source))
+        })
+    }
+
+    /// The kernel `name` of a custom op's CUDA `source` (`UnaryOp::KERNELS`),
+    /// compiled on its first use on this device. `op_type` tells ops apart
+    /// even where two share a name.
+    pub(crate) fn custom_function(
+        &self,
+        op: &'static str,
+        op_type: TypeId,
+        source: &'static str,
+        name: &str,
+    ) -> Result<CudaFunction> {
+        self.function_in(op, KernelFile::Custom(op_type), name, || {
+            Some((format!("the CUDA source of op `{op}`"), source))
+        })
+    }
+
+    fn function_in(
+        &self,
+        op: &'static str,
+        file: KernelFile,
+        name: &str,
+        source: impl FnOnce() -> Option<(String, &'static str)>,
+    ) -> Result<CudaFunction> {
+        if let Some(f) = lock(&self.functions).get(&file).and_then(|functions| functions.get(name)) {
             return Ok(f.clone());
         }
-        let module = self.module(op, family)?;
+        let (module, what) = self.module(op, file, source)?;
         let f = module
             .load_function(name)
-            .map_err(|e| self.error(op, format_args!("cannot find kernel `{name}` in kernels/{family}.cu: {e}")))?;
-        lock(&self.functions).insert(name.to_string(), f.clone());
+            .map_err(|e| self.error(op, format_args!("cannot find kernel `{name}` in {what}: {e}")))?;
+        lock(&self.functions).entry(file).or_default().insert(name.to_string(), f.clone());
         Ok(f)
     }
 
-    fn module(&self, op: &'static str, family: &'static str) -> Result<Arc<CudaModule>> {
+    /// The loaded module of `file`, and how to name it in messages.
+    fn module(
+        &self,
+        op: &'static str,
+        file: KernelFile,
+        source: impl FnOnce() -> Option<(String, &'static str)>,
+    ) -> Result<(Arc<CudaModule>, String)> {
+        let Some((what, source)) = source() else {
+            return Err(self.error(op, format_args!("no kernel file for `{file:?}`")));
+        };
         let mut modules = lock(&self.modules);
-        if let Some(m) = modules.get(family) {
-            return Ok(m.clone());
+        if let Some(m) = modules.get(&file) {
+            return Ok((m.clone(), what));
         }
-        let source = family_source(family).ok_or_else(|| self.error(op, format_args!("no kernel file `{family}`")))?;
         let text = format!("{COMMON}\n{source}");
         let options = CompileOptions {
             options: vec![format!("--gpu-architecture={}", self.arch), "--std=c++17".into()],
-            name: Some(format!("{family}.cu")),
+            name: Some(match file {
+                KernelFile::Family(family) => format!("{family}.cu"),
+                KernelFile::Custom(_) => format!("{op}.cu"),
+            }),
             ..Default::default()
         };
         let ptx: Ptx = cudarc::nvrtc::compile_ptx_with_opts(text, options)
-            .map_err(|e| self.error(op, format_args!("NVRTC could not compile kernels/{family}.cu: {e}")))?;
-        let module = self
-            .ctx
-            .load_module(ptx)
-            .map_err(|e| self.error(op, format_args!("cannot load kernels/{family}.cu: {e}")))?;
-        modules.insert(family, module.clone());
-        Ok(module)
+            .map_err(|e| self.error(op, format_args!("NVRTC could not compile {what}: {e}")))?;
+        let module = self.ctx.load_module(ptx).map_err(|e| self.error(op, format_args!("cannot load {what}: {e}")))?;
+        modules.insert(file, module.clone());
+        Ok((module, what))
     }
 
     /// The cuBLAS handle of this device, bound to its stream.

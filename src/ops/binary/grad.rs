@@ -4,14 +4,14 @@
 use super::BinaryOp;
 use crate::autograd::{Backward, rule};
 use crate::device::Device;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// `g` where `keep` is true, 0 elsewhere (0 also where `g` is NaN or
 /// infinite, as PyTorch's `masked_fill` gives).
-pub(crate) fn masked<D: Device, F: FloatElement>(keep: &Tensor<D, u8>, g: &Tensor<D, F>) -> Result<Tensor<D, F>> {
-    keep.try_where_cond(g, &Tensor::<D, F>::try_scalar(F::ZERO)?)
+pub(crate) fn masked<D: Device, E: Element>(keep: &Tensor<D, u8>, g: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    keep.try_where_cond(g, &Tensor::<D, E>::try_scalar(E::ZERO)?)
 }
 
 /// The share of `g` that `maximum(a, b)` (or `minimum`) passes to `a`:

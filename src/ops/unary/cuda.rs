@@ -1,47 +1,53 @@
-//! Unary kernels on CUDA (`kernels/unary.cu`).
+//! Unary kernels on CUDA: `unary_<NAME>_<dtype>`, from `kernels/unary.cu`
+//! for the built-in ops and from the op's own source for a custom one.
 
-use super::{FloatUnaryOp, UnaryKernel, UnaryOp};
+use super::{Kernels, UnaryKernel, UnaryOp};
 use crate::device::Cuda;
 use crate::device::cuda::CudaStorage;
-use crate::device::cuda::launch::{elementwise, launch_kernel, map_setup};
-use crate::element::{Element, FloatElement};
-use crate::error::Result;
+use crate::device::cuda::launch::{elementwise, map_setup};
+use crate::element::Element;
+use crate::error::{Error, Result};
 use crate::shape::Layout;
+use cudarc::driver::PushKernelArg as _;
+use std::any::TypeId;
 
 impl<const N: usize> UnaryKernel for Cuda<N> {
-    fn unary<E: Element>(op: UnaryOp<E>, x: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<E>> {
+    fn unary<E: Element, Op: UnaryOp<E>>(op: Op, x: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
-        let (out, geo) = map_setup(&device, op.name(), layout)?;
+        let name = format!("unary_{}_{}", Op::NAME, E::DTYPE.name());
+        let function = match Op::KERNELS.0 {
+            Kernels::BuiltIn => device.function(Op::NAME, "unary", &name)?,
+            Kernels::Cuda(source) => device.custom_function(Op::NAME, TypeId::of::<Op>(), source, &name)?,
+            Kernels::None => {
+                return Err(Error::Argument {
+                    op: Op::NAME,
+                    device: device.name.clone(),
+                    reason: "this op has no CUDA kernel (its `UnaryOp::KERNELS` is `KernelSource::NONE`); \
+                             give it one, or run it on the CPU"
+                        .into(),
+                });
+            }
+        };
+        let (out, geo) = map_setup(&device, Op::NAME, layout)?;
         let Some(geo) = geo else { return Ok(out) };
         let n = layout.elem_count();
-        let name = format!("unary_{}_{}", op.name(), E::DTYPE.name());
-        let cfg = elementwise(n);
-        match op {
-            UnaryOp::Clamp { min, max } => launch_kernel!(device, op.name(), "unary", name, cfg;
-                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), min, max, out.ptr())?,
-            _ => launch_kernel!(device, op.name(), "unary", name, cfg;
-                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr())?,
+        let (dims, strides, offset, x, out_ptr) = (geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr());
+        let params = op.params();
+        let mut builder = device.stream.launch_builder(&function);
+        builder.arg(&n).arg(&geo.rank).arg(&dims).arg(&strides).arg(&offset).arg(&x);
+        for param in params.as_slice() {
+            builder.arg(param);
         }
-        Ok(out)
-    }
-
-    fn unary_float<E: FloatElement>(
-        op: FloatUnaryOp<E>,
-        x: &CudaStorage<E>,
-        layout: &Layout,
-    ) -> Result<CudaStorage<E>> {
-        let device = Self::device()?;
-        let (out, geo) = map_setup(&device, op.name(), layout)?;
-        let Some(geo) = geo else { return Ok(out) };
-        let n = layout.elem_count();
-        let name = format!("unary_{}_{}", op.name(), E::DTYPE.name());
-        let cfg = elementwise(n);
-        match op {
-            FloatUnaryOp::Powf(p) => launch_kernel!(device, op.name(), "unary", name, cfg;
-                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), p, out.ptr())?,
-            _ => launch_kernel!(device, op.name(), "unary", name, cfg;
-                n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr())?,
-        }
+        builder.arg(&out_ptr);
+        // SAFETY: the arguments follow the signature of every unary kernel
+        // (`DT_UNARY_KERNEL` in kernels/common.cuh): sizes as size_t, the
+        // geometry block and the two buffers as device addresses of live
+        // allocations of the lengths the kernel reads (`geo` and `out` are
+        // kept alive until the stream reaches the launch by the per-stream
+        // buffer cache), then the op's scalar parameters in the element
+        // type, as many as its kernel line declares (`_1`, `_2`); the
+        // kernel bounds its grid-stride loop by `n`.
+        unsafe { builder.launch(elementwise(n)) }.map_err(|e| device.error(Op::NAME, e))?;
         Ok(out)
     }
 }

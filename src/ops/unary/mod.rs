@@ -1,303 +1,368 @@
 //! Elementwise functions of one tensor: `neg`, `abs`, `relu`, `clamp`,
-//! `square` on every element type, and `exp`, `log`, `sqrt`, `tanh`,
-//! `sigmoid`, `powf`, `sin`, `cos`, `recip`, `erf` on floats.
+//! `square` on every element type, and `exp`, `log`, `log1p`, `sqrt`,
+//! `tanh`, `sigmoid`, `powf`, `sin`, `cos`, `recip`, `erf` on floats.
 //!
 //! Integer results wrap like the element type's own arithmetic (`-i64::MIN`
 //! is `i64::MIN`, `-1u8` is `255`); floats follow IEEE 754 as PyTorch does
 //! (`log(0) = -inf`, `sqrt(-1) = NaN`, NaN in gives NaN out).
+//!
+//! Each operation is a type implementing [`UnaryOp`], declared once in
+//! `ops.rs`: the CPU backend, the CUDA launch, autograd and the `x`/`try_x`
+//! methods all come from that one definition. Your own operations use the
+//! same trait and run through [`Tensor::apply_unary`], with device typing,
+//! autograd and a `try_` form like the built-in ones.
 
 mod cpu;
 mod cuda;
-mod grad;
+mod ops;
 
-use crate::autograd::{self, as_float, float_rule};
+pub use ops::{Abs, Clamp, Cos, Erf, Exp, Log, Log1p, Neg, Powf, Recip, Relu, Sigmoid, Sin, Sqrt, Square, Tanh};
+
+use crate::autograd::{self, rule};
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Result, or_panic};
 use crate::shape::Layout;
 use crate::tensor::Tensor;
-use std::ops::Neg;
 
-/// An elementwise operation defined for every [`Element`] type.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum UnaryOp<E: Element> {
-    /// `-x`, wrapping for integers.
-    Neg,
-    /// `|x|`, wrapping for integers (`|i64::MIN|` is `i64::MIN`).
-    Abs,
-    /// `max(x, 0)`; NaN stays NaN.
-    Relu,
-    /// `min(max(x, min), max)`, PyTorch's `clamp`: when `min > max` every
-    /// element becomes `max`; NaN stays NaN.
-    Clamp {
-        /// Lower bound.
-        min: E,
-        /// Upper bound, applied last.
-        max: E,
-    },
-    /// `x * x`, wrapping for integers.
-    Square,
+/// An elementwise function of one tensor, declared once: the built-in ops
+/// (`Exp`, `Clamp`, ...) and your own. Implement it for the element types
+/// the function takes (`impl<F: FloatElement> UnaryOp<F> for MyOp`), and
+/// run it with [`Tensor::apply_unary`].
+///
+/// From this one definition devtensor makes the CPU kernel (a vectorised,
+/// parallel loop over [`apply`](Self::apply)), the CUDA launch (kernels
+/// named after [`NAME`](Self::NAME) in the source [`KERNELS`](Self::KERNELS)
+/// names), and the autograd node ([`backward`](Self::backward)).
+///
+/// A custom op with its gradient, on the CPU:
+/// ```
+/// use devtensor::ops::unary::{KernelSource, UnaryOp};
+/// use devtensor::{Cpu, Device, FloatElement, Result, Tensor};
+///
+/// /// `x³`.
+/// #[derive(Clone, Copy)]
+/// struct Cube;
+///
+/// impl<F: FloatElement> UnaryOp<F> for Cube {
+///     const NAME: &'static str = "cube";
+///     // With a CUDA kernel: `KernelSource::Cuda("DT_UNARY_FLOAT(cube, x * x * x)")`.
+///     const KERNELS: KernelSource = KernelSource::NONE;
+///
+///     fn apply(self, x: F) -> F {
+///         x * x * x
+///     }
+///
+///     fn backward<D: Device>(self, x: &Tensor<D, F>, _y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+///         grad.try_mul(&x.try_square()?.try_mul_scalar(F::from_f64(3.0))?)
+///     }
+/// }
+///
+/// let x = Tensor::<Cpu>::from_vec(vec![1.0, -2.0], [2]).requires_grad();
+/// let y = x.apply_unary(Cube);
+/// assert_eq!(y.to_vec(), vec![1.0, -8.0]);
+/// let grads = y.sum().backward();
+/// assert_eq!(grads.get(&x).unwrap().to_vec(), vec![3.0, 12.0]);
+/// ```
+pub trait UnaryOp<E: Element>: Copy + Send + Sync + 'static {
+    /// The op's name: in error messages and autograd's graph, and in its
+    /// CUDA kernels' names, `unary_<NAME>_<dtype>` (`unary_exp_f32`).
+    /// Unique among the ops of one program.
+    const NAME: &'static str;
+
+    /// Where the CUDA kernels come from: [`KernelSource::NONE`] (the op runs
+    /// on the CPU only, and fails on a GPU with an error naming it) or the
+    /// CUDA source to compile with NVRTC at first use.
+    const KERNELS: KernelSource = KernelSource::NONE;
+
+    /// The function on one element.
+    fn apply(self, x: E) -> E;
+
+    /// The op's scalar parameters, passed to the CUDA kernel after its input
+    /// (`a`, then `b`, in the kernel's expression): `clamp`'s bounds,
+    /// `powf`'s exponent. None by default.
+    fn params(self) -> Params<E> {
+        Params::none()
+    }
+
+    /// The gradient with respect to the input `x`, given the result `y` and
+    /// the gradient `grad` flowing into `y`. Called only on float tensors,
+    /// the ones that track gradients.
+    fn backward<D: Device>(self, x: &Tensor<D, E>, y: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>>;
 }
 
-impl<E: Element> UnaryOp<E> {
-    /// The operation's name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Clamp { .. } => "clamp",
-            UnaryOp::Square => "square",
-        }
+/// Where a [`UnaryOp`]'s CUDA kernels come from: [`NONE`](Self::NONE), or
+/// CUDA source given with [`cuda`](Self::cuda).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelSource(pub(crate) Kernels);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernels {
+    None,
+    Cuda(&'static str),
+    BuiltIn,
+}
+
+impl KernelSource {
+    /// No CUDA kernel: the op runs on the CPU, and on a GPU returns an
+    /// error naming the op and the device.
+    pub const NONE: KernelSource = KernelSource(Kernels::None);
+
+    /// devtensor's own `kernels/unary.cu`.
+    pub(crate) const BUILT_IN: KernelSource = KernelSource(Kernels::BuiltIn);
+
+    /// CUDA C++ compiled by NVRTC the first time the op runs on each GPU.
+    /// The source sees `kernels/common.cuh`, so one line per op usually
+    /// does: `DT_UNARY_FLOAT(cube, x * x * x)` defines `unary_cube_f32` and
+    /// `unary_cube_f64`; `DT_UNARY_ALL` adds `i64` and `u8`, and the `_1`
+    /// and `_2` forms take the scalar parameters `a` and `b`.
+    ///
+    /// # Safety
+    ///
+    /// The GPU runs this code unchecked. It must define
+    /// `unary_<NAME>_<dtype>` for each element type the op is implemented
+    /// for, with the signature the `DT_UNARY_*` macros give and as many
+    /// scalar parameters as [`UnaryOp::params`] returns, and read and write
+    /// only the elements that signature describes.
+    pub const unsafe fn cuda(source: &'static str) -> KernelSource {
+        KernelSource(Kernels::Cuda(source))
     }
 }
 
-/// An elementwise operation defined for [`FloatElement`] types only.
+/// Up to two scalar parameters of a [`UnaryOp`], in kernel order.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum FloatUnaryOp<E: FloatElement> {
-    /// `e^x`.
-    Exp,
-    /// Natural logarithm; `log(0) = -inf`, negative inputs give NaN.
-    Log,
-    /// Square root; negative inputs give NaN.
-    Sqrt,
-    /// Hyperbolic tangent.
-    Tanh,
-    /// `1 / (1 + e^-x)`, computed without overflow for large `|x|`.
-    Sigmoid,
-    /// `x^exponent`.
-    Powf(E),
-    /// Sine (radians).
-    Sin,
-    /// Cosine (radians).
-    Cos,
-    /// `1 / x`; `1 / 0 = inf`.
-    Recip,
-    /// The error function `2/√π ∫₀ˣ e^(-t²) dt`, the core of the exact GELU.
-    Erf,
+pub struct Params<E> {
+    values: [E; 2],
+    len: usize,
 }
 
-impl<E: FloatElement> FloatUnaryOp<E> {
-    /// The operation's name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            FloatUnaryOp::Exp => "exp",
-            FloatUnaryOp::Log => "log",
-            FloatUnaryOp::Sqrt => "sqrt",
-            FloatUnaryOp::Tanh => "tanh",
-            FloatUnaryOp::Sigmoid => "sigmoid",
-            FloatUnaryOp::Powf(_) => "powf",
-            FloatUnaryOp::Sin => "sin",
-            FloatUnaryOp::Cos => "cos",
-            FloatUnaryOp::Recip => "recip",
-            FloatUnaryOp::Erf => "erf",
-        }
+impl<E: Element> Params<E> {
+    /// No parameters.
+    pub fn none() -> Self {
+        Params { values: [E::ZERO; 2], len: 0 }
+    }
+
+    /// One parameter, `a` in the kernel.
+    pub fn one(a: E) -> Self {
+        Params { values: [a, E::ZERO], len: 1 }
+    }
+
+    /// Two parameters, `a` and `b` in the kernel.
+    pub fn two(a: E, b: E) -> Self {
+        Params { values: [a, b], len: 2 }
+    }
+
+    /// The parameters, in order.
+    pub fn as_slice(&self) -> &[E] {
+        &self.values[..self.len]
     }
 }
 
-/// Device kernels for [`UnaryOp`]s and [`FloatUnaryOp`]s. Implemented by every
-/// [`Device`].
+/// Device kernels for [`UnaryOp`]s. Implemented by every [`Device`].
 pub trait UnaryKernel: Backend {
-    /// `op(x)` for each element `layout` selects, into a new contiguous
-    /// storage of `layout`'s shape.
-    fn unary<E: Element>(op: UnaryOp<E>, x: &Self::Storage<E>, layout: &Layout) -> Result<Self::Storage<E>>;
-
-    /// `op(x)` for each element `layout` selects, into a new contiguous
-    /// storage of `layout`'s shape.
-    fn unary_float<E: FloatElement>(
-        op: FloatUnaryOp<E>,
-        x: &Self::Storage<E>,
-        layout: &Layout,
-    ) -> Result<Self::Storage<E>>;
+    /// `op` on each element `layout` selects, into a new contiguous storage
+    /// of `layout`'s shape.
+    fn unary<E: Element, Op: UnaryOp<E>>(op: Op, x: &Self::Storage<E>, layout: &Layout) -> Result<Self::Storage<E>>;
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
-    fn try_unary(&self, op: UnaryOp<E>) -> Result<Self> {
+    /// Applies `op` to every element, recording its gradient when `self`
+    /// tracks one: how every method of this module runs, and how your own
+    /// [`UnaryOp`] runs. Fails when the device cannot run the op (a GPU
+    /// without its kernel, or out of memory).
+    pub fn try_apply_unary<Op: UnaryOp<E>>(&self, op: Op) -> Result<Self> {
         let forward = || Ok(Tensor::from_storage(D::unary(op, self.storage(), self.layout())?, self.shape().clone()));
-        autograd::track(op.name(), &[self.node()], forward, |y| {
-            float_rule!(E, F => {
-                // `E` is `F`, so the round trips through `f64` are exact.
-                let op = match op {
-                    UnaryOp::Neg => UnaryOp::Neg,
-                    UnaryOp::Abs => UnaryOp::Abs,
-                    UnaryOp::Relu => UnaryOp::Relu,
-                    UnaryOp::Clamp { min, max } => UnaryOp::Clamp { min: F::from_f64(min.to_f64()), max: F::from_f64(max.to_f64()) },
-                    UnaryOp::Square => UnaryOp::Square,
-                };
-                grad::unary::<D, F>(op, as_float(self), as_float(y))
-            })
+        autograd::track(Op::NAME, &[self.node()], forward, |y| {
+            let (x, y) = (self.detach(), y.detach());
+            rule(move |grad: &Tensor<D, E>, _| Ok(vec![Some(op.backward(&x, &y, grad)?)]))
         })
     }
 
-    /// `-x` elementwise; integers wrap (`-i64::MIN == i64::MIN`, `-1u8 == 255`).
-    /// Fails only when the device cannot run the kernel.
-    pub fn try_neg(&self) -> Result<Self> {
-        self.try_unary(UnaryOp::Neg)
-    }
-
-    /// Panicking form of [`try_neg`](Self::try_neg); also available as the `-` operator.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, -2.0], [2]);
-    /// assert_eq!(x.neg().to_vec(), vec![-1.0, 2.0]);
-    /// assert_eq!((-&x).to_vec(), vec![-1.0, 2.0]);
-    /// let b = Tensor::<Cpu, u8>::from_vec(vec![0, 1], [2]);
-    /// assert_eq!(b.neg().to_vec(), vec![0, 255]);
-    /// ```
+    /// Panicking form of [`try_apply_unary`](Self::try_apply_unary); see
+    /// [`UnaryOp`] for an example.
     #[track_caller]
-    pub fn neg(&self) -> Self {
-        or_panic(self.try_neg())
-    }
-
-    /// `|x|` elementwise; `|i64::MIN|` wraps to `i64::MIN`, as in PyTorch.
-    /// Fails only when the device cannot run the kernel.
-    pub fn try_abs(&self) -> Result<Self> {
-        self.try_unary(UnaryOp::Abs)
-    }
-
-    /// Panicking form of [`try_abs`](Self::try_abs).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::from_vec(vec![-3, 0, 4], [3]);
-    /// assert_eq!(x.abs().to_vec(), vec![3, 0, 4]);
-    /// ```
-    #[track_caller]
-    pub fn abs(&self) -> Self {
-        or_panic(self.try_abs())
-    }
-
-    /// `max(x, 0)` elementwise; NaN stays NaN. Fails only when the device
-    /// cannot run the kernel.
-    pub fn try_relu(&self) -> Result<Self> {
-        self.try_unary(UnaryOp::Relu)
-    }
-
-    /// Panicking form of [`try_relu`](Self::try_relu).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![-1.0, 0.5, 2.0], [3]);
-    /// assert_eq!(x.relu().to_vec(), vec![0.0, 0.5, 2.0]);
-    /// ```
-    #[track_caller]
-    pub fn relu(&self) -> Self {
-        or_panic(self.try_relu())
-    }
-
-    /// Limits every element to `min..=max` like `torch.clamp`: the lower
-    /// bound applies first, so when `min > max` every element becomes `max`.
-    /// NaN elements stay NaN. Fails only when the device cannot run the kernel.
-    pub fn try_clamp(&self, min: E, max: E) -> Result<Self> {
-        self.try_unary(UnaryOp::Clamp { min, max })
-    }
-
-    /// Panicking form of [`try_clamp`](Self::try_clamp).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![-5.0, 0.5, 5.0], [3]);
-    /// assert_eq!(x.clamp(-1.0, 1.0).to_vec(), vec![-1.0, 0.5, 1.0]);
-    /// // As in PyTorch, an empty range gives `max` everywhere.
-    /// assert_eq!(x.clamp(2.0, 1.0).to_vec(), vec![1.0, 1.0, 1.0]);
-    /// ```
-    #[track_caller]
-    pub fn clamp(&self, min: E, max: E) -> Self {
-        or_panic(self.try_clamp(min, max))
-    }
-
-    /// `x * x` elementwise; integers wrap. Fails only when the device cannot
-    /// run the kernel.
-    pub fn try_square(&self) -> Result<Self> {
-        self.try_unary(UnaryOp::Square)
-    }
-
-    /// Panicking form of [`try_square`](Self::try_square).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, u8>::from_vec(vec![3, 16], [2]);
-    /// assert_eq!(x.square().to_vec(), vec![9, 0]); // 256 wraps to 0
-    /// ```
-    #[track_caller]
-    pub fn square(&self) -> Self {
-        or_panic(self.try_square())
+    pub fn apply_unary<Op: UnaryOp<E>>(&self, op: Op) -> Self {
+        or_panic(self.try_apply_unary(op))
     }
 }
 
-/// Defines `try_x` and `x` for float-only operations without parameters.
-macro_rules! float_unary {
-    ($($try_name:ident, $name:ident, $op:ident, $doc:literal, $example:literal;)*) => {$(
-        #[doc = $doc]
+/// Defines `try_x` (with the first doc block) and `x` (the panicking form,
+/// with the second, its example) for each unary op.
+macro_rules! unary_methods {
+    ($(
+        $(#[$doc:meta])*
+        $try_name:ident, $name:ident($($arg:ident: $ty:ty),*) => $op:expr,
+        $(#[$example:meta])*
+    ;)*) => {$(
+        $(#[$doc])*
         /// Fails only when the device cannot run the kernel.
-        pub fn $try_name(&self) -> Result<Self> {
-            self.try_unary_float(FloatUnaryOp::$op)
+        pub fn $try_name(&self $(, $arg: $ty)*) -> Result<Self> {
+            self.try_apply_unary($op)
         }
 
         #[doc = concat!("Panicking form of [`", stringify!($try_name), "`](Self::", stringify!($try_name), ").")]
         ///
-        /// ```
-        /// use devtensor::{Cpu, Tensor};
-        #[doc = $example]
-        /// ```
+        $(#[$example])*
         #[track_caller]
-        pub fn $name(&self) -> Self {
-            or_panic(self.$try_name())
+        pub fn $name(&self $(, $arg: $ty)*) -> Self {
+            or_panic(self.$try_name($($arg),*))
         }
     )*};
 }
 
-impl<D: Device, E: FloatElement> Tensor<D, E> {
-    fn try_unary_float(&self, op: FloatUnaryOp<E>) -> Result<Self> {
-        let forward =
-            || Ok(Tensor::from_storage(D::unary_float(op, self.storage(), self.layout())?, self.shape().clone()));
-        autograd::track(op.name(), &[self.node()], forward, |y| grad::unary_float(op, self.detach(), y.clone()))
-    }
-
-    float_unary! {
-        try_exp, exp, Exp, "`e^x` elementwise.",
-        "let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0], [2]);\nassert_eq!(x.exp().to_vec(), vec![1.0, std::f64::consts::E]);";
-        try_log, log, Log, "Natural logarithm elementwise; `log(0) = -inf` and negative inputs give NaN.",
-        "let x = Tensor::<Cpu>::from_vec(vec![1.0, 0.0], [2]);\nassert_eq!(x.log().to_vec(), vec![0.0, f32::NEG_INFINITY]);";
-        try_sqrt, sqrt, Sqrt, "Square root elementwise; negative inputs give NaN.",
-        "let x = Tensor::<Cpu>::from_vec(vec![4.0, -1.0], [2]);\nlet y = x.sqrt().to_vec();\nassert_eq!(y[0], 2.0);\nassert!(y[1].is_nan());";
-        try_tanh, tanh, Tanh, "Hyperbolic tangent elementwise.",
-        "let x = Tensor::<Cpu>::from_vec(vec![0.0, 100.0], [2]);\nassert_eq!(x.tanh().to_vec(), vec![0.0, 1.0]);";
-        try_sigmoid, sigmoid, Sigmoid, "The logistic function `1 / (1 + e^-x)` elementwise, without overflow for large `|x|`.",
-        "let x = Tensor::<Cpu>::from_vec(vec![0.0, -1000.0, 1000.0], [3]);\nassert_eq!(x.sigmoid().to_vec(), vec![0.5, 0.0, 1.0]);";
-        try_sin, sin, Sin, "Sine elementwise (radians).",
-        "let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);\nassert_eq!(x.sin().to_vec(), vec![0.0]);";
-        try_cos, cos, Cos, "Cosine elementwise (radians).",
-        "let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);\nassert_eq!(x.cos().to_vec(), vec![1.0]);";
-        try_erf, erf, Erf, "The error function elementwise (`torch.erf`).",
-        "let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, f64::INFINITY], [2]);\nassert_eq!(x.erf().to_vec(), vec![0.0, 1.0]);";
-        try_recip, recip, Recip, "`1 / x` elementwise; `1 / 0 = inf` as in IEEE 754.",
-        "let x = Tensor::<Cpu>::from_vec(vec![2.0, 0.0], [2]);\nassert_eq!(x.recip().to_vec(), vec![0.5, f32::INFINITY]);";
-    }
-
-    /// `x^exponent` elementwise, like `torch.pow` with a float exponent:
-    /// negative bases with non-integer exponents give NaN. Fails only when
-    /// the device cannot run the kernel.
-    pub fn try_powf(&self, exponent: E) -> Result<Self> {
-        self.try_unary_float(FloatUnaryOp::Powf(exponent))
-    }
-
-    /// Panicking form of [`try_powf`](Self::try_powf).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![2.0, 9.0], [2]);
-    /// assert_eq!(x.powf(2.0).to_vec(), vec![4.0, 81.0]);
-    /// assert_eq!(x.powf(0.5).to_vec()[1], 3.0);
-    /// ```
-    #[track_caller]
-    pub fn powf(&self, exponent: E) -> Self {
-        or_panic(self.try_powf(exponent))
+impl<D: Device, E: Element> Tensor<D, E> {
+    unary_methods! {
+        /// `-x` elementwise; integers wrap (`-i64::MIN == i64::MIN`, `-1u8 == 255`).
+        try_neg, neg() => Neg,
+        /// Also available as the `-` operator.
+        ///
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![1.0, -2.0], [2]);
+        /// assert_eq!(x.neg().to_vec(), vec![-1.0, 2.0]);
+        /// assert_eq!((-&x).to_vec(), vec![-1.0, 2.0]);
+        /// let b = Tensor::<Cpu, u8>::from_vec(vec![0, 1], [2]);
+        /// assert_eq!(b.neg().to_vec(), vec![0, 255]);
+        /// ```
+        ;
+        /// `|x|` elementwise; `|i64::MIN|` wraps to `i64::MIN`, as in PyTorch.
+        try_abs, abs() => Abs,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, i64>::from_vec(vec![-3, 0, 4], [3]);
+        /// assert_eq!(x.abs().to_vec(), vec![3, 0, 4]);
+        /// ```
+        ;
+        /// `max(x, 0)` elementwise; NaN stays NaN.
+        try_relu, relu() => Relu,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-1.0, 0.5, 2.0], [3]);
+        /// assert_eq!(x.relu().to_vec(), vec![0.0, 0.5, 2.0]);
+        /// ```
+        ;
+        /// Limits every element to `min..=max` like `torch.clamp`: the lower
+        /// bound applies first, so when `min > max` every element becomes
+        /// `max`. NaN elements stay NaN.
+        try_clamp, clamp(min: E, max: E) => Clamp { min, max },
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-5.0, 0.5, 5.0], [3]);
+        /// assert_eq!(x.clamp(-1.0, 1.0).to_vec(), vec![-1.0, 0.5, 1.0]);
+        /// // As in PyTorch, an empty range gives `max` everywhere.
+        /// assert_eq!(x.clamp(2.0, 1.0).to_vec(), vec![1.0, 1.0, 1.0]);
+        /// ```
+        ;
+        /// `x * x` elementwise; integers wrap.
+        try_square, square() => Square,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, u8>::from_vec(vec![3, 16], [2]);
+        /// assert_eq!(x.square().to_vec(), vec![9, 0]); // 256 wraps to 0
+        /// ```
+        ;
     }
 }
 
-impl<D: Device, E: Element> Neg for &Tensor<D, E> {
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    unary_methods! {
+        /// `e^x` elementwise.
+        try_exp, exp() => Exp,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0], [2]);
+        /// assert_eq!(x.exp().to_vec(), vec![1.0, std::f64::consts::E]);
+        /// ```
+        ;
+        /// Natural logarithm elementwise; `log(0) = -inf` and negative inputs give NaN.
+        try_log, log() => Log,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 0.0], [2]);
+        /// assert_eq!(x.log().to_vec(), vec![0.0, f32::NEG_INFINITY]);
+        /// ```
+        ;
+        /// `log(1 + x)` elementwise, exact for small `x`, where `(1 + x).log()`
+        /// loses every digit (`torch.log1p`).
+        try_log1p, log1p() => Log1p,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1e-20, -1.0], [3]);
+        /// assert_eq!(x.log1p().to_vec(), vec![0.0, 1e-20, f64::NEG_INFINITY]);
+        /// ```
+        ;
+        /// Square root elementwise; negative inputs give NaN.
+        try_sqrt, sqrt() => Sqrt,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![4.0, -1.0], [2]);
+        /// let y = x.sqrt().to_vec();
+        /// assert_eq!(y[0], 2.0);
+        /// assert!(y[1].is_nan());
+        /// ```
+        ;
+        /// Hyperbolic tangent elementwise.
+        try_tanh, tanh() => Tanh,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![0.0, 100.0], [2]);
+        /// assert_eq!(x.tanh().to_vec(), vec![0.0, 1.0]);
+        /// ```
+        ;
+        /// The logistic function `1 / (1 + e^-x)` elementwise, without overflow for large `|x|`.
+        try_sigmoid, sigmoid() => Sigmoid,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![0.0, -1000.0, 1000.0], [3]);
+        /// assert_eq!(x.sigmoid().to_vec(), vec![0.5, 0.0, 1.0]);
+        /// ```
+        ;
+        /// Sine elementwise (radians).
+        try_sin, sin() => Sin,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);
+        /// assert_eq!(x.sin().to_vec(), vec![0.0]);
+        /// ```
+        ;
+        /// Cosine elementwise (radians).
+        try_cos, cos() => Cos,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);
+        /// assert_eq!(x.cos().to_vec(), vec![1.0]);
+        /// ```
+        ;
+        /// The error function elementwise (`torch.erf`).
+        try_erf, erf() => Erf,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, f64::INFINITY], [2]);
+        /// assert_eq!(x.erf().to_vec(), vec![0.0, 1.0]);
+        /// ```
+        ;
+        /// `1 / x` elementwise; `1 / 0 = inf` as in IEEE 754.
+        try_recip, recip() => Recip,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![2.0, 0.0], [2]);
+        /// assert_eq!(x.recip().to_vec(), vec![0.5, f32::INFINITY]);
+        /// ```
+        ;
+        /// `x^exponent` elementwise, like `torch.pow` with a float exponent:
+        /// negative bases with non-integer exponents give NaN.
+        try_powf, powf(exponent: E) => Powf { exponent },
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![2.0, 9.0], [2]);
+        /// assert_eq!(x.powf(2.0).to_vec(), vec![4.0, 81.0]);
+        /// assert_eq!(x.powf(0.5).to_vec()[1], 3.0);
+        /// ```
+        ;
+    }
+}
+
+impl<D: Device, E: Element> std::ops::Neg for &Tensor<D, E> {
     type Output = Tensor<D, E>;
 
     /// Same as [`Tensor::neg`].
@@ -307,7 +372,7 @@ impl<D: Device, E: Element> Neg for &Tensor<D, E> {
     }
 }
 
-impl<D: Device, E: Element> Neg for Tensor<D, E> {
+impl<D: Device, E: Element> std::ops::Neg for Tensor<D, E> {
     type Output = Tensor<D, E>;
 
     /// Same as [`Tensor::neg`].

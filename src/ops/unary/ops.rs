@@ -1,0 +1,348 @@
+//! The unary operations, each declared once: its name (which names its CUDA
+//! kernels in `kernels/unary.cu`), its value on one element, and its
+//! gradient. The methods on [`Tensor`] that run them are in the parent
+//! module; `tests/unary.rs` holds one table row per op.
+//!
+//! Gradients are written from the input `x` or the result `y`, whichever
+//! gives the cheaper expression. They only ever run on float tensors (only
+//! those track gradients), but the ops that take every element type write
+//! theirs for any [`Element`].
+
+use super::{KernelSource, Params, UnaryOp};
+use crate::device::Device;
+use crate::element::{DType, Element, FloatElement};
+use crate::error::Result;
+use crate::ops::binary::grad::masked;
+use crate::tensor::Tensor;
+
+/// `-x`: floats multiply by `-1`, which maps `0.0` to `-0.0` (`0 - x` would
+/// give `+0.0`); integers subtract from zero, which wraps (`-i64::MIN` is
+/// `i64::MIN`, `-1u8` is `255`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Neg;
+
+impl<E: Element> UnaryOp<E> for Neg {
+    const NAME: &'static str = "neg";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: E) -> E {
+        if E::IS_FLOAT { x.mul(E::from_f64(-1.0)) } else { E::ZERO.sub(x) }
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, E>, _: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        grad.try_neg()
+    }
+}
+
+/// `|x|`: `0 - x` on non-positive inputs, which maps `-0.0` to `+0.0` and
+/// wraps `i64::MIN` onto itself; NaN fails the comparison and passes through.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Abs;
+
+impl<E: Element> UnaryOp<E> for Abs {
+    const NAME: &'static str = "abs";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: E) -> E {
+        if x <= E::ZERO { E::ZERO.sub(x) } else { x }
+    }
+
+    /// `sign(x) * grad`, 0 at `x = 0` as in PyTorch.
+    fn backward<D: Device>(self, x: &Tensor<D, E>, _: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        masked(&x.try_gt_scalar(E::ZERO)?, grad)?.try_sub(&masked(&x.try_lt_scalar(E::ZERO)?, grad)?)
+    }
+}
+
+/// `max(x, 0)`; NaN and `-0.0` pass through.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Relu;
+
+impl<E: Element> UnaryOp<E> for Relu {
+    const NAME: &'static str = "relu";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: E) -> E {
+        if x < E::ZERO { E::ZERO } else { x }
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, E>, y: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        masked(&y.try_gt_scalar(E::ZERO)?, grad)
+    }
+}
+
+/// `min(max(x, min), max)`, `torch.clamp`: the lower bound applies first,
+/// so when `min > max` every element becomes `max`; NaN stays NaN.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Clamp<E> {
+    /// Lower bound.
+    pub min: E,
+    /// Upper bound, applied last.
+    pub max: E,
+}
+
+impl<E: Element> UnaryOp<E> for Clamp<E> {
+    const NAME: &'static str = "clamp";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    /// `Element::max` and `min` let a NaN element (or bound) through, as
+    /// `torch.clamp` does.
+    #[inline(always)]
+    fn apply(self, x: E) -> E {
+        x.max(self.min).min(self.max)
+    }
+
+    fn params(self) -> Params<E> {
+        Params::two(self.min, self.max)
+    }
+
+    /// Passed through inside the bounds, bounds included (PyTorch's rule).
+    fn backward<D: Device>(self, x: &Tensor<D, E>, _: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        masked(&x.try_ge_scalar(self.min)?.try_logical_and(&x.try_le_scalar(self.max)?)?, grad)
+    }
+}
+
+/// `x * x`, wrapping for integers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Square;
+
+impl<E: Element> UnaryOp<E> for Square {
+    const NAME: &'static str = "square";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: E) -> E {
+        x.mul(x)
+    }
+
+    fn backward<D: Device>(self, x: &Tensor<D, E>, _: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        grad.try_mul(x)?.try_mul_scalar(E::from_f64(2.0))
+    }
+}
+
+/// `e^x`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Exp;
+
+impl<F: FloatElement> UnaryOp<F> for Exp {
+    const NAME: &'static str = "exp";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.exp()
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(y)
+    }
+}
+
+/// The natural logarithm: `log(0) = -inf`, negative inputs give NaN.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Log;
+
+impl<F: FloatElement> UnaryOp<F> for Log {
+    const NAME: &'static str = "log";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.ln()
+    }
+
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_div(x)
+    }
+}
+
+/// `log(1 + x)`, exact for `x` near 0 where `log(1 + x)` rounds to 0
+/// (`torch.log1p`); `log1p(-1) = -inf`, below `-1` NaN.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Log1p;
+
+impl<F: FloatElement> UnaryOp<F> for Log1p {
+    const NAME: &'static str = "log1p";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.ln_1p()
+    }
+
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_div(&x.try_add_scalar(F::ONE)?)
+    }
+}
+
+/// The square root; negative inputs give NaN.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sqrt;
+
+impl<F: FloatElement> UnaryOp<F> for Sqrt {
+    const NAME: &'static str = "sqrt";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.sqrt()
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_div(&y.try_mul_scalar(F::from_f64(2.0))?)
+    }
+}
+
+/// The hyperbolic tangent.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tanh;
+
+impl<F: FloatElement> UnaryOp<F> for Tanh {
+    const NAME: &'static str = "tanh";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.tanh()
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&y.try_square()?.try_rsub_scalar(F::ONE)?)
+    }
+}
+
+/// The logistic function `1 / (1 + e^-x)`, evaluated through `e^x` for
+/// negative `x` so that the exponential never overflows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sigmoid;
+
+impl<F: FloatElement> UnaryOp<F> for Sigmoid {
+    const NAME: &'static str = "sigmoid";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        if x >= F::ZERO {
+            F::ONE / (F::ONE + (-x).exp())
+        } else {
+            let e = x.exp();
+            e / (F::ONE + e)
+        }
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&y.try_mul(&y.try_rsub_scalar(F::ONE)?)?)
+    }
+}
+
+/// `x^exponent`, `torch.pow` with a float exponent: negative bases with
+/// non-integer exponents give NaN.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Powf<F> {
+    /// The exponent.
+    pub exponent: F,
+}
+
+impl<F: FloatElement> UnaryOp<F> for Powf<F> {
+    const NAME: &'static str = "powf";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.powf(self.exponent)
+    }
+
+    fn params(self) -> Params<F> {
+        Params::one(self.exponent)
+    }
+
+    /// PyTorch's rule, which is zero for a zero exponent (also at `x = 0`).
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        let p = self.exponent;
+        if p == F::ZERO {
+            return grad.try_zeros_like();
+        }
+        grad.try_mul(&x.try_powf(p - F::ONE)?.try_mul_scalar(p)?)
+    }
+}
+
+/// The sine (radians).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sin;
+
+impl<F: FloatElement> UnaryOp<F> for Sin {
+    const NAME: &'static str = "sin";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.sin()
+    }
+
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&x.try_cos()?)
+    }
+}
+
+/// The cosine (radians).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cos;
+
+impl<F: FloatElement> UnaryOp<F> for Cos {
+    const NAME: &'static str = "cos";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.cos()
+    }
+
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&x.try_sin()?)?.try_neg()
+    }
+}
+
+/// `1 / x`; `1 / 0 = inf`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Recip;
+
+impl<F: FloatElement> UnaryOp<F> for Recip {
+    const NAME: &'static str = "recip";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.recip()
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&y.try_square()?)?.try_neg()
+    }
+}
+
+/// The error function `2/√π ∫₀ˣ e^(-t²) dt`, the core of the exact GELU;
+/// from `libm` on the CPU (Rust's standard library has none).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Erf;
+
+impl<F: FloatElement> UnaryOp<F> for Erf {
+    const NAME: &'static str = "erf";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        match F::DTYPE {
+            DType::F64 => F::from_f64(libm::erf(Element::to_f64(x))),
+            _ => F::from_f32(libm::erff(Element::to_f64(x) as f32)),
+        }
+    }
+
+    /// `d erf(x) = 2/√π e^(-x²)`.
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        let slope =
+            x.try_square()?.try_neg()?.try_exp()?.try_mul_scalar(F::from_f64(std::f64::consts::FRAC_2_SQRT_PI))?;
+        grad.try_mul(&slope)
+    }
+}
