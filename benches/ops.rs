@@ -35,7 +35,7 @@ fn matmul(c: &mut Criterion) {
 /// `a + b` on contiguous f32 vectors: one that fits in L1 (fixed per-op cost
 /// dominates) and one of 64 MiB per operand (memory bandwidth dominates).
 /// Throughput in bytes moved: two reads and one write per element for the
-/// add, one read and one write for the scalar multiply.
+/// add, one read and one write for the scalar multiply and the unary ops.
 fn elementwise(c: &mut Criterion) {
     let mut group = c.benchmark_group("elementwise_f32");
     group
@@ -51,6 +51,12 @@ fn elementwise(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("add", label), |bench| bench.iter(|| black_box(&a) + black_box(&b)));
         group.throughput(Throughput::Bytes(2 * 4 * len as u64));
         group.bench_function(BenchmarkId::new("mul_scalar", label), |bench| bench.iter(|| black_box(&a) * 1.5f32));
+        // Unary ops, one read and one write each: a cheap one, one with
+        // parameters, and two transcendental ones.
+        group.bench_function(BenchmarkId::new("relu", label), |bench| bench.iter(|| black_box(&a).relu()));
+        group.bench_function(BenchmarkId::new("clamp", label), |bench| bench.iter(|| black_box(&a).clamp(-0.5, 0.5)));
+        group.bench_function(BenchmarkId::new("exp", label), |bench| bench.iter(|| black_box(&a).exp()));
+        group.bench_function(BenchmarkId::new("sigmoid", label), |bench| bench.iter(|| black_box(&a).sigmoid()));
     }
     group.finish();
 }
