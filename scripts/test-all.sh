@@ -28,6 +28,9 @@ else
     echo "installing the CUDA tools failed; the kernels test will skip" >&2
 fi
 
+echo "== layers: no new import cycle between the top-level modules of src/"
+python3 scripts/check-layers.py
+
 echo "== formatting (rustfmt.toml) and lints (clippy, warnings are errors)"
 cargo fmt --all --check
 (cd emu && cargo fmt --all --check)

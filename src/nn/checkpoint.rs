@@ -6,7 +6,6 @@ use crate::autograd::LeafId;
 use crate::device::{Cpu, Device};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result, or_panic};
-use crate::optim::Optimizer;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -71,12 +70,12 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         Ok(Checkpoint { tensors, int_tensors, source: "(taken from a model)".into() })
     }
 
-    /// Adds `optimizer`'s state (under names starting with `optimizer.`),
-    /// so that training resumes where it stopped.
-    pub fn with_optimizer(mut self, optimizer: &impl Optimizer<D, E>) -> Self {
-        let state = optimizer.state().into_iter().map(|(name, t)| (format!("{OPTIMIZER_PREFIX}{name}"), t.detach()));
+    /// Adds optimizer state under names starting with `optimizer.`: what
+    /// [`with_optimizer`](Self::with_optimizer) (in `optim`, the layer
+    /// above) stores.
+    pub(crate) fn add_optimizer_state(&mut self, state: Vec<(String, Tensor<D, E>)>) {
+        let state = state.into_iter().map(|(name, t)| (format!("{OPTIMIZER_PREFIX}{name}"), t.detach()));
         self.tensors.extend(state);
-        self
     }
 
     /// The float tensors, by name, in the order they were saved.
@@ -265,7 +264,7 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     }
 
     /// The optimizer state saved with [`with_optimizer`](Self::with_optimizer),
-    /// for [`Optimizer::try_load_state`].
+    /// for [`Optimizer::try_load_state`](crate::optim::Optimizer::try_load_state).
     pub fn optimizer_state(&self) -> Vec<(String, Tensor<D, E>)> {
         self.tensors
             .iter()

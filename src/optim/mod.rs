@@ -22,6 +22,7 @@
 //! ```
 
 mod adam;
+mod checkpoint;
 pub(crate) mod clip;
 mod schedule;
 mod sgd;
