@@ -75,9 +75,11 @@ unary_table! {
     exp: |t| t.exp(), floats: f64::exp, grad: Domain::AwayFromZero;
     log: |t| t.log(), floats: f64::ln, grad: Domain::Positive;
     log1p: |t| t.log1p(), floats: f64::ln_1p, grad: Domain::Positive;
+    expm1: |t| t.expm1(), floats: f64::exp_m1, grad: Domain::AwayFromZero;
     sqrt: |t| t.sqrt(), floats: f64::sqrt, grad: Domain::Positive;
     tanh: |t| t.tanh(), floats: f64::tanh, grad: Domain::AwayFromZero;
     sigmoid: |t| t.sigmoid(), floats: sigmoid_reference, grad: Domain::AwayFromZero;
+    silu: |t| t.silu(), floats: |x| x * sigmoid_reference(x), grad: Domain::AwayFromZero;
     sin: |t| t.sin(), floats: f64::sin, grad: Domain::AwayFromZero;
     cos: |t| t.cos(), floats: f64::cos, grad: Domain::AwayFromZero;
     recip: |t| t.recip(), floats: |x| 1.0 / x, grad: Domain::AwayFromZero;
@@ -320,6 +322,9 @@ fn special_values<D: Device>() {
     near("sin", x.sin(), [0.0, -0.0, -0.8414709848078965, nan, nan, nan]);
     near("cos", x.cos(), [1.0, 1.0, 0.5403023058681398, nan, nan, nan]);
 
+    near("expm1", x.expm1(), [0.0, -0.0, (-1.0f64).exp_m1(), inf, -1.0, nan]);
+    // PyTorch's silu(-inf) is NaN too: -inf / (1 + e^inf).
+    near("silu", x.silu(), [0.0, -0.0, -1.0 / (1.0 + 1.0f64.exp()), inf, nan, nan]);
     // log1p keeps the digits that log(1 + x) loses.
     let tiny = Tensor::<D, f64>::from_vec(vec![1e-20, -1e-17, 1e-10], [3]);
     let got = tiny.log1p().to_vec();
@@ -489,4 +494,5 @@ fn unary_ops_cannot_fail_on_the_cpu() {
     assert!(x.try_exp().is_ok() && x.try_log().is_ok() && x.try_sqrt().is_ok() && x.try_tanh().is_ok());
     assert!(x.try_powf(0.5).is_ok() && x.try_sin().is_ok() && x.try_cos().is_ok() && x.try_recip().is_ok());
     assert!(x.try_log1p().is_ok() && x.try_erf().is_ok() && x.try_abs().is_ok() && x.try_clamp(0.0, 1.0).is_ok());
+    assert!(x.try_expm1().is_ok() && x.try_silu().is_ok());
 }

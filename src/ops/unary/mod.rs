@@ -1,6 +1,7 @@
 //! Elementwise functions of one tensor: `neg`, `abs`, `relu`, `clamp`,
-//! `square` on every element type, and `exp`, `log`, `log1p`, `sqrt`,
-//! `tanh`, `sigmoid`, `powf`, `sin`, `cos`, `recip`, `erf` on floats.
+//! `square` on every element type, and `exp`, `expm1`, `log`, `log1p`,
+//! `sqrt`, `tanh`, `sigmoid`, `silu`, `powf`, `sin`, `cos`, `recip`, `erf` on
+//! floats.
 //!
 //! Integer results wrap like the element type's own arithmetic (`-i64::MIN`
 //! is `i64::MIN`, `-1u8` is `255`); floats follow IEEE 754 as PyTorch does
@@ -16,7 +17,9 @@ mod cpu;
 mod cuda;
 mod ops;
 
-pub use ops::{Abs, Clamp, Cos, Erf, Exp, Log, Log1p, Neg, Powf, Recip, Relu, Sigmoid, Sin, Sqrt, Square, Tanh};
+pub use ops::{
+    Abs, Clamp, Cos, Erf, Exp, Expm1, Log, Log1p, Neg, Powf, Recip, Relu, Sigmoid, Silu, Sin, Sqrt, Square, Tanh,
+};
 
 use crate::autograd::{self, rule};
 use crate::device::{Backend, Device};
@@ -274,6 +277,15 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// assert_eq!(x.exp().to_vec(), vec![1.0, std::f64::consts::E]);
         /// ```
         ;
+        /// `e^x - 1` elementwise, exact for small `x`, where `x.exp() - 1`
+        /// loses every digit (`torch.expm1`).
+        try_expm1, expm1() => Expm1,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1e-20, f64::NEG_INFINITY], [3]);
+        /// assert_eq!(x.expm1().to_vec(), vec![0.0, 1e-20, -1.0]);
+        /// ```
+        ;
         /// Natural logarithm elementwise; `log(0) = -inf` and negative inputs give NaN.
         try_log, log() => Log,
         /// ```
@@ -315,6 +327,15 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0, -1000.0, 1000.0], [3]);
         /// assert_eq!(x.sigmoid().to_vec(), vec![0.5, 0.0, 1.0]);
+        /// ```
+        ;
+        /// SiLU (swish) elementwise, `x * sigmoid(x)`, the activation of
+        /// many transformers' feed-forward blocks (`torch.nn.functional.silu`).
+        try_silu, silu() => Silu,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![0.0, 1000.0, -1000.0], [3]);
+        /// assert_eq!(x.silu().to_vec(), vec![0.0, 1000.0, -0.0]);
         /// ```
         ;
         /// Sine elementwise (radians).

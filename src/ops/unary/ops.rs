@@ -177,6 +177,25 @@ impl<F: FloatElement> UnaryOp<F> for Log1p {
     }
 }
 
+/// `e^x - 1`, exact for `x` near 0 where `e^x - 1` rounds to 0
+/// (`torch.expm1`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Expm1;
+
+impl<F: FloatElement> UnaryOp<F> for Expm1 {
+    const NAME: &'static str = "expm1";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x.exp_m1()
+    }
+
+    fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&y.try_add_scalar(F::ONE)?)
+    }
+}
+
 /// The square root; negative inputs give NaN.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sqrt;
@@ -234,6 +253,28 @@ impl<F: FloatElement> UnaryOp<F> for Sigmoid {
 
     fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
         grad.try_mul(&y.try_mul(&y.try_rsub_scalar(F::ONE)?)?)
+    }
+}
+
+/// SiLU (swish), `x * sigmoid(x)` (`torch.nn.functional.silu`), with the
+/// overflow-free sigmoid of [`Sigmoid`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Silu;
+
+impl<F: FloatElement> UnaryOp<F> for Silu {
+    const NAME: &'static str = "silu";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x * Sigmoid.apply(x)
+    }
+
+    /// `sigmoid(x) * (1 + x * (1 - sigmoid(x)))`.
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        let s = x.try_sigmoid()?;
+        let slope = s.try_mul(&x.try_mul(&s.try_rsub_scalar(F::ONE)?)?.try_add_scalar(F::ONE)?)?;
+        grad.try_mul(&slope)
     }
 }
 
