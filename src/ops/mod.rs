@@ -2,7 +2,10 @@
 //!
 //! Each family's `mod.rs` holds the public API, the shape checks and the
 //! family's kernel trait; `cpu.rs` and `cuda.rs` implement that trait for
-//! each device. Every fallible operation comes as `try_x` returning
+//! each device. The unary family declares each op once, as a type
+//! implementing [`unary::UnaryOp`] (`unary/ops.rs`), from which its kernels,
+//! gradient and methods follow; the other families are to follow the same
+//! pattern. Every fallible operation comes as `try_x` returning
 //! [`Result`](crate::Result) and as `x`, which panics with the same message.
 //! Operations taking several tensors require them on one device through
 //! [`SameDevice`](crate::SameDevice), checked at compile time.
