@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 /// across threads: below about 96³, handing panels to other threads costs
 /// more than the arithmetic they would take over. Under Miri 8³, a size
 /// whose test references it can finish (see `PARALLEL_MIN_ELEMS` in
-/// `device/cpu.rs`).
+/// `device/cpu/loops.rs`).
 const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96 };
 
 /// Threads in rayon's pool, looked up once: `gemm` needs the count on every

@@ -1,0 +1,174 @@
+//! The loops every CPU kernel shares: element-wise maps over strided
+//! inputs, compiled for the widest vector unit present and split across
+//! threads when the output is large.
+
+use super::pool::{POOL_MIN_BYTES, output_buffer};
+use crate::element::Element;
+use crate::error::Result;
+use crate::shape::{Layout, for_each_block};
+use rayon::prelude::*;
+
+/// Output sizes from which elementwise kernels split work across threads;
+/// below it, thread hand-off costs more than it saves.
+pub(crate) const PARALLEL_MIN_ELEMS: usize = if cfg!(miri) { 1 << 8 } else { 1 << 16 };
+/// Elements per parallel work item: large enough to amortise scheduling,
+/// small enough to balance two to a few dozen cores. A multiple of the
+/// reductions' block (1024), so under Miri only 32 times smaller.
+pub(crate) const PARALLEL_CHUNK: usize = if cfg!(miri) { 1 << 10 } else { 1 << 15 };
+
+/// Whether an output of `len` elements of `T` is built with `collect`: a
+/// fresh allocation written once, with no zero-fill first and no thread
+/// hand-off. Larger outputs come from the pool and may be split across threads.
+pub(crate) fn is_small_output<T>(len: usize) -> bool {
+    len < PARALLEL_MIN_ELEMS && len * size_of::<T>() < POOL_MIN_BYTES
+}
+
+/// Runs `body`, a loop for the compiler to vectorise, compiled for the
+/// widest vector unit this CPU has.
+///
+/// The crate is built for baseline x86-64 (SSE2), so without this a dense
+/// elementwise loop uses 128-bit vectors even on an AVX-512 machine. `body`
+/// is inlined into a copy of this function built with AVX-512 or AVX2
+/// enabled, chosen at run time (the feature checks are cached loads).
+#[inline(always)]
+pub(crate) fn vectorized<R>(body: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            // SAFETY: the four AVX-512 subsets `with_avx512` enables were
+            // detected on this CPU just above.
+            return unsafe { with_avx512(body) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected on this CPU just above.
+            return unsafe { with_avx2(body) };
+        }
+    }
+    body()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
+    body()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
+    body()
+}
+
+/// Gathers the elements `layout` selects into a new row-major vector,
+/// applying `f`; dense inputs run as one vectorised loop, split across
+/// threads when large.
+///
+/// `op` names the operation in an allocation error.
+pub(crate) fn map_strided<E: Element, T: Element>(
+    op: &'static str,
+    src: &[E],
+    layout: &Layout,
+    f: impl Fn(E) -> T + Send + Sync,
+) -> Result<Vec<T>> {
+    let len = layout.elem_count();
+    if let Some(range) = layout.contiguous_range() {
+        let src = &src[range];
+        if is_small_output::<T>(len) {
+            return Ok(vectorized(|| src.iter().map(|&x| f(x)).collect()));
+        }
+        let mut out = output_buffer(op, len)?;
+        let run = |out: &mut [T], src: &[E]| {
+            vectorized(|| {
+                for (o, &x) in out.iter_mut().zip(src) {
+                    *o = f(x);
+                }
+            })
+        };
+        if out.len() >= PARALLEL_MIN_ELEMS {
+            out.par_chunks_mut(PARALLEL_CHUNK).zip(src.par_chunks(PARALLEL_CHUNK)).for_each(|(o, s)| run(o, s));
+        } else {
+            run(&mut out, src);
+        }
+        return Ok(out);
+    }
+    let mut out = output_buffer(op, len)?;
+    let mut next = 0;
+    for_each_block(layout.dims(), [layout.strides()], [layout.offset()], |[base], len, [stride]| {
+        let out = &mut out[next..next + len];
+        if stride == 1 {
+            for (o, &x) in out.iter_mut().zip(&src[base..base + len]) {
+                *o = f(x);
+            }
+        } else {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = f(src[base + i * stride]);
+            }
+        }
+        next += len;
+    });
+    Ok(out)
+}
+
+/// `out[i] = f(a[i], b[i])` over two operands laid out with one shape.
+/// Dense operands run as one vectorised loop, split across threads when
+/// large; a broadcast (stride-0) operand of the inner block is hoisted.
+pub(crate) fn zip_into<A: Element, B: Element, T: Element>(
+    out: &mut [T],
+    a: &[A],
+    al: &Layout,
+    b: &[B],
+    bl: &Layout,
+    f: impl Fn(A, B) -> T + Sync,
+) {
+    if let (Some(ra), Some(rb)) = (al.contiguous_range(), bl.contiguous_range()) {
+        let (a, b) = (&a[ra], &b[rb]);
+        let run = |out: &mut [T], a: &[A], b: &[B]| {
+            vectorized(|| {
+                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                    *o = f(x, y);
+                }
+            })
+        };
+        if out.len() >= PARALLEL_MIN_ELEMS {
+            out.par_chunks_mut(PARALLEL_CHUNK)
+                .zip(a.par_chunks(PARALLEL_CHUNK).zip(b.par_chunks(PARALLEL_CHUNK)))
+                .for_each(|(o, (a, b))| run(o, a, b));
+        } else {
+            run(out, a, b);
+        }
+        return;
+    }
+    let mut next = 0;
+    for_each_block(al.dims(), [al.strides(), bl.strides()], [al.offset(), bl.offset()], |[x, y], len, [sx, sy]| {
+        let out = &mut out[next..next + len];
+        match (sx, sy) {
+            (1, 1) => {
+                for ((o, &p), &q) in out.iter_mut().zip(&a[x..x + len]).zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (1, 0) => {
+                let q = b[y];
+                for (o, &p) in out.iter_mut().zip(&a[x..x + len]) {
+                    *o = f(p, q);
+                }
+            }
+            (0, 1) => {
+                let p = a[x];
+                for (o, &q) in out.iter_mut().zip(&b[y..y + len]) {
+                    *o = f(p, q);
+                }
+            }
+            _ => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = f(a[x + i * sx], b[y + i * sy]);
+                }
+            }
+        }
+        next += len;
+    });
+}

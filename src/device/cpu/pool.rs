@@ -1,0 +1,158 @@
+//! Host buffers for kernel outputs: fallible allocation (an error, never an
+//! abort, when memory runs out) and a pool that recycles large buffers, so
+//! that a training loop stops paying a page fault per 4 KiB of fresh output
+//! after its first step.
+
+use super::Cpu;
+use super::loops::is_small_output;
+use crate::device::Backend;
+use crate::element::{DType, Element};
+use crate::error::{Error, Result};
+use crate::shape::checked_bytes;
+use std::sync::Mutex;
+
+/// Buffers smaller than this come from the allocator directly: malloc is
+/// fast for them, and only large (mmap-backed) buffers fault page by page.
+///
+/// Under Miri, which interprets code thousands of times slower, this and
+/// `PARALLEL_MIN_ELEMS` are 256 times smaller, so that tests of sizes Miri
+/// finishes still take the pooled and multi-threaded paths.
+pub(super) const POOL_MIN_BYTES: usize = if cfg!(miri) { 1024 } else { 256 * 1024 };
+/// Most bytes the pool keeps per element type before it frees the oldest buffer.
+const POOL_MAX_BYTES: usize = 1 << 30;
+
+/// Recycled buffers of one element type.
+pub(super) struct BufferPool<E> {
+    buffers: Mutex<Vec<Vec<E>>>,
+}
+
+impl<E: Element> BufferPool<E> {
+    const fn new() -> Self {
+        BufferPool { buffers: Mutex::new(Vec::new()) }
+    }
+
+    /// A buffer of exactly `len` initialised (stale) elements, if one of a
+    /// close size is pooled.
+    pub(super) fn take(&self, len: usize) -> Option<Vec<E>> {
+        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        // Accept up to twice the size: more would waste memory.
+        let pos = buffers.iter().position(|b| b.len() >= len && b.len() <= 2 * len)?;
+        let mut buf = buffers.swap_remove(pos);
+        buf.truncate(len);
+        Some(buf)
+    }
+
+    pub(super) fn give(&self, buf: Vec<E>) {
+        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        buffers.push(buf);
+        let mut total: usize = buffers.iter().map(|b| b.len() * size_of::<E>()).sum();
+        while total > POOL_MAX_BYTES {
+            let oldest = buffers.remove(0);
+            total -= oldest.len() * size_of::<E>();
+        }
+    }
+}
+
+static POOL_F32: BufferPool<f32> = BufferPool::new();
+static POOL_F64: BufferPool<f64> = BufferPool::new();
+static POOL_I64: BufferPool<i64> = BufferPool::new();
+static POOL_U8: BufferPool<u8> = BufferPool::new();
+
+/// The pool of `E`'s buffers.
+pub(super) fn pool_for<E: Element>() -> &'static BufferPool<E> {
+    let pool: &'static dyn std::any::Any = match E::DTYPE {
+        DType::F32 => &POOL_F32,
+        DType::F64 => &POOL_F64,
+        DType::I64 => &POOL_I64,
+        DType::U8 => &POOL_U8,
+    };
+    pool.downcast_ref().expect("DTYPE names the element's own type")
+}
+
+/// A buffer of `len` elements for a kernel to overwrite completely. Its
+/// contents are unspecified (stale values from a recycled buffer, or zeros).
+///
+/// Fails with [`Error::OutOfMemory`] naming `op` when the allocator refuses,
+/// and with an [`Error::Shape`] when `len` elements cannot exist in memory
+/// at all: never an abort.
+pub(crate) fn output_buffer<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
+    if len.saturating_mul(size_of::<E>()) >= POOL_MIN_BYTES
+        && let Some(buf) = pool_for::<E>().take(len)
+    {
+        return Ok(buf);
+    }
+    zeroed_vec(op, len)
+}
+
+/// `len` zeros of `E`, allocated fallibly (see [`output_buffer`]).
+///
+/// Zeroed memory from the allocator (calloc) rather than a zero fill: large
+/// buffers come as fresh pages that the kernel's first write faults in, with
+/// no pass over memory before it.
+pub(crate) fn zeroed_vec<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
+    let layout = byte_layout::<E>(op, len)?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: `layout` has a non-zero size, checked just above.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(Error::OutOfMemory {
+            op,
+            device: Cpu::name(),
+            requested: layout.size(),
+            free: host_available_bytes(),
+        });
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of
+    // `[E; len]` (size `len * size_of::<E>()`, alignment of `E`), which is
+    // what a `Vec<E>` of capacity `len` owns. Its `len` elements are
+    // initialised: every `Element` (f32, f64, i64, u8; the trait is sealed)
+    // is a plain number whose all-zero bytes are the value 0.
+    Ok(unsafe { Vec::from_raw_parts(ptr.cast::<E>(), len, len) })
+}
+
+/// `len` elements gathered from an iterator into a fallibly allocated vector.
+pub(crate) fn try_collect<E: Element>(op: &'static str, len: usize, values: impl Iterator<Item = E>) -> Result<Vec<E>> {
+    let mut out = Vec::new();
+    reserve(op, &mut out, len)?;
+    out.extend(values.take(len));
+    Ok(out)
+}
+
+/// A copy of `src` in a fallibly allocated vector (see [`output_buffer`]).
+pub(crate) fn try_copy<E: Element>(op: &'static str, src: &[E]) -> Result<Vec<E>> {
+    if is_small_output::<E>(src.len()) {
+        return Ok(src.to_vec()); // small: no size a user could make impossible
+    }
+    let mut out = Vec::new();
+    reserve(op, &mut out, src.len())?;
+    out.extend_from_slice(src);
+    Ok(out)
+}
+
+/// Reserves room for exactly `len` elements, or fails as [`output_buffer`] does.
+fn reserve<E: Element>(op: &'static str, out: &mut Vec<E>, len: usize) -> Result<()> {
+    let bytes = checked_bytes::<E>(op, Cpu::name, len)?;
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        op,
+        device: Cpu::name(),
+        requested: bytes,
+        free: host_available_bytes(),
+    })
+}
+
+/// The memory layout of `len` elements of `E` (see [`checked_bytes`]).
+fn byte_layout<E: Element>(op: &'static str, len: usize) -> Result<std::alloc::Layout> {
+    let bytes = checked_bytes::<E>(op, Cpu::name, len)?;
+    Ok(std::alloc::Layout::from_size_align(bytes, align_of::<E>()).expect("checked_bytes bounds the size"))
+}
+
+/// The memory the host has available, for out-of-memory messages (Linux's
+/// `MemAvailable`; `None` where it cannot be read).
+fn host_available_bytes() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
