@@ -49,7 +49,8 @@ use crate::tensor::Tensor;
 ///
 /// impl<F: FloatElement> UnaryOp<F> for Cube {
 ///     const NAME: &'static str = "cube";
-///     // With a CUDA kernel: `KernelSource::Cuda("DT_UNARY_FLOAT(cube, x * x * x)")`.
+///     // CPU only. With a CUDA kernel (see `KernelSource::cuda` for the contract):
+///     // `unsafe { KernelSource::cuda("DT_UNARY_FLOAT(cube, x * x * x)") }`.
 ///     const KERNELS: KernelSource = KernelSource::NONE;
 ///
 ///     fn apply(self, x: F) -> F {
