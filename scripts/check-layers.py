@@ -31,8 +31,6 @@ KNOWN = [
     # implement them for `Cpu` and `Cuda<N>`; `OnDevice` and `same_device`
     # name `Tensor`. Breaking it means a `backend/` layer below `tensor`.
     {"device", CORE},
-    # `Error::Shape` holds `Shape`s, and shape.rs builds errors.
-    {"error", "shape"},
 ]
 
 

@@ -4,9 +4,10 @@ use super::Tensor;
 use crate::device::Device;
 use crate::device::cpu::{try_collect, zeroed_vec};
 use crate::element::{Element, FloatElement, Number};
+use crate::error::check_elem_count;
 use crate::error::{Error, Result, or_panic};
 use crate::random::{Generator, with_thread_generator};
-use crate::shape::{Shape, check_elem_count};
+use crate::shape::Shape;
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// A tensor holding `data` in row-major order, with `shape`.

@@ -6,7 +6,8 @@ use crate::device::cuda::pinned::PinnedBuffer;
 use crate::device::{Cpu, Device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Shape, check_elem_count, checked_bytes};
+use crate::error::{check_elem_count, checked_bytes};
+use crate::shape::Shape;
 use std::marker::PhantomData;
 use std::sync::Arc;
 

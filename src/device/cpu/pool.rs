@@ -7,8 +7,8 @@ use super::Cpu;
 use super::loops::is_small_output;
 use crate::device::Backend;
 use crate::element::{DType, Element};
+use crate::error::checked_bytes;
 use crate::error::{Error, Result};
-use crate::shape::checked_bytes;
 use std::sync::Mutex;
 
 /// Buffers smaller than this come from the allocator directly: malloc is

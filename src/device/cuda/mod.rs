@@ -114,7 +114,7 @@ impl<E: Element> CudaStorage<E> {
     fn alloc_in(device: &Arc<CudaDevice>, op: &'static str, len: usize, for_transfer: bool) -> Result<Self> {
         // Checked: a wrapped byte count would allocate a small buffer that
         // the next kernel writes past.
-        let bytes = crate::shape::checked_bytes::<E>(op, || device.name.clone(), len)?;
+        let bytes = crate::error::checked_bytes::<E>(op, || device.name.clone(), len)?;
         let block = match (len, for_transfer) {
             (0, _) => None,
             (_, false) => Some(device.alloc(op, bytes)?),

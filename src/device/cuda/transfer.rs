@@ -124,7 +124,7 @@ pub(crate) fn download<E: Element>(
 ) -> Result<(Arc<PinnedBuffer>, Fence)> {
     let n = layout.elem_count();
     // Checked: `layout` may be a broadcast view far larger than memory.
-    let bytes = crate::shape::checked_bytes::<E>(op, || from.name.clone(), n)?;
+    let bytes = crate::error::checked_bytes::<E>(op, || from.name.clone(), n)?;
     let staging = Arc::new(PinnedBuffer::alloc(op, bytes)?);
     if n == 0 {
         return Ok((staging, Fence::done()));

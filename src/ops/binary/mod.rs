@@ -9,7 +9,8 @@ use crate::autograd::{self, as_float, float_rule};
 use crate::device::{Backend, Device, SameDevice, same_device, same_device_owned};
 use crate::element::{Element, FloatElement, InPlaceDivision};
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Layout, broadcast_error, check_elem_count};
+use crate::error::{broadcast_error, check_elem_count};
+use crate::shape::Layout;
 use crate::tensor::Tensor;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Sub, SubAssign};
 

@@ -12,7 +12,8 @@ use crate::autograd::{self, Backward, float_rule, rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Layout, Shape, broadcast_error, check_elem_count};
+use crate::error::{broadcast_error, check_elem_count};
+use crate::shape::{Layout, Shape};
 use crate::tensor::Tensor;
 
 /// An elementwise comparison.

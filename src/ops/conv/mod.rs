@@ -14,8 +14,9 @@ mod cuda;
 use crate::autograd::{self, rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::FloatElement;
+use crate::error::check_elem_count;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Shape, check_elem_count};
+use crate::shape::Shape;
 use crate::tensor::Tensor;
 
 /// The sizes of a 2-D window sliding over an image, as `(height, width)`

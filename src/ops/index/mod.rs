@@ -23,7 +23,8 @@ use crate::autograd::{self, float_rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Layout, Shape, check_elem_count, resolve_axis};
+use crate::error::{check_elem_count, resolve_axis};
+use crate::shape::{Layout, Shape};
 use crate::tensor::Tensor;
 
 /// Device kernels for indexing and joining. Implemented by every [`Device`].

@@ -20,7 +20,8 @@ use crate::autograd::{self, as_float, float_rule};
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Dims, Layout, Shape, check_elem_count, resolve_axis_or_scalar};
+use crate::error::{check_elem_count, resolve_axis_or_scalar};
+use crate::shape::{Dims, Layout, Shape};
 use crate::tensor::Tensor;
 
 /// A reduction folding the elements of an axis into one value.

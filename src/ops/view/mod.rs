@@ -10,7 +10,8 @@ use crate::autograd::{self, float_rule};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result, or_panic};
-use crate::shape::{Dims, Layout, Shape, check_elem_count, resolve_axis, resolve_axis_or_scalar};
+use crate::error::{check_elem_count, resolve_axis, resolve_axis_or_scalar};
+use crate::shape::{Dims, Layout, Shape};
 use crate::tensor::Tensor;
 use grad::ViewGrad;
 

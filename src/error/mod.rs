@@ -3,6 +3,10 @@
 //! Every fallible operation has a `try_*` form returning [`Result`]; the plain
 //! form panics with exactly the text of the [`Error`]'s `Display`.
 
+mod checks;
+
+pub(crate) use checks::*;
+
 use crate::shape::Shape;
 use std::fmt;
 
