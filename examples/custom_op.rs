@@ -15,9 +15,10 @@
 use devtensor::ops::unary::{KernelSource, UnaryOp};
 use devtensor::{Cpu, Cuda, Device, FloatElement, Result, Tensor};
 
-/// `x / (1 + |x|)`.
+/// `x / (1 + |x|)`. (Public for `tests/unary.rs`, which runs this op on
+/// every device.)
 #[derive(Clone, Copy, Debug)]
-struct Softsign;
+pub struct Softsign;
 
 impl<F: FloatElement> UnaryOp<F> for Softsign {
     /// Names the op in errors and its kernels: `unary_softsign_f32`, `unary_softsign_f64`.

@@ -12,9 +12,9 @@
 #[macro_use]
 mod common;
 
-use common::gradcheck::gradcheck;
+use common::gradcheck::{Values, gradcheck, inputs};
 use common::*;
-use devtensor::ops::unary::{KernelSource, UnaryOp};
+use devtensor::ops::unary::UnaryOp;
 use devtensor::{Cpu, Device, Element, FloatElement, Result, Tensor};
 use proptest::prelude::*;
 
@@ -22,7 +22,7 @@ use proptest::prelude::*;
 /// `name: call, floats: reference [, ints: reference], grad: domain;`:
 /// the call on a tensor `t` (of element type `E`), the reference on one
 /// `f64` (and on one `i128` for ops that take integers), and the inputs
-/// where the gradient is checked ([`Domain`]).
+/// where the gradient is checked ([`Values`]).
 macro_rules! unary_table {
     ($($name:ident: $call:expr, floats: $float_ref:expr, $(ints: $int_ref:expr,)? grad: $domain:expr;)*) => {$(
         mod $name {
@@ -43,7 +43,7 @@ macro_rules! unary_table {
                     check_float::<D, E>(stringify!($name), &dims, &data, v, $call, $float_ref, 1e-12);
                 }
 
-                fn gradient<D>((dims, data) in shaped_in($domain), v in variant()) {
+                fn gradient<D>((dims, data) in inputs(3, 4, $domain), v in variant()) {
                     type E = f64;
                     let x = [tensor_with::<D, E>(&data, &dims, v)];
                     gradcheck(stringify!($name), &x, |x| apply(&x[0], $call));
@@ -66,55 +66,33 @@ macro_rules! unary_table {
 }
 
 unary_table! {
-    neg: |t| t.neg(), floats: |x| -x, ints: |x| -x, grad: Domain::AwayFromZero;
-    abs: |t| t.abs(), floats: f64::abs, ints: i128::abs, grad: Domain::AwayFromZero;
-    relu: |t| t.relu(), floats: |x| if x < 0.0 { 0.0 } else { x }, ints: |x| x.max(0), grad: Domain::AwayFromZero;
-    square: |t| t.square(), floats: |x| x * x, ints: |x| x * x, grad: Domain::AwayFromZero;
+    neg: |t| t.neg(), floats: |x| -x, ints: |x| -x, grad: Values::AwayFromZero;
+    abs: |t| t.abs(), floats: f64::abs, ints: i128::abs, grad: Values::AwayFromZero;
+    relu: |t| t.relu(), floats: |x| if x < 0.0 { 0.0 } else { x }, ints: |x| x.max(0), grad: Values::AwayFromZero;
+    square: |t| t.square(), floats: |x| x * x, ints: |x| x * x, grad: Values::AwayFromZero;
     clamp: |t| t.clamp(E::from_f64(-1.0), E::from_f64(1.0)),
-        floats: |x| if x.is_nan() { x } else { x.clamp(-1.0, 1.0) }, ints: |x| x.clamp(-1, 1), grad: Domain::AwayFromZero;
-    exp: |t| t.exp(), floats: f64::exp, grad: Domain::AwayFromZero;
-    log: |t| t.log(), floats: f64::ln, grad: Domain::Positive;
-    log1p: |t| t.log1p(), floats: f64::ln_1p, grad: Domain::Positive;
-    expm1: |t| t.expm1(), floats: f64::exp_m1, grad: Domain::AwayFromZero;
-    sqrt: |t| t.sqrt(), floats: f64::sqrt, grad: Domain::Positive;
-    tanh: |t| t.tanh(), floats: f64::tanh, grad: Domain::AwayFromZero;
-    sigmoid: |t| t.sigmoid(), floats: sigmoid_reference, grad: Domain::AwayFromZero;
-    silu: |t| t.silu(), floats: |x| x * sigmoid_reference(x), grad: Domain::AwayFromZero;
-    sin: |t| t.sin(), floats: f64::sin, grad: Domain::AwayFromZero;
-    cos: |t| t.cos(), floats: f64::cos, grad: Domain::AwayFromZero;
-    recip: |t| t.recip(), floats: |x| 1.0 / x, grad: Domain::AwayFromZero;
-    erf: |t| t.erf(), floats: erf_reference, grad: Domain::AwayFromZero;
-    powf: |t| t.powf(E::from_f64(2.5)), floats: |x| x.powf(2.5), grad: Domain::Positive;
-    powf_negative: |t| t.powf(E::from_f64(-1.5)), floats: |x| x.powf(-1.5), grad: Domain::Positive;
-    powf_integer: |t| t.powf(E::from_f64(3.0)), floats: |x| x.powf(3.0), grad: Domain::AwayFromZero;
-    powf_zero: |t| t.powf(E::ZERO), floats: |x| x.powf(0.0), grad: Domain::AwayFromZero;
+        floats: |x| if x.is_nan() { x } else { x.clamp(-1.0, 1.0) }, ints: |x| x.clamp(-1, 1), grad: Values::AwayFromZero;
+    exp: |t| t.exp(), floats: f64::exp, grad: Values::AwayFromZero;
+    log: |t| t.log(), floats: f64::ln, grad: Values::Positive;
+    log1p: |t| t.log1p(), floats: f64::ln_1p, grad: Values::Positive;
+    expm1: |t| t.expm1(), floats: f64::exp_m1, grad: Values::AwayFromZero;
+    sqrt: |t| t.sqrt(), floats: f64::sqrt, grad: Values::Positive;
+    tanh: |t| t.tanh(), floats: f64::tanh, grad: Values::AwayFromZero;
+    sigmoid: |t| t.sigmoid(), floats: sigmoid_reference, grad: Values::AwayFromZero;
+    silu: |t| t.silu(), floats: |x| x * sigmoid_reference(x), grad: Values::AwayFromZero;
+    sin: |t| t.sin(), floats: f64::sin, grad: Values::AwayFromZero;
+    cos: |t| t.cos(), floats: f64::cos, grad: Values::AwayFromZero;
+    recip: |t| t.recip(), floats: |x| 1.0 / x, grad: Values::AwayFromZero;
+    erf: |t| t.erf(), floats: erf_reference, grad: Values::AwayFromZero;
+    powf: |t| t.powf(E::from_f64(2.5)), floats: |x| x.powf(2.5), grad: Values::Positive;
+    powf_negative: |t| t.powf(E::from_f64(-1.5)), floats: |x| x.powf(-1.5), grad: Values::Positive;
+    powf_integer: |t| t.powf(E::from_f64(3.0)), floats: |x| x.powf(3.0), grad: Values::AwayFromZero;
+    powf_zero: |t| t.powf(E::ZERO), floats: |x| x.powf(0.0), grad: Values::AwayFromZero;
 }
 
 /// `call(t)`, with the closure's argument type given by this signature.
 fn apply<D: Device, E: Element>(t: &Tensor<D, E>, call: impl Fn(&Tensor<D, E>) -> Tensor<D, E>) -> Tensor<D, E> {
     call(t)
-}
-
-/// Where a gradient is checked: where the op is differentiable, and far
-/// enough from kinks and poles that a finite difference sees no jump.
-#[derive(Clone, Copy, Debug)]
-enum Domain {
-    /// Magnitudes in `0.2..2`, either sign: away from the kinks of `abs`,
-    /// `relu` and `clamp` and the pole of `recip`.
-    AwayFromZero,
-    /// `0.2..2`: inside the domain of `log`, `sqrt` and non-integer powers.
-    Positive,
-}
-
-fn shaped_in(domain: Domain) -> impl Strategy<Value = (Vec<usize>, Vec<f64>)> {
-    let value = match domain {
-        Domain::AwayFromZero => (0.2..2.0f64, any::<bool>()).prop_map(|(m, neg)| if neg { -m } else { m }).boxed(),
-        Domain::Positive => (0.2..2.0f64).boxed(),
-    };
-    shape(3, 4).prop_flat_map(move |dims| {
-        let n: usize = dims.iter().product();
-        (Just(dims), prop::collection::vec(value.clone(), n))
-    })
 }
 
 /// The logistic function in `f64`, through `e^x` below 0, where
@@ -140,6 +118,23 @@ fn erf_reference(x: f64) -> f64 {
     std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp() * sum
 }
 
+/// The input tensor of `data` laid out as `variant`, and `call` of it, which
+/// must have the input's shape and be contiguous.
+#[track_caller]
+fn applied<D: Device, E: Element>(
+    name: &str,
+    dims: &[usize],
+    data: &[E],
+    variant: Variant,
+    call: impl Fn(&Tensor<D, E>) -> Tensor<D, E>,
+) -> (Tensor<D, E>, Tensor<D, E>) {
+    let t = tensor_with::<D, E>(data, dims, variant);
+    let got = call(&t);
+    assert_eq!(got.dims(), dims, "{name}");
+    assert!(got.is_contiguous(), "{name}");
+    (t, got)
+}
+
 /// `call(t)` against `reference` on each element of a tensor of `data`
 /// laid out as `variant`: the result has `t`'s shape, is contiguous, and
 /// equals the reference rounded to `E` within `tol` (relative, and absolute
@@ -154,10 +149,7 @@ fn check_float<D: Device, E: FloatElement>(
     reference: impl Fn(f64) -> f64,
     tol: f64,
 ) {
-    let t = tensor_with::<D, E>(data, dims, variant);
-    let got = call(&t);
-    assert_eq!(got.dims(), dims, "{name}");
-    assert!(got.is_contiguous(), "{name}");
+    let (t, got) = applied(name, dims, data, variant, call);
     for (i, (g, &x)) in as_f64(&got.to_vec()).into_iter().zip(data).enumerate() {
         let e = E::from_f64(reference(x.to_f64())).to_f64();
         let ok = (g.is_nan() && e.is_nan())
@@ -204,10 +196,7 @@ fn check_int<D: Device, E: Int>(
     call: impl Fn(&Tensor<D, E>) -> Tensor<D, E>,
     reference: impl Fn(i128) -> i128,
 ) {
-    let t = tensor_with::<D, E>(data, dims, variant);
-    let got = call(&t);
-    assert_eq!(got.dims(), dims, "{name}");
-    assert!(got.is_contiguous(), "{name}");
+    let (t, got) = applied(name, dims, data, variant, call);
     let expected: Vec<E> = data.iter().map(|&x| E::from_i128(reference(x.to_i128()))).collect();
     assert_eq!(got.to_vec(), expected, "{name} on {} of {data:?}", D::name());
     assert_eq!(t.to_vec(), data, "{name}: the input changed");
@@ -415,27 +404,14 @@ fn large_float_functions<D: Device>() -> Vec<f32> {
     all
 }
 
-/// A user's own op, as `examples/custom_op.rs` writes it: softsign,
-/// `x / (1 + |x|)`, with its CUDA kernel from
-/// `examples/kernels/softsign.cu` (which the emulated GPU compiles in too)
-/// and its gradient.
-#[derive(Clone, Copy)]
-struct Softsign;
+/// The user's own op of `examples/custom_op.rs`: softsign, `x / (1 + |x|)`,
+/// with its CUDA kernel from `examples/kernels/softsign.cu` (which the
+/// emulated GPU compiles in too) and its gradient.
+#[allow(dead_code)] // its `main`
+#[path = "../examples/custom_op.rs"]
+mod custom_op;
 
-impl<F: FloatElement> UnaryOp<F> for Softsign {
-    const NAME: &'static str = "softsign";
-    // SAFETY: the source defines `unary_softsign_f32` and `_f64` with
-    // `DT_UNARY_FLOAT`, which takes no scalar parameter, as `params` gives.
-    const KERNELS: KernelSource = unsafe { KernelSource::cuda(include_str!("../examples/kernels/softsign.cu")) };
-
-    fn apply(self, x: F) -> F {
-        x / (F::one() + x.abs())
-    }
-
-    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
-        grad.try_div(&x.try_abs()?.try_add_scalar(F::one())?.try_square()?)
-    }
-}
+use custom_op::Softsign;
 
 /// `Softsign` without a CUDA kernel.
 #[derive(Clone, Copy)]

@@ -1,6 +1,9 @@
-//! The gradient check shared by the training suites.
+//! The gradient check shared by the suites (training and the unary op
+//! table), and the inputs it is run on.
 
+use super::shape;
 use devtensor::{Device, Tensor, no_grad};
+use proptest::prelude::*;
 
 /// The element type of gradient checks: `f64`, for accurate differences.
 pub type T<D> = Tensor<D, f64>;
@@ -69,4 +72,40 @@ pub fn data(n: usize, seed: u64) -> Vec<f64> {
             (state >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
         })
         .collect()
+}
+
+/// What values a rule needs to be differentiable at every point.
+#[derive(Clone, Copy, Debug)]
+pub enum Values {
+    /// Magnitudes in `0.2..2`, either sign: away from the kinks of `abs`,
+    /// `relu` and `clamp` and the poles of `recip` and `/`. Ties are
+    /// possible only with probability 0.
+    AwayFromZero,
+    /// `0.2..2`: inside the domain of `log`, `sqrt` and non-integer powers.
+    Positive,
+    /// Distinct multiples of 0.25 in random order: `max`, `min` and their
+    /// arg positions stay put under a perturbation of `EPS`.
+    Distinct,
+}
+
+/// `n` values of `kind`.
+pub fn values(n: usize, kind: Values) -> BoxedStrategy<Vec<f64>> {
+    match kind {
+        Values::AwayFromZero => {
+            prop::collection::vec((0.2..2.0f64, any::<bool>()).prop_map(|(m, neg)| if neg { -m } else { m }), n).boxed()
+        }
+        Values::Positive => prop::collection::vec(0.2..2.0f64, n).boxed(),
+        Values::Distinct => {
+            Just((0..n).map(|i| i as f64 * 0.25 - n as f64 / 8.0).collect::<Vec<_>>()).prop_shuffle().boxed()
+        }
+    }
+}
+
+/// A shape of rank `0..=max_rank` with dimensions `1..=max_dim`, and values
+/// of `kind` for it: the inputs of a gradient check.
+pub fn inputs(max_rank: usize, max_dim: usize, kind: Values) -> impl Strategy<Value = (Vec<usize>, Vec<f64>)> {
+    shape(max_rank, max_dim).prop_flat_map(move |dims| {
+        let n = dims.iter().product();
+        (Just(dims), values(n, kind))
+    })
 }

@@ -4,42 +4,11 @@
 //! `detach`, in-place updates, errors, device moves).
 
 use crate::common::*;
-use crate::gradcheck::{T, data, gradcheck};
+use crate::gradcheck::{T, Values, data, gradcheck, inputs, values};
 use devtensor::{Cpu, Device, Error, Tensor, no_grad};
 use proptest::prelude::*;
 
 // ---- Strategies ----
-
-/// What values a rule needs to be differentiable at every point.
-#[derive(Clone, Copy, Debug)]
-enum Values {
-    /// Magnitudes in `0.2..2`, either sign: away from the kinks of `abs`,
-    /// `relu` and `clamp` and the poles of `recip` and `/`. Ties are
-    /// possible only with probability 0.
-    AwayFromZero,
-    /// Distinct multiples of 0.25 in random order: `max`, `min` and their
-    /// arg positions stay put under a perturbation of `EPS`.
-    Distinct,
-}
-
-fn values(n: usize, kind: Values) -> BoxedStrategy<Vec<f64>> {
-    match kind {
-        Values::AwayFromZero => {
-            prop::collection::vec((0.2..2.0f64, any::<bool>()).prop_map(|(m, neg)| if neg { -m } else { m }), n).boxed()
-        }
-        Values::Distinct => {
-            Just((0..n).map(|i| i as f64 * 0.25 - n as f64 / 8.0).collect::<Vec<_>>()).prop_shuffle().boxed()
-        }
-    }
-}
-
-/// A shape of rank `0..=max_rank` and values for it.
-fn shaped(max_rank: usize, max_dim: usize, kind: Values) -> impl Strategy<Value = (Vec<usize>, Vec<f64>)> {
-    shape(max_rank, max_dim).prop_flat_map(move |dims| {
-        let n = dims.iter().product();
-        (Just(dims), values(n, kind))
-    })
-}
 
 /// A shape and values for it.
 type Operand = (Vec<usize>, Vec<f64>);
@@ -85,7 +54,7 @@ device_proptests! {
     cases = 48;
 
     // The unary ops' own rules are checked by their table in tests/unary.rs.
-    fn gelu_rules_match_finite_differences<D>((dims, x) in shaped(3, 4, Values::AwayFromZero), v in variant()) {
+    fn gelu_rules_match_finite_differences<D>((dims, x) in inputs(3, 4, Values::AwayFromZero), v in variant()) {
         let x = [tensor_with::<D, f64>(&x, &dims, v)];
         gradcheck("gelu", &x, |t| devtensor::nn::Gelu::default().forward(&t[0]));
         gradcheck("gelu (tanh)", &x, |t| devtensor::nn::Gelu::tanh().forward(&t[0]));
@@ -102,7 +71,7 @@ device_proptests! {
         gradcheck("where_cond", &x, |t| t[0].gt(&t[1]).where_cond(&t[0].square(), &t[1]));
     }
 
-    fn scalar_rules_match_finite_differences<D>((dims, x) in shaped(3, 4, Values::AwayFromZero), v in variant()) {
+    fn scalar_rules_match_finite_differences<D>((dims, x) in inputs(3, 4, Values::AwayFromZero), v in variant()) {
         let x = [tensor_with::<D, f64>(&x, &dims, v)];
         gradcheck("add_scalar", &x, |t| &t[0] + 2.5);
         gradcheck("sub_scalar", &x, |t| &t[0] - 2.5);
@@ -114,7 +83,7 @@ device_proptests! {
     }
 
     fn reduction_rules_match_finite_differences<D>(
-        (dims, x) in shaped(3, 4, Values::Distinct), v in variant(), seed in 0..6usize, negative in any::<bool>(),
+        (dims, x) in inputs(3, 4, Values::Distinct), v in variant(), seed in 0..6usize, negative in any::<bool>(),
     ) {
         let x = [tensor_with::<D, f64>(&x, &dims, v)];
         let a = axis_of(&dims, seed, negative);
@@ -140,7 +109,7 @@ device_proptests! {
     }
 
     fn view_rules_match_finite_differences<D>(
-        (dims, x) in shaped(3, 4, Values::AwayFromZero), v in variant(), seed in 0..6usize, negative in any::<bool>(),
+        (dims, x) in inputs(3, 4, Values::AwayFromZero), v in variant(), seed in 0..6usize, negative in any::<bool>(),
     ) {
         let x = [tensor_with::<D, f64>(&x, &dims, v)];
         let a = axis_of(&dims, seed, negative);
@@ -171,7 +140,7 @@ device_proptests! {
     }
 
     fn index_rules_match_finite_differences<D>(
-        (dims, x) in shaped(3, 4, Values::AwayFromZero).prop_filter("rank 1+", |(d, _)| !d.is_empty()),
+        (dims, x) in inputs(3, 4, Values::AwayFromZero).prop_filter("rank 1+", |(d, _)| !d.is_empty()),
         v in variant(), seed in any::<u64>(),
     ) {
         let x = [tensor_with::<D, f64>(&x, &dims, v)];
