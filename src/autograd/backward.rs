@@ -3,8 +3,9 @@
 use super::graph::{AnyGrad, Node, no_grad};
 use crate::device::Device;
 use crate::element::{Element, FloatElement};
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -94,7 +95,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// Fails when this tensor tracks nothing (computed under
     /// [`no_grad`], or from tensors that do not require
     /// gradients), when it has more than one element (use
-    /// [`try_backward_with`](Self::try_backward_with)), or when a gradient
+    /// [`backward_with`](Self::backward_with)), or when a gradient
     /// rule fails on the device.
     ///
     /// ```
@@ -103,11 +104,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// let err = no_grad(|| (&w * 2.0).sum()).try_backward().unwrap_err();
     /// assert!(matches!(err, Error::Argument { op: "backward", .. }));
     /// ```
-    pub fn try_backward(&self) -> Result<Gradients> {
-        self.backward_from(None, None)
-    }
-
-    /// Panicking form of [`try_backward`](Self::try_backward).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -119,20 +115,12 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(grads.get(&w).unwrap().to_vec(), vec![10.5, -16.5]);
     /// assert_eq!(grads.get(&b).unwrap().item(), -2.0);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn backward(&self) -> Gradients {
-        or_panic(self.try_backward())
+        self.backward_from(None, None)
     }
 
-    /// The gradients of every leaf given `grad`, the gradient of some scalar
-    /// with respect to this tensor (PyTorch's `y.backward(gradient=grad)`).
-    /// Fails when `grad`'s shape differs from this tensor's, and as
-    /// [`try_backward`](Self::try_backward) does otherwise.
-    pub fn try_backward_with(&self, grad: &Self) -> Result<Gradients> {
-        self.backward_from(Some(grad), None)
-    }
-
-    /// Like [`try_backward`](Self::try_backward), calling `ready` with each
+    /// Like [`backward`](Self::backward), calling `ready` with each
     /// leaf as soon as its gradient is final, while the walk goes on (the
     /// gradient is in the store `ready` gets). This is how data-parallel
     /// training starts reducing a bucket of gradients while backward is
@@ -208,7 +196,10 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         node.op.is_none().then_some(LeafId(node.id))
     }
 
-    /// Panicking form of [`try_backward_with`](Self::try_backward_with).
+    /// The gradients of every leaf given `grad`, the gradient of some scalar
+    /// with respect to this tensor (PyTorch's `y.backward(gradient=grad)`).
+    /// Fails when `grad`'s shape differs from this tensor's, and as
+    /// [`backward`](Self::backward) does otherwise.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -217,9 +208,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// let grads = y.backward_with(&Tensor::from_vec(vec![1.0, 0.1], [2]));
     /// assert_eq!(grads.get(&x).unwrap().to_vec(), vec![5.0, 0.5]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn backward_with(&self, grad: &Self) -> Gradients {
-        or_panic(self.try_backward_with(grad))
+        self.backward_from(Some(grad), None)
     }
 }
 
@@ -364,7 +355,8 @@ impl Gradients {
     ///
     /// Fails only when a device operation fails (out of memory), with the
     /// leaves before the failing one already accumulated.
-    pub fn try_accumulate(&mut self, other: Gradients) -> Result<()> {
+    #[fallible]
+    pub fn accumulate(&mut self, other: Gradients) {
         for (id, grad) in other.leaves {
             let sum = match self.leaves.get(&id) {
                 Some(prev) => prev.add(&*grad)?,
@@ -373,12 +365,6 @@ impl Gradients {
             self.leaves.insert(id, sum);
         }
         Ok(())
-    }
-
-    /// Panicking form of [`try_accumulate`](Self::try_accumulate).
-    #[track_caller]
-    pub fn accumulate(&mut self, other: Gradients) {
-        or_panic(self.try_accumulate(other))
     }
 
     /// How many leaves have a gradient.

@@ -2,7 +2,8 @@
 
 use super::{Collate, Dataset, DeviceBatches, Sampler, Stack, ToDevice};
 use crate::device::Device;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
+use devtensor_macros::fallible;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -54,7 +55,8 @@ where
 {
     /// Batches of `batch_size` samples of `dataset`, in order, prepared on
     /// the calling thread. Fails when `batch_size` is 0.
-    pub fn try_new(dataset: S, batch_size: usize) -> Result<Self> {
+    #[fallible]
+    pub fn new(dataset: S, batch_size: usize) -> Self {
         if batch_size == 0 {
             return Err(Error::Argument {
                 op: "DataLoader",
@@ -72,12 +74,6 @@ where
             prefetch: 2,
             epoch: 0,
         })
-    }
-
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
-    pub fn new(dataset: S, batch_size: usize) -> Self {
-        or_panic(Self::try_new(dataset, batch_size))
     }
 }
 

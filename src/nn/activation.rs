@@ -4,8 +4,9 @@ use super::module::stateless_module;
 use super::{Module, TensorKind};
 use crate::device::Device;
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// Defines a parameterless layer that applies one tensor method.
 macro_rules! activation {
@@ -16,13 +17,9 @@ macro_rules! activation {
 
         impl $name {
             #[doc = concat!("`x.", stringify!($method), "()`, on any device.")]
-            pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-                Ok(x.$method())
-            }
-
-            /// Panicking form of `try_forward`.
+            #[fallible]
             pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-                x.$method()
+                Ok(x.$method())
             }
         }
 
@@ -68,14 +65,9 @@ impl Default for Flatten {
 
 impl Flatten {
     /// `x` with its axes `start..=end` merged. Fails when an axis is out of range.
-    pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-        x.try_flatten(self.start, self.end)
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-        or_panic(self.try_forward(x))
+        x.try_flatten(self.start, self.end)
     }
 }
 
@@ -112,7 +104,8 @@ impl Gelu {
     }
 
     /// GELU of `x`, on any device.
-    pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    #[fallible]
+    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
         let half_x = x.try_mul_scalar(E::from_f64(0.5))?;
         let inner = if self.approximate {
             let cubic = x.try_powf(E::from_f64(3.0))?.try_mul_scalar(E::from_f64(0.044715))?;
@@ -121,12 +114,6 @@ impl Gelu {
             x.try_mul_scalar(E::from_f64(std::f64::consts::FRAC_1_SQRT_2))?.try_erf()?
         };
         half_x.try_mul(&inner.try_add_scalar(E::ONE)?)
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
-    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-        or_panic(self.try_forward(x))
     }
 }
 

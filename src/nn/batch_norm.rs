@@ -5,8 +5,9 @@ use super::{Forward, Module, TensorKind};
 use crate::autograd::no_grad;
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::sync::Mutex;
 
 /// PyTorch's `nn.BatchNorm2d`: each channel of `[N, C, H, W]` normalised to
@@ -72,7 +73,8 @@ impl<D: Device, E: FloatElement> Clone for BatchNorm2d<D, E> {
 
 impl<D: Device, E: FloatElement> BatchNorm2d<D, E> {
     /// A layer for `channels` channels, with PyTorch's defaults.
-    pub fn try_new(channels: usize) -> Result<Self> {
+    #[fallible]
+    pub fn new(channels: usize) -> Self {
         Ok(BatchNorm2d {
             weight: Tensor::try_ones([channels])?.requires_grad(),
             bias: Tensor::try_zeros([channels])?.requires_grad(),
@@ -87,32 +89,18 @@ impl<D: Device, E: FloatElement> BatchNorm2d<D, E> {
         })
     }
 
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
-    pub fn new(channels: usize) -> Self {
-        or_panic(Self::try_new(channels))
-    }
-
     fn stats(&self) -> RunningStats<D, E> {
         self.running.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The normalised `x` (`[N, C, H, W]`, on the layer's device, checked at
     /// compile time). Fails when `x`'s channels differ from the layer's.
-    pub fn try_forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
-    where
-        D: SameDevice<D2>,
-    {
-        self.forward_on(same_device(x))
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_forward(x))
+        self.forward_on(same_device(x))
     }
 }
 

@@ -5,9 +5,10 @@ use super::{Module, TensorKind};
 use crate::autograd::LeafId;
 use crate::device::{Cpu, Device};
 use crate::element::{DType, FloatElement};
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
 use std::path::Path;
@@ -90,7 +91,8 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
 
     /// Writes the checkpoint to `path` (copying each tensor to the host).
     /// Fails when a tensor cannot be read back or the file cannot be written.
-    pub fn try_save(&self, path: impl AsRef<Path>) -> Result<()> {
+    #[fallible]
+    pub fn save(&self, path: impl AsRef<Path>) {
         let path = path.as_ref();
         let mut host = Vec::with_capacity(self.tensors.len() + self.int_tensors.len());
         for (name, t) in &self.tensors {
@@ -113,12 +115,6 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         safetensors::serialize_to_file(views, metadata, path).map_err(|e| checkpoint_error(path, e.to_string()))
     }
 
-    /// Panicking form of [`try_save`](Self::try_save).
-    #[track_caller]
-    pub fn save(&self, path: impl AsRef<Path>) {
-        or_panic(self.try_save(path))
-    }
-
     /// Reads the checkpoint at `path` onto `D`.
     ///
     /// The file is validated before anything is allocated for it: a
@@ -128,7 +124,8 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// `num_batches_tracked`) are errors naming the file (and the tensor),
     /// never a panic or a huge allocation. A PyTorch `state_dict` saved
     /// with `safetensors.torch.save_file` loads as it is.
-    pub fn try_load(path: impl AsRef<Path>) -> Result<Self> {
+    #[fallible]
+    pub fn load(path: impl AsRef<Path>) -> Self {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| checkpoint_error(path, format!("cannot read the file: {e}")))?;
         let file = SafeTensors::deserialize(&bytes)
@@ -165,12 +162,6 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         Ok(Checkpoint { tensors, int_tensors, source: path.display().to_string() })
     }
 
-    /// Panicking form of [`try_load`](Self::try_load).
-    #[track_caller]
-    pub fn load(path: impl AsRef<Path>) -> Self {
-        or_panic(Self::try_load(path))
-    }
-
     /// Copies the checkpoint's tensors into `model`'s parameters and
     /// buffers, by name (PyTorch's `load_state_dict(strict=True)`). Fails,
     /// naming the first mismatch and changing nothing, when a tensor of the
@@ -182,7 +173,8 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// it gets the tensor loaded under its first name, and may be missing
     /// from the file under its other names (as `safetensors.torch.save_model`
     /// writes shared tensors once).
-    pub fn try_load_into<M: LoadInto<D, E>>(&self, model: &mut M) -> Result<()> {
+    #[fallible]
+    pub fn load_into<M: LoadInto<D, E>>(&self, model: &mut M) {
         let is_model_tensor = |n: &&String| !n.starts_with(OPTIMIZER_PREFIX);
         let saved: HashMap<&str, &Tensor<D, E>> =
             self.tensors.iter().filter(|(n, _)| is_model_tensor(&n)).map(|(n, t)| (n.as_str(), t)).collect();
@@ -255,12 +247,6 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         });
         model.visit_int_buffers_mut("", &mut |name, t| *t = saved_int[name].clone());
         Ok(())
-    }
-
-    /// Panicking form of [`try_load_into`](Self::try_load_into).
-    #[track_caller]
-    pub fn load_into<M: LoadInto<D, E>>(&self, model: &mut M) {
-        or_panic(self.try_load_into(model))
     }
 
     /// The optimizer state saved with [`with_optimizer`](Self::with_optimizer),

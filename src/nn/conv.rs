@@ -5,9 +5,10 @@ use super::module::{child_name, move_parameter};
 use super::{Forward, Module, TensorKind};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// PyTorch's `nn.Conv2d`: a 2-D convolution of `[N, C, H, W]` images with
 /// `weight` `[out_channels, in_channels / groups, KH, KW]` and `bias`
@@ -38,14 +39,9 @@ pub struct Conv2d<D: Device, E: FloatElement = f32> {
 impl<D: Device, E: FloatElement> Conv2d<D, E> {
     /// A `kernel x kernel` convolution with stride 1, no padding, no
     /// dilation, one group and a bias.
-    pub fn try_new(in_channels: usize, out_channels: usize, kernel: usize) -> Result<Self> {
-        Self::try_with_groups(in_channels, out_channels, [kernel, kernel], 1)
-    }
-
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
+    #[fallible]
     pub fn new(in_channels: usize, out_channels: usize, kernel: usize) -> Self {
-        or_panic(Self::try_new(in_channels, out_channels, kernel))
+        Self::try_with_groups(in_channels, out_channels, [kernel, kernel], 1)
     }
 
     /// A `kernel` (`[KH, KW]`) convolution in `groups` channel groups. Fails
@@ -96,20 +92,12 @@ impl<D: Device, E: FloatElement> Conv2d<D, E> {
 
     /// The convolution of `x` (`[N, C, H, W]`, on the layer's device,
     /// checked at compile time). Fails when `x`'s shape does not fit.
-    pub fn try_forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
-    where
-        D: SameDevice<D2>,
-    {
-        self.forward_on(same_device(x))
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_forward(x))
+        self.forward_on(same_device(x))
     }
 }
 

@@ -3,8 +3,9 @@
 use super::{Forward, Module, TensorKind};
 use crate::device::Device;
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// PyTorch's `nn.Dropout`: in training, each element is zeroed with
 /// probability `p` and the others are scaled by `1 / (1 - p)`, so that the
@@ -30,7 +31,8 @@ pub struct Dropout {
 
 impl Dropout {
     /// A dropout layer zeroing with probability `p`. Fails unless `0 <= p <= 1`.
-    pub fn try_new(p: f64) -> Result<Self> {
+    #[fallible]
+    pub fn new(p: f64) -> Self {
         if !(0.0..=1.0).contains(&p) {
             return Err(Error::Argument {
                 op: "Dropout",
@@ -41,19 +43,14 @@ impl Dropout {
         Ok(Dropout { p, training: true })
     }
 
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
-    pub fn new(p: f64) -> Self {
-        or_panic(Self::try_new(p))
-    }
-
     /// The probability of zeroing an element.
     pub fn p(&self) -> f64 {
         self.p
     }
 
     /// `x` with random elements zeroed (training) or `x` itself (evaluation).
-    pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    #[fallible]
+    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
         if !self.training || self.p == 0.0 {
             return Ok(x.clone());
         }
@@ -63,12 +60,6 @@ impl Dropout {
         let keep = Tensor::<D, E>::try_rand(x.shape().clone())?.try_ge_scalar(E::from_f64(self.p))?;
         let scaled = x.try_mul_scalar(E::from_f64(1.0 / (1.0 - self.p)))?;
         keep.try_where_cond(&scaled, &Tensor::<D, E>::try_scalar(E::ZERO)?)
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
-    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-        or_panic(self.try_forward(x))
     }
 }
 

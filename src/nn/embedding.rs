@@ -4,8 +4,9 @@ use super::module::{child_name, move_parameter};
 use super::{Module, TensorKind};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// PyTorch's `nn.Embedding`: row `i` of `weight` (`[num_embeddings,
 /// embedding_dim]`, initialised from `N(0, 1)`) for each index `i`.
@@ -27,19 +28,15 @@ pub struct Embedding<D: Device, E: FloatElement = f32> {
 
 impl<D: Device, E: FloatElement> Embedding<D, E> {
     /// A table of `num_embeddings` vectors of `embedding_dim` elements.
-    pub fn try_new(num_embeddings: usize, embedding_dim: usize) -> Result<Self> {
-        Ok(Embedding { weight: Tensor::try_randn([num_embeddings, embedding_dim])?.requires_grad() })
-    }
-
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
+    #[fallible]
     pub fn new(num_embeddings: usize, embedding_dim: usize) -> Self {
-        or_panic(Self::try_new(num_embeddings, embedding_dim))
+        Ok(Embedding { weight: Tensor::try_randn([num_embeddings, embedding_dim])?.requires_grad() })
     }
 
     /// The vectors of `indices` (any shape), as `[indices.., embedding_dim]`.
     /// Fails on an index outside `0..num_embeddings`.
-    pub fn try_forward<D2: Device>(&self, indices: &Tensor<D2, i64>) -> Result<Tensor<D, E>>
+    #[fallible]
+    pub fn forward<D2: Device>(&self, indices: &Tensor<D2, i64>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
     {
@@ -62,15 +59,6 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
         let mut dims = indices.dims().to_vec();
         dims.push(self.weight.dims()[1]);
         rows.try_reshape(dims)
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
-    pub fn forward<D2: Device>(&self, indices: &Tensor<D2, i64>) -> Tensor<D, E>
-    where
-        D: SameDevice<D2>,
-    {
-        or_panic(self.try_forward(indices))
     }
 }
 

@@ -5,14 +5,15 @@
 use super::Module;
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// A module that maps one tensor to one tensor on its own device.
 ///
 /// Implement [`forward_on`](Self::forward_on) for a model of your own, and
 /// call it with [`forward`](Self::forward) or
-/// [`try_forward`](Self::try_forward): those take an input on any device
+/// [`forward`](Self::forward): those take an input on any device
 /// type, so an input on another device than the model is a compile error
 /// in devtensor's words ("expected all tensors to be on the same device,
 /// but found `Cuda<0>` and `Cpu`", with the `.to::<..>()` fix), where a
@@ -62,19 +63,11 @@ pub trait Forward<D: Device, E: FloatElement = f32>: Module<D, E> {
 
     /// The module applied to `x`, which must be on the module's device
     /// (checked at compile time, with devtensor's message).
-    fn try_forward<DX: Device>(&self, x: &Tensor<DX, E>) -> Result<Tensor<D, E>>
-    where
-        D: SameDevice<DX>,
-    {
-        self.forward_on(same_device(x))
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     fn forward<DX: Device>(&self, x: &Tensor<DX, E>) -> Tensor<D, E>
     where
         D: SameDevice<DX>,
     {
-        or_panic(self.try_forward(x))
+        self.forward_on(same_device(x))
     }
 }

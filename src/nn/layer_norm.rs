@@ -4,8 +4,9 @@ use super::module::{child_name, move_parameter};
 use super::{Forward, Module, TensorKind};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// PyTorch's `nn.LayerNorm`: each sample is normalised over its last
 /// `normalized_shape.len()` axes to mean 0 and (biased) variance 1, then
@@ -33,18 +34,13 @@ pub struct LayerNorm<D: Device, E: FloatElement = f32> {
 impl<D: Device, E: FloatElement> LayerNorm<D, E> {
     /// A layer normalising over trailing axes of sizes `normalized_shape`,
     /// with `eps = 1e-5`. Fails when `D` is unavailable.
-    pub fn try_new(normalized_shape: &[usize]) -> Result<Self> {
+    #[fallible]
+    pub fn new(normalized_shape: &[usize]) -> Self {
         Ok(LayerNorm {
             weight: Tensor::try_ones(normalized_shape)?.requires_grad(),
             bias: Tensor::try_zeros(normalized_shape)?.requires_grad(),
             eps: 1e-5,
         })
-    }
-
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
-    pub fn new(normalized_shape: &[usize]) -> Self {
-        or_panic(Self::try_new(normalized_shape))
     }
 }
 
@@ -74,20 +70,12 @@ impl<D: Device, E: FloatElement> Forward<D, E> for LayerNorm<D, E> {
 impl<D: Device, E: FloatElement> LayerNorm<D, E> {
     /// The layer applied to `x`, which must be on the layer's device
     /// (checked at compile time). Fails when `x`'s shape does not fit.
-    pub fn try_forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
-    where
-        D: SameDevice<D2>,
-    {
-        self.forward_on(same_device(x))
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_forward(x))
+        self.forward_on(same_device(x))
     }
 }
 

@@ -5,8 +5,9 @@ use super::module::{child_name, move_parameter};
 use super::{Forward, Module, TensorKind};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// A fully connected layer, PyTorch's `nn.Linear`: `y = x Wᵀ + b` over the
 /// last axis of `x`, with `weight` of shape `[out_features, in_features]`
@@ -40,18 +41,13 @@ impl<D: Device, E: FloatElement> Linear<D, E> {
     /// A layer with PyTorch's initialisation (`U(-k, k)`, `k = 1/sqrt(in_features)`,
     /// for weight and bias) drawn from the thread's generator. Fails when
     /// `D` is unavailable or out of memory.
-    pub fn try_new(in_features: usize, out_features: usize) -> Result<Self> {
+    #[fallible]
+    pub fn new(in_features: usize, out_features: usize) -> Self {
         let bound = default_bound(in_features);
         Ok(Linear {
             weight: uniform::<D, E>([out_features, in_features], bound)?.requires_grad(),
             bias: Some(uniform::<D, E>([out_features], bound)?.requires_grad()),
         })
-    }
-
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
-    pub fn new(in_features: usize, out_features: usize) -> Self {
-        or_panic(Self::try_new(in_features, out_features))
     }
 
     /// The layer without its bias (PyTorch's `bias=False`).
@@ -101,20 +97,12 @@ impl<D: Device, E: FloatElement> Forward<D, E> for Linear<D, E> {
 impl<D: Device, E: FloatElement> Linear<D, E> {
     /// The layer applied to `x`, which must be on the layer's device
     /// (checked at compile time). Fails when `x`'s shape does not fit.
-    pub fn try_forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
-    where
-        D: SameDevice<D2>,
-    {
-        self.forward_on(same_device(x))
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_forward(x))
+        self.forward_on(same_device(x))
     }
 }
 

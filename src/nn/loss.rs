@@ -3,8 +3,9 @@
 
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// How per-element losses are combined, PyTorch's `reduction`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,18 +69,7 @@ impl Default for CrossEntropy {
 ///     cross_entropy(logits, labels) // error: expected all tensors to be on the same device
 /// }
 /// ```
-pub fn try_cross_entropy<D: Device, D2: Device, E: FloatElement>(
-    logits: &Tensor<D, E>,
-    labels: &Tensor<D2, i64>,
-) -> Result<Tensor<D, E>>
-where
-    D: SameDevice<D2>,
-{
-    try_cross_entropy_with(logits, labels, &CrossEntropy::default())
-}
-
-/// Panicking form of [`try_cross_entropy`].
-#[track_caller]
+#[fallible(free)]
 pub fn cross_entropy<D: Device, D2: Device, E: FloatElement>(
     logits: &Tensor<D, E>,
     labels: &Tensor<D2, i64>,
@@ -87,7 +77,7 @@ pub fn cross_entropy<D: Device, D2: Device, E: FloatElement>(
 where
     D: SameDevice<D2>,
 {
-    or_panic(try_cross_entropy(logits, labels))
+    try_cross_entropy_with(logits, labels, &CrossEntropy::default())
 }
 
 /// The cross-entropy of `logits` (`[C]`, `[N, C]` or `[N, C, d..]`,
@@ -97,11 +87,12 @@ where
 ///
 /// Fails when the shapes do not fit or a label (other than the ignored
 /// one) is outside `0..C`.
-pub fn try_cross_entropy_with<D: Device, D2: Device, E: FloatElement>(
+#[fallible(free)]
+pub fn cross_entropy_with<D: Device, D2: Device, E: FloatElement>(
     logits: &Tensor<D, E>,
     labels: &Tensor<D2, i64>,
     options: &CrossEntropy,
-) -> Result<Tensor<D, E>>
+) -> Tensor<D, E>
 where
     D: SameDevice<D2>,
 {
@@ -111,41 +102,17 @@ where
     negative_log_likelihood("cross_entropy", &log_p, &targets, labels, options)
 }
 
-/// Panicking form of [`try_cross_entropy_with`].
-#[track_caller]
-pub fn cross_entropy_with<D: Device, D2: Device, E: FloatElement>(
-    logits: &Tensor<D, E>,
-    labels: &Tensor<D2, i64>,
-    options: &CrossEntropy,
-) -> Tensor<D, E>
-where
-    D: SameDevice<D2>,
-{
-    or_panic(try_cross_entropy_with(logits, labels, options))
-}
-
 /// The negative log-likelihood of log-probabilities `log_p` (shaped as
 /// cross-entropy's logits) for the classes `labels`, PyTorch's `F.nll_loss`
 /// (mean over targets not equal to `-100`).
-pub fn try_nll_loss<D: Device, D2: Device, E: FloatElement>(
-    log_p: &Tensor<D, E>,
-    labels: &Tensor<D2, i64>,
-) -> Result<Tensor<D, E>>
+#[fallible(free)]
+pub fn nll_loss<D: Device, D2: Device, E: FloatElement>(log_p: &Tensor<D, E>, labels: &Tensor<D2, i64>) -> Tensor<D, E>
 where
     D: SameDevice<D2>,
 {
     let labels: &Tensor<D, i64> = same_device(labels);
     let (rows, targets) = class_rows("nll_loss", log_p, labels)?;
     negative_log_likelihood("nll_loss", &rows, &targets, labels, &CrossEntropy::default())
-}
-
-/// Panicking form of [`try_nll_loss`].
-#[track_caller]
-pub fn nll_loss<D: Device, D2: Device, E: FloatElement>(log_p: &Tensor<D, E>, labels: &Tensor<D2, i64>) -> Tensor<D, E>
-where
-    D: SameDevice<D2>,
-{
-    or_panic(try_nll_loss(log_p, labels))
 }
 
 /// The scores as rows `[M, C]` and the labels as `[M]`, after checking
@@ -255,21 +222,7 @@ macro_rules! pointwise_loss {
     ($($try_name:ident, $name:ident, $losses:ident, $doc:literal;)*) => {$(
         #[doc = $doc]
         /// Fails when the shapes do not broadcast together.
-        pub fn $try_name<D: Device, D2: Device, E: FloatElement>(
-            pred: &Tensor<D, E>,
-            target: &Tensor<D2, E>,
-            reduction: Reduction,
-        ) -> Result<Tensor<D, E>>
-        where
-            D: SameDevice<D2>,
-        {
-            let target: &Tensor<D, E> = same_device(target);
-            paired(stringify!($name), pred, target)?;
-            reduction.apply($losses(pred, target)?)
-        }
-
-        #[doc = concat!("Panicking form of [`", stringify!($try_name), "`].")]
-        #[track_caller]
+        #[fallible(free, $try_name)]
         pub fn $name<D: Device, D2: Device, E: FloatElement>(
             pred: &Tensor<D, E>,
             target: &Tensor<D2, E>,
@@ -278,7 +231,9 @@ macro_rules! pointwise_loss {
         where
             D: SameDevice<D2>,
         {
-            or_panic($try_name(pred, target, reduction))
+            let target: &Tensor<D, E> = same_device(target);
+            paired(stringify!($name), pred, target)?;
+            reduction.apply($losses(pred, target)?)
         }
     )*};
 }

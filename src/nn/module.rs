@@ -92,7 +92,7 @@ pub trait Module<D: Device, E: FloatElement = f32>: Sized {
         let _ = (prefix, f);
     }
 
-    /// Panicking form of [`try_to`](Self::try_to): PyTorch's `model.to(device)`,
+    /// Panicking form of [`to`](Self::to): PyTorch's `model.to(device)`,
     /// returning the model's type on the new device.
     #[track_caller]
     fn to<D2: Device>(&self) -> Self::On<D2> {

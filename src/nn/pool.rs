@@ -5,9 +5,10 @@ use super::module::stateless_module;
 use super::{Module, TensorKind};
 use crate::device::Device;
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// Defines a pooling layer over a [`Window2d`] whose stride defaults to
 /// its kernel, as PyTorch's do.
@@ -46,14 +47,9 @@ macro_rules! window_pool {
 
             /// The pooled `x` (`[N, C, H, W]`, any device). Fails when the
             /// window does not fit.
-            pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-                x.$method(self.window)
-            }
-
-            /// Panicking form of [`try_forward`](Self::try_forward).
-            #[track_caller]
+            #[fallible]
             pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-                or_panic(self.try_forward(x))
+                x.$method(self.window)
             }
         }
 
@@ -97,14 +93,9 @@ impl AdaptiveAvgPool2d {
     }
 
     /// The pooled `x` (`[N, C, H, W]`, any device).
-    pub fn try_forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-        x.try_adaptive_avg_pool2d(self.size)
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-        or_panic(self.try_forward(x))
+        x.try_adaptive_avg_pool2d(self.size)
     }
 }
 

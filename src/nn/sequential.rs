@@ -4,8 +4,9 @@ use super::module::child_name;
 use super::{Forward, Module, TensorKind};
 use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// Layers applied in order, PyTorch's `nn.Sequential`, held as a tuple so
 /// that every layer keeps its type (and its device in its type). Parameters
@@ -29,22 +30,13 @@ impl<T> Sequential<T> {
 
     /// Every layer applied to `x` in turn. `x` must be on the layers' device
     /// (checked at compile time).
-    pub fn try_forward<D: Device, D2: Device, E: FloatElement>(&self, x: &Tensor<D2, E>) -> Result<Tensor<D, E>>
-    where
-        T: Forward<D, E>,
-        D: SameDevice<D2>,
-    {
-        self.0.forward_on(same_device(x))
-    }
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
+    #[fallible]
     pub fn forward<D: Device, D2: Device, E: FloatElement>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
     where
         T: Forward<D, E>,
         D: SameDevice<D2>,
     {
-        or_panic(self.try_forward(x))
+        self.0.forward_on(same_device(x))
     }
 }
 

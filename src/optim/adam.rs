@@ -4,9 +4,10 @@ use super::{ModelOn, Optimizer, Slots, check_slot, flatten_state, for_each_param
 use crate::autograd::Gradients;
 use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::nn::Module;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::marker::PhantomData;
 
 /// The settings of [`Adam`] and [`AdamW`]; `Default` gives PyTorch's
@@ -68,14 +69,9 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> AdamOptimizer<D, E, DECO
     /// This optimizer with its state (the moments and step counts) copied
     /// to `D2`, for the model moved there; see [`Sgd::to`](super::Sgd::to).
     /// Fails when `D2` is unavailable or out of memory.
-    pub fn try_to<D2: Device>(&self) -> Result<AdamOptimizer<D2, E, DECOUPLED>> {
-        Ok(AdamOptimizer { config: self.config, slots: move_slots(&self.slots)?, model: PhantomData })
-    }
-
-    /// Panicking form of [`try_to`](Self::try_to).
-    #[track_caller]
+    #[fallible]
     pub fn to<D2: Device>(&self) -> AdamOptimizer<D2, E, DECOUPLED> {
-        or_panic(self.try_to())
+        Ok(AdamOptimizer { config: self.config, slots: move_slots(&self.slots)?, model: PhantomData })
     }
 }
 

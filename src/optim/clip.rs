@@ -6,9 +6,10 @@ use super::no_gradient_reaches;
 use crate::autograd::Gradients;
 use crate::device::Device;
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::nn::Module;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// Scales the gradients of `model`'s parameters in `grads` so that their
 /// total `norm_type`-norm is at most `max_norm`, and returns the total norm
@@ -48,12 +49,13 @@ use crate::tensor::Tensor;
 /// assert!((clipped.sqrt() - 1.0).abs() < 1e-4);
 /// opt.step(&mut model, &grads);
 /// ```
-pub fn try_clip_grad_norm<D: Device, E: FloatElement, M: Module<D, E>>(
+#[fallible(free)]
+pub fn clip_grad_norm<D: Device, E: FloatElement, M: Module<D, E>>(
     model: &M,
     grads: &mut Gradients,
     max_norm: f64,
     norm_type: f64,
-) -> Result<Tensor<D, E>> {
+) -> Tensor<D, E> {
     const OP: &str = "clip_grad_norm";
     check_max_norm(OP, D::name, max_norm)?;
     if norm_type.is_nan() || norm_type <= 0.0 {
@@ -104,17 +106,6 @@ pub fn try_clip_grad_norm<D: Device, E: FloatElement, M: Module<D, E>>(
     Ok(norm)
 }
 
-/// Panicking form of [`try_clip_grad_norm`].
-#[track_caller]
-pub fn clip_grad_norm<D: Device, E: FloatElement, M: Module<D, E>>(
-    model: &M,
-    grads: &mut Gradients,
-    max_norm: f64,
-    norm_type: f64,
-) -> Tensor<D, E> {
-    or_panic(try_clip_grad_norm(model, grads, max_norm, norm_type))
-}
-
 /// Clamps every gradient of `model`'s parameters in `grads` to
 /// `[-clip_value, clip_value]`, as PyTorch's `clip_grad_value_`.
 ///
@@ -131,11 +122,8 @@ pub fn clip_grad_norm<D: Device, E: FloatElement, M: Module<D, E>>(
 /// assert_eq!(grads.get(&model.weight).unwrap().to_vec(), vec![1.0, -0.25]);
 /// assert_eq!(grads.get(model.bias.as_ref().unwrap()).unwrap().to_vec(), vec![1.0]);
 /// ```
-pub fn try_clip_grad_value<D: Device, E: FloatElement, M: Module<D, E>>(
-    model: &M,
-    grads: &mut Gradients,
-    clip_value: f64,
-) -> Result<()> {
+#[fallible(free)]
+pub fn clip_grad_value<D: Device, E: FloatElement, M: Module<D, E>>(model: &M, grads: &mut Gradients, clip_value: f64) {
     if clip_value.is_nan() || clip_value < 0.0 {
         return Err(Error::Argument {
             op: "clip_grad_value",
@@ -148,12 +136,6 @@ pub fn try_clip_grad_value<D: Device, E: FloatElement, M: Module<D, E>>(
         grads.insert(&param, grad.try_clamp(-limit, limit)?)?;
     }
     Ok(())
-}
-
-/// Panicking form of [`try_clip_grad_value`].
-#[track_caller]
-pub fn clip_grad_value<D: Device, E: FloatElement, M: Module<D, E>>(model: &M, grads: &mut Gradients, clip_value: f64) {
-    or_panic(try_clip_grad_value(model, grads, clip_value))
 }
 
 /// Checks a bound on a gradient norm.

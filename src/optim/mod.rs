@@ -35,9 +35,10 @@ pub use sgd::{Sgd, SgdConfig};
 use crate::autograd::{Gradients, LeafId, no_grad};
 use crate::device::{Device, SameDevice, same_device_owned};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic, short_type_name};
+use crate::error::{Error, Result, short_type_name};
 use crate::nn::{Module, TensorKind};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::collections::{BTreeMap, HashMap};
 
 /// The settings of an optimizer, from which one can be made for a model on
@@ -141,13 +142,8 @@ pub trait Optimizer<D: Device, E: FloatElement = f32> {
     /// let err = opt.try_step(&mut model, &grads).unwrap_err();
     /// assert!(err.to_string().starts_with("Sgd::step on Cpu: none of the 2 parameters of `Linear<Cpu>` has a gradient here"));
     /// ```
-    fn try_step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()>;
-
-    /// Panicking form of [`try_step`](Self::try_step).
-    #[track_caller]
-    fn step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) {
-        or_panic(self.try_step(model, grads))
-    }
+    #[fallible]
+    fn step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients);
 
     /// The learning rate.
     fn lr(&self) -> f64;
@@ -164,18 +160,10 @@ pub trait Optimizer<D: Device, E: FloatElement = f32> {
     /// it (possibly saved on another device and loaded onto this one: load
     /// the checkpoint for this optimizer's device). Fails on a name this
     /// optimizer does not use. State on another device does not compile.
-    fn try_load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>) -> Result<()>
-    where
-        D: SameDevice<DS>;
-
-    /// Panicking form of [`try_load_state`](Self::try_load_state).
-    #[track_caller]
+    #[fallible]
     fn load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>)
     where
-        D: SameDevice<DS>,
-    {
-        or_panic(self.try_load_state(state))
-    }
+        D: SameDevice<DS>;
 }
 
 /// Runs `update(name, parameter, gradient)` under `no_grad` for every

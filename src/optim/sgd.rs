@@ -4,9 +4,10 @@ use super::{ModelOn, Optimizer, Slots, check_slot, flatten_state, for_each_param
 use crate::autograd::Gradients;
 use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::nn::Module;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::marker::PhantomData;
 
 /// The settings of [`Sgd`], PyTorch's defaults by `Default` (with a
@@ -64,11 +65,6 @@ impl<D: Device, E: FloatElement> Sgd<D, E> {
     /// `D2`, for the model moved there. Making the optimizer after moving
     /// the model is simpler; this is for an optimizer that has state
     /// already. Fails when `D2` is unavailable or out of memory.
-    pub fn try_to<D2: Device>(&self) -> Result<Sgd<D2, E>> {
-        Ok(Sgd { config: self.config, buffers: move_slots(&self.buffers)?, model: PhantomData })
-    }
-
-    /// Panicking form of [`try_to`](Self::try_to).
     ///
     /// ```
     /// use devtensor::nn::{Linear, Module};
@@ -82,9 +78,9 @@ impl<D: Device, E: FloatElement> Sgd<D, E> {
     /// assert_eq!(opt.state().len(), 2);
     /// # let _ = model;
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn to<D2: Device>(&self) -> Sgd<D2, E> {
-        or_panic(self.try_to())
+        Ok(Sgd { config: self.config, buffers: move_slots(&self.buffers)?, model: PhantomData })
     }
 }
 

@@ -7,10 +7,11 @@ use super::reduce::{DEFAULT_BUCKET_BYTES, Exchange, ReducePath, Stop, plan_bucke
 use super::replica::{BucketPlan, OnDevice, Replicas};
 use crate::device::Device;
 use crate::device::cuda::nccl::NcclClique;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::nn::TensorKind;
 use crate::optim::OptimizerConfig;
 use crate::optim::clip::check_max_norm;
+use devtensor_macros::fallible;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use std::sync::Arc;
 /// and its optimizer per device, each step splitting the global batch
 /// between them.
 ///
-/// A step ([`try_step`](Self::try_step)) copies each replica its rows of the
+/// A step ([`step`](Self::step)) copies each replica its rows of the
 /// batch (from the CPU or from any one device), runs forward and backward
 /// on every replica at once (a thread per device), sums the gradients
 /// across replicas in buckets (25 MiB by default, [`bucket_bytes`]) that
@@ -205,7 +206,8 @@ where
     /// replica's thread has ended by then. After an error the replicas may
     /// differ (one may have stepped before another failed): reload them from
     /// a checkpoint, or make a new `DataParallel` from [`model`](Self::model).
-    pub fn try_step(&mut self, batch: &B) -> Result<f32> {
+    #[fallible]
+    pub fn step(&mut self, batch: &B) -> f32 {
         let total = batch.try_batch_len()?;
         let n = self.replicas.len();
         if total < n {
@@ -273,12 +275,6 @@ where
             return Err(error);
         }
         Ok(loss)
-    }
-
-    /// Panicking form of [`try_step`](Self::try_step).
-    #[track_caller]
-    pub fn step(&mut self, batch: &B) -> f32 {
-        or_panic(self.try_step(batch))
     }
 
     /// The model on the root device (the first of `L`): what to evaluate,

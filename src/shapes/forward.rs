@@ -8,8 +8,9 @@ use super::shape::StaticShape;
 use super::tensor::STensor;
 use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::nn::{Gelu, Relu, Sigmoid, Tanh};
+use devtensor_macros::fallible;
 
 /// A layer that maps a static tensor `X` to another, its output shape
 /// computed by the compiler. Tuples of such layers are one too, applied
@@ -39,13 +40,8 @@ pub trait SForward<X> {
     type Output;
 
     /// The layer applied to `x`.
-    fn try_forward(&self, x: &X) -> Result<Self::Output>;
-
-    /// Panicking form of [`try_forward`](Self::try_forward).
-    #[track_caller]
-    fn forward(&self, x: &X) -> Self::Output {
-        or_panic(self.try_forward(x))
-    }
+    #[fallible]
+    fn forward(&self, x: &X) -> Self::Output;
 }
 
 impl<D: Device, D2: Device, const IN: usize, const OUT: usize, B: Dim, F: Dim, E: FloatElement>

@@ -10,6 +10,7 @@ use crate::error::{Result, or_panic};
 use crate::nn::{Conv2d, Linear, Module, TensorKind};
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::marker::PhantomData;
 
 /// Fails to build when an input's size (`Actual`, static) is not the one a
@@ -80,14 +81,9 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> Describe for
 
 impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, IN, OUT, E> {
     /// A layer with PyTorch's initialisation.
-    pub fn try_new() -> Result<Self> {
-        Ok(SLinear { inner: Linear::try_new(IN, OUT)? })
-    }
-
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
+    #[fallible]
     pub fn new() -> Self {
-        or_panic(Self::try_new())
+        Ok(SLinear { inner: Linear::try_new(IN, OUT)? })
     }
 
     /// The layer applied to `x` (`[B, F]` with `F` of size `IN`, on the
@@ -104,7 +100,7 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, I
         self.run(same_device(x.dynamic()))
     }
 
-    /// Panicking form of [`try_forward`](Self::try_forward).
+    /// Panicking form of [`forward`](Self::forward).
     #[track_caller]
     pub fn forward<D2: Device, B: Dim, F: Dim>(&self, x: &STensor<D2, (B, F), E>) -> STensor<D, (B, Const<OUT>), E>
     where
@@ -185,16 +181,11 @@ impl<
 > SConv2d<D, C, O, K, S, P, DL, E>
 {
     /// A layer with PyTorch's initialisation.
-    pub fn try_new() -> Result<Self> {
+    #[fallible]
+    pub fn new() -> Self {
         let mut inner = Conv2d::try_new(C, O, K)?;
         inner.window = Window2d { kernel: [K, K], stride: [S, S], padding: [P, P], dilation: [DL, DL] };
         Ok(SConv2d { inner })
-    }
-
-    /// Panicking form of [`try_new`](Self::try_new).
-    #[track_caller]
-    pub fn new() -> Self {
-        or_panic(Self::try_new())
     }
 
     /// The convolution of `x` (`[B, C, H, W]`, on the layer's device).
@@ -211,7 +202,7 @@ impl<
         self.run(same_device(x.dynamic()))
     }
 
-    /// Panicking form of [`try_forward`](Self::try_forward).
+    /// Panicking form of [`forward`](Self::forward).
     #[track_caller]
     #[allow(clippy::type_complexity)]
     pub fn forward<D2: Device, B: Dim, CI: Dim, H: StaticDim, W: StaticDim>(
@@ -258,22 +249,13 @@ macro_rules! static_pool {
             /// The pooled `x` (`[B, C, H, W]`), on any device; the output
             /// sizes are computed by the compiler.
             #[allow(clippy::type_complexity)]
-            pub fn try_forward<D: Device, B: Dim, C: Dim, H: StaticDim, W: StaticDim, E: FloatElement>(
-                &self,
-                x: &STensor<D, (B, C, H, W), E>,
-            ) -> Result<STensor<D, (B, C, ConvOut<H, K, S, P, 1>, ConvOut<W, K, S, P, 1>), E>> {
-                let window = Window2d { kernel: [K, K], stride: [S, S], padding: [P, P], dilation: [1, 1] };
-                x.dynamic().$method(window)?.try_static()
-            }
-
-            /// Panicking form of `try_forward`.
-            #[track_caller]
-            #[allow(clippy::type_complexity)]
+            #[fallible]
             pub fn forward<D: Device, B: Dim, C: Dim, H: StaticDim, W: StaticDim, E: FloatElement>(
                 &self,
                 x: &STensor<D, (B, C, H, W), E>,
             ) -> STensor<D, (B, C, ConvOut<H, K, S, P, 1>, ConvOut<W, K, S, P, 1>), E> {
-                or_panic(self.try_forward(x))
+                let window = Window2d { kernel: [K, K], stride: [S, S], padding: [P, P], dilation: [1, 1] };
+                x.dynamic().$method(window)?.try_static()
             }
         }
 

@@ -7,6 +7,7 @@ use crate::device::{Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::marker::PhantomData;
 
 /// A [`Tensor`] whose shape `S` is in its type, e.g.
@@ -79,14 +80,9 @@ impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
     }
 
     /// This tensor on `D2`, shape unchanged.
-    pub fn try_to<D2: Device>(&self) -> Result<STensor<D2, S, E>> {
-        Ok(STensor { tensor: self.tensor.try_to()?, shape: self.shape })
-    }
-
-    /// Panicking form of [`try_to`](Self::try_to).
-    #[track_caller]
+    #[fallible]
     pub fn to<D2: Device>(&self) -> STensor<D2, S, E> {
-        or_panic(self.try_to())
+        Ok(STensor { tensor: self.tensor.try_to()?, shape: self.shape })
     }
 
     /// The same elements with shape `S2`. When both shapes are fully static,
@@ -147,21 +143,21 @@ impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
     /// assert_eq!(s.dynamic().to_vec(), vec![3.0, 3.0]);
     /// # Ok::<(), devtensor::Error>(())
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn sum_axis<const A: usize>(&self) -> STensor<D, <S as RemoveAxis<A>>::Out, E>
     where
         S: RemoveAxis<A>,
     {
-        Self::wrap(or_panic(self.tensor.try_sum_axis(A as isize)))
+        Ok(Self::wrap(self.tensor.try_sum_axis(A as isize)?))
     }
 
     /// The means along axis `A`, which is removed from the shape type.
-    #[track_caller]
+    #[fallible]
     pub fn mean_axis<const A: usize>(&self) -> STensor<D, <S as RemoveAxis<A>>::Out, E>
     where
         S: RemoveAxis<A>,
     {
-        Self::wrap(or_panic(self.tensor.try_mean_axis(A as isize)))
+        Ok(Self::wrap(self.tensor.try_mean_axis(A as isize)?))
     }
 }
 
@@ -212,11 +208,12 @@ impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
     /// assert_eq!(t.dynamic().to_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
     /// # Ok::<(), devtensor::Error>(())
     /// ```
+    #[fallible]
     pub fn transpose<const A: usize, const B: usize>(&self) -> STensor<D, <S as SwapAxes<A, B>>::Out, E>
     where
         S: SwapAxes<A, B>,
     {
-        Self::wrap(or_panic(self.tensor.try_transpose(A as isize, B as isize)))
+        Ok(Self::wrap(self.tensor.try_transpose(A as isize, B as isize)?))
     }
 }
 
@@ -229,16 +226,18 @@ impl<D: Device, M: Dim, N: Dim, E: Element> STensor<D, (M, N), E> {
 
 impl<D: Device, B: Dim, C: StaticDim, L: StaticDim, E: FloatElement> STensor<D, (B, C, L), E> {
     /// Every axis after the batch merged: `[B, C, L] -> [B, C * L]`.
+    #[fallible]
     pub fn flatten(&self) -> STensor<D, (B, Prod<C, L>), E> {
-        Self::wrap(or_panic(self.tensor.try_flatten(1, -1)))
+        Ok(Self::wrap(self.tensor.try_flatten(1, -1)?))
     }
 }
 
 impl<D: Device, B: Dim, C: StaticDim, H: StaticDim, W: StaticDim, E: FloatElement> STensor<D, (B, C, H, W), E> {
     /// Every axis after the batch merged: `[B, C, H, W] -> [B, C * H * W]`,
     /// with the product computed by the compiler.
+    #[fallible]
     pub fn flatten(&self) -> STensor<D, (B, Prod<C, Prod<H, W>>), E> {
-        Self::wrap(or_panic(self.tensor.try_flatten(1, -1)))
+        Ok(Self::wrap(self.tensor.try_flatten(1, -1)?))
     }
 }
 
@@ -246,12 +245,12 @@ impl<D: Device, B: Dim, const N: usize, E: FloatElement> STensor<D, (B, Const<N>
     /// The cross-entropy of these logits (`[B, classes]`) for `labels`
     /// (`[B]`, on the same device), with PyTorch's defaults; see
     /// [`try_cross_entropy`](crate::nn::try_cross_entropy).
-    #[track_caller]
+    #[fallible]
     pub fn cross_entropy<D2: Device, B2: Dim>(&self, labels: &STensor<D2, (B2,), i64>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
     {
         let labels: &Tensor<D, i64> = same_device(&labels.tensor);
-        or_panic(crate::nn::try_cross_entropy::<D, D, E>(&self.tensor, labels))
+        crate::nn::try_cross_entropy::<D, D, E>(&self.tensor, labels)
     }
 }

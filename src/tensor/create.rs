@@ -5,55 +5,41 @@ use crate::device::Device;
 use crate::device::cpu::{try_collect, zeroed_vec};
 use crate::element::{Element, FloatElement, Number};
 use crate::error::check_elem_count;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::random::{Generator, with_thread_generator};
 use crate::shape::Shape;
+use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// A tensor holding `data` in row-major order, with `shape`.
     ///
     /// Fails when `data.len()` is not the shape's element count, or when the
     /// device is unavailable.
-    pub fn try_from_vec(data: Vec<E>, shape: impl Into<Shape>) -> Result<Self> {
-        let shape = shape.into();
-        check_len("from_vec", D::name(), data.len(), &shape)?;
-        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
-    }
-
-    /// Panicking form of [`try_from_vec`](Self::try_from_vec).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let t = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
     /// assert_eq!(t.dims(), &[2, 3]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn from_vec(data: Vec<E>, shape: impl Into<Shape>) -> Self {
-        or_panic(Self::try_from_vec(data, shape))
-    }
-
-    /// Like [`try_from_vec`](Self::try_from_vec), copying from a slice.
-    pub fn try_from_slice(data: &[E], shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
-        check_len("from_slice", D::name(), data.len(), &shape)?;
-        Ok(Self::from_storage(D::storage_from_slice(data)?, shape))
+        check_len("from_vec", D::name(), data.len(), &shape)?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
-    /// Panicking form of [`try_from_slice`](Self::try_from_slice).
+    /// Like [`from_vec`](Self::from_vec), copying from a slice.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let labels = Tensor::<Cpu, i64>::from_slice(&[3, 1, 4], [3]);
     /// assert_eq!(labels.to_vec(), vec![3, 1, 4]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn from_slice(data: &[E], shape: impl Into<Shape>) -> Self {
-        or_panic(Self::try_from_slice(data, shape))
-    }
-
-    /// A rank-0 tensor holding one value, like `torch.tensor(3.0)`.
-    pub fn try_scalar(value: E) -> Result<Self> {
-        Self::filled("scalar", Shape::from(()), value)
+        let shape = shape.into();
+        check_len("from_slice", D::name(), data.len(), &shape)?;
+        Ok(Self::from_storage(D::storage_from_slice(data)?, shape))
     }
 
     /// A tensor of `shape` with every element `value`; `op` names the
@@ -63,15 +49,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(Self::from_storage(D::storage_full(op, len, value)?, shape))
     }
 
-    /// Panicking form of [`try_scalar`](Self::try_scalar).
+    /// A rank-0 tensor holding one value, like `torch.tensor(3.0)`.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu>::scalar(2.5).item(), 2.5);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn scalar(value: E) -> Self {
-        or_panic(Self::try_scalar(value))
+        Self::filled("scalar", Shape::from(()), value)
     }
 
     /// A tensor with every element equal to `value`.
@@ -87,56 +73,47 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let err = Tensor::<Cpu>::try_full([1 << 40, 1 << 20], 1.0).unwrap_err(); // 4 EiB
     /// assert!(matches!(err, Error::Shape { .. } | Error::OutOfMemory { .. }));
     /// ```
-    pub fn try_full(shape: impl Into<Shape>, value: E) -> Result<Self> {
-        Self::filled("full", shape.into(), value)
-    }
-
-    /// Panicking form of [`try_full`](Self::try_full).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu, i64>::full([2], 7).to_vec(), vec![7, 7]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn full(shape: impl Into<Shape>, value: E) -> Self {
-        or_panic(Self::try_full(shape, value))
+        Self::filled("full", shape.into(), value)
     }
 
     /// A tensor of zeros.
-    pub fn try_zeros(shape: impl Into<Shape>) -> Result<Self> {
-        Self::filled("zeros", shape.into(), E::ZERO)
-    }
-
-    /// Panicking form of [`try_zeros`](Self::try_zeros).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu>::zeros([2]).to_vec(), vec![0.0, 0.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn zeros(shape: impl Into<Shape>) -> Self {
-        or_panic(Self::try_zeros(shape))
+        Self::filled("zeros", shape.into(), E::ZERO)
     }
 
     /// A tensor of ones.
-    pub fn try_ones(shape: impl Into<Shape>) -> Result<Self> {
-        Self::filled("ones", shape.into(), E::ONE)
-    }
-
-    /// Panicking form of [`try_ones`](Self::try_ones).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu, u8>::ones([3]).to_vec(), vec![1, 1, 1]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn ones(shape: impl Into<Shape>) -> Self {
-        or_panic(Self::try_ones(shape))
+        Self::filled("ones", shape.into(), E::ONE)
     }
 
     /// The `n x n` identity matrix. Fails when `n * n` elements cannot exist
     /// or do not fit in memory.
-    pub fn try_eye(n: usize) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::eye(2).to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
+    /// ```
+    #[fallible]
+    pub fn eye(n: usize) -> Self {
         let shape = Shape::from([n, n]);
         let len = check_elem_count("eye", D::name, &[&shape])?;
         let mut data = zeroed_vec::<E>("eye", len)?;
@@ -144,17 +121,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
             data[i * n + i] = E::ONE;
         }
         Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
-    }
-
-    /// Panicking form of [`try_eye`](Self::try_eye).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::eye(2).to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
-    /// ```
-    #[track_caller]
-    pub fn eye(n: usize) -> Self {
-        or_panic(Self::try_eye(n))
     }
 
     /// `start, start + step, ...` up to but excluding `end`, like `torch.arange`.
@@ -178,11 +144,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let err = Tensor::<Cpu>::try_arange_step(0.0, 1.0, 0.0).unwrap_err();
     /// assert_eq!(err.to_string(), "arange on Cpu: the step must be non-zero, got 0");
     /// ```
-    pub fn try_arange_step(
-        start: impl Into<E::Number>,
-        end: impl Into<E::Number>,
-        step: impl Into<E::Number>,
-    ) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::arange_step(0.0, 1.0, 0.25).to_vec(), vec![0.0, 0.25, 0.5, 0.75]);
+    /// assert_eq!(Tensor::<Cpu, i64>::arange_step(5, 0, -2).to_vec(), vec![5, 3, 1]);
+    /// ```
+    #[fallible]
+    pub fn arange_step(start: impl Into<E::Number>, end: impl Into<E::Number>, step: impl Into<E::Number>) -> Self {
         let (start, end, step) = (start.into(), end.into(), step.into());
         let bad = |reason: String| Error::Argument { op: "arange", device: D::name(), reason };
         let data = if E::IS_FLOAT {
@@ -197,80 +166,54 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(Self::from_storage(D::storage_from_vec(data)?, Shape::from(len)))
     }
 
-    /// Panicking form of [`try_arange_step`](Self::try_arange_step).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::arange_step(0.0, 1.0, 0.25).to_vec(), vec![0.0, 0.25, 0.5, 0.75]);
-    /// assert_eq!(Tensor::<Cpu, i64>::arange_step(5, 0, -2).to_vec(), vec![5, 3, 1]);
-    /// ```
-    #[track_caller]
-    pub fn arange_step(start: impl Into<E::Number>, end: impl Into<E::Number>, step: impl Into<E::Number>) -> Self {
-        or_panic(Self::try_arange_step(start, end, step))
-    }
-
     /// `start, start + 1, ...` up to but excluding `end`; see
-    /// [`try_arange_step`](Self::try_arange_step).
-    pub fn try_arange(start: impl Into<E::Number>, end: impl Into<E::Number>) -> Result<Self> {
-        Self::try_arange_step(start, end, E::Number::from(1u8))
-    }
-
-    /// Panicking form of [`try_arange`](Self::try_arange).
+    /// [`arange_step`](Self::arange_step).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu, i64>::arange(2, 5).to_vec(), vec![2, 3, 4]);
     /// assert_eq!(Tensor::<Cpu>::arange(0, 3).to_vec(), vec![0.0, 1.0, 2.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn arange(start: impl Into<E::Number>, end: impl Into<E::Number>) -> Self {
-        or_panic(Self::try_arange(start, end))
+        Self::try_arange_step(start, end, E::Number::from(1u8))
     }
 
     /// A tensor of this one's shape filled with `value`, on the same device.
-    pub fn try_full_like(&self, value: E) -> Result<Self> {
+    #[fallible]
+    pub fn full_like(&self, value: E) -> Self {
         Self::try_full(self.shape(), value)
     }
 
-    /// Panicking form of [`try_full_like`](Self::try_full_like).
-    #[track_caller]
-    pub fn full_like(&self, value: E) -> Self {
-        or_panic(self.try_full_like(value))
-    }
-
     /// Zeros of this tensor's shape, on the same device.
-    pub fn try_zeros_like(&self) -> Result<Self> {
-        self.try_full_like(E::ZERO)
-    }
-
-    /// Panicking form of [`try_zeros_like`](Self::try_zeros_like).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::ones([2, 2]);
     /// assert_eq!(x.zeros_like().to_vec(), vec![0.0; 4]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn zeros_like(&self) -> Self {
-        or_panic(self.try_zeros_like())
+        self.try_full_like(E::ZERO)
     }
 
     /// Ones of this tensor's shape, on the same device.
-    pub fn try_ones_like(&self) -> Result<Self> {
-        self.try_full_like(E::ONE)
-    }
-
-    /// Panicking form of [`try_ones_like`](Self::try_ones_like).
-    #[track_caller]
+    #[fallible]
     pub fn ones_like(&self) -> Self {
-        or_panic(self.try_ones_like())
+        self.try_full_like(E::ONE)
     }
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `steps` evenly spaced values from `start` to `end`, both included.
     /// Fails when `steps` values cannot exist or do not fit in memory.
-    pub fn try_linspace(start: E, end: E, steps: usize) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::linspace(0.0, 1.0, 5).to_vec(), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    /// ```
+    #[fallible]
+    pub fn linspace(start: E, end: E, steps: usize) -> Self {
         let shape = Shape::from(steps);
         check_elem_count("linspace", D::name, &[&shape])?;
         let (s, e) = (start.to_f64(), end.to_f64());
@@ -285,100 +228,59 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
-    /// Panicking form of [`try_linspace`](Self::try_linspace).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::linspace(0.0, 1.0, 5).to_vec(), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
-    /// ```
-    #[track_caller]
-    pub fn linspace(start: E, end: E, steps: usize) -> Self {
-        or_panic(Self::try_linspace(start, end, steps))
-    }
-
     /// Uniform samples in `[0, 1)` from `generator`.
-    pub fn try_rand_with(shape: impl Into<Shape>, generator: &mut Generator) -> Result<Self> {
+    #[fallible]
+    pub fn rand_with(shape: impl Into<Shape>, generator: &mut Generator) -> Self {
         let shape = shape.into();
         let len = check_elem_count("rand", D::name, &[&shape])?;
         let data = try_collect("rand", len, generator.uniform().map(E::from_f64))?;
         Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
-    /// Panicking form of [`try_rand_with`](Self::try_rand_with).
-    #[track_caller]
-    pub fn rand_with(shape: impl Into<Shape>, generator: &mut Generator) -> Self {
-        or_panic(Self::try_rand_with(shape, generator))
-    }
-
     /// Uniform samples in `[0, 1)` from this thread's generator (see
     /// [`manual_seed`](crate::manual_seed)).
-    pub fn try_rand(shape: impl Into<Shape>) -> Result<Self> {
-        with_thread_generator(|g| Self::try_rand_with(shape, g))
-    }
-
-    /// Panicking form of [`try_rand`](Self::try_rand).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let u = Tensor::<Cpu>::rand([1000]);
     /// assert!(u.to_vec().iter().all(|&x| (0.0..1.0).contains(&x)));
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn rand(shape: impl Into<Shape>) -> Self {
-        or_panic(Self::try_rand(shape))
+        with_thread_generator(|g| Self::try_rand_with(shape, g))
     }
 
     /// Standard normal samples from `generator`.
-    pub fn try_randn_with(shape: impl Into<Shape>, generator: &mut Generator) -> Result<Self> {
+    #[fallible]
+    pub fn randn_with(shape: impl Into<Shape>, generator: &mut Generator) -> Self {
         let shape = shape.into();
         let len = check_elem_count("randn", D::name, &[&shape])?;
         let data = try_collect("randn", len, generator.normal().map(E::from_f64))?;
         Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
-    /// Panicking form of [`try_randn_with`](Self::try_randn_with).
-    #[track_caller]
-    pub fn randn_with(shape: impl Into<Shape>, generator: &mut Generator) -> Self {
-        or_panic(Self::try_randn_with(shape, generator))
-    }
-
     /// Standard normal samples from this thread's generator.
-    pub fn try_randn(shape: impl Into<Shape>) -> Result<Self> {
-        with_thread_generator(|g| Self::try_randn_with(shape, g))
-    }
-
-    /// Panicking form of [`try_randn`](Self::try_randn).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let z = Tensor::<Cpu, f64>::randn([10_000]);
     /// assert!(z.mean().item().abs() < 0.05);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn randn(shape: impl Into<Shape>) -> Self {
-        or_panic(Self::try_randn(shape))
+        with_thread_generator(|g| Self::try_randn_with(shape, g))
     }
 
     /// Uniform samples of this tensor's shape, on the same device.
-    pub fn try_rand_like(&self) -> Result<Self> {
+    #[fallible]
+    pub fn rand_like(&self) -> Self {
         Self::try_rand(self.shape())
     }
 
-    /// Panicking form of [`try_rand_like`](Self::try_rand_like).
-    #[track_caller]
-    pub fn rand_like(&self) -> Self {
-        or_panic(self.try_rand_like())
-    }
-
     /// Standard normal samples of this tensor's shape, on the same device.
-    pub fn try_randn_like(&self) -> Result<Self> {
-        Self::try_randn(self.shape())
-    }
-
-    /// Panicking form of [`try_randn_like`](Self::try_randn_like).
-    #[track_caller]
+    #[fallible]
     pub fn randn_like(&self) -> Self {
-        or_panic(self.try_randn_like())
+        Self::try_randn(self.shape())
     }
 }
 
@@ -450,7 +352,8 @@ fn int_range<E: Element>(start: i64, end: i64, step: i64) -> std::result::Result
 impl<D: Device> Tensor<D, i64> {
     /// A random permutation of `0..n` from `generator`, PyTorch's
     /// `torch.randperm`: how a data set is shuffled.
-    pub fn try_randperm_with(n: usize, generator: &mut Generator) -> Result<Self> {
+    #[fallible]
+    pub fn randperm_with(n: usize, generator: &mut Generator) -> Self {
         let shape = Shape::from([n]);
         check_elem_count("randperm", D::name, &[&shape])?;
         let mut perm = try_collect("randperm", n, 0..n as i64)?;
@@ -462,18 +365,7 @@ impl<D: Device> Tensor<D, i64> {
         Self::try_from_vec(perm, shape)
     }
 
-    /// Panicking form of [`try_randperm_with`](Self::try_randperm_with).
-    #[track_caller]
-    pub fn randperm_with(n: usize, generator: &mut Generator) -> Self {
-        or_panic(Self::try_randperm_with(n, generator))
-    }
-
     /// A random permutation of `0..n` from this thread's generator.
-    pub fn try_randperm(n: usize) -> Result<Self> {
-        with_thread_generator(|g| Self::try_randperm_with(n, g))
-    }
-
-    /// Panicking form of [`try_randperm`](Self::try_randperm).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -481,8 +373,8 @@ impl<D: Device> Tensor<D, i64> {
     /// p.sort();
     /// assert_eq!(p, (0..10).collect::<Vec<_>>());
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn randperm(n: usize) -> Self {
-        or_panic(Self::try_randperm(n))
+        with_thread_generator(|g| Self::try_randperm_with(n, g))
     }
 }

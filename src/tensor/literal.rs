@@ -3,8 +3,9 @@
 use super::Tensor;
 use crate::device::{Backend, Cpu};
 use crate::element::Element;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::shape::Shape;
+use devtensor_macros::fallible;
 
 /// Data that [`tensor`] can turn into a tensor: a number, or an array, a
 /// slice or a `Vec` of such (nested for more axes).
@@ -145,7 +146,8 @@ impl<T: TensorData + ?Sized> TensorData for &T {
 ///
 /// Fails only for `Vec`s of `Vec`s whose rows differ in length (arrays
 /// cannot), or when memory runs out.
-pub fn try_tensor<T: TensorData>(data: T) -> Result<Tensor<Cpu, T::Elem>> {
+#[fallible(free)]
+pub fn tensor<T: TensorData>(data: T) -> Tensor<Cpu, T::Elem> {
     let mut dims = Vec::new();
     data.dims(&mut dims);
     let count = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
@@ -166,10 +168,4 @@ pub fn try_tensor<T: TensorData>(data: T) -> Result<Tensor<Cpu, T::Elem>> {
         other => other,
     })?;
     Tensor::try_from_vec(values, dims)
-}
-
-/// Panicking form of [`try_tensor`].
-#[track_caller]
-pub fn tensor<T: TensorData>(data: T) -> Tensor<Cpu, T::Elem> {
-    or_panic(try_tensor(data))
 }

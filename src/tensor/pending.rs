@@ -9,8 +9,9 @@ use crate::device::cuda::pinned::PinnedBuffer;
 use crate::device::cuda::transfer::{self, Fence};
 use crate::device::{Backend, Cpu, Device};
 use crate::element::Element;
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::shape::Shape;
+use devtensor_macros::fallible;
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
@@ -98,13 +99,6 @@ impl<D: Device, E: Element> PendingTransfer<D, E> {
     }
 
     /// The tensor, once the copy is over; blocks the host until then.
-    pub fn try_wait(mut self) -> Result<Tensor<D, E>> {
-        let (landing, fence) = self.state.take().expect("a pending transfer is consumed once");
-        fence.wait("wait")?;
-        self.land(landing)
-    }
-
-    /// Panicking form of [`try_wait`](Self::try_wait).
     ///
     /// ```
     /// use devtensor::{Cpu, Cuda, Tensor};
@@ -113,25 +107,23 @@ impl<D: Device, E: Element> PendingTransfer<D, E> {
     ///     assert_eq!(back.wait().to_vec(), vec![1.0, 1.0]);
     /// }
     /// ```
-    #[track_caller]
-    pub fn wait(self) -> Tensor<D, E> {
-        or_panic(self.try_wait())
+    #[fallible]
+    pub fn wait(mut self) -> Tensor<D, E> {
+        let (landing, fence) = self.state.take().expect("a pending transfer is consumed once");
+        fence.wait("wait")?;
+        self.land(landing)
     }
 
     /// The tensor, at once: every operation queued on `D` from now on runs
     /// after the copy, and the host does not block. On `Cpu`, the same as
     /// [`wait`](Self::try_wait).
-    pub fn try_join(mut self) -> Result<Tensor<D, E>> {
+    ///
+    /// See the example on [`PendingTransfer`].
+    #[fallible]
+    pub fn join(mut self) -> Tensor<D, E> {
         let (landing, fence) = self.state.take().expect("a pending transfer is consumed once");
         Self::finish(fence, "join")?;
         self.land(landing)
-    }
-
-    /// Panicking form of [`try_join`](Self::try_join); see the example on
-    /// [`PendingTransfer`].
-    #[track_caller]
-    pub fn join(self) -> Tensor<D, E> {
-        or_panic(self.try_join())
     }
 
     /// Orders the copy before `D`'s next operations: a stream wait on a GPU,
@@ -170,27 +162,6 @@ impl<D: Device, E: Element> Drop for PendingTransfer<D, E> {
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
-    /// Starts copying this tensor to device `D2` and returns at once, like
-    /// PyTorch's `.to(device, non_blocking=True)`; see [`PendingTransfer`].
-    ///
-    /// - From `Cpu` to a GPU: the values are first copied into page-locked
-    ///   memory (on the host, now), then sent by the GPU's copy engine.
-    ///   Keep a [`PinnedTensor`](super::PinnedTensor) to skip that step.
-    /// - From a GPU to `Cpu`: the copy waits for the operations queued
-    ///   before it and lands in page-locked memory; `wait` moves it into a
-    ///   `Cpu` tensor.
-    /// - Between two GPUs: a peer copy on the destination's copy stream.
-    /// - To the same device: complete at once, sharing storage as
-    ///   [`to`](Self::to) does.
-    pub fn try_to_async<D2: Device>(&self) -> Result<PendingTransfer<D2, E>> {
-        let mut pending = self.to_async_untracked()?;
-        if let (Some(node), true) = (self.node(), autograd::is_grad_enabled()) {
-            let rule = autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>());
-            pending.grad = Some((Arc::clone(node), rule));
-        }
-        Ok(pending)
-    }
-
     fn to_async_untracked<D2: Device>(&self) -> Result<PendingTransfer<D2, E>> {
         const OP: &str = "to_async";
         if TypeId::of::<D>() == TypeId::of::<D2>() {
@@ -227,7 +198,18 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(PendingTransfer { shape, state: Some((landing, fence)), grad: None })
     }
 
-    /// Panicking form of [`try_to_async`](Self::try_to_async).
+    /// Starts copying this tensor to device `D2` and returns at once, like
+    /// PyTorch's `.to(device, non_blocking=True)`; see [`PendingTransfer`].
+    ///
+    /// - From `Cpu` to a GPU: the values are first copied into page-locked
+    ///   memory (on the host, now), then sent by the GPU's copy engine.
+    ///   Keep a [`PinnedTensor`](super::PinnedTensor) to skip that step.
+    /// - From a GPU to `Cpu`: the copy waits for the operations queued
+    ///   before it and lands in page-locked memory; `wait` moves it into a
+    ///   `Cpu` tensor.
+    /// - Between two GPUs: a peer copy on the destination's copy stream.
+    /// - To the same device: complete at once, sharing storage as
+    ///   [`to`](Self::to) does.
     ///
     /// ```
     /// use devtensor::{Cpu, Cuda, Tensor};
@@ -239,9 +221,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
     ///     assert_eq!(y.to_vec(), vec![3.0; 8]);
     /// }
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn to_async<D2: Device>(&self) -> PendingTransfer<D2, E> {
-        or_panic(self.try_to_async())
+        let mut pending = self.to_async_untracked()?;
+        if let (Some(node), true) = (self.node(), autograd::is_grad_enabled()) {
+            let rule = autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>());
+            pending.grad = Some((Arc::clone(node), rule));
+        }
+        Ok(pending)
     }
 }
 

@@ -5,9 +5,10 @@ use super::{PendingTransfer, Tensor};
 use crate::device::cuda::pinned::PinnedBuffer;
 use crate::device::{Cpu, Device};
 use crate::element::Element;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::error::{check_elem_count, checked_bytes};
 use crate::shape::Shape;
+use devtensor_macros::fallible;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -52,24 +53,20 @@ impl<E: Element> std::fmt::Debug for PinnedTensor<E> {
 impl<E: Element> Tensor<Cpu, E> {
     /// A copy of this tensor in page-locked memory, ready for asynchronous
     /// uploads; fails with [`Error::DeviceUnavailable`] without a CUDA driver.
-    pub fn try_pin_memory(&self) -> Result<PinnedTensor<E>> {
-        let values = self.try_contiguous()?;
-        let range = values.layout().contiguous_range().expect("a contiguous tensor has a contiguous range");
-        let buffer = PinnedBuffer::from_slice("pin_memory", &values.storage().as_slice()[range])?;
-        Ok(PinnedTensor { buffer: Arc::new(buffer), shape: self.shape().clone(), _element: PhantomData })
-    }
-
-    /// Panicking form of [`try_pin_memory`](Self::try_pin_memory), like
-    /// PyTorch's `pin_memory()`.
+    ///
+    /// Like PyTorch's `pin_memory()`.
     ///
     /// ```no_run
     /// use devtensor::{Cpu, Tensor};
     /// let pinned = Tensor::<Cpu>::ones([2, 2]).pin_memory(); // needs a CUDA driver
     /// assert_eq!(pinned.dims(), &[2, 2]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn pin_memory(&self) -> PinnedTensor<E> {
-        or_panic(self.try_pin_memory())
+        let values = self.try_contiguous()?;
+        let range = values.layout().contiguous_range().expect("a contiguous tensor has a contiguous range");
+        let buffer = PinnedBuffer::from_slice("pin_memory", &values.storage().as_slice()[range])?;
+        Ok(PinnedTensor { buffer: Arc::new(buffer), shape: self.shape().clone(), _element: PhantomData })
     }
 }
 
@@ -81,7 +78,14 @@ impl<E: Element> PinnedTensor<E> {
     /// (their count or bytes overflow), before the driver is asked; with
     /// [`Error::DeviceUnavailable`] without a CUDA driver; and with the
     /// driver's error when it cannot lock that much memory.
-    pub fn try_zeros(shape: impl Into<Shape>) -> Result<Self> {
+    ///
+    /// ```no_run
+    /// use devtensor::PinnedTensor;
+    /// let staging = PinnedTensor::<f32>::zeros([64, 784]); // needs a CUDA driver
+    /// assert_eq!(staging.elem_count(), 64 * 784);
+    /// ```
+    #[fallible]
+    pub fn zeros(shape: impl Into<Shape>) -> Self {
         const OP: &str = "pinned zeros";
         let shape = shape.into();
         let host = || "Cpu (page-locked memory)".to_string();
@@ -90,18 +94,6 @@ impl<E: Element> PinnedTensor<E> {
         // Zeroed where it lives: no host-sized vector first.
         let buffer = PinnedBuffer::zeroed(OP, bytes)?;
         Ok(PinnedTensor { buffer: Arc::new(buffer), shape, _element: PhantomData })
-    }
-
-    /// Panicking form of [`try_zeros`](Self::try_zeros).
-    ///
-    /// ```no_run
-    /// use devtensor::PinnedTensor;
-    /// let staging = PinnedTensor::<f32>::zeros([64, 784]); // needs a CUDA driver
-    /// assert_eq!(staging.elem_count(), 64 * 784);
-    /// ```
-    #[track_caller]
-    pub fn zeros(shape: impl Into<Shape>) -> Self {
-        or_panic(Self::try_zeros(shape))
     }
 
     /// The shape.
@@ -124,7 +116,17 @@ impl<E: Element> PinnedTensor<E> {
     /// Uploads started earlier still send what the tensor held when they
     /// started: while one may be in flight, the new contents go into another
     /// page-locked buffer (from a cache), so this never waits for the GPU.
-    pub fn try_copy_from(&mut self, src: &Tensor<Cpu, E>) -> Result<()> {
+    ///
+    /// ```no_run
+    /// use devtensor::{Cpu, Cuda, PinnedTensor, Tensor};
+    /// let mut staging = PinnedTensor::<f32>::zeros([2]);
+    /// staging.copy_from(&Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]));
+    /// let first = staging.to_async::<Cuda<0>>();
+    /// staging.copy_from(&Tensor::<Cpu>::from_vec(vec![3.0, 4.0], [2])); // does not disturb `first`
+    /// assert_eq!(first.wait().to_vec(), vec![1.0, 2.0]);
+    /// ```
+    #[fallible]
+    pub fn copy_from(&mut self, src: &Tensor<Cpu, E>) {
         if src.shape() != &self.shape {
             return Err(Error::Shape {
                 op: "copy_from",
@@ -137,21 +139,6 @@ impl<E: Element> PinnedTensor<E> {
         let range = values.layout().contiguous_range().expect("a contiguous tensor has a contiguous range");
         let buffer = self.exclusive_buffer()?;
         buffer.write("copy_from", &values.storage().as_slice()[range])
-    }
-
-    /// Panicking form of [`try_copy_from`](Self::try_copy_from).
-    ///
-    /// ```no_run
-    /// use devtensor::{Cpu, Cuda, PinnedTensor, Tensor};
-    /// let mut staging = PinnedTensor::<f32>::zeros([2]);
-    /// staging.copy_from(&Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]));
-    /// let first = staging.to_async::<Cuda<0>>();
-    /// staging.copy_from(&Tensor::<Cpu>::from_vec(vec![3.0, 4.0], [2])); // does not disturb `first`
-    /// assert_eq!(first.wait().to_vec(), vec![1.0, 2.0]);
-    /// ```
-    #[track_caller]
-    pub fn copy_from(&mut self, src: &Tensor<Cpu, E>) {
-        or_panic(self.try_copy_from(src))
     }
 
     /// The buffer for writing. Transfers in flight hold clones of the `Arc`
@@ -168,21 +155,16 @@ impl<E: Element> PinnedTensor<E> {
     }
 
     /// A copy on the host as an ordinary [`Tensor<Cpu>`](Tensor).
-    pub fn try_to_tensor(&self) -> Result<Tensor<Cpu, E>> {
-        let values = self.buffer.read::<E>("to_tensor", self.elem_count())?;
-        Ok(Tensor::from_vec(values, self.shape.clone()))
-    }
-
-    /// Panicking form of [`try_to_tensor`](Self::try_to_tensor).
     ///
     /// ```no_run
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::ones([3]);
     /// assert_eq!(x.pin_memory().to_tensor().to_vec(), x.to_vec());
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn to_tensor(&self) -> Tensor<Cpu, E> {
-        or_panic(self.try_to_tensor())
+        let values = self.buffer.read::<E>("to_tensor", self.elem_count())?;
+        Ok(Tensor::from_vec(values, self.shape.clone()))
     }
 
     /// Starts copying this tensor to device `D` and returns at once, like
@@ -190,14 +172,10 @@ impl<E: Element> PinnedTensor<E> {
     /// copy runs on the GPU's copy stream, alongside its computations; the
     /// result becomes a tensor through [`PendingTransfer::join`] or
     /// [`PendingTransfer::wait`]. To `Cpu`, the copy is made at once.
-    pub fn try_to_async<D: Device>(&self) -> Result<PendingTransfer<D, E>> {
-        PendingTransfer::upload(Arc::clone(&self.buffer), self.shape.clone())
-    }
-
-    /// Panicking form of [`try_to_async`](Self::try_to_async); see the
-    /// example on [`PinnedTensor`].
-    #[track_caller]
+    ///
+    /// See the example on [`PinnedTensor`].
+    #[fallible]
     pub fn to_async<D: Device>(&self) -> PendingTransfer<D, E> {
-        or_panic(self.try_to_async())
+        PendingTransfer::upload(Arc::clone(&self.buffer), self.shape.clone())
     }
 }

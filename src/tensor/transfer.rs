@@ -4,26 +4,11 @@ use super::Tensor;
 use crate::autograd;
 use crate::device::{Backend, Cpu, Device};
 use crate::element::Element;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
+use devtensor_macros::fallible;
 use std::any::TypeId;
 
 impl<D: Device, E: Element> Tensor<D, E> {
-    /// This tensor on device `D2`. Moving to the device it is already on
-    /// copies nothing.
-    ///
-    /// Fails when `D2` is unavailable (no driver, no such GPU) or runs out of memory.
-    ///
-    /// The move is differentiable, as in PyTorch: the gradient of the result
-    /// flows back to this tensor's device.
-    pub fn try_to<D2: Device>(&self) -> Result<Tensor<D2, E>> {
-        autograd::track(
-            "to",
-            &[self.node()],
-            || self.to_untracked(),
-            |_| autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>()),
-        )
-    }
-
     fn to_untracked<D2: Device>(&self) -> Result<Tensor<D2, E>> {
         if TypeId::of::<D>() == TypeId::of::<D2>() {
             let any: &dyn std::any::Any = self;
@@ -45,8 +30,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(Tensor::from_storage(D2::storage_from_vec(data)?, self.shape().clone()))
     }
 
-    /// Panicking form of [`try_to`](Self::try_to): the explicit move that
-    /// PyTorch's `.to(device)` is.
+    /// This tensor on device `D2`. Moving to the device it is already on
+    /// copies nothing.
+    ///
+    /// Fails when `D2` is unavailable (no driver, no such GPU) or runs out of memory.
+    ///
+    /// The move is differentiable, as in PyTorch: the gradient of the result
+    /// flows back to this tensor's device.
+    ///
+    /// The explicit move that PyTorch's `.to(device)` is.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -54,30 +46,37 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let y: Tensor<Cpu> = x.to::<Cpu>(); // same device: shares storage
     /// assert_eq!(y.to_vec(), vec![1.0, 1.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn to<D2: Device>(&self) -> Tensor<D2, E> {
-        or_panic(self.try_to())
+        autograd::track(
+            "to",
+            &[self.node()],
+            || self.to_untracked(),
+            |_| autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>()),
+        )
     }
 
     /// The elements in row-major order, copied to the host.
-    pub fn try_to_vec(&self) -> Result<Vec<E>> {
-        D::storage_to_vec(self.storage(), self.layout())
-    }
-
-    /// Panicking form of [`try_to_vec`](Self::try_to_vec).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.t().to_vec(), vec![1.0, 3.0, 2.0, 4.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn to_vec(&self) -> Vec<E> {
-        or_panic(self.try_to_vec())
+        D::storage_to_vec(self.storage(), self.layout())
     }
 
     /// The rows of a rank-2 tensor, copied to the host.
-    pub fn try_to_vec2(&self) -> Result<Vec<Vec<E>>> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 4).reshape([2, 2]);
+    /// assert_eq!(x.to_vec2(), vec![vec![0, 1], vec![2, 3]]);
+    /// ```
+    #[fallible]
+    pub fn to_vec2(&self) -> Vec<Vec<E>> {
         let &[_, cols] = self.dims() else {
             return Err(Error::Shape {
                 op: "to_vec2",
@@ -90,20 +89,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(if cols == 0 { vec![Vec::new(); self.dims()[0]] } else { flat.chunks(cols).map(<[E]>::to_vec).collect() })
     }
 
-    /// Panicking form of [`try_to_vec2`](Self::try_to_vec2).
+    /// The single element of a one-element tensor, like PyTorch's `item()`.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::arange(0, 4).reshape([2, 2]);
-    /// assert_eq!(x.to_vec2(), vec![vec![0, 1], vec![2, 3]]);
+    /// assert_eq!(Tensor::<Cpu>::ones([1, 1]).item(), 1.0);
     /// ```
-    #[track_caller]
-    pub fn to_vec2(&self) -> Vec<Vec<E>> {
-        or_panic(self.try_to_vec2())
-    }
-
-    /// The single element of a one-element tensor, like PyTorch's `item()`.
-    pub fn try_item(&self) -> Result<E> {
+    #[fallible]
+    pub fn item(&self) -> E {
         if self.elem_count() != 1 {
             return Err(Error::Shape {
                 op: "item",
@@ -115,23 +108,19 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(self.try_to_vec()?[0])
     }
 
-    /// Panicking form of [`try_item`](Self::try_item).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::ones([1, 1]).item(), 1.0);
-    /// ```
-    #[track_caller]
-    pub fn item(&self) -> E {
-        or_panic(self.try_item())
-    }
-
     /// The elements converted to `T` with Rust's `as` semantics (floats to
     /// integers truncate toward zero and saturate), like PyTorch's `.to(dtype)`.
     ///
     /// Between float types the conversion is differentiable; an integer
     /// result tracks nothing, as in PyTorch.
-    pub fn try_to_dtype<T: Element>(&self) -> Result<Tensor<D, T>> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![0, 2], [2]);
+    /// assert_eq!(labels.to_dtype::<f32>().to_vec(), vec![0.0, 2.0]);
+    /// ```
+    #[fallible]
+    pub fn to_dtype<T: Element>(&self) -> Tensor<D, T> {
         let forward =
             || Ok(Tensor::from_storage(D::cast::<E, T>(self.storage(), self.layout())?, self.shape().clone()));
         let input = if T::IS_FLOAT { self.node() } else { None };
@@ -140,30 +129,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Panicking form of [`try_to_dtype`](Self::try_to_dtype).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![0, 2], [2]);
-    /// assert_eq!(labels.to_dtype::<f32>().to_vec(), vec![0.0, 2.0]);
-    /// ```
-    #[track_caller]
-    pub fn to_dtype<T: Element>(&self) -> Tensor<D, T> {
-        or_panic(self.try_to_dtype())
-    }
-
     /// This tensor with its elements dense and row-major: itself if they
     /// already are, a copy otherwise.
-    pub fn try_contiguous(&self) -> Result<Self> {
-        if self.is_contiguous() {
-            return Ok(self.clone());
-        }
-        let forward =
-            || Ok(Tensor::from_storage(D::copy_strided(self.storage(), self.layout())?, self.shape().clone()));
-        autograd::track("contiguous", &[self.node()], forward, |_| autograd::rule_across(|g: &Self| Ok(g.clone())))
-    }
-
-    /// Panicking form of [`try_contiguous`](Self::try_contiguous).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -171,8 +138,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert!(!t.is_contiguous());
     /// assert!(t.contiguous().is_contiguous());
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn contiguous(&self) -> Self {
-        or_panic(self.try_contiguous())
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let forward =
+            || Ok(Tensor::from_storage(D::copy_strided(self.storage(), self.layout())?, self.shape().clone()));
+        autograd::track("contiguous", &[self.node()], forward, |_| autograd::rule_across(|g: &Self| Ok(g.clone())))
     }
 }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result, or_panic};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::shape::Layout;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Sub, SubAssign};
 
 /// An elementwise binary operation.
@@ -212,8 +213,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// Float tensors divide in their own type; integer and `u8` tensors
     /// give [`E::Quotient`](Element::Quotient), `f32` (PyTorch's default
     /// float), so `7 / 2` is `3.5` and `1 / 0` is `inf`. For an integer
-    /// quotient use [`try_div_trunc`](Self::try_div_trunc) or
-    /// [`try_div_floor`](Self::try_div_floor). Fails when the shapes do not
+    /// quotient use [`div_trunc`](Self::div_trunc) or
+    /// [`div_floor`](Self::div_floor). Fails when the shapes do not
     /// broadcast.
     ///
     /// ```
@@ -224,14 +225,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(q.to_vec(), vec![3.5, -3.5, f32::INFINITY]);
     /// # Ok::<(), devtensor::Error>(())
     /// ```
-    pub fn try_div<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Tensor<D, E::Quotient>>
-    where
-        D: SameDevice<D2>,
-    {
-        self.try_true_div(same_device(rhs))
-    }
-
-    /// Panicking form of [`try_div`](Self::try_div), the method form of `/`.
+    ///
+    /// The method form of `/`.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -239,12 +234,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let total = Tensor::<Cpu, i64>::scalar(100);
     /// assert_eq!(correct.div(&total).item(), 0.91);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn div<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Tensor<D, E::Quotient>
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_div(rhs))
+        self.try_true_div(same_device(rhs))
     }
 
     /// `self / rhs` rounded toward zero, broadcasting both: PyTorch's
@@ -260,40 +255,24 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert!(matches!(err, Error::Argument { op: "div_trunc", .. }));
     /// assert_eq!(err.to_string(), "div_trunc on Cpu: integer division by zero");
     /// ```
-    pub fn try_div_trunc<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        self.try_binary(BinaryOp::DivTrunc, same_device(rhs))
-    }
-
-    /// Panicking form of [`try_div_trunc`](Self::try_div_trunc).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, -7], [2]);
     /// assert_eq!(a.div_trunc(&Tensor::<Cpu, i64>::scalar(2)).to_vec(), vec![3, -3]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn div_trunc<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_div_trunc(rhs))
+        self.try_binary(BinaryOp::DivTrunc, same_device(rhs))
     }
 
     /// `self / rhs` rounded toward negative infinity, broadcasting both:
     /// Python's and PyTorch's `//` (`rounding_mode="floor"`), in the element
     /// type itself. Fails when the shapes do not broadcast, or on an integer
     /// division by zero.
-    pub fn try_div_floor<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        self.try_binary(BinaryOp::DivFloor, same_device(rhs))
-    }
-
-    /// Panicking form of [`try_div_floor`](Self::try_div_floor).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -302,12 +281,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let x = Tensor::<Cpu, f64>::from_vec(vec![7.5, -0.5], [2]);
     /// assert_eq!(x.div_floor(&Tensor::<Cpu, f64>::scalar(2.0)).to_vec(), vec![3.0, -1.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn div_floor<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_div_floor(rhs))
+        self.try_binary(BinaryOp::DivFloor, same_device(rhs))
     }
 
     /// This tensor as the operand of a true division: itself for floats,
@@ -330,15 +309,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.as_quotient()?.try_binary_scalar(BinaryOp::Div, scalar.cast::<E::Quotient>(), scalar_first)
     }
 
-    /// The elementwise larger of `self` and `rhs`, broadcasting both; NaN wins.
-    pub fn try_maximum<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        self.try_binary(BinaryOp::Maximum, same_device(rhs))
-    }
-
-    /// Panicking form of [`try_maximum`](Self::try_maximum).
+    /// The elementwise larger of `self` and `rhs`, broadcasting both; NaN
+    /// wins. Fails when the shapes do not broadcast.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -346,35 +318,27 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let b = Tensor::<Cpu>::from_vec(vec![3.0, 2.0], [2]);
     /// assert_eq!(a.maximum(&b).to_vec(), vec![3.0, 5.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn maximum<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_maximum(rhs))
+        self.try_binary(BinaryOp::Maximum, same_device(rhs))
     }
 
     /// The elementwise smaller of `self` and `rhs`, broadcasting both; NaN wins.
-    pub fn try_minimum<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        self.try_binary(BinaryOp::Minimum, same_device(rhs))
-    }
-
-    /// Panicking form of [`try_minimum`](Self::try_minimum).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let a = Tensor::<Cpu>::from_vec(vec![1.0, 5.0], [2]);
     /// assert_eq!(a.minimum(&Tensor::<Cpu>::scalar(2.0)).to_vec(), vec![1.0, 2.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn minimum<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_minimum(rhs))
+        self.try_binary(BinaryOp::Minimum, same_device(rhs))
     }
 
     /// `self + scalar`.
@@ -392,7 +356,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_binary_scalar(BinaryOp::Mul, scalar, false)
     }
 
-    /// `self / scalar`, true division as [`try_div`](Self::try_div): an
+    /// `self / scalar`, true division as [`div`](Self::div): an
     /// integer tensor gives `f32`.
     pub fn try_div_scalar(&self, scalar: E) -> Result<Tensor<D, E::Quotient>> {
         self.try_true_div_scalar(scalar, false)

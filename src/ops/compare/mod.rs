@@ -11,10 +11,11 @@ mod cuda;
 use crate::autograd::{self, Backward, float_rule, rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::shape::{Layout, Shape};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// An elementwise comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -126,14 +127,6 @@ fn broadcast_pair(op: &'static str, device: String, lhs: &Layout, rhs: &Layout) 
 macro_rules! comparison {
     ($($op:ident, $try_name:ident, $name:ident, $try_scalar:ident, $scalar:ident, $what:literal, $example:literal;)*) => {$(
         #[doc = concat!("A mask of `self ", $what, " rhs`, broadcasting both. Fails when the shapes do not broadcast.")]
-        pub fn $try_name<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Tensor<D, u8>>
-        where
-            D: SameDevice<D2>,
-        {
-            self.try_compare(CompareOp::$op, same_device(rhs))
-        }
-
-        #[doc = concat!("Panicking form of [`", stringify!($try_name), "`](Self::", stringify!($try_name), ").")]
         ///
         /// ```
         /// use devtensor::{Cpu, Tensor};
@@ -141,30 +134,25 @@ macro_rules! comparison {
         /// let b = Tensor::<Cpu>::from_vec(vec![2.0], [1]);
         #[doc = concat!("assert_eq!(a.", stringify!($name), "(&b).to_vec(), vec!", $example, ");")]
         /// ```
-        #[track_caller]
+        #[fallible($try_name)]
         pub fn $name<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Tensor<D, u8>
         where
             D: SameDevice<D2>,
         {
-            or_panic(self.$try_name(rhs))
+            self.try_compare(CompareOp::$op, same_device(rhs))
         }
 
         #[doc = concat!("A mask of `self ", $what, " scalar`. Fails only when the device cannot run the kernel.")]
-        pub fn $try_scalar(&self, scalar: E) -> Result<Tensor<D, u8>> {
-            let storage = D::compare_scalar(CompareOp::$op, self.storage(), self.layout(), scalar)?;
-            Ok(Tensor::from_storage(storage, self.shape().clone()))
-        }
-
-        #[doc = concat!("Panicking form of [`", stringify!($try_scalar), "`](Self::", stringify!($try_scalar), ").")]
         ///
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let a = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0], [3]);
         #[doc = concat!("assert_eq!(a.", stringify!($scalar), "(2.0).to_vec(), vec!", $example, ");")]
         /// ```
-        #[track_caller]
+        #[fallible($try_scalar)]
         pub fn $scalar(&self, scalar: E) -> Tensor<D, u8> {
-            or_panic(self.$try_scalar(scalar))
+            let storage = D::compare_scalar(CompareOp::$op, self.storage(), self.layout(), scalar)?;
+            Ok(Tensor::from_storage(storage, self.shape().clone()))
         }
     )*};
 }
@@ -189,21 +177,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
 impl<D: Device> Tensor<D, u8> {
     /// 1 where this mask is zero, 0 elsewhere. Fails only when the device
     /// cannot run the kernel.
-    pub fn try_logical_not(&self) -> Result<Self> {
-        let storage = D::logical_not(self.storage(), self.layout())?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
-    }
-
-    /// Panicking form of [`try_logical_not`](Self::try_logical_not).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let m = Tensor::<Cpu, u8>::from_vec(vec![0, 1, 7], [3]);
     /// assert_eq!(m.logical_not().to_vec(), vec![1, 0, 0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn logical_not(&self) -> Self {
-        or_panic(self.try_logical_not())
+        let storage = D::logical_not(self.storage(), self.layout())?;
+        Ok(Tensor::from_storage(storage, self.shape().clone()))
     }
 
     fn try_logical(&self, op: LogicalOp, rhs: &Self) -> Result<Self> {
@@ -214,14 +197,6 @@ impl<D: Device> Tensor<D, u8> {
 
     /// 1 where both masks are non-zero, broadcasting both. Fails when the
     /// shapes do not broadcast.
-    pub fn try_logical_and<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        self.try_logical(LogicalOp::And, same_device(rhs))
-    }
-
-    /// Panicking form of [`try_logical_and`](Self::try_logical_and).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -229,24 +204,16 @@ impl<D: Device> Tensor<D, u8> {
     /// let b = Tensor::<Cpu, u8>::from_vec(vec![1, 0, 1, 2], [4]);
     /// assert_eq!(a.logical_and(&b).to_vec(), vec![0, 0, 1, 1]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn logical_and<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Self
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_logical_and(rhs))
+        self.try_logical(LogicalOp::And, same_device(rhs))
     }
 
     /// 1 where either mask is non-zero, broadcasting both. Fails when the
     /// shapes do not broadcast.
-    pub fn try_logical_or<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        self.try_logical(LogicalOp::Or, same_device(rhs))
-    }
-
-    /// Panicking form of [`try_logical_or`](Self::try_logical_or).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -254,12 +221,12 @@ impl<D: Device> Tensor<D, u8> {
     /// let b = Tensor::<Cpu, u8>::from_vec(vec![0, 0, 1, 2], [4]);
     /// assert_eq!(a.logical_or(&b).to_vec(), vec![0, 1, 1, 1]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn logical_or<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Self
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_logical_or(rhs))
+        self.try_logical(LogicalOp::Or, same_device(rhs))
     }
 
     /// Picks `on_true` where this mask is non-zero and `on_false` elsewhere,
@@ -280,11 +247,20 @@ impl<D: Device> Tensor<D, u8> {
     ///     mask.where_cond(a, b) // error: expected all tensors to be on the same device
     /// }
     /// ```
-    pub fn try_where_cond<D2: Device, D3: Device, E: Element>(
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let cond = Tensor::<Cpu, u8>::from_vec(vec![1, 0], [2, 1]);
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3], [3]);
+    /// let b = Tensor::<Cpu, i64>::scalar(-1);
+    /// assert_eq!(cond.where_cond(&a, &b).to_vec2(), vec![vec![1, 2, 3], vec![-1, -1, -1]]);
+    /// ```
+    #[fallible]
+    pub fn where_cond<D2: Device, D3: Device, E: Element>(
         &self,
         on_true: &Tensor<D2, E>,
         on_false: &Tensor<D3, E>,
-    ) -> Result<Tensor<D, E>>
+    ) -> Tensor<D, E>
     where
         D: SameDevice<D2> + SameDevice<D3>,
     {
@@ -312,27 +288,6 @@ impl<D: Device> Tensor<D, u8> {
             forward,
             |_| float_rule!(E, F => where_cond_grad::<D, F>(self.clone(), on_true.shape().clone(), on_false.shape().clone())),
         )
-    }
-
-    /// Panicking form of [`try_where_cond`](Self::try_where_cond).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let cond = Tensor::<Cpu, u8>::from_vec(vec![1, 0], [2, 1]);
-    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3], [3]);
-    /// let b = Tensor::<Cpu, i64>::scalar(-1);
-    /// assert_eq!(cond.where_cond(&a, &b).to_vec2(), vec![vec![1, 2, 3], vec![-1, -1, -1]]);
-    /// ```
-    #[track_caller]
-    pub fn where_cond<D2: Device, D3: Device, E: Element>(
-        &self,
-        on_true: &Tensor<D2, E>,
-        on_false: &Tensor<D3, E>,
-    ) -> Tensor<D, E>
-    where
-        D: SameDevice<D2> + SameDevice<D3>,
-    {
-        or_panic(self.try_where_cond(on_true, on_false))
     }
 }
 

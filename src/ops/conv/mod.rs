@@ -15,9 +15,10 @@ use crate::autograd::{self, rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::check_elem_count;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// The sizes of a 2-D window sliding over an image, as `(height, width)`
 /// pairs: kernel, stride, padding (zeros for convolution and average
@@ -138,36 +139,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         })
     }
 
-    /// 2-D convolution (cross-correlation, as in PyTorch) of this image
-    /// batch `[N, C, H, W]` with `weight` `[O, C / groups, KH, KW]` and an
-    /// optional `bias` `[O]` (on the weight's device, which must be this
-    /// tensor's): PyTorch's `F.conv2d`. The kernel size is the weight's;
-    /// `window` gives the stride, padding and dilation. The result is
-    /// `[N, O, OH, OW]`. Fails when the shapes do not fit.
-    ///
-    /// ```
-    /// use devtensor::ops::conv::Window2d;
-    /// use devtensor::{Cpu, Tensor};
-    /// let image = Tensor::<Cpu>::from_vec((0..16).map(|v| v as f32).collect(), [1, 1, 4, 4]);
-    /// let kernel = Tensor::<Cpu>::ones([1, 1, 2, 2]);
-    /// let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
-    /// let y = image.try_conv2d(&kernel, None, window, 1)?;
-    /// assert_eq!(y.to_vec(), vec![10.0, 18.0, 42.0, 50.0]);
-    /// # Ok::<(), devtensor::Error>(())
-    /// ```
-    pub fn try_conv2d<D2: Device>(
-        &self,
-        weight: &Tensor<D2, E>,
-        bias: Option<&Tensor<D2, E>>,
-        window: Window2d,
-        groups: usize,
-    ) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
-    }
-
     fn conv2d_on(&self, weight: &Self, bias: Option<&Self>, window: Window2d, groups: usize) -> Result<Self> {
         const OP: &str = "conv2d";
         let error = |reason: String| {
@@ -207,8 +178,24 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         }
     }
 
-    /// Panicking form of [`try_conv2d`](Self::try_conv2d).
-    #[track_caller]
+    /// 2-D convolution (cross-correlation, as in PyTorch) of this image
+    /// batch `[N, C, H, W]` with `weight` `[O, C / groups, KH, KW]` and an
+    /// optional `bias` `[O]` (on the weight's device, which must be this
+    /// tensor's): PyTorch's `F.conv2d`. The kernel size is the weight's;
+    /// `window` gives the stride, padding and dilation. The result is
+    /// `[N, O, OH, OW]`. Fails when the shapes do not fit.
+    ///
+    /// ```
+    /// use devtensor::ops::conv::Window2d;
+    /// use devtensor::{Cpu, Tensor};
+    /// let image = Tensor::<Cpu>::from_vec((0..16).map(|v| v as f32).collect(), [1, 1, 4, 4]);
+    /// let kernel = Tensor::<Cpu>::ones([1, 1, 2, 2]);
+    /// let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
+    /// let y = image.try_conv2d(&kernel, None, window, 1)?;
+    /// assert_eq!(y.to_vec(), vec![10.0, 18.0, 42.0, 50.0]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    #[fallible]
     pub fn conv2d<D2: Device>(
         &self,
         weight: &Tensor<D2, E>,
@@ -219,7 +206,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_conv2d(weight, bias, window, groups))
+        self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
     }
 
     /// Checks PyTorch's pooling rule: padding at most half the kernel.
@@ -246,28 +233,18 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.try_max_pool2d(window)?.to_vec(), vec![5.0, 7.0, 13.0, 15.0]);
     /// # Ok::<(), devtensor::Error>(())
     /// ```
-    pub fn try_max_pool2d(&self, window: Window2d) -> Result<Self> {
+    #[fallible]
+    pub fn max_pool2d(&self, window: Window2d) -> Self {
         let geometry = self.pooling_geometry("max_pool2d", window)?;
         self.pool(geometry, E::MIN, |columns| columns.try_max_axis(2))
     }
 
-    /// Panicking form of [`try_max_pool2d`](Self::try_max_pool2d).
-    #[track_caller]
-    pub fn max_pool2d(&self, window: Window2d) -> Self {
-        or_panic(self.try_max_pool2d(window))
-    }
-
     /// The mean of each window, PyTorch's `F.avg_pool2d` with its defaults
     /// (padding counts as zeros in the mean).
-    pub fn try_avg_pool2d(&self, window: Window2d) -> Result<Self> {
+    #[fallible]
+    pub fn avg_pool2d(&self, window: Window2d) -> Self {
         let geometry = self.pooling_geometry("avg_pool2d", window)?;
         self.pool(geometry, E::ZERO, |columns| columns.try_mean_axis(2))
-    }
-
-    /// Panicking form of [`try_avg_pool2d`](Self::try_avg_pool2d).
-    #[track_caller]
-    pub fn avg_pool2d(&self, window: Window2d) -> Self {
-        or_panic(self.try_avg_pool2d(window))
     }
 
     fn pool(&self, geometry: Unfold2d, pad: E, reduce: impl FnOnce(&Self) -> Result<Self>) -> Result<Self> {
@@ -288,7 +265,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.try_adaptive_avg_pool2d([2, 2])?.to_vec(), vec![2.0, 3.0, 5.0, 6.0]);
     /// # Ok::<(), devtensor::Error>(())
     /// ```
-    pub fn try_adaptive_avg_pool2d(&self, size: [usize; 2]) -> Result<Self> {
+    #[fallible]
+    pub fn adaptive_avg_pool2d(&self, size: [usize; 2]) -> Self {
         const OP: &str = "adaptive_avg_pool2d";
         let &[_, _, h, w] = self.dims() else {
             return Err(Error::Shape {
@@ -320,11 +298,5 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             Tensor::try_cat(&parts.iter().collect::<Vec<_>>(), axis as isize)
         };
         along(&along(self, 2, h, size[0])?, 3, w, size[1])
-    }
-
-    /// Panicking form of [`try_adaptive_avg_pool2d`](Self::try_adaptive_avg_pool2d).
-    #[track_caller]
-    pub fn adaptive_avg_pool2d(&self, size: [usize; 2]) -> Self {
-        or_panic(self.try_adaptive_avg_pool2d(size))
     }
 }

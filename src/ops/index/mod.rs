@@ -22,10 +22,11 @@ mod grad;
 use crate::autograd::{self, float_rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::Element;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis};
 use crate::shape::{Layout, Shape};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// Device kernels for indexing and joining. Implemented by every [`Device`].
 ///
@@ -136,7 +137,17 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let err = x.try_index_select(0, &Tensor::<Cpu, i64>::from_vec(vec![0, 3], [2])).unwrap_err();
     /// assert_eq!(err.to_string(), "index_select on Cpu: index 3 is out of range for axis 0 of size 3 (shape [3, 2])");
     /// ```
-    pub fn try_index_select<D2: Device>(&self, axis: isize, indices: &Tensor<D2, i64>) -> Result<Self>
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([3, 2]);
+    /// let rows = x.index_select(0, &Tensor::<Cpu, i64>::from_vec(vec![2, 0, 2], [3]));
+    /// assert_eq!(rows.to_vec2(), vec![vec![4, 5], vec![0, 1], vec![4, 5]]);
+    /// let cols = x.index_select(-1, &Tensor::<Cpu, i64>::from_vec(vec![1], [1]));
+    /// assert_eq!(cols.to_vec(), vec![1, 3, 5]);
+    /// ```
+    #[fallible]
+    pub fn index_select<D2: Device>(&self, axis: isize, indices: &Tensor<D2, i64>) -> Self
     where
         D: SameDevice<D2>,
     {
@@ -161,24 +172,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// Panicking form of [`try_index_select`](Self::try_index_select).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([3, 2]);
-    /// let rows = x.index_select(0, &Tensor::<Cpu, i64>::from_vec(vec![2, 0, 2], [3]));
-    /// assert_eq!(rows.to_vec2(), vec![vec![4, 5], vec![0, 1], vec![4, 5]]);
-    /// let cols = x.index_select(-1, &Tensor::<Cpu, i64>::from_vec(vec![1], [1]));
-    /// assert_eq!(cols.to_vec(), vec![1, 3, 5]);
-    /// ```
-    #[track_caller]
-    pub fn index_select<D2: Device>(&self, axis: isize, indices: &Tensor<D2, i64>) -> Self
-    where
-        D: SameDevice<D2>,
-    {
-        or_panic(self.try_index_select(axis, indices))
-    }
-
     /// Values picked along `axis` by `index`, like `torch.gather`: the output
     /// has `index`'s shape, and for `axis = 1` of a rank-3 tensor
     /// `out[i][j][k] = self[i][index[i][j][k]][k]`.
@@ -194,7 +187,17 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let err = x.try_gather(1, &index).unwrap_err();
     /// assert_eq!(err.to_string(), "gather on Cpu: index -1 is out of range for axis 1 of size 3 (shape [2, 3])");
     /// ```
-    pub fn try_gather<D2: Device>(&self, axis: isize, index: &Tensor<D2, i64>) -> Result<Self>
+    ///
+    /// Picking each row's label logit, as cross-entropy does:
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let logits = Tensor::<Cpu>::from_vec(vec![0.1, 0.7, 0.2, 0.5, 0.3, 0.2], [2, 3]);
+    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2]);
+    /// let picked = logits.gather(1, &labels.unsqueeze(1));
+    /// assert_eq!(picked.to_vec2(), vec![vec![0.7], vec![0.5]]);
+    /// ```
+    #[fallible]
+    pub fn gather<D2: Device>(&self, axis: isize, index: &Tensor<D2, i64>) -> Self
     where
         D: SameDevice<D2>,
     {
@@ -215,24 +218,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
             forward,
             |_| float_rule!(E, F => grad::gather::<D, F>(self.shape().clone(), ax, index.clone())),
         )
-    }
-
-    /// Panicking form of [`try_gather`](Self::try_gather).
-    ///
-    /// Picking each row's label logit, as cross-entropy does:
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let logits = Tensor::<Cpu>::from_vec(vec![0.1, 0.7, 0.2, 0.5, 0.3, 0.2], [2, 3]);
-    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2]);
-    /// let picked = logits.gather(1, &labels.unsqueeze(1));
-    /// assert_eq!(picked.to_vec2(), vec![vec![0.7], vec![0.5]]);
-    /// ```
-    #[track_caller]
-    pub fn gather<D2: Device>(&self, axis: isize, index: &Tensor<D2, i64>) -> Self
-    where
-        D: SameDevice<D2>,
-    {
-        or_panic(self.try_gather(axis, index))
     }
 
     /// A copy of this tensor to which each `src[p]` is added at
@@ -256,12 +241,18 @@ impl<D: Device, E: Element> Tensor<D, E> {
     ///      the index is larger than the input on axis 0 (3 > 2)"
     /// );
     /// ```
-    pub fn try_scatter_add<D2: Device, D3: Device>(
-        &self,
-        axis: isize,
-        index: &Tensor<D2, i64>,
-        src: &Tensor<D3, E>,
-    ) -> Result<Self>
+    ///
+    /// Sending gradients back to the logits cross-entropy picked:
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let grad_logits = Tensor::<Cpu>::zeros([2, 3]);
+    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2, 1]);
+    /// let grad_picked = Tensor::<Cpu>::from_vec(vec![-0.5, -0.5], [2, 1]);
+    /// let g = grad_logits.scatter_add(1, &labels, &grad_picked);
+    /// assert_eq!(g.to_vec2(), vec![vec![0.0, -0.5, 0.0], vec![-0.5, 0.0, 0.0]]);
+    /// ```
+    #[fallible]
+    pub fn scatter_add<D2: Device, D3: Device>(&self, axis: isize, index: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
     where
         D: SameDevice<D2> + SameDevice<D3>,
     {
@@ -294,25 +285,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// Panicking form of [`try_scatter_add`](Self::try_scatter_add).
-    ///
-    /// Sending gradients back to the logits cross-entropy picked:
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let grad_logits = Tensor::<Cpu>::zeros([2, 3]);
-    /// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2, 1]);
-    /// let grad_picked = Tensor::<Cpu>::from_vec(vec![-0.5, -0.5], [2, 1]);
-    /// let g = grad_logits.scatter_add(1, &labels, &grad_picked);
-    /// assert_eq!(g.to_vec2(), vec![vec![0.0, -0.5, 0.0], vec![-0.5, 0.0, 0.0]]);
-    /// ```
-    #[track_caller]
-    pub fn scatter_add<D2: Device, D3: Device>(&self, axis: isize, index: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
-    where
-        D: SameDevice<D2> + SameDevice<D3>,
-    {
-        or_panic(self.try_scatter_add(axis, index, src))
-    }
-
     /// A copy of this tensor to which slice `j` of `src` along `axis` is
     /// added at slice `indices[j]`, like the out-of-place
     /// `torch.index_add`: the backward of [`index_select`](Self::index_select).
@@ -334,12 +306,18 @@ impl<D: Device, E: Element> Tensor<D, E> {
     ///      src must have shape [2, 2] (the input's shape with the indices' length on axis 0)"
     /// );
     /// ```
-    pub fn try_index_add<D2: Device, D3: Device>(
-        &self,
-        axis: isize,
-        indices: &Tensor<D2, i64>,
-        src: &Tensor<D3, E>,
-    ) -> Result<Self>
+    ///
+    /// Accumulating embedding gradients, where token 1 appears twice:
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let table = Tensor::<Cpu>::zeros([3, 2]);
+    /// let tokens = Tensor::<Cpu, i64>::from_vec(vec![1, 0, 1], [3]);
+    /// let grads = Tensor::<Cpu>::ones([3, 2]);
+    /// let g = table.index_add(0, &tokens, &grads);
+    /// assert_eq!(g.to_vec2(), vec![vec![1.0, 1.0], vec![2.0, 2.0], vec![0.0, 0.0]]);
+    /// ```
+    #[fallible]
+    pub fn index_add<D2: Device, D3: Device>(&self, axis: isize, indices: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
     where
         D: SameDevice<D2> + SameDevice<D3>,
     {
@@ -382,25 +360,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// Panicking form of [`try_index_add`](Self::try_index_add).
-    ///
-    /// Accumulating embedding gradients, where token 1 appears twice:
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let table = Tensor::<Cpu>::zeros([3, 2]);
-    /// let tokens = Tensor::<Cpu, i64>::from_vec(vec![1, 0, 1], [3]);
-    /// let grads = Tensor::<Cpu>::ones([3, 2]);
-    /// let g = table.index_add(0, &tokens, &grads);
-    /// assert_eq!(g.to_vec2(), vec![vec![1.0, 1.0], vec![2.0, 2.0], vec![0.0, 0.0]]);
-    /// ```
-    #[track_caller]
-    pub fn index_add<D2: Device, D3: Device>(&self, axis: isize, indices: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
-    where
-        D: SameDevice<D2> + SameDevice<D3>,
-    {
-        or_panic(self.try_index_add(axis, indices, src))
-    }
-
     /// The tensors joined end to end along an existing `axis`, like
     /// `torch.cat`. All must have one rank and agree in size on every other
     /// axis; `axis` is resolved against that rank (`-1` is the last).
@@ -419,7 +378,17 @@ impl<D: Device, E: Element> Tensor<D, E> {
     ///      only the cat axis 0 may differ"
     /// );
     /// ```
-    pub fn try_cat(tensors: &[&Self], axis: isize) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![5, 6], [2, 1]);
+    /// let c = Tensor::cat(&[&a, &b], -1);
+    /// assert_eq!(c.to_vec2(), vec![vec![1, 2, 5], vec![3, 4, 6]]);
+    /// assert_eq!(Tensor::cat(&[&a, &a], 0).dims(), &[4, 2]);
+    /// ```
+    #[fallible]
+    pub fn cat(tensors: &[&Self], axis: isize) -> Self {
         const OP: &str = "cat";
         let all_shapes = || tensors.iter().map(|t| t.shape().clone()).collect::<Vec<_>>();
         let Some(first) = tensors.first() else {
@@ -472,21 +441,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// Panicking form of [`try_cat`](Self::try_cat).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
-    /// let b = Tensor::<Cpu, i64>::from_vec(vec![5, 6], [2, 1]);
-    /// let c = Tensor::cat(&[&a, &b], -1);
-    /// assert_eq!(c.to_vec2(), vec![vec![1, 2, 5], vec![3, 4, 6]]);
-    /// assert_eq!(Tensor::cat(&[&a, &a], 0).dims(), &[4, 2]);
-    /// ```
-    #[track_caller]
-    pub fn cat(tensors: &[&Self], axis: isize) -> Self {
-        or_panic(Self::try_cat(tensors, axis))
-    }
-
     /// The tensors joined along a new axis inserted at `axis`, like
     /// `torch.stack`: all must have one shape, and `axis` ranges over
     /// `-(rank + 1)..=rank` (`rank` or `-1` makes the new axis the last).
@@ -504,7 +458,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
     ///      (expected an axis in -3..3)"
     /// );
     /// ```
-    pub fn try_stack(tensors: &[&Self], axis: isize) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2], [2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3, 4], [2]);
+    /// assert_eq!(Tensor::stack(&[&a, &b], 0).to_vec2(), vec![vec![1, 2], vec![3, 4]]);
+    /// assert_eq!(Tensor::stack(&[&a, &b], -1).to_vec2(), vec![vec![1, 3], vec![2, 4]]);
+    /// ```
+    #[fallible]
+    pub fn stack(tensors: &[&Self], axis: isize) -> Self {
         const OP: &str = "stack";
         let Some(first) = tensors.first() else {
             return Err(shape_error::<D>(OP, vec![], "expected at least one tensor, got an empty list".into()));
@@ -535,20 +498,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
         let views = tensors.iter().map(|t| t.try_unsqueeze(at)).collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Self> = views.iter().collect();
         Self::try_cat(&refs, at)
-    }
-
-    /// Panicking form of [`try_stack`](Self::try_stack).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2], [2]);
-    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3, 4], [2]);
-    /// assert_eq!(Tensor::stack(&[&a, &b], 0).to_vec2(), vec![vec![1, 2], vec![3, 4]]);
-    /// assert_eq!(Tensor::stack(&[&a, &b], -1).to_vec2(), vec![vec![1, 3], vec![2, 4]]);
-    /// ```
-    #[track_caller]
-    pub fn stack(tensors: &[&Self], axis: isize) -> Self {
-        or_panic(Self::try_stack(tensors, axis))
     }
 }
 

@@ -8,9 +8,10 @@ mod grad;
 use crate::autograd;
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, Shape};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// Device kernels for [`Tensor::matmul`]. Implemented by every [`Device`].
 pub trait MatmulKernel: Backend {
@@ -70,20 +71,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// );
     /// # Ok::<(), devtensor::Error>(())
     /// ```
-    pub fn try_matmul<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
-    where
-        D: SameDevice<D2>,
-    {
-        let rhs: &Self = same_device(rhs);
-        let forward = || {
-            let plan = plan(self.layout(), rhs.layout(), D::name)?;
-            let storage = D::matmul(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs)?;
-            Ok(Tensor::from_storage(storage, plan.out))
-        };
-        autograd::track(OP, &[self.node(), rhs.node()], forward, |_| grad::matmul(self.detach(), rhs.detach()))
-    }
-
-    /// Panicking form of [`try_matmul`](Self::try_matmul).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -98,12 +85,18 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// // panics: "matmul on Cpu: shapes [2, 3] and [4, 5]: the inner dimensions differ (3 vs 4)"
     /// let _ = Tensor::<Cpu>::zeros([2, 3]).matmul(&Tensor::<Cpu>::zeros([4, 5]));
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn matmul<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
     where
         D: SameDevice<D2>,
     {
-        or_panic(self.try_matmul(rhs))
+        let rhs: &Self = same_device(rhs);
+        let forward = || {
+            let plan = plan(self.layout(), rhs.layout(), D::name)?;
+            let storage = D::matmul(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs)?;
+            Ok(Tensor::from_storage(storage, plan.out))
+        };
+        autograd::track(OP, &[self.node(), rhs.node()], forward, |_| grad::matmul(self.detach(), rhs.detach()))
     }
 }
 

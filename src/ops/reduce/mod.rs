@@ -19,10 +19,11 @@ mod grad;
 use crate::autograd::{self, as_float, float_rule};
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis_or_scalar};
 use crate::shape::{Dims, Layout, Shape};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// A reduction folding the elements of an axis into one value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -347,11 +348,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let huge = Tensor::<Cpu>::ones([1]).broadcast_to([1 << 40]);
     /// assert_eq!(huge.sum().item(), (1u64 << 40) as f32);
     /// ```
-    pub fn try_sum(&self) -> Result<Tensor<D, E::Sum>> {
-        self.sum_all()
-    }
-
-    /// Panicking form of [`try_sum`](Self::try_sum).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -359,9 +355,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(x.sum().item(), 10.0);
     /// assert_eq!(Tensor::<Cpu>::zeros([0, 3]).sum().item(), 0.0);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn sum(&self) -> Tensor<D, E::Sum> {
-        or_panic(self.try_sum())
+        self.sum_all()
     }
 
     /// The largest element, as a rank-0 tensor; NaN if any element is NaN.
@@ -373,83 +369,63 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert!(matches!(err, Error::Shape { op: "max", .. }));
     /// assert_eq!(err.to_string(), "max on Cpu: shape [0, 3]: max of an empty tensor is undefined");
     /// ```
-    pub fn try_max(&self) -> Result<Self> {
-        self.reduce_all(ReduceOp::Max, "max")
-    }
-
-    /// Panicking form of [`try_max`](Self::try_max).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, i64>::from_vec(vec![3, -1, 7, 2], [2, 2]);
     /// assert_eq!(x.max().item(), 7);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn max(&self) -> Self {
-        or_panic(self.try_max())
+        self.reduce_all(ReduceOp::Max, "max")
     }
 
     /// The smallest element, as a rank-0 tensor; NaN if any element is NaN.
     /// Fails on an empty tensor.
-    pub fn try_min(&self) -> Result<Self> {
-        self.reduce_all(ReduceOp::Min, "min")
-    }
-
-    /// Panicking form of [`try_min`](Self::try_min).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![3.0, -1.0, 7.0], [3]);
     /// assert_eq!(x.min().item(), -1.0);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn min(&self) -> Self {
-        or_panic(self.try_min())
+        self.reduce_all(ReduceOp::Min, "min")
     }
 
     /// The row-major flat index of the largest element (of the first NaN if
     /// any; of the first occurrence on ties), as a rank-0 `i64` tensor.
     /// Fails on an empty tensor.
-    pub fn try_argmax_all(&self) -> Result<Tensor<D, i64>> {
-        self.arg_reduce_all(ArgReduceOp::ArgMax, "argmax_all")
-    }
-
-    /// Panicking form of [`try_argmax_all`](Self::try_argmax_all).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 9.0, 3.0, 9.0], [2, 2]);
     /// assert_eq!(x.argmax_all().item(), 1);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn argmax_all(&self) -> Tensor<D, i64> {
-        or_panic(self.try_argmax_all())
+        self.arg_reduce_all(ArgReduceOp::ArgMax, "argmax_all")
     }
 
     /// The row-major flat index of the smallest element (of the first NaN if
     /// any; of the first occurrence on ties), as a rank-0 `i64` tensor.
     /// Fails on an empty tensor.
-    pub fn try_argmin_all(&self) -> Result<Tensor<D, i64>> {
-        self.arg_reduce_all(ArgReduceOp::ArgMin, "argmin_all")
-    }
-
-    /// Panicking form of [`try_argmin_all`](Self::try_argmin_all).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, u8>::from_vec(vec![4, 2, 8, 2], [4]);
     /// assert_eq!(x.argmin_all().item(), 1);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn argmin_all(&self) -> Tensor<D, i64> {
-        or_panic(self.try_argmin_all())
+        self.arg_reduce_all(ArgReduceOp::ArgMin, "argmin_all")
     }
 
     // ---- Along one axis, removing it ----
 
     /// The sums along `axis` (negative counts from the end), which is
     /// removed; an axis of size 0 sums to 0. Integers sum into `i64`, as in
-    /// [`try_sum`](Self::try_sum). A rank-0 tensor accepts axis 0 and -1
+    /// [`sum`](Self::sum). A rank-0 tensor accepts axis 0 and -1
     /// and is its own sum, as in PyTorch. Fails when `axis` is out of range.
     ///
     /// ```
@@ -457,11 +433,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let err = Tensor::<Cpu>::zeros([2, 3]).try_sum_axis(2).unwrap_err();
     /// assert!(matches!(err, Error::Axis { axis: 2, .. }));
     /// ```
-    pub fn try_sum_axis(&self, axis: isize) -> Result<Tensor<D, E::Sum>> {
-        self.sum_along("sum_axis", axis, false)
-    }
-
-    /// Panicking form of [`try_sum_axis`](Self::try_sum_axis).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -469,95 +440,71 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(x.sum_axis(0).to_vec(), vec![5.0, 7.0, 9.0]);
     /// assert_eq!(x.sum_axis(-1).to_vec(), vec![6.0, 15.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn sum_axis(&self, axis: isize) -> Tensor<D, E::Sum> {
-        or_panic(self.try_sum_axis(axis))
+        self.sum_along("sum_axis", axis, false)
     }
 
     /// The largest elements along `axis`, which is removed; NaN wins. Fails
     /// when `axis` is out of range or has size 0.
-    pub fn try_max_axis(&self, axis: isize) -> Result<Self> {
-        self.reduce_axis(ReduceOp::Max, "max_axis", axis, false)
-    }
-
-    /// Panicking form of [`try_max_axis`](Self::try_max_axis).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 8.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
     /// assert_eq!(x.max_axis(1).to_vec(), vec![8.0, 6.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn max_axis(&self, axis: isize) -> Self {
-        or_panic(self.try_max_axis(axis))
+        self.reduce_axis(ReduceOp::Max, "max_axis", axis, false)
     }
 
     /// The smallest elements along `axis`, which is removed; NaN wins. Fails
     /// when `axis` is out of range or has size 0.
-    pub fn try_min_axis(&self, axis: isize) -> Result<Self> {
-        self.reduce_axis(ReduceOp::Min, "min_axis", axis, false)
-    }
-
-    /// Panicking form of [`try_min_axis`](Self::try_min_axis).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, i64>::from_vec(vec![1, 8, 3, 4, 0, 6], [2, 3]);
     /// assert_eq!(x.min_axis(0).to_vec(), vec![1, 0, 3]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn min_axis(&self, axis: isize) -> Self {
-        or_panic(self.try_min_axis(axis))
+        self.reduce_axis(ReduceOp::Min, "min_axis", axis, false)
     }
 
     /// The index along `axis` of the largest element (of the first NaN if
     /// any; of the first occurrence on ties), with `axis` removed. Fails when
     /// `axis` is out of range or has size 0.
-    pub fn try_argmax(&self, axis: isize) -> Result<Tensor<D, i64>> {
-        self.arg_reduce_axis(ArgReduceOp::ArgMax, "argmax", axis, false)
-    }
-
-    /// Panicking form of [`try_argmax`](Self::try_argmax): the predicted
-    /// classes of a `[batch, classes]` tensor of scores.
+    ///
+    /// For example, the predicted classes of a `[batch, classes]` tensor of scores:
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let logits = Tensor::<Cpu>::from_vec(vec![0.1, 2.0, -1.0, 3.0, 0.0, 3.0], [2, 3]);
     /// assert_eq!(logits.argmax(-1).to_vec(), vec![1, 0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn argmax(&self, axis: isize) -> Tensor<D, i64> {
-        or_panic(self.try_argmax(axis))
+        self.arg_reduce_axis(ArgReduceOp::ArgMax, "argmax", axis, false)
     }
 
     /// The index along `axis` of the smallest element (of the first NaN if
     /// any; of the first occurrence on ties), with `axis` removed. Fails when
     /// `axis` is out of range or has size 0.
-    pub fn try_argmin(&self, axis: isize) -> Result<Tensor<D, i64>> {
-        self.arg_reduce_axis(ArgReduceOp::ArgMin, "argmin", axis, false)
-    }
-
-    /// Panicking form of [`try_argmin`](Self::try_argmin).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![5.0, 2.0, 7.0, 1.0], [2, 2]);
     /// assert_eq!(x.argmin(0).to_vec(), vec![0, 1]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn argmin(&self, axis: isize) -> Tensor<D, i64> {
-        or_panic(self.try_argmin(axis))
+        self.arg_reduce_axis(ArgReduceOp::ArgMin, "argmin", axis, false)
     }
 
     // ---- Along one axis, keeping it as size 1 ----
 
-    /// Like [`try_sum_axis`](Self::try_sum_axis), but `axis` stays, with
+    /// Like [`sum_axis`](Self::sum_axis), but `axis` stays, with
     /// size 1 (PyTorch's `keepdim=True`), so the result broadcasts back.
-    pub fn try_sum_keepdim(&self, axis: isize) -> Result<Tensor<D, E::Sum>> {
-        self.sum_along("sum_keepdim", axis, true)
-    }
-
-    /// Panicking form of [`try_sum_keepdim`](Self::try_sum_keepdim).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -566,77 +513,57 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(s.dims(), &[2, 1]);
     /// assert_eq!((&x / &s).to_vec(), vec![0.25, 0.75, 0.5, 0.5]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn sum_keepdim(&self, axis: isize) -> Tensor<D, E::Sum> {
-        or_panic(self.try_sum_keepdim(axis))
+        self.sum_along("sum_keepdim", axis, true)
     }
 
-    /// Like [`try_max_axis`](Self::try_max_axis), keeping `axis` as size 1.
-    pub fn try_max_keepdim(&self, axis: isize) -> Result<Self> {
-        self.reduce_axis(ReduceOp::Max, "max_keepdim", axis, true)
-    }
-
-    /// Panicking form of [`try_max_keepdim`](Self::try_max_keepdim).
+    /// Like [`max_axis`](Self::max_axis), keeping `axis` as size 1.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 3.0, 2.0, 0.0], [2, 2]);
     /// assert_eq!(x.max_keepdim(0).to_vec2(), vec![vec![2.0, 3.0]]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn max_keepdim(&self, axis: isize) -> Self {
-        or_panic(self.try_max_keepdim(axis))
+        self.reduce_axis(ReduceOp::Max, "max_keepdim", axis, true)
     }
 
-    /// Like [`try_min_axis`](Self::try_min_axis), keeping `axis` as size 1.
-    pub fn try_min_keepdim(&self, axis: isize) -> Result<Self> {
-        self.reduce_axis(ReduceOp::Min, "min_keepdim", axis, true)
-    }
-
-    /// Panicking form of [`try_min_keepdim`](Self::try_min_keepdim).
+    /// Like [`min_axis`](Self::min_axis), keeping `axis` as size 1.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 3.0, 2.0, 0.0], [2, 2]);
     /// assert_eq!(x.min_keepdim(-1).to_vec2(), vec![vec![1.0], vec![0.0]]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn min_keepdim(&self, axis: isize) -> Self {
-        or_panic(self.try_min_keepdim(axis))
+        self.reduce_axis(ReduceOp::Min, "min_keepdim", axis, true)
     }
 
-    /// Like [`try_argmax`](Self::try_argmax), keeping `axis` as size 1.
-    pub fn try_argmax_keepdim(&self, axis: isize) -> Result<Tensor<D, i64>> {
-        self.arg_reduce_axis(ArgReduceOp::ArgMax, "argmax_keepdim", axis, true)
-    }
-
-    /// Panicking form of [`try_argmax_keepdim`](Self::try_argmax_keepdim).
+    /// Like [`argmax`](Self::argmax), keeping `axis` as size 1.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 3.0, 2.0, 0.0], [2, 2]);
     /// assert_eq!(x.argmax_keepdim(1).to_vec2(), vec![vec![1], vec![0]]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn argmax_keepdim(&self, axis: isize) -> Tensor<D, i64> {
-        or_panic(self.try_argmax_keepdim(axis))
+        self.arg_reduce_axis(ArgReduceOp::ArgMax, "argmax_keepdim", axis, true)
     }
 
-    /// Like [`try_argmin`](Self::try_argmin), keeping `axis` as size 1.
-    pub fn try_argmin_keepdim(&self, axis: isize) -> Result<Tensor<D, i64>> {
-        self.arg_reduce_axis(ArgReduceOp::ArgMin, "argmin_keepdim", axis, true)
-    }
-
-    /// Panicking form of [`try_argmin_keepdim`](Self::try_argmin_keepdim).
+    /// Like [`argmin`](Self::argmin), keeping `axis` as size 1.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 3.0, 2.0, 0.0], [2, 2]);
     /// assert_eq!(x.argmin_keepdim(0).to_vec2(), vec![vec![0, 1]]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn argmin_keepdim(&self, axis: isize) -> Tensor<D, i64> {
-        or_panic(self.try_argmin_keepdim(axis))
+        self.arg_reduce_axis(ArgReduceOp::ArgMin, "argmin_keepdim", axis, true)
     }
 }
 
@@ -647,11 +574,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 
     /// The mean of all elements, as a rank-0 tensor; NaN for an empty tensor.
-    pub fn try_mean(&self) -> Result<Self> {
-        Self::divide_by_count(self.sum_all()?, self.elem_count())
-    }
-
-    /// Panicking form of [`try_mean`](Self::try_mean).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -659,64 +581,44 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.mean().item(), 3.0);
     /// assert!(Tensor::<Cpu>::zeros([0]).mean().item().is_nan());
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn mean(&self) -> Self {
-        or_panic(self.try_mean())
+        Self::divide_by_count(self.sum_all()?, self.elem_count())
     }
 
     /// The means along `axis`, which is removed; NaN over an axis of size 0.
     /// Fails when `axis` is out of range.
-    pub fn try_mean_axis(&self, axis: isize) -> Result<Self> {
-        let sum = self.sum_along("mean_axis", axis, false)?;
-        Self::divide_by_count(sum, self.axis_len(axis))
-    }
-
-    /// Panicking form of [`try_mean_axis`](Self::try_mean_axis).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
     /// assert_eq!(x.mean_axis(0).to_vec(), vec![2.5, 3.5, 4.5]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn mean_axis(&self, axis: isize) -> Self {
-        or_panic(self.try_mean_axis(axis))
-    }
-
-    /// Like [`try_mean_axis`](Self::try_mean_axis), keeping `axis` as size 1.
-    pub fn try_mean_keepdim(&self, axis: isize) -> Result<Self> {
-        let sum = self.sum_along("mean_keepdim", axis, true)?;
+        let sum = self.sum_along("mean_axis", axis, false)?;
         Self::divide_by_count(sum, self.axis_len(axis))
     }
 
-    /// Panicking form of [`try_mean_keepdim`](Self::try_mean_keepdim):
-    /// centring the rows of a matrix.
+    /// Like [`mean_axis`](Self::mean_axis), keeping `axis` as size 1.
+    ///
+    /// For example, centring the rows of a matrix:
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 3.0, 10.0, 20.0], [2, 2]);
     /// assert_eq!((&x - &x.mean_keepdim(1)).to_vec(), vec![-1.0, 1.0, -5.0, 5.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn mean_keepdim(&self, axis: isize) -> Self {
-        or_panic(self.try_mean_keepdim(axis))
+        let sum = self.sum_along("mean_keepdim", axis, true)?;
+        Self::divide_by_count(sum, self.axis_len(axis))
     }
 
     /// Size of an axis the caller has already resolved successfully (1 for
     /// the one element of a rank-0 tensor).
     fn axis_len(&self, axis: isize) -> usize {
         self.shape().axis(axis).map_or(1, |a| self.dims()[a])
-    }
-
-    /// `exp(x) / sum(exp(x))` along `axis`, computed as
-    /// `exp(x - max) / sum(exp(x - max))` so that large inputs do not
-    /// overflow. Entries of `-inf` get 0; a row that is all `-inf`, or holds
-    /// NaN or `+inf`, gives NaN, as in PyTorch. In `f32`, probabilities
-    /// below `2^-126` (about `1.2e-38`) flush to 0; use
-    /// [`try_log_softmax`](Self::try_log_softmax) where they matter. Fails
-    /// when `axis` is out of range.
-    pub fn try_softmax(&self, axis: isize) -> Result<Self> {
-        self.softmax_tracked("softmax", axis, false)
     }
 
     /// `softmax` or `log_softmax` along `axis`, recorded for autograd.
@@ -731,27 +633,28 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         autograd::track(name, &[self.node()], forward, |out| grad::softmax::<D, E>(out.clone(), resolved, log))
     }
 
-    /// Panicking form of [`try_softmax`](Self::try_softmax).
+    /// `exp(x) / sum(exp(x))` along `axis`, computed as
+    /// `exp(x - max) / sum(exp(x - max))` so that large inputs do not
+    /// overflow. Entries of `-inf` get 0; a row that is all `-inf`, or holds
+    /// NaN or `+inf`, gives NaN, as in PyTorch. In `f32`, probabilities
+    /// below `2^-126` (about `1.2e-38`) flush to 0; use
+    /// [`log_softmax`](Self::log_softmax) where they matter. Fails
+    /// when `axis` is out of range.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let logits = Tensor::<Cpu>::from_vec(vec![1000.0, 1000.0, 0.0, f32::NEG_INFINITY], [2, 2]);
     /// assert_eq!(logits.softmax(-1).to_vec(), vec![0.5, 0.5, 1.0, 0.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn softmax(&self, axis: isize) -> Self {
-        or_panic(self.try_softmax(axis))
+        self.softmax_tracked("softmax", axis, false)
     }
 
     /// `log(softmax(x))` along `axis`, computed as
     /// `x - max - log(sum(exp(x - max)))`: accurate where the probabilities
     /// underflow, and the input of a cross-entropy loss. Same special values
-    /// as [`try_softmax`](Self::try_softmax). Fails when `axis` is out of range.
-    pub fn try_log_softmax(&self, axis: isize) -> Result<Self> {
-        self.softmax_tracked("log_softmax", axis, true)
-    }
-
-    /// Panicking form of [`try_log_softmax`](Self::try_log_softmax).
+    /// as [`softmax`](Self::softmax). Fails when `axis` is out of range.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
@@ -759,8 +662,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// let ln2 = std::f64::consts::LN_2;
     /// assert_eq!(logits.log_softmax(1).to_vec(), vec![-ln2, -ln2, -200.0, 0.0]);
     /// ```
-    #[track_caller]
+    #[fallible]
     pub fn log_softmax(&self, axis: isize) -> Self {
-        or_panic(self.try_log_softmax(axis))
+        self.softmax_tracked("log_softmax", axis, true)
     }
 }

@@ -24,9 +24,10 @@ pub use ops::{
 use crate::autograd::{self, rule};
 use crate::device::{Backend, Device};
 use crate::element::{Element, FloatElement};
-use crate::error::{Result, or_panic};
+use crate::error::Result;
 use crate::shape::Layout;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 
 /// An elementwise function of one tensor, declared once: the built-in ops
 /// (`Exp`, `Clamp`, ...) and your own. Implement it for the element types
@@ -174,24 +175,20 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// tracks one: how every method of this module runs, and how your own
     /// [`UnaryOp`] runs. Fails when the device cannot run the op (a GPU
     /// without its kernel, or out of memory).
-    pub fn try_apply_unary<Op: UnaryOp<E>>(&self, op: Op) -> Result<Self> {
+    ///
+    /// See [`UnaryOp`] for an example.
+    #[fallible]
+    pub fn apply_unary<Op: UnaryOp<E>>(&self, op: Op) -> Self {
         let forward = || Ok(Tensor::from_storage(D::unary(op, self.storage(), self.layout())?, self.shape().clone()));
         autograd::track(Op::NAME, &[self.node()], forward, |y| {
             let (x, y) = (self.detach(), y.detach());
             rule(move |grad: &Tensor<D, E>, _| Ok(vec![Some(op.backward(&x, &y, grad)?)]))
         })
     }
-
-    /// Panicking form of [`try_apply_unary`](Self::try_apply_unary); see
-    /// [`UnaryOp`] for an example.
-    #[track_caller]
-    pub fn apply_unary<Op: UnaryOp<E>>(&self, op: Op) -> Self {
-        or_panic(self.try_apply_unary(op))
-    }
 }
 
-/// Defines `try_x` (with the first doc block) and `x` (the panicking form,
-/// with the second, its example) for each unary op.
+/// Defines `x` and `try_x` for each unary op: the first doc block
+/// describes it, the second holds its example.
 macro_rules! unary_methods {
     ($(
         $(#[$doc:meta])*
@@ -200,16 +197,11 @@ macro_rules! unary_methods {
     ;)*) => {$(
         $(#[$doc])*
         /// Fails only when the device cannot run the kernel.
-        pub fn $try_name(&self $(, $arg: $ty)*) -> Result<Self> {
-            self.try_apply_unary($op)
-        }
-
-        #[doc = concat!("Panicking form of [`", stringify!($try_name), "`](Self::", stringify!($try_name), ").")]
         ///
         $(#[$example])*
-        #[track_caller]
+        #[fallible($try_name)]
         pub fn $name(&self $(, $arg: $ty)*) -> Self {
-            or_panic(self.$try_name($($arg),*))
+            self.try_apply_unary($op)
         }
     )*};
 }

@@ -9,10 +9,11 @@ pub use reshape_dims::ReshapeDims;
 use crate::autograd::{self, float_rule};
 use crate::device::Device;
 use crate::element::Element;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis, resolve_axis_or_scalar};
 use crate::shape::{Dims, Layout, Shape};
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
 use grad::ViewGrad;
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -45,7 +46,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// copies only when this tensor is not contiguous (PyTorch's `reshape`).
     /// One size may be `-1`, for the size that keeps the element count
     /// (see [`ReshapeDims`]).
-    pub fn try_reshape(&self, shape: impl ReshapeDims) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.to_vec2(), vec![vec![0, 1, 2], vec![3, 4, 5]]);
+    /// ```
+    #[fallible]
+    pub fn reshape(&self, shape: impl ReshapeDims) -> Self {
         let shape = shape.resolve("reshape", D::name(), self.shape())?;
         check_elem_count("reshape", D::name, &[self.shape(), &shape])?;
         if shape.elem_count() != self.elem_count() {
@@ -62,21 +70,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Panicking form of [`try_reshape`](Self::try_reshape).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
-    /// assert_eq!(x.to_vec2(), vec![vec![0, 1, 2], vec![3, 4, 5]]);
-    /// ```
-    #[track_caller]
-    pub fn reshape(&self, shape: impl ReshapeDims) -> Self {
-        or_panic(self.try_reshape(shape))
-    }
-
-    /// Like [`try_reshape`](Self::try_reshape), but never copies: fails on a
+    /// Like [`reshape`](Self::reshape), but never copies: fails on a
     /// non-contiguous tensor (PyTorch's `view`).
-    pub fn try_view(&self, shape: impl ReshapeDims) -> Result<Self> {
+    #[fallible]
+    pub fn view(&self, shape: impl ReshapeDims) -> Self {
         if !self.is_contiguous() {
             let shape = shape.resolve("view", D::name(), self.shape())?;
             return Err(self.shape_error(
@@ -88,14 +85,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_reshape(shape)
     }
 
-    /// Panicking form of [`try_view`](Self::try_view).
-    #[track_caller]
-    pub fn view(&self, shape: impl ReshapeDims) -> Self {
-        or_panic(self.try_view(shape))
-    }
-
     /// Dimensions `start..=end` merged into one, like `torch.flatten`.
-    pub fn try_flatten(&self, start: isize, end: isize) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([64, 16, 32, 32]);
+    /// assert_eq!(x.flatten(1, -1).dims(), &[64, 16384]);
+    /// ```
+    #[fallible]
+    pub fn flatten(&self, start: isize, end: isize) -> Self {
         if self.rank() == 0 {
             return self.try_reshape([1]);
         }
@@ -122,30 +120,26 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_reshape(new)
     }
 
-    /// Panicking form of [`try_flatten`](Self::try_flatten).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::zeros([64, 16, 32, 32]);
-    /// assert_eq!(x.flatten(1, -1).dims(), &[64, 16384]);
-    /// ```
-    #[track_caller]
-    pub fn flatten(&self, start: isize, end: isize) -> Self {
-        or_panic(self.try_flatten(start, end))
-    }
-
     /// All dimensions merged into one.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).flatten_all().dims(), &[6]);
     /// ```
+    #[fallible]
     pub fn flatten_all(&self) -> Self {
-        or_panic(self.try_reshape([self.elem_count()]))
+        self.try_reshape([self.elem_count()])
     }
 
     /// The dimensions reordered: output axis `i` is input axis `axes[i]`.
-    pub fn try_permute(&self, axes: impl AsRef<[usize]>) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([2, 3, 4]);
+    /// assert_eq!(x.permute([2, 0, 1]).dims(), &[4, 2, 3]);
+    /// ```
+    #[fallible]
+    pub fn permute(&self, axes: impl AsRef<[usize]>) -> Self {
         let axes = axes.as_ref();
         let mut seen = vec![false; self.rank()];
         let valid = axes.len() == self.rank()
@@ -172,21 +166,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Panicking form of [`try_permute`](Self::try_permute).
+    /// Axes `a` and `b` swapped. A rank-0 tensor accepts axes 0 and -1 and
+    /// is returned as it is, as in PyTorch.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::zeros([2, 3, 4]);
-    /// assert_eq!(x.permute([2, 0, 1]).dims(), &[4, 2, 3]);
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3, 4]).transpose(0, -1).dims(), &[4, 3, 2]);
     /// ```
-    #[track_caller]
-    pub fn permute(&self, axes: impl AsRef<[usize]>) -> Self {
-        or_panic(self.try_permute(axes))
-    }
-
-    /// Axes `a` and `b` swapped. A rank-0 tensor accepts axes 0 and -1 and
-    /// is returned as it is, as in PyTorch.
-    pub fn try_transpose(&self, a: isize, b: isize) -> Result<Self> {
+    #[fallible]
+    pub fn transpose(&self, a: isize, b: isize) -> Self {
         let scalar = |axis| resolve_axis_or_scalar("transpose", D::name, self.shape(), axis);
         if let (None, None) = (scalar(a)?, scalar(b)?) {
             return Ok(self.clone());
@@ -197,20 +185,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_permute(axes)
     }
 
-    /// Panicking form of [`try_transpose`](Self::try_transpose).
+    /// The transpose of a matrix; tensors of rank 0 and 1 are returned as
+    /// they are, like PyTorch's `t()`.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3, 4]).transpose(0, -1).dims(), &[4, 3, 2]);
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).t().dims(), &[3, 2]);
     /// ```
-    #[track_caller]
-    pub fn transpose(&self, a: isize, b: isize) -> Self {
-        or_panic(self.try_transpose(a, b))
-    }
-
-    /// The transpose of a matrix; tensors of rank 0 and 1 are returned as
-    /// they are, like PyTorch's `t()`.
-    pub fn try_t(&self) -> Result<Self> {
+    #[fallible]
+    pub fn t(&self) -> Self {
         match self.rank() {
             0 | 1 => Ok(self.clone()),
             2 => self.try_transpose(0, 1),
@@ -218,20 +201,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
         }
     }
 
-    /// Panicking form of [`try_t`](Self::try_t).
+    /// Axis `axis` removed if its size is 1 (otherwise unchanged, as in
+    /// PyTorch); a rank-0 tensor accepts axes 0 and -1 and stays as it is.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).t().dims(), &[3, 2]);
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 1, 3]).squeeze(1).dims(), &[2, 3]);
     /// ```
-    #[track_caller]
-    pub fn t(&self) -> Self {
-        or_panic(self.try_t())
-    }
-
-    /// Axis `axis` removed if its size is 1 (otherwise unchanged, as in
-    /// PyTorch); a rank-0 tensor accepts axes 0 and -1 and stays as it is.
-    pub fn try_squeeze(&self, axis: isize) -> Result<Self> {
+    #[fallible]
+    pub fn squeeze(&self, axis: isize) -> Self {
         let Some(axis) = resolve_axis_or_scalar("squeeze", D::name, self.shape(), axis)? else {
             return Ok(self.clone());
         };
@@ -248,34 +226,31 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Panicking form of [`try_squeeze`](Self::try_squeeze).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 1, 3]).squeeze(1).dims(), &[2, 3]);
-    /// ```
-    #[track_caller]
-    pub fn squeeze(&self, axis: isize) -> Self {
-        or_panic(self.try_squeeze(axis))
-    }
-
     /// Every size-1 axis removed.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// assert_eq!(Tensor::<Cpu>::zeros([1, 2, 1]).squeeze_all().dims(), &[2]);
     /// ```
+    #[fallible]
     pub fn squeeze_all(&self) -> Self {
-        or_panic(self.reshaped_view("squeeze_all", || {
+        self.reshaped_view("squeeze_all", || {
             let l = self.layout();
             let (dims, strides): (Dims, Dims) =
                 l.dims().iter().zip(l.strides()).filter(|&(&d, _)| d != 1).map(|(&d, &s)| (d, s)).unzip();
             Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, l.offset())))
-        }))
+        })
     }
 
     /// A size-1 axis inserted at `axis` (`-1` appends one at the end).
-    pub fn try_unsqueeze(&self, axis: isize) -> Result<Self> {
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(0).dims(), &[1, 2, 3]);
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(-1).dims(), &[2, 3, 1]);
+    /// ```
+    #[fallible]
+    pub fn unsqueeze(&self, axis: isize) -> Self {
         let rank = self.rank() as isize;
         let resolved = if axis < 0 { axis + rank + 1 } else { axis };
         if !(0..=rank).contains(&resolved) {
@@ -294,21 +269,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Panicking form of [`try_unsqueeze`](Self::try_unsqueeze).
+    /// Elements `start..start + len` along `axis`, like `torch.narrow` or
+    /// slicing `x[:, start:start+len]`.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(0).dims(), &[1, 2, 3]);
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(-1).dims(), &[2, 3, 1]);
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.narrow(1, 1, 2).to_vec2(), vec![vec![1, 2], vec![4, 5]]);
     /// ```
-    #[track_caller]
-    pub fn unsqueeze(&self, axis: isize) -> Self {
-        or_panic(self.try_unsqueeze(axis))
-    }
-
-    /// Elements `start..start + len` along `axis`, like `torch.narrow` or
-    /// slicing `x[:, start:start+len]`.
-    pub fn try_narrow(&self, axis: isize, start: usize, len: usize) -> Result<Self> {
+    #[fallible]
+    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
         let ax = self.resolve("narrow", axis)?;
         let size = self.dims()[ax];
         if start.checked_add(len).is_none_or(|end| end > size) {
@@ -334,20 +304,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// Panicking form of [`try_narrow`](Self::try_narrow).
+    /// The slice at `index` along `axis`, with that axis removed, like `x[i]`.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
-    /// assert_eq!(x.narrow(1, 1, 2).to_vec2(), vec![vec![1, 2], vec![4, 5]]);
+    /// assert_eq!(x.select(0, 1).to_vec(), vec![3, 4, 5]);
+    /// assert_eq!(x.select(1, 0).to_vec(), vec![0, 3]);
     /// ```
-    #[track_caller]
-    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
-        or_panic(self.try_narrow(axis, start, len))
-    }
-
-    /// The slice at `index` along `axis`, with that axis removed, like `x[i]`.
-    pub fn try_select(&self, axis: isize, index: usize) -> Result<Self> {
+    #[fallible]
+    pub fn select(&self, axis: isize, index: usize) -> Self {
         let ax = self.resolve("select", axis)?;
         if index >= self.dims()[ax] {
             return Err(Error::Index {
@@ -361,22 +327,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_narrow(axis, index, 1)?.try_squeeze(ax as isize)
     }
 
-    /// Panicking form of [`try_select`](Self::try_select).
+    /// A view repeating this tensor to `shape` by NumPy broadcasting, like
+    /// PyTorch's `expand`.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
-    /// assert_eq!(x.select(0, 1).to_vec(), vec![3, 4, 5]);
-    /// assert_eq!(x.select(1, 0).to_vec(), vec![0, 3]);
+    /// let row = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
+    /// assert_eq!(row.broadcast_to([2, 2]).to_vec(), vec![1.0, 2.0, 1.0, 2.0]);
     /// ```
-    #[track_caller]
-    pub fn select(&self, axis: isize, index: usize) -> Self {
-        or_panic(self.try_select(axis, index))
-    }
-
-    /// A view repeating this tensor to `shape` by NumPy broadcasting, like
-    /// PyTorch's `expand`.
-    pub fn try_broadcast_to(&self, shape: impl Into<Shape>) -> Result<Self> {
+    #[fallible]
+    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Self {
         let shape = shape.into();
         check_elem_count("broadcast_to", D::name, &[self.shape(), &shape])?;
         let layout = self.layout().broadcast_to(&shape).ok_or_else(|| {
@@ -387,17 +347,5 @@ impl<D: Device, E: Element> Tensor<D, E> {
             )
         })?;
         self.view_op("broadcast_to", || ViewGrad::Broadcast(self.shape().clone()), || Ok(self.with_layout(layout)))
-    }
-
-    /// Panicking form of [`try_broadcast_to`](Self::try_broadcast_to).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let row = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
-    /// assert_eq!(row.broadcast_to([2, 2]).to_vec(), vec![1.0, 2.0, 1.0, 2.0]);
-    /// ```
-    #[track_caller]
-    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Self {
-        or_panic(self.try_broadcast_to(shape))
     }
 }
