@@ -490,4 +490,110 @@ __device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long lon
 #define DT_UNARY_ALL_1(op, ...) DT_UNARY_FLOAT_1(op, __VA_ARGS__) DT_UNARY_INTS(op, DT_UNARY_PARAMS1, __VA_ARGS__)
 #define DT_UNARY_ALL_2(op, ...) DT_UNARY_FLOAT_2(op, __VA_ARGS__) DT_UNARY_INTS(op, DT_UNARY_PARAMS2, __VA_ARGS__)
 
+// ---------------------------------------------------------------------------
+// Element-wise functions of two tensors in one line
+//
+// The Rust side declares each binary op once (a type implementing
+// `devtensor::ops::binary::BinaryOp`); its kernels are one line here or in
+// a user's own source:
+//
+//   DT_BINARY_ALL(add, dt_add(a, b))            // f32, f64, i64 and u8
+//   DT_BINARY_FLOAT(hypot, sqrt(a * a + b * b)) // f32 and f64
+//
+// define, for each type T, with out = the expression of the elements `a`
+// (left) and `b` (right), and `T` naming the element type in it:
+//   binary_<op>_<T>(size_t n, size_t rank, const size_t* dims,
+//                   const size_t* lhs_strides, size_t lhs_offset,
+//                   const size_t* rhs_strides, size_t rhs_offset,
+//                   const T* lhs, const T* rhs, T* out)
+//       over the broadcast output shape `dims` (n elements); both layouts
+//       are broadcast to it (stride 0 on broadcast axes). rank == 0 is the
+//       dense fast path. `out` may be a dense `lhs` at offset 0 (in place):
+//       each element is read before it is written, by the same thread.
+//   binary_<op>_rows_<T>(size_t rows, size_t cols,
+//                        size_t lhs_row, size_t lhs_col, size_t lhs_offset,
+//                        size_t rhs_row, size_t rhs_col, size_t rhs_offset,
+//                        const T* lhs, const T* rhs, T* out)
+//       the same for an output [rows, cols] whose operands have the strides
+//       (row, col): a block per row, no index division. Same in-place rule.
+//   binary_<op>_scalar_<T>(size_t n, size_t rank, const size_t* dims,
+//                          const size_t* strides, size_t offset,
+//                          const T* x, T scalar, int scalar_first, T* out)
+//       x OP scalar, or scalar OP x when scalar_first != 0.
+// Integer expressions must wrap (use dt_add, dt_sub, dt_mul).
+
+template <typename Op, typename T>
+__device__ void dt_binary(size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides,
+                          size_t lhs_offset, const size_t* rhs_strides, size_t rhs_offset, const T* lhs,
+                          const T* rhs, T* out) {
+    if (rank == 0) {
+        dt_map(n, out, [&](size_t i) { return Op::apply(lhs[lhs_offset + i], rhs[rhs_offset + i]); });
+        return;
+    }
+    dt_map(n, out, [&](size_t i) {
+        size_t a = lhs_offset, b = rhs_offset;
+        dt_offset2(i, rank, dims, lhs_strides, &a, rhs_strides, &b);
+        return Op::apply(lhs[a], rhs[b]);
+    });
+}
+
+/// Two operands whose layouts merge to two axes (a row broadcast, a column
+/// broadcast, a transposed matrix): a block per row, its threads across the
+/// row, so no element needs an index division.
+template <typename Op, typename T>
+__device__ void dt_binary_rows(size_t rows, size_t cols, size_t lhs_row, size_t lhs_col, size_t lhs_offset,
+                               size_t rhs_row, size_t rhs_col, size_t rhs_offset, const T* lhs, const T* rhs,
+                               T* out) {
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T* a = lhs + lhs_offset + r * lhs_row;
+        const T* b = rhs + rhs_offset + r * rhs_row;
+        dt_map_from(threadIdx.x, blockDim.x, cols, out + r * cols,
+                    [&](size_t c) { return Op::apply(a[c * lhs_col], b[c * rhs_col]); });
+    }
+}
+
+template <typename Op, typename T>
+__device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, const size_t* strides,
+                                 size_t offset, const T* x, T scalar, int scalar_first, T* out) {
+    // Two loops, so the operand order is not re-tested per element.
+    if (scalar_first) {
+        dt_map(n, out, [&](size_t i) { return Op::apply(scalar, x[dt_offset(i, rank, dims, strides, offset)]); });
+    } else {
+        dt_map(n, out, [&](size_t i) { return Op::apply(x[dt_offset(i, rank, dims, strides, offset)], scalar); });
+    }
+}
+
+#define DT_BINARY_KERNELS(op, name, TYPE, ...)                                                             \
+    struct dt_binary_##op##_##name {                                                                       \
+        typedef TYPE T;                                                                                   \
+        __device__ static T apply(T a, T b) { return (T)(__VA_ARGS__); }                                  \
+    };                                                                                                     \
+    extern "C" __global__ void binary_##op##_##name(                                                       \
+        size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides, size_t lhs_offset,          \
+        const size_t* rhs_strides, size_t rhs_offset, const TYPE* lhs, const TYPE* rhs, TYPE* out) {      \
+        dt_binary<dt_binary_##op##_##name>(n, rank, dims, lhs_strides, lhs_offset, rhs_strides,            \
+                                            rhs_offset, lhs, rhs, out);                                    \
+    }                                                                                                      \
+    extern "C" __global__ void binary_##op##_rows_##name(                                                  \
+        size_t rows, size_t cols, size_t lhs_row, size_t lhs_col, size_t lhs_offset, size_t rhs_row,      \
+        size_t rhs_col, size_t rhs_offset, const TYPE* lhs, const TYPE* rhs, TYPE* out) {                 \
+        dt_binary_rows<dt_binary_##op##_##name>(rows, cols, lhs_row, lhs_col, lhs_offset, rhs_row,         \
+                                                 rhs_col, rhs_offset, lhs, rhs, out);                      \
+    }                                                                                                      \
+    extern "C" __global__ void binary_##op##_scalar_##name(size_t n, size_t rank, const size_t* dims,     \
+                                                           const size_t* strides, size_t offset,          \
+                                                           const TYPE* x, TYPE scalar, int scalar_first,  \
+                                                           TYPE* out) {                                   \
+        dt_binary_scalar<dt_binary_##op##_##name>(n, rank, dims, strides, offset, x, scalar, scalar_first, \
+                                                   out);                                                   \
+    }
+
+#define DT_BINARY_FLOAT(op, ...)                                                                           \
+    DT_BINARY_KERNELS(op, f32, float, __VA_ARGS__)                                                         \
+    DT_BINARY_KERNELS(op, f64, double, __VA_ARGS__)
+#define DT_BINARY_ALL(op, ...)                                                                             \
+    DT_BINARY_FLOAT(op, __VA_ARGS__)                                                                       \
+    DT_BINARY_KERNELS(op, i64, long long, __VA_ARGS__)                                                     \
+    DT_BINARY_KERNELS(op, u8, unsigned char, __VA_ARGS__)
+
 #endif // DEVTENSOR_COMMON_CUH

@@ -1,9 +1,11 @@
 //! Elementwise arithmetic checked against plain loops, on random shapes,
-//! broadcast pairs and non-contiguous views.
+//! broadcast pairs and non-contiguous views, and every differentiable op's
+//! gradients against central differences (the gradient table).
 
 #[macro_use]
 mod common;
 
+use common::gradcheck::{T, Values, gradcheck, values};
 use common::*;
 use devtensor::{Cpu, Device, Element, Error, Tensor};
 use proptest::prelude::*;
@@ -224,8 +226,75 @@ device_tests! {
     mismatched_shapes_are_reported => mismatched_shapes_are_reported_with_op_shapes_and_device,
     integer_division_by_zero => integer_division_by_zero_is_an_error_not_a_panic,
     empty_tensors => empty_tensors_combine_to_empty_results,
+    pow_against_reference => pow_matches_reference,
 }
 
 device_tests_vs_cpu! {
     large_inputs_on_every_layout => large_inputs, Family::Exact;
+}
+
+/// Operands of a gradient check: a broadcast pair of shapes, with values
+/// of the kinds the op needs on each side.
+fn pair_inputs(a: Values, b: Values) -> impl Strategy<Value = ((Vec<usize>, Vec<f64>), (Vec<usize>, Vec<f64>))> {
+    broadcast_pair(3, 3).prop_flat_map(move |(ad, bd)| {
+        let (na, nb) = (ad.iter().product(), bd.iter().product());
+        ((Just(ad), values(na, a)), (Just(bd), values(nb, b)))
+    })
+}
+
+/// The gradient table: each differentiable binary op on broadcast operands
+/// of any layout, against central differences. A row reads
+/// `name: call, a: values, b: values;`. Ties of `maximum` and `minimum`
+/// (`Distinct` values repeat across the two sides) check PyTorch's even
+/// split, which central differences also give.
+macro_rules! gradient_table {
+    ($($name:ident: $call:expr, a: $a:expr, b: $b:expr;)*) => {
+        mod gradients {
+            use super::*;
+
+            device_proptests! {
+                cases = 16;
+                $(
+                    fn $name<D>(((ad, a), (bd, b)) in pair_inputs($a, $b), va in variant(), vb in variant()) {
+                        let call: fn(&T<D>, &T<D>) -> T<D> = $call;
+                        let x = [tensor_with::<D, f64>(&a, &ad, va), tensor_with::<D, f64>(&b, &bd, vb)];
+                        gradcheck(stringify!($name), &x, |x| call(&x[0], &x[1]));
+                    }
+                )*
+            }
+        }
+    };
+}
+
+gradient_table! {
+    add: |a, b| a + b, a: Values::AwayFromZero, b: Values::AwayFromZero;
+    sub: |a, b| a - b, a: Values::AwayFromZero, b: Values::AwayFromZero;
+    mul: |a, b| a * b, a: Values::AwayFromZero, b: Values::AwayFromZero;
+    div: |a, b| a / b, a: Values::AwayFromZero, b: Values::AwayFromZero;
+    maximum: |a, b| a.maximum(b), a: Values::Distinct, b: Values::Distinct;
+    minimum: |a, b| a.minimum(b), a: Values::Distinct, b: Values::Distinct;
+    pow: |a, b| a.pow(b), a: Values::Positive, b: Values::AwayFromZero;
+    scalar_forms: |a, _| &(&(&(2.0 - a) * 3.0) / 4.0) + &(1.5 / a), a: Values::AwayFromZero, b: Values::AwayFromZero;
+}
+
+/// `pow` against `f64::powf`, with PyTorch's edge cases: `0^0 = 1`,
+/// `0^-1 = inf`, a negative base with a fractional exponent is NaN.
+fn pow_matches_reference<D: Device>() {
+    let a = Tensor::<D, f64>::from_vec(vec![2.0, 0.0, 0.0, -8.0, -8.0, 1.5, f64::NAN], [7]);
+    let b = Tensor::<D, f64>::from_vec(vec![10.0, 0.0, -1.0, 1.0 / 3.0, 3.0, -2.5, 0.0], [7]);
+    let got = a.pow(&b).to_vec();
+    let expected: Vec<f64> = a.to_vec().iter().zip(b.to_vec()).map(|(x, y)| x.powf(y)).collect();
+    assert_eq!(format!("{got:?}"), format!("{expected:?}"));
+    assert_eq!(&got[..3], &[1024.0, 1.0, f64::INFINITY]);
+    assert!(got[3].is_nan() && got[4] == -512.0 && got[6] == 1.0);
+    // Broadcast, in f32.
+    let base = Tensor::<D>::from_vec(vec![1.0, 2.0, 3.0], [3, 1]);
+    let exponent = Tensor::<D>::from_vec(vec![0.5, 2.0], [2]);
+    let expected: Vec<f32> = [1.0f32, 2.0, 3.0].iter().flat_map(|x| [x.powf(0.5), x.powf(2.0)]).collect();
+    assert_close(&as_f64(&base.pow(&exponent).to_vec()), &as_f64(&expected), 1e-6, 1e-6);
+    // The gradient of the exponent at a zero base is 0, as in PyTorch.
+    let (zero, e) = (Tensor::<D, f64>::scalar(0.0).requires_grad(), Tensor::<D, f64>::scalar(2.0).requires_grad());
+    let grads = zero.pow(&e).backward();
+    assert_eq!(grads.get(&e).unwrap().item(), 0.0);
+    assert_eq!(grads.get(&zero).unwrap().item(), 0.0);
 }

@@ -110,6 +110,11 @@ impl Needs<'_> {
     pub(crate) fn then<T>(self, i: usize, grad: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
         if self.0[i] { grad().map(Some) } else { Ok(None) }
     }
+
+    /// Whether operand `i` needs a gradient.
+    pub(crate) fn get(self, i: usize) -> bool {
+        self.0[i]
+    }
 }
 
 /// A recorded op's gradient rule.

@@ -2,11 +2,12 @@
 //!
 //! Each family's `mod.rs` holds the public API, the shape checks and the
 //! family's kernel trait; `cpu.rs` and `cuda.rs` implement that trait for
-//! each device. The unary family declares each op once, as a type
-//! implementing [`unary::UnaryOp`] (`unary/ops.rs`), from which its kernels,
-//! gradient and methods follow; the other families are to follow the same
-//! pattern. Every fallible operation comes as `try_x` returning
-//! [`Result`](crate::Result) and as `x`, which panics with the same message.
+//! each device. The unary and binary families declare each op once, as a
+//! type implementing [`unary::UnaryOp`] or [`binary::BinaryOp`] (their
+//! `ops.rs`), from which its kernels, gradient and methods follow; the other
+//! families are to follow the same pattern. Every fallible operation comes
+//! as `try_x` returning [`Result`](crate::Result) and as `x`, which panics
+//! with the same message, both written by `#[fallible]` from one definition.
 //! Operations taking several tensors require them on one device through
 //! [`SameDevice`](crate::SameDevice), checked at compile time.
 
@@ -14,7 +15,10 @@ pub mod binary;
 pub mod compare;
 pub mod conv;
 pub mod index;
+mod kernel_source;
 pub mod matmul;
 pub mod reduce;
 pub mod unary;
 pub mod view;
+
+pub use kernel_source::KernelSource;

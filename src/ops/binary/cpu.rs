@@ -1,4 +1,5 @@
-//! Binary kernels on the CPU.
+//! Binary kernels on the CPU: the op's `apply`, monomorphised per op and
+//! element type, in vectorisable (and, for large inputs, parallel) loops.
 
 use super::{BinaryKernel, BinaryOp};
 use crate::device::cpu::{CpuStorage, is_small_output, map_strided, output_buffer, vectorized, zip_into};
@@ -7,51 +8,9 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, for_each_block};
 
-/// Calls `$body` with `$f` bound to the element function of `$op`, so each
-/// operation gets its own monomorphised, vectorisable loop.
-macro_rules! with_op {
-    ($op:expr, $E:ty, |$f:ident| $body:expr) => {
-        match $op {
-            BinaryOp::Add => {
-                let $f = <$E as Element>::add;
-                $body
-            }
-            BinaryOp::Sub => {
-                let $f = <$E as Element>::sub;
-                $body
-            }
-            BinaryOp::Mul => {
-                let $f = <$E as Element>::mul;
-                $body
-            }
-            // Zero divisors of integers were rejected before the loop.
-            BinaryOp::Div => {
-                let $f = |a: $E, b: $E| a.div(b).unwrap_or(<$E>::ZERO);
-                $body
-            }
-            BinaryOp::DivTrunc => {
-                let $f = |a: $E, b: $E| a.div_trunc(b).unwrap_or(<$E>::ZERO);
-                $body
-            }
-            BinaryOp::DivFloor => {
-                let $f = |a: $E, b: $E| a.div_floor(b).unwrap_or(<$E>::ZERO);
-                $body
-            }
-            BinaryOp::Maximum => {
-                let $f = <$E as Element>::max;
-                $body
-            }
-            BinaryOp::Minimum => {
-                let $f = <$E as Element>::min;
-                $body
-            }
-        }
-    };
-}
-
 /// Rejects an integer division whose divisors include a zero.
-fn check_divisors<E: Element>(op: BinaryOp, data: &[E], layout: &Layout) -> Result<()> {
-    if !op.is_division() || E::IS_FLOAT {
+fn check_divisors<E: Element, Op: BinaryOp<E>>(data: &[E], layout: &Layout) -> Result<()> {
+    if !Op::DIVISION || E::IS_FLOAT {
         return Ok(());
     }
     let mut zero = false;
@@ -60,19 +19,19 @@ fn check_divisors<E: Element>(op: BinaryOp, data: &[E], layout: &Layout) -> Resu
     });
     match zero {
         false => Ok(()),
-        true => Err(Error::Argument { op: op.name(), device: Cpu::name(), reason: "integer division by zero".into() }),
+        true => Err(Error::Argument { op: Op::NAME, device: Cpu::name(), reason: "integer division by zero".into() }),
     }
 }
 
 impl BinaryKernel for Cpu {
-    fn binary<E: Element>(
-        op: BinaryOp,
+    fn binary<E: Element, Op: BinaryOp<E>>(
+        op: Op,
         lhs: &CpuStorage<E>,
         lhs_layout: &Layout,
         rhs: &CpuStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
-        check_divisors(op, rhs.as_slice(), rhs_layout)?;
+        check_divisors::<E, Op>(rhs.as_slice(), rhs_layout)?;
         let (a, b) = (lhs.as_slice(), rhs.as_slice());
         let len = lhs_layout.elem_count();
         if let (true, Some(ra), Some(rb)) =
@@ -82,16 +41,16 @@ impl BinaryKernel for Cpu {
             // fixed costs dominate, so write a fresh vector once, in place
             // of zero-filling one and then overwriting it.
             let (a, b) = (&a[ra], &b[rb]);
-            let out = with_op!(op, E, |f| vectorized(|| a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()));
+            let out = vectorized(|| a.iter().zip(b).map(|(&x, &y)| op.apply(x, y)).collect());
             return Ok(CpuStorage::from_vec(out));
         }
-        let mut out = output_buffer(op.name(), len)?;
-        with_op!(op, E, |f| zip_into(&mut out, a, lhs_layout, b, rhs_layout, f));
+        let mut out = output_buffer(Op::NAME, len)?;
+        zip_into(&mut out, a, lhs_layout, b, rhs_layout, move |x, y| op.apply(x, y));
         Ok(CpuStorage::from_vec(out))
     }
 
-    fn binary_scalar<E: Element>(
-        op: BinaryOp,
+    fn binary_scalar<E: Element, Op: BinaryOp<E>>(
+        op: Op,
         x: &CpuStorage<E>,
         layout: &Layout,
         scalar: E,
@@ -99,36 +58,34 @@ impl BinaryKernel for Cpu {
     ) -> Result<CpuStorage<E>> {
         let src = x.as_slice();
         let out = if scalar_first {
-            check_divisors(op, src, layout)?;
-            with_op!(op, E, |f| map_strided(op.name(), src, layout, move |v| f(scalar, v)))?
+            check_divisors::<E, Op>(src, layout)?;
+            map_strided(Op::NAME, src, layout, move |v| op.apply(scalar, v))?
         } else {
-            check_divisors(op, &[scalar], &Layout::contiguous(crate::Shape::from(())))?;
-            with_op!(op, E, |f| map_strided(op.name(), src, layout, move |v| f(v, scalar)))?
+            check_divisors::<E, Op>(&[scalar], &Layout::contiguous(crate::Shape::from(())))?;
+            map_strided(Op::NAME, src, layout, move |v| op.apply(v, scalar))?
         };
         Ok(CpuStorage::from_vec(out))
     }
 
-    fn binary_assign<E: Element>(
-        op: BinaryOp,
+    fn binary_assign<E: Element, Op: BinaryOp<E>>(
+        op: Op,
         lhs: &mut CpuStorage<E>,
         lhs_layout: &Layout,
         rhs: &CpuStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<()> {
-        check_divisors(op, rhs.as_slice(), rhs_layout)?;
+        check_divisors::<E, Op>(rhs.as_slice(), rhs_layout)?;
         let range = lhs_layout.contiguous_range().expect("binary_assign needs a contiguous destination");
         let dense = Layout::contiguous(lhs_layout.shape().clone());
         let out = &mut lhs.as_mut_slice()[range];
         // The destination is read and written element by element, in step.
         let b = rhs.as_slice();
-        with_op!(op, E, |f| {
-            let mut next = 0;
-            for_each_block(dense.dims(), [rhs_layout.strides()], [rhs_layout.offset()], |[y], len, [sy]| {
-                for (i, o) in out[next..next + len].iter_mut().enumerate() {
-                    *o = f(*o, b[y + i * sy]);
-                }
-                next += len;
-            });
+        let mut next = 0;
+        for_each_block(dense.dims(), [rhs_layout.strides()], [rhs_layout.offset()], |[y], len, [sy]| {
+            for (i, o) in out[next..next + len].iter_mut().enumerate() {
+                *o = op.apply(*o, b[y + i * sy]);
+            }
+            next += len;
         });
         Ok(())
     }

@@ -1,4 +1,6 @@
-//! Binary kernels on CUDA (`kernels/binary.cu`).
+//! Binary kernels on CUDA: `binary_<NAME>_<dtype>`, `binary_<NAME>_rows_<dtype>`
+//! and `binary_<NAME>_scalar_<dtype>`, from `kernels/binary.cu` for the
+//! built-in ops and from the op's own source for a custom one.
 
 use super::{BinaryKernel, BinaryOp};
 use crate::device::Cuda;
@@ -8,32 +10,40 @@ use crate::device::cuda::launch::{Merged, Strided, elementwise, launch_kernel, p
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, count_of};
+use cudarc::driver::CudaFunction;
+use std::any::TypeId;
 use std::sync::Arc;
+
+/// The op's kernel `binary_<NAME>_<form><dtype>` (`form` is `""`, `"rows_"`
+/// or `"scalar_"`).
+fn function<E: Element, Op: BinaryOp<E>>(device: &CudaDevice, form: &str) -> Result<CudaFunction> {
+    let name = format!("binary_{}_{form}{}", Op::NAME, E::DTYPE.name());
+    Op::KERNELS.function(device, Op::NAME, "binary", TypeId::of::<Op>(), &name)
+}
 
 /// Rejects an integer division whose divisors (the elements `layout`
 /// selects) include a zero, with the CPU backend's error: the kernel counts
 /// the zeros and the host reads the count back.
-fn check_divisors<E: Element>(
+fn check_divisors<E: Element, Op: BinaryOp<E>>(
     device: &Arc<CudaDevice>,
-    op: BinaryOp,
     divisors: &CudaStorage<E>,
     layout: &Layout,
 ) -> Result<()> {
     let n = layout.elem_count();
-    if !op.is_division() || E::IS_FLOAT || n == 0 {
+    if !Op::DIVISION || E::IS_FLOAT || n == 0 {
         return Ok(());
     }
     // The kernel counts into an unsigned 64-bit word, which i64 storage
     // holds bit for bit.
-    let mut count = CudaStorage::<i64>::alloc(device, op.name(), 1)?;
-    count.write(device, op.name(), &[0])?;
-    let geo = Strided::new(device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
+    let mut count = CudaStorage::<i64>::alloc(device, Op::NAME, 1)?;
+    count.write(device, Op::NAME, &[0])?;
+    let geo = Strided::new(device, Op::NAME, layout.dims(), [layout.strides()], [layout.offset()])?;
     let name = format!("binary_count_zero_{}", E::DTYPE.name());
-    launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+    launch_kernel!(device, Op::NAME, "binary", name, elementwise(n);
         n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], divisors.ptr(), count.ptr())?;
-    match count.read(device, op.name(), 0..1)?[0] {
+    match count.read(device, Op::NAME, 0..1)?[0] {
         0 => Ok(()),
-        _ => Err(division_by_zero(device, op)),
+        _ => Err(division_by_zero(device, Op::NAME)),
     }
 }
 
@@ -42,11 +52,10 @@ fn check_divisors<E: Element>(
 /// a block idle.
 const ROW_KERNEL_MIN_COLS: usize = 128;
 
-/// Launches `binary_<op>` over the broadcast shape `dims` into the dense
-/// `out`, with each operand given as (strides, offset) and its address.
-fn launch_zip<E: Element>(
+/// Launches the op over the broadcast shape `dims` into the dense `out`,
+/// with each operand given as (strides, offset) and its address.
+fn launch_zip<E: Element, Op: BinaryOp<E>>(
     device: &Arc<CudaDevice>,
-    op: BinaryOp,
     dims: &[usize],
     operands: [(&[usize], usize); 2],
     ptrs: [u64; 2],
@@ -59,43 +68,43 @@ fn launch_zip<E: Element>(
         (&merged.dims[..], &merged.strides[0][..], &merged.strides[1][..])
         && cols >= ROW_KERNEL_MIN_COLS
     {
-        let name = format!("binary_{}_rows_{}", op.name(), E::DTYPE.name());
-        return launch_kernel!(device, op.name(), "binary", name, per_row(rows);
+        let function = function::<E, Op>(device, "rows_")?;
+        return launch_kernel!(function function, device, Op::NAME, per_row(rows);
             rows, cols, lhs_row, lhs_col, lhs_offset, rhs_row, rhs_col, rhs_offset, ptrs[0], ptrs[1], out);
     }
-    let geo = Strided::merged(device, op.name(), &merged, [lhs_offset, rhs_offset])?;
-    let name = format!("binary_{}_{}", op.name(), E::DTYPE.name());
-    launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+    let geo = Strided::merged(device, Op::NAME, &merged, [lhs_offset, rhs_offset])?;
+    let function = function::<E, Op>(device, "")?;
+    launch_kernel!(function function, device, Op::NAME, elementwise(n);
         n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
         ptrs[0], ptrs[1], out)
 }
 
-fn division_by_zero(device: &CudaDevice, op: BinaryOp) -> Error {
-    Error::Argument { op: op.name(), device: device.name.clone(), reason: "integer division by zero".into() }
+fn division_by_zero(device: &CudaDevice, op: &'static str) -> Error {
+    Error::Argument { op, device: device.name.clone(), reason: "integer division by zero".into() }
 }
 
 impl<const N: usize> BinaryKernel for Cuda<N> {
-    fn binary<E: Element>(
-        op: BinaryOp,
+    fn binary<E: Element, Op: BinaryOp<E>>(
+        _: Op,
         lhs: &CudaStorage<E>,
         lhs_layout: &Layout,
         rhs: &CudaStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
-        check_divisors(&device, op, rhs, rhs_layout)?;
+        check_divisors::<E, Op>(&device, rhs, rhs_layout)?;
         let n = lhs_layout.elem_count();
-        let out = CudaStorage::alloc(&device, op.name(), n)?;
+        let out = CudaStorage::alloc(&device, Op::NAME, n)?;
         if n == 0 {
             return Ok(out);
         }
         let operands = [(lhs_layout.strides(), lhs_layout.offset()), (rhs_layout.strides(), rhs_layout.offset())];
-        launch_zip::<E>(&device, op, lhs_layout.dims(), operands, [lhs.ptr(), rhs.ptr()], out.ptr())?;
+        launch_zip::<E, Op>(&device, lhs_layout.dims(), operands, [lhs.ptr(), rhs.ptr()], out.ptr())?;
         Ok(out)
     }
 
-    fn binary_scalar<E: Element>(
-        op: BinaryOp,
+    fn binary_scalar<E: Element, Op: BinaryOp<E>>(
+        _: Op,
         x: &CudaStorage<E>,
         layout: &Layout,
         scalar: E,
@@ -103,39 +112,39 @@ impl<const N: usize> BinaryKernel for Cuda<N> {
     ) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
         if scalar_first {
-            check_divisors(&device, op, x, layout)?;
-        } else if op.is_division() && !E::IS_FLOAT && scalar == E::ZERO {
-            return Err(division_by_zero(&device, op));
+            check_divisors::<E, Op>(&device, x, layout)?;
+        } else if Op::DIVISION && !E::IS_FLOAT && scalar == E::ZERO {
+            return Err(division_by_zero(&device, Op::NAME));
         }
         let n = layout.elem_count();
-        let out = CudaStorage::alloc(&device, op.name(), n)?;
+        let out = CudaStorage::alloc(&device, Op::NAME, n)?;
         if n == 0 {
             return Ok(out);
         }
-        let geo = Strided::new(&device, op.name(), layout.dims(), [layout.strides()], [layout.offset()])?;
-        let name = format!("binary_{}_scalar_{}", op.name(), E::DTYPE.name());
-        launch_kernel!(device, op.name(), "binary", name, elementwise(n);
+        let geo = Strided::new(&device, Op::NAME, layout.dims(), [layout.strides()], [layout.offset()])?;
+        let function = function::<E, Op>(&device, "scalar_")?;
+        launch_kernel!(function function, device, Op::NAME, elementwise(n);
             n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), scalar,
             i32::from(scalar_first), out.ptr())?;
         Ok(out)
     }
 
-    fn binary_assign<E: Element>(
-        op: BinaryOp,
+    fn binary_assign<E: Element, Op: BinaryOp<E>>(
+        _: Op,
         lhs: &mut CudaStorage<E>,
         lhs_layout: &Layout,
         rhs: &CudaStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<()> {
         let device = Self::device()?;
-        check_divisors(&device, op, rhs, rhs_layout)?;
+        check_divisors::<E, Op>(&device, rhs, rhs_layout)?;
         let n = lhs_layout.elem_count();
         if n == 0 {
             return Ok(());
         }
         let Some(range) = lhs_layout.contiguous_range() else {
             return Err(Error::Argument {
-                op: op.name(),
+                op: Op::NAME,
                 device: device.name.clone(),
                 reason: "an in-place operation needs a contiguous destination".into(),
             });
@@ -145,6 +154,6 @@ impl<const N: usize> BinaryKernel for Cuda<N> {
         let dense = lhs_layout.shape().contiguous_strides();
         let dst = lhs.ptr_at(range.start);
         let operands = [(&dense[..], 0), (rhs_layout.strides(), rhs_layout.offset())];
-        launch_zip::<E>(&device, op, lhs_layout.dims(), operands, [dst, rhs.ptr()], dst)
+        launch_zip::<E, Op>(&device, lhs_layout.dims(), operands, [dst, rhs.ptr()], dst)
     }
 }

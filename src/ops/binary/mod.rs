@@ -1,60 +1,126 @@
 //! Elementwise arithmetic with broadcasting: `+ - * /`, `maximum`, `minimum`,
-//! with tensors or scalars, and their in-place forms (`+=`, ...).
+//! `pow`, with tensors or scalars, and their in-place forms (`+=`, ...).
+//!
+//! Each operation is a type implementing [`BinaryOp`], declared once in
+//! `ops.rs`: the CPU loops, the CUDA launches (zip, row and scalar
+//! kernels), the zero-divisor check, autograd and the methods all come from
+//! that one definition. Your own operations use the same trait and run
+//! through [`Tensor::apply_binary`].
 
 mod cpu;
 mod cuda;
-pub(crate) mod grad;
+mod ops;
 
-use crate::autograd::{self, as_float, float_rule};
+pub use ops::{Add, Div, DivFloor, DivTrunc, Maximum, Minimum, Mul, Pow, Sub};
+
+use crate::autograd::{self, rule};
 use crate::device::{Backend, Device, SameDevice, same_device, same_device_owned};
 use crate::element::{Element, FloatElement, InPlaceDivision};
 use crate::error::{Error, Result, or_panic};
 use crate::error::{broadcast_error, check_elem_count};
+use crate::ops::unary::KernelSource;
 use crate::shape::Layout;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
-use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Sub, SubAssign};
+use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
 
-/// An elementwise binary operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b`: true division for floats; integers truncate (the API sends
-    /// integer `/` to floats first, so only `div_trunc` reaches this for them)
-    Div,
-    /// `a / b` rounded toward zero (integer division by zero is an error)
-    DivTrunc,
-    /// `a / b` rounded toward negative infinity (integer division by zero is an error)
-    DivFloor,
-    /// the larger of `a` and `b`
-    Maximum,
-    /// the smaller of `a` and `b`
-    Minimum,
+/// An elementwise function of two tensors (or a tensor and a scalar),
+/// declared once: the built-in ops (`Add`, `Maximum`, ...) and your own.
+/// Implement it for the element types the function takes, and run it with
+/// [`Tensor::apply_binary`].
+///
+/// From this one definition devtensor makes the CPU kernels (vectorised,
+/// parallel loops over [`apply`](Self::apply), for broadcast operands, a
+/// scalar on either side, and in place), the CUDA launches (kernels named
+/// after [`NAME`](Self::NAME) in the source [`KERNELS`](Self::KERNELS)
+/// names) and the autograd node ([`backward`](Self::backward)).
+///
+/// A custom op with its gradient, on the CPU:
+/// ```
+/// use devtensor::ops::binary::{BinaryOp, Grads, Needs};
+/// use devtensor::ops::unary::KernelSource;
+/// use devtensor::{Cpu, Device, FloatElement, Tensor};
+///
+/// /// `a² + b²`.
+/// #[derive(Clone, Copy)]
+/// struct SquareSum;
+///
+/// impl<F: FloatElement> BinaryOp<F> for SquareSum {
+///     const NAME: &'static str = "square_sum";
+///     // CPU only. With a CUDA kernel (see `KernelSource::cuda` for the contract):
+///     // `unsafe { KernelSource::cuda("DT_BINARY_FLOAT(square_sum, a * a + b * b)") }`.
+///     const KERNELS: KernelSource = KernelSource::NONE;
+///
+///     fn apply(self, a: F, b: F) -> F {
+///         a * a + b * b
+///     }
+///
+///     fn backward<D: Device>(self, a: &Tensor<D, F>, b: &Tensor<D, F>, grad: &Tensor<D, F>, needs: Needs) -> Grads<D, F> {
+///         let two = F::from_f64(2.0);
+///         needs.grads(|| grad.try_mul(&a.try_mul_scalar(two)?), || grad.try_mul(&b.try_mul_scalar(two)?))
+///     }
+/// }
+///
+/// let a = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]).requires_grad();
+/// let b = Tensor::<Cpu>::from_vec(vec![3.0], [1]).requires_grad(); // broadcast
+/// let y = a.apply_binary(SquareSum, &b);
+/// assert_eq!(y.to_vec(), vec![10.0, 13.0]);
+/// let grads = y.sum().backward();
+/// assert_eq!(grads.get(&a).unwrap().to_vec(), vec![2.0, 4.0]);
+/// assert_eq!(grads.get(&b).unwrap().to_vec(), vec![12.0]); // summed back over the broadcast
+/// ```
+pub trait BinaryOp<E: Element>: Copy + Send + Sync + 'static {
+    /// The op's name: in error messages and autograd's graph, and in its
+    /// CUDA kernels' names, `binary_<NAME>_<dtype>`,
+    /// `binary_<NAME>_rows_<dtype>` and `binary_<NAME>_scalar_<dtype>`.
+    /// Unique among the ops of one program.
+    const NAME: &'static str;
+
+    /// Where the CUDA kernels come from: [`KernelSource::NONE`] (the op runs
+    /// on the CPU only, and fails on a GPU with an error naming it) or the
+    /// CUDA source to compile with NVRTC at first use (one
+    /// `DT_BINARY_FLOAT(name, expr of a and b)` or `DT_BINARY_ALL` line).
+    const KERNELS: KernelSource = KernelSource::NONE;
+
+    /// Whether a zero integer right-hand side is an error (`integer
+    /// division by zero`), checked before the kernel runs. Float zeros give
+    /// IEEE results.
+    const DIVISION: bool = false;
+
+    /// The function on one pair of elements.
+    fn apply(self, a: E, b: E) -> E;
+
+    /// The gradients with respect to `a` and `b`, given the gradient
+    /// `grad` flowing into the result, for the operands `needs` asks for
+    /// ([`Needs::grads`] computes just those). `a` and `b` have their own
+    /// shapes and `grad` the broadcast one; a gradient may come back in
+    /// either, and is summed back to its operand's shape. Called only on
+    /// float tensors, the ones that track gradients.
+    fn backward<D: Device>(self, a: &Tensor<D, E>, b: &Tensor<D, E>, grad: &Tensor<D, E>, needs: Needs) -> Grads<D, E>;
 }
 
-impl BinaryOp {
-    /// The operation's name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::DivTrunc => "div_trunc",
-            BinaryOp::DivFloor => "div_floor",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-        }
-    }
+/// The gradients a [`BinaryOp::backward`] returns, for `a` and for `b`
+/// (`None` where not needed).
+pub type Grads<D, E> = Result<[Option<Tensor<D, E>>; 2]>;
 
-    /// Whether an integer zero on the right-hand side is an error.
-    pub fn is_division(self) -> bool {
-        matches!(self, BinaryOp::Div | BinaryOp::DivTrunc | BinaryOp::DivFloor)
+/// Which operands of a [`BinaryOp`] need a gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Needs {
+    /// The left-hand side, `a`.
+    pub a: bool,
+    /// The right-hand side, `b`.
+    pub b: bool,
+}
+
+impl Needs {
+    /// The gradients `ga()` for `a` and `gb()` for `b`, each computed only
+    /// when needed.
+    pub fn grads<D: Device, E: Element>(
+        self,
+        ga: impl FnOnce() -> Result<Tensor<D, E>>,
+        gb: impl FnOnce() -> Result<Tensor<D, E>>,
+    ) -> Grads<D, E> {
+        Ok([self.a.then(ga).transpose()?, self.b.then(gb).transpose()?])
     }
 }
 
@@ -62,8 +128,8 @@ impl BinaryOp {
 pub trait BinaryKernel: Backend {
     /// `lhs op rhs` into a new contiguous storage; both layouts already have
     /// the output's (broadcast) shape.
-    fn binary<E: Element>(
-        op: BinaryOp,
+    fn binary<E: Element, Op: BinaryOp<E>>(
+        op: Op,
         lhs: &Self::Storage<E>,
         lhs_layout: &Layout,
         rhs: &Self::Storage<E>,
@@ -71,8 +137,8 @@ pub trait BinaryKernel: Backend {
     ) -> Result<Self::Storage<E>>;
 
     /// `x op scalar`, or `scalar op x` when `scalar_first`.
-    fn binary_scalar<E: Element>(
-        op: BinaryOp,
+    fn binary_scalar<E: Element, Op: BinaryOp<E>>(
+        op: Op,
         x: &Self::Storage<E>,
         layout: &Layout,
         scalar: E,
@@ -81,8 +147,8 @@ pub trait BinaryKernel: Backend {
 
     /// `lhs = lhs op rhs` in place; `lhs_layout` is contiguous and `rhs_layout`
     /// has its shape.
-    fn binary_assign<E: Element>(
-        op: BinaryOp,
+    fn binary_assign<E: Element, Op: BinaryOp<E>>(
+        op: Op,
         lhs: &mut Self::Storage<E>,
         lhs_layout: &Layout,
         rhs: &Self::Storage<E>,
@@ -90,18 +156,43 @@ pub trait BinaryKernel: Backend {
     ) -> Result<()>;
 }
 
+/// A broadcast gradient summed back to `operand`'s shape.
+fn sum_to<D: Device, E: Element>(g: Option<Tensor<D, E>>, operand: &Tensor<D, E>) -> Result<Option<Tensor<D, E>>> {
+    g.map(|g| g.try_sum_to_shape(operand.shape())).transpose()
+}
+
 impl<D: Device, E: Element> Tensor<D, E> {
+    /// `op` applied to each pair of elements of `self` and `rhs`,
+    /// broadcasting both, recording its gradient when either tracks one:
+    /// how every method of this module runs, and how your own [`BinaryOp`]
+    /// runs. Fails when the shapes do not broadcast, on an integer division
+    /// by zero (for ops with [`DIVISION`](BinaryOp::DIVISION)), or when the
+    /// device cannot run the op. See [`BinaryOp`] for an example.
+    #[fallible]
+    pub fn apply_binary<Op: BinaryOp<E>, D2: Device>(&self, op: Op, rhs: &Tensor<D2, E>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        self.try_binary(op, same_device(rhs))
+    }
+
     /// `self op rhs` with broadcasting, recorded for autograd.
-    fn try_binary(&self, op: BinaryOp, rhs: &Self) -> Result<Self> {
+    fn try_binary<Op: BinaryOp<E>>(&self, op: Op, rhs: &Self) -> Result<Self> {
         autograd::track(
-            op.name(),
+            Op::NAME,
             &[self.node(), rhs.node()],
             || self.binary_untracked(op, rhs),
-            |_| float_rule!(E, F => grad::binary::<D, F>(op, as_float(self), as_float(rhs))),
+            |_| {
+                let (a, b) = (self.detach(), rhs.detach());
+                rule(move |grad: &Tensor<D, E>, needs| {
+                    let [ga, gb] = op.backward(&a, &b, grad, Needs { a: needs.get(0), b: needs.get(1) })?;
+                    Ok(vec![sum_to(ga, &a)?, sum_to(gb, &b)?])
+                })
+            },
         )
     }
 
-    fn binary_untracked(&self, op: BinaryOp, rhs: &Self) -> Result<Self> {
+    fn binary_untracked<Op: BinaryOp<E>>(&self, op: Op, rhs: &Self) -> Result<Self> {
         // Equal shapes (the common case) need no broadcast layouts: this
         // keeps the fixed cost of a small op low.
         if self.shape() == rhs.shape() {
@@ -111,32 +202,38 @@ impl<D: Device, E: Element> Tensor<D, E> {
         let shape = self
             .shape()
             .broadcast_with(rhs.shape())
-            .ok_or_else(|| broadcast_error(op.name(), D::name(), self.shape(), rhs.shape()))?;
-        check_elem_count(op.name(), D::name, &[self.shape(), rhs.shape(), &shape])?;
+            .ok_or_else(|| broadcast_error(Op::NAME, D::name(), self.shape(), rhs.shape()))?;
+        check_elem_count(Op::NAME, D::name, &[self.shape(), rhs.shape(), &shape])?;
         let lhs_layout = self.layout().broadcast_to(&shape).expect("broadcast shape fits lhs");
         let rhs_layout = rhs.layout().broadcast_to(&shape).expect("broadcast shape fits rhs");
         let storage = D::binary(op, self.storage(), &lhs_layout, rhs.storage(), &rhs_layout)?;
         Ok(Tensor::from_storage(storage, shape))
     }
 
-    /// `self op scalar`, or `scalar op self`.
-    pub(crate) fn try_binary_scalar(&self, op: BinaryOp, scalar: E, scalar_first: bool) -> Result<Self> {
+    /// `self op scalar`, or `scalar op self`, recorded as `name`.
+    pub(crate) fn try_binary_scalar<Op: BinaryOp<E>>(
+        &self,
+        name: &'static str,
+        op: Op,
+        scalar: E,
+        scalar_first: bool,
+    ) -> Result<Self> {
         let forward = || {
             let storage = D::binary_scalar(op, self.storage(), self.layout(), scalar, scalar_first)?;
             Ok(Tensor::from_storage(storage, self.shape().clone()))
         };
-        let name = match (op, scalar_first) {
-            (BinaryOp::Sub, true) => "rsub_scalar",
-            (BinaryOp::Div, true) => "rdiv_scalar",
-            (BinaryOp::Add, _) => "add_scalar",
-            (BinaryOp::Sub, _) => "sub_scalar",
-            (BinaryOp::Mul, _) => "mul_scalar",
-            (BinaryOp::Div, _) => "div_scalar",
-            _ => op.name(),
-        };
         autograd::track(name, &[self.node()], forward, |_| {
-            // `E` is `F`, so the round trip through `f64` is exact.
-            float_rule!(E, F => grad::binary_scalar::<D, F>(op, as_float(self), F::from_f64(scalar.to_f64()), scalar_first))
+            let x = self.detach();
+            rule(move |grad: &Tensor<D, E>, _| {
+                // The op's own rule, with the scalar as a 0-d tensor that
+                // needs no gradient.
+                let s = Tensor::<D, E>::try_scalar(scalar)?;
+                let [ga, gb] = match scalar_first {
+                    false => op.backward(&x, &s, grad, Needs { a: true, b: false })?,
+                    true => op.backward(&s, &x, grad, Needs { a: false, b: true })?,
+                };
+                Ok(vec![sum_to(if scalar_first { gb } else { ga }, &x)?])
+            })
         })
     }
 
@@ -147,11 +244,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// computed tracked tensor is replaced by the recorded result. Under
     /// `no_grad`, the tensor keeps its place in the graph, so a parameter
     /// updated in place stays the same leaf.
-    fn try_binary_assign(&mut self, op: BinaryOp, rhs: &Self) -> Result<()> {
+    fn try_binary_assign<Op: BinaryOp<E>>(&mut self, op: Op, rhs: &Self) -> Result<()> {
         if (self.tracks_grad() || rhs.tracks_grad()) && autograd::is_grad_enabled() {
             if self.tracks_grad() && self.is_leaf() {
                 return Err(Error::Argument {
-                    op: op.name(),
+                    op: Op::NAME,
                     device: D::name(),
                     reason: "a leaf tensor that requires grad cannot be modified in place while \
                              gradients are enabled; update it inside `no_grad`"
@@ -169,11 +266,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(())
     }
 
-    fn binary_assign_untracked(&mut self, op: BinaryOp, rhs: &Self) -> Result<()> {
+    fn binary_assign_untracked<Op: BinaryOp<E>>(&mut self, op: Op, rhs: &Self) -> Result<()> {
         let rhs_layout = rhs
             .layout()
             .broadcast_to(self.shape())
-            .ok_or_else(|| broadcast_error(op.name(), D::name(), self.shape(), rhs.shape()))?;
+            .ok_or_else(|| broadcast_error(Op::NAME, D::name(), self.shape(), rhs.shape()))?;
         let lhs_layout = self.layout().clone();
         if lhs_layout.is_contiguous()
             && let Some(storage) = self.storage_mut()
@@ -184,13 +281,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
         *self = self.binary_untracked(op, rhs)?;
         Ok(())
     }
-
     /// `self + rhs`, broadcasting both. Fails when the shapes do not broadcast.
     pub fn try_add<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::Add, same_device(rhs))
+        self.try_binary(Add, same_device(rhs))
     }
 
     /// `self - rhs`, broadcasting both. Fails when the shapes do not broadcast.
@@ -198,7 +294,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::Sub, same_device(rhs))
+        self.try_binary(Sub, same_device(rhs))
     }
 
     /// `self * rhs`, broadcasting both. Fails when the shapes do not broadcast.
@@ -206,7 +302,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::Mul, same_device(rhs))
+        self.try_binary(Mul, same_device(rhs))
     }
 
     /// `self / rhs`, broadcasting both: true division, as PyTorch's `/`.
@@ -266,7 +362,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::DivTrunc, same_device(rhs))
+        self.try_binary(DivTrunc, same_device(rhs))
     }
 
     /// `self / rhs` rounded toward negative infinity, broadcasting both:
@@ -286,7 +382,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::DivFloor, same_device(rhs))
+        self.try_binary(DivFloor, same_device(rhs))
     }
 
     /// This tensor as the operand of a true division: itself for floats,
@@ -301,12 +397,17 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// PyTorch's true division `self / rhs`, broadcasting both.
     fn try_true_div(&self, rhs: &Self) -> Result<Tensor<D, E::Quotient>> {
-        self.as_quotient()?.try_binary(BinaryOp::Div, &rhs.as_quotient()?)
+        self.as_quotient()?.try_binary(Div, &rhs.as_quotient()?)
     }
 
     /// PyTorch's true division by a scalar, or of a scalar when `scalar_first`.
     fn try_true_div_scalar(&self, scalar: E, scalar_first: bool) -> Result<Tensor<D, E::Quotient>> {
-        self.as_quotient()?.try_binary_scalar(BinaryOp::Div, scalar.cast::<E::Quotient>(), scalar_first)
+        self.as_quotient()?.try_binary_scalar(
+            if scalar_first { "rdiv_scalar" } else { "div_scalar" },
+            Div,
+            scalar.cast::<E::Quotient>(),
+            scalar_first,
+        )
     }
 
     /// The elementwise larger of `self` and `rhs`, broadcasting both; NaN
@@ -323,7 +424,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::Maximum, same_device(rhs))
+        self.try_binary(Maximum, same_device(rhs))
     }
 
     /// The elementwise smaller of `self` and `rhs`, broadcasting both; NaN wins.
@@ -338,22 +439,22 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary(BinaryOp::Minimum, same_device(rhs))
+        self.try_binary(Minimum, same_device(rhs))
     }
 
     /// `self + scalar`.
     pub fn try_add_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::Add, scalar, false)
+        self.try_binary_scalar("add_scalar", Add, scalar, false)
     }
 
     /// `self - scalar`.
     pub fn try_sub_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::Sub, scalar, false)
+        self.try_binary_scalar("sub_scalar", Sub, scalar, false)
     }
 
     /// `self * scalar`.
     pub fn try_mul_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::Mul, scalar, false)
+        self.try_binary_scalar("mul_scalar", Mul, scalar, false)
     }
 
     /// `self / scalar`, true division as [`div`](Self::div): an
@@ -364,13 +465,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// `self / scalar` rounded toward zero; fails on an integer division by zero.
     pub fn try_div_trunc_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::DivTrunc, scalar, false)
+        self.try_binary_scalar("div_trunc", DivTrunc, scalar, false)
     }
 
     /// `self // scalar` (rounded toward negative infinity); fails on an
     /// integer division by zero.
     pub fn try_div_floor_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::DivFloor, scalar, false)
+        self.try_binary_scalar("div_floor", DivFloor, scalar, false)
     }
 
     /// `scalar - self`: the fallible twin of `scalar - &tensor`, like
@@ -385,7 +486,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// # Ok::<(), devtensor::Error>(())
     /// ```
     pub fn try_rsub_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::Sub, scalar, true)
+        self.try_binary_scalar("rsub_scalar", Sub, scalar, true)
     }
 
     /// `scalar / self`, true division: the fallible twin of `scalar / &tensor`.
@@ -403,13 +504,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// `scalar / self` rounded toward zero; fails on an integer division by zero.
     pub fn try_rdiv_trunc_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::DivTrunc, scalar, true)
+        self.try_binary_scalar("div_trunc", DivTrunc, scalar, true)
     }
 
     /// `scalar // self` (rounded toward negative infinity); fails on an
     /// integer division by zero.
     pub fn try_rdiv_floor_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar(BinaryOp::DivFloor, scalar, true)
+        self.try_binary_scalar("div_floor", DivFloor, scalar, true)
     }
 
     /// `self += rhs` in place; `rhs` must broadcast to `self`'s shape.
@@ -417,7 +518,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary_assign(BinaryOp::Add, same_device(rhs))
+        self.try_binary_assign(Add, same_device(rhs))
     }
 
     /// `self -= rhs` in place; `rhs` must broadcast to `self`'s shape.
@@ -425,7 +526,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary_assign(BinaryOp::Sub, same_device(rhs))
+        self.try_binary_assign(Sub, same_device(rhs))
     }
 
     /// `self *= rhs` in place; `rhs` must broadcast to `self`'s shape.
@@ -433,7 +534,28 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary_assign(BinaryOp::Mul, same_device(rhs))
+        self.try_binary_assign(Mul, same_device(rhs))
+    }
+}
+
+impl<D: Device, F: FloatElement> Tensor<D, F> {
+    /// `self` to the power `exponent`, elementwise with broadcasting:
+    /// `torch.pow(self, exponent)` (for a scalar exponent, see
+    /// [`powf`](Self::powf)). `0^0 = 1`, and a negative base with a
+    /// fractional exponent gives NaN. Fails when the shapes do not broadcast.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let base = Tensor::<Cpu>::from_vec(vec![2.0, 9.0, 0.0], [3]);
+    /// let exponent = Tensor::<Cpu>::from_vec(vec![3.0, 0.5, 0.0], [3]);
+    /// assert_eq!(base.pow(&exponent).to_vec(), vec![8.0, 3.0, 1.0]);
+    /// ```
+    #[fallible]
+    pub fn pow<D2: Device>(&self, exponent: &Tensor<D2, F>) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        self.try_binary(Pow, same_device(exponent))
     }
 }
 
@@ -445,7 +567,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        self.try_binary_assign(BinaryOp::Div, same_device(rhs))
+        self.try_binary_assign(Div, same_device(rhs))
     }
 }
 
@@ -455,7 +577,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 /// the impls' own `D1`/`D` and `E`). All panic with the `try_*` message.
 macro_rules! binary_operator {
     ($Trait:ident, $method:ident, $Out:ty, $ScalarOut:ty, |$l:ident, $r:ident| $call:expr, |$sl:ident, $s:ident| $scalar:expr) => {
-        impl<D1: Device, D2: Device, E: Element> $Trait<&Tensor<D2, E>> for &Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<&Tensor<D2, E>> for &Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
@@ -466,7 +588,7 @@ macro_rules! binary_operator {
                 or_panic($call)
             }
         }
-        impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for &Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<Tensor<D2, E>> for &Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
@@ -477,7 +599,7 @@ macro_rules! binary_operator {
                 or_panic($call)
             }
         }
-        impl<D1: Device, D2: Device, E: Element> $Trait<&Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<&Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
@@ -488,7 +610,7 @@ macro_rules! binary_operator {
                 or_panic($call)
             }
         }
-        impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<Tensor<D2, E>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
         {
@@ -499,7 +621,7 @@ macro_rules! binary_operator {
                 or_panic($call)
             }
         }
-        impl<D: Device, E: Element> $Trait<E> for &Tensor<D, E> {
+        impl<D: Device, E: Element> std::ops::$Trait<E> for &Tensor<D, E> {
             type Output = $ScalarOut;
             #[track_caller]
             fn $method(self, rhs: E) -> $ScalarOut {
@@ -507,7 +629,7 @@ macro_rules! binary_operator {
                 or_panic($scalar)
             }
         }
-        impl<D: Device, E: Element> $Trait<E> for Tensor<D, E> {
+        impl<D: Device, E: Element> std::ops::$Trait<E> for Tensor<D, E> {
             type Output = $ScalarOut;
             #[track_caller]
             fn $method(self, rhs: E) -> $ScalarOut {
@@ -519,8 +641,8 @@ macro_rules! binary_operator {
     ($Trait:ident, $method:ident, $op:ident) => {
         binary_operator!(
             $Trait, $method, Tensor<D1, E>, Tensor<D, E>,
-            |l, r| l.try_binary(BinaryOp::$op, r),
-            |l, s| l.try_binary_scalar(BinaryOp::$op, s, false)
+            |l, r| l.try_binary($op, r),
+            |l, s| l.try_binary_scalar(concat!(stringify!($method), "_scalar"), $op, s, false)
         );
     };
 }
@@ -540,13 +662,13 @@ binary_operator!(
 /// `try_add_scalar`, `try_rsub_scalar`, `try_mul_scalar` and `try_rdiv_scalar`.
 macro_rules! scalar_first_operator {
     ($($E:ty),*) => {$(
-        scalar_first_operator!(@one $E, Add, add, Tensor<D, $E>, |t, s| t.try_binary_scalar(BinaryOp::Add, s, true));
-        scalar_first_operator!(@one $E, Sub, sub, Tensor<D, $E>, |t, s| t.try_binary_scalar(BinaryOp::Sub, s, true));
-        scalar_first_operator!(@one $E, Mul, mul, Tensor<D, $E>, |t, s| t.try_binary_scalar(BinaryOp::Mul, s, true));
+        scalar_first_operator!(@one $E, Add, add, Tensor<D, $E>, |t, s| t.try_binary_scalar("add_scalar", Add, s, true));
+        scalar_first_operator!(@one $E, Sub, sub, Tensor<D, $E>, |t, s| t.try_binary_scalar("rsub_scalar", Sub, s, true));
+        scalar_first_operator!(@one $E, Mul, mul, Tensor<D, $E>, |t, s| t.try_binary_scalar("mul_scalar", Mul, s, true));
         scalar_first_operator!(@one $E, Div, div, Tensor<D, <$E as Element>::Quotient>, |t, s| t.try_true_div_scalar(s, true));
     )*};
     (@one $E:ty, $Trait:ident, $method:ident, $Out:ty, |$t:ident, $s:ident| $call:expr) => {
-        impl<D: Device> $Trait<&Tensor<D, $E>> for $E {
+        impl<D: Device> std::ops::$Trait<&Tensor<D, $E>> for $E {
             type Output = $Out;
             #[track_caller]
             fn $method(self, rhs: &Tensor<D, $E>) -> $Out {
@@ -554,7 +676,7 @@ macro_rules! scalar_first_operator {
                 or_panic($call)
             }
         }
-        impl<D: Device> $Trait<Tensor<D, $E>> for $E {
+        impl<D: Device> std::ops::$Trait<Tensor<D, $E>> for $E {
             type Output = $Out;
             #[track_caller]
             fn $method(self, rhs: Tensor<D, $E>) -> $Out {
@@ -578,7 +700,7 @@ macro_rules! assign_operator {
         {
             #[track_caller]
             fn $method(&mut self, rhs: &Tensor<D2, E>) {
-                or_panic(self.try_binary_assign(BinaryOp::$op, same_device(rhs)))
+                or_panic(self.try_binary_assign($op, same_device(rhs)))
             }
         }
         impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for Tensor<D1, E>
@@ -588,7 +710,7 @@ macro_rules! assign_operator {
         {
             #[track_caller]
             fn $method(&mut self, rhs: Tensor<D2, E>) {
-                or_panic(self.try_binary_assign(BinaryOp::$op, &same_device_owned(rhs)))
+                or_panic(self.try_binary_assign($op, &same_device_owned(rhs)))
             }
         }
         impl<D: Device, E: Element> $Trait<E> for Tensor<D, E>
@@ -597,7 +719,7 @@ macro_rules! assign_operator {
         {
             #[track_caller]
             fn $method(&mut self, rhs: E) {
-                let result = or_panic(self.try_binary_scalar(BinaryOp::$op, rhs, false));
+                let result = or_panic(self.try_binary_scalar(concat!(stringify!($Trait), "_scalar"), $op, rhs, false));
                 *self = result;
             }
         }
@@ -610,7 +732,7 @@ assign_operator!(MulAssign, mul_assign, Mul);
 impl<D: Device, E: InPlaceDivision<E>> DivAssign<E> for Tensor<D, E> {
     #[track_caller]
     fn div_assign(&mut self, rhs: E) {
-        let result = or_panic(self.try_binary_scalar(BinaryOp::Div, rhs, false));
+        let result = or_panic(self.try_binary_scalar("div_scalar", Div, rhs, false));
         *self = result;
     }
 }
@@ -626,7 +748,7 @@ where
     #[track_caller]
     fn div_assign(&mut self, rhs: &Tensor<D2, E2>) {
         let rhs: &Tensor<D2, E> = same_element(rhs);
-        or_panic(self.try_binary_assign(BinaryOp::Div, same_device(rhs)))
+        or_panic(self.try_binary_assign(Div, same_device(rhs)))
     }
 }
 

@@ -302,3 +302,10 @@ fn where_cond_grad<D: Device, F: FloatElement>(cond: Tensor<D, u8>, a: Shape, b:
         ])
     })
 }
+
+/// `g` where `keep` is true, 0 elsewhere (0 also where `g` is NaN or
+/// infinite, as PyTorch's `masked_fill` gives): how gradient rules route a
+/// gradient to the elements that produced the result.
+pub(crate) fn masked<D: Device, E: Element>(keep: &Tensor<D, u8>, g: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    keep.try_where_cond(g, &Tensor::<D, E>::try_scalar(E::ZERO)?)
+}

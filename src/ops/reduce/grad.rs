@@ -1,34 +1,48 @@
 //! Gradient rules of the reductions and of softmax.
 
-use super::ReduceOp;
+use super::{ReduceOp, reduced_shape, scale_by_repeat};
 use crate::autograd::{Backward, rule};
 use crate::device::Device;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::ops::binary::grad::masked;
+use crate::ops::compare::masked;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 
-impl<D: Device, F: FloatElement> Tensor<D, F> {
+impl<D: Device, E: Element> Tensor<D, E> {
     /// This gradient of a broadcast result summed back to `shape`, the
     /// shape of the operand that was broadcast: over the leading axes it
-    /// lacked and over its size-1 axes.
+    /// lacked and over its size-1 axes. In the element type itself (gradient
+    /// rules run on floats, whose sums keep their type), untracked (rules
+    /// run under `no_grad`).
     pub(crate) fn try_sum_to_shape(&self, shape: &Shape) -> Result<Self> {
         if self.shape() == shape {
             return Ok(self.clone());
         }
         let mut g = self.clone();
         for _ in shape.rank()..self.rank() {
-            g = g.try_sum_axis(0)?;
+            g = g.sum_same_type(0, false)?;
         }
         for (axis, &d) in shape.dims().iter().enumerate() {
             if d == 1 && g.dims()[axis] != 1 {
-                g = g.try_sum_keepdim(axis as isize)?;
+                g = g.sum_same_type(axis, true)?;
             }
         }
         Ok(g)
     }
 
+    /// The sum along `axis` in the element type, as `sum_axis` computes it.
+    fn sum_same_type(&self, axis: usize, keepdim: bool) -> Result<Self> {
+        let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
+        if stride == 0 && len > 1 {
+            return scale_by_repeat(self.broadcast_slice(axis, keepdim)?, len);
+        }
+        let storage = D::reduce(ReduceOp::Sum, self.storage(), self.layout(), axis)?;
+        Ok(Tensor::from_storage(storage, reduced_shape(self.shape(), axis, keepdim)))
+    }
+}
+
+impl<D: Device, F: FloatElement> Tensor<D, F> {
     /// A reduced gradient spread back over `shape`: `axis` (removed from
     /// `self` unless `keepdim`) is restored as size 1 and broadcast.
     fn spread_over(&self, shape: &Shape, axis: Option<usize>, keepdim: bool) -> Result<Self> {

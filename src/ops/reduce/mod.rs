@@ -104,7 +104,7 @@ fn scale_by_repeat<D: Device, S: Element>(sum: Tensor<D, S>, repeat: usize) -> R
     match repeat {
         1 => Ok(sum),
         // `repeat` counts elements of a tensor, so it fits `i64`.
-        n => sum.try_binary_scalar(crate::ops::binary::BinaryOp::Mul, S::from_i64(n as i64), false),
+        n => sum.try_binary_scalar("mul_scalar", crate::ops::binary::Mul, S::from_i64(n as i64), false),
     }
 }
 

@@ -1,12 +1,12 @@
 //! Unary kernels on CUDA: `unary_<NAME>_<dtype>`, from `kernels/unary.cu`
 //! for the built-in ops and from the op's own source for a custom one.
 
-use super::{Kernels, UnaryKernel, UnaryOp};
+use super::{UnaryKernel, UnaryOp};
 use crate::device::Cuda;
 use crate::device::cuda::CudaStorage;
 use crate::device::cuda::launch::{elementwise, map_setup};
 use crate::element::Element;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::shape::Layout;
 use cudarc::driver::PushKernelArg as _;
 use std::any::TypeId;
@@ -15,19 +15,7 @@ impl<const N: usize> UnaryKernel for Cuda<N> {
     fn unary<E: Element, Op: UnaryOp<E>>(op: Op, x: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
         let name = format!("unary_{}_{}", Op::NAME, E::DTYPE.name());
-        let function = match Op::KERNELS.0 {
-            Kernels::BuiltIn => device.function(Op::NAME, "unary", &name)?,
-            Kernels::Cuda(source) => device.custom_function(Op::NAME, TypeId::of::<Op>(), source, &name)?,
-            Kernels::None => {
-                return Err(Error::Argument {
-                    op: Op::NAME,
-                    device: device.name.clone(),
-                    reason: "this op has no CUDA kernel (its `UnaryOp::KERNELS` is `KernelSource::NONE`); \
-                             give it one, or run it on the CPU"
-                        .into(),
-                });
-            }
-        };
+        let function = Op::KERNELS.function(&device, Op::NAME, "unary", TypeId::of::<Op>(), &name)?;
         let (out, geo) = map_setup(&device, Op::NAME, layout)?;
         let Some(geo) = geo else { return Ok(out) };
         let n = layout.elem_count();

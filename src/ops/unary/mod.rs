@@ -17,6 +17,8 @@ mod cpu;
 mod cuda;
 mod ops;
 
+pub use crate::ops::KernelSource;
+
 pub use ops::{
     Abs, Clamp, Cos, Erf, Exp, Expm1, Log, Log1p, Neg, Powf, Recip, Relu, Sigmoid, Silu, Sin, Sqrt, Square, Tanh,
 };
@@ -94,44 +96,6 @@ pub trait UnaryOp<E: Element>: Copy + Send + Sync + 'static {
     /// the gradient `grad` flowing into `y`. Called only on float tensors,
     /// the ones that track gradients.
     fn backward<D: Device>(self, x: &Tensor<D, E>, y: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>>;
-}
-
-/// Where a [`UnaryOp`]'s CUDA kernels come from: [`NONE`](Self::NONE), or
-/// CUDA source given with [`cuda`](Self::cuda).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelSource(pub(crate) Kernels);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kernels {
-    None,
-    Cuda(&'static str),
-    BuiltIn,
-}
-
-impl KernelSource {
-    /// No CUDA kernel: the op runs on the CPU, and on a GPU returns an
-    /// error naming the op and the device.
-    pub const NONE: KernelSource = KernelSource(Kernels::None);
-
-    /// devtensor's own `kernels/unary.cu`.
-    pub(crate) const BUILT_IN: KernelSource = KernelSource(Kernels::BuiltIn);
-
-    /// CUDA C++ compiled by NVRTC the first time the op runs on each GPU.
-    /// The source sees `kernels/common.cuh`, so one line per op usually
-    /// does: `DT_UNARY_FLOAT(cube, x * x * x)` defines `unary_cube_f32` and
-    /// `unary_cube_f64`; `DT_UNARY_ALL` adds `i64` and `u8`, and the `_1`
-    /// and `_2` forms take the scalar parameters `a` and `b`.
-    ///
-    /// # Safety
-    ///
-    /// The GPU runs this code unchecked. It must define
-    /// `unary_<NAME>_<dtype>` for each element type the op is implemented
-    /// for, with the signature the `DT_UNARY_*` macros give and as many
-    /// scalar parameters as [`UnaryOp::params`] returns, and read and write
-    /// only the elements that signature describes.
-    pub const unsafe fn cuda(source: &'static str) -> KernelSource {
-        KernelSource(Kernels::Cuda(source))
-    }
 }
 
 /// Up to two scalar parameters of a [`UnaryOp`], in kernel order.
