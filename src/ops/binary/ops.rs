@@ -151,8 +151,7 @@ impl<E: Element> BinaryOp<E> for Maximum {
     }
 
     fn backward<D: Device>(self, a: &Tensor<D, E>, b: &Tensor<D, E>, grad: &Tensor<D, E>, needs: Needs) -> Grads<D, E> {
-        needs
-            .grads(|| winner_share(grad, a.try_lt(b)?, a.try_eq(b)?), || winner_share(grad, b.try_lt(a)?, a.try_eq(b)?))
+        winner_grads(a, b, grad, needs, |x, y| x.try_lt(y))
     }
 }
 
@@ -170,8 +169,7 @@ impl<E: Element> BinaryOp<E> for Minimum {
     }
 
     fn backward<D: Device>(self, a: &Tensor<D, E>, b: &Tensor<D, E>, grad: &Tensor<D, E>, needs: Needs) -> Grads<D, E> {
-        needs
-            .grads(|| winner_share(grad, a.try_gt(b)?, a.try_eq(b)?), || winner_share(grad, b.try_gt(a)?, a.try_eq(b)?))
+        winner_grads(a, b, grad, needs, |x, y| x.try_gt(y))
     }
 }
 
@@ -210,6 +208,20 @@ impl<F: FloatElement> BinaryOp<F> for Pow {
 
 /// The gradients a [`BinaryOp::backward`] returns: for `a` and for `b`.
 type Grads<D, E> = Result<[Option<Tensor<D, E>>; 2]>;
+
+/// The gradients of `maximum` (a side loses where it is `<` the other) or
+/// `minimum` (where it is `>`): each side gets its [`winner_share`]; the
+/// tie mask is computed once for both.
+fn winner_grads<D: Device, E: Element>(
+    a: &Tensor<D, E>,
+    b: &Tensor<D, E>,
+    grad: &Tensor<D, E>,
+    needs: Needs,
+    loses: impl Fn(&Tensor<D, E>, &Tensor<D, E>) -> Result<Tensor<D, u8>>,
+) -> Grads<D, E> {
+    let tie = a.try_eq(b)?;
+    needs.grads(|| winner_share(grad, loses(a, b)?, tie.clone()), || winner_share(grad, loses(b, a)?, tie.clone()))
+}
 
 /// The share of `grad` that `maximum(a, b)` (or `minimum`) passes to one
 /// side: all of it where that side won, none where the other won
