@@ -1,7 +1,7 @@
 // Elementwise functions of one tensor: the kernels of the Rust op family
 // `ops::unary`, one line per op (see "Element-wise functions of one tensor
 // in one line" in common.cuh for the kernel signature). Each line's name is
-// its op's `UnaryOp::NAME`; tests/unary.rs runs every op on every element
+// its op's `UnaryOp::NAME`; tests/ops/unary.rs runs every op on every element
 // type it takes, so a missing kernel fails there.
 //
 // Semantics follow the CPU backend (src/ops/unary/ops.rs) exactly:

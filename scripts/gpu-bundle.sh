@@ -5,7 +5,7 @@
 # Copy the repository with .gpu/ there and run `bash scripts/gpu-run.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TESTS=(tensor binary unary compare reduce index matmul training cuda_backend async_transfer)
+TESTS=(ops training)
 rm -rf .gpu/bin && mkdir -p .gpu/bin
 executables() { # cargo's JSON messages -> "name path" per executable
     python3 -c '

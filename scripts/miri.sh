@@ -10,9 +10,10 @@
 # tests/common/mod.rs) and the library lower parallel and pooling thresholds
 # (src/device/cpu/), so the same code paths run at sizes Miri finishes.
 # Miri cannot load the CUDA driver: every `Cuda<N>` is unavailable and the
-# CUDA instances print SKIP lines. Not run: cuda_backend (CUDA only, and it
-# starts child processes), kernels_compile (NVRTC and ptxas through FFI and
-# processes) and ui (trybuild runs cargo).
+# CUDA instances print SKIP lines. Not run: the ops suite's cuda_backend
+# module (CUDA only, and it starts child processes: `cfg(not(miri))`),
+# kernels_compile (NVRTC and ptxas through FFI and processes) and ui
+# (trybuild runs cargo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Few property cases: Miri runs this code some 10^4 times slower than native.
@@ -29,6 +30,4 @@ export PROPTEST_CASES="${PROPTEST_CASES:-4}"
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-deterministic-floats -Zmiri-num-cpus=2 -Zmiri-ignore-leaks}"
 # No GPU can be found under Miri, so the CUDA instances must skip, not fail.
 unset DEVTENSOR_REQUIRE_CUDA
-cargo +nightly miri test --target-dir target/miri --no-fail-fast --lib \
-    --test tensor --test binary --test unary --test compare --test reduce \
-    --test index --test matmul --test bad_input --test async_transfer "$@"
+cargo +nightly miri test --target-dir target/miri --no-fail-fast --lib --test ops "$@"

@@ -50,14 +50,12 @@ bash scripts/test-emu.sh
 
 echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 # Every check in these suites runs on all three devices (tests/common/mod.rs);
-# tests/cuda_backend.rs compares every op on the GPUs with the CPU, and
-# tests/async_transfer.rs provokes the races of asynchronous transfers.
+# tests/ops/cuda_backend.rs compares every op on the GPUs with the CPU, and
+# tests/ops/async_transfer.rs provokes the races of asynchronous transfers.
 # DEVTENSOR_REQUIRE_CUDA=1 turns a missing GPU from a SKIP line into a
 # failure, so this section cannot pass by skipping. with-emu.sh prints the
 # driver it installs; each test binary then prints `RUN Cuda<N>: ...`.
-DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test \
-    --test binary --test unary --test compare --test reduce --test index --test matmul --test tensor --test bad_input --test training \
-    --test cuda_backend --test async_transfer
+DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test --test ops --test training
 
 echo "== a custom op (examples/custom_op.rs) on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo run --quiet --example custom_op

@@ -53,7 +53,7 @@ fn matmul_operands() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
 device_proptests! {
     cases = 48;
 
-    // The unary ops' own rules are checked by their table in tests/unary.rs.
+    // The unary ops' own rules are checked by their table in tests/ops/unary.rs.
     fn gelu_rules_match_finite_differences<D>((dims, x) in inputs(3, 4, Values::AwayFromZero), v in variant()) {
         let x = [tensor_with::<D, f64>(&x, &dims, v)];
         gradcheck("gelu", &x, |t| devtensor::nn::Gelu::default().forward(&t[0]));

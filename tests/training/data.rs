@@ -208,7 +208,7 @@ fn batches_arrive_on_the_device<D: Device>() {
 
 /// The order of work on the device: when batch k is handed out, the copy
 /// of batch k + 1 has already been issued (on a GPU, on the copy stream, as
-/// `tests/async_transfer.rs` checks for `to_async`), so it is queued before
+/// `tests/ops/async_transfer.rs` checks for `to_async`), so it is queued before
 /// any computation on batch k, and runs beside it; the computation then
 /// sees batch k's data whole.
 fn the_next_copy_is_issued_before_compute_on_this_batch<D: Device>() {

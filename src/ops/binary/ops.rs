@@ -1,7 +1,7 @@
 //! The binary operations, each declared once: its name (which names its
 //! CUDA kernels in `kernels/binary.cu`), its value on a pair of elements,
 //! and its gradients. The methods on [`Tensor`] that run them are in the
-//! parent module; `tests/binary.rs` checks each against a reference and
+//! parent module; `tests/ops/binary.rs` checks each against a reference and
 //! central differences.
 //!
 //! Gradients run only on float tensors (only those track gradients), but

@@ -1,7 +1,7 @@
 //! The unary operations, each declared once: its name (which names its CUDA
 //! kernels in `kernels/unary.cu`), its value on one element, and its
 //! gradient. The methods on [`Tensor`] that run them are in the parent
-//! module; `tests/unary.rs` holds one table row per op.
+//! module; `tests/ops/unary.rs` holds one table row per op.
 //!
 //! Gradients are written from the input `x` or the result `y`, whichever
 //! gives the cheaper expression. They only ever run on float tensors (only

@@ -1,10 +1,7 @@
 //! Creation, read-back, element-type casts, device moves and views, checked
 //! against plain index arithmetic on random shapes.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use devtensor::{Cpu, Cuda, Device, Element, Error, Generator, Tensor, manual_seed};
 use proptest::prelude::*;
 

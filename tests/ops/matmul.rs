@@ -9,10 +9,7 @@
 //! of the element type) plus a tiny absolute slack, against a reference
 //! computed in `f64` on inputs already rounded to the element type.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use devtensor::{Cpu, Device, Error, FloatElement, Tensor};
 use proptest::prelude::*;
 

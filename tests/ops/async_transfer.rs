@@ -12,10 +12,7 @@
 //! Page-locked memory needs a CUDA driver, so without one the `Cpu`
 //! instances check only that the error is clear.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use devtensor::{Cpu, Cuda, Device, Error, PinnedTensor, Tensor};
 use proptest::prelude::*;
 

@@ -2,11 +2,8 @@
 //! broadcast pairs and non-contiguous views, and every differentiable op's
 //! gradients against central differences (the gradient table).
 
-#[macro_use]
-mod common;
-
-use common::gradcheck::{T, Values, gradcheck, values};
-use common::*;
+use crate::common::gradcheck::{T, Values, gradcheck, values};
+use crate::common::*;
 use devtensor::{Cpu, Device, Element, Error, Tensor};
 use proptest::prelude::*;
 

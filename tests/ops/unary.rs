@@ -9,11 +9,8 @@
 //! (operators, random clamp bounds, the exact bits of special values, large
 //! inputs, a custom op).
 
-#[macro_use]
-mod common;
-
-use common::gradcheck::{Values, gradcheck, inputs};
-use common::*;
+use crate::common::gradcheck::{Values, gradcheck, inputs};
+use crate::common::*;
 use devtensor::ops::unary::UnaryOp;
 use devtensor::{Cpu, DType, Device, Element, FloatElement, Result, Tensor};
 use proptest::prelude::*;
@@ -413,7 +410,7 @@ fn large_float_functions<D: Device>() -> Vec<f32> {
 /// with its CUDA kernel from `examples/kernels/softsign.cu` (which the
 /// emulated GPU compiles in too) and its gradient.
 #[allow(dead_code)] // its `main`
-#[path = "../examples/custom_op.rs"]
+#[path = "../../examples/custom_op.rs"]
 mod custom_op;
 
 use custom_op::Softsign;

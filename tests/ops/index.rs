@@ -3,10 +3,7 @@
 //! shapes and axes, with non-contiguous data and index tensors, several
 //! element types, empty tensors, and every error message.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use devtensor::{Cpu, Device, Element, Error, Tensor};
 use proptest::prelude::*;
 

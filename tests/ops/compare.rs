@@ -2,10 +2,7 @@
 //! random broadcast shapes, non-contiguous views, every element type, NaN
 //! and infinities, empty tensors, and every error path.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use devtensor::{Cpu, Device, Element, Error, Tensor};
 use proptest::prelude::*;
 

@@ -6,8 +6,11 @@
 //! On the emulated GPU:
 //!
 //! ```sh
-//! DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test --test cuda_backend
+//! DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test --test ops cuda_backend::
 //! ```
+//!
+//! Not under Miri, which cannot load a driver or start the child processes.
+#![cfg(not(miri))]
 
 use devtensor::{Cpu, Cuda, Device, Element, Error, Generator, Tensor};
 
@@ -464,11 +467,15 @@ fn unavailable_without_a_driver_or_device() {
     }
 }
 
-/// Runs this test binary again, filtered to `test`, with `DEVTENSOR_CUDA_CHILD=1`
-/// and the given environment changes, and returns its output.
+/// Runs this test binary again, filtered to `test` (a test of this module),
+/// with `DEVTENSOR_CUDA_CHILD=1` and the given environment changes, and
+/// returns its output.
 fn run_child(test: &str, env: &[(&str, Option<&str>)]) -> String {
+    // The harness names a test by its path below the crate root.
+    let module = module_path!().split_once("::").map_or("", |(_, module)| module);
+    let exact = format!("{module}::{test}");
     let mut cmd = std::process::Command::new(std::env::current_exe().expect("the test binary"));
-    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"]).env("DEVTENSOR_CUDA_CHILD", "1");
+    cmd.args(["--exact", &exact, "--nocapture", "--test-threads=1"]).env("DEVTENSOR_CUDA_CHILD", "1");
     for (key, value) in env {
         match value {
             Some(value) => cmd.env(key, value),

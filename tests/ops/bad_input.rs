@@ -7,9 +7,6 @@
 //!
 //! Reference values are PyTorch 2.x's documented results for the same call.
 
-#[macro_use]
-mod common;
-
 use devtensor::{Cpu, Device, Element, Error, PinnedTensor, Shape, Tensor};
 use proptest::prelude::*;
 

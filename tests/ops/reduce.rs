@@ -9,10 +9,7 @@
 //! relative. Integer sums are exact (wrapping); max, min and the
 //! arg-reductions are exact for every type.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use devtensor::{Cpu, Device, Element, Error, FloatElement, Tensor};
 use proptest::prelude::*;
 

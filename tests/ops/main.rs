@@ -1,0 +1,23 @@
+//! The operation suites, one test binary: every tensor operation checked
+//! against plain-loop references on random shapes and layouts, the gradient
+//! tables, the bad-input errors, asynchronous transfers, and the CUDA backend
+//! compared with the CPU, each on `Cpu`, `Cuda<0>` and `Cuda<1>`.
+//!
+//! One binary rather than one per file: each test binary links its own copy
+//! of every device-generic instantiation, and on CI's two cores ten of them
+//! took minutes to build. `cargo test --test ops binary::` runs one suite.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod async_transfer;
+mod bad_input;
+mod binary;
+mod compare;
+mod cuda_backend;
+mod index;
+mod matmul;
+mod reduce;
+mod tensor;
+mod unary;
