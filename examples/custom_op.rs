@@ -1,21 +1,30 @@
-//! Your own operation, with its CPU function, its CUDA kernel and its
-//! gradient, running like a built-in one: device-typed, tracked by autograd,
-//! with a `try_` form that reports errors instead of panicking.
+//! Your own operations, each with its CPU function, its CUDA kernel and
+//! (where differentiable) its gradient, running like built-in ones:
+//! device-typed, tracked by autograd, with a `try_` form that reports
+//! errors instead of panicking.
 //!
-//! The op is `softsign(x) = x / (1 + |x|)`: a smooth squashing function
-//! (like `tanh`, but with polynomial tails) that devtensor does not ship.
-//! Its CUDA kernel is the one line in `examples/kernels/softsign.cu`,
-//! compiled by NVRTC the first time it runs on a GPU.
+//! - `softsign(x) = x / (1 + |x|)`, a function of one tensor: a smooth
+//!   squashing function (like `tanh`, but with polynomial tails);
+//! - `hypot(a, b) = sqrt(a² + b²)`, a function of two tensors that
+//!   broadcast, like `torch.hypot`;
+//! - `is_close(a, b)`, a comparison giving a mask, like `torch.isclose` with
+//!   its default tolerances.
+//!
+//! Each CUDA kernel is one line in `examples/kernels/`, compiled by NVRTC
+//! the first time the op runs on a GPU.
 //!
 //! ```sh
 //! cargo run --example custom_op                       # on the CPU, and on a GPU when there is one
 //! bash scripts/with-emu.sh cargo run --example custom_op   # on the two emulated GPUs
 //! ```
 
-use devtensor::ops::unary::{KernelSource, UnaryOp};
+use devtensor::ops::KernelSource;
+use devtensor::ops::binary::{BinaryOp, Grads, Needs};
+use devtensor::ops::compare::CompareOp;
+use devtensor::ops::unary::UnaryOp;
 use devtensor::{Cpu, Cuda, Device, FloatElement, Result, Tensor};
 
-/// `x / (1 + |x|)`. (Public for `tests/unary.rs`, which runs this op on
+/// `x / (1 + |x|)`. (The ops are public for `tests/ops/`, which runs them on
 /// every device.)
 #[derive(Clone, Copy, Debug)]
 pub struct Softsign;
@@ -39,6 +48,48 @@ impl<F: FloatElement> UnaryOp<F> for Softsign {
     }
 }
 
+/// `sqrt(a² + b²)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Hypot;
+
+impl<F: FloatElement> BinaryOp<F> for Hypot {
+    /// Names the op in errors and its kernels: `binary_hypot_f32`, `binary_hypot_rows_f32`, ...
+    const NAME: &'static str = "hypot";
+
+    // SAFETY: the file defines the broadcast, rows and scalar kernels of
+    // `hypot` for f32 and f64 with `DT_BINARY_FLOAT`.
+    const KERNELS: KernelSource = unsafe { KernelSource::cuda(include_str!("kernels/hypot.cu")) };
+
+    fn apply(self, a: F, b: F) -> F {
+        a.hypot(b)
+    }
+
+    /// `d/da = a / hypot(a, b)`, `d/db = b / hypot(a, b)`; devtensor sums
+    /// each back over the axes it was broadcast along.
+    fn backward<D: Device>(self, a: &Tensor<D, F>, b: &Tensor<D, F>, grad: &Tensor<D, F>, needs: Needs) -> Grads<D, F> {
+        let scale = grad.try_div(&a.try_apply_binary(Hypot, b)?)?;
+        needs.grads(|| scale.try_mul(a), || scale.try_mul(b))
+    }
+}
+
+/// `|a - b| <= 1e-8 + 1e-5 * |b|`: PyTorch's `isclose` with its default
+/// tolerances. NaN is close to nothing, and an infinity only to itself.
+#[derive(Clone, Copy, Debug)]
+pub struct IsClose;
+
+impl<F: FloatElement> CompareOp<F> for IsClose {
+    /// Names the op in errors and its kernels: `compare_is_close_f32`, `compare_is_close_scalar_f32`, ...
+    const NAME: &'static str = "is_close";
+
+    // SAFETY: the file defines the tensor and scalar kernels of `is_close`
+    // for f32 and f64 with `DT_COMPARE_FLOAT`.
+    const KERNELS: KernelSource = unsafe { KernelSource::cuda(include_str!("kernels/is_close.cu")) };
+
+    fn apply(self, a: F, b: F) -> bool {
+        a == b || (b.is_finite() && (a - b).abs() <= F::from_f64(1e-8) + F::from_f64(1e-5) * b.abs())
+    }
+}
+
 /// A small fit on device `D`: `w` learns to make `softsign(w * x)` match
 /// targets made with `w = 2`, by gradient descent through the custom op.
 fn fit<D: Device>() -> Result<f32> {
@@ -57,6 +108,10 @@ fn fit<D: Device>() -> Result<f32> {
 fn main() -> Result<()> {
     let x = Tensor::<Cpu>::from_vec(vec![-3.0, 0.0, 1.0], [3]);
     println!("softsign({:?}) = {:?}", x.to_vec(), x.apply_unary(Softsign).to_vec());
+    let four = Tensor::<Cpu>::from_vec(vec![4.0], [1]); // broadcast
+    println!("hypot({:?}, 4) = {:?}", x.to_vec(), x.apply_binary(Hypot, &four).to_vec());
+    let near = x.try_mul_scalar(1.0 + 1e-6)?;
+    println!("is_close({:?}, x * (1 + 1e-6)) = {:?}", x.to_vec(), x.apply_compare(IsClose, &near).to_vec());
 
     let w = fit::<Cpu>()?;
     println!("Cpu: w = {w:.4} (the targets were made with 2)");

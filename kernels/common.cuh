@@ -596,4 +596,74 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
     DT_BINARY_KERNELS(op, i64, long long, __VA_ARGS__)                                                     \
     DT_BINARY_KERNELS(op, u8, unsigned char, __VA_ARGS__)
 
+// ---------------------------------------------------------------------------
+// Predicates of two tensors in one line (comparisons, mask logic)
+//
+// The Rust side declares each comparison once (a type implementing
+// `devtensor::ops::compare::CompareOp`); its kernels are one line in
+// compare.cu or in a user's own source:
+//
+//   DT_COMPARE_ALL(lt, a < b)                  // f32, f64, i64 and u8
+//   DT_COMPARE_FLOAT(near, fabs(a - b) <= 0.1) // f32 and f64
+//
+// define, for each type T, with the predicate of the elements `a` (left)
+// and `b` (right), and `T` naming the element type in it:
+//   compare_<op>_<T>(size_t n, size_t rank, const size_t* dims,
+//                    const size_t* lhs_strides, size_t lhs_offset,
+//                    const size_t* rhs_strides, size_t rhs_offset,
+//                    const T* lhs, const T* rhs, unsigned char* out)
+//       out[i] = 1 where the predicate holds at row-major position i of the
+//       broadcast shape `dims`, else 0; both layouts are broadcast to it.
+//   compare_<op>_scalar_<T>(size_t n, size_t rank, const size_t* dims,
+//                           const size_t* strides, size_t offset,
+//                           const T* x, T scalar, unsigned char* out)
+//       the predicate of x (as `a`) and scalar (as `b`).
+
+template <typename Op>
+__device__ void dt_compare(size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides,
+                           size_t lhs_offset, const size_t* rhs_strides, size_t rhs_offset,
+                           const typename Op::T* lhs, const typename Op::T* rhs, unsigned char* out) {
+    dt_map(n, out, [&](size_t i) {
+        size_t a = lhs_offset, b = rhs_offset;
+        dt_offset2(i, rank, dims, lhs_strides, &a, rhs_strides, &b);
+        return (unsigned char)(Op::apply(lhs[a], rhs[b]) ? 1 : 0);
+    });
+}
+
+template <typename Op>
+__device__ void dt_compare_scalar(size_t n, size_t rank, const size_t* dims, const size_t* strides,
+                                  size_t offset, const typename Op::T* x, typename Op::T scalar,
+                                  unsigned char* out) {
+    dt_map(n, out, [&](size_t i) {
+        return (unsigned char)(Op::apply(x[dt_offset(i, rank, dims, strides, offset)], scalar) ? 1 : 0);
+    });
+}
+
+#define DT_COMPARE_KERNELS(op, name, TYPE, ...)                                                            \
+    struct dt_compare_##op##_##name {                                                                      \
+        typedef TYPE T;                                                                                   \
+        __device__ static bool apply(T a, T b) { return (__VA_ARGS__); }                                  \
+    };                                                                                                     \
+    extern "C" __global__ void compare_##op##_##name(                                                      \
+        size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides, size_t lhs_offset,          \
+        const size_t* rhs_strides, size_t rhs_offset, const TYPE* lhs, const TYPE* rhs,                   \
+        unsigned char* out) {                                                                              \
+        dt_compare<dt_compare_##op##_##name>(n, rank, dims, lhs_strides, lhs_offset, rhs_strides,          \
+                                             rhs_offset, lhs, rhs, out);                                   \
+    }                                                                                                      \
+    extern "C" __global__ void compare_##op##_scalar_##name(size_t n, size_t rank, const size_t* dims,     \
+                                                            const size_t* strides, size_t offset,         \
+                                                            const TYPE* x, TYPE scalar,                   \
+                                                            unsigned char* out) {                         \
+        dt_compare_scalar<dt_compare_##op##_##name>(n, rank, dims, strides, offset, x, scalar, out);       \
+    }
+
+#define DT_COMPARE_FLOAT(op, ...)                                                                          \
+    DT_COMPARE_KERNELS(op, f32, float, __VA_ARGS__)                                                        \
+    DT_COMPARE_KERNELS(op, f64, double, __VA_ARGS__)
+#define DT_COMPARE_ALL(op, ...)                                                                            \
+    DT_COMPARE_FLOAT(op, __VA_ARGS__)                                                                      \
+    DT_COMPARE_KERNELS(op, i64, long long, __VA_ARGS__)                                                    \
+    DT_COMPARE_KERNELS(op, u8, unsigned char, __VA_ARGS__)
+
 #endif // DEVTENSOR_COMMON_CUH

@@ -34,6 +34,8 @@ const NVRTC_VERSION: (c_int, c_int) = (13, 0);
 
 /// Element-type suffixes of kernel names, as in the Rust `DType` enum.
 const DTYPES: [&str; 4] = ["f32", "f64", "i64", "u8"];
+/// The op families whose ops may bring their own CUDA source.
+const CUSTOM_OP_FAMILIES: [&str; 3] = ["unary", "binary", "compare"];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -314,9 +316,11 @@ struct FileReport {
 fn check_file(path: &Path, tools: &Tools) -> FileReport {
     let file = path.strip_prefix(repo()).unwrap_or(path).display().to_string();
     let stem = path.file_stem().expect("a file stem").to_string_lossy().into_owned();
-    // Kernel names start with their op family: the file's name in kernels/,
-    // and `unary` for the examples' custom ops (`UnaryOp::KERNELS`).
-    let family = if file.starts_with("examples/") { "unary".to_string() } else { stem.clone() };
+    // Kernel names start with their op family: the file's name in kernels/;
+    // an example's custom op belongs to a family that takes custom kernels
+    // (`UnaryOp::KERNELS`, `BinaryOp::KERNELS`, `CompareOp::KERNELS`).
+    let families =
+        if file.starts_with("examples/") { CUSTOM_OP_FAMILIES.map(String::from).to_vec() } else { vec![stem.clone()] };
     let mut report =
         FileReport { file: file.clone(), summary: String::new(), kernels: BTreeSet::new(), failures: Vec::new() };
     let src = match std::fs::read_to_string(path) {
@@ -417,10 +421,14 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
         }
         let misnamed: Vec<&String> = entries
             .iter()
-            .filter(|e| !e.starts_with(&format!("{family}_")) || !DTYPES.iter().any(|t| e.ends_with(&format!("_{t}"))))
+            .filter(|e| {
+                !families.iter().any(|f| e.starts_with(&format!("{f}_")))
+                    || !DTYPES.iter().any(|t| e.ends_with(&format!("_{t}")))
+            })
             .collect();
         if !misnamed.is_empty() {
-            report.failures.push(format!("{file}: kernel names must read `{family}_<op>_<dtype>`: {misnamed:?}"));
+            let families = families.join("|");
+            report.failures.push(format!("{file}: kernel names must read `{families}_<op>_<dtype>`: {misnamed:?}"));
         }
         report.kernels = entries;
     }

@@ -1,6 +1,7 @@
 //! Where an op type's CUDA kernels come from, for the op families declared
 //! as types ([`UnaryOp`](super::unary::UnaryOp),
-//! [`BinaryOp`](super::binary::BinaryOp)).
+//! [`BinaryOp`](super::binary::BinaryOp),
+//! [`CompareOp`](super::compare::CompareOp)).
 
 use crate::device::cuda::context::CudaDevice;
 use crate::error::{Error, Result};
@@ -37,15 +38,18 @@ impl KernelSource {
     ///   and `_2` forms take the scalar parameters `a` and `b`;
     /// - `DT_BINARY_FLOAT(hypot, sqrt(a * a + b * b))` defines the three
     ///   kernels of a binary op (broadcast, rows and scalar) for `f32` and
-    ///   `f64`; `DT_BINARY_ALL` adds `i64` and `u8`.
+    ///   `f64`; `DT_BINARY_ALL` adds `i64` and `u8`;
+    /// - `DT_COMPARE_FLOAT(near, fabs(a - b) < 0.1)` defines the two kernels
+    ///   of a comparison (broadcast and scalar), giving masks, for `f32` and
+    ///   `f64`; `DT_COMPARE_ALL` adds `i64` and `u8`.
     ///
     /// # Safety
     ///
     /// The GPU runs this code unchecked. It must define the kernels the
-    /// op's family names (`unary_<NAME>_<dtype>`, or the three
-    /// `binary_<NAME>_..._<dtype>`) for each element type the op is
-    /// implemented for, with the signatures the `DT_UNARY_*` and
-    /// `DT_BINARY_*` macros give (for a unary op, as many scalar parameters
+    /// op's family names (`unary_<NAME>_<dtype>`, the three
+    /// `binary_<NAME>_..._<dtype>` or the two `compare_<NAME>_..._<dtype>`)
+    /// for each element type the op is implemented for, with the signatures
+    /// the `DT_UNARY_*`, `DT_BINARY_*` and `DT_COMPARE_*` macros give (for a unary op, as many scalar parameters
     /// as its `params` returns), and read and write only the elements
     /// those signatures describe.
     pub const unsafe fn cuda(source: &'static str) -> KernelSource {

@@ -4,6 +4,7 @@
 
 use crate::common::gradcheck::{T, Values, gradcheck, values};
 use crate::common::*;
+use crate::custom_op::Hypot;
 use devtensor::{Cpu, Device, Element, Error, Tensor};
 use proptest::prelude::*;
 
@@ -224,6 +225,7 @@ device_tests! {
     integer_division_by_zero => integer_division_by_zero_is_an_error_not_a_panic,
     empty_tensors => empty_tensors_combine_to_empty_results,
     pow_against_reference => pow_matches_reference,
+    custom_op_against_reference => custom_op_matches_reference,
 }
 
 device_tests_vs_cpu! {
@@ -271,6 +273,7 @@ gradient_table! {
     maximum: |a, b| a.maximum(b), a: Values::Distinct, b: Values::Distinct;
     minimum: |a, b| a.minimum(b), a: Values::Distinct, b: Values::Distinct;
     pow: |a, b| a.pow(b), a: Values::Positive, b: Values::AwayFromZero;
+    custom_op_hypot: |a, b| a.apply_binary(Hypot, b), a: Values::AwayFromZero, b: Values::AwayFromZero;
     scalar_forms: |a, _| &(&(&(2.0 - a) * 3.0) / 4.0) + &(1.5 / a), a: Values::AwayFromZero, b: Values::AwayFromZero;
 }
 
@@ -294,4 +297,23 @@ fn pow_matches_reference<D: Device>() {
     let grads = zero.pow(&e).backward();
     assert_eq!(grads.get(&e).unwrap().item(), 0.0);
     assert_eq!(grads.get(&zero).unwrap().item(), 0.0);
+}
+
+/// The example's own op `Hypot` (its CUDA kernel from
+/// `examples/kernels/hypot.cu`) against `f64::hypot`, on a broadcast pair
+/// and on rows long enough for the row kernel.
+fn custom_op_matches_reference<D: Device>() {
+    let (a, b) = ([3.0, -5.0, 0.0, f64::INFINITY, 1e-3], [4.0, 12.0, -0.0]);
+    let got = Tensor::<D, f64>::from_slice(&a, [5, 1]).apply_binary(Hypot, &Tensor::<D, f64>::from_slice(&b, [3]));
+    let expected: Vec<f64> = a.iter().flat_map(|x| b.iter().map(move |y| x.hypot(*y))).collect();
+    assert_eq!(got.dims(), &[5, 3]);
+    assert_close(&got.to_vec(), &expected, 1e-15, 1e-15);
+    assert_eq!(got.to_vec()[0], 5.0);
+
+    let cols = 200;
+    let a: Vec<f32> = (0..2 * cols).map(|i| i as f32 / 7.0 - 20.0).collect();
+    let b: Vec<f32> = (0..cols).map(|i| 3.0 - i as f32 / 11.0).collect();
+    let got = Tensor::<D>::from_slice(&a, [2, cols]).apply_binary(Hypot, &Tensor::<D>::from_slice(&b, [cols]));
+    let expected: Vec<f64> = (0..2 * cols).map(|i| f64::from(a[i]).hypot(f64::from(b[i % cols]))).collect();
+    assert_close(&as_f64(&got.to_vec()), &expected, 1e-6, 1e-6);
 }

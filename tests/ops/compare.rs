@@ -3,6 +3,7 @@
 //! and infinities, empty tensors, and every error path.
 
 use crate::common::*;
+use crate::custom_op::IsClose;
 use devtensor::{Cpu, Device, Element, Error, Tensor};
 use proptest::prelude::*;
 
@@ -357,8 +358,41 @@ device_tests! {
     empty_tensors => empty_tensors,
     large_inputs => large_inputs,
     where_cond_block_shapes => where_cond_block_shapes,
+    custom_op_against_reference => custom_op_matches_reference,
 }
 
 device_tests_vs_cpu! {
     large_strided_inputs => large_strided_inputs, Family::Exact;
+}
+
+/// The example's own comparison `IsClose` (its CUDA kernel from
+/// `examples/kernels/is_close.cu`) against PyTorch's `isclose` at its
+/// default tolerances, written out per case, broadcast and in both float
+/// types.
+fn custom_op_matches_reference<D: Device>() {
+    let inf = f64::INFINITY;
+    let cases: [(f64, f64, u8); 10] = [
+        (1.0, 1.0 + 1e-6, 1),
+        (1.0, 1.0 + 1e-4, 0),
+        (0.0, 1e-9, 1),
+        (0.0, 1e-7, 0),
+        (100.0, 100.0009, 1),
+        (f64::NAN, f64::NAN, 0),
+        (inf, inf, 1),
+        (inf, -inf, 0),
+        (1.0, inf, 0),
+        (inf, 1.0, 0),
+    ];
+    let a: Vec<f64> = cases.iter().map(|c| c.0).collect();
+    let b: Vec<f64> = cases.iter().map(|c| c.1).collect();
+    let expected: Vec<u8> = cases.iter().map(|c| c.2).collect();
+    let got = Tensor::<D, f64>::from_slice(&a, [10]).apply_compare(IsClose, &Tensor::<D, f64>::from_slice(&b, [10]));
+    assert_eq!(got.to_vec(), expected);
+    let got = Tensor::<D>::from_vec(cast_all(&a), [10])
+        .try_apply_compare(IsClose, &Tensor::<D>::from_vec(cast_all(&b), [10]));
+    assert_eq!(got.unwrap().to_vec(), expected);
+    // Broadcast: a column against a row.
+    let column = Tensor::<D, f64>::from_vec(vec![1.0, 2.0], [2, 1]);
+    let row = Tensor::<D, f64>::from_vec(vec![1.0, 2.000001, 2.0], [3]);
+    assert_eq!(column.apply_compare(IsClose, &row).to_vec2(), vec![vec![1, 0, 0], vec![0, 1, 1]]);
 }

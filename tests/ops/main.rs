@@ -11,6 +11,14 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+/// The user's own ops of `examples/custom_op.rs` (softsign, hypot,
+/// is_close), with their CUDA kernels from `examples/kernels/` (which the
+/// emulated GPU compiles in too): the unary, binary and compare suites run
+/// them on every device.
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/custom_op.rs"]
+mod custom_op;
+
 mod async_transfer;
 mod bad_input;
 mod binary;

@@ -406,14 +406,7 @@ fn large_float_functions<D: Device>() -> Vec<f32> {
     all
 }
 
-/// The user's own op of `examples/custom_op.rs`: softsign, `x / (1 + |x|)`,
-/// with its CUDA kernel from `examples/kernels/softsign.cu` (which the
-/// emulated GPU compiles in too) and its gradient.
-#[allow(dead_code)] // its `main`
-#[path = "../../examples/custom_op.rs"]
-mod custom_op;
-
-use custom_op::Softsign;
+use crate::custom_op::Softsign;
 
 /// `Softsign` without a CUDA kernel.
 #[derive(Clone, Copy)]

@@ -1,46 +1,12 @@
 //! Comparison, mask and selection kernels on the CPU.
 
-use super::{CompareKernel, CompareOp, LogicalOp};
+use super::{CompareKernel, CompareOp};
 use crate::device::Cpu;
 use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer, zip_into};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::{Layout, for_each_block};
 use rayon::prelude::*;
-
-/// Calls `$body` with `$f` bound to `op`'s predicate as a `Fn(E, E) -> u8`,
-/// so each comparison gets its own monomorphised loop. `PartialOrd` on
-/// floats is IEEE: every comparison with NaN is false, `!=` is true.
-macro_rules! with_compare {
-    ($op:expr, $E:ty, |$f:ident| $body:expr) => {
-        match $op {
-            CompareOp::Eq => {
-                let $f = |a: $E, b: $E| (a == b) as u8;
-                $body
-            }
-            CompareOp::Ne => {
-                let $f = |a: $E, b: $E| (a != b) as u8;
-                $body
-            }
-            CompareOp::Lt => {
-                let $f = |a: $E, b: $E| (a < b) as u8;
-                $body
-            }
-            CompareOp::Le => {
-                let $f = |a: $E, b: $E| (a <= b) as u8;
-                $body
-            }
-            CompareOp::Gt => {
-                let $f = |a: $E, b: $E| (a > b) as u8;
-                $body
-            }
-            CompareOp::Ge => {
-                let $f = |a: $E, b: $E| (a >= b) as u8;
-                $body
-            }
-        }
-    };
-}
 
 /// `f(a[i], b[i])` over two operands laid out with one shape, into a new
 /// row-major vector.
@@ -64,51 +30,30 @@ fn select<E: Element>(c: u8, t: E, f: E) -> E {
 }
 
 impl CompareKernel for Cpu {
-    fn compare<E: Element>(
-        op: CompareOp,
+    fn compare<E: Element, Op: CompareOp<E>>(
+        op: Op,
         lhs: &CpuStorage<E>,
         lhs_layout: &Layout,
         rhs: &CpuStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CpuStorage<u8>> {
         let (a, b) = (lhs.as_slice(), rhs.as_slice());
-        let out = with_compare!(op, E, |f| zip_map(op.name(), a, lhs_layout, b, rhs_layout, f))?;
+        let out = zip_map(Op::NAME, a, lhs_layout, b, rhs_layout, move |a, b| op.apply(a, b) as u8)?;
         Ok(CpuStorage::from_vec(out))
     }
 
-    fn compare_scalar<E: Element>(
-        op: CompareOp,
+    fn compare_scalar<E: Element, Op: CompareOp<E>>(
+        op: Op,
         x: &CpuStorage<E>,
         layout: &Layout,
         scalar: E,
     ) -> Result<CpuStorage<u8>> {
-        let src = x.as_slice();
-        let out = with_compare!(op, E, |f| map_strided(op.name(), src, layout, move |v| f(v, scalar)))?;
+        let out = map_strided(Op::NAME, x.as_slice(), layout, move |v| op.apply(v, scalar) as u8)?;
         Ok(CpuStorage::from_vec(out))
     }
 
     fn logical_not(x: &CpuStorage<u8>, layout: &Layout) -> Result<CpuStorage<u8>> {
         Ok(CpuStorage::from_vec(map_strided("logical_not", x.as_slice(), layout, |v: u8| (v == 0) as u8)?))
-    }
-
-    fn logical(
-        op: LogicalOp,
-        lhs: &CpuStorage<u8>,
-        lhs_layout: &Layout,
-        rhs: &CpuStorage<u8>,
-        rhs_layout: &Layout,
-    ) -> Result<CpuStorage<u8>> {
-        let (a, b) = (lhs.as_slice(), rhs.as_slice());
-        // Non-short-circuit `&`/`|` on bools keep the loop branch-free.
-        let out = match op {
-            LogicalOp::And => {
-                zip_map("logical_and", a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) & (q != 0)) as u8)
-            }
-            LogicalOp::Or => {
-                zip_map("logical_or", a, lhs_layout, b, rhs_layout, |p: u8, q: u8| ((p != 0) | (q != 0)) as u8)
-            }
-        }?;
-        Ok(CpuStorage::from_vec(out))
     }
 
     fn where_cond<E: Element>(

@@ -1,6 +1,6 @@
 //! Comparison, mask and selection kernels on CUDA (`kernels/compare.cu`).
 
-use super::{CompareKernel, CompareOp, LogicalOp};
+use super::{CompareKernel, CompareOp};
 use crate::device::Cuda;
 use crate::device::cuda::CudaStorage;
 use crate::device::cuda::context::CudaDevice;
@@ -8,60 +8,56 @@ use crate::device::cuda::launch::{Strided, elementwise, launch_kernel, map_setup
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::Layout;
-use std::sync::Arc;
+use cudarc::driver::CudaFunction;
+use std::any::TypeId;
 
-/// `out[i] = lhs OP rhs` through a two-operand kernel of compare.cu.
-fn zip<E: Element>(
-    device: &Arc<CudaDevice>,
-    op: &'static str,
-    name: String,
-    lhs: &CudaStorage<E>,
-    lhs_layout: &Layout,
-    rhs: &CudaStorage<E>,
-    rhs_layout: &Layout,
-) -> Result<CudaStorage<u8>> {
-    let n = lhs_layout.elem_count();
-    let out = CudaStorage::alloc(device, op, n)?;
-    if n == 0 {
-        return Ok(out);
-    }
-    let geo = Strided::new(
-        device,
-        op,
-        lhs_layout.dims(),
-        [lhs_layout.strides(), rhs_layout.strides()],
-        [lhs_layout.offset(), rhs_layout.offset()],
-    )?;
-    launch_kernel!(device, op, "compare", name, elementwise(n);
-        n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
-        lhs.ptr(), rhs.ptr(), out.ptr())?;
-    Ok(out)
+/// The op's kernel `compare_<NAME>_<form><dtype>` (`form` is `""` or
+/// `"scalar_"`).
+fn function<E: Element, Op: CompareOp<E>>(device: &CudaDevice, form: &str) -> Result<CudaFunction> {
+    let name = format!("compare_{}_{form}{}", Op::NAME, E::DTYPE.name());
+    Op::KERNELS.function(device, Op::NAME, "compare", TypeId::of::<Op>(), &name)
 }
 
 impl<const N: usize> CompareKernel for Cuda<N> {
-    fn compare<E: Element>(
-        op: CompareOp,
+    fn compare<E: Element, Op: CompareOp<E>>(
+        _: Op,
         lhs: &CudaStorage<E>,
         lhs_layout: &Layout,
         rhs: &CudaStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CudaStorage<u8>> {
-        let name = format!("compare_{}_{}", op.name(), E::DTYPE.name());
-        zip(&Self::device()?, op.name(), name, lhs, lhs_layout, rhs, rhs_layout)
+        let device = Self::device()?;
+        let n = lhs_layout.elem_count();
+        let out = CudaStorage::alloc(&device, Op::NAME, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let geo = Strided::new(
+            &device,
+            Op::NAME,
+            lhs_layout.dims(),
+            [lhs_layout.strides(), rhs_layout.strides()],
+            [lhs_layout.offset(), rhs_layout.offset()],
+        )?;
+        let function = function::<E, Op>(&device, "")?;
+        launch_kernel!(function function, device, Op::NAME, elementwise(n);
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
+            lhs.ptr(), rhs.ptr(), out.ptr())?;
+        Ok(out)
     }
 
-    fn compare_scalar<E: Element>(
-        op: CompareOp,
+    fn compare_scalar<E: Element, Op: CompareOp<E>>(
+        _: Op,
         x: &CudaStorage<E>,
         layout: &Layout,
         scalar: E,
     ) -> Result<CudaStorage<u8>> {
         let device = Self::device()?;
-        let (out, geo) = map_setup(&device, op.name(), layout)?;
+        let (out, geo) = map_setup(&device, Op::NAME, layout)?;
         let Some(geo) = geo else { return Ok(out) };
         let n = layout.elem_count();
-        let name = format!("compare_{}_scalar_{}", op.name(), E::DTYPE.name());
-        launch_kernel!(device, op.name(), "compare", name, elementwise(n);
+        let function = function::<E, Op>(&device, "scalar_")?;
+        launch_kernel!(function function, device, Op::NAME, elementwise(n);
             n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), scalar, out.ptr())?;
         Ok(out)
     }
@@ -74,20 +70,6 @@ impl<const N: usize> CompareKernel for Cuda<N> {
         launch_kernel!(device, "logical_not", "compare", "compare_not_u8", elementwise(n);
             n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), out.ptr())?;
         Ok(out)
-    }
-
-    fn logical(
-        op: LogicalOp,
-        lhs: &CudaStorage<u8>,
-        lhs_layout: &Layout,
-        rhs: &CudaStorage<u8>,
-        rhs_layout: &Layout,
-    ) -> Result<CudaStorage<u8>> {
-        let name = match op {
-            LogicalOp::And => "compare_and_u8",
-            LogicalOp::Or => "compare_or_u8",
-        };
-        zip(&Self::device()?, op.name(), name.into(), lhs, lhs_layout, rhs, rhs_layout)
     }
 
     fn where_cond<E: Element>(

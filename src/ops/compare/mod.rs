@@ -7,73 +7,79 @@
 
 mod cpu;
 mod cuda;
+mod ops;
+
+pub use ops::{Equal, Greater, GreaterEqual, Less, LessEqual, LogicalAnd, LogicalOr, NotEqual};
 
 use crate::autograd::{self, Backward, float_rule, rule};
 use crate::device::{Backend, Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
 use crate::error::{broadcast_error, check_elem_count};
+use crate::ops::KernelSource;
 use crate::shape::{Layout, Shape};
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 
-/// An elementwise comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CompareOp {
-    /// `a == b`
-    Eq,
-    /// `a != b` (true when either side is NaN)
-    Ne,
-    /// `a < b`
-    Lt,
-    /// `a <= b`
-    Le,
-    /// `a > b`
-    Gt,
-    /// `a >= b`
-    Ge,
+/// A predicate on two tensors (or a tensor and a scalar) giving a mask,
+/// declared once: the built-in comparisons (`Less`, `Equal`, ...), the
+/// mask logic (`LogicalAnd`, `LogicalOr`) and your own. Implement it for
+/// the element types it takes and run it with [`Tensor::apply_compare`].
+///
+/// From this one definition devtensor makes the CPU loops over
+/// [`apply`](Self::apply) (broadcast operands, or a scalar on the right) and
+/// the CUDA launches (kernels named after [`NAME`](Self::NAME) in the
+/// source [`KERNELS`](Self::KERNELS) names). Masks carry no gradient.
+///
+/// A custom comparison, on the CPU:
+/// ```
+/// use devtensor::ops::compare::CompareOp;
+/// use devtensor::ops::KernelSource;
+/// use devtensor::{Cpu, FloatElement, Tensor};
+///
+/// /// Whether `a` and `b` agree to within 0.1.
+/// #[derive(Clone, Copy)]
+/// struct Near;
+///
+/// impl<F: FloatElement> CompareOp<F> for Near {
+///     const NAME: &'static str = "near";
+///     // CPU only. With a CUDA kernel (see `KernelSource::cuda` for the contract):
+///     // `unsafe { KernelSource::cuda("DT_COMPARE_FLOAT(near, fabs(a - b) <= 0.1)") }`.
+///     const KERNELS: KernelSource = KernelSource::NONE;
+///
+///     fn apply(self, a: F, b: F) -> bool {
+///         (a - b).abs() <= F::from_f64(0.1)
+///     }
+/// }
+///
+/// let a = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0], [3]);
+/// let b = Tensor::<Cpu>::from_vec(vec![1.05, 2.5, 2.95], [3]);
+/// assert_eq!(a.apply_compare(Near, &b).to_vec(), vec![1, 0, 1]);
+/// ```
+pub trait CompareOp<E: Element>: Copy + Send + Sync + 'static {
+    /// The op's name: in error messages, and in its CUDA kernels' names,
+    /// `compare_<NAME>_<dtype>` and `compare_<NAME>_scalar_<dtype>`.
+    /// Unique among the ops of one program.
+    const NAME: &'static str;
+
+    /// Where the CUDA kernels come from: [`KernelSource::NONE`] (the op runs
+    /// on the CPU only, and fails on a GPU with an error naming it) or the
+    /// CUDA source to compile with NVRTC at first use (one
+    /// `DT_COMPARE_FLOAT(name, predicate of a and b)` or `DT_COMPARE_ALL`
+    /// line).
+    const KERNELS: KernelSource = KernelSource::NONE;
+
+    /// The predicate on one pair of elements.
+    fn apply(self, a: E, b: E) -> bool;
 }
 
-impl CompareOp {
-    /// The operation's name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            CompareOp::Eq => "eq",
-            CompareOp::Ne => "ne",
-            CompareOp::Lt => "lt",
-            CompareOp::Le => "le",
-            CompareOp::Gt => "gt",
-            CompareOp::Ge => "ge",
-        }
-    }
-}
-
-/// A logical operation on two masks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LogicalOp {
-    /// true where both are non-zero
-    And,
-    /// true where either is non-zero
-    Or,
-}
-
-impl LogicalOp {
-    /// The operation's name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            LogicalOp::And => "logical_and",
-            LogicalOp::Or => "logical_or",
-        }
-    }
-}
-
-/// Device kernels for comparisons, mask logic and `where_cond`. Implemented
-/// by every [`Device`]. Every layout passed already has the output's
-/// (broadcast) shape; outputs are new contiguous storages.
+/// Device kernels for [`CompareOp`]s, mask negation and `where_cond`.
+/// Implemented by every [`Device`]. Every layout passed already has the
+/// output's (broadcast) shape; outputs are new contiguous storages.
 pub trait CompareKernel: Backend {
     /// `lhs op rhs` as a 0/1 mask.
-    fn compare<E: Element>(
-        op: CompareOp,
+    fn compare<E: Element, Op: CompareOp<E>>(
+        op: Op,
         lhs: &Self::Storage<E>,
         lhs_layout: &Layout,
         rhs: &Self::Storage<E>,
@@ -81,8 +87,8 @@ pub trait CompareKernel: Backend {
     ) -> Result<Self::Storage<u8>>;
 
     /// `x op scalar` as a 0/1 mask.
-    fn compare_scalar<E: Element>(
-        op: CompareOp,
+    fn compare_scalar<E: Element, Op: CompareOp<E>>(
+        op: Op,
         x: &Self::Storage<E>,
         layout: &Layout,
         scalar: E,
@@ -90,15 +96,6 @@ pub trait CompareKernel: Backend {
 
     /// 1 where the mask is zero, 0 elsewhere.
     fn logical_not(x: &Self::Storage<u8>, layout: &Layout) -> Result<Self::Storage<u8>>;
-
-    /// `lhs op rhs` on masks, as a 0/1 mask.
-    fn logical(
-        op: LogicalOp,
-        lhs: &Self::Storage<u8>,
-        lhs_layout: &Layout,
-        rhs: &Self::Storage<u8>,
-        rhs_layout: &Layout,
-    ) -> Result<Self::Storage<u8>>;
 
     /// `on_true` where `cond` is non-zero, `on_false` elsewhere.
     fn where_cond<E: Element>(
@@ -109,18 +106,6 @@ pub trait CompareKernel: Backend {
         on_false: &Self::Storage<E>,
         on_false_layout: &Layout,
     ) -> Result<Self::Storage<E>>;
-}
-
-/// The broadcast shape of two operands and both layouts broadcast to it.
-fn broadcast_pair(op: &'static str, device: String, lhs: &Layout, rhs: &Layout) -> Result<(Shape, Layout, Layout)> {
-    let shape = lhs
-        .shape()
-        .broadcast_with(rhs.shape())
-        .ok_or_else(|| broadcast_error(op, device.clone(), lhs.shape(), rhs.shape()))?;
-    check_elem_count(op, || device, &[lhs.shape(), rhs.shape(), &shape])?;
-    let l = lhs.broadcast_to(&shape).expect("broadcast shape fits lhs");
-    let r = rhs.broadcast_to(&shape).expect("broadcast shape fits rhs");
-    Ok((shape, l, r))
 }
 
 /// Defines `try_x`/`x` and `try_x_scalar`/`x_scalar` for one comparison.
@@ -139,7 +124,7 @@ macro_rules! comparison {
         where
             D: SameDevice<D2>,
         {
-            self.try_compare(CompareOp::$op, same_device(rhs))
+            self.try_apply_compare($op, rhs)
         }
 
         #[doc = concat!("A mask of `self ", $what, " scalar`. Fails only when the device cannot run the kernel.")]
@@ -151,27 +136,56 @@ macro_rules! comparison {
         /// ```
         #[fallible($try_scalar)]
         pub fn $scalar(&self, scalar: E) -> Tensor<D, u8> {
-            let storage = D::compare_scalar(CompareOp::$op, self.storage(), self.layout(), scalar)?;
+            let storage = D::compare_scalar($op, self.storage(), self.layout(), scalar)?;
             Ok(Tensor::from_storage(storage, self.shape().clone()))
         }
     )*};
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
-    fn try_compare(&self, op: CompareOp, rhs: &Self) -> Result<Tensor<D, u8>> {
-        let (shape, l, r) = broadcast_pair(op.name(), D::name(), self.layout(), rhs.layout())?;
+    /// The mask of `op` on `self` and `rhs`, broadcasting both: how the
+    /// comparisons run, and how a custom [`CompareOp`] runs (see its
+    /// example). Fails when the shapes do not broadcast, or on a GPU when
+    /// the op has no CUDA kernel.
+    ///
+    /// ```
+    /// use devtensor::ops::compare::Less;
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 5], [2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3], [1]);
+    /// assert_eq!(a.apply_compare(Less, &b).to_vec(), a.lt(&b).to_vec());
+    /// ```
+    #[fallible]
+    pub fn apply_compare<D2: Device, Op: CompareOp<E>>(&self, op: Op, rhs: &Tensor<D2, E>) -> Tensor<D, u8>
+    where
+        D: SameDevice<D2>,
+    {
+        let rhs: &Self = same_device(rhs);
+        let (shape, l, r) = broadcast_pair(Op::NAME, D::name(), self.layout(), rhs.layout())?;
         let storage = D::compare(op, self.storage(), &l, rhs.storage(), &r)?;
         Ok(Tensor::from_storage(storage, shape))
     }
 
     comparison! {
-        Eq, try_eq, eq, try_eq_scalar, eq_scalar, "==", "[0, 1, 0]";
-        Ne, try_ne, ne, try_ne_scalar, ne_scalar, "!=", "[1, 0, 1]";
-        Lt, try_lt, lt, try_lt_scalar, lt_scalar, "<", "[1, 0, 0]";
-        Le, try_le, le, try_le_scalar, le_scalar, "<=", "[1, 1, 0]";
-        Gt, try_gt, gt, try_gt_scalar, gt_scalar, ">", "[0, 0, 1]";
-        Ge, try_ge, ge, try_ge_scalar, ge_scalar, ">=", "[0, 1, 1]";
+        Equal, try_eq, eq, try_eq_scalar, eq_scalar, "==", "[0, 1, 0]";
+        NotEqual, try_ne, ne, try_ne_scalar, ne_scalar, "!=", "[1, 0, 1]";
+        Less, try_lt, lt, try_lt_scalar, lt_scalar, "<", "[1, 0, 0]";
+        LessEqual, try_le, le, try_le_scalar, le_scalar, "<=", "[1, 1, 0]";
+        Greater, try_gt, gt, try_gt_scalar, gt_scalar, ">", "[0, 0, 1]";
+        GreaterEqual, try_ge, ge, try_ge_scalar, ge_scalar, ">=", "[0, 1, 1]";
     }
+}
+
+/// The broadcast shape of two operands and both layouts broadcast to it.
+fn broadcast_pair(op: &'static str, device: String, lhs: &Layout, rhs: &Layout) -> Result<(Shape, Layout, Layout)> {
+    let shape = lhs
+        .shape()
+        .broadcast_with(rhs.shape())
+        .ok_or_else(|| broadcast_error(op, device.clone(), lhs.shape(), rhs.shape()))?;
+    check_elem_count(op, || device, &[lhs.shape(), rhs.shape(), &shape])?;
+    let l = lhs.broadcast_to(&shape).expect("broadcast shape fits lhs");
+    let r = rhs.broadcast_to(&shape).expect("broadcast shape fits rhs");
+    Ok((shape, l, r))
 }
 
 impl<D: Device> Tensor<D, u8> {
@@ -189,12 +203,6 @@ impl<D: Device> Tensor<D, u8> {
         Ok(Tensor::from_storage(storage, self.shape().clone()))
     }
 
-    fn try_logical(&self, op: LogicalOp, rhs: &Self) -> Result<Self> {
-        let (shape, l, r) = broadcast_pair(op.name(), D::name(), self.layout(), rhs.layout())?;
-        let storage = D::logical(op, self.storage(), &l, rhs.storage(), &r)?;
-        Ok(Tensor::from_storage(storage, shape))
-    }
-
     /// 1 where both masks are non-zero, broadcasting both. Fails when the
     /// shapes do not broadcast.
     ///
@@ -209,7 +217,7 @@ impl<D: Device> Tensor<D, u8> {
     where
         D: SameDevice<D2>,
     {
-        self.try_logical(LogicalOp::And, same_device(rhs))
+        self.try_apply_compare(LogicalAnd, rhs)
     }
 
     /// 1 where either mask is non-zero, broadcasting both. Fails when the
@@ -226,7 +234,7 @@ impl<D: Device> Tensor<D, u8> {
     where
         D: SameDevice<D2>,
     {
-        self.try_logical(LogicalOp::Or, same_device(rhs))
+        self.try_apply_compare(LogicalOr, rhs)
     }
 
     /// Picks `on_true` where this mask is non-zero and `on_false` elsewhere,
