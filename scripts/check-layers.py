@@ -7,12 +7,7 @@ A module's dependencies are the `crate::NAME` and `$crate::NAME` paths in
 its files (comments stripped), with names the crate root re-exports
 (`crate::Tensor`) resolved to the module that defines them.
 
-The cycles that remain from before the layering (issue 18) are listed in
-KNOWN below, each as the set of modules of one strongly connected
-component. The check fails on any other cycle, and on a KNOWN cycle that
-no longer exists, so that the list only ever shrinks.
-
-Usage: python3 scripts/check-layers.py   (prints the layers; exit 1 on a new cycle)
+Usage: python3 scripts/check-layers.py   (prints the layers; exit 1 on a cycle)
 """
 
 import os
@@ -24,14 +19,6 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 # One layer by design: `Tensor`'s methods live in `ops` and record nodes of `autograd`.
 ONE_LAYER = {"tensor", "autograd", "ops"}
 CORE = "tensor+autograd+ops"
-
-# Cycles still to be broken (issue 18, item 3). Remove an entry when its cycle is gone.
-KNOWN = [
-    # `Device` gathers the kernel traits of every op family, and the ops
-    # implement them for `Cpu` and `Cuda<N>`; `OnDevice` and `same_device`
-    # name `Tensor`. Breaking it means a `backend/` layer below `tensor`.
-    {"device", CORE},
-]
 
 
 def top_module(path):
@@ -53,6 +40,25 @@ def root_reexports():
     return names
 
 
+def top_level_names(source, start):
+    """The first path segment of each item of a `crate::{..}` group opening at `start`."""
+    names, depth, expect_name = [], 1, True
+    for m in re.finditer(r"\w+|[{},]", source[start:]):
+        token = m.group(0)
+        if token == "{":
+            depth += 1
+        elif token == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        elif token == ",":
+            expect_name = depth == 1
+        elif expect_name and depth == 1:
+            names.append(token)
+            expect_name = False
+    return names
+
+
 def dependencies():
     modules = set()
     for entry in os.listdir(ROOT):
@@ -67,8 +73,10 @@ def dependencies():
                 continue
             source = re.sub(r"//[^\n]*", "", open(path).read())
             here = top_module(path)
-            for m in re.finditer(r"\bcrate::(\w+)", source):
-                name = m.group(1)
+            names = [m.group(1) for m in re.finditer(r"\bcrate::(\w+)", source)]
+            for group in re.finditer(r"\bcrate::\{", source):
+                names += top_level_names(source, group.end())
+            for name in names:
                 target = CORE if name in ONE_LAYER else name
                 target = reexports.get(name, target)
                 if target in modules and target != here:
@@ -112,19 +120,11 @@ def main():
     for module in sorted(edges):
         print(f"{module:>20} -> {', '.join(sorted(edges[module])) or '(nothing)'}")
     cycles = components(edges)
-    problems = []
     for cycle in cycles:
-        if cycle not in KNOWN:
-            inside = sorted(f"{a} -> {b}" for a in cycle for b in edges[a] if b in cycle)
-            problems.append(f"new import cycle among {sorted(cycle)}: {'; '.join(inside)}")
-    for cycle in KNOWN:
-        if cycle not in cycles:
-            problems.append(f"the known cycle {sorted(cycle)} is gone (or changed): update KNOWN in {__file__}")
-    print(f"{len(cycles)} cycle(s), {len(KNOWN)} known")
-    if problems:
-        print("\n".join(problems), file=sys.stderr)
-        sys.exit(1)
-
+        inside = sorted(f"{a} -> {b}" for a in cycle for b in edges[a] if b in cycle)
+        print(f"import cycle among {sorted(cycle)}: {'; '.join(inside)}", file=sys.stderr)
+    print(f"{len(cycles)} cycle(s)")
+    sys.exit(1 if cycles else 0)
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,7 @@
 #
 # Under `cfg(miri)` the tests use smaller sizes (`sized` and `LARGE_SIZES` in
 # tests/common/mod.rs) and the library lower parallel and pooling thresholds
-# (src/device/cpu/), so the same code paths run at sizes Miri finishes.
+# (src/backend/cpu/), so the same code paths run at sizes Miri finishes.
 # Miri cannot load the CUDA driver: every `Cuda<N>` is unavailable and the
 # CUDA instances print SKIP lines. Not run: the ops suite's cuda_backend
 # module (CUDA only, and it starts child processes: `cfg(not(miri))`),

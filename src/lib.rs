@@ -28,6 +28,23 @@
 //! assert_eq!(y.dims(), &[4, 2]);
 //! ```
 
+//!
+//! ## How the crate is layered
+//!
+//! Each module below uses only the ones above it (`scripts/check-layers.py`
+//! checks it in CI):
+//!
+//! - [`element`], [`shape`], [`random`], [`error`]: element types, shapes and
+//!   strided layouts, random numbers, the error type;
+//! - [`backend`]: the devices, [`Cpu`] and [`Cuda<N>`](Cuda), with their storage
+//!   and copies;
+//! - [`tensor`](mod@tensor), [`autograd`], [`ops`]: one layer, the [`Tensor`] with its device
+//!   typing, the gradient tape and the operations (a folder per op family,
+//!   with a file per backend);
+//! - [`nn`], [`optim`], [`data`]: layers, optimizers, data loading;
+//! - [`shapes`] (static shapes for `nn` layers) and [`parallel`] (data-parallel
+//!   training over several GPUs).
+
 #![warn(missing_docs)]
 // Device bounds sit in `where` clauses (`D: SameDevice<D2>`) on purpose:
 // rustc's "required by this bound" note then shows that bound alone, and
@@ -35,8 +52,8 @@
 #![allow(clippy::multiple_bound_locations)]
 
 pub mod autograd;
+pub mod backend;
 pub mod data;
-pub mod device;
 pub mod element;
 pub mod error;
 pub mod nn;
@@ -49,12 +66,15 @@ pub mod shapes;
 pub mod tensor;
 
 pub use autograd::{Gradients, LeafId, is_grad_enabled, no_grad};
-pub use device::{Backend, Cpu, Cuda, Device, OnDevice, SameDevice};
+pub use backend::{Backend, Cpu, Cuda};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};
 pub use random::{Generator, manual_seed};
 pub use shape::{Layout, Shape};
-pub use tensor::{PendingTransfer, PinnedTensor, Tensor, TensorData, TransferCompleted, tensor, try_tensor};
+pub use tensor::{
+    Device, OnDevice, PendingTransfer, PinnedTensor, SameDevice, Tensor, TensorData, TransferCompleted, tensor,
+    try_tensor,
+};
 
 /// Runs the README's code blocks as doctests, so its claims stay true.
 #[cfg(doctest)]

@@ -1,9 +1,9 @@
 //! Marking leaves, and the backward walk that fills a [`Gradients`] store.
 
 use super::graph::{AnyGrad, Node, no_grad};
-use crate::device::Device;
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 use std::collections::{HashMap, HashSet};

@@ -7,9 +7,9 @@
 //! between nodes as `Box<dyn AnyGrad>`. Each rule downcasts the gradient it
 //! receives back to the one type it was recorded for.
 
-use crate::device::Device;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::marker::PhantomData;

@@ -1,6 +1,6 @@
 //! Collating samples into a batch.
 
-use crate::device::Cpu;
+use crate::backend::Cpu;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

@@ -1,6 +1,6 @@
 //! [`Dataset`] and [`TensorDataset`].
 
-use crate::device::Cpu;
+use crate::backend::Cpu;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

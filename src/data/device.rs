@@ -1,8 +1,9 @@
 //! Batches moved to a device one step ahead.
 
-use crate::device::{Cpu, Device};
+use crate::backend::Cpu;
 use crate::element::Element;
 use crate::error::Result;
+use crate::tensor::Device;
 use crate::tensor::{PendingTransfer, Tensor};
 
 /// A CPU batch that can be copied to a device asynchronously: a tensor, or

@@ -1,8 +1,8 @@
 //! [`DataLoader`]: batches of a dataset, prepared by worker threads.
 
 use super::{Collate, Dataset, DeviceBatches, Sampler, Stack, ToDevice};
-use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};

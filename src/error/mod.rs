@@ -190,7 +190,7 @@ pub(crate) fn or_panic<T>(result: Result<T>) -> T {
 }
 
 /// The name of type `T` without module paths (`Net<Cuda<0>>`, not
-/// `my_crate::Net<devtensor::device::cuda::Cuda<0>>`), for messages.
+/// `my_crate::Net<devtensor::backend::cuda::Cuda<0>>`), for messages.
 pub(crate) fn short_type_name<T: ?Sized>() -> String {
     let full = std::any::type_name::<T>();
     let mut out = String::with_capacity(full.len());

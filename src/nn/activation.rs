@@ -2,9 +2,9 @@
 
 use super::module::stateless_module;
 use super::{Module, TensorKind};
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::Result;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 

@@ -3,10 +3,11 @@
 
 use super::{Module, TensorKind};
 use crate::autograd::LeafId;
-use crate::device::{Cpu, Device};
+use crate::backend::Cpu;
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
 use crate::shape::Shape;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};

@@ -3,11 +3,11 @@
 use super::init::{default_bound, uniform};
 use super::module::{child_name, move_parameter};
 use super::{Forward, Module, TensorKind};
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// PyTorch's `nn.Conv2d`: a 2-D convolution of `[N, C, H, W]` images with

@@ -1,9 +1,9 @@
 //! `Dropout`: zeroes random elements while training.
 
 use super::{Forward, Module, TensorKind};
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 

@@ -2,10 +2,10 @@
 
 use super::module::{child_name, move_parameter};
 use super::{Module, TensorKind};
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// PyTorch's `nn.Embedding`: row `i` of `weight` (`[num_embeddings,

@@ -3,10 +3,10 @@
 //! implements to be called like a library layer.
 
 use super::Module;
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// A module that maps one tensor to one tensor on its own device.

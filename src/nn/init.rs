@@ -1,10 +1,10 @@
 //! Parameter initialisation with PyTorch's defaults, drawn from the
 //! generator that [`manual_seed`](crate::manual_seed) seeds.
 
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::shape::Shape;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 /// Samples of `U(-bound, bound)`: PyTorch's `nn.init.uniform_`.

@@ -1,10 +1,10 @@
 //! Loss functions, with PyTorch's definitions and defaults. Targets must be
 //! on the predictions' device: a mismatch is a compile error.
 
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// How per-element losses are combined, PyTorch's `reduction`.

@@ -2,9 +2,9 @@
 //! to know about a layer or a model.
 
 use crate::autograd::LeafId;
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::{Result, or_panic};
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::cell::RefCell;

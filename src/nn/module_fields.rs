@@ -9,9 +9,9 @@
 //! Nothing here is meant to be used by hand.
 
 use super::{Module, TensorKind};
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::Result;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::collections::VecDeque;

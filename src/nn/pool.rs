@@ -3,10 +3,10 @@
 use super::Forward;
 use super::module::stateless_module;
 use super::{Module, TensorKind};
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::ops::conv::Window2d;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 

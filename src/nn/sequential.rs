@@ -2,10 +2,10 @@
 
 use super::module::child_name;
 use super::{Forward, Module, TensorKind};
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// Layers applied in order, PyTorch's `nn.Sequential`, held as a tuple so

@@ -3,7 +3,7 @@
 //! [`BinaryOp`](super::binary::BinaryOp),
 //! [`CompareOp`](super::compare::CompareOp)).
 
-use crate::device::cuda::context::CudaDevice;
+use crate::backend::cuda::context::CudaDevice;
 use crate::error::{Error, Result};
 use cudarc::driver::CudaFunction;
 use std::any::TypeId;

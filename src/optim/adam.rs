@@ -2,11 +2,11 @@
 
 use super::{ModelOn, Optimizer, Slots, check_slot, flatten_state, for_each_parameter, move_slots, unflatten_state};
 use crate::autograd::Gradients;
-use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::nn::Module;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice};
 use devtensor_macros::fallible;
 use std::marker::PhantomData;
 

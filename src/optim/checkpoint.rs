@@ -2,9 +2,9 @@
 //! (which lives in `nn`, the layer below, and knows nothing of optimizers).
 
 use super::Optimizer;
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::nn::Checkpoint;
+use crate::tensor::Device;
 
 impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// Adds `optimizer`'s state (under names starting with `optimizer.`),

@@ -4,10 +4,10 @@
 
 use super::no_gradient_reaches;
 use crate::autograd::Gradients;
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::nn::Module;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 

@@ -33,11 +33,11 @@ pub use schedule::{CosineAnnealingLr, LrSchedule, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::autograd::{Gradients, LeafId, no_grad};
-use crate::device::{Device, SameDevice, same_device_owned};
 use crate::element::FloatElement;
 use crate::error::{Error, Result, short_type_name};
 use crate::nn::{Module, TensorKind};
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device_owned};
 use devtensor_macros::fallible;
 use std::collections::{BTreeMap, HashMap};
 

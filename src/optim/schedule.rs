@@ -1,8 +1,8 @@
 //! Learning-rate schedules, as functions of the epoch.
 
 use super::Optimizer;
-use crate::device::Device;
 use crate::element::FloatElement;
+use crate::tensor::Device;
 
 /// A learning rate for each epoch. Call [`apply`](LrSchedule::apply) at the
 /// start of each epoch (PyTorch's `scheduler.step()` at the end of the

@@ -3,9 +3,9 @@
 //! replica declares, as such a shard; [`ReplicaBatches`]: every replica's
 //! batch checked at once.
 
-use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use std::any::Any;
 

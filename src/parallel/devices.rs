@@ -3,10 +3,11 @@
 
 use super::batch::{ReplicaBatches, ScatterBatch, Sharder};
 use super::replica::{BucketPlan, Loss, OnDevice, Replica, Replicas};
-use crate::device::{Backend, Cuda, Device};
+use crate::backend::{Backend, Cuda};
 use crate::error::{Error, Result};
 use crate::nn::Module;
 use crate::optim::OptimizerConfig;
+use crate::tensor::Device;
 
 /// The devices replicas live on: a tuple such as `(Cuda<0>, Cuda<1>)`, or
 /// [`AllGpus`], every GPU present at run time. The first device is the

@@ -2,9 +2,9 @@
 //! replica hands a bucket to the reducer as soon as backward has finished
 //! every gradient in it, so reduction overlaps the rest of backward.
 
-use crate::device::Device;
-use crate::device::cuda::nccl::NcclClique;
+use crate::backend::cuda::nccl::NcclClique;
 use crate::error::Result;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};

@@ -4,10 +4,10 @@
 use super::batch::{ScatterBatch, Sharder};
 use super::reduce::{Exchange, Stop};
 use crate::autograd::{Gradients, LeafId};
-use crate::device::Device;
 use crate::error::Result;
 use crate::nn::Module;
 use crate::optim::{Optimizer, OptimizerConfig, try_clip_grad_norm};
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::collections::HashMap;

@@ -5,10 +5,10 @@
 use super::dim::Dim;
 use super::shape::StaticShape;
 use super::tensor::STensor;
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
 use crate::error::or_panic;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 /// Proof that static shapes `Self` and `Other` broadcast, with the shape of

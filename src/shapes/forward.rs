@@ -6,10 +6,10 @@ use super::dim::{Const, Dim, Prod, StaticDim};
 use super::layers::{SAvgPool2d, SConv2d, SFlatten, SLinear, SMaxPool2d};
 use super::shape::StaticShape;
 use super::tensor::STensor;
-use crate::device::{Device, SameDevice};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::nn::{Gelu, Relu, Sigmoid, Tanh};
+use crate::tensor::{Device, SameDevice};
 use devtensor_macros::fallible;
 
 /// A layer that maps a static tensor `X` to another, its output shape

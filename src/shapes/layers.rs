@@ -4,12 +4,12 @@ use super::dim::{Const, ConvOut, Dim, StaticDim};
 use super::message::Message;
 use super::shape::StaticShape;
 use super::tensor::STensor;
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::FloatElement;
 use crate::error::{Result, or_panic};
 use crate::nn::{Conv2d, Linear, Module, TensorKind};
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 use std::marker::PhantomData;
 

@@ -3,10 +3,10 @@
 use super::dim::{Const, Dim, Prod, StaticDim};
 use super::message::Message;
 use super::shape::{RemoveAxis, StaticShape, SwapAxes};
-use crate::device::{Device, SameDevice, same_device};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result, or_panic};
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 use std::marker::PhantomData;
 

@@ -1,13 +1,13 @@
 //! Creating tensors: from data, constants, ranges and random numbers.
 
 use super::Tensor;
-use crate::device::Device;
-use crate::device::cpu::{try_collect, zeroed_vec};
+use crate::backend::cpu::{try_collect, zeroed_vec};
 use crate::element::{Element, FloatElement, Number};
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
 use crate::random::{Generator, with_thread_generator};
 use crate::shape::Shape;
+use crate::tensor::Device;
 use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {

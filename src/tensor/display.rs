@@ -2,8 +2,8 @@
 //! with large tensors summarised by their edges.
 
 use super::Tensor;
-use crate::device::Device;
 use crate::element::{DType, Element};
+use crate::tensor::Device;
 use std::fmt;
 
 /// Tensors with more elements than this are summarised, as in PyTorch.

@@ -1,7 +1,7 @@
 //! [`tensor`]: a CPU tensor written from literals, as `torch.tensor([..])`.
 
 use super::Tensor;
-use crate::device::{Backend, Cpu};
+use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::Shape;

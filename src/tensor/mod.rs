@@ -1,18 +1,20 @@
 //! The [`Tensor`] type: a device-typed, strided view of shared storage.
 
 mod create;
+pub mod device;
 mod display;
 mod literal;
 mod pending;
 mod pinned;
 mod transfer;
 
+pub use device::{Device, OnDevice, SameDevice};
+pub(crate) use device::{same_device, same_device_owned};
 pub use literal::{TensorData, tensor, try_tensor};
 pub use pending::{PendingTransfer, TransferCompleted};
 pub use pinned::PinnedTensor;
 
 use crate::autograd::Node;
-use crate::device::Device;
 use crate::element::{DType, Element};
 use crate::shape::{Layout, Shape};
 use std::sync::Arc;

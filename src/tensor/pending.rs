@@ -3,14 +3,15 @@
 
 use super::Tensor;
 use crate::autograd::{self, Backward, Node};
-use crate::device::cuda::CudaStorage;
-use crate::device::cuda::context;
-use crate::device::cuda::pinned::PinnedBuffer;
-use crate::device::cuda::transfer::{self, Fence};
-use crate::device::{Backend, Cpu, Device};
+use crate::backend::cuda::CudaStorage;
+use crate::backend::cuda::context;
+use crate::backend::cuda::pinned::PinnedBuffer;
+use crate::backend::cuda::transfer::{self, Fence};
+use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::Shape;
+use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::any::{Any, TypeId};
 use std::sync::Arc;
@@ -254,16 +255,16 @@ fn cuda_storage_as<D: Backend, E: Element>(storage: CudaStorage<E>) -> D::Storag
     note = "call `.join()` on the transfer (later work on its device waits for the copy; the host does not), \
             or `.wait()` (the host waits)"
 )]
-pub trait TransferCompleted<Other = ()>: crate::device::sealed::Sealed {}
+pub trait TransferCompleted<Other = ()>: crate::backend::sealed::Sealed {}
 
 /// The never-matching impl: without it, rustc reports a bare "cannot add"
 /// and never shows the message above.
 #[allow(dead_code)] // Never constructed, by design.
 mod never {
     pub enum NotADevice {}
-    impl crate::device::sealed::Sealed for NotADevice {}
+    impl crate::backend::sealed::Sealed for NotADevice {}
     #[diagnostic::do_not_recommend]
-    impl<D: crate::device::Device> super::TransferCompleted<NotADevice> for D {}
+    impl<D: crate::tensor::Device> super::TransferCompleted<NotADevice> for D {}
 }
 
 /// `pending ⊕ x` and `x ⊕ pending` (owned or borrowed `x` and `pending`

@@ -2,12 +2,13 @@
 //! asynchronous uploads (PyTorch's `pin_memory()`).
 
 use super::{PendingTransfer, Tensor};
-use crate::device::cuda::pinned::PinnedBuffer;
-use crate::device::{Cpu, Device};
+use crate::backend::Cpu;
+use crate::backend::cuda::pinned::PinnedBuffer;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, checked_bytes};
 use crate::shape::Shape;
+use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -2,9 +2,10 @@
 
 use super::Tensor;
 use crate::autograd;
-use crate::device::{Backend, Cpu, Device};
+use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::any::TypeId;
 

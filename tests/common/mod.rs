@@ -405,7 +405,7 @@ pub const LARGE_SIZES: [usize; 2] = if cfg!(miri) { [300, 2_053] } else { [70_00
 /// `native`, or `miri` when the tests run under Miri (`scripts/miri.sh`).
 /// Miri interprets the code thousands of times slower than it runs natively,
 /// and the library's parallel and pooling thresholds are 256 times lower
-/// under it (`src/device/cpu/`; 8³ multiply-adds for `matmul`), so the
+/// under it (`src/backend/cpu/`; 8³ multiply-adds for `matmul`), so the
 /// smaller size still reaches the same code paths.
 pub const fn sized(native: usize, miri: usize) -> usize {
     if cfg!(miri) { miri } else { native }

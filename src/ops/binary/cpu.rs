@@ -2,8 +2,8 @@
 //! element type, in vectorisable (and, for large inputs, parallel) loops.
 
 use super::{BinaryKernel, BinaryOp};
-use crate::device::cpu::{CpuStorage, is_small_output, map_strided, output_buffer, vectorized, zip_into};
-use crate::device::{Backend, Cpu};
+use crate::backend::cpu::{CpuStorage, is_small_output, map_strided, output_buffer, vectorized, zip_into};
+use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, for_each_block};

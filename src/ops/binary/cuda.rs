@@ -3,10 +3,10 @@
 //! built-in ops and from the op's own source for a custom one.
 
 use super::{BinaryKernel, BinaryOp};
-use crate::device::Cuda;
-use crate::device::cuda::CudaStorage;
-use crate::device::cuda::context::CudaDevice;
-use crate::device::cuda::launch::{Merged, Strided, elementwise, launch_kernel, per_row};
+use crate::backend::Cuda;
+use crate::backend::cuda::CudaStorage;
+use crate::backend::cuda::context::CudaDevice;
+use crate::backend::cuda::launch::{Merged, Strided, elementwise, launch_kernel, per_row};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, count_of};

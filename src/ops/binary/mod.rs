@@ -14,13 +14,14 @@ mod ops;
 pub use ops::{Add, Div, DivFloor, DivTrunc, Maximum, Minimum, Mul, Pow, Sub};
 
 use crate::autograd::{self, rule};
-use crate::device::{Backend, Device, SameDevice, same_device, same_device_owned};
+use crate::backend::Backend;
 use crate::element::{Element, FloatElement, InPlaceDivision};
 use crate::error::{Error, Result, or_panic};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::ops::unary::KernelSource;
 use crate::shape::Layout;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device, same_device_owned};
 use devtensor_macros::fallible;
 use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
 

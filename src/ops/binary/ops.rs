@@ -8,11 +8,11 @@
 //! are written for any [`Element`], as the ops take every element type.
 
 use super::{BinaryOp, Needs};
-use crate::device::Device;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::ops::compare::masked;
 use crate::ops::unary::KernelSource;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 /// `a + b`; integers wrap.

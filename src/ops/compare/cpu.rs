@@ -1,8 +1,8 @@
 //! Comparison, mask and selection kernels on the CPU.
 
 use super::{CompareKernel, CompareOp};
-use crate::device::Cpu;
-use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer, zip_into};
+use crate::backend::Cpu;
+use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer, zip_into};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::{Layout, for_each_block};

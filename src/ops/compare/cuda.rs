@@ -1,10 +1,10 @@
 //! Comparison, mask and selection kernels on CUDA (`kernels/compare.cu`).
 
 use super::{CompareKernel, CompareOp};
-use crate::device::Cuda;
-use crate::device::cuda::CudaStorage;
-use crate::device::cuda::context::CudaDevice;
-use crate::device::cuda::launch::{Strided, elementwise, launch_kernel, map_setup};
+use crate::backend::Cuda;
+use crate::backend::cuda::CudaStorage;
+use crate::backend::cuda::context::CudaDevice;
+use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, map_setup};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::Layout;

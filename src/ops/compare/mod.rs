@@ -12,13 +12,14 @@ mod ops;
 pub use ops::{Equal, Greater, GreaterEqual, Less, LessEqual, LogicalAnd, LogicalOr, NotEqual};
 
 use crate::autograd::{self, Backward, float_rule, rule};
-use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::ops::KernelSource;
 use crate::shape::{Layout, Shape};
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// A predicate on two tensors (or a tensor and a scalar) giving a mask,

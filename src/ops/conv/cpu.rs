@@ -1,8 +1,8 @@
 //! Convolution kernels on the CPU: one rayon task per image plane.
 
 use super::{ConvKernel, Unfold2d};
-use crate::device::Cpu;
-use crate::device::cpu::{CpuStorage, output_buffer};
+use crate::backend::Cpu;
+use crate::backend::cpu::{CpuStorage, output_buffer};
 use crate::element::FloatElement;
 use crate::error::Result;
 use rayon::prelude::*;

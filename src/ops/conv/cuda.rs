@@ -1,9 +1,9 @@
 //! Convolution kernels on CUDA (`kernels/conv.cu`).
 
 use super::{ConvKernel, Unfold2d};
-use crate::device::Cuda;
-use crate::device::cuda::CudaStorage;
-use crate::device::cuda::launch::{elementwise, launch_kernel};
+use crate::backend::Cuda;
+use crate::backend::cuda::CudaStorage;
+use crate::backend::cuda::launch::{elementwise, launch_kernel};
 use crate::element::FloatElement;
 use crate::error::Result;
 

@@ -12,12 +12,13 @@ mod cpu;
 mod cuda;
 
 use crate::autograd::{self, rule};
-use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// The sizes of a 2-D window sliding over an image, as `(height, width)`

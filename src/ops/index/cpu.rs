@@ -4,8 +4,8 @@
 //! caller, so the `as usize` conversions below cannot wrap.
 
 use super::IndexKernel;
-use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
-use crate::device::{Backend, Cpu};
+use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, Shape, count_of, for_each_block};

@@ -1,9 +1,9 @@
 //! Indexing and joining kernels on CUDA (`kernels/index.cu`).
 
 use super::IndexKernel;
-use crate::device::cuda::launch::{Strided, elementwise, launch_kernel};
-use crate::device::cuda::{CudaStorage, copy_into};
-use crate::device::{Backend, Cuda};
+use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel};
+use crate::backend::cuda::{CudaStorage, copy_into};
+use crate::backend::{Backend, Cuda};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{Layout, Shape, count_of};

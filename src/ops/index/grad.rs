@@ -2,10 +2,10 @@
 //! opposite movement of the gradient (a gather's gradient is a scatter).
 
 use crate::autograd::{Backward, rule};
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::shape::Shape;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 /// `x.index_select(axis, indices)` of an `x` of shape `input`: the rows of

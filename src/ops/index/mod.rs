@@ -20,12 +20,13 @@ mod cuda;
 mod grad;
 
 use crate::autograd::{self, float_rule};
-use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::backend::Backend;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis};
 use crate::shape::{Layout, Shape};
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// Device kernels for indexing and joining. Implemented by every [`Device`].

@@ -6,8 +6,8 @@
 //! buffer first would only add a pass over memory.
 
 use super::MatmulKernel;
-use crate::device::Cpu;
-use crate::device::cpu::{CpuStorage, output_buffer};
+use crate::backend::Cpu;
+use crate::backend::cpu::{CpuStorage, output_buffer};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::shape::{Layout, count_of, for_each_block};
@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 /// across threads: below about 96³, handing panels to other threads costs
 /// more than the arithmetic they would take over. Under Miri 8³, a size
 /// whose test references it can finish (see `PARALLEL_MIN_ELEMS` in
-/// `device/cpu/loops.rs`).
+/// `backend/cpu/loops.rs`).
 const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96 };
 
 /// Threads in rayon's pool, looked up once: `gemm` needs the count on every

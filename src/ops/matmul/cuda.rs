@@ -1,9 +1,9 @@
 //! Matrix products on CUDA, through cuBLAS's strided-batched GEMM.
 
 use super::MatmulKernel;
-use crate::device::cuda::context::CudaDevice;
-use crate::device::cuda::{CudaStorage, dense_ptr};
-use crate::device::{Backend, Cuda};
+use crate::backend::cuda::context::CudaDevice;
+use crate::backend::cuda::{CudaStorage, dense_ptr};
+use crate::backend::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
 use crate::shape::{Layout, count_of};

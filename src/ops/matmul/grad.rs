@@ -1,8 +1,8 @@
 //! Gradient rule of `matmul`, batched and broadcast products included.
 
 use crate::autograd::{Backward, rule};
-use crate::device::Device;
 use crate::element::FloatElement;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 /// `a · b` with `torch.matmul`'s semantics: the products run on the

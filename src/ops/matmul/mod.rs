@@ -6,11 +6,12 @@ mod cuda;
 mod grad;
 
 use crate::autograd;
-use crate::device::{Backend, Device, SameDevice, same_device};
+use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, Shape};
 use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// Device kernels for [`Tensor::matmul`]. Implemented by every [`Device`].

@@ -16,8 +16,8 @@
 //! polynomial the compiler vectorises rather than a libm call per element.
 
 use super::{ArgReduceOp, ReduceKernel, ReduceOp};
-use crate::device::Cpu;
-use crate::device::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::backend::Cpu;
+use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
 use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
 use crate::shape::{Dims, Layout, count_of, for_each_block};

@@ -2,10 +2,10 @@
 //! `kernels/softmax.cu`).
 
 use super::{ArgReduceOp, ReduceKernel, ReduceOp};
-use crate::device::Cuda;
-use crate::device::cuda::context::CudaDevice;
-use crate::device::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
-use crate::device::cuda::{CudaStorage, dense_ptr};
+use crate::backend::Cuda;
+use crate::backend::cuda::context::CudaDevice;
+use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
+use crate::backend::cuda::{CudaStorage, dense_ptr};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::shape::{Layout, count_of};

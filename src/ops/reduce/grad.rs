@@ -2,11 +2,11 @@
 
 use super::{ReduceOp, reduced_shape, scale_by_repeat};
 use crate::autograd::{Backward, rule};
-use crate::device::Device;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::ops::compare::masked;
 use crate::shape::Shape;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 impl<D: Device, E: Element> Tensor<D, E> {

@@ -17,11 +17,12 @@ mod cuda;
 mod grad;
 
 use crate::autograd::{self, as_float, float_rule};
-use crate::device::{Backend, Device};
+use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis_or_scalar};
 use crate::shape::{Dims, Layout, Shape};
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 

@@ -3,8 +3,8 @@
 //! inputs, parallel) loop.
 
 use super::{UnaryKernel, UnaryOp};
-use crate::device::Cpu;
-use crate::device::cpu::{CpuStorage, map_strided};
+use crate::backend::Cpu;
+use crate::backend::cpu::{CpuStorage, map_strided};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::Layout;

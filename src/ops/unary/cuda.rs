@@ -2,9 +2,9 @@
 //! for the built-in ops and from the op's own source for a custom one.
 
 use super::{UnaryKernel, UnaryOp};
-use crate::device::Cuda;
-use crate::device::cuda::CudaStorage;
-use crate::device::cuda::launch::{elementwise, map_setup};
+use crate::backend::Cuda;
+use crate::backend::cuda::CudaStorage;
+use crate::backend::cuda::launch::{elementwise, map_setup};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::Layout;

@@ -24,10 +24,11 @@ pub use ops::{
 };
 
 use crate::autograd::{self, rule};
-use crate::device::{Backend, Device};
+use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::shape::Layout;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 

@@ -9,10 +9,10 @@
 //! theirs for any [`Element`].
 
 use super::{KernelSource, Params, UnaryOp};
-use crate::device::Device;
 use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
 use crate::ops::compare::masked;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 /// `-x`: floats multiply by `-1`, which maps `0.0` to `-0.0` (`0 - x` would

@@ -2,9 +2,9 @@
 //! the shape of the tensor it was taken from.
 
 use crate::autograd::{Backward, rule};
-use crate::device::Device;
 use crate::element::FloatElement;
 use crate::shape::Shape;
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 /// How a view relates to its input, as backward needs it.

@@ -7,11 +7,11 @@ mod reshape_dims;
 pub use reshape_dims::ReshapeDims;
 
 use crate::autograd::{self, float_rule};
-use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis, resolve_axis_or_scalar};
 use crate::shape::{Dims, Layout, Shape};
+use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
 use grad::ViewGrad;

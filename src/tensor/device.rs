@@ -1,103 +1,23 @@
-//! Devices as types.
+//! A tensor's device as part of its type.
 //!
 //! A tensor's device is a type parameter: [`Cpu`], [`Cuda<0>`](Cuda),
-//! [`Cuda<1>`](Cuda), ... Device markers are zero-sized; an operation that
-//! receives tensors of two devices is rejected at compile time through
-//! [`SameDevice`], and data only moves when the program says
-//! [`Tensor::to`](crate::Tensor::to).
+//! [`Cuda<1>`](Cuda), ... An operation that receives tensors of two devices
+//! is rejected at compile time through [`SameDevice`], and data only moves
+//! when the program says [`Tensor::to`].
 //!
-//! Each device implements [`Backend`] (storage, transfers, copies) and one
-//! kernel trait per op family (see [`crate::ops`]); [`Device`] gathers them,
-//! so generic code needs a single bound: `fn f<D: Device>(x: &Tensor<D>)`.
+//! [`Device`] gathers what a device provides, its [`Backend`] and one kernel
+//! trait per op family (see [`crate::ops`]), so generic code needs a single
+//! bound: `fn f<D: Device>(x: &Tensor<D>)`.
 
-pub mod cpu;
-pub mod cuda;
-
-pub use cpu::Cpu;
-pub use cuda::Cuda;
-
+use crate::backend::{Backend, sealed};
+#[cfg(doc)]
+use crate::backend::{Cpu, Cuda};
 use crate::element::Element;
-use crate::error::Result;
 use crate::ops::{
     binary::BinaryKernel, compare::CompareKernel, conv::ConvKernel, index::IndexKernel, matmul::MatmulKernel,
     reduce::ReduceKernel, unary::UnaryKernel,
 };
-use crate::shape::Layout;
-use std::fmt::Debug;
-
-pub(crate) mod sealed {
-    pub trait Sealed {}
-}
-
-/// Storage, allocation and copies: what every device provides beneath the
-/// op families. Sealed; implemented by [`Cpu`] and [`Cuda<N>`](Cuda) only.
-pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'static {
-    /// Where a tensor's elements live on this device.
-    type Storage<E: Element>: Send + Sync + 'static;
-
-    /// The device as written in a program: `"Cpu"`, `"Cuda<0>"`.
-    fn name() -> String;
-
-    /// The ordinal `N` of `Cuda<N>`; `None` for [`Cpu`].
-    ///
-    /// ```
-    /// use devtensor::{Backend, Cpu, Cuda};
-    /// assert_eq!(Cuda::<1>::cuda_ordinal(), Some(1));
-    /// assert_eq!(Cpu::cuda_ordinal(), None);
-    /// ```
-    fn cuda_ordinal() -> Option<usize> {
-        None
-    }
-
-    /// Moves host data onto the device.
-    fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<Self::Storage<E>>;
-
-    /// Copies host data onto the device; a GPU reads the slice directly,
-    /// without the intermediate `Vec` that `storage_from_vec` would need.
-    fn storage_from_slice<E: Element>(data: &[E]) -> Result<Self::Storage<E>> {
-        Self::storage_from_vec(data.to_vec())
-    }
-
-    /// A storage of `len` elements, all equal to `value`; `op` names the
-    /// operation in an allocation error.
-    fn storage_full<E: Element>(op: &'static str, len: usize, value: E) -> Result<Self::Storage<E>>;
-
-    /// Copies the elements `layout` selects back to the host, in row-major order.
-    fn storage_to_vec<E: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Vec<E>>;
-
-    /// Number of elements in a storage.
-    fn storage_len<E: Element>(storage: &Self::Storage<E>) -> usize;
-
-    /// A new contiguous storage holding the elements `layout` selects.
-    fn copy_strided<E: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Self::Storage<E>>;
-
-    /// The elements `layout` selects, converted to `T` with `as` semantics.
-    fn cast<E: Element, T: Element>(storage: &Self::Storage<E>, layout: &Layout) -> Result<Self::Storage<T>>;
-
-    /// A contiguous copy, on this device, of the elements `layout` selects in
-    /// a storage of device `S`, made without a trip through the host; `None`
-    /// when this backend has no such path from `S` (the caller then copies
-    /// through the host). `S` is never `Self`.
-    fn storage_from_device<S: Backend, E: Element>(
-        storage: &S::Storage<E>,
-        layout: &Layout,
-    ) -> Result<Option<Self::Storage<E>>> {
-        let _ = (storage, layout);
-        Ok(None)
-    }
-
-    /// Sums `storage` with the other ranks of `clique` in place, as rank
-    /// `rank` (data-parallel training over NCCL). Only GPUs have it.
-    #[doc(hidden)]
-    fn nccl_all_reduce_sum(storage: &Self::Storage<f32>, clique: &cuda::nccl::NcclClique, rank: usize) -> Result<()> {
-        let _ = (storage, clique, rank);
-        Err(crate::error::Error::Argument {
-            op: "all_reduce",
-            device: Self::name(),
-            reason: "NCCL reduces GPU memory only".into(),
-        })
-    }
-}
+use crate::tensor::Tensor;
 
 /// A device a tensor can live on. Sealed: [`Cpu`] and [`Cuda<N>`](Cuda).
 ///
@@ -210,32 +130,30 @@ impl<D: Device> SameDevice<NameTheDeviceOfEachTensor> for D {}
 /// would stop compiling.
 pub trait OnDevice<D: Device, E: Element = f32> {
     /// The tensor, typed on `D`.
-    fn tensor(&self) -> &crate::Tensor<D, E>;
+    fn tensor(&self) -> &Tensor<D, E>;
 }
 
-impl<D: Device, DX: Device, E: Element> OnDevice<D, E> for crate::Tensor<DX, E>
+impl<D: Device, DX: Device, E: Element> OnDevice<D, E> for Tensor<DX, E>
 where
     D: SameDevice<DX>,
 {
-    fn tensor(&self) -> &crate::Tensor<D, E> {
+    fn tensor(&self) -> &Tensor<D, E> {
         same_device(self)
     }
 }
 
 /// Reinterprets a tensor of device `D2` as one of `D1` once `D1: SameDevice<D2>`
 /// has proved them equal. The check is a `TypeId` comparison the optimiser folds.
-pub(crate) fn same_device<D1: Device, D2: Device, E: Element>(tensor: &crate::Tensor<D2, E>) -> &crate::Tensor<D1, E> {
+pub(crate) fn same_device<D1: Device, D2: Device, E: Element>(tensor: &Tensor<D2, E>) -> &Tensor<D1, E> {
     let any: &dyn std::any::Any = tensor;
     any.downcast_ref().expect("SameDevice<D2> is only implemented for D2 itself")
 }
 
 /// Owned form of [`same_device`].
-pub(crate) fn same_device_owned<D1: Device, D2: Device, E: Element>(
-    tensor: crate::Tensor<D2, E>,
-) -> crate::Tensor<D1, E> {
+pub(crate) fn same_device_owned<D1: Device, D2: Device, E: Element>(tensor: Tensor<D2, E>) -> Tensor<D1, E> {
     let mut slot = Some(tensor);
     let any: &mut dyn std::any::Any = &mut slot;
-    let slot: &mut Option<crate::Tensor<D1, E>> =
+    let slot: &mut Option<Tensor<D1, E>> =
         any.downcast_mut().expect("SameDevice<D2> is only implemented for D2 itself");
     slot.take().expect("the slot was filled just above")
 }

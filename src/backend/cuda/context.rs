@@ -4,7 +4,7 @@
 //! Two streams per device: every operation goes on the compute stream, in
 //! program order; asynchronous transfers go on a copy stream, so that they
 //! overlap computation, and meet the compute stream through events
-//! (`device/cuda/transfer.rs`). Ordering between the two is done by hand,
+//! (`backend/cuda/transfer.rs`). Ordering between the two is done by hand,
 //! so cudarc's per-buffer event tracking is switched off.
 
 use crate::error::{Error, Result};

@@ -202,19 +202,19 @@ pub(crate) fn map_setup<T: Element>(
 /// the arguments through pointers at launch time.
 macro_rules! launch_kernel {
     ($device:expr, $op:expr, $family:expr, $name:expr, $cfg:expr; $($arg:expr),+ $(,)?) => {{
-        let device: &$crate::device::cuda::context::CudaDevice = &$device;
+        let device: &$crate::backend::cuda::context::CudaDevice = &$device;
         let function = device.function($op, $family, &$name)?;
-        $crate::device::cuda::launch::launch_kernel!(@bind [] device, $op, function, $cfg; $($arg),+)
+        $crate::backend::cuda::launch::launch_kernel!(@bind [] device, $op, function, $cfg; $($arg),+)
     }};
     // A function already looked up (an op type's own kernel source).
     (function $function:expr, $device:expr, $op:expr, $cfg:expr; $($arg:expr),+ $(,)?) => {{
-        let device: &$crate::device::cuda::context::CudaDevice = &$device;
+        let device: &$crate::backend::cuda::context::CudaDevice = &$device;
         let function = $function;
-        $crate::device::cuda::launch::launch_kernel!(@bind [] device, $op, function, $cfg; $($arg),+)
+        $crate::backend::cuda::launch::launch_kernel!(@bind [] device, $op, function, $cfg; $($arg),+)
     }};
     (@bind [$($bound:ident)*] $device:ident, $op:expr, $function:ident, $cfg:expr; $head:expr $(, $tail:expr)*) => {{
         let arg = $head;
-        $crate::device::cuda::launch::launch_kernel!(@bind [$($bound)* arg] $device, $op, $function, $cfg; $($tail),*)
+        $crate::backend::cuda::launch::launch_kernel!(@bind [$($bound)* arg] $device, $op, $function, $cfg; $($tail),*)
     }};
     (@bind [$($bound:ident)*] $device:ident, $op:expr, $function:ident, $cfg:expr;) => {{
         use cudarc::driver::PushKernelArg as _;

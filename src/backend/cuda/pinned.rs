@@ -155,7 +155,7 @@ impl PinnedBuffer {
         );
         self.wait(op)?;
         // A recycled host buffer: fresh pages cost a fault each on first touch.
-        let mut out = crate::device::cpu::output_buffer::<E>(op, count)?;
+        let mut out = crate::backend::cpu::output_buffer::<E>(op, count)?;
         // SAFETY: `ptr` is valid for `count * size_of::<E>()` bytes, written
         // by a completed copy or `write`; `out` holds `count` elements, and
         // every bit pattern is a valid element.

@@ -5,7 +5,7 @@
 
 use super::Cpu;
 use super::loops::is_small_output;
-use crate::device::Backend;
+use crate::backend::Backend;
 use crate::element::{DType, Element};
 use crate::error::checked_bytes;
 use crate::error::{Error, Result};

@@ -162,7 +162,7 @@ impl<E: Element> CudaStorage<E> {
     /// Copies `range` of the elements to the host, waiting for queued work.
     pub(crate) fn read(&self, device: &CudaDevice, op: &'static str, range: std::ops::Range<usize>) -> Result<Vec<E>> {
         // A recycled host buffer: fresh pages cost a fault each on first touch.
-        let mut out = crate::device::cpu::output_buffer::<E>(op, range.len())?;
+        let mut out = crate::backend::cpu::output_buffer::<E>(op, range.len())?;
         if let Some(block) = &self.block
             && !range.is_empty()
         {
@@ -287,7 +287,7 @@ impl<const N: usize> Backend for Cuda<N> {
                 // host instead, so that any tensor can at least be moved.
                 Err(Error::Shape { .. }) if layout.dims().len() > launch::MAX_RANK => {
                     let all = storage.read(&device, "to_vec", 0..storage.len())?;
-                    crate::device::Cpu::storage_to_vec(&crate::device::cpu::CpuStorage::from_vec(all), layout)
+                    crate::backend::Cpu::storage_to_vec(&crate::backend::cpu::CpuStorage::from_vec(all), layout)
                 }
                 Err(e) => Err(e),
             },
