@@ -1,8 +1,7 @@
 //! `Conv2d`.
 
+use super::Forward;
 use super::init::{default_bound, uniform};
-use super::module::{child_name, move_parameter};
-use super::{Forward, Module, TensorKind};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::ops::conv::Window2d;
@@ -107,29 +106,4 @@ impl<D: Device, E: FloatElement> Forward<D, E> for Conv2d<D, E> {
     }
 }
 
-impl<D: Device, E: FloatElement> Module<D, E> for Conv2d<D, E> {
-    type On<D2: Device> = Conv2d<D2, E>;
-
-    fn try_to<D2: Device>(&self) -> Result<Conv2d<D2, E>> {
-        Ok(Conv2d {
-            weight: move_parameter(&self.weight)?,
-            bias: self.bias.as_ref().map(move_parameter).transpose()?,
-            window: self.window,
-            groups: self.groups,
-        })
-    }
-
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
-        if let Some(b) = &self.bias {
-            f(&child_name(prefix, "bias"), TensorKind::Parameter, b);
-        }
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
-        if let Some(b) = &mut self.bias {
-            f(&child_name(prefix, "bias"), TensorKind::Parameter, b);
-        }
-    }
-}
+crate::module!(Conv2d<E> { weight, bias; window, groups });

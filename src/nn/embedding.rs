@@ -1,9 +1,7 @@
 //! `Embedding`: a lookup table of vectors.
 
-use super::module::{child_name, move_parameter};
-use super::{Module, TensorKind};
 use crate::element::FloatElement;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
@@ -62,18 +60,4 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
     }
 }
 
-impl<D: Device, E: FloatElement> Module<D, E> for Embedding<D, E> {
-    type On<D2: Device> = Embedding<D2, E>;
-
-    fn try_to<D2: Device>(&self) -> Result<Embedding<D2, E>> {
-        Ok(Embedding { weight: move_parameter(&self.weight)? })
-    }
-
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
-    }
-}
+crate::module!(Embedding<E> { weight });

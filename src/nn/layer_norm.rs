@@ -1,7 +1,6 @@
 //! `LayerNorm`: normalisation over the trailing axes of each sample.
 
-use super::module::{child_name, move_parameter};
-use super::{Forward, Module, TensorKind};
+use super::Forward;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -79,20 +78,4 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
     }
 }
 
-impl<D: Device, E: FloatElement> Module<D, E> for LayerNorm<D, E> {
-    type On<D2: Device> = LayerNorm<D2, E>;
-
-    fn try_to<D2: Device>(&self) -> Result<LayerNorm<D2, E>> {
-        Ok(LayerNorm { weight: move_parameter(&self.weight)?, bias: move_parameter(&self.bias)?, eps: self.eps })
-    }
-
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
-        f(&child_name(prefix, "bias"), TensorKind::Parameter, &self.bias);
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
-        f(&child_name(prefix, "bias"), TensorKind::Parameter, &mut self.bias);
-    }
-}
+crate::module!(LayerNorm<E> { weight, bias; eps });

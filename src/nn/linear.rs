@@ -1,8 +1,7 @@
 //! `Linear`: `y = x Wᵀ + b`.
 
+use super::Forward;
 use super::init::{default_bound, uniform};
-use super::module::{child_name, move_parameter};
-use super::{Forward, Module, TensorKind};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -106,24 +105,4 @@ impl<D: Device, E: FloatElement> Linear<D, E> {
     }
 }
 
-impl<D: Device, E: FloatElement> Module<D, E> for Linear<D, E> {
-    type On<D2: Device> = Linear<D2, E>;
-
-    fn try_to<D2: Device>(&self) -> Result<Linear<D2, E>> {
-        Ok(Linear { weight: move_parameter(&self.weight)?, bias: self.bias.as_ref().map(move_parameter).transpose()? })
-    }
-
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &self.weight);
-        if let Some(b) = &self.bias {
-            f(&child_name(prefix, "bias"), TensorKind::Parameter, b);
-        }
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
-        f(&child_name(prefix, "weight"), TensorKind::Parameter, &mut self.weight);
-        if let Some(b) = &mut self.bias {
-            f(&child_name(prefix, "bias"), TensorKind::Parameter, b);
-        }
-    }
-}
+crate::module!(Linear<E> { weight, bias });

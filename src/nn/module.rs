@@ -162,6 +162,80 @@ pub trait Module<D: Device, E: FloatElement = f32>: Sized {
     }
 }
 
+/// A tensor held by a model is a trainable parameter (PyTorch's
+/// `nn.Parameter`), named after its field: [`module!`](crate::module)
+/// accepts `Tensor<D, E>` fields beside layers, as the built-in layers use
+/// it. Moving the model moves it as a fresh leaf that requires grad.
+///
+/// ```
+/// use devtensor::nn::{Embedding, Module};
+/// use devtensor::{Cpu, Device, Tensor};
+/// struct Tokens<D: Device> {
+///     wte: Embedding<D>,
+///     wpe: Tensor<D>, // a learned position table
+/// }
+/// devtensor::module!(Tokens { wte, wpe });
+///
+/// let t = Tokens { wte: Embedding::<Cpu>::new(10, 4), wpe: Tensor::zeros([8, 4]).requires_grad() };
+/// let names: Vec<String> = t.parameters().into_iter().map(|(name, _)| name).collect();
+/// assert_eq!(names, ["wte.weight", "wpe"]);
+/// ```
+impl<D: Device, E: FloatElement> Module<D, E> for Tensor<D, E> {
+    type On<D2: Device> = Tensor<D2, E>;
+
+    fn try_to<D2: Device>(&self) -> Result<Tensor<D2, E>> {
+        move_parameter(self)
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        f(prefix, TensorKind::Parameter, self)
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        f(prefix, TensorKind::Parameter, self)
+    }
+}
+
+/// An optional part of a model (`Linear`'s bias): visited and moved when
+/// present, absent from names and checkpoints when `None`.
+impl<D: Device, E: FloatElement, M: Module<D, E>> Module<D, E> for Option<M> {
+    type On<D2: Device> = Option<M::On<D2>>;
+
+    fn try_to<D2: Device>(&self) -> Result<Self::On<D2>> {
+        self.as_ref().map(M::try_to).transpose()
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        if let Some(m) = self {
+            m.visit(prefix, f)
+        }
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        if let Some(m) = self {
+            m.visit_mut(prefix, f)
+        }
+    }
+
+    fn set_training(&mut self, training: bool) {
+        if let Some(m) = self {
+            m.set_training(training)
+        }
+    }
+
+    fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+        if let Some(m) = self {
+            m.visit_int_buffers(prefix, f)
+        }
+    }
+
+    fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+        if let Some(m) = self {
+            m.visit_int_buffers_mut(prefix, f)
+        }
+    }
+}
+
 /// `prefix.name`, or `name` at the top.
 pub fn child_name(prefix: &str, name: &str) -> String {
     if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
@@ -218,8 +292,9 @@ pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<
 }
 
 /// Gives a struct of modules the [`Module`] trait: `module!(Net { conv, fc })`
-/// lists the fields that are modules (all of them, in the order names and
-/// checkpoints should use). The struct must be generic over its device as
+/// lists the fields that are modules, parameter tensors (`Tensor<D>`) or
+/// `Option`s of either (all of them, in the order names and checkpoints
+/// should use). The built-in layers are written with it. The struct must be generic over its device as
 /// `Net<D: Device>`; its element type is `f32`, or the struct's second
 /// parameter with `module!(Net<E> { .. })`. Fields that are not modules
 /// (sizes, flags) follow a semicolon and are cloned as they are:

@@ -220,9 +220,11 @@ struct Net<D: Device> {
     body: Sequential<(Linear<D>, Relu, Dropout)>,
     norm: LayerNorm<D>,
     head: Linear<D>,
+    /// A bare tensor field: a parameter, as PyTorch's `nn.Parameter`.
+    gain: Tensor<D>,
     classes: usize,
 }
-devtensor::module!(Net { body, norm, head; classes });
+devtensor::module!(Net { body, norm, head, gain; classes });
 
 impl<D: Device> Net<D> {
     fn new() -> Self {
@@ -230,22 +232,23 @@ impl<D: Device> Net<D> {
             body: Sequential::new((Linear::new(4, 6), Relu, Dropout::new(0.5))),
             norm: LayerNorm::new(&[6]),
             head: Linear::new(6, 3),
+            gain: Tensor::full([3], 2.0).requires_grad(),
             classes: 3,
         }
     }
 
     fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
-        self.head.forward(&self.norm.forward(&self.body.forward(x)))
+        self.head.forward(&self.norm.forward(&self.body.forward(x))) * &self.gain
     }
 }
 
 fn modules_name_move_and_switch_modes<D: Device>() {
     let mut net = Net::<D>::new();
     let names: Vec<(String, TensorKind)> = net.named_tensors().into_iter().map(|(n, k, _)| (n, k)).collect();
-    let expected = ["body.0.weight", "body.0.bias", "norm.weight", "norm.bias", "head.weight", "head.bias"];
+    let expected = ["body.0.weight", "body.0.bias", "norm.weight", "norm.bias", "head.weight", "head.bias", "gain"];
     assert_eq!(names.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), expected);
     assert!(names.iter().all(|(_, k)| *k == TensorKind::Parameter));
-    assert_eq!(net.num_parameters(), 4 * 6 + 6 + 6 + 6 + 6 * 3 + 3);
+    assert_eq!(net.num_parameters(), 4 * 6 + 6 + 6 + 6 + 6 * 3 + 3 + 3);
     // Evaluation turns the dropout off: two passes agree.
     net.eval();
     let x = Tensor::<D>::ones([2, 4]);
@@ -260,7 +263,7 @@ fn modules_name_move_and_switch_modes<D: Device>() {
     }
     // Every parameter gets a gradient from a loss on the output.
     let grads = net.forward(&x).sum().backward();
-    assert_eq!(grads.len(), 6);
+    assert_eq!(grads.len(), 7);
     assert_eq!(Flatten::default().forward(&Tensor::<D>::zeros([2, 3, 4])).dims(), &[2, 12]);
     assert_eq!(Sequential::new((Tanh,)).forward::<D, D, f32>(&Tensor::<D>::zeros([1])).to_vec(), vec![0.0]);
 }
