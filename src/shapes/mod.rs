@@ -18,39 +18,17 @@
 //! every static layer is a [`Module`](crate::nn::Module), so optimizers,
 //! checkpoints and `.to::<D2>()` work on static models unchanged.
 //!
-//! # Why const generics and not `typenum`
+//! # Limits
 //!
-//! Both were tried on seed 002's model and on deeper chains (2026-11-23,
-//! a stand-alone experiment with the same design as this module):
-//!
-//! - **Messages.** typenum's numbers are types, and a diagnostic can only
-//!   print types: the seed's bug reads "a layer expects
-//!   `UInt<UInt<UInt<..., ...>, ...>, ...>` features, but its input has
-//!   `UInt<UInt<UInt<..., ...>, ...>, ...>`", both numbers elided alike, and
-//!   a window larger than its input reads "`UTerm: PrivateSub<UInt<UTerm,
-//!   B1>>` is not satisfied". Here the message is assembled in decimal by
-//!   `const fn`s: "`Linear(4096, 10)` expects 4096 input features, but its
-//!   input has 16384". Sizes also stay readable in types: leaves are
-//!   `Const<N>`, computed sizes name their inputs
-//!   (`ConvOut<Const<64>, 3, 1, 1, 1>`).
-//! - **Writing sizes.** typenum's `U<N>` covers 0 to 1024 only; larger
-//!   sizes (16384 features) must be spelled as sums and products of types.
-//! - **Compile time.** For models of realistic depth both are within noise
-//!   of the dynamic version (`examples/static_cnn.rs` builds as fast as
-//!   `train_cnn.rs`, see `BENCHMARKS.md`). For 124 layers of different
-//!   sizes typenum took 3.4 s to build against 0.23 s, and for 512 layers
-//!   13.8 s against 1.4 s.
-//! - **What typenum does better.** Its mismatches are trait errors, so they
-//!   appear at `cargo check`; here they are constants evaluated when generic
-//!   code is instantiated, so they fire at `cargo build` and not at `cargo
-//!   check` (rust-lang/rust#99682). And a chain of more than about 120
-//!   layers nests computed sizes past rustc's default recursion limit
-//!   (raise it with `#![recursion_limit = "256"]`); typenum has no such
-//!   limit.
-//!
-//! Other costs: two computed sizes that are equal but spelled differently
-//! are different types (layers compare their values, not their types), and
-//! broadcasting along a size-1 axis is not followed in the types.
+//! A size mismatch is a constant evaluated when generic code is
+//! instantiated, so it fires at `cargo build`, not at `cargo check`
+//! (rust-lang/rust#99682). A chain of more than about 120 layers nests
+//! computed sizes past rustc's default recursion limit (raise it with
+//! `#![recursion_limit = "256"]`). Two computed sizes that are equal but
+//! spelled differently are different types (layers compare their values,
+//! not their types), and broadcasting along a size-1 axis is not followed
+//! in the types. Why const generics rather than `typenum`, with the
+//! measurements: `docs/decisions/2026-11-23-static-shapes-const-generics.md`.
 
 mod dim;
 mod elementwise;
