@@ -133,6 +133,28 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
         );
         rows.push(Row { op: "linear fwd+bwd 64x16384->10".into(), devtensor: Some(dt), candle: cd, work: 2.0 * linear_flops, peak: Some(peak), unit: "GFLOP/s" });
     }
+    if wanted("training: linear forward backward [16, 64, 128] -> 512, a 3-d input") {
+        // A transformer's MLP on [batch, context, width]: candle-nn's own
+        // `Linear` against devtensor's, both from the same weights.
+        use candle_nn::Module as _;
+        let (b, t, width, out) = (16, 64, 128, 512);
+        let x_data = data(b * t * width, 13);
+        let x3 = Tensor::<Cpu>::from_slice(&x_data, [b, t, width]);
+        let cx3 = CandleTensor::from_slice(&x_data, (b, t, width), &cpu)?;
+        let fc = Linear::<Cpu>::new(width, out);
+        let cw = Var::from_tensor(&to_candle(&fc.weight, &cpu)?)?;
+        let cb = Var::from_tensor(&to_candle(fc.bias.as_ref().unwrap(), &cpu)?)?;
+        let candle_fc = candle_nn::Linear::new(cw.as_tensor().clone(), Some(cb.as_tensor().clone()));
+        let diff = super::max_diff(&fc.forward(&x3).to_vec(), &candle_fc.forward(&cx3)?.flatten_all()?.to_vec1()?);
+        assert!(diff < 1e-3, "3-d linear: results differ by {diff}");
+        let (dt, cd) = median_pair(
+            budget,
+            || drop(black_box(fc.forward(&x3).sum().backward())),
+            || drop(black_box(candle_fc.forward(&cx3).unwrap().sum_all().unwrap().backward().unwrap())),
+        );
+        let flops = 2.0 * (b * t * width * out) as f64;
+        rows.push(Row { op: "linear fwd+bwd 16x64x128->512".into(), devtensor: Some(dt), candle: cd, work: 2.0 * flops, peak: Some(peak), unit: "GFLOP/s" });
+    }
     if wanted("training: train step seed 002 cnn static shapes vs dynamic") {
         // The same model with its sizes in its type, from the same weights,
         // timed against the dynamic model (in the peer column): static

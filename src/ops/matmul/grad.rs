@@ -2,13 +2,15 @@
 
 use crate::autograd::{Backward, rule};
 use crate::element::FloatElement;
+use crate::shape::count_of;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 
 /// `a · b` with `torch.matmul`'s semantics: the products run on the
 /// operands as `[batch.., m, k]` and `[batch.., k, n]` stacks (vectors
 /// promoted as the forward promotes them), and a broadcast batch axis has
-/// its gradient summed back.
+/// its gradient summed back (as one product over all rows when the right
+/// operand is a single matrix).
 pub(super) fn matmul<D: Device, F: FloatElement>(a: Tensor<D, F>, b: Tensor<D, F>) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, needs| {
         let (a_vector, b_vector) = (a.rank() == 1, b.rank() == 1);
@@ -24,6 +26,15 @@ pub(super) fn matmul<D: Device, F: FloatElement>(a: Tensor<D, F>, b: Tensor<D, F
             g2.try_matmul(&b2.try_transpose(-1, -2)?)?.try_sum_to_shape(a2.shape())?.try_reshape(a.shape().clone())
         })?;
         let gb = needs.then(1, || {
+            if b2.rank() == 2 && a2.rank() > 2 {
+                // One matrix against a stack (a `Linear` on `[batch, seq,
+                // features]`): the batch sum of `aᵀ · g` is one product over
+                // all rows, `[k, batch·m] · [batch·m, n]`, with no
+                // `[batch.., k, n]` stack to materialise and sum.
+                let (rows, k, n) = (count_of(&a2.dims()[..a2.rank() - 1]), b2.dims()[0], b2.dims()[1]);
+                let a_rows = a2.try_reshape([rows, k])?;
+                return a_rows.try_t()?.try_matmul(&g2.try_reshape([rows, n])?)?.try_reshape(b.shape().clone());
+            }
             a2.try_transpose(-1, -2)?.try_matmul(&g2)?.try_sum_to_shape(b2.shape())?.try_reshape(b.shape().clone())
         })?;
         Ok(vec![ga, gb])

@@ -9,7 +9,7 @@ use crate::autograd;
 use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
-use crate::shape::{Dims, Layout, Shape};
+use crate::shape::{Dims, Layout, Shape, count_of};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
@@ -143,6 +143,7 @@ fn plan(lhs: &Layout, rhs: &Layout, device: impl Fn() -> String) -> Result<Plan>
     };
     let lhs_full = lhs_m.broadcast_to(&with_batch([m, k])).expect("the batch shape is a broadcast of lhs's");
     let rhs_full = rhs_m.broadcast_to(&with_batch([k, n])).expect("the batch shape is a broadcast of rhs's");
+    let (lhs_full, rhs_full) = stack_as_rows(&lhs_full, &rhs_full).unwrap_or((lhs_full, rhs_full));
     let mut out: Dims = batch.dims().iter().copied().collect();
     if !lhs_vector {
         out.push(m);
@@ -158,6 +159,39 @@ fn plan(lhs: &Layout, rhs: &Layout, device: impl Fn() -> String) -> Result<Plan>
         return Err(error(format!("the result {full} would have more than 2^63 - 1 elements")));
     }
     Ok(Plan { lhs: lhs_full, rhs: rhs_full, out })
+}
+
+/// A stack of matrices times one matrix, `[batch.., m, k] · [k, n]` (a
+/// `Linear` layer on a `[batch, seq, features]` input): when the stack's
+/// batch axes and rows lie in storage as one run of rows, it is one
+/// `[batch·m, k]` matrix, and one large product replaces `batch` small
+/// ones. The output, `[batch·m, n]` row-major, is the `[batch.., m, n]`
+/// result as it is. `None` when the right operand varies over the batch or
+/// the rows do not merge (a permuted stack).
+fn stack_as_rows(lhs: &Layout, rhs: &Layout) -> Option<(Layout, Layout)> {
+    let rank = lhs.dims().len();
+    let batch = rank.checked_sub(2).filter(|&b| b > 0)?;
+    let varies = |layout: &Layout, axis: usize| layout.dims()[axis] > 1 && layout.strides()[axis] != 0;
+    if (0..batch).any(|axis| varies(rhs, axis)) {
+        return None;
+    }
+    // The batch axes and the row axis, size-1 axes left out (their stride is
+    // never used): each must step over whole runs of the next.
+    let rows: Vec<(usize, usize)> =
+        (0..=batch).filter(|&axis| lhs.dims()[axis] != 1).map(|axis| (lhs.dims()[axis], lhs.strides()[axis])).collect();
+    if rows.windows(2).any(|pair| pair[0].1 != pair[1].0 * pair[1].1) {
+        return None;
+    }
+    let count = count_of(&lhs.dims()[..=batch]);
+    let row_stride = rows.last().map_or(lhs.strides()[batch], |&(_, stride)| stride);
+    let (k, k_stride) = (lhs.dims()[rank - 1], lhs.strides()[rank - 1]);
+    let lhs_rows = Layout::new(Shape::from([count, k]), [row_stride, k_stride].into_iter().collect(), lhs.offset());
+    let tail = |layout: &Layout| -> (Shape, Dims) {
+        let r = layout.dims().len();
+        (Shape::from(&layout.dims()[r - 2..]), layout.strides()[r - 2..].iter().copied().collect())
+    };
+    let (rhs_shape, rhs_strides) = tail(rhs);
+    Some((lhs_rows, Layout::new(rhs_shape, rhs_strides, rhs.offset())))
 }
 
 /// `layout` with a new axis of size 1 at `axis`.
@@ -186,6 +220,26 @@ mod tests {
         assert_eq!(dims_of(&[5, 1, 2, 3], &[4, 3, 6]).unwrap().2, vec![5, 4, 2, 6]);
         assert_eq!(dims_of(&[3], &[7, 3, 2]).unwrap().2, vec![7, 2]);
         assert_eq!(dims_of(&[7, 2, 3], &[3]).unwrap().2, vec![7, 2]);
+    }
+
+    #[test]
+    fn a_stack_times_one_matrix_is_one_product() {
+        let plan_of =
+            |lhs: Layout, rhs: &[usize]| plan(&lhs, &Layout::contiguous(rhs.into()), || "Cpu".into()).unwrap();
+        let p = plan_of(Layout::contiguous([4, 5, 2, 3].into()), &[3, 6]);
+        assert_eq!((p.lhs.dims(), p.lhs.strides()), (&[40, 3][..], &[3, 1][..]));
+        assert_eq!((p.rhs.dims(), p.out.dims()), (&[3, 6][..], &[4, 5, 2, 6][..]));
+        // A permuted stack does not merge; it stays a batch.
+        let permuted = Layout::new([4, 2, 3].into(), [3, 12, 1].into_iter().collect(), 0);
+        assert_eq!(plan_of(permuted, &[3, 6]).lhs.dims(), &[4, 2, 3]);
+        // Nor does a right operand that varies over the batch.
+        assert_eq!(
+            plan(&Layout::contiguous([4, 2, 3].into()), &Layout::contiguous([4, 3, 6].into()), || "Cpu".into())
+                .unwrap()
+                .lhs
+                .dims(),
+            &[4, 2, 3]
+        );
     }
 
     #[test]
