@@ -290,6 +290,8 @@ __device__ inline float dt_cos(float x) { return cosf(x); }
 __device__ inline double dt_cos(double x) { return cos(x); }
 __device__ inline float dt_erf(float x) { return erff(x); }
 __device__ inline double dt_erf(double x) { return erf(x); }
+__device__ inline float dt_erfc(float x) { return erfcf(x); }
+__device__ inline double dt_erfc(double x) { return erfc(x); }
 __device__ inline float dt_log1p(float x) { return log1pf(x); }
 __device__ inline double dt_log1p(double x) { return log1p(x); }
 __device__ inline float dt_expm1(float x) { return expm1f(x); }

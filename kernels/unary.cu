@@ -29,6 +29,22 @@ template <typename T> __device__ inline T dt_sigmoid(T x) {
     return e / ((T)1 + e);
 }
 
+// GELU and its derivatives, written as in src/ops/unary/ops.rs: the exact
+// form x * Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, and PyTorch's tanh
+// approximation through 1 + tanh(u) = 2 sigmoid(2u); neither cancels for
+// negative x, where 1 + erf and 1 + tanh lose every digit.
+template <typename T> __device__ inline T dt_normal_cdf(T x) { return (T)0.5 * dt_erfc(x * (T)-0.70710678118654752); }
+template <typename T> __device__ inline T dt_gelu_tanh_s(T x) {
+    return dt_sigmoid((T)1.5957691216057308 * (x + (T)0.044715 * x * x * x));
+}
+template <typename T> __device__ inline T dt_gelu_slope(T x) {
+    return dt_normal_cdf(x) + x * (dt_exp(x * x * (T)-0.5) * (T)0.3989422804014327);
+}
+template <typename T> __device__ inline T dt_gelu_tanh_slope(T x) {
+    T s = dt_gelu_tanh_s(x);
+    return s + (T)2 * x * s * ((T)1 - s) * (T)0.7978845608028654 * ((T)1 + (T)3 * (T)0.044715 * x * x);
+}
+
 DT_UNARY_ALL(neg, dt_neg(x))
 DT_UNARY_ALL(abs, x <= (T)0 ? dt_sub((T)0, x) : x)
 DT_UNARY_ALL(relu, dt_relu(x))
@@ -47,3 +63,7 @@ DT_UNARY_FLOAT_1(powf, dt_pow(x, a))
 DT_UNARY_FLOAT(log1p, dt_log1p(x))
 DT_UNARY_FLOAT(expm1, dt_expm1(x))
 DT_UNARY_FLOAT(silu, x * dt_sigmoid(x))
+DT_UNARY_FLOAT(gelu, x * dt_normal_cdf(x))
+DT_UNARY_FLOAT(gelu_slope, dt_gelu_slope(x))
+DT_UNARY_FLOAT(gelu_tanh, x * dt_gelu_tanh_s(x))
+DT_UNARY_FLOAT(gelu_tanh_slope, dt_gelu_tanh_slope(x))

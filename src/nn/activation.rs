@@ -106,14 +106,7 @@ impl Gelu {
     /// GELU of `x`, on any device.
     #[fallible]
     pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-        let half_x = x.try_mul_scalar(E::from_f64(0.5))?;
-        let inner = if self.approximate {
-            let cubic = x.try_powf(E::from_f64(3.0))?.try_mul_scalar(E::from_f64(0.044715))?;
-            x.try_add(&cubic)?.try_mul_scalar(E::from_f64((2.0 / std::f64::consts::PI).sqrt()))?.try_tanh()?
-        } else {
-            x.try_mul_scalar(E::from_f64(std::f64::consts::FRAC_1_SQRT_2))?.try_erf()?
-        };
-        half_x.try_mul(&inner.try_add_scalar(E::ONE)?)
+        if self.approximate { x.try_gelu_tanh() } else { x.try_gelu() }
     }
 }
 

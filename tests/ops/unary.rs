@@ -81,11 +81,19 @@ unary_table! {
     cos: |t| t.cos(), floats: f64::cos, grad: Values::AwayFromZero;
     recip: |t| t.recip(), floats: |x| 1.0 / x, grad: Values::AwayFromZero;
     erf: |t| t.erf(), floats: erf_reference, grad: Values::AwayFromZero;
+    gelu: |t| t.gelu(), floats: |x| x * 0.5 * erfc_reference(-x * std::f64::consts::FRAC_1_SQRT_2),
+        grad: Values::AwayFromZero;
+    // `(1 + tanh(u)) / 2` as `1 / (1 + e^(-2u))`, which keeps its digits where `1 + tanh(u)` cancels.
+    gelu_tanh: |t| t.gelu_tanh(), floats: |x| x * sigmoid_reference(2.0 * SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)),
+        grad: Values::AwayFromZero;
     powf: |t| t.powf(E::from_f64(2.5)), floats: |x| x.powf(2.5), grad: Values::Positive;
     powf_negative: |t| t.powf(E::from_f64(-1.5)), floats: |x| x.powf(-1.5), grad: Values::Positive;
     powf_integer: |t| t.powf(E::from_f64(3.0)), floats: |x| x.powf(3.0), grad: Values::AwayFromZero;
     powf_zero: |t| t.powf(E::ZERO), floats: |x| x.powf(0.0), grad: Values::AwayFromZero;
 }
+
+/// `√(2/π)`, the scale inside the tanh GELU.
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
 /// `call(t)`, with the closure's argument type given by this signature.
 fn apply<D: Device, E: Element>(t: &Tensor<D, E>, call: impl Fn(&Tensor<D, E>) -> Tensor<D, E>) -> Tensor<D, E> {
@@ -113,6 +121,25 @@ fn erf_reference(x: f64) -> f64 {
         sum += term;
     }
     std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp() * sum
+}
+
+/// `erfc(z) = 1 - erf(z)` in `f64`: from the series of [`erf_reference`]
+/// below 2, from the continued fraction
+/// `erfc(z) = e^(-z²)/√π · 1/(z + (1/2)/(z + 1/(z + (3/2)/(z + ...))))`
+/// above, where `1 - erf(z)` would cancel.
+fn erfc_reference(z: f64) -> f64 {
+    if z.is_nan() {
+        return z;
+    }
+    if z < 0.0 {
+        return 2.0 - erfc_reference(-z);
+    }
+    if z < 2.0 {
+        return 1.0 - erf_reference(z);
+    }
+    // Evaluated from the tail; 200 terms are exact to f64 from z = 2 on.
+    let tail = (1..=200).rev().fold(z, |acc, n| z + n as f64 / 2.0 / acc);
+    (-z * z).exp() / std::f64::consts::PI.sqrt() / tail
 }
 
 /// The input tensor of `data` laid out as `variant`, and `call` of it, which
@@ -316,6 +343,10 @@ fn special_values<D: Device>() {
     near("expm1", x.expm1(), [0.0, -0.0, (-1.0f64).exp_m1(), inf, -1.0, nan]);
     // PyTorch's silu(-inf) is NaN too: -inf / (1 + e^inf).
     near("silu", x.silu(), [0.0, -0.0, -1.0 / (1.0 + 1.0f64.exp()), inf, nan, nan]);
+    // PyTorch's formulas give NaN at -inf too: -inf · (1 + erf(-inf)) = -inf · 0.
+    let specials = Tensor::<D, f64>::from_vec(vec![0.0, -0.0, inf, -inf, nan], [5]);
+    assert_eq!(bits(specials.gelu()), "0.0 -0.0 inf NaN NaN");
+    assert_eq!(bits(specials.gelu_tanh()), "0.0 -0.0 inf NaN NaN");
     // log1p keeps the digits that log(1 + x) loses.
     let tiny = Tensor::<D, f64>::from_vec(vec![1e-20, -1e-17, 1e-10], [3]);
     let got = tiny.log1p().to_vec();
@@ -465,5 +496,5 @@ fn unary_ops_cannot_fail_on_the_cpu() {
     assert!(x.try_exp().is_ok() && x.try_log().is_ok() && x.try_sqrt().is_ok() && x.try_tanh().is_ok());
     assert!(x.try_powf(0.5).is_ok() && x.try_sin().is_ok() && x.try_cos().is_ok() && x.try_recip().is_ok());
     assert!(x.try_log1p().is_ok() && x.try_erf().is_ok() && x.try_abs().is_ok() && x.try_clamp(0.0, 1.0).is_ok());
-    assert!(x.try_expm1().is_ok() && x.try_silu().is_ok());
+    assert!(x.try_expm1().is_ok() && x.try_silu().is_ok() && x.try_gelu().is_ok() && x.try_gelu_tanh().is_ok());
 }

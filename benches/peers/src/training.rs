@@ -155,6 +155,24 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
         let flops = 2.0 * (b * t * width * out) as f64;
         rows.push(Row { op: "linear fwd+bwd 16x64x128->512".into(), devtensor: Some(dt), candle: cd, work: 2.0 * flops, peak: Some(peak), unit: "GFLOP/s" });
     }
+    if wanted("training: gelu forward backward [16, 64, 512]") {
+        // A transformer MLP's hidden activation: nn::Gelu (exact, erf form)
+        // against candle's gelu_erf, forward and backward.
+        let n = 16 * 64 * 512;
+        let g_data = data(n, 14).iter().map(|v| v * 4.0).collect::<Vec<f32>>();
+        let gx = Tensor::<Cpu>::from_slice(&g_data, [16, 64, 512]).requires_grad();
+        let cgx = Var::from_tensor(&CandleTensor::from_slice(&g_data, (16, 64, 512), &cpu)?)?;
+        let gelu = devtensor::nn::Gelu::default();
+        let diff = super::max_diff(&gelu.forward(&gx).to_vec(), &cgx.as_tensor().gelu_erf()?.flatten_all()?.to_vec1()?);
+        assert!(diff < 1e-5, "gelu: results differ by {diff}");
+        let (dt, cd) = median_pair(
+            budget,
+            || drop(black_box(gelu.forward(&gx).sum().backward())),
+            || drop(black_box(cgx.as_tensor().gelu_erf().unwrap().sum_all().unwrap().backward().unwrap())),
+        );
+        // Forward reads x and writes y; backward reads x and the incoming gradient, writes x's.
+        rows.push(Row { op: "gelu fwd+bwd 16x64x512".into(), devtensor: Some(dt), candle: cd, work: (5 * 4 * n) as f64, peak: None, unit: "GB/s" });
+    }
     if wanted("training: train step seed 002 cnn static shapes vs dynamic") {
         // The same model with its sizes in its type, from the same weights,
         // timed against the dynamic model (in the peer column): static

@@ -2,9 +2,11 @@
 //! (`pool.rs`), and the strided loops every CPU kernel shares (`loops.rs`).
 
 mod loops;
+mod math;
 mod pool;
 
 pub(crate) use loops::*;
+pub(crate) use math::*;
 pub(crate) use pool::*;
 
 use super::{Backend, sealed};

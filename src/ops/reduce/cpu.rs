@@ -17,8 +17,10 @@
 
 use super::{ArgReduceOp, ReduceKernel, ReduceOp};
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
-use crate::element::{DType, Element, FloatElement};
+use crate::backend::cpu::{
+    CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, exp_nonpositive, map_strided, output_buffer,
+};
+use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::shape::{Dims, Layout, count_of, for_each_block};
 use rayon::prelude::*;
@@ -307,47 +309,6 @@ fn arg_reduce_with<E: Element>(
     Ok(out)
 }
 
-/// `exp(x)` for `x <= 0`, -inf or NaN: softmax only exponentiates `x - max`.
-/// Plain `f32` arithmetic, which the compiler vectorises, where a call to
-/// libm's `expf` would run one element at a time.
-///
-/// Reduces `x = n ln2 + r` with `|r| <= ln2 / 2` (ln2 split in two so `n ln2`
-/// is exact) and evaluates Cephes' degree-7 polynomial for `exp(r)`; scaling
-/// by `2^n` is done on the exponent bits. Results below `2^-126` flush to 0.
-/// Within 1 ulp of the exact value for every `f32` in `[-87.33, 0]`
-/// (checked exhaustively against `f64::exp` while writing it; the unit
-/// test below samples the range).
-#[inline(always)]
-fn exp_nonpositive_f32(x: f32) -> f32 {
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // Adding 1.5 * 2^23 rounds to an integer (no `round`, a libm call
-    // without SSE4.1) and leaves that integer in the low mantissa bits.
-    const ROUND: f32 = 12_582_912.0;
-    // Below this, exp(x) < 2^-126.
-    const MIN_X: f32 = -87.336_55;
-    let k = x * std::f32::consts::LOG2_E + ROUND;
-    let n = k - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
-        * r
-        + 0.5;
-    let p = p * (r * r) + r + 1.0;
-    // 2^n from n's bits, in integer arithmetic: no float-to-int conversion,
-    // whose saturation checks would slow the vector loop. n is in -126..=0
-    // whenever the result is used; for NaN, p is NaN already.
-    let scale = f32::from_bits(k.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
-    if x < MIN_X { 0.0 } else { p * scale }
-}
-
-/// `exp(x)` for `x <= 0`: the vectorisable kernel for `f32`, libm for `f64`
-/// (whose polynomial would need twice the terms). The branch is on a
-/// constant and vanishes once `E` is known.
-#[inline(always)]
-fn exp_nonpositive<E: FloatElement>(x: E) -> E {
-    if E::DTYPE == DType::F32 { E::from_f32(exp_nonpositive_f32(x.cast::<f32>())) } else { x.exp() }
-}
-
 /// Softmax of one dense row: `out = exp(x - max) / sum`, or for `log`,
 /// `out = x - max - ln(sum)`.
 fn softmax_row<E: FloatElement>(src: &[E], out: &mut [E], log: bool) {
@@ -517,30 +478,6 @@ impl ReduceKernel for Cpu {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fast_exp_is_within_one_ulp() {
-        let mut worst = 0.0f64;
-        let mut x = -88.0f32;
-        while x <= 0.0 {
-            let exact = (x as f64).exp();
-            let got = exp_nonpositive_f32(x) as f64;
-            if exact >= f32::MIN_POSITIVE as f64 {
-                let rounded = exact as f32;
-                let ulp = (f32::from_bits(rounded.to_bits() + 1) - rounded) as f64;
-                worst = worst.max((got - exact).abs() / ulp);
-            } else {
-                assert!(got <= f32::MIN_POSITIVE as f64 * 1.01, "exp({x}) = {got}");
-            }
-            x += 1.0e-3 * (1.0 + x.abs() / 8.0);
-        }
-        assert!(worst <= 1.0, "worst error {worst} ulp");
-        assert_eq!(exp_nonpositive_f32(0.0), 1.0);
-        assert_eq!(exp_nonpositive_f32(-0.0), 1.0);
-        assert_eq!(exp_nonpositive_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp_nonpositive_f32(-1e30), 0.0);
-        assert!(exp_nonpositive_f32(f32::NAN).is_nan());
-    }
 
     #[test]
     fn dense_folds_cover_every_element() {

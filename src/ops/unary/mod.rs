@@ -20,7 +20,8 @@ mod ops;
 pub use crate::ops::KernelSource;
 
 pub use ops::{
-    Abs, Clamp, Cos, Erf, Exp, Expm1, Log, Log1p, Neg, Powf, Recip, Relu, Sigmoid, Silu, Sin, Sqrt, Square, Tanh,
+    Abs, Clamp, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, Relu, Sigmoid, Silu, Sin, Sqrt,
+    Square, Tanh,
 };
 
 use crate::autograd::{self, rule};
@@ -294,6 +295,28 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0, 1000.0, -1000.0], [3]);
         /// assert_eq!(x.silu().to_vec(), vec![0.0, 1000.0, -0.0]);
+        /// ```
+        ;
+        /// GELU elementwise, `x · Φ(x)` with `Φ` the standard normal CDF,
+        /// exactly: `x/2 · (1 + erf(x/√2))` (`torch.nn.functional.gelu`),
+        /// in one pass. [`nn::Gelu`](crate::nn::Gelu) is the layer.
+        try_gelu, gelu() => GeluErf,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0, -40.0], [3]);
+        /// let y = x.gelu().to_vec();
+        /// assert!(y[0] == 0.0 && (y[1] - 0.8413447460685429).abs() < 1e-15 && y[2] == 0.0);
+        /// ```
+        ;
+        /// GELU with PyTorch's tanh approximation elementwise,
+        /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`
+        /// (`torch.nn.functional.gelu(x, approximate="tanh")`), in one pass.
+        try_gelu_tanh, gelu_tanh() => GeluTanh,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0], [2]);
+        /// let y = x.gelu_tanh().to_vec();
+        /// assert!(y[0] == 0.0 && (y[1] - 0.8411919906082768).abs() < 1e-15);
         /// ```
         ;
         /// Sine elementwise (radians).

@@ -9,6 +9,7 @@
 //! theirs for any [`Element`].
 
 use super::{KernelSource, Params, UnaryOp};
+use crate::backend::cpu::{erfc, exp_nonpositive};
 use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
 use crate::ops::compare::masked;
@@ -232,8 +233,9 @@ impl<F: FloatElement> UnaryOp<F> for Tanh {
     }
 }
 
-/// The logistic function `1 / (1 + e^-x)`, evaluated through `e^x` for
-/// negative `x` so that the exponential never overflows.
+/// The logistic function `1 / (1 + e^-x)`, evaluated through `e^-|x|` so
+/// that the exponential never overflows. Results below `2^-126` flush to
+/// 0 in `f32` (`sigmoid(-88)`), as on GPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sigmoid;
 
@@ -243,12 +245,11 @@ impl<F: FloatElement> UnaryOp<F> for Sigmoid {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        if x >= F::ZERO {
-            F::ONE / (F::ONE + (-x).exp())
-        } else {
-            let e = x.exp();
-            e / (F::ONE + e)
-        }
+        // `e^-|x|` never overflows; a select and one division, no branch,
+        // so that the CPU loop vectorises (NaN takes the second arm).
+        let e = exp_nonpositive(-x.abs());
+        let numerator = if x >= F::ZERO { F::ONE } else { e };
+        numerator / (F::ONE + e)
     }
 
     fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
@@ -386,4 +387,124 @@ impl<F: FloatElement> UnaryOp<F> for Erf {
             x.try_square()?.try_neg()?.try_exp()?.try_mul_scalar(F::from_f64(std::f64::consts::FRAC_2_SQRT_PI))?;
         grad.try_mul(&slope)
     }
+}
+
+/// `Φ(x)`, the standard normal CDF, as `erfc(-x/√2) / 2`: accurate for
+/// negative `x`, where `(1 + erf(x/√2)) / 2` cancels to 0 long before `Φ`
+/// underflows (at `x = -6` in `f32`, where `Φ` is `1e-9`).
+#[inline(always)]
+fn normal_cdf<F: FloatElement>(x: F) -> F {
+    F::from_f64(0.5) * erfc(x * F::from_f64(-std::f64::consts::FRAC_1_SQRT_2))
+}
+
+/// `φ(x)`, the standard normal density `e^(-x²/2) / √(2π)`.
+#[inline(always)]
+fn normal_density<F: FloatElement>(x: F) -> F {
+    exp_nonpositive(x * x * F::from_f64(-0.5))
+        * F::from_f64(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2)
+}
+
+/// `2√(2/π)`: the tanh GELU's `1 + tanh(u)` is computed as `2 sigmoid(2u)`.
+const TWO_SQRT_2_OVER_PI: f64 = 1.595_769_121_605_730_8;
+/// The cubic coefficient of the tanh GELU.
+const GELU_CUBIC: f64 = 0.044_715;
+
+/// `sigmoid(2u)`, with `u = √(2/π) · (x + 0.044715 x³)`, the tanh GELU's
+/// `(1 + tanh(u)) / 2` without the cancellation of `1 + tanh(u)` for
+/// negative `x`.
+#[inline(always)]
+fn gelu_tanh_gate<F: FloatElement>(x: F) -> F {
+    Sigmoid.apply(F::from_f64(TWO_SQRT_2_OVER_PI) * (x + F::from_f64(GELU_CUBIC) * x * x * x))
+}
+
+/// GELU, `x · Φ(x)` with `Φ` the standard normal CDF, exactly
+/// (`torch.nn.functional.gelu`, `approximate="none"`), in one pass over the
+/// elements where composing it from `erf` and arithmetic takes five. `Φ`
+/// comes from `erfc`, as in JAX, so that `gelu(-7)` is `-9e-12` and not the
+/// `-0.0` of PyTorch's `1 + erf`; `gelu(-inf)` is NaN (`-inf · 0`), as in
+/// PyTorch.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GeluErf;
+
+impl<F: FloatElement> UnaryOp<F> for GeluErf {
+    const NAME: &'static str = "gelu";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x * normal_cdf(x)
+    }
+
+    /// `Φ(x) + x φ(x)`, with `φ` the standard normal density, in one pass.
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&x.try_apply_unary(GeluErfSlope)?)
+    }
+}
+
+/// The derivative of [`GeluErf`], `Φ(x) + x φ(x)`: its backward in one pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct GeluErfSlope;
+
+impl<F: FloatElement> UnaryOp<F> for GeluErfSlope {
+    const NAME: &'static str = "gelu_slope";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        normal_cdf(x) + x * normal_density(x)
+    }
+
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, _: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        Err(second_derivative(<Self as UnaryOp<F>>::NAME, x))
+    }
+}
+
+/// GELU with PyTorch's tanh approximation,
+/// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`
+/// (`gelu(x, approximate="tanh")`), in one pass, computed as
+/// `x · sigmoid(2u)` (the same function) so that negative inputs keep
+/// their digits. `gelu_tanh(-inf)` is NaN, as in PyTorch.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GeluTanh;
+
+impl<F: FloatElement> UnaryOp<F> for GeluTanh {
+    const NAME: &'static str = "gelu_tanh";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        x * gelu_tanh_gate(x)
+    }
+
+    /// `s + 2x · s(1 - s) · √(2/π) · (1 + 3 · 0.044715 x²)`, with `s` the
+    /// forward's `sigmoid(2u)`, in one pass.
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&x.try_apply_unary(GeluTanhSlope)?)
+    }
+}
+
+/// The derivative of [`GeluTanh`]: its backward in one pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct GeluTanhSlope;
+
+impl<F: FloatElement> UnaryOp<F> for GeluTanhSlope {
+    const NAME: &'static str = "gelu_tanh_slope";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        let s = gelu_tanh_gate(x);
+        let du = F::from_f64(TWO_SQRT_2_OVER_PI / 2.0) * (F::ONE + F::from_f64(3.0 * GELU_CUBIC) * x * x);
+        s + F::from_f64(2.0) * x * s * (F::ONE - s) * du
+    }
+
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, _: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        Err(second_derivative(<Self as UnaryOp<F>>::NAME, x))
+    }
+}
+
+/// The error of a second derivative: gradients are computed under
+/// `no_grad`, so a slope op's own backward is never recorded.
+fn second_derivative<D: Device, F: FloatElement>(op: &'static str, x: &Tensor<D, F>) -> crate::Error {
+    crate::Error::Argument { op, device: D::name(), reason: format!("no second derivative (input {})", x.shape()) }
 }
