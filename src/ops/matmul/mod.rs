@@ -179,7 +179,8 @@ fn stack_as_rows(lhs: &Layout, rhs: &Layout) -> Option<(Layout, Layout)> {
     // never used): each must step over whole runs of the next.
     let rows: Vec<(usize, usize)> =
         (0..=batch).filter(|&axis| lhs.dims()[axis] != 1).map(|axis| (lhs.dims()[axis], lhs.strides()[axis])).collect();
-    if rows.windows(2).any(|pair| pair[0].1 != pair[1].0 * pair[1].1) {
+    // Checked: an empty stack may have axes whose strides overflow when multiplied.
+    if rows.windows(2).any(|pair| pair[1].0.checked_mul(pair[1].1) != Some(pair[0].1)) {
         return None;
     }
     let count = count_of(&lhs.dims()[..=batch]);
