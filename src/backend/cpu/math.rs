@@ -13,10 +13,10 @@ use crate::element::{DType, FloatElement};
 ///
 /// Reduces `x = n ln2 + r` with `|r| <= ln2 / 2` (ln2 split in two so `n ln2`
 /// is exact) and evaluates Cephes' degree-7 polynomial for `exp(r)`; scaling
-/// by `2^n` is done on the exponent bits. Results below `2^-126` flush to 0.
-/// Within 1 ulp of the exact value for every `f32` in `[-87.33, 0]`
-/// (checked exhaustively against `f64::exp` while writing it; the unit
-/// test below samples the range).
+/// by `2^n` is done on the exponent bits. Within 1 ulp of the exact value
+/// for every `f32` in `[-87.33, 0]` (checked exhaustively against `f64::exp`
+/// while writing it; the unit test below samples the range), and within one
+/// step of the subnormals below, down to `2^-150`, under which it is 0.
 #[inline(always)]
 pub(crate) fn exp_nonpositive_f32(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
@@ -24,8 +24,8 @@ pub(crate) fn exp_nonpositive_f32(x: f32) -> f32 {
     // Adding 1.5 * 2^23 rounds to an integer (no `round`, a libm call
     // without SSE4.1) and leaves that integer in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
-    // Below this, exp(x) < 2^-126.
-    const MIN_X: f32 = -87.336_55;
+    // Below this, exp(x) rounds to 0 even as a subnormal.
+    const MIN_X: f32 = -103.972_08;
     let k = x * std::f32::consts::LOG2_E + ROUND;
     let n = k - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
@@ -34,10 +34,16 @@ pub(crate) fn exp_nonpositive_f32(x: f32) -> f32 {
         + 0.5;
     let p = p * (r * r) + r + 1.0;
     // 2^n from n's bits, in integer arithmetic: no float-to-int conversion,
-    // whose saturation checks would slow the vector loop. n is in -126..=0
-    // whenever the result is used; for NaN, p is NaN already.
-    let scale = f32::from_bits(k.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
-    if x < MIN_X { 0.0 } else { p * scale }
+    // whose saturation checks would slow the vector loop. n is in -150..=0
+    // whenever the result is used; for NaN, p is NaN already. Below -126,
+    // 2^n is subnormal and has no exponent bits of its own: scale by
+    // 2^(n + 64), then by 2^-64, which rounds once, to the subnormal.
+    let deep = n < -126.0;
+    let bias: u32 = if deep { 127 + 64 } else { 127 };
+    let scale = f32::from_bits(k.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(bias) << 23);
+    let value = p * scale;
+    let value = if deep { value * f32::from_bits((127 - 64) << 23) } else { value };
+    if x < MIN_X { 0.0 } else { value }
 }
 
 /// `exp(x)` for `x <= 0`: the vectorisable kernel for `f32`, libm for `f64`
@@ -51,8 +57,8 @@ pub(crate) fn exp_nonpositive<E: FloatElement>(x: E) -> E {
 /// `erfc(z) = 1 - erf(z)` in `f32`, vectorisable: the Chebyshev fit of
 /// Numerical Recipes' `erfcc`, `t · exp(-z² + P(t))` with `t = 1/(1 + z/2)`
 /// for `z >= 0` and `2 - erfc(-z)` below, whose relative error is below
-/// `1.2e-7` everywhere: within 6 ulp in `f32` arithmetic (the test below). Relative, so that `erfc` of large arguments keeps its
-/// digits; results below `2^-126` flush to 0.
+/// `1.2e-7` everywhere: within 6 ulp in `f32` arithmetic (the test below).
+/// Relative, so that `erfc` of large arguments keeps its digits.
 #[inline(always)]
 pub(crate) fn erfc_f32(z: f32) -> f32 {
     let za = z.abs();
@@ -99,9 +105,16 @@ mod tests {
                 let ulp = (f32::from_bits(rounded.to_bits() + 1) - rounded) as f64;
                 worst = worst.max((got - exact).abs() / ulp);
             } else {
-                assert!(got <= f32::MIN_POSITIVE as f64 * 1.01, "exp({x}) = {got}");
+                // One step of the subnormals is 2^-149.
+                assert!((got - exact).abs() <= 2f64.powi(-149), "exp({x}) = {got}, exactly {exact}");
             }
             x += 1.0e-3 * (1.0 + x.abs() / 8.0);
+        }
+        x = -110.0;
+        while x < -87.0 {
+            let (exact, got) = ((x as f64).exp(), exp_nonpositive_f32(x) as f64);
+            assert!((got - exact).abs() <= 2f64.powi(-149), "exp({x}) = {got}, exactly {exact}");
+            x += 1.0e-3;
         }
         assert!(worst <= 1.0, "worst error {worst} ulp");
         assert_eq!(exp_nonpositive_f32(0.0), 1.0);

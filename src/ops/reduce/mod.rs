@@ -637,10 +637,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `exp(x) / sum(exp(x))` along `axis`, computed as
     /// `exp(x - max) / sum(exp(x - max))` so that large inputs do not
     /// overflow. Entries of `-inf` get 0; a row that is all `-inf`, or holds
-    /// NaN or `+inf`, gives NaN, as in PyTorch. In `f32`, probabilities
-    /// below `2^-126` (about `1.2e-38`) flush to 0; use
-    /// [`log_softmax`](Self::log_softmax) where they matter. Fails
-    /// when `axis` is out of range.
+    /// NaN or `+inf`, gives NaN, as in PyTorch. Use
+    /// [`log_softmax`](Self::log_softmax) where probabilities underflow.
+    /// Fails when `axis` is out of range.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};

@@ -234,8 +234,7 @@ impl<F: FloatElement> UnaryOp<F> for Tanh {
 }
 
 /// The logistic function `1 / (1 + e^-x)`, evaluated through `e^-|x|` so
-/// that the exponential never overflows. Results below `2^-126` flush to
-/// 0 in `f32` (`sigmoid(-88)`), as on GPUs.
+/// that the exponential never overflows.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sigmoid;
 
