@@ -115,6 +115,21 @@ mod tests {
     }
 
     #[test]
+    fn pool_matches_by_capacity_so_a_shorter_use_does_not_strand_a_buffer() {
+        // u8 buffers of this odd size are used by no other test.
+        let len = POOL_MIN_BYTES * 3 + 7;
+        drop(CpuStorage::from_vec(vec![7u8; len]));
+        // A shorter request takes the buffer and returns it truncated.
+        let short = pool_for::<u8>().take(len - 100).expect("the pooled buffer fits");
+        assert_eq!(short.len(), len - 100);
+        drop(CpuStorage::from_vec(short));
+        // The full size still finds it, with the stale head and a zeroed tail.
+        let full = pool_for::<u8>().take(len).expect("the truncated buffer has the capacity");
+        assert_eq!(full.len(), len);
+        assert!(full[..len - 100].iter().all(|&b| b == 7) && full[len - 100..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
     fn impossible_and_refused_allocations_are_errors() {
         // More than isize::MAX bytes: no allocator is even asked.
         let err = output_buffer::<f64>("zeros", usize::MAX / 4).unwrap_err();

@@ -33,22 +33,37 @@ impl<E: Element> BufferPool<E> {
 
     /// A buffer of exactly `len` initialised (stale) elements, if one of a
     /// close size is pooled.
+    ///
+    /// Sizes are compared by capacity, not length: a buffer handed out for a
+    /// shorter request comes back truncated, and matching on its length would
+    /// strand its memory for every later request of its original size (the
+    /// next step's), which then faults in fresh pages.
     pub(super) fn take(&self, len: usize) -> Option<Vec<E>> {
         let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        // Accept up to twice the size: more would waste memory.
-        let pos = buffers.iter().position(|b| b.len() >= len && b.len() <= 2 * len)?;
+        // The tightest fit of at most twice the size: more would waste memory.
+        let pos = (0..buffers.len())
+            .filter(|&i| (len..=len.saturating_mul(2)).contains(&buffers[i].capacity()))
+            .min_by_key(|&i| buffers[i].capacity())?;
         let mut buf = buffers.swap_remove(pos);
-        buf.truncate(len);
+        drop(buffers);
+        if buf.len() >= len {
+            buf.truncate(len);
+        } else {
+            // Resident memory, written only up to the request.
+            buf.resize(len, E::ZERO);
+        }
         Some(buf)
     }
 
+    /// Keeps `buf` for a later `take`, freeing the oldest buffers beyond
+    /// [`POOL_MAX_BYTES`] (counted by capacity: what the pool holds).
     pub(super) fn give(&self, buf: Vec<E>) {
         let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
         buffers.push(buf);
-        let mut total: usize = buffers.iter().map(|b| b.len() * size_of::<E>()).sum();
+        let mut total: usize = buffers.iter().map(|b| b.capacity() * size_of::<E>()).sum();
         while total > POOL_MAX_BYTES {
             let oldest = buffers.remove(0);
-            total -= oldest.len() * size_of::<E>();
+            total -= oldest.capacity() * size_of::<E>();
         }
     }
 }
