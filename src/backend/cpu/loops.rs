@@ -7,6 +7,7 @@ use crate::element::Element;
 use crate::error::Result;
 use crate::shape::{Layout, for_each_block};
 use rayon::prelude::*;
+use std::marker::PhantomData;
 
 /// Output sizes from which elementwise kernels split work across threads;
 /// below it, thread hand-off costs more than it saves.
@@ -23,6 +24,43 @@ pub(crate) fn is_small_output<T>(len: usize) -> bool {
     len < PARALLEL_MIN_ELEMS && len * size_of::<T>() < POOL_MIN_BYTES
 }
 
+/// A loop for [`vectorized`] to compile for the CPU's widest vector unit.
+///
+/// Any `FnOnce() -> R` closure is one; the compiler then decides whether to
+/// inline it into the copy built with AVX-512, and declines for a large
+/// body, which then runs with baseline 128-bit vectors. A type whose `run`
+/// is `#[inline(always)]` (such as the map of [`map_strided`]) is always
+/// compiled into that copy.
+pub(crate) trait VectorLoop {
+    /// What the loop returns.
+    type Output;
+    /// Runs the loop.
+    fn run(self) -> Self::Output;
+}
+
+impl<R, F: FnOnce() -> R> VectorLoop for F {
+    type Output = R;
+    #[inline(always)]
+    fn run(self) -> R {
+        self()
+    }
+}
+
+/// An element function for [`map_strided`]. Closures are ones; a type whose
+/// `call` is `#[inline(always)]` (an op's `apply`) is always inlined into
+/// the vectorised loop, however large its body (GELU's `erfc` and `exp`).
+pub(crate) trait ElementFn<E, T>: Sync {
+    /// The function's value at `x`.
+    fn call(&self, x: E) -> T;
+}
+
+impl<E, T, F: Fn(E) -> T + Sync> ElementFn<E, T> for F {
+    #[inline(always)]
+    fn call(&self, x: E) -> T {
+        self(x)
+    }
+}
+
 /// Runs `body`, a loop for the compiler to vectorise, compiled for the
 /// widest vector unit this CPU has.
 ///
@@ -31,7 +69,7 @@ pub(crate) fn is_small_output<T>(len: usize) -> bool {
 /// is inlined into a copy of this function built with AVX-512 or AVX2
 /// enabled, chosen at run time (the feature checks are cached loads).
 #[inline(always)]
-pub(crate) fn vectorized<R>(body: impl FnOnce() -> R) -> R {
+pub(crate) fn vectorized<L: VectorLoop>(body: L) -> L::Output {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f")
@@ -48,19 +86,57 @@ pub(crate) fn vectorized<R>(body: impl FnOnce() -> R) -> R {
             return unsafe { with_avx2(body) };
         }
     }
-    body()
+    body.run()
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
-    body()
+fn with_avx512<L: VectorLoop>(body: L) -> L::Output {
+    body.run()
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
-    body()
+fn with_avx2<L: VectorLoop>(body: L) -> L::Output {
+    body.run()
+}
+
+/// `out[i] = f(src[i])`, as a [`VectorLoop`] that is always inlined whole.
+/// `S` is `T` or, for a fresh vector, `MaybeUninit<T>`.
+struct DenseMap<'a, E, T, S, F> {
+    out: &'a mut [S],
+    src: &'a [E],
+    f: &'a F,
+    value: PhantomData<fn() -> T>,
+}
+
+/// An output element a [`DenseMap`] writes: initialised or not.
+trait Slot<T> {
+    fn put(&mut self, value: T);
+}
+
+impl<T> Slot<T> for T {
+    #[inline(always)]
+    fn put(&mut self, value: T) {
+        *self = value;
+    }
+}
+
+impl<T> Slot<T> for std::mem::MaybeUninit<T> {
+    #[inline(always)]
+    fn put(&mut self, value: T) {
+        self.write(value);
+    }
+}
+
+impl<E: Copy, T, S: Slot<T>, F: ElementFn<E, T>> VectorLoop for DenseMap<'_, E, T, S, F> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        for (o, &x) in self.out.iter_mut().zip(self.src) {
+            o.put(self.f.call(x));
+        }
+    }
 }
 
 /// Gathers the elements `layout` selects into a new row-major vector,
@@ -72,22 +148,31 @@ pub(crate) fn map_strided<E: Element, T: Element>(
     op: &'static str,
     src: &[E],
     layout: &Layout,
-    f: impl Fn(E) -> T + Send + Sync,
+    f: impl Fn(E) -> T + Sync,
+) -> Result<Vec<T>> {
+    map_elements(op, src, layout, f)
+}
+
+/// [`map_strided`] with any [`ElementFn`], such as an op's `apply`.
+pub(crate) fn map_elements<E: Element, T: Element>(
+    op: &'static str,
+    src: &[E],
+    layout: &Layout,
+    f: impl ElementFn<E, T>,
 ) -> Result<Vec<T>> {
     let len = layout.elem_count();
     if let Some(range) = layout.contiguous_range() {
         let src = &src[range];
         if is_small_output::<T>(len) {
-            return Ok(vectorized(|| src.iter().map(|&x| f(x)).collect()));
+            let mut out = Vec::with_capacity(len);
+            vectorized(DenseMap { out: &mut out.spare_capacity_mut()[..len], src, f: &f, value: PhantomData });
+            // SAFETY: the map wrote each of the first `len` elements (`src`
+            // has `len`, the slice `len` slots of the reserved capacity).
+            unsafe { out.set_len(len) };
+            return Ok(out);
         }
         let mut out = output_buffer(op, len)?;
-        let run = |out: &mut [T], src: &[E]| {
-            vectorized(|| {
-                for (o, &x) in out.iter_mut().zip(src) {
-                    *o = f(x);
-                }
-            })
-        };
+        let run = |out: &mut [T], src: &[E]| vectorized(DenseMap { out, src, f: &f, value: PhantomData });
         if out.len() >= PARALLEL_MIN_ELEMS {
             out.par_chunks_mut(PARALLEL_CHUNK).zip(src.par_chunks(PARALLEL_CHUNK)).for_each(|(o, s)| run(o, s));
         } else {
@@ -101,11 +186,11 @@ pub(crate) fn map_strided<E: Element, T: Element>(
         let out = &mut out[next..next + len];
         if stride == 1 {
             for (o, &x) in out.iter_mut().zip(&src[base..base + len]) {
-                *o = f(x);
+                *o = f.call(x);
             }
         } else {
             for (i, o) in out.iter_mut().enumerate() {
-                *o = f(src[base + i * stride]);
+                *o = f.call(src[base + i * stride]);
             }
         }
         next += len;
