@@ -1,24 +1,30 @@
-//! devtensor next to candle and next to the machine's own limits, in one run.
+//! devtensor next to candle, PyTorch and the machine's own limits, in one run.
 //!
 //! ```text
-//! cd benches/peers && cargo run --release
+//! cd benches/peers && cargo run --release [FILTER]
 //! ```
 //!
 //! First measures the f32 FMA peak (a register-blocked FMA loop, on one
 //! thread and on all of them) and the memory bandwidth (a parallel triad over
-//! 64 MiB arrays); then runs the same inputs through devtensor and candle and
-//! prints, per operation, both times, the rate, the share of the measured
-//! peak, and the time ratio devtensor / candle (below 1: devtensor is faster).
-//! Every time is the median of several runs after a warm-up.
+//! 64 MiB arrays); then runs the same inputs through devtensor, candle and
+//! PyTorch (a child process, `torch_peer.py`, with as many threads as
+//! devtensor; see `torch.rs`) and prints, per operation or model step, the
+//! three times, devtensor's rate and share of the measured peak, and the time
+//! ratios devtensor / candle and devtensor / PyTorch (below 1: devtensor is
+//! faster). Every time is the median of several runs after a warm-up, the
+//! libraries taking turns. `FILTER` keeps the rows whose name contains it.
 
 mod loader;
+mod torch;
 mod training;
 
 use candle_core::{Device as CandleDevice, Tensor as CandleTensor};
 use devtensor::{Cpu, Tensor};
 use rayon::prelude::*;
+use serde_json::json;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+use torch::Torch;
 
 // ---------------------------------------------------------------------------
 // Timing
@@ -164,27 +170,9 @@ fn triad_bandwidth() -> f64 {
 }
 
 // ---------------------------------------------------------------------------
-// Reductions and softmax
-
-/// devtensor's sum of every element (a rank-0 tensor).
-fn devtensor_sum(x: &Tensor<Cpu>) -> Option<Tensor<Cpu>> {
-    Some(x.sum())
-}
-
-/// devtensor's softmax over the last axis.
-fn devtensor_softmax(x: &Tensor<Cpu>) -> Option<Tensor<Cpu>> {
-    Some(x.softmax(-1))
-}
-
-/// candle's fused softmax over the last axis, from candle-nn.
-fn candle_softmax(x: &CandleTensor) -> CandleTensor {
-    candle_nn::ops::softmax_last_dim(x).unwrap()
-}
-
-// ---------------------------------------------------------------------------
 // The comparison
 
-/// Deterministic inputs in `-1..1`, shared by both libraries.
+/// Deterministic inputs in `-1..1`, shared by every library.
 fn data(len: usize, seed: u64) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
@@ -198,10 +186,11 @@ fn data(len: usize, seed: u64) -> Vec<f32> {
 }
 
 /// One line of the table.
-struct Row {
+pub struct Row {
     op: String,
-    devtensor: Option<Duration>,
-    candle: Duration,
+    devtensor: Duration,
+    candle: Option<Duration>,
+    torch: Option<Duration>,
     /// The work: FLOP for compute-bound rows, bytes for memory-bound ones.
     work: f64,
     /// The machine's limit in the same unit per second, if one applies.
@@ -209,35 +198,85 @@ struct Row {
     unit: &'static str,
 }
 
+/// The rows of one run, and PyTorch's child process.
+pub struct Contest {
+    budget: Duration,
+    pub torch: Torch,
+    rows: Vec<Row>,
+    /// Times devtensor alone (`DEVTENSOR_PEERS_ONLY=devtensor`), for `perf`.
+    alone: bool,
+}
+
+impl Contest {
+    /// Times devtensor's `ours`, candle's `candle` (where candle has the
+    /// operation) and PyTorch's row `op` (where `torch` says PyTorch set it
+    /// up) in turn, four rounds each, so that all three see the same load
+    /// on a shared machine, and adds the row to the table.
+    #[allow(clippy::too_many_arguments)]
+    pub fn row(
+        &mut self,
+        op: &str,
+        work: f64,
+        peak: Option<f64>,
+        unit: &'static str,
+        torch: bool,
+        ours: &mut dyn FnMut(),
+        mut candle: Option<&mut dyn FnMut()>,
+    ) {
+        let slice = self.budget / 8;
+        let (mut dt, mut cd, mut pt) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..4 {
+            dt.push(median_time(slice, &mut *ours));
+            if self.alone {
+                continue;
+            }
+            if let Some(candle) = candle.as_mut() {
+                cd.push(median_time(slice, &mut **candle));
+            }
+            if torch {
+                pt.push(self.torch.time(op, slice));
+            }
+        }
+        // Each entry is already a median of many runs; take the middle of those.
+        let middle = |mut v: Vec<Duration>| {
+            v.sort();
+            v.get(v.len() / 2).copied()
+        };
+        let devtensor = middle(dt).expect("four rounds");
+        self.rows.push(Row { op: op.into(), devtensor, candle: middle(cd), torch: middle(pt), work, peak, unit });
+    }
+
+    /// Adds a row timed elsewhere (two devtensor variants against each other).
+    pub fn push(&mut self, row: Row) {
+        self.rows.push(row);
+    }
+}
+
 fn print_table(rows: &[Row]) {
     println!(
-        "| {:<22} | {:>12} | {:>12} | {:>14} | {:>14} | {:>15} | {:>8} | {:>8} | {:>9} |",
-        "operation", "devtensor", "candle", "devtensor rate", "candle rate", "peak (same load)", "dt % pk", "cd % pk", "dt/candle"
+        "| {:<50} | {:>10} | {:>10} | {:>10} | {:>15} | {:>13} | {:>7} | {:>9} | {:>10} |",
+        "operation", "devtensor", "candle", "PyTorch", "devtensor rate", "peak", "dt % pk", "dt/candle", "dt/PyTorch"
     );
-    println!("|{:-<24}|{:->14}|{:->14}|{:->16}|{:->16}|{:->17}|{:->10}|{:->10}|{:->11}|", "", "", "", "", "", "", "", "", "");
+    println!(
+        "|{:-<52}|{:->12}|{:->12}|{:->12}|{:->17}|{:->15}|{:->9}|{:->11}|{:->12}|",
+        "", "", "", "", "", "", "", "", ""
+    );
+    let ratio = |ours: Duration, theirs: Option<Duration>| {
+        theirs.map_or("-".to_string(), |t| format!("{:.2}", ours.as_secs_f64() / t.as_secs_f64()))
+    };
     for r in rows {
-        let rate = |t: Duration| r.work / t.as_secs_f64() / 1e9;
-        let pct = |t: Duration| r.peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * r.work / t.as_secs_f64() / p));
-        let (dt, dt_rate, dt_pct, ratio) = match r.devtensor {
-            Some(t) => (
-                format_duration(t),
-                format!("{:.1} {}", rate(t), r.unit),
-                pct(t),
-                format!("{:.2}", t.as_secs_f64() / r.candle.as_secs_f64()),
-            ),
-            None => ("n/a".into(), "-".into(), "-".into(), "-".into()),
-        };
+        let rate = r.work / r.devtensor.as_secs_f64();
         println!(
-            "| {:<22} | {:>12} | {:>12} | {:>14} | {:>14} | {:>15} | {:>8} | {:>8} | {:>9} |",
+            "| {:<50} | {:>10} | {:>10} | {:>10} | {:>15} | {:>13} | {:>7} | {:>9} | {:>10} |",
             r.op,
-            dt,
-            format_duration(r.candle),
-            dt_rate,
-            format!("{:.1} {}", rate(r.candle), r.unit),
+            format_duration(r.devtensor),
+            r.candle.map_or("-".to_string(), format_duration),
+            r.torch.map_or("-".to_string(), format_duration),
+            format!("{:.1} {}", rate / 1e9, r.unit),
             r.peak.map_or("-".to_string(), |p| format!("{:.1} {}", p / 1e9, r.unit)),
-            dt_pct,
-            pct(r.candle),
-            ratio
+            r.peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * rate / p)),
+            ratio(r.devtensor, r.candle),
+            ratio(r.devtensor, r.torch),
         );
     }
 }
@@ -251,7 +290,7 @@ fn format_duration(t: Duration) -> String {
     }
 }
 
-/// Largest absolute difference between the two libraries' results.
+/// Largest absolute difference between two libraries' results.
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "devtensor and candle results differ in length");
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
@@ -265,7 +304,14 @@ fn main() -> candle_core::Result<()> {
     }
     let threads = rayon::current_num_threads();
     let cpu = CandleDevice::Cpu;
-    println!("devtensor vs candle-core {} on {} threads", candle_version(), threads);
+    // `DEVTENSOR_PEERS_ONLY=devtensor` leaves the peers out, so that a
+    // profile (`perf record`) of a row shows devtensor's time alone.
+    let alone = std::env::var("DEVTENSOR_PEERS_ONLY").as_deref() == Ok("devtensor");
+    let (torch, torch_version) = if alone { (Torch::none(), "not run".into()) } else { Torch::start(threads) };
+    println!("devtensor vs candle-core {} and PyTorch {torch_version}, each on {threads} threads", candle_version());
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        println!("load average at the start: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    }
 
     let fma_one = fma_peak(1);
     let fma_all = fma_peak(threads);
@@ -275,75 +321,114 @@ fn main() -> candle_core::Result<()> {
     println!("memory bandwidth (triad, 64 MiB): {:>7.1} GB/s", bandwidth / 1e9);
     println!();
 
-    let mut rows = Vec::new();
-    let budget = Duration::from_millis(1500);
+    let mut contest = Contest { budget: Duration::from_millis(1500), torch, rows: Vec::new(), alone };
     // `cargo run --release -- add` runs only the operations whose name contains "add".
     let filter = std::env::args().nth(1).unwrap_or_default();
     let wanted = |op: &str| op.contains(filter.as_str());
 
-    for n in [64usize, 128, 256, 512, 1024, 2048].into_iter().filter(|n| wanted(&format!("matmul f32 {n}"))) {
+    for n in [64usize, 128, 256, 512, 1024, 2048] {
+        let op = format!("matmul f32 {n}");
+        if !wanted(&op) {
+            continue;
+        }
         let (a, b) = (data(n * n, 1), data(n * n, 2));
         let (da, db) = (Tensor::<Cpu>::from_slice(&a, [n, n]), Tensor::<Cpu>::from_slice(&b, [n, n]));
         let (ca, cb) = (CandleTensor::from_slice(&a, (n, n), &cpu)?, CandleTensor::from_slice(&b, (n, n), &cpu)?);
-        let diff = max_diff(&da.matmul(&db).to_vec(), &ca.matmul(&cb)?.flatten_all()?.to_vec1()?);
+        let product = da.matmul(&db).to_vec();
+        let diff = max_diff(&product, &ca.matmul(&cb)?.flatten_all()?.to_vec1()?);
         assert!(diff <= 1e-3 * n as f32, "matmul {n}: results differ by {diff}");
+        contest.torch.tensor("a", &da);
+        contest.torch.tensor("b", &db);
+        let torch = contest.torch.setup(&op, "matmul", json!({}), &product, 1e-3 * n as f64);
         // The peak again, just before: the share of peak compares figures
         // taken under the same load.
         let peak = fma_peak(threads);
-        let (dt, cd) = median_pair(budget, || drop(black_box(da.matmul(&db))), || drop(black_box(ca.matmul(&cb).unwrap())));
-        let flops = 2.0 * (n as f64).powi(3);
-        rows.push(Row { op: format!("matmul f32 {n}"), devtensor: Some(dt), candle: cd, work: flops, peak: Some(peak), unit: "GFLOP/s" });
+        contest.row(
+            &op,
+            2.0 * (n as f64).powi(3),
+            Some(peak),
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(da.matmul(&db))),
+            Some(&mut || drop(black_box(ca.matmul(&cb).unwrap()))),
+        );
     }
 
-    for (label, len) in [("4096", 4096usize), ("16M", 1 << 24)].into_iter().filter(|(l, _)| wanted(&format!("add mul scalar sum f32 {l}"))) {
+    for (label, len) in [("4096", 4096usize), ("16M", 1 << 24)] {
+        if !wanted(&format!("add mul scalar sum f32 {label}")) {
+            continue;
+        }
         let (a, b) = (data(len, 3), data(len, 4));
         let (da, db) = (Tensor::<Cpu>::from_slice(&a, [len]), Tensor::<Cpu>::from_slice(&b, [len]));
         let (ca, cb) = (CandleTensor::from_slice(&a, len, &cpu)?, CandleTensor::from_slice(&b, len, &cpu)?);
-        let diff = max_diff(&(&da + &db).to_vec(), &(&ca + &cb)?.to_vec1()?);
+        let sum = (&da + &db).to_vec();
+        let diff = max_diff(&sum, &(&ca + &cb)?.to_vec1()?);
         assert!(diff == 0.0, "add {label}: results differ by {diff}");
-        let bytes = (3 * 4 * len) as f64;
         let peak = (len >= 1 << 20).then(triad_bandwidth);
-        let (dt, cd) = median_pair(budget, || drop(black_box(&da + &db)), || drop(black_box((&ca + &cb).unwrap())));
-        rows.push(Row { op: format!("add f32 {label}"), devtensor: Some(dt), candle: cd, work: bytes, peak, unit: "GB/s" });
-        let bytes = (2 * 4 * len) as f64;
-        let (dt, cd) =
-            median_pair(budget, || drop(black_box(&da * 1.5f32)), || drop(black_box(ca.affine(1.5, 0.0).unwrap())));
-        rows.push(Row { op: format!("mul scalar f32 {label}"), devtensor: Some(dt), candle: cd, work: bytes, peak, unit: "GB/s" });
 
-        let dt = devtensor_sum(&da).map(|_| median_time(budget, || drop(black_box(devtensor_sum(&da)))));
-        let cd = median_time(budget, || drop(black_box(ca.sum_all().unwrap())));
-        rows.push(Row { op: format!("sum f32 {label}"), devtensor: dt, candle: cd, work: (4 * len) as f64, peak, unit: "GB/s" });
+        let op = format!("add f32 {label}");
+        contest.torch.tensor("a", &da);
+        contest.torch.tensor("b", &db);
+        let torch = contest.torch.setup(&op, "add", json!({}), &sum, 0.0);
+        let bytes = (3 * 4 * len) as f64;
+        contest.row(
+            &op,
+            bytes,
+            peak,
+            "GB/s",
+            torch,
+            &mut || drop(black_box(&da + &db)),
+            Some(&mut || drop(black_box((&ca + &cb).unwrap()))),
+        );
+
+        let op = format!("mul scalar f32 {label}");
+        contest.torch.tensor("a", &da);
+        let torch = contest.torch.setup(&op, "mul_scalar", json!({}), &(&da * 1.5f32).to_vec(), 0.0);
+        let bytes = (2 * 4 * len) as f64;
+        let (ours, theirs) =
+            (&mut || drop(black_box(&da * 1.5f32)), &mut || drop(black_box(ca.affine(1.5, 0.0).unwrap())));
+        contest.row(&op, bytes, peak, "GB/s", torch, ours, Some(theirs));
+
+        let op = format!("sum f32 {label}");
+        contest.torch.tensor("a", &da);
+        // Summation orders differ: within a few ulp of the sum's size.
+        let torch = contest.torch.setup(&op, "sum_all", json!({}), &da.sum().to_vec(), 1e-5 * (len as f64).sqrt());
+        let bytes = (4 * len) as f64;
+        contest.row(
+            &op,
+            bytes,
+            peak,
+            "GB/s",
+            torch,
+            &mut || drop(black_box(da.sum())),
+            Some(&mut || drop(black_box(ca.sum_all().unwrap()))),
+        );
     }
 
-    rows.extend(training::rows(budget, |op| wanted(op), fma_all)?);
+    training::rows(&mut contest, |op| wanted(op), fma_all, bandwidth)?;
 
     let (rows_n, cols) = (4096usize, 1024usize);
-    if !wanted(&format!("softmax f32 {rows_n}x{cols}")) {
-        print_table(&rows);
-        return Ok(());
+    let op = format!("softmax f32 {rows_n}x{cols}");
+    if wanted(&op) {
+        let x = data(rows_n * cols, 5);
+        let dx = Tensor::<Cpu>::from_slice(&x, [rows_n, cols]);
+        let cx = CandleTensor::from_slice(&x, (rows_n, cols), &cpu)?;
+        contest.torch.tensor("x", &dx);
+        let torch = contest.torch.setup(&op, "softmax", json!({}), &dx.softmax(-1).to_vec(), 1e-5);
+        let bytes = (2 * 4 * rows_n * cols) as f64;
+        let ours = &mut || drop(black_box(dx.softmax(-1)));
+        let theirs = &mut || drop(black_box(candle_nn::ops::softmax_last_dim(&cx).unwrap()));
+        contest.row(&op, bytes, Some(bandwidth), "GB/s", torch, ours, Some(theirs));
     }
-    let x = data(rows_n * cols, 5);
-    let dx = Tensor::<Cpu>::from_slice(&x, [rows_n, cols]);
-    let cx = CandleTensor::from_slice(&x, (rows_n, cols), &cpu)?;
-    let dt = devtensor_softmax(&dx).map(|_| median_time(budget, || drop(black_box(devtensor_softmax(&dx)))));
-    let cd = median_time(budget, || drop(black_box(candle_softmax(&cx))));
-    rows.push(Row {
-        op: format!("softmax f32 {rows_n}x{cols}"),
-        devtensor: dt,
-        candle: cd,
-        work: (2 * 4 * rows_n * cols) as f64,
-        peak: Some(bandwidth),
-        unit: "GB/s",
-    });
 
-    print_table(&rows);
+    print_table(&contest.rows);
     println!();
     println!("rates: GFLOP/s = 2·n³ / time; GB/s counts each input read once and the output written once.");
     println!(
-        "% pk: of the {threads}-thread FMA peak (matmul) or of the triad bandwidth (large elementwise ops), \
-         measured again just before each row's timings (the machine may be shared)."
+        "% pk: of the {threads}-thread FMA peak (products, convolutions, models) or of the triad bandwidth \
+         (element-wise operations), measured in this run (the machine may be shared)."
     );
-    println!("devtensor and candle are timed alternately, four rounds each, so both see the same load.");
+    println!("The three libraries are timed in turn, four rounds each, so all see the same load; '-': not run.");
     Ok(())
 }
 

@@ -1,17 +1,20 @@
-//! Training rows: convolution and linear layers forward and backward, and
-//! one full training step of seed 002's CNN, in devtensor and candle-nn on
-//! the same inputs.
+//! Training rows: the operations of a training step forward and backward,
+//! and whole training and inference steps of small real models (seed 002's
+//! CNN, PyTorch's CIFAR-10 LeNet, a small ResNet), in devtensor, candle-nn
+//! (where it has the operation) and PyTorch, from the same inputs and weights.
 
-use super::{Row, data, median_pair};
+use super::{Contest, Row, data, median_pair};
 use candle_core::{Device as CandleDevice, Tensor as CandleTensor, Var};
 use candle_nn::Optimizer as _;
-use devtensor::nn::{Conv2d, Flatten, Linear, MaxPool2d, Relu, cross_entropy};
+use devtensor::nn::{
+    AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Flatten, LayerNorm, Linear, MaxPool2d, Relu, cross_entropy,
+};
 use devtensor::ops::conv::Window2d;
-use devtensor::optim::{Adam, AdamConfig, Optimizer};
+use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use devtensor::shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Device, Tensor};
+use serde_json::json;
 use std::hint::black_box;
-use std::time::Duration;
 
 /// Seed 002's model at its real sizes: Conv2d(3, 16, 3, padding=1), ReLU,
 /// MaxPool2d(2), flatten, Linear(16 * 32 * 32, 10), on 3x64x64 images.
@@ -32,7 +35,8 @@ impl<D: Device> Seed002<D> {
 }
 
 /// Seed 002's model with static shapes: the same layers, sizes in types.
-type StaticSeed002 = (SConv2d<Cpu, 3, 16, 3, 1, 1>, Relu, SMaxPool2d<2, 2>, SFlatten, SLinear<Cpu, { 16 * 32 * 32 }, 10>);
+type StaticSeed002 =
+    (SConv2d<Cpu, 3, 16, 3, 1, 1>, Relu, SMaxPool2d<2, 2>, SFlatten, SLinear<Cpu, { 16 * 32 * 32 }, 10>);
 
 /// The same model in candle, on `Var`s holding the same initial values.
 struct CandleSeed002 {
@@ -59,11 +63,102 @@ fn to_candle(t: &Tensor<Cpu>, cpu: &CandleDevice) -> candle_core::Result<CandleT
     CandleTensor::from_vec(t.to_vec(), t.dims(), cpu)
 }
 
-/// The training rows, for operations whose name contains `filter`.
-/// `peak` is the FMA peak measured in this run, for the share-of-peak column.
-pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candle_core::Result<Vec<Row>> {
+/// PyTorch's CIFAR-10 tutorial network, with its parameter names.
+struct LeNet<D: Device> {
+    conv1: Conv2d<D>,
+    conv2: Conv2d<D>,
+    fc1: Linear<D>,
+    fc2: Linear<D>,
+    fc3: Linear<D>,
+}
+devtensor::module!(LeNet { conv1, conv2, fc1, fc2, fc3 });
+
+impl<D: Device> LeNet<D> {
+    fn new() -> Self {
+        LeNet {
+            conv1: Conv2d::new(3, 6, 5),
+            conv2: Conv2d::new(6, 16, 5),
+            fc1: Linear::new(16 * 5 * 5, 120),
+            fc2: Linear::new(120, 84),
+            fc3: Linear::new(84, 10),
+        }
+    }
+
+    fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
+        let pool = MaxPool2d::new(2);
+        let x = pool.forward(&self.conv1.forward(x).relu());
+        let x = pool.forward(&self.conv2.forward(&x).relu()).flatten(1, -1);
+        self.fc3.forward(&self.fc2.forward(&self.fc1.forward(&x).relu()).relu())
+    }
+}
+
+/// A residual block: conv-BN-ReLU-conv-BN, plus the input, then ReLU.
+struct Block<D: Device> {
+    conv1: Conv2d<D>,
+    bn1: BatchNorm2d<D>,
+    conv2: Conv2d<D>,
+    bn2: BatchNorm2d<D>,
+}
+devtensor::module!(Block { conv1, bn1, conv2, bn2 });
+
+impl<D: Device> Block<D> {
+    fn new(c: usize) -> Self {
+        let conv = || Conv2d::new(c, c, 3).padding(1).without_bias();
+        Block { conv1: conv(), bn1: BatchNorm2d::new(c), conv2: conv(), bn2: BatchNorm2d::new(c) }
+    }
+
+    fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
+        let y = self.bn1.forward(&self.conv1.forward(x)).relu();
+        (&self.bn2.forward(&self.conv2.forward(&y)) + x).relu()
+    }
+}
+
+/// A small ResNet: a stem and three residual blocks of `c` channels on
+/// 32x32 images, global average pooling and a linear classifier.
+struct ResNet<D: Device> {
+    stem: Conv2d<D>,
+    stem_bn: BatchNorm2d<D>,
+    b1: Block<D>,
+    b2: Block<D>,
+    b3: Block<D>,
+    fc: Linear<D>,
+}
+devtensor::module!(ResNet { stem, stem_bn, b1, b2, b3, fc });
+
+impl<D: Device> ResNet<D> {
+    fn new(c: usize) -> Self {
+        ResNet {
+            stem: Conv2d::new(3, c, 3).padding(1).without_bias(),
+            stem_bn: BatchNorm2d::new(c),
+            b1: Block::new(c),
+            b2: Block::new(c),
+            b3: Block::new(c),
+            fc: Linear::new(c, 10),
+        }
+    }
+
+    fn forward(&self, x: &Tensor<D>) -> Tensor<D> {
+        let x = self.stem_bn.forward(&self.stem.forward(x)).relu();
+        let x = self.b3.forward(&self.b2.forward(&self.b1.forward(&x)));
+        self.fc.forward(&AdaptiveAvgPool2d::new([1, 1]).forward(&x).flatten(1, -1))
+    }
+}
+
+/// Multiply-adds of a convolution's forward, times 2: FLOP.
+fn conv_flops(batch: usize, cin: usize, cout: usize, out_hw: usize, k: usize) -> f64 {
+    2.0 * (batch * cout * out_hw * out_hw * cin * k * k) as f64
+}
+
+/// The training rows whose name `wanted` accepts. `peak` is the FMA peak and
+/// `bandwidth` the triad bandwidth measured in this run, for the share-of-peak
+/// column.
+pub fn rows(
+    contest: &mut Contest,
+    wanted: impl Fn(&str) -> bool,
+    peak: f64,
+    bandwidth: f64,
+) -> candle_core::Result<()> {
     let cpu = CandleDevice::Cpu;
-    let mut rows = Vec::new();
     let (batch, classes) = (64, 10);
     let x_data = data(batch * 3 * 64 * 64, 11);
     let x = Tensor::<Cpu>::from_slice(&x_data, [batch, 3, 64, 64]);
@@ -82,9 +177,9 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
         fc_w: Var::from_tensor(&to_candle(&model.fc.weight, &cpu)?)?,
         fc_b: Var::from_tensor(&to_candle(model.fc.bias.as_ref().unwrap(), &cpu)?)?,
     };
-    let labels: Vec<i64> = (0..batch as i64).map(|i| i % classes as i64).collect();
-    let y = Tensor::<Cpu, i64>::from_slice(&labels, [batch]);
-    let cy = CandleTensor::from_vec(labels.iter().map(|&l| l as u32).collect::<Vec<_>>(), batch, &cpu)?;
+    let labels = |n: usize| Tensor::<Cpu, i64>::from_slice(&(0..n as i64).map(|i| i % 10).collect::<Vec<_>>(), [n]);
+    let y = labels(batch);
+    let cy = CandleTensor::from_vec(y.to_vec().iter().map(|&l| l as u32).collect::<Vec<_>>(), batch, &cpu)?;
 
     // Both libraries compute the same logits and loss.
     let logits = model.forward(&x);
@@ -93,47 +188,88 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
     assert!(diff < 1e-3, "seed 002 forward: results differ by {diff}");
 
     let conv = &model.conv;
-    // 2 FLOP per multiply-add: O * OH * OW * C * KH * KW per image.
-    let conv_flops = 2.0 * (batch * 16 * 64 * 64 * 3 * 9) as f64;
+    let seed_conv_flops = conv_flops(batch, 3, 16, 64, 3);
     let window = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
-    if wanted("training: conv2d forward [64, 3, 64, 64] k3 p1 -> 16") {
-        let (dt, cd) = median_pair(
-            budget,
-            || drop(black_box(x.conv2d(&conv.weight.detach(), None, window, 1))),
-            || drop(black_box(cx.conv2d(candle_model.conv_w.as_tensor(), 1, 1, 1, 1).unwrap())),
+    let op = "conv2d fwd 64x3x64x64 k3";
+    if wanted(op) {
+        contest.torch.tensor("x", &x);
+        contest.torch.tensor("w", &conv.weight);
+        let ours = x.conv2d(&conv.weight.detach(), None, window, 1).to_vec();
+        let torch = contest.torch.setup(op, "conv2d_fwd", json!({"padding": 1}), &ours, 1e-4);
+        contest.row(
+            op,
+            seed_conv_flops,
+            Some(peak),
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(x.conv2d(&conv.weight.detach(), None, window, 1))),
+            Some(&mut || drop(black_box(cx.conv2d(candle_model.conv_w.as_tensor(), 1, 1, 1, 1).unwrap()))),
         );
-        rows.push(Row { op: "conv2d fwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: conv_flops, peak: Some(peak), unit: "GFLOP/s" });
     }
-    if wanted("training: conv2d forward backward [64, 3, 64, 64] k3 p1 -> 16") {
-        // Gradients of the weight (the input is data, as in a first layer).
-        let (dt, cd) = median_pair(
-            budget,
-            || drop(black_box(x.conv2d(&conv.weight, conv.bias.as_ref(), window, 1).sum().backward())),
-            || {
-                let y = cx.conv2d(candle_model.conv_w.as_tensor(), 1, 1, 1, 1).unwrap();
-                let y = y.broadcast_add(&candle_model.conv_b.as_tensor().reshape((1, 16, 1, 1)).unwrap()).unwrap();
+    // Convolutions forward and backward: a first layer (gradients of the
+    // weight and bias; the input is data) and middle layers of a ResNet
+    // (the input's gradient too).
+    for (n, cin, cout, hw) in [(64, 3, 16, 64), (32, 32, 32, 32), (32, 64, 64, 16)] {
+        let op = format!("conv2d fwd+bwd {n}x{cin}x{hw}x{hw} k3 ->{cout}");
+        if !wanted(&op) {
+            continue;
+        }
+        let first_layer = cin == 3;
+        let x_data = data(n * cin * hw * hw, 20 + cin as u64);
+        let x = Tensor::<Cpu>::from_slice(&x_data, [n, cin, hw, hw]);
+        let x = if first_layer { x } else { x.requires_grad() };
+        let layer = Conv2d::<Cpu>::new(cin, cout, 3).padding(1);
+        let bias = layer.bias.as_ref().unwrap();
+        let cx = Var::from_tensor(&CandleTensor::from_slice(&x_data, (n, cin, hw, hw), &cpu)?)?;
+        let cw = Var::from_tensor(&to_candle(&layer.weight, &cpu)?)?;
+        let cb = Var::from_tensor(&to_candle(bias, &cpu)?)?;
+        contest.torch.tensor("x", &x.detach());
+        contest.torch.tensor("w", &layer.weight);
+        contest.torch.tensor("b", bias);
+        let ours = layer.forward(&x).to_vec();
+        let torch =
+            contest.torch.setup(&op, "conv2d_fwd_bwd", json!({"padding": 1, "input_grad": !first_layer}), &ours, 1e-4);
+        let flops = conv_flops(n, cin, cout, hw, 3);
+        contest.row(
+            &op,
+            if first_layer { 2.0 * flops } else { 3.0 * flops },
+            Some(peak),
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(layer.forward(&x).sum().backward())),
+            Some(&mut || {
+                let y = cx.as_tensor().conv2d(cw.as_tensor(), 1, 1, 1, 1).unwrap();
+                let y = y.broadcast_add(&cb.as_tensor().reshape((1, cout, 1, 1)).unwrap()).unwrap();
                 drop(black_box(y.sum_all().unwrap().backward().unwrap()))
-            },
+            }),
         );
-        rows.push(Row { op: "conv2d fwd+bwd 64x3x64x64 k3".into(), devtensor: Some(dt), candle: cd, work: 2.0 * conv_flops, peak: Some(peak), unit: "GFLOP/s" });
     }
-    let h_data = data(batch * 16 * 32 * 32, 12);
-    let h = Tensor::<Cpu>::from_slice(&h_data, [batch, 16 * 32 * 32]);
-    let ch = CandleTensor::from_slice(&h_data, (batch, 16 * 32 * 32), &cpu)?;
-    let linear_flops = 2.0 * (batch * 16 * 32 * 32 * classes) as f64;
-    if wanted("training: linear forward backward [64, 16384] -> 10") {
-        let (dt, cd) = median_pair(
-            budget,
-            || drop(black_box(model.fc.forward(&h).sum().backward())),
-            || {
+    let op = "linear fwd+bwd 64x16384->10";
+    if wanted(op) {
+        let h_data = data(batch * 16 * 32 * 32, 12);
+        let h = Tensor::<Cpu>::from_slice(&h_data, [batch, 16 * 32 * 32]);
+        let ch = CandleTensor::from_slice(&h_data, (batch, 16 * 32 * 32), &cpu)?;
+        contest.torch.tensor("x", &h);
+        contest.torch.tensor("w", &model.fc.weight);
+        contest.torch.tensor("b", model.fc.bias.as_ref().unwrap());
+        let torch = contest.torch.setup(op, "linear_fwd_bwd", json!({}), &model.fc.forward(&h).to_vec(), 1e-4);
+        let flops = 2.0 * (batch * 16 * 32 * 32 * classes) as f64;
+        contest.row(
+            op,
+            2.0 * flops,
+            Some(peak),
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(model.fc.forward(&h).sum().backward())),
+            Some(&mut || {
                 let y = ch.matmul(&candle_model.fc_w.as_tensor().t().unwrap()).unwrap();
                 let y = y.broadcast_add(candle_model.fc_b.as_tensor()).unwrap();
                 drop(black_box(y.sum_all().unwrap().backward().unwrap()))
-            },
+            }),
         );
-        rows.push(Row { op: "linear fwd+bwd 64x16384->10".into(), devtensor: Some(dt), candle: cd, work: 2.0 * linear_flops, peak: Some(peak), unit: "GFLOP/s" });
     }
-    if wanted("training: linear forward backward [16, 64, 128] -> 512, a 3-d input") {
+    let op = "linear fwd+bwd 16x64x128->512";
+    if wanted(op) {
         // A transformer's MLP on [batch, context, width]: candle-nn's own
         // `Linear` against devtensor's, both from the same weights.
         use candle_nn::Module as _;
@@ -145,17 +281,26 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
         let cw = Var::from_tensor(&to_candle(&fc.weight, &cpu)?)?;
         let cb = Var::from_tensor(&to_candle(fc.bias.as_ref().unwrap(), &cpu)?)?;
         let candle_fc = candle_nn::Linear::new(cw.as_tensor().clone(), Some(cb.as_tensor().clone()));
-        let diff = super::max_diff(&fc.forward(&x3).to_vec(), &candle_fc.forward(&cx3)?.flatten_all()?.to_vec1()?);
+        let ours = fc.forward(&x3).to_vec();
+        let diff = super::max_diff(&ours, &candle_fc.forward(&cx3)?.flatten_all()?.to_vec1()?);
         assert!(diff < 1e-3, "3-d linear: results differ by {diff}");
-        let (dt, cd) = median_pair(
-            budget,
-            || drop(black_box(fc.forward(&x3).sum().backward())),
-            || drop(black_box(candle_fc.forward(&cx3).unwrap().sum_all().unwrap().backward().unwrap())),
-        );
+        contest.torch.tensor("x", &x3);
+        contest.torch.tensor("w", &fc.weight);
+        contest.torch.tensor("b", fc.bias.as_ref().unwrap());
+        let torch = contest.torch.setup(op, "linear_fwd_bwd", json!({}), &ours, 1e-4);
         let flops = 2.0 * (b * t * width * out) as f64;
-        rows.push(Row { op: "linear fwd+bwd 16x64x128->512".into(), devtensor: Some(dt), candle: cd, work: 2.0 * flops, peak: Some(peak), unit: "GFLOP/s" });
+        contest.row(
+            op,
+            2.0 * flops,
+            Some(peak),
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(fc.forward(&x3).sum().backward())),
+            Some(&mut || drop(black_box(candle_fc.forward(&cx3).unwrap().sum_all().unwrap().backward().unwrap()))),
+        );
     }
-    if wanted("training: gelu forward backward [16, 64, 512]") {
+    let op = "gelu fwd+bwd 16x64x512";
+    if wanted(op) {
         // A transformer MLP's hidden activation: nn::Gelu (exact, erf form)
         // against candle's gelu_erf, forward and backward.
         let n = 16 * 64 * 512;
@@ -163,26 +308,70 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
         let gx = Tensor::<Cpu>::from_slice(&g_data, [16, 64, 512]).requires_grad();
         let cgx = Var::from_tensor(&CandleTensor::from_slice(&g_data, (16, 64, 512), &cpu)?)?;
         let gelu = devtensor::nn::Gelu::default();
-        let diff = super::max_diff(&gelu.forward(&gx).to_vec(), &cgx.as_tensor().gelu_erf()?.flatten_all()?.to_vec1()?);
+        let ours = gelu.forward(&gx).to_vec();
+        let diff = super::max_diff(&ours, &cgx.as_tensor().gelu_erf()?.flatten_all()?.to_vec1()?);
         assert!(diff < 1e-5, "gelu: results differ by {diff}");
-        let (dt, cd) = median_pair(
-            budget,
-            || drop(black_box(gelu.forward(&gx).sum().backward())),
-            || drop(black_box(cgx.as_tensor().gelu_erf().unwrap().sum_all().unwrap().backward().unwrap())),
-        );
+        contest.torch.tensor("x", &gx.detach());
+        let torch = contest.torch.setup(op, "gelu_fwd_bwd", json!({}), &ours, 1e-5);
         // Forward reads x and writes y; backward reads x and the incoming gradient, writes x's.
-        rows.push(Row { op: "gelu fwd+bwd 16x64x512".into(), devtensor: Some(dt), candle: cd, work: (5 * 4 * n) as f64, peak: None, unit: "GB/s" });
+        contest.row(
+            op,
+            (5 * 4 * n) as f64,
+            Some(bandwidth),
+            "GB/s",
+            torch,
+            &mut || drop(black_box(gelu.forward(&gx).sum().backward())),
+            Some(&mut || drop(black_box(cgx.as_tensor().gelu_erf().unwrap().sum_all().unwrap().backward().unwrap()))),
+        );
     }
-    if wanted("training: train step seed 002 cnn static shapes vs dynamic") {
+    normalisation_rows(contest, &wanted, bandwidth)?;
+    attention_rows(contest, &wanted, peak, bandwidth)?;
+    let op = "max_pool2d fwd+bwd 32x32x32x32";
+    if wanted(op) {
+        let x_data = data(32 * 32 * 32 * 32, 15);
+        let px = Tensor::<Cpu>::from_slice(&x_data, [32, 32, 32, 32]).requires_grad();
+        let cpx = Var::from_tensor(&CandleTensor::from_slice(&x_data, (32, 32, 32, 32), &cpu)?)?;
+        let pool = MaxPool2d::new(2);
+        contest.torch.tensor("x", &px.detach());
+        let torch = contest.torch.setup(op, "max_pool_fwd_bwd", json!({}), &pool.forward(&px).to_vec(), 0.0);
+        // Forward reads x and writes a quarter of it; backward the reverse.
+        let bytes = (2 * 4 * 32 * 32 * 32 * 32 * 5 / 4) as f64;
+        contest.row(
+            op,
+            bytes,
+            Some(bandwidth),
+            "GB/s",
+            torch,
+            &mut || drop(black_box(pool.forward(&px).sum().backward())),
+            Some(&mut || {
+                drop(black_box(cpx.as_tensor().max_pool2d(2).unwrap().sum_all().unwrap().backward().unwrap()))
+            }),
+        );
+    }
+
+    let op = "train step seed 002, static shapes (peer: dynamic)";
+    if wanted(op) {
         // The same model with its sizes in its type, from the same weights,
         // timed against the dynamic model (in the peer column): static
         // shapes are meant to cost nothing at run time.
-        let mut dynamic = Seed002::<Cpu> { conv: model.conv.clone(), relu: Relu, pool: MaxPool2d::new(2), flatten: Flatten::default(), fc: model.fc.clone() };
-        let mut fixed: StaticSeed002 = (SConv2d { inner: model.conv.clone() }, Relu, SMaxPool2d, SFlatten, SLinear { inner: model.fc.clone() });
+        let mut dynamic = Seed002::<Cpu> {
+            conv: model.conv.clone(),
+            relu: Relu,
+            pool: MaxPool2d::new(2),
+            flatten: Flatten::default(),
+            fc: model.fc.clone(),
+        };
+        let mut fixed: StaticSeed002 =
+            (SConv2d { inner: model.conv.clone() }, Relu, SMaxPool2d, SFlatten, SLinear { inner: model.fc.clone() });
         let sx: STensor<Cpu, (usize, Const<3>, Const<64>, Const<64>)> = x.try_static().expect("3x64x64 images");
         let sy: STensor<Cpu, (usize,), i64> = y.try_static().expect("one label per image");
-        assert_eq!(fixed.forward(&sx).dynamic().to_vec(), dynamic.forward(&x).to_vec(), "static and dynamic logits differ");
-        let (mut opt_static, mut opt_dynamic) = (Adam::new(&fixed, AdamConfig::default()), Adam::new(&dynamic, AdamConfig::default()));
+        assert_eq!(
+            fixed.forward(&sx).dynamic().to_vec(),
+            dynamic.forward(&x).to_vec(),
+            "static and dynamic logits differ"
+        );
+        let (mut opt_static, mut opt_dynamic) =
+            (Adam::new(&fixed, AdamConfig::default()), Adam::new(&dynamic, AdamConfig::default()));
         let mut static_step = || {
             let loss = fixed.forward(&sx).cross_entropy(&sy);
             opt_static.step(&mut fixed, &loss.backward());
@@ -194,45 +383,220 @@ pub fn rows(budget: Duration, wanted: impl Fn(&str) -> bool, peak: f64) -> candl
         // Whichever closure runs first in each alternation measured a few
         // percent slower on this machine, so both orders are timed and
         // averaged.
+        let budget = contest.budget;
         let (st1, dt1) = median_pair(budget / 2, &mut static_step, &mut dynamic_step);
         let (dt2, st2) = median_pair(budget / 2, &mut dynamic_step, &mut static_step);
-        let (st, dt) = ((st1 + st2) / 2, (dt1 + dt2) / 2);
-        rows.push(Row {
-            op: "train step seed 002, static shapes (peer: dynamic)".into(),
-            devtensor: Some(st),
-            candle: dt,
-            work: 3.0 * (conv_flops + linear_flops),
+        contest.push(Row {
+            op: op.into(),
+            devtensor: (st1 + st2) / 2,
+            candle: Some((dt1 + dt2) / 2),
+            torch: None,
+            work: 3.0 * seed_conv_flops,
             peak: Some(peak),
             unit: "GFLOP/s",
         });
     }
-    if wanted("training: train step seed 002 cnn adam") {
-        let mut model = model;
+    let op = "infer seed 002 (64x3x64x64)";
+    if wanted(op) {
+        contest.torch.model(&model);
+        contest.torch.tensor("x", &x);
+        let torch = contest.torch.setup(op, "inference", json!({"model": "seed002"}), &logits.to_vec(), 1e-4);
+        let ours = &mut || drop(black_box(devtensor::no_grad(|| model.forward(&x))));
+        let theirs = &mut || drop(black_box(candle_model.forward(&cx).unwrap()));
+        contest.row(op, seed_conv_flops, Some(peak), "GFLOP/s", torch, ours, Some(theirs));
+    }
+    let op = "train step seed 002 (64x3x64x64)";
+    if wanted(op) {
+        let mut model = Seed002::<Cpu> {
+            conv: model.conv.clone(),
+            relu: Relu,
+            pool: MaxPool2d::new(2),
+            flatten: Flatten::default(),
+            fc: model.fc.clone(),
+        };
+        contest.torch.model(&model);
+        contest.torch.tensor("x", &x);
+        contest.torch.labels("y", &y);
+        let args = json!({"model": "seed002", "optimizer": "adam", "lr": 1e-3});
+        let torch = contest.torch.setup(op, "train_step", args, &logits.to_vec(), 1e-4);
         let mut opt = Adam::new(&model, AdamConfig::default());
         let mut candle_opt = candle_nn::AdamW::new(
             candle_model.vars(),
             candle_nn::ParamsAdamW { lr: 1e-3, weight_decay: 0.0, ..Default::default() },
         )?;
-        let (dt, cd) = median_pair(
-            budget,
-            || {
+        // Forward and backward (about 3x the forward's multiply-adds).
+        contest.row(
+            op,
+            3.0 * seed_conv_flops,
+            Some(peak),
+            "GFLOP/s",
+            torch,
+            &mut || {
                 let loss = cross_entropy(&model.forward(&x), &y);
                 opt.step(&mut model, &loss.backward());
             },
-            || {
+            Some(&mut || {
                 let loss = candle_nn::loss::cross_entropy(&candle_model.forward(&cx).unwrap(), &cy).unwrap();
                 candle_opt.backward_step(&loss).unwrap();
-            },
+            }),
         );
-        // Forward and backward (about 3x the forward's multiply-adds).
-        rows.push(Row {
-            op: "train step seed 002 (64x3x64x64)".into(),
-            devtensor: Some(dt),
-            candle: cd,
-            work: 3.0 * (conv_flops + linear_flops),
-            peak: Some(peak),
-            unit: "GFLOP/s",
-        });
     }
-    Ok(rows)
+    model_rows(contest, &wanted, peak);
+    Ok(())
+}
+
+/// LeNet's and the ResNet's training steps (SGD with momentum, as in
+/// PyTorch's tutorials) and LeNet's inference, against PyTorch.
+fn model_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) {
+    for n in [4, 64] {
+        let lenet_flops = conv_flops(n, 3, 6, 28, 5)
+            + conv_flops(n, 6, 16, 10, 5)
+            + 2.0 * (n * (400 * 120 + 120 * 84 + 84 * 10)) as f64;
+        let x = Tensor::<Cpu>::from_slice(&data(n * 3 * 32 * 32, 30), [n, 3, 32, 32]);
+        let y = Tensor::<Cpu, i64>::from_slice(&(0..n as i64).map(|i| i % 10).collect::<Vec<_>>(), [n]);
+        devtensor::manual_seed(3);
+        let model = LeNet::<Cpu>::new();
+        let logits = model.forward(&x).to_vec();
+        let op = format!("infer lenet (batch {n})");
+        if wanted(&op) {
+            contest.torch.model(&model);
+            contest.torch.tensor("x", &x);
+            let torch = contest.torch.setup(&op, "inference", json!({"model": "lenet"}), &logits, 1e-4);
+            let ours = &mut || drop(black_box(devtensor::no_grad(|| model.forward(&x))));
+            contest.row(&op, lenet_flops, Some(peak), "GFLOP/s", torch, ours, None);
+        }
+        let op = format!("train step lenet (batch {n}, sgd)");
+        if wanted(&op) {
+            let mut model = LeNet {
+                conv1: model.conv1.clone(),
+                conv2: model.conv2.clone(),
+                fc1: model.fc1.clone(),
+                fc2: model.fc2.clone(),
+                fc3: model.fc3.clone(),
+            };
+            contest.torch.model(&model);
+            contest.torch.tensor("x", &x);
+            contest.torch.labels("y", &y);
+            let args = json!({"model": "lenet", "optimizer": "sgd", "lr": 1e-3, "momentum": 0.9});
+            let torch = contest.torch.setup(&op, "train_step", args, &logits, 1e-4);
+            let mut opt = Sgd::new(&model, SgdConfig { lr: 1e-3, momentum: 0.9, ..Default::default() });
+            let step = &mut || {
+                let loss = cross_entropy(&model.forward(&x), &y);
+                opt.step(&mut model, &loss.backward());
+            };
+            contest.row(&op, 3.0 * lenet_flops, Some(peak), "GFLOP/s", torch, step, None);
+        }
+    }
+    let op = "train step resnet (batch 32, 32 ch, sgd)";
+    if wanted(op) {
+        let (n, c) = (32, 32);
+        let x = Tensor::<Cpu>::from_slice(&data(n * 3 * 32 * 32, 31), [n, 3, 32, 32]);
+        let y = Tensor::<Cpu, i64>::from_slice(&(0..n as i64).map(|i| i % 10).collect::<Vec<_>>(), [n]);
+        devtensor::manual_seed(4);
+        let mut model = ResNet::<Cpu>::new(c);
+        contest.torch.model(&model);
+        contest.torch.tensor("x", &x);
+        contest.torch.labels("y", &y);
+        let args = json!({"model": "resnet", "optimizer": "sgd", "lr": 1e-2, "momentum": 0.9});
+        let torch = contest.torch.setup(op, "train_step", args, &model.forward(&x).to_vec(), 1e-3);
+        let mut opt = Sgd::new(&model, SgdConfig { lr: 1e-2, momentum: 0.9, ..Default::default() });
+        let flops = conv_flops(n, 3, c, 32, 3) + 6.0 * conv_flops(n, c, c, 32, 3);
+        let step = &mut || {
+            let loss = cross_entropy(&model.forward(&x), &y);
+            opt.step(&mut model, &loss.backward());
+        };
+        contest.row(op, 3.0 * flops, Some(peak), "GFLOP/s", torch, step, None);
+    }
+}
+
+/// Batch norm (a ResNet's) and layer norm (a transformer's), forward and
+/// backward, against PyTorch's fused kernels; the incoming gradient is a
+/// random tensor, so that no gradient is zero by construction.
+fn normalisation_rows(
+    contest: &mut Contest,
+    wanted: &impl Fn(&str) -> bool,
+    bandwidth: f64,
+) -> candle_core::Result<()> {
+    let op = "batch_norm fwd+bwd 32x32x32x32";
+    if wanted(op) {
+        let len = 32 * 32 * 32 * 32;
+        let x = Tensor::<Cpu>::from_slice(&data(len, 16), [32, 32, 32, 32]).requires_grad();
+        let g = Tensor::<Cpu>::from_slice(&data(len, 17), [32, 32, 32, 32]);
+        let bn = BatchNorm2d::<Cpu>::new(32);
+        contest.torch.tensor("x", &x.detach());
+        contest.torch.tensor("w", &bn.weight);
+        contest.torch.tensor("b", &bn.bias);
+        contest.torch.tensor("g", &g);
+        let torch = contest.torch.setup(op, "batch_norm_fwd_bwd", json!({}), &bn.forward(&x).to_vec(), 1e-4);
+        // Reads x, writes y; reads x, y's gradient, writes x's: 5 passes.
+        let bytes = (5 * 4 * len) as f64;
+        let ours = &mut || drop(black_box((&bn.forward(&x) * &g).sum().backward()));
+        contest.row(op, bytes, Some(bandwidth), "GB/s", torch, ours, None);
+    }
+    let op = "layer_norm fwd+bwd 16x64x128";
+    if wanted(op) {
+        let len = 16 * 64 * 128;
+        let x = Tensor::<Cpu>::from_slice(&data(len, 18), [16, 64, 128]).requires_grad();
+        let g = Tensor::<Cpu>::from_slice(&data(len, 19), [16, 64, 128]);
+        let ln = LayerNorm::<Cpu>::new(&[128]);
+        contest.torch.tensor("x", &x.detach());
+        contest.torch.tensor("w", &ln.weight);
+        contest.torch.tensor("b", &ln.bias);
+        contest.torch.tensor("g", &g);
+        let torch = contest.torch.setup(op, "layer_norm_fwd_bwd", json!({}), &ln.forward(&x).to_vec(), 1e-4);
+        let bytes = (5 * 4 * len) as f64;
+        let ours = &mut || drop(black_box((&ln.forward(&x) * &g).sum().backward()));
+        contest.row(op, bytes, Some(bandwidth), "GB/s", torch, ours, None);
+    }
+    Ok(())
+}
+
+/// The pieces of attention at a small GPT's sizes (batch 16, 4 heads,
+/// context 64, head width 32): the batched products of queries and keys,
+/// and softmax over short rows, forward and backward.
+fn attention_rows(
+    contest: &mut Contest,
+    wanted: &impl Fn(&str) -> bool,
+    peak: f64,
+    bandwidth: f64,
+) -> candle_core::Result<()> {
+    let cpu = CandleDevice::Cpu;
+    let (bh, t, d) = (16 * 4, 64, 32);
+    let op = "bmm fwd+bwd 64x[64x32]x[32x64]";
+    if wanted(op) {
+        let (a_data, b_data) = (data(bh * t * d, 40), data(bh * d * t, 41));
+        let a = Tensor::<Cpu>::from_slice(&a_data, [bh, t, d]).requires_grad();
+        let b = Tensor::<Cpu>::from_slice(&b_data, [bh, d, t]).requires_grad();
+        let ca = Var::from_tensor(&CandleTensor::from_slice(&a_data, (bh, t, d), &cpu)?)?;
+        let cb = Var::from_tensor(&CandleTensor::from_slice(&b_data, (bh, d, t), &cpu)?)?;
+        contest.torch.tensor("a", &a.detach());
+        contest.torch.tensor("b", &b.detach());
+        let torch = contest.torch.setup(op, "bmm_fwd_bwd", json!({}), &a.matmul(&b).to_vec(), 1e-4);
+        // The forward product and two products for the gradients.
+        let flops = 3.0 * 2.0 * (bh * t * d * t) as f64;
+        contest.row(
+            op,
+            flops,
+            Some(peak),
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(a.matmul(&b).sum().backward())),
+            Some(&mut || {
+                drop(black_box(ca.as_tensor().matmul(cb.as_tensor()).unwrap().sum_all().unwrap().backward().unwrap()))
+            }),
+        );
+    }
+    let op = "softmax fwd+bwd 64x64x64";
+    if wanted(op) {
+        let len = bh * t * t;
+        let x = Tensor::<Cpu>::from_slice(&data(len, 42), [bh, t, t]).requires_grad();
+        let g = Tensor::<Cpu>::from_slice(&data(len, 43), [bh, t, t]);
+        contest.torch.tensor("x", &x.detach());
+        contest.torch.tensor("g", &g);
+        let torch = contest.torch.setup(op, "softmax_fwd_bwd", json!({}), &x.softmax(-1).to_vec(), 1e-5);
+        let bytes = (5 * 4 * len) as f64;
+        let ours = &mut || drop(black_box((&x.softmax(-1) * &g).sum().backward()));
+        contest.row(op, bytes, Some(bandwidth), "GB/s", torch, ours, None);
+    }
+    Ok(())
 }
