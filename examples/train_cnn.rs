@@ -9,7 +9,8 @@
 //!
 //! Run with `cargo run --release --example train_cnn`.
 
-use devtensor::nn::{Checkpoint, Conv2d, Flatten, Forward, Linear, MaxPool2d, Module, Relu, cross_entropy};
+use devtensor::io::Checkpoint;
+use devtensor::nn::{Conv2d, Flatten, Forward, Linear, MaxPool2d, Module, Relu, cross_entropy};
 use devtensor::optim::{Adam, AdamConfig, CosineAnnealingLr, LrSchedule, Optimizer};
 use devtensor::{Cpu, Device, Generator, Result, Tensor, no_grad};
 use std::time::Instant;

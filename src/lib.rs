@@ -34,7 +34,7 @@
 //! Each module below uses only the ones above it (`scripts/check-layers.py`
 //! checks it in CI):
 //!
-//! - [`element`], [`shape`], [`random`], [`error`]: element types, shapes and
+//! - [`element`], [`layout`], [`random`], [`error`]: element types, shapes and
 //!   strided layouts, random numbers, the error type;
 //! - [`backend`]: the devices, [`Cpu`] and [`Cuda<N>`](Cuda), with their storage
 //!   and copies;
@@ -42,6 +42,7 @@
 //!   typing, the gradient tape and the operations (a folder per op family,
 //!   with a file per backend);
 //! - [`nn`], [`optim`], [`data`]: layers, optimizers, data loading;
+//! - [`io`]: checkpoints of models and optimizers (safetensors files);
 //! - [`shapes`] (static shapes for `nn` layers) and [`parallel`] (data-parallel
 //!   training over several GPUs).
 
@@ -56,12 +57,13 @@ pub mod backend;
 pub mod data;
 pub mod element;
 pub mod error;
+pub mod io;
+pub mod layout;
 pub mod nn;
 pub mod ops;
 pub mod optim;
 pub mod parallel;
 pub mod random;
-pub mod shape;
 pub mod shapes;
 pub mod tensor;
 
@@ -69,8 +71,8 @@ pub use autograd::{Gradients, LeafId, is_grad_enabled, no_grad};
 pub use backend::{Backend, Cpu, Cuda};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};
+pub use layout::{Layout, Shape};
 pub use random::{Generator, manual_seed};
-pub use shape::{Layout, Shape};
 pub use tensor::{
     Device, OnDevice, PendingTransfer, PinnedTensor, SameDevice, Tensor, TensorData, TransferCompleted, tensor,
     try_tensor,

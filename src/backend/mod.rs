@@ -16,7 +16,7 @@ pub use cuda::Cuda;
 
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::layout::Layout;
 use std::fmt::Debug;
 
 pub(crate) mod sealed {

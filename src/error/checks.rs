@@ -3,7 +3,7 @@
 
 use super::{Error, Result};
 use crate::element::Element;
-use crate::shape::Shape;
+use crate::layout::Shape;
 
 /// Builds the error for two shapes that do not broadcast.
 pub(crate) fn broadcast_error(op: &'static str, device: String, lhs: &Shape, rhs: &Shape) -> Error {

@@ -7,7 +7,7 @@ mod checks;
 
 pub(crate) use checks::*;
 
-use crate::shape::Shape;
+use crate::layout::Shape;
 use std::fmt;
 
 /// `Result` with [`Error`] as its error type.

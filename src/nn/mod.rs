@@ -11,7 +11,6 @@
 
 mod activation;
 mod batch_norm;
-mod checkpoint;
 mod conv;
 mod dropout;
 mod embedding;
@@ -28,7 +27,6 @@ mod sequential;
 
 pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
 pub use batch_norm::BatchNorm2d;
-pub use checkpoint::{Checkpoint, LoadInto};
 pub use conv::Conv2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;

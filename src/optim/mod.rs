@@ -22,7 +22,6 @@
 //! ```
 
 mod adam;
-mod checkpoint;
 pub(crate) mod clip;
 mod schedule;
 mod sgd;

@@ -5,8 +5,8 @@ use crate::backend::cpu::{try_collect, zeroed_vec};
 use crate::element::{Element, FloatElement, Number};
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
+use crate::layout::Shape;
 use crate::random::{Generator, with_thread_generator};
-use crate::shape::Shape;
 use crate::tensor::Device;
 use devtensor_macros::fallible;
 
@@ -317,7 +317,7 @@ fn float_range(start: f64, end: f64, step: f64) -> std::result::Result<Range<f64
         return Err(format!("a step of {step} never goes from {start} to {end}"));
     }
     let len = ((end - start) / step).ceil();
-    if len >= crate::shape::MAX_ELEMS as f64 {
+    if len >= crate::layout::MAX_ELEMS as f64 {
         return Err(format!("{start}..{end} in steps of {step} has more than 2^63 - 1 elements"));
     }
     Ok(Range { start, step, len: len as usize })
@@ -337,7 +337,7 @@ fn int_range<E: Element>(start: i64, end: i64, step: i64) -> std::result::Result
     let len = ((e - s).abs() + st.abs() - 1) / st.abs();
     let len = usize::try_from(len)
         .ok()
-        .filter(|&n| n <= crate::shape::MAX_ELEMS)
+        .filter(|&n| n <= crate::layout::MAX_ELEMS)
         .ok_or_else(|| format!("{start}..{end} in steps of {step} has more than 2^63 - 1 elements"))?;
     // `E`'s range (for i64, `to_f64` rounds its ends outward, which is harmless).
     let valid = (E::MIN.to_f64() as i128)..=(E::MAX.to_f64() as i128);

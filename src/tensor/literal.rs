@@ -4,7 +4,7 @@ use super::Tensor;
 use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::Shape;
+use crate::layout::Shape;
 use devtensor_macros::fallible;
 
 /// Data that [`tensor`] can turn into a tensor: a number, or an array, a

@@ -16,7 +16,7 @@ pub use pinned::PinnedTensor;
 
 use crate::autograd::Node;
 use crate::element::{DType, Element};
-use crate::shape::{Layout, Shape};
+use crate::layout::{Layout, Shape};
 use std::sync::Arc;
 
 /// An n-dimensional array of `E` living on device `D`.

@@ -10,7 +10,7 @@ use crate::backend::cuda::transfer::{self, Fence};
 use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::Shape;
+use crate::layout::Shape;
 use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::any::{Any, TypeId};

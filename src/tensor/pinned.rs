@@ -7,7 +7,7 @@ use crate::backend::cuda::pinned::PinnedBuffer;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, checked_bytes};
-use crate::shape::Shape;
+use crate::layout::Shape;
 use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::marker::PhantomData;

@@ -1,7 +1,8 @@
 //! Checkpoints: save on one device and load on another, model and optimizer
 //! state, and every way a file can be wrong.
 
-use devtensor::nn::{BatchNorm2d, Checkpoint, Conv2d, Linear, Module};
+use devtensor::io::Checkpoint;
+use devtensor::nn::{BatchNorm2d, Conv2d, Linear, Module};
 use devtensor::optim::{Adam, AdamConfig, Optimizer};
 use devtensor::{Cpu, Device, Error, Tensor};
 use std::path::PathBuf;

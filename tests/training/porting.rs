@@ -4,7 +4,8 @@
 //! `reshape` with `-1`. The PyTorch numbers come from files PyTorch wrote
 //! (`tests/fixtures/pytorch/`, with the script that made them).
 
-use devtensor::nn::{BatchNorm2d, Checkpoint, Conv2d, Embedding, Forward, Linear, MaxPool2d, Module, cross_entropy};
+use devtensor::io::Checkpoint;
+use devtensor::nn::{BatchNorm2d, Conv2d, Embedding, Forward, Linear, MaxPool2d, Module, cross_entropy};
 use devtensor::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig, try_clip_grad_norm, try_clip_grad_value};
 use devtensor::{Backend, Cpu, Device, Error, Gradients, Result, Tensor};
 use proptest::prelude::*;

@@ -1,6 +1,6 @@
 // The checkpoint was loaded onto the GPU, the model to resume is on the CPU
 // (PyTorch: `torch.load(path, map_location="cuda")` into a CPU model).
-use devtensor::nn::{Checkpoint, Linear};
+use devtensor::{io::Checkpoint, nn::Linear};
 use devtensor::{Cpu, Cuda};
 
 fn main() {

@@ -5,7 +5,7 @@
 // for another device (the one rustc reports in its own words: a struct
 // literal's field types are rustc's to check). Fixed:
 // ui-tests/pass/porting_training_fixed.rs.
-use devtensor::nn::{Checkpoint, Forward, Linear, Module, Reduction, cross_entropy, mse_loss};
+use devtensor::{io::Checkpoint, nn::{Forward, Linear, Module, Reduction, cross_entropy, mse_loss}};
 use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
 

@@ -1,6 +1,6 @@
 // Fixed: the checkpoint is loaded onto the model's device, whichever it was
 // saved from.
-use devtensor::nn::{Checkpoint, Linear, Module};
+use devtensor::{io::Checkpoint, nn::{Linear, Module}};
 use devtensor::{Cpu, Cuda, Device};
 
 fn resume<D: Device>() -> Vec<f32> {

@@ -5,7 +5,7 @@
 use super::pool::{POOL_MIN_BYTES, output_buffer};
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::{Layout, for_each_block};
+use crate::layout::{Layout, for_each_block};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 

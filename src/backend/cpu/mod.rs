@@ -12,7 +12,7 @@ pub(crate) use pool::*;
 use super::{Backend, sealed};
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::layout::Layout;
 
 /// The host CPU. Its tensors live in ordinary memory.
 ///

@@ -5,7 +5,7 @@ use super::CudaStorage;
 use super::context::{Block, CudaDevice};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::{Layout, Shape};
+use crate::layout::{Layout, Shape};
 use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 

@@ -19,7 +19,7 @@ pub(crate) mod transfer;
 use super::{Backend, sealed};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::Layout;
+use crate::layout::Layout;
 use context::{Block, CudaDevice};
 use launch::{Strided, elementwise, launch_kernel};
 use std::fmt;

@@ -18,7 +18,7 @@ use super::context::CudaDevice;
 use super::pinned::PinnedBuffer;
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::layout::Layout;
 use cudarc::driver::{CudaEvent, sys};
 use std::any::Any;
 use std::sync::Arc;

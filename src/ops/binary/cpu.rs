@@ -6,7 +6,7 @@ use crate::backend::cpu::{CpuStorage, is_small_output, map_strided, output_buffe
 use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::{Layout, for_each_block};
+use crate::layout::{Layout, for_each_block};
 
 /// Rejects an integer division whose divisors include a zero.
 fn check_divisors<E: Element, Op: BinaryOp<E>>(data: &[E], layout: &Layout) -> Result<()> {

@@ -9,7 +9,7 @@ use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Merged, Strided, elementwise, launch_kernel, per_row};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::{Layout, count_of};
+use crate::layout::{Layout, count_of};
 use cudarc::driver::CudaFunction;
 use std::any::TypeId;
 use std::sync::Arc;

@@ -5,7 +5,7 @@ use crate::backend::Cpu;
 use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer, zip_into};
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::{Layout, for_each_block};
+use crate::layout::{Layout, for_each_block};
 use rayon::prelude::*;
 
 /// `f(a[i], b[i])` over two operands laid out with one shape, into a new

@@ -7,7 +7,7 @@ use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, map_setup};
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::layout::Layout;
 use cudarc::driver::CudaFunction;
 use std::any::TypeId;
 

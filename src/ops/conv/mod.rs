@@ -16,7 +16,7 @@ use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
-use crate::shape::Shape;
+use crate::layout::Shape;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;

@@ -8,7 +8,7 @@ use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_st
 use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::{Dims, Layout, Shape, count_of, for_each_block};
+use crate::layout::{Dims, Layout, Shape, count_of, for_each_block};
 use rayon::prelude::*;
 
 /// The storage offset of every position of the sub-tensor `dims`/`strides`

@@ -6,7 +6,7 @@ use crate::backend::cuda::{CudaStorage, copy_into};
 use crate::backend::{Backend, Cuda};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::shape::{Layout, Shape, count_of};
+use crate::layout::{Layout, Shape, count_of};
 
 impl<const N: usize> IndexKernel for Cuda<N> {
     fn first_out_of_range(indices: &CudaStorage<i64>, layout: &Layout, size: usize) -> Result<Option<i64>> {

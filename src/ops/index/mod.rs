@@ -24,7 +24,7 @@ use crate::backend::Backend;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis};
-use crate::shape::{Layout, Shape};
+use crate::layout::{Layout, Shape};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;

@@ -10,7 +10,7 @@ use crate::backend::Cpu;
 use crate::backend::cpu::{CpuStorage, output_buffer};
 use crate::element::FloatElement;
 use crate::error::Result;
-use crate::shape::{Layout, count_of, for_each_block};
+use crate::layout::{Layout, count_of, for_each_block};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 

@@ -6,7 +6,7 @@ use crate::backend::cuda::{CudaStorage, dense_ptr};
 use crate::backend::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
-use crate::shape::{Layout, count_of};
+use crate::layout::{Layout, count_of};
 use cudarc::cublas::{result as blas, sys::cublasOperation_t};
 use std::ffi::{c_int, c_longlong};
 use std::sync::Arc;

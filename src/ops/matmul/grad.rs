@@ -2,7 +2,7 @@
 
 use crate::autograd::{Backward, rule};
 use crate::element::FloatElement;
-use crate::shape::count_of;
+use crate::layout::count_of;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 

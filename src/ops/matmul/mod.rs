@@ -9,7 +9,7 @@ use crate::autograd;
 use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
-use crate::shape::{Dims, Layout, Shape, count_of};
+use crate::layout::{Dims, Layout, Shape, count_of};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;

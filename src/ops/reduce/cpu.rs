@@ -22,7 +22,7 @@ use crate::backend::cpu::{
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::shape::{Dims, Layout, count_of, for_each_block};
+use crate::layout::{Dims, Layout, count_of, for_each_block};
 use rayon::prelude::*;
 use std::ops::Range;
 

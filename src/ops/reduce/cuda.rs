@@ -8,7 +8,7 @@ use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row}
 use crate::backend::cuda::{CudaStorage, dense_ptr};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::shape::{Layout, count_of};
+use crate::layout::{Layout, count_of};
 use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 

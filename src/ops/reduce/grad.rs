@@ -4,8 +4,8 @@ use super::{ReduceOp, reduced_shape, scale_by_repeat};
 use crate::autograd::{Backward, rule};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
+use crate::layout::Shape;
 use crate::ops::compare::masked;
-use crate::shape::Shape;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 

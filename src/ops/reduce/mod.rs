@@ -21,7 +21,7 @@ use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis_or_scalar};
-use crate::shape::{Dims, Layout, Shape};
+use crate::layout::{Dims, Layout, Shape};
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;

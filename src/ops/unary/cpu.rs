@@ -7,7 +7,7 @@ use crate::backend::Cpu;
 use crate::backend::cpu::{CpuStorage, ElementFn, map_elements};
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::layout::Layout;
 
 impl UnaryKernel for Cpu {
     fn unary<E: Element, Op: UnaryOp<E>>(op: Op, x: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<E>> {

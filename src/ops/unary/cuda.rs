@@ -7,7 +7,7 @@ use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::launch::{elementwise, map_setup};
 use crate::element::Element;
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::layout::Layout;
 use cudarc::driver::PushKernelArg as _;
 use std::any::TypeId;
 

@@ -28,7 +28,7 @@ use crate::autograd::{self, rule};
 use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::shape::Layout;
+use crate::layout::Layout;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;

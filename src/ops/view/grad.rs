@@ -3,7 +3,7 @@
 
 use crate::autograd::{Backward, rule};
 use crate::element::FloatElement;
-use crate::shape::Shape;
+use crate::layout::Shape;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 

@@ -10,7 +10,7 @@ use crate::autograd::{self, float_rule};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis, resolve_axis_or_scalar};
-use crate::shape::{Dims, Layout, Shape};
+use crate::layout::{Dims, Layout, Shape};
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;

@@ -1,7 +1,7 @@
 //! [`ReshapeDims`]: the sizes `reshape` and `view` take, with PyTorch's `-1`.
 
 use crate::error::{Error, Result};
-use crate::shape::Shape;
+use crate::layout::Shape;
 
 /// The new shape of [`Tensor::reshape`](crate::Tensor::reshape) and
 /// [`Tensor::view`](crate::Tensor::view): sizes as `usize` (an array, a

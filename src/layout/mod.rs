@@ -1,17 +1,19 @@
-//! Shapes, strides and the strided walk every CPU kernel is built on.
+//! Where a tensor's elements are: its run-time shape, its strides, and the
+//! strided walk every CPU kernel is built on. (Shapes checked at compile time
+//! are the other module, [`shapes`](crate::shapes).)
 //!
 //! A [`Shape`] is the user-visible list of dimension sizes (here). A
 //! [`Layout`] adds strides and an offset into storage, which is what lets
 //! `permute`, `narrow`, `transpose` and broadcasting be views that copy
-//! nothing (`layout.rs`). `walk.rs` visits the elements of strided
+//! nothing (`strided.rs`). `walk.rs` visits the elements of strided
 //! operands. The checks operations make of shapes, sizes and axes, which
 //! build errors, are in `error/checks.rs`: errors describe shapes, so
 //! `error` is the layer above.
 
-mod layout;
+mod strided;
 mod walk;
 
-pub use layout::Layout;
+pub use strided::Layout;
 pub(crate) use walk::*;
 
 use smallvec::SmallVec;

@@ -1,12 +1,13 @@
 //! Checkpoints: a model's parameters and buffers, and optionally an
 //! optimizer's state, in the safetensors format.
 
-use super::{Module, TensorKind};
 use crate::autograd::LeafId;
 use crate::backend::Cpu;
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
-use crate::shape::Shape;
+use crate::layout::Shape;
+use crate::nn::{Module, TensorKind};
+use crate::optim::Optimizer;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
@@ -41,7 +42,8 @@ impl<D: Device, E: FloatElement, M: Module<D, E>> LoadInto<D, E> for M {}
 /// a model on another: that does not compile.
 ///
 /// ```
-/// use devtensor::nn::{Checkpoint, Linear, Module};
+/// use devtensor::io::Checkpoint;
+/// use devtensor::nn::{Linear, Module};
 /// use devtensor::Cpu;
 /// let model = Linear::<Cpu>::new(3, 2);
 /// let path = std::env::temp_dir().join("devtensor-doc-linear.safetensors");
@@ -72,12 +74,13 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         Ok(Checkpoint { tensors, int_tensors, source: "(taken from a model)".into() })
     }
 
-    /// Adds optimizer state under names starting with `optimizer.`: what
-    /// [`with_optimizer`](Self::with_optimizer) (in `optim`, the layer
-    /// above) stores.
-    pub(crate) fn add_optimizer_state(&mut self, state: Vec<(String, Tensor<D, E>)>) {
-        let state = state.into_iter().map(|(name, t)| (format!("{OPTIMIZER_PREFIX}{name}"), t.detach()));
+    /// Adds `optimizer`'s state (under names starting with `optimizer.`),
+    /// so that training resumes where it stopped; read it back with
+    /// [`optimizer_state`](Self::optimizer_state).
+    pub fn with_optimizer(mut self, optimizer: &impl Optimizer<D, E>) -> Self {
+        let state = optimizer.state().into_iter().map(|(name, t)| (format!("{OPTIMIZER_PREFIX}{name}"), t.detach()));
         self.tensors.extend(state);
+        self
     }
 
     /// The float tensors, by name, in the order they were saved.
