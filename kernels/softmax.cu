@@ -20,6 +20,12 @@
 //   softmax_plain_cached_<T>, softmax_log_cached_<T>(same arguments)
 //       for rows of at most DT_SOFTMAX_PER_THREAD * blockDim.x elements,
 //       which each block keeps in registers: one read of the row, not three.
+//
+// Their gradients (`ReduceKernel::softmax_backward`), from the forward
+// result y and the incoming gradient g, both dense in the same view:
+// y * (g - sum(g * y)) for softmax, g - exp(y) * sum(g) for log_softmax.
+//   softmax_backward_plain_<T>(size_t n_rows, size_t len, size_t inner, const T* y, const T* g, T* out)
+//   softmax_backward_log_<T>(same arguments)
 #ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
 #endif
@@ -81,6 +87,26 @@ __device__ void dt_softmax_cached(size_t n_rows, size_t len, size_t inner, const
     }
 }
 
+/// The gradient of one softmax (or log_softmax) row per block.
+template <bool Log, typename T>
+__device__ void dt_softmax_backward(size_t n_rows, size_t len, size_t inner, const T* y, const T* g, T* out,
+                                    T* scratch) {
+    for (size_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
+        size_t base = (r / inner) * len * inner + r % inner;
+        const T* yr = y + base;
+        const T* gr = g + base;
+        T* o = out + base;
+        T s = dt_fold<DtSum, T>(threadIdx.x, len, blockDim.x, [&](size_t k) {
+            return Log ? gr[k * inner] : gr[k * inner] * yr[k * inner];
+        });
+        s = dt_block_reduce<DtSum>(s, scratch);
+        for (size_t k = threadIdx.x; k < len; k += blockDim.x) {
+            size_t i = k * inner;
+            o[i] = Log ? gr[i] - dt_exp(yr[i]) * s : yr[i] * (gr[i] - s);
+        }
+    }
+}
+
 #define SOFTMAX_KERNELS(name, T)                                                                           \
     extern "C" __global__ void softmax_plain_##name(size_t n_rows, size_t len, size_t inner, const T* src, \
                                                     T* out) {                                             \
@@ -101,5 +127,15 @@ __device__ void dt_softmax_cached(size_t n_rows, size_t len, size_t inner, const
                                                          const T* src, T* out) {                          \
         __shared__ T scratch[32];                                                                          \
         dt_softmax_cached<true>(n_rows, len, inner, src, out, scratch);                                    \
+    }                                                                                                      \
+    extern "C" __global__ void softmax_backward_plain_##name(size_t n_rows, size_t len, size_t inner,      \
+                                                             const T* y, const T* g, T* out) {            \
+        __shared__ T scratch[32];                                                                          \
+        dt_softmax_backward<false>(n_rows, len, inner, y, g, out, scratch);                                \
+    }                                                                                                      \
+    extern "C" __global__ void softmax_backward_log_##name(size_t n_rows, size_t len, size_t inner,        \
+                                                           const T* y, const T* g, T* out) {              \
+        __shared__ T scratch[32];                                                                          \
+        dt_softmax_backward<true>(n_rows, len, inner, y, g, out, scratch);                                 \
     }
 DT_FOR_EACH_FLOAT(SOFTMAX_KERNELS)

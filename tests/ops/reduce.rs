@@ -231,6 +231,52 @@ fn check_float_ops<D: Device, E: FloatElement>(dims: &[usize], vals: &[f64], var
     }
 }
 
+/// The gradients of softmax and log_softmax along every axis against the
+/// plain formulas `y (g - sum g y)` and `g - exp(y) sum g`, with an incoming
+/// gradient `g` that reaches the rule contiguous or, through a transpose,
+/// strided.
+fn check_softmax_grads<D: Device, E: FloatElement>(dims: &[usize], vals: &[f64], variant: Variant, tol: f64) {
+    let data: Vec<E> = cast_all(vals);
+    let x = as_f64(&data);
+    let n = x.len();
+    let g: Vec<f64> = (0..n).map(|i| ((i * 7 % 11) as f64 - 5.0) / 3.0).collect();
+    let gt = Tensor::<D, E>::from_vec(cast_all(&g), dims);
+    let rank = dims.len() as isize;
+    for axis in -rank..rank {
+        let a = if axis < 0 { (axis + rank) as usize } else { axis as usize };
+        let (_, runs) = runs_along(&x, dims, a);
+        let (_, g_runs) = runs_along(&g, dims, a);
+        for log in [false, true] {
+            let leaf = tensor_with::<D, E>(&data, dims, variant).requires_grad();
+            let y = if log { leaf.log_softmax(axis) } else { leaf.softmax(axis) };
+            let loss = match rank {
+                0 | 1 => (&y * &gt).sum(),
+                _ => (&y.transpose(0, -1) * &gt.transpose(0, -1)).sum(),
+            };
+            let got = loss.backward().get(&leaf).expect("a gradient").to_vec();
+            let (_, got_runs) = runs_along(&as_f64(&got), dims, a);
+            for ((run, g), got) in runs.iter().zip(&g_runs).zip(&got_runs) {
+                let y = ref_softmax(run, log);
+                let expected: Vec<f64> = if log {
+                    let s: f64 = g.iter().sum();
+                    y.iter().zip(g).map(|(y, g)| g - y.exp() * s).collect()
+                } else {
+                    let s: f64 = y.iter().zip(g).map(|(y, g)| y * g).sum();
+                    y.iter().zip(g).map(|(y, g)| y * (g - s)).collect()
+                };
+                let scale = 1.0 + g.iter().map(|g| g.abs()).sum::<f64>();
+                for (got, e) in got.iter().zip(&expected) {
+                    assert!(
+                        (got - e).abs() <= tol * scale,
+                        "{} backward along {axis} of {dims:?}: got {got}, expected {e} (row {run:?})",
+                        if log { "log_softmax" } else { "softmax" }
+                    );
+                }
+            }
+        }
+    }
+}
+
 // ---- Strategies ----
 
 /// Values with frequent ties (small integers) between continuous ones.
@@ -318,6 +364,11 @@ device_proptests! {
     fn float_ops_match_reference<D>((dims, vals) in shaped(value()), v in variant()) {
         check_float_ops::<D, f32>(&dims, &vals, v, 1e-5);
         check_float_ops::<D, f64>(&dims, &vals, v, 1e-12);
+    }
+
+    fn softmax_gradients_match_reference<D>((dims, vals) in shaped(value()), v in variant()) {
+        check_softmax_grads::<D, f32>(&dims, &vals, v, 1e-5);
+        check_softmax_grads::<D, f64>(&dims, &vals, v, 1e-12);
     }
 
     fn float_ops_handle_special_values<D>((dims, vals) in shaped(special_value()), v in variant()) {

@@ -18,7 +18,7 @@
 use super::{ArgReduceOp, ReduceKernel, ReduceOp};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, exp_nonpositive, map_strided, output_buffer,
+    CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, VectorLoop, exp_nonpositive, map_strided, output_buffer, vectorized,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
@@ -311,6 +311,7 @@ fn arg_reduce_with<E: Element>(
 
 /// Softmax of one dense row: `out = exp(x - max) / sum`, or for `log`,
 /// `out = x - max - ln(sum)`.
+#[inline(always)]
 fn softmax_row<E: FloatElement>(src: &[E], out: &mut [E], log: bool) {
     let max = fold_dense(src, E::MIN, fold_max);
     for (o, &x) in out.iter_mut().zip(src) {
@@ -458,9 +459,7 @@ impl ReduceKernel for Cpu {
         }
         let run = |o: &mut [E], s: &[E]| {
             if inner == 1 {
-                for (orow, srow) in o.chunks_exact_mut(len).zip(s.chunks_exact(len)) {
-                    softmax_row(srow, orow, log);
-                }
+                vectorized(SoftmaxRows { out: o, src: s, len, log });
             } else {
                 softmax_groups(s, o, len, inner, log);
             }
@@ -472,6 +471,131 @@ impl ReduceKernel for Cpu {
             run(&mut out, src);
         }
         Ok(CpuStorage::from_vec(out))
+    }
+
+    fn softmax_backward<E: FloatElement>(
+        (y, y_layout): (&CpuStorage<E>, &Layout),
+        (g, g_layout): (&CpuStorage<E>, &Layout),
+        axis: usize,
+        log: bool,
+    ) -> Result<CpuStorage<E>> {
+        let op = if log { "log_softmax_backward" } else { "softmax_backward" };
+        let (dense_y, dense_g);
+        let y = match y_layout.contiguous_range() {
+            Some(range) => &y.as_slice()[range],
+            None => {
+                dense_y = map_strided(op, y.as_slice(), y_layout, |v| v)?;
+                &dense_y[..]
+            }
+        };
+        let g = match g_layout.contiguous_range() {
+            Some(range) => &g.as_slice()[range],
+            None => {
+                dense_g = map_strided(op, g.as_slice(), g_layout, |v| v)?;
+                &dense_g[..]
+            }
+        };
+        let n = y_layout.elem_count();
+        let mut out = output_buffer(op, n)?;
+        if n == 0 {
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let dims = y_layout.dims();
+        let (len, inner) = (dims[axis], dims[axis + 1..].iter().product::<usize>());
+        let group = len * inner;
+        let run = |out: &mut [E], y: &[E], g: &[E]| vectorized(SoftmaxBackward { out, y, g, len, inner, log });
+        if n >= PARALLEL_MIN_ELEMS && n > group {
+            let chunk = group * (PARALLEL_CHUNK / group).max(1);
+            let parts = out.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).zip(g.par_chunks(chunk));
+            parts.for_each(|((out, y), g)| run(out, y, g));
+        } else {
+            run(&mut out, y, g);
+        }
+        Ok(CpuStorage::from_vec(out))
+    }
+}
+
+/// Softmax of dense rows of `len` elements, as one loop built for the CPU's
+/// widest vectors (the exponentials dominate; see [`VectorLoop`]).
+struct SoftmaxRows<'a, E> {
+    out: &'a mut [E],
+    src: &'a [E],
+    len: usize,
+    log: bool,
+}
+
+impl<E: FloatElement> VectorLoop for SoftmaxRows<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        for (out, src) in self.out.chunks_exact_mut(self.len).zip(self.src.chunks_exact(self.len)) {
+            softmax_row(src, out, self.log);
+        }
+    }
+}
+
+/// The gradient of softmax (or log_softmax) over whole `[len, inner]`
+/// groups of the dense forward result `y` and incoming gradient `g`:
+/// `y · (g − Σ g·y)`, or `g − exp(y) · Σ g`, the sums along `len`.
+struct SoftmaxBackward<'a, E> {
+    out: &'a mut [E],
+    y: &'a [E],
+    g: &'a [E],
+    len: usize,
+    inner: usize,
+    log: bool,
+}
+
+impl<E: FloatElement> VectorLoop for SoftmaxBackward<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Self { out, y, g, len, inner, log } = self;
+        let group = len * inner;
+        if inner == 1 {
+            for ((out, y), g) in out.chunks_exact_mut(len).zip(y.chunks_exact(len)).zip(g.chunks_exact(len)) {
+                softmax_backward_row(y, g, out, log);
+            }
+            return;
+        }
+        // Sums per column, accumulated row by row so every loop runs over
+        // contiguous memory.
+        let mut sums = vec![E::ZERO; inner];
+        for ((out, y), g) in out.chunks_exact_mut(group).zip(y.chunks_exact(group)).zip(g.chunks_exact(group)) {
+            sums.fill(E::ZERO);
+            for (y, g) in y.chunks_exact(inner).zip(g.chunks_exact(inner)) {
+                for ((s, &y), &g) in sums.iter_mut().zip(y).zip(g) {
+                    *s = *s + if log { g } else { g * y };
+                }
+            }
+            for ((out, y), g) in out.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
+                for (((o, &y), &g), &s) in out.iter_mut().zip(y).zip(g).zip(&sums) {
+                    *o = if log { g - exp_nonpositive(y) * s } else { y * (g - s) };
+                }
+            }
+        }
+    }
+}
+
+/// The gradient of softmax (or log_softmax) along one dense row; see
+/// [`SoftmaxBackward`]. A log-probability is never positive, so its `exp`
+/// takes the vectorised path.
+#[inline(always)]
+fn softmax_backward_row<E: FloatElement>(y: &[E], g: &[E], out: &mut [E], log: bool) {
+    if log {
+        let s = fold_dense(g, E::ZERO, <E as Element>::add);
+        for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
+            *o = g - exp_nonpositive(y) * s;
+        }
+    } else {
+        // g·y is staged in `out`, so the sum is a lane-wise fold.
+        for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
+            *o = g * y;
+        }
+        let s = fold_dense(out, E::ZERO, <E as Element>::add);
+        for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
+            *o = y * (g - s);
+        }
     }
 }
 

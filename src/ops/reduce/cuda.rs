@@ -181,4 +181,28 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         }
         Ok(out)
     }
+
+    fn softmax_backward<E: FloatElement>(
+        (y, y_layout): (&CudaStorage<E>, &Layout),
+        (g, g_layout): (&CudaStorage<E>, &Layout),
+        axis: usize,
+        log: bool,
+    ) -> Result<CudaStorage<E>> {
+        let device = Self::device()?;
+        let op = if log { "log_softmax_backward" } else { "softmax_backward" };
+        let n = y_layout.elem_count();
+        let out = CudaStorage::alloc(&device, op, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let (_dense_y, y) = dense_ptr(&device, op, y, y_layout)?;
+        let (_dense_g, g) = dense_ptr(&device, op, g, g_layout)?;
+        let dims = y_layout.dims();
+        let (outer, len, inner): (usize, usize, usize) =
+            (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product());
+        let rows = outer * inner;
+        let kernel = format!("softmax_backward_{}_{}", if log { "log" } else { "plain" }, E::DTYPE.name());
+        launch_kernel!(device, op, "softmax", kernel, per_row(rows); rows, len, inner, y, g, out.ptr())?;
+        Ok(out)
+    }
 }

@@ -76,6 +76,17 @@ pub trait ReduceKernel: Backend {
         axis: usize,
         log: bool,
     ) -> Result<Self::Storage<E>>;
+
+    /// The gradient of `softmax` (or `log_softmax` when `log`) along `axis`,
+    /// in one pass: `y · (g − Σ g·y)` (or `g − exp(y) · Σ g`), from the
+    /// forward result `y` and the incoming gradient `g`, two tensors of one
+    /// shape in any layouts, into a new contiguous storage of that shape.
+    fn softmax_backward<E: FloatElement>(
+        y: (&Self::Storage<E>, &Layout),
+        g: (&Self::Storage<E>, &Layout),
+        axis: usize,
+        log: bool,
+    ) -> Result<Self::Storage<E>>;
 }
 
 /// `dims` without `axis`, or with it set to 1 when `keepdim`.
