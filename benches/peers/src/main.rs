@@ -297,12 +297,15 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 fn main() -> candle_core::Result<()> {
+    // Started first, before the probes below use rayon, so that the main
+    // thread is one of the workers, as in a program of a devtensor user
+    // (`backend/cpu/threads.rs`).
+    let threads = Cpu::num_threads();
     // `cargo run --release -- loader`: the data loader's throughput alone.
     if std::env::args().nth(1).as_deref() == Some("loader") {
         loader::report();
         return Ok(());
     }
-    let threads = rayon::current_num_threads();
     let cpu = CandleDevice::Cpu;
     // `DEVTENSOR_PEERS_ONLY=devtensor` leaves the peers out, so that a
     // profile (`perf record`) of a row shows devtensor's time alone.

@@ -1,13 +1,16 @@
 //! The CPU device: its storage (here), the buffer pool for large outputs
-//! (`pool.rs`), and the strided loops every CPU kernel shares (`loops.rs`).
+//! (`pool.rs`), the strided loops every CPU kernel shares (`loops.rs`), and
+//! the threads they run on (`threads.rs`).
 
 mod loops;
 mod math;
 mod pool;
+mod threads;
 
 pub(crate) use loops::*;
 pub(crate) use math::*;
 pub(crate) use pool::*;
+pub(crate) use threads::join_pool;
 
 use super::{Backend, sealed};
 use crate::element::Element;

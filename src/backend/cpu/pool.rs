@@ -5,6 +5,7 @@
 
 use super::Cpu;
 use super::loops::is_small_output;
+use super::threads::join_pool;
 use crate::backend::Backend;
 use crate::element::{DType, Element};
 use crate::error::checked_bytes;
@@ -91,6 +92,9 @@ pub(super) fn pool_for<E: Element>() -> &'static BufferPool<E> {
 /// and with an [`Error::Shape`] when `len` elements cannot exist in memory
 /// at all: never an abort.
 pub(crate) fn output_buffer<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
+    // Every kernel asks for its output first, before any parallel loop:
+    // the place to settle which threads those loops run on.
+    join_pool();
     if len.saturating_mul(size_of::<E>()) >= POOL_MIN_BYTES
         && let Some(buf) = pool_for::<E>().take(len)
     {

@@ -7,7 +7,7 @@
 
 use super::MatmulKernel;
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, output_buffer};
+use crate::backend::cpu::{CpuStorage, join_pool, output_buffer};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
@@ -25,7 +25,10 @@ const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96
 /// call, and the pool does not change size after it starts.
 fn threads() -> usize {
     static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(rayon::current_num_threads)
+    *THREADS.get_or_init(|| {
+        join_pool();
+        rayon::current_num_threads()
+    })
 }
 
 /// One matrix operand: where each batch's matrix starts in storage, and
