@@ -124,6 +124,11 @@ device_proptests! {
         }
         assert_eq!(y.dims(), &[g.n, o, oh, ow]);
         assert_close(&y.to_vec(), &expected, 1e-12, 1e-12);
+        // Without a bias the result is the same sums, laid out densely.
+        let unbiased: Vec<f64> = expected.iter().enumerate().map(|(i, e)| e - bs[i / (oh * ow) % o]).collect();
+        let y = x.conv2d(&wt, None, win, g.groups);
+        assert!(y.layout().is_contiguous(), "conv2d without a bias returns a dense tensor");
+        assert_close(&y.to_vec(), &unbiased, 1e-12, 1e-12);
         let inputs = [x, wt, bias];
         gradcheck("conv2d", &inputs, |t| t[0].conv2d(&t[1], Some(&t[2]), win, g.groups));
     }

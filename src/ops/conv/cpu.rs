@@ -23,6 +23,7 @@ impl ConvKernel for Cpu {
             let img = &src[plane * h * w..(plane + 1) * h * w];
             for (tap, out) in out.chunks_mut(oh * ow).enumerate() {
                 let (k, j) = (tap / kw, tap % kw);
+                let (first, end) = inside(ow, sw, j * dw, pw, w);
                 for (y, out) in out.chunks_mut(ow).enumerate() {
                     // Wrapping: a row above the image becomes a huge one, out of range.
                     let row = (y * sh + k * dh).wrapping_sub(ph);
@@ -30,10 +31,21 @@ impl ConvKernel for Cpu {
                         out.fill(pad);
                         continue;
                     }
+                    out[..first].fill(pad);
+                    out[end..].fill(pad);
+                    if first == end {
+                        continue;
+                    }
+                    // Output x reads column x·sw + j·dw − pw, inside the image
+                    // for x in first..end: a plain copy at stride 1.
                     let line = &img[row * w..(row + 1) * w];
-                    for (x, o) in out.iter_mut().enumerate() {
-                        let col = (x * sw + j * dw).wrapping_sub(pw);
-                        *o = if col < w { line[col] } else { pad };
+                    let start = first * sw + j * dw - pw;
+                    if sw == 1 {
+                        out[first..end].copy_from_slice(&line[start..start + (end - first)]);
+                    } else {
+                        for (o, &v) in out[first..end].iter_mut().zip(line[start..].iter().step_by(sw)) {
+                            *o = v;
+                        }
                     }
                 }
             }
@@ -59,16 +71,25 @@ impl ConvKernel for Cpu {
             let cols = &cols[plane * plane_cols..(plane + 1) * plane_cols];
             for (tap, cols) in cols.chunks(oh * ow).enumerate() {
                 let (k, j) = (tap / kw, tap % kw);
+                let (first, end) = inside(ow, sw, j * dw, pw, w);
+                if first == end {
+                    continue;
+                }
+                let start = first * sw + j * dw - pw;
                 for (y, cols) in cols.chunks(ow).enumerate() {
                     let row = (y * sh + k * dh).wrapping_sub(ph);
                     if row >= h {
                         continue;
                     }
                     let line = &mut img[row * w..(row + 1) * w];
-                    for (x, &v) in cols.iter().enumerate() {
-                        let col = (x * sw + j * dw).wrapping_sub(pw);
-                        if col < w {
-                            line[col] = line[col] + v;
+                    let cols = &cols[first..end];
+                    if sw == 1 {
+                        for (l, &v) in line[start..start + cols.len()].iter_mut().zip(cols) {
+                            *l = *l + v;
+                        }
+                    } else {
+                        for (l, &v) in line[start..].iter_mut().step_by(sw).zip(cols) {
+                            *l = *l + v;
                         }
                     }
                 }
@@ -76,4 +97,13 @@ impl ConvKernel for Cpu {
         });
         Ok(CpuStorage::from_vec(out))
     }
+}
+
+/// The output positions `first..end` (of `len`) whose tap, at `offset`
+/// (`j·dilation`) from the window's start, reads a column inside an image
+/// row of `width`: those with `padding <= x·stride + offset < width + padding`.
+fn inside(len: usize, stride: usize, offset: usize, padding: usize, width: usize) -> (usize, usize) {
+    let first = padding.saturating_sub(offset).div_ceil(stride).min(len);
+    let end = (width + padding).saturating_sub(offset).div_ceil(stride).min(len);
+    (first, end.max(first))
 }

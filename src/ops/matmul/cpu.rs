@@ -62,14 +62,57 @@ fn gemm_one<E: FloatElement>(
     // next to a matrix product.
     assert!(last(lhs, lhs_offset, m, k).is_some_and(|l| l < lhs.data.len()), "lhs matrix lies inside its storage");
     assert!(last(rhs, rhs_offset, k, n).is_some_and(|l| l < rhs.data.len()), "rhs matrix lies inside its storage");
+    // `gemm` packs the right operand a row of `n` elements at a time: when
+    // those lie a column stride apart (a transposed operand, as the weight
+    // gradient's `g · colsᵀ` has), each is a cache miss, and a product of
+    // large k ran 6x slower than its transpose. Then the transposed product
+    // `dstᵀ = rhsᵀ · lhsᵀ` is computed where it reads fewer scattered
+    // elements per packed row, into a dense buffer (`gemm` is as slow when
+    // told to write a transposed destination), and copied over: m·n
+    // elements against m·n·k multiply-adds.
+    let scattered = |op: &Operand<'_, E>, along: usize, transposed: bool| {
+        let (along_row, across) =
+            if transposed { (op.row_stride, op.col_stride) } else { (op.col_stride, op.row_stride) };
+        if along_row > across { along } else { 0 }
+    };
+    // Where memory is too short for the buffer, the product runs as given.
+    let mut transposed = Vec::new();
+    if scattered(lhs, m, true) < scattered(rhs, n, false) && transposed.try_reserve_exact(m * n).is_ok() {
+        let transposed_lhs = Operand { data: rhs.data, row_stride: rhs.col_stride, col_stride: rhs.row_stride };
+        let transposed_rhs = Operand { data: lhs.data, row_stride: lhs.col_stride, col_stride: lhs.row_stride };
+        transposed.resize(m * n, E::ZERO);
+        gemm_dense(&mut transposed, (n, m, k), &transposed_lhs, rhs_offset, &transposed_rhs, lhs_offset, parallelism);
+        for (j, column) in transposed.chunks_exact(m).enumerate() {
+            for (i, &v) in column.iter().enumerate() {
+                dst[i * n + j] = v;
+            }
+        }
+    } else {
+        gemm_dense(dst, (m, n, k), lhs, lhs_offset, rhs, rhs_offset, parallelism);
+    }
+}
+
+/// [`gemm_one`] as `gemm` computes it, into a row-major `dst`; the operands
+/// were checked to lie inside their storage.
+fn gemm_dense<E: FloatElement>(
+    dst: &mut [E],
+    (m, n, k): (usize, usize, usize),
+    lhs: &Operand<'_, E>,
+    lhs_offset: usize,
+    rhs: &Operand<'_, E>,
+    rhs_offset: usize,
+    parallelism: gemm::Parallelism,
+) {
     // SAFETY: `gemm` reads lhs[i, p] at `lhs_ptr + i * row_stride + p * col_stride`
-    // for i < m, p < k, and likewise rhs for p < k, j < n: the largest such
-    // offsets were checked against the slices' lengths just above, and all
+    // for i < m, p < k, and likewise rhs for p < k, j < n: `gemm_one` checked
+    // the largest such offsets against the slices' lengths (for the swapped
+    // product too, whose operands are the same elements transposed), and all
     // strides are non-negative, so every read is in bounds. It writes
     // dst[i, j] at `i * n + j < m * n = dst.len()`. With `read_dst = false`
     // the stale contents of `dst` are never read. `dst` is a unique borrow,
     // so it aliases neither input. Strides fit `isize` because they address
     // elements of allocated slices.
+    debug_assert_eq!(dst.len(), m * n);
     unsafe {
         gemm::gemm(
             m,
