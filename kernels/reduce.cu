@@ -1,6 +1,9 @@
 // Reductions along one axis and over all elements: serves the Rust op family
 // `ops::reduce` (`ReduceKernel::{reduce, arg_reduce}`): sum, max, min,
-// argmax, argmin. (mean is sum followed by a scalar division on the host.)
+// argmax, argmin (mean is sum followed by a scalar division on the host);
+// and standardisation per group with its gradient
+// (`ReduceKernel::{standardize, standardize_backward}`), batch norm's and
+// layer norm's core.
 //
 // Semantics follow the CPU backend: integer sums wrap; max/min let NaN win;
 // argmax/argmin return the index of the first NaN, else of the first
@@ -36,6 +39,23 @@
 //       and writes partials[blockIdx.x]. Launch with G <= 1024 blocks, then
 //       once more with one block on (G, partials, out) to get out[0].
 //       Block size: a multiple of 32, at most 1024.
+//   reduce_standardize_stats_<T>(size_t outer, size_t groups, size_t inner,
+//           const T* x, T* mean, T* var)        (T = f32, f64)
+//       x dense [outer, groups, inner]: one block per group (grid-stride)
+//       writes the group's mean and biased variance over its outer * inner
+//       elements, in two passes (deviations from the mean, as on the CPU).
+//   reduce_standardize_apply_<T>(size_t n, size_t groups, size_t inner,
+//           const T* x, const T* mean, const T* var, T eps, T* out)
+//       out = (x - mean) / sqrt(var + eps), element-wise over n = outer *
+//       groups * inner.
+//   reduce_standardize_backward_sums_<T>(size_t outer, size_t groups,
+//           size_t inner, const T* xhat, const T* g, T* sums)
+//       per group (one block each): sums[2c] = mean(g), sums[2c+1] =
+//       mean(g * xhat).
+//   reduce_standardize_backward_apply_<T>(size_t n, size_t groups,
+//           size_t inner, const T* xhat, const T* g, const T* var,
+//           const T* sums, T eps, T* out)
+//       out = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps).
 //   reduce_<ARG>_rows_<T> / reduce_<ARG>_cols_<T>   (ARG = argmax, argmin)
 //       as the rows/cols kernels, with `long long* out` holding the index
 //       k along the axis. len must be at least 1.
@@ -197,3 +217,73 @@ __device__ void dt_arg_all(size_t n, const T* src, const long long* src_idx, T* 
     ARG_OP(argmax, true, name, T)        \
     ARG_OP(argmin, false, name, T)
 DT_FOR_EACH_DTYPE(REDUCE_KERNELS)
+
+/// Standardisation per group (batch norm's channels, layer norm's rows) of
+/// x viewed as dense [outer, groups, inner]; element k of group c is
+/// x[((k / inner) * groups + c) * inner + k % inner].
+template <typename T>
+__device__ void dt_standardize_stats(size_t outer, size_t groups, size_t inner, const T* x, T* mean, T* var,
+                                     T* scratch) {
+    size_t count = outer * inner;
+    for (size_t c = blockIdx.x; c < groups; c += gridDim.x) {
+        auto at = [&](size_t k) { return x[((k / inner) * groups + c) * inner + k % inner]; };
+        T m = dt_block_reduce<DtSum>(dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, at), scratch) / (T)count;
+        T v = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) {
+            T d = at(k) - m;
+            return d * d;
+        });
+        v = dt_block_reduce<DtSum>(v, scratch) / (T)count;
+        if (threadIdx.x == 0) {
+            mean[c] = m;
+            var[c] = v;
+        }
+    }
+}
+
+template <typename T>
+__device__ void dt_standardize_backward_sums(size_t outer, size_t groups, size_t inner, const T* xhat, const T* g,
+                                             T* sums, T* scratch) {
+    size_t count = outer * inner;
+    for (size_t c = blockIdx.x; c < groups; c += gridDim.x) {
+        auto index = [&](size_t k) { return ((k / inner) * groups + c) * inner + k % inner; };
+        T sg = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) { return g[index(k)]; });
+        sg = dt_block_reduce<DtSum>(sg, scratch);
+        T sgx = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) {
+            size_t i = index(k);
+            return g[i] * xhat[i];
+        });
+        sgx = dt_block_reduce<DtSum>(sgx, scratch);
+        if (threadIdx.x == 0) {
+            sums[2 * c] = sg / (T)count;
+            sums[2 * c + 1] = sgx / (T)count;
+        }
+    }
+}
+
+#define STANDARDIZE_KERNELS(name, T)                                                                               \
+    extern "C" __global__ void reduce_standardize_stats_##name(size_t outer, size_t groups, size_t inner,         \
+                                                               const T* x, T* mean, T* var) {                    \
+        __shared__ T scratch[32];                                                                                  \
+        dt_standardize_stats(outer, groups, inner, x, mean, var, scratch);                                        \
+    }                                                                                                              \
+    extern "C" __global__ void reduce_standardize_apply_##name(size_t n, size_t groups, size_t inner, const T* x, \
+                                                               const T* mean, const T* var, T eps, T* out) {     \
+        DT_GRID_STRIDE(i, n) {                                                                                     \
+            size_t c = (i / inner) % groups;                                                                       \
+            out[i] = (x[i] - mean[c]) / sqrt(var[c] + eps);                                                        \
+        }                                                                                                          \
+    }                                                                                                              \
+    extern "C" __global__ void reduce_standardize_backward_sums_##name(size_t outer, size_t groups, size_t inner, \
+                                                                       const T* xhat, const T* g, T* sums) {     \
+        __shared__ T scratch[32];                                                                                  \
+        dt_standardize_backward_sums(outer, groups, inner, xhat, g, sums, scratch);                               \
+    }                                                                                                              \
+    extern "C" __global__ void reduce_standardize_backward_apply_##name(size_t n, size_t groups, size_t inner,    \
+                                                                        const T* xhat, const T* g, const T* var, \
+                                                                        const T* sums, T eps, T* out) {          \
+        DT_GRID_STRIDE(i, n) {                                                                                     \
+            size_t c = (i / inner) % groups;                                                                       \
+            out[i] = (g[i] - sums[2 * c] - xhat[i] * sums[2 * c + 1]) / sqrt(var[c] + eps);                        \
+        }                                                                                                          \
+    }
+DT_FOR_EACH_FLOAT(STANDARDIZE_KERNELS)

@@ -114,36 +114,34 @@ impl<D: Device, E: FloatElement> Forward<D, E> for BatchNorm2d<D, E> {
             return Err(shape_error::<D>(x, channels));
         }
         let per_channel = |t: &Tensor<D, E>| t.try_reshape([1, channels, 1, 1]);
-        let (mean, var) = if self.training {
-            let count = n * h * w;
-            if count < 2 {
-                return Err(Error::Shape {
-                    op: "BatchNorm2d",
-                    device: D::name(),
-                    shapes: vec![x.shape().clone()],
-                    reason: "expected more than 1 value per channel when training".into(),
-                });
-            }
-            let mean = x.try_mean_keepdim(0)?.try_mean_keepdim(2)?.try_mean_keepdim(3)?;
-            let var = x.try_sub(&mean)?.try_square()?.try_mean_keepdim(0)?.try_mean_keepdim(2)?.try_mean_keepdim(3)?;
-            no_grad(|| -> Result<()> {
-                let m = E::from_f64(self.momentum);
-                let keep = E::from_f64(1.0 - self.momentum);
-                let unbiased = count as f64 / (count - 1) as f64;
-                let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-                let batch_mean = mean.try_reshape([channels])?;
-                let batch_var = var.try_reshape([channels])?.try_mul_scalar(E::from_f64(unbiased))?;
-                running.mean = running.mean.try_mul_scalar(keep)?.try_add(&batch_mean.try_mul_scalar(m)?)?;
-                running.var = running.var.try_mul_scalar(keep)?.try_add(&batch_var.try_mul_scalar(m)?)?;
-                running.num_batches_tracked = running.num_batches_tracked.try_add_scalar(1)?;
-                Ok(())
-            })?;
-            (mean, var)
-        } else {
+        if !self.training {
             let stats = self.stats();
-            (per_channel(&stats.mean)?, per_channel(&stats.var)?)
-        };
-        let normed = x.try_sub(&mean)?.try_div(&var.try_add_scalar(E::from_f64(self.eps))?.try_sqrt()?)?;
+            let (mean, var) = (per_channel(&stats.mean)?, per_channel(&stats.var)?);
+            let normed = x.try_sub(&mean)?.try_div(&var.try_add_scalar(E::from_f64(self.eps))?.try_sqrt()?)?;
+            return normed.try_mul(&per_channel(&self.weight)?)?.try_add(&per_channel(&self.bias)?);
+        }
+        let count = n * h * w;
+        if count < 2 {
+            return Err(Error::Shape {
+                op: "BatchNorm2d",
+                device: D::name(),
+                shapes: vec![x.shape().clone()],
+                reason: "expected more than 1 value per channel when training".into(),
+            });
+        }
+        // One fused op: each channel standardised over N, H, W.
+        let [normed, mean, var] = x.try_standardize("BatchNorm2d", [n, c, h * w], self.eps)?;
+        no_grad(|| -> Result<()> {
+            let m = E::from_f64(self.momentum);
+            let keep = E::from_f64(1.0 - self.momentum);
+            let unbiased = count as f64 / (count - 1) as f64;
+            let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+            let batch_var = var.try_mul_scalar(E::from_f64(unbiased))?;
+            running.mean = running.mean.try_mul_scalar(keep)?.try_add(&mean.try_mul_scalar(m)?)?;
+            running.var = running.var.try_mul_scalar(keep)?.try_add(&batch_var.try_mul_scalar(m)?)?;
+            running.num_batches_tracked = running.num_batches_tracked.try_add_scalar(1)?;
+            Ok(())
+        })?;
         normed.try_mul(&per_channel(&self.weight)?)?.try_add(&per_channel(&self.bias)?)
     }
 }

@@ -56,13 +56,10 @@ impl<D: Device, E: FloatElement> Forward<D, E> for LayerNorm<D, E> {
             });
         }
         let lead = lead.unwrap_or(0);
-        let mut rows = x.dims()[..lead].to_vec();
-        rows.push(norm.iter().product());
-        let flat = x.try_reshape(rows)?;
-        let centred = flat.try_sub(&flat.try_mean_keepdim(-1)?)?;
-        let var = centred.try_square()?.try_mean_keepdim(-1)?;
-        let normed = centred.try_div(&var.try_add_scalar(E::from_f64(self.eps))?.try_sqrt()?)?;
-        normed.try_reshape(x.shape().clone())?.try_mul(&self.weight)?.try_add(&self.bias)
+        // One fused op: each row of the trailing axes standardised.
+        let rows = x.dims()[..lead].iter().product();
+        let [normed, _, _] = x.try_standardize("LayerNorm", [1, rows, norm.iter().product()], self.eps)?;
+        normed.try_mul(&self.weight)?.try_add(&self.bias)
     }
 }
 

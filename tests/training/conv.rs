@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use crate::gradcheck::{T, data, gradcheck};
-use devtensor::nn::{AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, MaxPool2d, Module};
+use devtensor::nn::{AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, LayerNorm, MaxPool2d, Module};
 use devtensor::ops::conv::Window2d;
 use devtensor::{Device, Error, Tensor};
 use proptest::prelude::*;
@@ -224,7 +224,57 @@ fn batch_norm_trains_and_evaluates<D: Device>() {
     assert!(BatchNorm2d::<D, f64>::new(2).try_forward(&T::<D>::zeros([1, 2, 1, 1])).is_err());
 }
 
+/// Batch norm and layer norm on inputs large enough for the CPU's parallel
+/// paths, forward and the input's gradient, against plain loops: each group
+/// standardised with its biased variance, and the gradient of
+/// `sum(r · y)` as `(r − mean r − x̂ · mean(r x̂)) / sqrt(var + eps)` with
+/// `r` scaled by the layer's weight; both layers' eps is 1e-5.
+fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
+    fn check(name: &str, x: &[f64], r: &[f64], groups: &[Vec<usize>], y: &[f64], dx: &[f64], w: &[f64]) {
+        for (c, group) in groups.iter().enumerate() {
+            let count = group.len() as f64;
+            let mean = group.iter().map(|&i| x[i]).sum::<f64>() / count;
+            let var = group.iter().map(|&i| (x[i] - mean).powi(2)).sum::<f64>() / count;
+            let scale = 1.0 / (var + 1e-5).sqrt();
+            let xhat = |i: usize| (x[i] - mean) * scale;
+            let weight = w[c % w.len()];
+            let gr = |i: usize| r[i] * weight;
+            let mean_g = group.iter().map(|&i| gr(i)).sum::<f64>() / count;
+            let mean_gx = group.iter().map(|&i| gr(i) * xhat(i)).sum::<f64>() / count;
+            for &i in group {
+                assert!((y[i] - xhat(i) * weight).abs() < 1e-9, "{name} y[{i}]: {} vs {}", y[i], xhat(i) * weight);
+                let want = (gr(i) - mean_g - xhat(i) * mean_gx) * scale;
+                assert!((dx[i] - want).abs() < 1e-9, "{name} dx[{i}]: {} vs {want}", dx[i]);
+            }
+        }
+    }
+    // Batch norm over [8, 4, 48, 48]: a group per channel.
+    let dims = [8, 4, 48, 48];
+    let len: usize = dims.iter().product();
+    let (xs, rs) = (data(len, 31), data(len, 32));
+    let x = T::<D>::from_vec(xs.clone(), dims).requires_grad();
+    let mut bn = BatchNorm2d::<D, f64>::new(4);
+    let w = vec![0.5, 1.5, -2.0, 3.0];
+    bn.weight = T::<D>::from_vec(w.clone(), [4]);
+    let y = bn.forward(&x);
+    let dx = (&y * &T::<D>::from_vec(rs.clone(), dims)).sum().backward().get(&x).expect("a gradient").to_vec();
+    let plane = 48 * 48;
+    let groups: Vec<Vec<usize>> = (0..4)
+        .map(|c| (0..8).flat_map(|n| ((n * 4 + c) * plane..(n * 4 + c + 1) * plane).collect::<Vec<_>>()).collect())
+        .collect();
+    check("BatchNorm2d", &xs, &rs, &groups, &y.to_vec(), &dx, &w);
+    // Layer norm over rows of 96: a group per row (weight 1, so one entry
+    // serves every group).
+    let (rows, width) = (len / 96, 96);
+    let x = T::<D>::from_vec(xs.clone(), [rows, width]).requires_grad();
+    let y = LayerNorm::<D, f64>::new(&[width]).forward(&x);
+    let dx = (&y * &T::<D>::from_vec(rs.clone(), [rows, width])).sum().backward().get(&x).expect("a gradient").to_vec();
+    let groups: Vec<Vec<usize>> = (0..rows).map(|row| (row * width..(row + 1) * width).collect()).collect();
+    check("LayerNorm", &xs, &rs, &groups, &y.to_vec(), &dx, &[1.0]);
+}
+
 device_tests! {
+    norm_layers_match_plain_loops_on_large_inputs => norm_layers_match_plain_loops_on_large_inputs,
     adaptive_pooling_uses_pytorch_windows => adaptive_pooling_uses_pytorch_windows,
     layers_check_their_inputs => layers_check_their_inputs,
     batch_norm_trains_and_evaluates => batch_norm_trains_and_evaluates,

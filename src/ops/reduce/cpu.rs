@@ -75,6 +75,24 @@ fn fold_lanes<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
     chunks.remainder().iter().fold(acc[0], |a, &b| f(a, b))
 }
 
+/// `Σ f(x)` over a dense run, in lanes (see [`fold_lanes`]).
+fn sum_map<E: FloatElement>(x: &[E], f: impl Fn(E) -> E) -> E {
+    sum_zip(x, x, |v, _| f(v))
+}
+
+/// `Σ f(a, b)` over two dense runs of one length, in lanes.
+fn sum_zip<E: FloatElement>(a: &[E], b: &[E], f: impl Fn(E, E) -> E) -> E {
+    let mut acc = [E::ZERO; LANES];
+    let (chunks_a, chunks_b) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail = chunks_a.remainder().iter().zip(chunks_b.remainder()).fold(E::ZERO, |s, (&a, &b)| s + f(a, b));
+    for (a, b) in chunks_a.zip(chunks_b) {
+        for j in 0..LANES {
+            acc[j] = acc[j] + f(a[j], b[j]);
+        }
+    }
+    fold_lanes(&acc, E::ZERO, <E as Element>::add) + tail
+}
+
 /// Folds a dense run: lane-wise within blocks, pairwise across them.
 fn fold_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
     if x.len() <= BLOCK {
@@ -510,6 +528,98 @@ impl ReduceKernel for Cpu {
             parts.for_each(|((out, y), g)| run(out, y, g));
         } else {
             run(&mut out, y, g);
+        }
+        Ok(CpuStorage::from_vec(out))
+    }
+    fn standardize<E: FloatElement>(
+        (x, layout): (&CpuStorage<E>, &Layout),
+        dims: [usize; 3],
+        eps: f64,
+    ) -> Result<[CpuStorage<E>; 3]> {
+        const OP: &str = "standardize";
+        let dense;
+        let x = match layout.contiguous_range() {
+            Some(range) => &x.as_slice()[range],
+            None => {
+                dense = map_strided(OP, x.as_slice(), layout, |v| v)?;
+                &dense[..]
+            }
+        };
+        let [outer, groups, inner] = dims;
+        let count = E::from_f64((outer * inner) as f64);
+        // Each group's runs of `inner` elements, one per outer index.
+        let runs = |c: usize| (0..outer).map(move |a| &x[(a * groups + c) * inner..][..inner]);
+        let stats: Vec<(E, E)> = (0..groups)
+            .into_par_iter()
+            .with_min_len((PARALLEL_CHUNK / (outer * inner).max(1)).max(1))
+            .map(|c| {
+                // Two passes, as PyTorch's CPU kernel: the variance of
+                // deviations from the mean, not E[x²] − mean², which cancels.
+                let mean = runs(c).fold(E::ZERO, |s, run| s + fold_dense(run, E::ZERO, <E as Element>::add)) / count;
+                let var = runs(c).fold(E::ZERO, |s, run| s + sum_map(run, |v| (v - mean) * (v - mean))) / count;
+                (mean, var)
+            })
+            .collect();
+        let mut out = output_buffer(OP, x.len())?;
+        let eps = E::from_f64(eps);
+        let scales: Vec<E> = stats.iter().map(|&(_, var)| E::ONE / (var + eps).sqrt()).collect();
+        if inner > 0 {
+            let rows = out.par_chunks_mut(inner).zip(x.par_chunks(inner)).enumerate();
+            rows.with_min_len((PARALLEL_CHUNK / inner).max(1)).for_each(|(row, (out, x))| {
+                let (mean, scale) = (stats[row % groups].0, scales[row % groups]);
+                for (o, &v) in out.iter_mut().zip(x) {
+                    *o = (v - mean) * scale;
+                }
+            });
+        }
+        let (means, vars) = stats.into_iter().unzip();
+        Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(means), CpuStorage::from_vec(vars)])
+    }
+
+    fn standardize_backward<E: FloatElement>(
+        xhat: &CpuStorage<E>,
+        var: &CpuStorage<E>,
+        (g, g_layout): (&CpuStorage<E>, &Layout),
+        dims: [usize; 3],
+        eps: f64,
+    ) -> Result<CpuStorage<E>> {
+        const OP: &str = "standardize_backward";
+        let dense;
+        let g = match g_layout.contiguous_range() {
+            Some(range) => &g.as_slice()[range],
+            None => {
+                dense = map_strided(OP, g.as_slice(), g_layout, |v| v)?;
+                &dense[..]
+            }
+        };
+        let xhat = xhat.as_slice();
+        let [outer, groups, inner] = dims;
+        let count = E::from_f64((outer * inner) as f64);
+        // Per group: mean(g) and mean(g · xhat).
+        let means: Vec<(E, E)> = (0..groups)
+            .into_par_iter()
+            .with_min_len((PARALLEL_CHUNK / (outer * inner).max(1)).max(1))
+            .map(|c| {
+                let (mut sum_g, mut sum_gx) = (E::ZERO, E::ZERO);
+                for a in 0..outer {
+                    let run = (a * groups + c) * inner..(a * groups + c + 1) * inner;
+                    sum_g = sum_g + fold_dense(&g[run.clone()], E::ZERO, <E as Element>::add);
+                    sum_gx = sum_gx + sum_zip(&g[run.clone()], &xhat[run], |g, x| g * x);
+                }
+                (sum_g / count, sum_gx / count)
+            })
+            .collect();
+        let eps = E::from_f64(eps);
+        let scales: Vec<E> = var.as_slice().iter().map(|&v| E::ONE / (v + eps).sqrt()).collect();
+        let mut out = output_buffer(OP, xhat.len())?;
+        if inner > 0 {
+            let rows = out.par_chunks_mut(inner).zip(g.par_chunks(inner).zip(xhat.par_chunks(inner))).enumerate();
+            rows.with_min_len((PARALLEL_CHUNK / inner).max(1)).for_each(|(row, (out, (g, xhat)))| {
+                let ((mean_g, mean_gx), scale) = (means[row % groups], scales[row % groups]);
+                for ((o, &g), &x) in out.iter_mut().zip(g).zip(xhat) {
+                    *o = (g - mean_g - x * mean_gx) * scale;
+                }
+            });
         }
         Ok(CpuStorage::from_vec(out))
     }

@@ -205,4 +205,57 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         launch_kernel!(device, op, "softmax", kernel, per_row(rows); rows, len, inner, y, g, out.ptr())?;
         Ok(out)
     }
+
+    fn standardize<E: FloatElement>(
+        (x, layout): (&CudaStorage<E>, &Layout),
+        [outer, groups, inner]: [usize; 3],
+        eps: f64,
+    ) -> Result<[CudaStorage<E>; 3]> {
+        const OP: &str = "standardize";
+        let device = Self::device()?;
+        let n = layout.elem_count();
+        let (out, mean, var) = (
+            CudaStorage::alloc(&device, OP, n)?,
+            CudaStorage::alloc(&device, OP, groups)?,
+            CudaStorage::alloc(&device, OP, groups)?,
+        );
+        if groups == 0 {
+            return Ok([out, mean, var]);
+        }
+        // Empty groups too get their (NaN) statistics written.
+        let (_dense, x) = dense_ptr(&device, OP, x, layout)?;
+        let stats = format!("reduce_standardize_stats_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "reduce", stats, per_row(groups); outer, groups, inner, x, mean.ptr(), var.ptr())?;
+        if n > 0 {
+            let apply = format!("reduce_standardize_apply_{}", E::DTYPE.name());
+            launch_kernel!(device, OP, "reduce", apply, elementwise(n);
+                n, groups, inner, x, mean.ptr(), var.ptr(), E::from_f64(eps), out.ptr())?;
+        }
+        Ok([out, mean, var])
+    }
+
+    fn standardize_backward<E: FloatElement>(
+        xhat: &CudaStorage<E>,
+        var: &CudaStorage<E>,
+        (g, g_layout): (&CudaStorage<E>, &Layout),
+        [outer, groups, inner]: [usize; 3],
+        eps: f64,
+    ) -> Result<CudaStorage<E>> {
+        const OP: &str = "standardize_backward";
+        let device = Self::device()?;
+        let n = g_layout.elem_count();
+        let out = CudaStorage::alloc(&device, OP, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let sums = CudaStorage::<E>::alloc(&device, OP, 2 * groups)?;
+        let (_dense, g) = dense_ptr(&device, OP, g, g_layout)?;
+        let kernel = format!("reduce_standardize_backward_sums_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "reduce", kernel, per_row(groups);
+            outer, groups, inner, xhat.ptr(), g, sums.ptr())?;
+        let kernel = format!("reduce_standardize_backward_apply_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "reduce", kernel, elementwise(n);
+            n, groups, inner, xhat.ptr(), g, var.ptr(), sums.ptr(), E::from_f64(eps), out.ptr())?;
+        Ok(out)
+    }
 }

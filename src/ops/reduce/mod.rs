@@ -15,6 +15,7 @@
 mod cpu;
 mod cuda;
 mod grad;
+mod standardize;
 
 use crate::autograd::{self, as_float, float_rule};
 use crate::backend::Backend;
@@ -86,6 +87,31 @@ pub trait ReduceKernel: Backend {
         g: (&Self::Storage<E>, &Layout),
         axis: usize,
         log: bool,
+    ) -> Result<Self::Storage<E>>;
+
+    /// Standardises `x`, whose layout is dense `dims = [outer, groups,
+    /// inner]`, per group over its `outer · inner` elements:
+    /// `(x − mean) / sqrt(var + eps)` with the biased variance, as batch
+    /// norm (groups are channels) and layer norm (groups are rows) do.
+    /// Returns the result (dense, `dims`) and each group's mean and
+    /// variance (`[groups]`).
+    fn standardize<E: FloatElement>(
+        x: (&Self::Storage<E>, &Layout),
+        dims: [usize; 3],
+        eps: f64,
+    ) -> Result<[Self::Storage<E>; 3]>;
+
+    /// The gradient of [`standardize`](Self::standardize) from its result
+    /// `xhat`, the groups' variances `var` and the incoming gradient `g`
+    /// (`xhat` and `g` in layouts dense as `dims`):
+    /// `(g − mean(g) − xhat · mean(g · xhat)) / sqrt(var + eps)`, the means
+    /// over each group.
+    fn standardize_backward<E: FloatElement>(
+        xhat: &Self::Storage<E>,
+        var: &Self::Storage<E>,
+        g: (&Self::Storage<E>, &Layout),
+        dims: [usize; 3],
+        eps: f64,
     ) -> Result<Self::Storage<E>>;
 }
 
