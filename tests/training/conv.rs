@@ -273,7 +273,31 @@ fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
     check("LayerNorm", &xs, &rs, &groups, &y.to_vec(), &dx, &[1.0]);
 }
 
+/// Max pooling's choices where the property test's distinct values do not
+/// go: NaN wins, the first of equal values takes the gradient, and a pixel
+/// that is the maximum of several overlapping windows collects all their
+/// gradients (PyTorch's `F.max_pool2d`).
+fn max_pooling_picks_like_pytorch<D: Device>() {
+    let two = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
+    let nan = f64::NAN;
+    let x = T::<D>::from_vec(vec![1.0, nan, 3.0, 3.0, 3.0, 1.0, 3.0, 2.0], [2, 1, 2, 2]).requires_grad();
+    let y = x.max_pool2d(two);
+    let out = y.to_vec();
+    assert!(out[0].is_nan() && out[1] == 3.0, "NaN wins, then 3: {out:?}");
+    let grad = y.sum().backward().get(&x).expect("a gradient").to_vec();
+    assert_eq!(grad, [0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+    // Overlapping 2x2 windows at stride 1: the 5 is the maximum of both
+    // windows of the top row, the 4 of both windows of the bottom row.
+    let x = T::<D>::from_vec(vec![0.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0], [1, 1, 3, 3]).requires_grad();
+    let y = x.max_pool2d(Window2d::new([2, 2]));
+    assert_eq!(y.to_vec(), [5.0, 5.0, 4.0, 4.0]);
+    let weights = T::<D>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [1, 1, 2, 2]);
+    let grad = (&y * &weights).sum().backward().get(&x).expect("a gradient").to_vec();
+    assert_eq!(grad, [0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0, 0.0]);
+}
+
 device_tests! {
+    max_pooling_picks_like_pytorch => max_pooling_picks_like_pytorch,
     norm_layers_match_plain_loops_on_large_inputs => norm_layers_match_plain_loops_on_large_inputs,
     adaptive_pooling_uses_pytorch_windows => adaptive_pooling_uses_pytorch_windows,
     layers_check_their_inputs => layers_check_their_inputs,
