@@ -75,6 +75,36 @@ fn fold_lanes<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
     chunks.remainder().iter().fold(acc[0], |a, &b| f(a, b))
 }
 
+/// The elements of `storage` under `layout` in row-major order: the storage
+/// itself where the layout is contiguous, else a dense copy, which goes back
+/// to the buffer pool when dropped.
+enum DenseElements<'a, E: Element> {
+    View(&'a [E]),
+    Copy(CpuStorage<E>),
+}
+
+impl<E: Element> std::ops::Deref for DenseElements<'_, E> {
+    type Target = [E];
+    fn deref(&self) -> &[E] {
+        match self {
+            DenseElements::View(view) => view,
+            DenseElements::Copy(copy) => copy.as_slice(),
+        }
+    }
+}
+
+/// See [`DenseElements`]; `op` names the operation in an allocation error.
+fn dense_elements<'a, E: Element>(
+    op: &'static str,
+    storage: &'a CpuStorage<E>,
+    layout: &Layout,
+) -> Result<DenseElements<'a, E>> {
+    Ok(match layout.contiguous_range() {
+        Some(range) => DenseElements::View(&storage.as_slice()[range]),
+        None => DenseElements::Copy(CpuStorage::from_vec(map_strided(op, storage.as_slice(), layout, |v| v)?)),
+    })
+}
+
 /// `Σ f(x)` over a dense run, in lanes (see [`fold_lanes`]).
 fn sum_map<E: FloatElement>(x: &[E], f: impl Fn(E) -> E) -> E {
     sum_zip(x, x, |v, _| f(v))
@@ -451,16 +481,8 @@ impl ReduceKernel for Cpu {
 
     fn softmax<E: FloatElement>(x: &CpuStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CpuStorage<E>> {
         let n = layout.elem_count();
-        // Strided inputs are made dense first; the copy goes back to the
-        // buffer pool when dropped.
-        let dense;
-        let src = match layout.contiguous_range() {
-            Some(range) => &x.as_slice()[range],
-            None => {
-                dense = CpuStorage::from_vec(map_strided("softmax", x.as_slice(), layout, |v| v)?);
-                dense.as_slice()
-            }
-        };
+        let src = dense_elements("softmax", x, layout)?;
+        let src: &[E] = &src;
         let mut out = output_buffer("softmax", n)?;
         if n == 0 {
             return Ok(CpuStorage::from_vec(out));
@@ -498,21 +520,8 @@ impl ReduceKernel for Cpu {
         log: bool,
     ) -> Result<CpuStorage<E>> {
         let op = if log { "log_softmax_backward" } else { "softmax_backward" };
-        let (dense_y, dense_g);
-        let y = match y_layout.contiguous_range() {
-            Some(range) => &y.as_slice()[range],
-            None => {
-                dense_y = map_strided(op, y.as_slice(), y_layout, |v| v)?;
-                &dense_y[..]
-            }
-        };
-        let g = match g_layout.contiguous_range() {
-            Some(range) => &g.as_slice()[range],
-            None => {
-                dense_g = map_strided(op, g.as_slice(), g_layout, |v| v)?;
-                &dense_g[..]
-            }
-        };
+        let (y, g) = (dense_elements(op, y, y_layout)?, dense_elements(op, g, g_layout)?);
+        let (y, g): (&[E], &[E]) = (&y, &g);
         let n = y_layout.elem_count();
         let mut out = output_buffer(op, n)?;
         if n == 0 {
@@ -531,20 +540,15 @@ impl ReduceKernel for Cpu {
         }
         Ok(CpuStorage::from_vec(out))
     }
+
     fn standardize<E: FloatElement>(
         (x, layout): (&CpuStorage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
     ) -> Result<[CpuStorage<E>; 3]> {
         const OP: &str = "standardize";
-        let dense;
-        let x = match layout.contiguous_range() {
-            Some(range) => &x.as_slice()[range],
-            None => {
-                dense = map_strided(OP, x.as_slice(), layout, |v| v)?;
-                &dense[..]
-            }
-        };
+        let x = dense_elements(OP, x, layout)?;
+        let x: &[E] = &x;
         let [outer, groups, inner] = dims;
         let count = E::from_f64((outer * inner) as f64);
         // Each group's runs of `inner` elements, one per outer index.
@@ -584,14 +588,8 @@ impl ReduceKernel for Cpu {
         eps: f64,
     ) -> Result<CpuStorage<E>> {
         const OP: &str = "standardize_backward";
-        let dense;
-        let g = match g_layout.contiguous_range() {
-            Some(range) => &g.as_slice()[range],
-            None => {
-                dense = map_strided(OP, g.as_slice(), g_layout, |v| v)?;
-                &dense[..]
-            }
-        };
+        let g = dense_elements(OP, g, g_layout)?;
+        let g: &[E] = &g;
         let xhat = xhat.as_slice();
         let [outer, groups, inner] = dims;
         let count = E::from_f64((outer * inner) as f64);
