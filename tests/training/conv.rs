@@ -267,7 +267,11 @@ fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
     // serves every group).
     let (rows, width) = (len / 96, 96);
     let x = T::<D>::from_vec(xs.clone(), [rows, width]).requires_grad();
-    let y = LayerNorm::<D, f64>::new(&[width]).forward(&x);
+    let norm = LayerNorm::<D, f64>::new(&[width]);
+    let y = norm.forward(&x);
+    // The same values through a strided view: the kernels read any layout.
+    let strided = x.detach().transpose(0, 1).contiguous().transpose(0, 1);
+    assert_eq!(norm.forward(&strided).to_vec(), y.to_vec(), "LayerNorm of a strided view");
     let dx = (&y * &T::<D>::from_vec(rs.clone(), [rows, width])).sum().backward().get(&x).expect("a gradient").to_vec();
     let groups: Vec<Vec<usize>> = (0..rows).map(|row| (row * width..(row + 1) * width).collect()).collect();
     check("LayerNorm", &xs, &rs, &groups, &y.to_vec(), &dx, &[1.0]);

@@ -89,8 +89,9 @@ pub trait ReduceKernel: Backend {
         log: bool,
     ) -> Result<Self::Storage<E>>;
 
-    /// Standardises `x`, whose layout is dense `dims = [outer, groups,
-    /// inner]`, per group over its `outer · inner` elements:
+    /// Standardises `x` (in any layout; its elements in row-major order
+    /// viewed as `dims = [outer, groups, inner]`) per group over the
+    /// group's `outer · inner` elements:
     /// `(x − mean) / sqrt(var + eps)` with the biased variance, as batch
     /// norm (groups are channels) and layer norm (groups are rows) do.
     /// Returns the result (dense, `dims`) and each group's mean and
@@ -102,8 +103,8 @@ pub trait ReduceKernel: Backend {
     ) -> Result<[Self::Storage<E>; 3]>;
 
     /// The gradient of [`standardize`](Self::standardize) from its result
-    /// `xhat`, the groups' variances `var` and the incoming gradient `g`
-    /// (`xhat` and `g` in layouts dense as `dims`):
+    /// `xhat` (dense), the groups' variances `var` and the incoming
+    /// gradient `g` (in any layout), both viewed as `dims`:
     /// `(g − mean(g) − xhat · mean(g · xhat)) / sqrt(var + eps)`, the means
     /// over each group.
     fn standardize_backward<E: FloatElement>(

@@ -27,12 +27,11 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                 reason: format!("cannot be viewed as [{outer}, {groups}, {inner}] for standardisation"),
             });
         }
-        let dense = self.try_contiguous()?;
         // The forward pass leaves the statistics here: the means for the
         // caller, the variances for the gradient too.
         let stats: RefCell<Option<[Self; 2]>> = RefCell::new(None);
         let forward = || {
-            let [xhat, mean, var] = D::standardize((dense.storage(), dense.layout()), dims, eps)?;
+            let [xhat, mean, var] = D::standardize((self.storage(), self.layout()), dims, eps)?;
             let group_shape = Shape::from([groups]);
             *stats.borrow_mut() =
                 Some([Tensor::from_storage(mean, group_shape.clone()), Tensor::from_storage(var, group_shape)]);
