@@ -10,7 +10,6 @@ mod threads;
 pub(crate) use loops::*;
 pub(crate) use math::*;
 pub(crate) use pool::*;
-pub(crate) use threads::join_pool;
 
 use super::{Backend, sealed};
 use crate::element::Element;

@@ -30,7 +30,7 @@ use std::sync::Once;
 /// first CPU operation of the program, it runs on the main thread, and the
 /// pool would have at least two threads; otherwise leaves rayon's defaults.
 /// Cheap after the first call (one atomic load).
-pub(crate) fn join_pool() {
+pub(super) fn join_pool() {
     static DECIDED: Once = Once::new();
     DECIDED.call_once(|| {
         // An error means the global pool exists already (the program built

@@ -7,7 +7,7 @@
 
 use super::MatmulKernel;
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, join_pool, output_buffer};
+use crate::backend::cpu::{CpuStorage, output_buffer};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
@@ -25,10 +25,7 @@ const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96
 /// call, and the pool does not change size after it starts.
 fn threads() -> usize {
     static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(|| {
-        join_pool();
-        rayon::current_num_threads()
-    })
+    *THREADS.get_or_init(Cpu::num_threads)
 }
 
 /// One matrix operand: where each batch's matrix starts in storage, and
@@ -37,6 +34,13 @@ struct Operand<'a, E> {
     data: &'a [E],
     row_stride: usize,
     col_stride: usize,
+}
+
+impl<E> Operand<'_, E> {
+    /// The same elements read as the transposed matrix.
+    fn transposed(&self) -> Operand<'_, E> {
+        Operand { data: self.data, row_stride: self.col_stride, col_stride: self.row_stride }
+    }
 }
 
 /// `dst = lhs · rhs` for one `m × k` by `k × n` product into a dense,
@@ -50,7 +54,50 @@ fn gemm_one<E: FloatElement>(
     rhs_offset: usize,
     parallelism: gemm::Parallelism,
 ) {
-    debug_assert_eq!(dst.len(), m * n);
+    // `gemm` packs the right operand a row of `n` elements at a time: when
+    // those lie a column stride apart (a transposed operand, as the weight
+    // gradient's `g · colsᵀ` has), each is a cache miss, and a product of
+    // large k ran 6x slower than its transpose. Then the transposed product
+    // `dstᵀ = rhsᵀ · lhsᵀ` is computed where it reads fewer scattered
+    // elements per packed row, into a dense buffer (`gemm` is as slow when
+    // told to write a transposed destination), and copied over: m·n
+    // elements against m·n·k multiply-adds.
+    // The scattered reads per packed row of a right operand of `n` columns.
+    let scattered = |rhs: &Operand<'_, E>, n: usize| if rhs.col_stride > rhs.row_stride { n } else { 0 };
+    // Where memory is too short for the buffer, the product runs as given.
+    let mut transposed = Vec::new();
+    if scattered(&lhs.transposed(), m) < scattered(rhs, n) && transposed.try_reserve_exact(m * n).is_ok() {
+        transposed.resize(m * n, E::ZERO);
+        gemm_dense(
+            &mut transposed,
+            (n, m, k),
+            &rhs.transposed(),
+            rhs_offset,
+            &lhs.transposed(),
+            lhs_offset,
+            parallelism,
+        );
+        for (j, column) in transposed.chunks_exact(m).enumerate() {
+            for (i, &v) in column.iter().enumerate() {
+                dst[i * n + j] = v;
+            }
+        }
+    } else {
+        gemm_dense(dst, (m, n, k), lhs, lhs_offset, rhs, rhs_offset, parallelism);
+    }
+}
+
+/// [`gemm_one`] as `gemm` computes it, into a row-major `dst`.
+fn gemm_dense<E: FloatElement>(
+    dst: &mut [E],
+    (m, n, k): (usize, usize, usize),
+    lhs: &Operand<'_, E>,
+    lhs_offset: usize,
+    rhs: &Operand<'_, E>,
+    rhs_offset: usize,
+    parallelism: gemm::Parallelism,
+) {
+    assert_eq!(dst.len(), m * n, "dst holds the m × n product");
     // Checked arithmetic: a wrapped offset would pass the bound below.
     let last = |op: &Operand<'_, E>, offset: usize, rows: usize, cols: usize| {
         let row = (rows - 1).checked_mul(op.row_stride)?;
@@ -62,57 +109,14 @@ fn gemm_one<E: FloatElement>(
     // next to a matrix product.
     assert!(last(lhs, lhs_offset, m, k).is_some_and(|l| l < lhs.data.len()), "lhs matrix lies inside its storage");
     assert!(last(rhs, rhs_offset, k, n).is_some_and(|l| l < rhs.data.len()), "rhs matrix lies inside its storage");
-    // `gemm` packs the right operand a row of `n` elements at a time: when
-    // those lie a column stride apart (a transposed operand, as the weight
-    // gradient's `g · colsᵀ` has), each is a cache miss, and a product of
-    // large k ran 6x slower than its transpose. Then the transposed product
-    // `dstᵀ = rhsᵀ · lhsᵀ` is computed where it reads fewer scattered
-    // elements per packed row, into a dense buffer (`gemm` is as slow when
-    // told to write a transposed destination), and copied over: m·n
-    // elements against m·n·k multiply-adds.
-    let scattered = |op: &Operand<'_, E>, along: usize, transposed: bool| {
-        let (along_row, across) =
-            if transposed { (op.row_stride, op.col_stride) } else { (op.col_stride, op.row_stride) };
-        if along_row > across { along } else { 0 }
-    };
-    // Where memory is too short for the buffer, the product runs as given.
-    let mut transposed = Vec::new();
-    if scattered(lhs, m, true) < scattered(rhs, n, false) && transposed.try_reserve_exact(m * n).is_ok() {
-        let transposed_lhs = Operand { data: rhs.data, row_stride: rhs.col_stride, col_stride: rhs.row_stride };
-        let transposed_rhs = Operand { data: lhs.data, row_stride: lhs.col_stride, col_stride: lhs.row_stride };
-        transposed.resize(m * n, E::ZERO);
-        gemm_dense(&mut transposed, (n, m, k), &transposed_lhs, rhs_offset, &transposed_rhs, lhs_offset, parallelism);
-        for (j, column) in transposed.chunks_exact(m).enumerate() {
-            for (i, &v) in column.iter().enumerate() {
-                dst[i * n + j] = v;
-            }
-        }
-    } else {
-        gemm_dense(dst, (m, n, k), lhs, lhs_offset, rhs, rhs_offset, parallelism);
-    }
-}
-
-/// [`gemm_one`] as `gemm` computes it, into a row-major `dst`; the operands
-/// were checked to lie inside their storage.
-fn gemm_dense<E: FloatElement>(
-    dst: &mut [E],
-    (m, n, k): (usize, usize, usize),
-    lhs: &Operand<'_, E>,
-    lhs_offset: usize,
-    rhs: &Operand<'_, E>,
-    rhs_offset: usize,
-    parallelism: gemm::Parallelism,
-) {
     // SAFETY: `gemm` reads lhs[i, p] at `lhs_ptr + i * row_stride + p * col_stride`
-    // for i < m, p < k, and likewise rhs for p < k, j < n: `gemm_one` checked
-    // the largest such offsets against the slices' lengths (for the swapped
-    // product too, whose operands are the same elements transposed), and all
+    // for i < m, p < k, and likewise rhs for p < k, j < n: the largest such
+    // offsets were checked against the slices' lengths just above, and all
     // strides are non-negative, so every read is in bounds. It writes
-    // dst[i, j] at `i * n + j < m * n = dst.len()`. With `read_dst = false`
-    // the stale contents of `dst` are never read. `dst` is a unique borrow,
-    // so it aliases neither input. Strides fit `isize` because they address
-    // elements of allocated slices.
-    debug_assert_eq!(dst.len(), m * n);
+    // dst[i, j] at `i * n + j < m * n = dst.len()` (asserted above). With
+    // `read_dst = false` the stale contents of `dst` are never read. `dst`
+    // is a unique borrow, so it aliases neither input. Strides fit `isize`
+    // because they address elements of allocated slices.
     unsafe {
         gemm::gemm(
             m,
