@@ -15,7 +15,7 @@
 //! axis) or on whole rows of columns (any other axis); in `f32` its `exp` is a
 //! polynomial the compiler vectorises rather than a libm call per element.
 
-use super::{ArgReduceOp, ReduceKernel, ReduceOp};
+use super::{ArgReduceOp, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
     CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, VectorLoop, exp_nonpositive, map_strided, output_buffer, vectorized,
@@ -103,6 +103,12 @@ fn dense_elements<'a, E: Element>(
         Some(range) => DenseElements::View(&storage.as_slice()[range]),
         None => DenseElements::Copy(CpuStorage::from_vec(map_strided(op, storage.as_slice(), layout, |v| v)?)),
     })
+}
+
+/// How many items of `len` elements make one parallel task of about
+/// [`PARALLEL_CHUNK`] elements (at least one).
+fn items_per_task(len: usize) -> usize {
+    (PARALLEL_CHUNK / len.max(1)).max(1)
 }
 
 /// `Σ f(x)` over a dense run, in lanes (see [`fold_lanes`]).
@@ -487,8 +493,7 @@ impl ReduceKernel for Cpu {
         if n == 0 {
             return Ok(CpuStorage::from_vec(out));
         }
-        let len = layout.dims()[axis];
-        let inner: usize = layout.dims()[axis + 1..].iter().product();
+        let [_, len, inner] = around_axis(layout.dims(), axis);
         let group = len * inner;
         let groups = n / group;
         let parallel = n >= PARALLEL_MIN_ELEMS;
@@ -505,7 +510,7 @@ impl ReduceKernel for Cpu {
             }
         };
         if parallel && groups > 1 {
-            let chunk = group * (PARALLEL_CHUNK / group).max(1);
+            let chunk = group * items_per_task(group);
             out.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(o, s)| run(o, s));
         } else {
             run(&mut out, src);
@@ -527,12 +532,11 @@ impl ReduceKernel for Cpu {
         if n == 0 {
             return Ok(CpuStorage::from_vec(out));
         }
-        let dims = y_layout.dims();
-        let (len, inner) = (dims[axis], dims[axis + 1..].iter().product::<usize>());
+        let [_, len, inner] = around_axis(y_layout.dims(), axis);
         let group = len * inner;
         let run = |out: &mut [E], y: &[E], g: &[E]| vectorized(SoftmaxBackward { out, y, g, len, inner, log });
         if n >= PARALLEL_MIN_ELEMS && n > group {
-            let chunk = group * (PARALLEL_CHUNK / group).max(1);
+            let chunk = group * items_per_task(group);
             let parts = out.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).zip(g.par_chunks(chunk));
             parts.for_each(|((out, y), g)| run(out, y, g));
         } else {
@@ -555,7 +559,7 @@ impl ReduceKernel for Cpu {
         let runs = |c: usize| (0..outer).map(move |a| &x[(a * groups + c) * inner..][..inner]);
         let stats: Vec<(E, E)> = (0..groups)
             .into_par_iter()
-            .with_min_len((PARALLEL_CHUNK / (outer * inner).max(1)).max(1))
+            .with_min_len(items_per_task(outer * inner))
             .map(|c| {
                 // Two passes, as PyTorch's CPU kernel: the variance of
                 // deviations from the mean, not E[x²] − mean², which cancels.
@@ -569,7 +573,7 @@ impl ReduceKernel for Cpu {
         let scales: Vec<E> = stats.iter().map(|&(_, var)| E::ONE / (var + eps).sqrt()).collect();
         if inner > 0 {
             let rows = out.par_chunks_mut(inner).zip(x.par_chunks(inner)).enumerate();
-            rows.with_min_len((PARALLEL_CHUNK / inner).max(1)).for_each(|(row, (out, x))| {
+            rows.with_min_len(items_per_task(inner)).for_each(|(row, (out, x))| {
                 let (mean, scale) = (stats[row % groups].0, scales[row % groups]);
                 for (o, &v) in out.iter_mut().zip(x) {
                     *o = (v - mean) * scale;
@@ -596,7 +600,7 @@ impl ReduceKernel for Cpu {
         // Per group: mean(g) and mean(g · xhat).
         let means: Vec<(E, E)> = (0..groups)
             .into_par_iter()
-            .with_min_len((PARALLEL_CHUNK / (outer * inner).max(1)).max(1))
+            .with_min_len(items_per_task(outer * inner))
             .map(|c| {
                 let (mut sum_g, mut sum_gx) = (E::ZERO, E::ZERO);
                 for a in 0..outer {
@@ -612,7 +616,7 @@ impl ReduceKernel for Cpu {
         let mut out = output_buffer(OP, xhat.len())?;
         if inner > 0 {
             let rows = out.par_chunks_mut(inner).zip(g.par_chunks(inner).zip(xhat.par_chunks(inner))).enumerate();
-            rows.with_min_len((PARALLEL_CHUNK / inner).max(1)).for_each(|(row, (out, (g, xhat)))| {
+            rows.with_min_len(items_per_task(inner)).for_each(|(row, (out, (g, xhat)))| {
                 let ((mean_g, mean_gx), scale) = (means[row % groups], scales[row % groups]);
                 for ((o, &g), &x) in out.iter_mut().zip(g).zip(xhat) {
                     *o = (g - mean_g - x * mean_gx) * scale;

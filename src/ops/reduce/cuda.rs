@@ -1,7 +1,7 @@
 //! Reduction and softmax kernels on CUDA (`kernels/reduce.cu`,
 //! `kernels/softmax.cu`).
 
-use super::{ArgReduceOp, ReduceKernel, ReduceOp};
+use super::{ArgReduceOp, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
@@ -163,9 +163,7 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         }
         // The kernels read a dense input, as the CPU backend does.
         let (_dense, src) = dense_ptr(&device, op, x, layout)?;
-        let dims = layout.dims();
-        let (outer, len, inner): (usize, usize, usize) =
-            (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product());
+        let [outer, len, inner] = around_axis(layout.dims(), axis);
         let rows = outer * inner;
         let kind = if log { "log" } else { "plain" };
         if len <= SOFTMAX_PER_THREAD * 1024 {
@@ -197,9 +195,7 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         }
         let (_dense_y, y) = dense_ptr(&device, op, y, y_layout)?;
         let (_dense_g, g) = dense_ptr(&device, op, g, g_layout)?;
-        let dims = y_layout.dims();
-        let (outer, len, inner): (usize, usize, usize) =
-            (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product());
+        let [outer, len, inner] = around_axis(y_layout.dims(), axis);
         let rows = outer * inner;
         let kernel = format!("softmax_backward_{}_{}", if log { "log" } else { "plain" }, E::DTYPE.name());
         launch_kernel!(device, op, "softmax", kernel, per_row(rows); rows, len, inner, y, g, out.ptr())?;

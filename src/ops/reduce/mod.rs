@@ -116,6 +116,13 @@ pub trait ReduceKernel: Backend {
     ) -> Result<Self::Storage<E>>;
 }
 
+/// `dims` around `axis`: the product of the sizes before it, its size, and
+/// the product of the sizes after it (softmax's rows, and the
+/// `[outer, groups, inner]` view of [`ReduceKernel::standardize`]).
+pub(super) fn around_axis(dims: &[usize], axis: usize) -> [usize; 3] {
+    [dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product()]
+}
+
 /// `dims` without `axis`, or with it set to 1 when `keepdim`.
 fn reduced_shape(shape: &Shape, axis: usize, keepdim: bool) -> Shape {
     let mut dims: Dims = shape.dims().into();
