@@ -1,7 +1,7 @@
 //! Reduction and softmax kernels on CUDA (`kernels/reduce.cu`,
 //! `kernels/softmax.cu`).
 
-use super::{ArgReduceOp, ReduceKernel, ReduceOp, around_axis};
+use super::{ExtremeOp, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
@@ -107,13 +107,14 @@ fn arg_reduce_all<E: Element>(
 }
 
 impl<const N: usize> ReduceKernel for Cuda<N> {
-    fn reduce<E: Element>(op: ReduceOp, x: &CudaStorage<E>, layout: &Layout, axis: usize) -> Result<CudaStorage<E>> {
+    fn reduce<E: Element, Op: ReduceOp>(
+        _: Op,
+        x: &CudaStorage<E>,
+        layout: &Layout,
+        axis: usize,
+    ) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
-        let name = match op {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
-        };
+        let name = Op::NAME;
         if let Some(start) = whole_dense(layout, axis) {
             return reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
         }
@@ -128,17 +129,14 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         Ok(out)
     }
 
-    fn arg_reduce<E: Element>(
-        op: ArgReduceOp,
+    fn arg_reduce<E: Element, Op: ExtremeOp>(
+        _: Op,
         x: &CudaStorage<E>,
         layout: &Layout,
         axis: usize,
     ) -> Result<CudaStorage<i64>> {
         let device = Self::device()?;
-        let name = match op {
-            ArgReduceOp::ArgMax => "argmax",
-            ArgReduceOp::ArgMin => "argmin",
-        };
+        let name = Op::ARG_NAME;
         if let Some(start) = whole_dense(layout, axis) {
             return arg_reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
         }

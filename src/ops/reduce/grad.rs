@@ -1,6 +1,6 @@
 //! Gradient rules of the reductions and of softmax.
 
-use super::{ReduceOp, reduced_shape, scale_by_repeat};
+use super::{ExtremeOp, Sum, reduced_shape, scale_by_repeat};
 use crate::autograd::{Backward, rule};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
@@ -37,7 +37,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if stride == 0 && len > 1 {
             return scale_by_repeat(self.broadcast_slice(axis, keepdim)?, len);
         }
-        let storage = D::reduce(ReduceOp::Sum, self.storage(), self.layout(), axis)?;
+        let storage = D::reduce(Sum, self.storage(), self.layout(), axis)?;
         Ok(Tensor::from_storage(storage, reduced_shape(self.shape(), axis, keepdim)))
     }
 }
@@ -80,8 +80,8 @@ pub(super) fn extreme_all<D: Device, F: FloatElement>(x: Tensor<D, F>, out: Tens
 /// `max` or `min` of `x` along `axis`: the whole gradient goes to the
 /// element the result was taken from (the first occurrence), as PyTorch's
 /// `max(dim)` sends it to the index it returns.
-pub(super) fn extreme_axis<D: Device, F: FloatElement>(
-    op: ReduceOp,
+pub(super) fn extreme_axis<D: Device, F: FloatElement, Op: ExtremeOp>(
+    op: Op,
     x: Tensor<D, F>,
     axis: Option<usize>,
     keepdim: bool,
@@ -91,7 +91,7 @@ pub(super) fn extreme_axis<D: Device, F: FloatElement>(
             return Ok(vec![Some(g.try_reshape(x.shape().clone())?)]);
         };
         let ax = axis as isize;
-        let index = if op == ReduceOp::Max { x.try_argmax_keepdim(ax)? } else { x.try_argmin_keepdim(ax)? };
+        let index = x.arg_reduce_axis(op, Op::ARG_NAME, ax, true)?;
         let g = if keepdim { g.clone() } else { g.try_unsqueeze(ax)? };
         Ok(vec![Some(x.try_zeros_like()?.try_scatter_add(ax, &index, &g)?)])
     })
