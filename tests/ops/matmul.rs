@@ -189,6 +189,17 @@ fn check_threaded_paths<D: Device>() {
         &[1, s, s],
         (Layout::Common(Variant::Permuted), Layout::Common(Variant::Contiguous)),
     );
+    // Several products each large enough to split, handed to threads whole
+    // (a convolution's weight against a batch of columns); the right side
+    // is transposed, as in a weight gradient.
+    let (batch, m, k, n) = (sized(9, 9), sized(40, 4), sized(150, 6), sized(160, 5));
+    check_matmul::<D, f32>(
+        &wave(m * k, 0.5),
+        &[1, m, k],
+        &wave(batch * k * n, 0.6),
+        &[batch, k, n],
+        (Layout::Common(Variant::Contiguous), Layout::Transposed),
+    );
 }
 
 fn check_broadcast_views<D: Device>() {
