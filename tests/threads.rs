@@ -19,7 +19,9 @@ const LEN: usize = 1 << 18;
 const HANG: Duration = Duration::from_secs(120);
 
 /// Runs large parallel operations on this thread and checks them against
-/// plain loops: an element-wise product, a sum, a matrix product.
+/// plain loops: an element-wise product, a sum, a matrix product, and a
+/// convolution's forward (unfold) and input gradient (fold), which split
+/// image planes across threads when there is more than one.
 fn work() {
     let data: Vec<f32> = (0..LEN).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
     let x = Tensor::<Cpu>::from_slice(&data, [LEN]);
@@ -37,6 +39,48 @@ fn work() {
         let expected: f32 = (0..n).map(|k| data[i * n + k] * data[k * n + j]).sum();
         let got = product[i * n + j];
         assert!((got - expected).abs() <= 1e-3 * (1.0 + expected.abs()), "[{i}, {j}]: {got} vs {expected}");
+    }
+    convolution(&data);
+}
+
+/// `conv2d` with padding 1 of a [2, 3, 16, 16] image by a [4, 3, 3, 3]
+/// kernel, and the gradient of the sum of its outputs with respect to the
+/// image, each against a direct loop.
+fn convolution(data: &[f32]) {
+    use devtensor::ops::conv::Window2d;
+    let (n, c, o, hw) = (2, 3, 4, 16);
+    let image = &data[..n * c * hw * hw];
+    let weight = &data[LEN - o * c * 9..];
+    let x = Tensor::<Cpu>::from_slice(image, [n, c, hw, hw]).requires_grad();
+    let w = Tensor::<Cpu>::from_slice(weight, [o, c, 3, 3]);
+    let window = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
+    let y = x.conv2d(&w, None, window, 1);
+    let got = y.to_vec();
+    let grad = y.sum().backward().get(&x).expect("x needs a gradient").to_vec();
+    let pixel = |b: usize, ch: usize, r: isize, col: isize| -> Option<usize> {
+        let inside = (0..hw as isize).contains(&r) && (0..hw as isize).contains(&col);
+        inside.then(|| ((b * c + ch) * hw + r as usize) * hw + col as usize)
+    };
+    let mut expected_grad = vec![0.0f32; image.len()];
+    for b in 0..n {
+        for k in 0..o {
+            for (r, col) in (0..hw).flat_map(|r| (0..hw).map(move |col| (r as isize, col as isize))) {
+                let mut sum = 0.0f32;
+                for ch in 0..c {
+                    for (tap, &wv) in weight[(k * c + ch) * 9..][..9].iter().enumerate() {
+                        if let Some(p) = pixel(b, ch, r + tap as isize / 3 - 1, col + tap as isize % 3 - 1) {
+                            sum += image[p] * wv;
+                            expected_grad[p] += wv;
+                        }
+                    }
+                }
+                let at = ((b * o + k) * hw + r as usize) * hw + col as usize;
+                assert!((got[at] - sum).abs() <= 1e-4 * (1.0 + sum.abs()), "conv2d at {at}: {} vs {sum}", got[at]);
+            }
+        }
+    }
+    for (at, (g, e)) in grad.iter().zip(&expected_grad).enumerate() {
+        assert!((g - e).abs() <= 1e-4 * (1.0 + e.abs()), "image gradient at {at}: {g} vs {e}");
     }
 }
 

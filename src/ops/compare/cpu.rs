@@ -2,7 +2,7 @@
 
 use super::{CompareKernel, CompareOp};
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer, zip_into};
+use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, map_strided, output_buffer, split_across_threads, zip_into};
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::{Layout, for_each_block};
@@ -75,7 +75,7 @@ impl CompareKernel for Cpu {
                     *o = select(c, t, f);
                 }
             };
-            if out.len() >= PARALLEL_MIN_ELEMS {
+            if split_across_threads(out.len()) {
                 out.par_chunks_mut(PARALLEL_CHUNK)
                     .zip(c.par_chunks(PARALLEL_CHUNK))
                     .zip(t.par_chunks(PARALLEL_CHUNK).zip(f.par_chunks(PARALLEL_CHUNK)))

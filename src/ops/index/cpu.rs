@@ -4,7 +4,7 @@
 //! caller, so the `as usize` conversions below cannot wrap.
 
 use super::IndexKernel;
-use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, map_strided, output_buffer};
+use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, map_strided, output_buffer, split_across_threads};
 use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -107,7 +107,7 @@ impl IndexKernel for Cpu {
                     *x = src[o + p];
                 }
             };
-            if out.len() >= PARALLEL_MIN_ELEMS {
+            if split_across_threads(out.len()) {
                 out.par_chunks_mut(n).zip(outer.par_iter()).with_min_len((PARALLEL_CHUNK / n).max(1)).for_each(fill);
             } else {
                 out.chunks_mut(n).zip(&outer).for_each(fill);
@@ -126,7 +126,7 @@ impl IndexKernel for Cpu {
                 copy_block(chunk, src, inner_dims, inner_strides, base);
             }
         };
-        if out.len() >= PARALLEL_MIN_ELEMS {
+        if split_across_threads(out.len()) {
             out.par_chunks_mut(inner).enumerate().with_min_len(PARALLEL_CHUNK.div_ceil(inner)).for_each(fill);
         } else {
             out.chunks_mut(inner).enumerate().for_each(fill);
@@ -160,7 +160,7 @@ impl IndexKernel for Cpu {
         };
         let dims = index_layout.dims();
         let (s0, i0) = (src_layout.offset(), index_layout.offset());
-        if out.len() >= PARALLEL_MIN_ELEMS && dims[0] > 1 {
+        if split_across_threads(out.len()) && dims[0] > 1 {
             // Output slices along axis 0 are independent.
             let row = out.len() / dims[0];
             out.par_chunks_mut(row).enumerate().for_each(|(r, chunk)| {
@@ -200,7 +200,7 @@ impl IndexKernel for Cpu {
         let (i0, s0) = (index_layout.offset(), src_layout.offset());
         // Repeated indices make writes collide along `axis` only, so slices
         // along axis 0 can run in parallel when that is not the scattered axis.
-        if axis != 0 && index_layout.elem_count() >= PARALLEL_MIN_ELEMS && dims[0] > 1 {
+        if axis != 0 && split_across_threads(index_layout.elem_count()) && dims[0] > 1 {
             let row = out_strides[0];
             out.par_chunks_mut(row).take(dims[0]).enumerate().for_each(|(r, chunk)| {
                 let (i, s) = (i0 + r * idx_strides[0], s0 + r * src_strides[0]);
@@ -269,7 +269,7 @@ impl IndexKernel for Cpu {
                     at += w;
                 }
             };
-            if out.len() >= PARALLEL_MIN_ELEMS && outer > 1 {
+            if split_across_threads(out.len()) && outer > 1 {
                 out.par_chunks_mut(row).enumerate().with_min_len(PARALLEL_CHUNK.div_ceil(row)).for_each(fill);
             } else {
                 out.chunks_mut(row).enumerate().for_each(fill);

@@ -7,12 +7,11 @@
 
 use super::MatmulKernel;
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, output_buffer};
+use crate::backend::cpu::{CpuStorage, output_buffer, pool_threads};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
 use rayon::prelude::*;
-use std::sync::OnceLock;
 
 /// Multiply-adds (`m * n * k`) from which one product is worth splitting
 /// across threads: below about 96³, handing panels to other threads costs
@@ -20,13 +19,6 @@ use std::sync::OnceLock;
 /// whose test references it can finish (see `PARALLEL_MIN_ELEMS` in
 /// `backend/cpu/loops.rs`).
 const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96 };
-
-/// Threads in rayon's pool, looked up once: `gemm` needs the count on every
-/// call, and the pool does not change size after it starts.
-fn threads() -> usize {
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(Cpu::num_threads)
-}
 
 /// One matrix operand: where each batch's matrix starts in storage, and
 /// its row and column strides.
@@ -192,8 +184,8 @@ impl MatmulKernel for Cpu {
         // synchronise their threads several times each, and a thread's
         // packed panels stay in its own cache (a convolution's weight
         // gradient, 32 products of [32x1024]·[1024x288], went 4.1 -> 2.3 ms).
-        let split_each = macs >= PARALLEL_MIN_MACS && batch < 4 * threads();
-        if split_each || batch.saturating_mul(macs) < PARALLEL_MIN_MACS || threads() == 1 {
+        let split_each = macs >= PARALLEL_MIN_MACS && batch < 4 * pool_threads();
+        if split_each || batch.saturating_mul(macs) < PARALLEL_MIN_MACS || pool_threads() == 1 {
             // Few large matrices: each product uses every thread. Tiny
             // problems: all on this thread.
             let parallelism = parallelism_for(macs);
@@ -216,7 +208,7 @@ impl MatmulKernel for Cpu {
 
 /// How `gemm` should run a product of `macs` multiply-adds.
 fn parallelism_for(macs: usize) -> gemm::Parallelism {
-    match threads() {
+    match pool_threads() {
         n if n > 1 && macs >= PARALLEL_MIN_MACS => gemm::Parallelism::Rayon(n),
         _ => gemm::Parallelism::None,
     }

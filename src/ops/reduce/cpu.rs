@@ -18,7 +18,8 @@
 use super::{ExtremeOp, Max, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    CpuStorage, PARALLEL_CHUNK, PARALLEL_MIN_ELEMS, VectorLoop, exp_nonpositive, map_strided, output_buffer, vectorized,
+    CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, items_per_task, map_strided, output_buffer,
+    split_across_threads, vectorized,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
@@ -91,12 +92,6 @@ fn dense_elements<'a, E: Element>(
     })
 }
 
-/// How many items of `len` elements make one parallel task of about
-/// [`PARALLEL_CHUNK`] elements (at least one).
-fn items_per_task(len: usize) -> usize {
-    (PARALLEL_CHUNK / len.max(1)).max(1)
-}
-
 /// `Σ f(x)` over a dense run, in lanes (see [`fold_lanes`]).
 fn sum_map<E: FloatElement>(x: &[E], f: impl Fn(E) -> E) -> E {
     sum_zip(x, x, |v, _| f(v))
@@ -129,7 +124,7 @@ fn fold_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
 /// [`fold_dense`], split across threads when the run is long. The chunk
 /// size is a multiple of [`BLOCK`], so the result has the same blocking.
 fn fold_dense_par<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + Send + Sync) -> E {
-    if x.len() < PARALLEL_MIN_ELEMS {
+    if !split_across_threads(x.len()) {
         return fold_dense(x, init, f);
     }
     let partials: Vec<E> = x.par_chunks(PARALLEL_CHUNK).map(|c| fold_dense(c, init, f)).collect();
@@ -181,7 +176,7 @@ fn reduce_run<E: Element>(src: &[E], out: &mut [E], run: Run, init: E, f: impl F
         return;
     }
     let n = out.len();
-    if n.saturating_mul(len) < PARALLEL_MIN_ELEMS || len <= 2 * ROW_BLOCK {
+    if !split_across_threads(n.saturating_mul(len)) || len <= 2 * ROW_BLOCK {
         fold_row_blocks(out, src, run, 0..len, init, f);
         return;
     }
@@ -331,7 +326,7 @@ fn for_each_run<T: Send>(out: &mut [T], layout: &Layout, axis: usize, kernel: im
     let mut strides: Dims = layout.strides().into();
     dims.remove(axis);
     strides.remove(axis);
-    if out.len().saturating_mul(len.max(1)) < PARALLEL_MIN_ELEMS {
+    if !split_across_threads(out.len().saturating_mul(len.max(1))) {
         let mut next = 0;
         for_each_block(&dims, [&strides], [layout.offset()], |[base], n, [stride]| {
             kernel(&mut out[next..next + n], Run { base, stride, step, len });
@@ -521,7 +516,7 @@ impl ReduceKernel for Cpu {
         let [_, len, inner] = around_axis(layout.dims(), axis);
         let group = len * inner;
         let groups = n / group;
-        let parallel = n >= PARALLEL_MIN_ELEMS;
+        let parallel = split_across_threads(n);
         if inner > 1 && parallel && groups < rayon::current_num_threads() && inner >= 2 * LANES {
             // Too few groups to keep every thread busy: split columns instead.
             softmax_groups_par(src, &mut out, len, inner, log);
@@ -560,7 +555,7 @@ impl ReduceKernel for Cpu {
         let [_, len, inner] = around_axis(y_layout.dims(), axis);
         let group = len * inner;
         let run = |out: &mut [E], y: &[E], g: &[E]| vectorized(SoftmaxBackward { out, y, g, len, inner, log });
-        if n >= PARALLEL_MIN_ELEMS && n > group {
+        if split_across_threads(n) && n > group {
             let chunk = group * items_per_task(group);
             let parts = out.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).zip(g.par_chunks(chunk));
             parts.for_each(|((out, y), g)| run(out, y, g));
@@ -582,28 +577,33 @@ impl ReduceKernel for Cpu {
         let count = E::from_f64((outer * inner) as f64);
         // Each group's runs of `inner` elements, one per outer index.
         let runs = |c: usize| (0..outer).map(move |a| &x[(a * groups + c) * inner..][..inner]);
-        let stats: Vec<(E, E)> = (0..groups)
-            .into_par_iter()
-            .with_min_len(items_per_task(outer * inner))
-            .map(|c| {
-                // Two passes, as PyTorch's CPU kernel: the variance of
-                // deviations from the mean, not E[x²] − mean², which cancels.
-                let mean = runs(c).fold(E::ZERO, |s, run| s + fold_dense(run, E::ZERO, <E as Element>::add)) / count;
-                let var = runs(c).fold(E::ZERO, |s, run| s + sum_map(run, |v| (v - mean) * (v - mean))) / count;
-                (mean, var)
-            })
-            .collect();
+        let split = split_across_threads(x.len());
+        let stat = |c: usize| {
+            // Two passes, as PyTorch's CPU kernel: the variance of
+            // deviations from the mean, not E[x²] − mean², which cancels.
+            let mean = runs(c).fold(E::ZERO, |s, run| s + fold_dense(run, E::ZERO, <E as Element>::add)) / count;
+            let var = runs(c).fold(E::ZERO, |s, run| s + sum_map(run, |v| (v - mean) * (v - mean))) / count;
+            (mean, var)
+        };
+        let stats: Vec<(E, E)> = if split {
+            (0..groups).into_par_iter().with_min_len(items_per_task(outer * inner)).map(stat).collect()
+        } else {
+            (0..groups).map(stat).collect()
+        };
         let mut out = output_buffer(OP, x.len())?;
         let eps = E::from_f64(eps);
         let scales: Vec<E> = stats.iter().map(|&(_, var)| E::ONE / (var + eps).sqrt()).collect();
-        if inner > 0 {
+        let write = |(row, (out, x)): (usize, (&mut [E], &[E]))| {
+            let (mean, scale) = (stats[row % groups].0, scales[row % groups]);
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = (v - mean) * scale;
+            }
+        };
+        if inner > 0 && split {
             let rows = out.par_chunks_mut(inner).zip(x.par_chunks(inner)).enumerate();
-            rows.with_min_len(items_per_task(inner)).for_each(|(row, (out, x))| {
-                let (mean, scale) = (stats[row % groups].0, scales[row % groups]);
-                for (o, &v) in out.iter_mut().zip(x) {
-                    *o = (v - mean) * scale;
-                }
-            });
+            rows.with_min_len(items_per_task(inner)).for_each(write);
+        } else if inner > 0 {
+            out.chunks_mut(inner).zip(x.chunks(inner)).enumerate().for_each(write);
         }
         let (means, vars) = stats.into_iter().unzip();
         Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(means), CpuStorage::from_vec(vars)])
@@ -623,30 +623,35 @@ impl ReduceKernel for Cpu {
         let [outer, groups, inner] = dims;
         let count = E::from_f64((outer * inner) as f64);
         // Per group: mean(g) and mean(g · xhat).
-        let means: Vec<(E, E)> = (0..groups)
-            .into_par_iter()
-            .with_min_len(items_per_task(outer * inner))
-            .map(|c| {
-                let (mut sum_g, mut sum_gx) = (E::ZERO, E::ZERO);
-                for a in 0..outer {
-                    let run = (a * groups + c) * inner..(a * groups + c + 1) * inner;
-                    sum_g = sum_g + fold_dense(&g[run.clone()], E::ZERO, <E as Element>::add);
-                    sum_gx = sum_gx + sum_zip(&g[run.clone()], &xhat[run], |g, x| g * x);
-                }
-                (sum_g / count, sum_gx / count)
-            })
-            .collect();
+        let split = split_across_threads(xhat.len());
+        let group_means = |c: usize| {
+            let (mut sum_g, mut sum_gx) = (E::ZERO, E::ZERO);
+            for a in 0..outer {
+                let run = (a * groups + c) * inner..(a * groups + c + 1) * inner;
+                sum_g = sum_g + fold_dense(&g[run.clone()], E::ZERO, <E as Element>::add);
+                sum_gx = sum_gx + sum_zip(&g[run.clone()], &xhat[run], |g, x| g * x);
+            }
+            (sum_g / count, sum_gx / count)
+        };
+        let means: Vec<(E, E)> = if split {
+            (0..groups).into_par_iter().with_min_len(items_per_task(outer * inner)).map(group_means).collect()
+        } else {
+            (0..groups).map(group_means).collect()
+        };
         let eps = E::from_f64(eps);
         let scales: Vec<E> = var.as_slice().iter().map(|&v| E::ONE / (v + eps).sqrt()).collect();
         let mut out = output_buffer(OP, xhat.len())?;
-        if inner > 0 {
+        let write = |(row, (out, (g, xhat))): (usize, (&mut [E], (&[E], &[E])))| {
+            let ((mean_g, mean_gx), scale) = (means[row % groups], scales[row % groups]);
+            for ((o, &g), &x) in out.iter_mut().zip(g).zip(xhat) {
+                *o = (g - mean_g - x * mean_gx) * scale;
+            }
+        };
+        if inner > 0 && split {
             let rows = out.par_chunks_mut(inner).zip(g.par_chunks(inner).zip(xhat.par_chunks(inner))).enumerate();
-            rows.with_min_len(items_per_task(inner)).for_each(|(row, (out, (g, xhat)))| {
-                let ((mean_g, mean_gx), scale) = (means[row % groups], scales[row % groups]);
-                for ((o, &g), &x) in out.iter_mut().zip(g).zip(xhat) {
-                    *o = (g - mean_g - x * mean_gx) * scale;
-                }
-            });
+            rows.with_min_len(items_per_task(inner)).for_each(write);
+        } else if inner > 0 {
+            out.chunks_mut(inner).zip(g.chunks(inner).zip(xhat.chunks(inner))).enumerate().for_each(write);
         }
         Ok(CpuStorage::from_vec(out))
     }
@@ -742,7 +747,9 @@ mod tests {
 
     #[test]
     fn dense_folds_cover_every_element() {
-        for n in [0, 1, 15, 16, 17, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5, PARALLEL_MIN_ELEMS + 7] {
+        for n in
+            [0, 1, 15, 16, 17, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5, crate::backend::cpu::PARALLEL_MIN_ELEMS + 7]
+        {
             let x: Vec<i64> = (1..=n as i64).collect();
             assert_eq!(fold_dense_par(&x, 0, Element::add), (n * (n + 1) / 2) as i64, "n = {n}");
             if n > 0 {
