@@ -221,7 +221,7 @@ impl IndexKernel for Cpu {
         src: &CpuStorage<E>,
         src_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
-        let mut out = dense_copy("scatter_add", dst.as_slice(), dst_layout)?;
+        let mut out = dense_copy("index_add", dst.as_slice(), dst_layout)?;
         let src = src.as_slice();
         let out_layout = Layout::contiguous(dst_layout.shape().clone());
         let picks = index_offsets(indices.as_slice(), indices_layout, out_layout.strides()[axis])?;
