@@ -2,12 +2,14 @@
 //!
 //! Each family's `mod.rs` holds the public API, the shape checks and the
 //! family's kernel trait; `cpu.rs` and `cuda.rs` implement that trait for
-//! each device. The unary and binary families declare each op once, as a
-//! type implementing [`unary::UnaryOp`] or [`binary::BinaryOp`] (their
-//! `ops.rs`), from which its kernels, gradient and methods follow; the other
-//! families are to follow the same pattern. Every fallible operation comes
-//! as `try_x` returning [`Result`](crate::Result) and as `x`, which panics
-//! with the same message, both written by `#[fallible]` from one definition.
+//! each device. The unary, binary, compare and reduce families declare each
+//! op once, as a type implementing [`unary::UnaryOp`], [`binary::BinaryOp`],
+//! [`compare::CompareOp`] or [`reduce::ReduceOp`], from which its kernels
+//! follow (and, for unary and binary ops, its gradient); index, conv and
+//! matmul are a few single operations with kernels of their own. Every
+//! fallible operation comes as `try_x` returning [`Result`](crate::Result)
+//! and as `x`, which panics with the same message, both written by
+//! `#[fallible]` from one definition.
 //! Operations taking several tensors require them on one device through
 //! [`SameDevice`](crate::SameDevice), checked at compile time.
 
