@@ -133,6 +133,46 @@ device_proptests! {
         gradcheck("conv2d", &inputs, |t| t[0].conv2d(&t[1], Some(&t[2]), win, g.groups));
     }
 
+    /// `f32` convolutions with stride 1, dilation 1 and one group (the
+    /// CPU's direct AVX-512 kernel where the CPU has one): forward and both
+    /// gradients against the same convolution in `f64` (unfold + product),
+    /// on widths that take whole, partial and several 32-pixel blocks and
+    /// channel counts that leave the last block of 8 short.
+    fn f32_conv2d_matches_f64<D>(
+        n in 1..3usize, c in 1..4usize, o in 1..20usize, hw in [1..6usize, 1..41usize],
+        kernel in [1..4usize, 1..4usize], padding in 0..3usize, seed in any::<u64>(),
+    ) {
+        let win = Window2d { padding: [padding; 2], ..Window2d::new(kernel) };
+        let Some([oh, ow]) = win.output_size(hw) else { return Ok(()) };
+        let dims = [n, c, hw[0], hw[1]];
+        let wdims = [o, c, kernel[0], kernel[1]];
+        // Values exact in f32, so both runs see the same inputs.
+        let narrow = |v: Vec<f64>| v.into_iter().map(|v| f64::from(v as f32)).collect::<Vec<_>>();
+        let (xs, ws) = (narrow(data(dims.iter().product(), seed)), narrow(data(wdims.iter().product(), !seed)));
+        let gs = narrow(data(n * o * oh * ow, seed ^ 5));
+        let to_f32 = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+        let (x32, w32) = (
+            Tensor::<D, f32>::from_vec(to_f32(&xs), dims).requires_grad(),
+            Tensor::<D, f32>::from_vec(to_f32(&ws), wdims).requires_grad(),
+        );
+        let (x64, w64) = (T::<D>::from_vec(xs, dims).requires_grad(), T::<D>::from_vec(ws, wdims).requires_grad());
+        let y32 = x32.conv2d(&w32, None, win, 1);
+        let y64 = x64.conv2d(&w64, None, win, 1);
+        let as_f64 = |t: &Tensor<D, f32>| t.to_vec().into_iter().map(f64::from).collect::<Vec<_>>();
+        assert_close(&as_f64(&y32), &y64.to_vec(), 1e-4, 1e-4);
+        let grads32 = (&y32 * &Tensor::<D, f32>::from_vec(to_f32(&gs), [n, o, oh, ow])).sum().backward();
+        let grads64 = (&y64 * &T::<D>::from_vec(gs, [n, o, oh, ow])).sum().backward();
+        for (name, g32, g64) in [
+            ("image", grads32.get(&x32), grads64.get(&x64)),
+            ("weight", grads32.get(&w32), grads64.get(&w64)),
+        ] {
+            let (g32, g64) = (g32.expect("a gradient"), g64.expect("a gradient"));
+            assert_eq!(g32.dims(), g64.dims(), "{name}");
+            let scale = 1.0 + (n * oh * ow) as f64 / 100.0;
+            assert_close(&as_f64(g32), &g64.to_vec(), 1e-4 * scale, 1e-4);
+        }
+    }
+
     fn pooling_matches_direct_loops_and_finite_differences<D>(
         n in 1..3usize, c in 1..3usize, hw in [1..7usize, 1..7usize], kernel in 1..4usize, stride in 1..3usize,
         padding in 0..2usize, dilation in 1..3usize, seed in any::<u64>(),

@@ -1,11 +1,13 @@
 //! Convolution kernels on the CPU: one rayon task per image plane.
 
-use super::{ConvKernel, Unfold2d};
+use super::{ConvKernel, Unfold2d, direct};
 use crate::backend::Cpu;
 use crate::backend::cpu::{CpuStorage, output_buffer, pool_threads};
 use crate::element::FloatElement;
 use crate::error::Result;
+use crate::layout::Layout;
 use rayon::prelude::*;
+use std::any::Any;
 
 impl ConvKernel for Cpu {
     fn unfold<E: FloatElement>(image: &CpuStorage<E>, offset: usize, g: &Unfold2d, pad: E) -> Result<CpuStorage<E>> {
@@ -110,6 +112,33 @@ impl ConvKernel for Cpu {
             out.chunks_mut(h * w).enumerate().for_each(sum);
         }
         Ok(CpuStorage::from_vec(out))
+    }
+
+    fn conv2d_direct<E: FloatElement>(
+        (image, image_layout): (&CpuStorage<E>, &Layout),
+        (weight, weight_layout): (&CpuStorage<E>, &Layout),
+        g: &Unfold2d,
+        out_channels: usize,
+    ) -> Result<Option<CpuStorage<E>>> {
+        // The kernel is for f32 only: the element type is known here only
+        // as a type parameter, so the storages are looked at as f32 ones.
+        let (Some(image), Some(weight)) = (
+            (image as &dyn Any).downcast_ref::<CpuStorage<f32>>(),
+            (weight as &dyn Any).downcast_ref::<CpuStorage<f32>>(),
+        ) else {
+            return Ok(None);
+        };
+        let (Some(image_range), Some(weight_range)) =
+            (image_layout.contiguous_range(), weight_layout.contiguous_range())
+        else {
+            return Ok(None);
+        };
+        if !direct::applies(g) {
+            return Ok(None);
+        }
+        let (image, weight) = (&image.as_slice()[image_range], &weight.as_slice()[weight_range]);
+        let out: Box<dyn Any> = Box::new(CpuStorage::from_vec(direct::conv2d(image, weight, g, out_channels)?));
+        Ok(Some(*out.downcast::<CpuStorage<E>>().expect("E is f32, as the inputs were")))
     }
 }
 

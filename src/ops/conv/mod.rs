@@ -10,13 +10,14 @@
 
 mod cpu;
 mod cuda;
+mod direct;
 
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
-use crate::layout::Shape;
+use crate::layout::{Layout, Shape};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
@@ -98,6 +99,21 @@ pub trait ConvKernel: Backend {
     /// The adjoint of [`unfold`](Self::unfold): a dense image `[N, C, H, W]`
     /// holding, at each pixel, the sum of the column entries that read it.
     fn fold<E: FloatElement>(columns: &Self::Storage<E>, geometry: &Unfold2d) -> Result<Self::Storage<E>>;
+
+    /// `conv2d` of the image batch `image` (shaped `geometry.image`) with
+    /// the weight `[out_channels, C, KH, KW]`, one group, into a new dense
+    /// `[N, out_channels, OH, OW]`, computed directly where the device has
+    /// a kernel for this geometry, element type and these layouts; `None`
+    /// where it has not, and the caller unfolds and multiplies.
+    fn conv2d_direct<E: FloatElement>(
+        image: (&Self::Storage<E>, &Layout),
+        weight: (&Self::Storage<E>, &Layout),
+        geometry: &Unfold2d,
+        out_channels: usize,
+    ) -> Result<Option<Self::Storage<E>>> {
+        let _ = (image, weight, geometry, out_channels);
+        Ok(None)
+    }
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
@@ -168,11 +184,20 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         }
         let taps = kh * kw * group_channels;
         let positions = geometry.output[0] * geometry.output[1];
-        // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times the
-        // weight as [groups, O/groups, C/groups * KH*KW].
-        let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, groups, taps, positions])?;
-        let w = weight.try_reshape([groups, out_channels / groups, taps])?;
-        let out = w.try_matmul(&columns)?.try_reshape([n, out_channels, geometry.output[0], geometry.output[1]])?;
+        let direct = match groups {
+            1 => self.conv2d_direct(weight, geometry, out_channels)?,
+            _ => None,
+        };
+        let out = match direct {
+            Some(out) => out,
+            None => {
+                // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times
+                // the weight as [groups, O/groups, C/groups * KH*KW].
+                let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, groups, taps, positions])?;
+                let w = weight.try_reshape([groups, out_channels / groups, taps])?;
+                w.try_matmul(&columns)?.try_reshape([n, out_channels, geometry.output[0], geometry.output[1]])?
+            }
+        };
         match bias {
             Some(b) => out.try_add(&b.try_reshape([out_channels, 1, 1])?),
             None => Ok(out),
@@ -208,6 +233,46 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         D: SameDevice<D2>,
     {
         self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
+    }
+
+    /// One-group `conv2d` without bias through the device's direct kernel,
+    /// where it has one for this geometry (`None` otherwise), recorded with
+    /// the same gradients as the unfold + product path: the weight's is
+    /// `Σ g · columnsᵀ` over the batch, the image's the fold of `wᵀ · g`.
+    fn conv2d_direct(&self, weight: &Self, geometry: Unfold2d, out_channels: usize) -> Result<Option<Self>> {
+        let image = (self.storage(), self.layout());
+        let Some(storage) = D::conv2d_direct(image, (weight.storage(), weight.layout()), &geometry, out_channels)?
+        else {
+            return Ok(None);
+        };
+        let [n, _, _, _] = geometry.image;
+        let positions = geometry.output[0] * geometry.output[1];
+        let out = Tensor::from_storage(storage, [n, out_channels, geometry.output[0], geometry.output[1]].into());
+        let taps = weight.elem_count() / out_channels;
+        let (x, w) = (self.detach(), weight.detach());
+        autograd::track(
+            "conv2d",
+            &[self.node(), weight.node()],
+            || Ok(out),
+            |_| {
+                rule(move |g: &Tensor<D, E>, needs| {
+                    let g = g.try_reshape([n, out_channels, positions])?;
+                    let image = needs.then(0, || {
+                        let columns = w.try_reshape([out_channels, taps])?.try_t()?.try_matmul(&g)?.try_contiguous()?;
+                        Ok(Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
+                    })?;
+                    let weight = needs.then(1, || {
+                        // The direct kernel took `x` dense (its layout's offset aside).
+                        let columns = D::unfold(x.storage(), x.layout().offset(), &geometry, E::ZERO)?;
+                        let columns = Tensor::<D, E>::from_storage(columns, [n, taps, positions].into());
+                        let per_image = g.try_matmul(&columns.try_transpose(1, 2)?)?;
+                        per_image.try_sum_to_shape(&[1, out_channels, taps].into())?.try_reshape(w.shape().clone())
+                    })?;
+                    Ok(vec![image, weight])
+                })
+            },
+        )
+        .map(Some)
     }
 
     /// Checks PyTorch's pooling rule: padding at most half the kernel.
