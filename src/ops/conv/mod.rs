@@ -256,11 +256,15 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             || Ok(out),
             |_| {
                 rule(move |g: &Tensor<D, E>, needs| {
-                    let g = g.try_reshape([n, out_channels, positions])?;
                     let image = needs.then(0, || {
+                        if let Some(image) = image_gradient_direct(g, &w, &geometry)? {
+                            return Ok(image);
+                        }
+                        let g = g.try_reshape([n, out_channels, positions])?;
                         let columns = w.try_reshape([out_channels, taps])?.try_t()?.try_matmul(&g)?.try_contiguous()?;
                         Ok(Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
                     })?;
+                    let g = g.try_reshape([n, out_channels, positions])?;
                     let weight = needs.then(1, || {
                         // The direct kernel took `x` dense (its layout's offset aside).
                         let columns = D::unfold(x.storage(), x.layout().offset(), &geometry, E::ZERO)?;
@@ -274,7 +278,34 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         )
         .map(Some)
     }
+}
 
+/// The image gradient of a stride-1 convolution through the device's
+/// direct kernel, where it has one: the convolution of the output gradient
+/// `g` `[N, O, OH, OW]` with the weight flipped on both spatial axes and
+/// its channel axes swapped, padded by `kernel - 1 - padding`, which gives
+/// `[N, C, H, W]`. `None` where the kernel does not run (or the padding
+/// exceeds `kernel - 1`); the caller then folds `wᵀ · g`.
+fn image_gradient_direct<D: Device, E: FloatElement>(
+    g: &Tensor<D, E>,
+    weight: &Tensor<D, E>,
+    forward: &Unfold2d,
+) -> Result<Option<Tensor<D, E>>> {
+    let [n, c, h, w] = forward.image;
+    let &[o, _, kh, kw] = weight.dims() else { return Ok(None) };
+    let [ph, pw] = forward.window.padding;
+    let (Some(ph), Some(pw)) = ((kh - 1).checked_sub(ph), (kw - 1).checked_sub(pw)) else { return Ok(None) };
+    let window = Window2d { kernel: [kh, kw], stride: [1, 1], padding: [ph, pw], dilation: [1, 1] };
+    let geometry = Unfold2d { image: [n, o, forward.output[0], forward.output[1]], window, output: [h, w] };
+    let reversed = |len: usize| Tensor::<D, i64>::try_arange_step(len as i64 - 1, -1, -1);
+    let flipped = weight.try_index_select(2, &reversed(kh)?)?.try_index_select(3, &reversed(kw)?)?;
+    let flipped = flipped.try_permute([1, 0, 2, 3])?.try_contiguous()?;
+    let g = g.try_contiguous()?;
+    let storage = D::conv2d_direct((g.storage(), g.layout()), (flipped.storage(), flipped.layout()), &geometry, c)?;
+    Ok(storage.map(|s| Tensor::from_storage(s, [n, c, h, w].into())))
+}
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// Checks PyTorch's pooling rule: padding at most half the kernel.
     fn pooling_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
         if (0..2).any(|a| window.padding[a] > window.kernel[a] / 2) {
