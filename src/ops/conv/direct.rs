@@ -55,8 +55,11 @@ pub(super) fn conv2d(image: &[f32], weight: &[f32], g: &Unfold2d, out_channels: 
     let taps = kh * kw;
     // The zero-padded images, with a vector's slack at the end: the last
     // row's loads may run past its last column into lanes that are never
-    // stored.
-    let mut padded = vec![0.0f32; n * c * hp * wp + PIXELS];
+    // stored. Fallible, like every kernel output: a size that does not fit
+    // is an error, not an abort (saturating, so it fails the same way).
+    let len = n.saturating_mul(c).saturating_mul(hp).saturating_mul(wp).saturating_add(PIXELS);
+    let mut padded = output_buffer::<f32>("conv2d", len)?;
+    padded.fill(0.0);
     for (plane, src) in image.chunks_exact(h * w).enumerate() {
         for (y, row) in src.chunks_exact(w).enumerate() {
             let at = (plane * hp + y + ph) * wp + pw;
@@ -66,7 +69,8 @@ pub(super) fn conv2d(image: &[f32], weight: &[f32], g: &Unfold2d, out_channels: 
     // The weights as [blocks][C][KH*KW][CHANNELS], zero for the channels
     // past `out_channels` in the last block.
     let blocks = out_channels.div_ceil(CHANNELS);
-    let mut packed = vec![0.0f32; blocks * c * taps * CHANNELS];
+    let mut packed = output_buffer::<f32>("conv2d", blocks * c * taps * CHANNELS)?;
+    packed.fill(0.0);
     for (o, filter) in weight.chunks_exact(c * taps).enumerate() {
         let (block, lane) = (o / CHANNELS, o % CHANNELS);
         for (i, &v) in filter.iter().enumerate() {
