@@ -20,8 +20,9 @@ const HANG: Duration = Duration::from_secs(120);
 
 /// Runs large parallel operations on this thread and checks them against
 /// plain loops: an element-wise product, a sum, a matrix product, and a
-/// convolution's forward (unfold) and input gradient (fold), which split
-/// image planes across threads when there is more than one.
+/// convolution's forward (unfold) and gradients (fold for the image; the
+/// weight's sums images on each thread), which split image planes or images
+/// across threads when there is more than one.
 fn work() {
     let data: Vec<f32> = (0..LEN).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
     let x = Tensor::<Cpu>::from_slice(&data, [LEN]);
@@ -44,24 +45,27 @@ fn work() {
 }
 
 /// `conv2d` with padding 1 of a [2, 3, 16, 16] image by a [4, 3, 3, 3]
-/// kernel, and the gradient of the sum of its outputs with respect to the
-/// image, each against a direct loop.
+/// kernel, and the gradients of the sum of its outputs with respect to the
+/// image and the kernel, each against a direct loop.
 fn convolution(data: &[f32]) {
     use devtensor::ops::conv::Window2d;
     let (n, c, o, hw) = (2, 3, 4, 16);
     let image = &data[..n * c * hw * hw];
     let weight = &data[LEN - o * c * 9..];
     let x = Tensor::<Cpu>::from_slice(image, [n, c, hw, hw]).requires_grad();
-    let w = Tensor::<Cpu>::from_slice(weight, [o, c, 3, 3]);
+    let w = Tensor::<Cpu>::from_slice(weight, [o, c, 3, 3]).requires_grad();
     let window = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
     let y = x.conv2d(&w, None, window, 1);
     let got = y.to_vec();
-    let grad = y.sum().backward().get(&x).expect("x needs a gradient").to_vec();
+    let grads = y.sum().backward();
+    let grad = grads.get(&x).expect("x needs a gradient").to_vec();
+    let weight_grad = grads.get(&w).expect("w needs a gradient").to_vec();
     let pixel = |b: usize, ch: usize, r: isize, col: isize| -> Option<usize> {
         let inside = (0..hw as isize).contains(&r) && (0..hw as isize).contains(&col);
         inside.then(|| ((b * c + ch) * hw + r as usize) * hw + col as usize)
     };
     let mut expected_grad = vec![0.0f32; image.len()];
+    let mut expected_weight_grad = vec![0.0f32; weight.len()];
     for b in 0..n {
         for k in 0..o {
             for (r, col) in (0..hw).flat_map(|r| (0..hw).map(move |col| (r as isize, col as isize))) {
@@ -71,6 +75,7 @@ fn convolution(data: &[f32]) {
                         if let Some(p) = pixel(b, ch, r + tap as isize / 3 - 1, col + tap as isize % 3 - 1) {
                             sum += image[p] * wv;
                             expected_grad[p] += wv;
+                            expected_weight_grad[(k * c + ch) * 9 + tap] += image[p];
                         }
                     }
                 }
@@ -81,6 +86,9 @@ fn convolution(data: &[f32]) {
     }
     for (at, (g, e)) in grad.iter().zip(&expected_grad).enumerate() {
         assert!((g - e).abs() <= 1e-4 * (1.0 + e.abs()), "image gradient at {at}: {g} vs {e}");
+    }
+    for (at, (g, e)) in weight_grad.iter().zip(&expected_weight_grad).enumerate() {
+        assert!((g - e).abs() <= 1e-4 * (1.0 + e.abs()), "weight gradient at {at}: {g} vs {e}");
     }
 }
 

@@ -133,16 +133,20 @@ device_proptests! {
         gradcheck("conv2d", &inputs, |t| t[0].conv2d(&t[1], Some(&t[2]), win, g.groups));
     }
 
-    /// `f32` convolutions with stride 1, dilation 1 and one group (the
-    /// CPU's direct AVX-512 kernel where the CPU has one): forward and both
-    /// gradients against the same convolution in `f64` (unfold + product),
-    /// on widths that take whole, partial and several 32-pixel blocks and
-    /// channel counts that leave the last block of 8 short.
+    /// `f32` convolutions with one group (the CPU's direct AVX-512 kernels
+    /// where the CPU has them: the forward and the image gradient at
+    /// stride 1 and dilation 1, the weight gradient at any): forward and
+    /// both gradients against the same convolution in `f64` (unfold +
+    /// product), on widths that take whole, partial and several 32-pixel
+    /// blocks, channel counts that leave the last block of 8 short, and
+    /// 1 to 5 vectors of 16 channels in the weight gradient's blocks.
     fn f32_conv2d_matches_f64<D>(
-        n in 1..3usize, c in 1..4usize, o in 1..20usize, hw in [1..6usize, 1..41usize],
-        kernel in [1..4usize, 1..4usize], padding in 0..3usize, seed in any::<u64>(),
+        n in 1..3usize, c in 1..4usize, o in prop_oneof![1..20usize, 40..80usize], hw in [1..6usize, 1..41usize],
+        kernel in [1..4usize, 1..4usize], padding in 0..3usize, strided in any::<bool>(), seed in any::<u64>(),
     ) {
-        let win = Window2d { padding: [padding; 2], ..Window2d::new(kernel) };
+        // Stride 1 and dilation 1 half of the time: the direct forward's case.
+        let (stride, dilation) = if strided { (1 + seed as usize % 2, 1 + (seed >> 4) as usize % 2) } else { (1, 1) };
+        let win = window(kernel, stride, padding, dilation);
         let Some([oh, ow]) = win.output_size(hw) else { return Ok(()) };
         let dims = [n, c, hw[0], hw[1]];
         let wdims = [o, c, kernel[0], kernel[1]];

@@ -115,31 +115,45 @@ impl ConvKernel for Cpu {
     }
 
     fn conv2d_direct<E: FloatElement>(
-        (image, image_layout): (&CpuStorage<E>, &Layout),
-        (weight, weight_layout): (&CpuStorage<E>, &Layout),
+        image: (&CpuStorage<E>, &Layout),
+        weight: (&CpuStorage<E>, &Layout),
         g: &Unfold2d,
         out_channels: usize,
     ) -> Result<Option<CpuStorage<E>>> {
-        // The kernel is for f32 only: the element type is known here only
-        // as a type parameter, so the storages are looked at as f32 ones.
-        let (Some(image), Some(weight)) = (
-            (image as &dyn Any).downcast_ref::<CpuStorage<f32>>(),
-            (weight as &dyn Any).downcast_ref::<CpuStorage<f32>>(),
-        ) else {
-            return Ok(None);
-        };
-        let (Some(image_range), Some(weight_range)) =
-            (image_layout.contiguous_range(), weight_layout.contiguous_range())
-        else {
-            return Ok(None);
-        };
+        let (Some(image), Some(weight)) = (dense_f32(image), dense_f32(weight)) else { return Ok(None) };
         if !direct::applies(g) {
             return Ok(None);
         }
-        let (image, weight) = (&image.as_slice()[image_range], &weight.as_slice()[weight_range]);
-        let out: Box<dyn Any> = Box::new(CpuStorage::from_vec(direct::conv2d(image, weight, g, out_channels)?));
-        Ok(Some(*out.downcast::<CpuStorage<E>>().expect("E is f32, as the inputs were")))
+        direct::conv2d(image, weight, g, out_channels).map(from_f32)
     }
+
+    fn conv2d_weight_direct<E: FloatElement>(
+        image: (&CpuStorage<E>, &Layout),
+        grad: (&CpuStorage<E>, &Layout),
+        g: &Unfold2d,
+        out_channels: usize,
+    ) -> Result<Option<CpuStorage<E>>> {
+        let (Some(image), Some(grad)) = (dense_f32(image), dense_f32(grad)) else { return Ok(None) };
+        if !direct::weight_gradient_applies(g) {
+            return Ok(None);
+        }
+        direct::weight_gradient(image, grad, g, out_channels).map(from_f32)
+    }
+}
+
+/// The elements of a dense `f32` tensor, `None` for another element type
+/// or a strided layout: the direct kernels are for `f32` only, and the
+/// element type is known to the kernel trait only as a type parameter.
+fn dense_f32<'a, E: FloatElement>((storage, layout): (&'a CpuStorage<E>, &Layout)) -> Option<&'a [f32]> {
+    let storage = (storage as &dyn Any).downcast_ref::<CpuStorage<f32>>()?;
+    Some(&storage.as_slice()[layout.contiguous_range()?])
+}
+
+/// A direct kernel's `f32` output as the storage of `E`, which is `f32`
+/// since [`dense_f32`] accepted its inputs.
+fn from_f32<E: FloatElement>(out: Vec<f32>) -> Option<CpuStorage<E>> {
+    let out: Box<dyn Any> = Box::new(CpuStorage::from_vec(out));
+    Some(*out.downcast::<CpuStorage<E>>().expect("E is f32, as the inputs were"))
 }
 
 /// The output positions `first..end` (of `len`) whose tap, at `offset`

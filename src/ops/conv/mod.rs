@@ -3,10 +3,12 @@
 //!
 //! Each is built on one device kernel pair: `unfold` (im2col) lays the
 //! patches an output position reads out as columns, and `fold` is its
-//! adjoint (summing columns back into an image). Convolution is then a
-//! batched matrix product with the weight, and pooling a reduction over
-//! the patch axis, so both get their gradients from the rules of `matmul`,
-//! `max` and `mean`, and `unfold`'s rule is `fold`.
+//! adjoint (summing columns back into an image). Pooling is a reduction
+//! over the patch axis, with its gradient from the rules of `max` and
+//! `mean` (`unfold`'s rule is `fold`). A convolution is a product with the
+//! columns, and its two gradients are products too; with one group it is
+//! recorded as one operation whose three products each take the device's
+//! direct kernel where it has one (see `direct`), else unfold + `matmul`.
 
 mod cpu;
 mod cuda;
@@ -114,6 +116,22 @@ pub trait ConvKernel: Backend {
         let _ = (image, weight, geometry, out_channels);
         Ok(None)
     }
+
+    /// The weight gradient `[out_channels, C, KH, KW]` of a one-group
+    /// `conv2d` of `image` (shaped `geometry.image`) whose output gradient
+    /// is `grad` (`[N, out_channels, OH, OW]`), computed directly where the
+    /// device has a kernel for this geometry, element type and these
+    /// layouts; `None` where it has not, and the caller unfolds the image
+    /// and multiplies.
+    fn conv2d_weight_direct<E: FloatElement>(
+        image: (&Self::Storage<E>, &Layout),
+        grad: (&Self::Storage<E>, &Layout),
+        geometry: &Unfold2d,
+        out_channels: usize,
+    ) -> Result<Option<Self::Storage<E>>> {
+        let _ = (image, grad, geometry, out_channels);
+        Ok(None)
+    }
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
@@ -184,19 +202,14 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         }
         let taps = kh * kw * group_channels;
         let positions = geometry.output[0] * geometry.output[1];
-        let direct = match groups {
-            1 => self.conv2d_direct(weight, geometry, out_channels)?,
-            _ => None,
-        };
-        let out = match direct {
-            Some(out) => out,
-            None => {
-                // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times
-                // the weight as [groups, O/groups, C/groups * KH*KW].
-                let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, groups, taps, positions])?;
-                let w = weight.try_reshape([groups, out_channels / groups, taps])?;
-                w.try_matmul(&columns)?.try_reshape([n, out_channels, geometry.output[0], geometry.output[1]])?
-            }
+        let out = if groups == 1 {
+            self.conv2d_one_group(weight, geometry, out_channels)?
+        } else {
+            // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times
+            // the weight as [groups, O/groups, C/groups * KH*KW].
+            let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, groups, taps, positions])?;
+            let w = weight.try_reshape([groups, out_channels / groups, taps])?;
+            w.try_matmul(&columns)?.try_reshape([n, out_channels, geometry.output[0], geometry.output[1]])?
         };
         match bias {
             Some(b) => out.try_add(&b.try_reshape([out_channels, 1, 1])?),
@@ -235,48 +248,60 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
     }
 
-    /// One-group `conv2d` without bias through the device's direct kernel,
-    /// where it has one for this geometry (`None` otherwise), recorded with
-    /// the same gradients as the unfold + product path: the weight's is
-    /// `Σ g · columnsᵀ` over the batch, the image's the fold of `wᵀ · g`.
-    fn conv2d_direct(&self, weight: &Self, geometry: Unfold2d, out_channels: usize) -> Result<Option<Self>> {
-        let image = (self.storage(), self.layout());
-        let Some(storage) = D::conv2d_direct(image, (weight.storage(), weight.layout()), &geometry, out_channels)?
-        else {
-            return Ok(None);
-        };
+    /// One-group `conv2d` without bias, recorded as one operation so that
+    /// each of its three products takes the device's direct kernel where it
+    /// has one for the geometry, and unfold + product where it has not:
+    /// the output `w · columns`, the weight's gradient `Σ g · columnsᵀ`
+    /// over the batch, the image's the fold of `wᵀ · g`.
+    fn conv2d_one_group(&self, weight: &Self, geometry: Unfold2d, out_channels: usize) -> Result<Self> {
         let [n, _, _, _] = geometry.image;
-        let positions = geometry.output[0] * geometry.output[1];
-        let out = Tensor::from_storage(storage, [n, out_channels, geometry.output[0], geometry.output[1]].into());
+        let [oh, ow] = geometry.output;
         let taps = weight.elem_count() / out_channels;
-        let (x, w) = (self.detach(), weight.detach());
-        autograd::track(
-            "conv2d",
-            &[self.node(), weight.node()],
-            || Ok(out),
-            |_| {
-                rule(move |g: &Tensor<D, E>, needs| {
-                    let image = needs.then(0, || {
-                        if let Some(image) = image_gradient_direct(g, &w, &geometry)? {
-                            return Ok(image);
-                        }
-                        let g = g.try_reshape([n, out_channels, positions])?;
-                        let columns = w.try_reshape([out_channels, taps])?.try_t()?.try_matmul(&g)?.try_contiguous()?;
-                        Ok(Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
-                    })?;
-                    let g = g.try_reshape([n, out_channels, positions])?;
-                    let weight = needs.then(1, || {
-                        // The direct kernel took `x` dense (its layout's offset aside).
-                        let columns = D::unfold(x.storage(), x.layout().offset(), &geometry, E::ZERO)?;
-                        let columns = Tensor::<D, E>::from_storage(columns, [n, taps, positions].into());
-                        let per_image = g.try_matmul(&columns.try_transpose(1, 2)?)?;
-                        per_image.try_sum_to_shape(&[1, out_channels, taps].into())?.try_reshape(w.shape().clone())
-                    })?;
-                    Ok(vec![image, weight])
-                })
-            },
-        )
-        .map(Some)
+        // Detached: the rule below is the graph's only record of the products.
+        let (x, w) = (self.try_contiguous()?.detach(), weight.detach());
+        // The columns of `x`, dense `[N, taps, OH * OW]`.
+        let columns = move |x: &Self| -> Result<Self> {
+            let columns = D::unfold(x.storage(), x.layout().offset(), &geometry, E::ZERO)?;
+            Ok(Tensor::from_storage(columns, [n, taps, oh * ow].into()))
+        };
+        let forward = || {
+            let direct =
+                D::conv2d_direct((x.storage(), x.layout()), (w.storage(), w.layout()), &geometry, out_channels)?;
+            let out = match direct {
+                Some(out) => Tensor::from_storage(out, [n, out_channels, oh * ow].into()),
+                None => w.try_reshape([out_channels, taps])?.try_matmul(&columns(&x)?)?,
+            };
+            out.try_reshape([n, out_channels, oh, ow])
+        };
+        autograd::track("conv2d", &[self.node(), weight.node()], forward, |_| {
+            let (x, w) = (x.clone(), w.clone());
+            rule(move |g: &Tensor<D, E>, needs| {
+                let g = g.try_contiguous()?;
+                let image = needs.then(0, || {
+                    if let Some(image) = image_gradient_direct(&g, &w, &geometry)? {
+                        return Ok(image);
+                    }
+                    let g = g.try_reshape([n, out_channels, oh * ow])?;
+                    let columns = w.try_reshape([out_channels, taps])?.try_t()?.try_matmul(&g)?.try_contiguous()?;
+                    Ok(Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
+                })?;
+                let weight = needs.then(1, || {
+                    let direct = D::conv2d_weight_direct(
+                        (x.storage(), x.layout()),
+                        (g.storage(), g.layout()),
+                        &geometry,
+                        out_channels,
+                    )?;
+                    if let Some(weight) = direct {
+                        return Ok(Tensor::from_storage(weight, w.shape().clone()));
+                    }
+                    let per_image =
+                        g.try_reshape([n, out_channels, oh * ow])?.try_matmul(&columns(&x)?.try_transpose(1, 2)?)?;
+                    per_image.try_sum_to_shape(&[1, out_channels, taps].into())?.try_reshape(w.shape().clone())
+                })?;
+                Ok(vec![image, weight])
+            })
+        })
     }
 }
 
@@ -284,8 +309,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 /// direct kernel, where it has one: the convolution of the output gradient
 /// `g` `[N, O, OH, OW]` with the weight flipped on both spatial axes and
 /// its channel axes swapped, padded by `kernel - 1 - padding`, which gives
-/// `[N, C, H, W]`. `None` where the kernel does not run (or the padding
-/// exceeds `kernel - 1`); the caller then folds `wᵀ · g`.
+/// `[N, C, H, W]`. `None` for other strides and dilations, where the kernel
+/// does not run, or where the padding exceeds `kernel - 1`; the caller then
+/// folds `wᵀ · g`.
 fn image_gradient_direct<D: Device, E: FloatElement>(
     g: &Tensor<D, E>,
     weight: &Tensor<D, E>,
@@ -293,6 +319,9 @@ fn image_gradient_direct<D: Device, E: FloatElement>(
 ) -> Result<Option<Tensor<D, E>>> {
     let [n, c, h, w] = forward.image;
     let &[o, _, kh, kw] = weight.dims() else { return Ok(None) };
+    if forward.window.stride != [1, 1] || forward.window.dilation != [1, 1] {
+        return Ok(None);
+    }
     let [ph, pw] = forward.window.padding;
     let (Some(ph), Some(pw)) = ((kh - 1).checked_sub(ph), (kw - 1).checked_sub(pw)) else { return Ok(None) };
     let window = Window2d { kernel: [kh, kw], stride: [1, 1], padding: [ph, pw], dilation: [1, 1] };
