@@ -45,17 +45,22 @@
 //       writes the group's mean and biased variance over its outer * inner
 //       elements, in two passes (deviations from the mean, as on the CPU).
 //   reduce_standardize_apply_<T>(size_t n, size_t groups, size_t inner,
-//           const T* x, const T* mean, const T* var, T eps, T* out)
-//       out = (x - mean) / sqrt(var + eps), element-wise over n = outer *
-//       groups * inner.
+//           const T* x, const T* mean, const T* var, T eps,
+//           const T* weight, const T* bias, T* out)
+//       out = (x - mean) / sqrt(var + eps), times weight[c] plus bias[c]
+//       where weight is not null, element-wise over n = outer * groups *
+//       inner.
 //   reduce_standardize_backward_sums_<T>(size_t outer, size_t groups,
-//           size_t inner, const T* xhat, const T* g, T* sums)
-//       per group (one block each): sums[2c] = mean(g), sums[2c+1] =
-//       mean(g * xhat).
+//           size_t inner, const T* x, const T* mean, const T* var, T eps,
+//           const T* g, T* sum_g, T* sum_gx)
+//       per group (one block each): sum_g[c] = sum(g), sum_gx[c] =
+//       sum(g * xhat), xhat = (x - mean) / sqrt(var + eps).
 //   reduce_standardize_backward_apply_<T>(size_t n, size_t groups,
-//           size_t inner, const T* xhat, const T* g, const T* var,
-//           const T* sums, T eps, T* out)
-//       out = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps).
+//           size_t inner, const T* x, const T* mean, const T* var, T eps,
+//           const T* weight, const T* g, const T* sum_g, const T* sum_gx,
+//           T* out)
+//       out = weight * (g - sum_g / M - xhat * sum_gx / M) / sqrt(var +
+//       eps), M = n / groups, weight 1 where null.
 //   reduce_<ARG>_rows_<T> / reduce_<ARG>_cols_<T>   (ARG = argmax, argmin)
 //       as the rows/cols kernels, with `long long* out` holding the index
 //       k along the axis. len must be at least 1.
@@ -241,21 +246,22 @@ __device__ void dt_standardize_stats(size_t outer, size_t groups, size_t inner, 
 }
 
 template <typename T>
-__device__ void dt_standardize_backward_sums(size_t outer, size_t groups, size_t inner, const T* xhat, const T* g,
-                                             T* sums, T* scratch) {
+__device__ void dt_standardize_backward_sums(size_t outer, size_t groups, size_t inner, const T* x, const T* mean,
+                                             const T* var, T eps, const T* g, T* sum_g, T* sum_gx, T* scratch) {
     size_t count = outer * inner;
     for (size_t c = blockIdx.x; c < groups; c += gridDim.x) {
         auto index = [&](size_t k) { return ((k / inner) * groups + c) * inner + k % inner; };
         T sg = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) { return g[index(k)]; });
         sg = dt_block_reduce<DtSum>(sg, scratch);
+        T m = mean[c];
         T sgx = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) {
             size_t i = index(k);
-            return g[i] * xhat[i];
+            return g[i] * (x[i] - m);
         });
         sgx = dt_block_reduce<DtSum>(sgx, scratch);
         if (threadIdx.x == 0) {
-            sums[2 * c] = sg / (T)count;
-            sums[2 * c + 1] = sgx / (T)count;
+            sum_g[c] = sg;
+            sum_gx[c] = sgx / sqrt(var[c] + eps);
         }
     }
 }
@@ -267,23 +273,30 @@ __device__ void dt_standardize_backward_sums(size_t outer, size_t groups, size_t
         dt_standardize_stats(outer, groups, inner, x, mean, var, scratch);                                        \
     }                                                                                                              \
     extern "C" __global__ void reduce_standardize_apply_##name(size_t n, size_t groups, size_t inner, const T* x, \
-                                                               const T* mean, const T* var, T eps, T* out) {     \
+                                                               const T* mean, const T* var, T eps,               \
+                                                               const T* weight, const T* bias, T* out) {         \
         DT_GRID_STRIDE(i, n) {                                                                                     \
             size_t c = (i / inner) % groups;                                                                       \
-            out[i] = (x[i] - mean[c]) / sqrt(var[c] + eps);                                                        \
+            T y = (x[i] - mean[c]) / sqrt(var[c] + eps);                                                           \
+            out[i] = weight ? y * weight[c] + bias[c] : y;                                                         \
         }                                                                                                          \
     }                                                                                                              \
-    extern "C" __global__ void reduce_standardize_backward_sums_##name(size_t outer, size_t groups, size_t inner, \
-                                                                       const T* xhat, const T* g, T* sums) {     \
+    extern "C" __global__ void reduce_standardize_backward_sums_##name(                                           \
+        size_t outer, size_t groups, size_t inner, const T* x, const T* mean, const T* var, T eps, const T* g,     \
+        T* sum_g, T* sum_gx) {                                                                                     \
         __shared__ T scratch[32];                                                                                  \
-        dt_standardize_backward_sums(outer, groups, inner, xhat, g, sums, scratch);                               \
+        dt_standardize_backward_sums(outer, groups, inner, x, mean, var, eps, g, sum_g, sum_gx, scratch);         \
     }                                                                                                              \
-    extern "C" __global__ void reduce_standardize_backward_apply_##name(size_t n, size_t groups, size_t inner,    \
-                                                                        const T* xhat, const T* g, const T* var, \
-                                                                        const T* sums, T eps, T* out) {          \
+    extern "C" __global__ void reduce_standardize_backward_apply_##name(                                          \
+        size_t n, size_t groups, size_t inner, const T* x, const T* mean, const T* var, T eps, const T* weight,   \
+        const T* g, const T* sum_g, const T* sum_gx, T* out) {                                                     \
+        T count = (T)(n / groups);                                                                                 \
         DT_GRID_STRIDE(i, n) {                                                                                     \
             size_t c = (i / inner) % groups;                                                                       \
-            out[i] = (g[i] - sums[2 * c] - xhat[i] * sums[2 * c + 1]) / sqrt(var[c] + eps);                        \
+            T scale = 1 / sqrt(var[c] + eps);                                                                      \
+            T a = (weight ? weight[c] : (T)1) * scale;                                                             \
+            T xhat = (x[i] - mean[c]) * scale;                                                                     \
+            out[i] = a * (g[i] - sum_g[c] / count - xhat * sum_gx[c] / count);                                     \
         }                                                                                                          \
     }
 DT_FOR_EACH_FLOAT(STANDARDIZE_KERNELS)

@@ -129,8 +129,10 @@ impl<D: Device, E: FloatElement> Forward<D, E> for BatchNorm2d<D, E> {
                 reason: "expected more than 1 value per channel when training".into(),
             });
         }
-        // One fused op: each channel standardised over N, H, W.
-        let [normed, mean, var] = x.try_standardize("BatchNorm2d", [n, c, h * w], self.eps)?;
+        // One fused op: each channel standardised over N, H, W, then scaled
+        // and shifted.
+        let affine = Some((&self.weight, &self.bias));
+        let [y, mean, var] = x.try_standardize("BatchNorm2d", [n, c, h * w], self.eps, affine)?;
         no_grad(|| -> Result<()> {
             let m = E::from_f64(self.momentum);
             let keep = E::from_f64(1.0 - self.momentum);
@@ -142,7 +144,7 @@ impl<D: Device, E: FloatElement> Forward<D, E> for BatchNorm2d<D, E> {
             running.num_batches_tracked = running.num_batches_tracked.try_add_scalar(1)?;
             Ok(())
         })?;
-        normed.try_mul(&per_channel(&self.weight)?)?.try_add(&per_channel(&self.bias)?)
+        Ok(y)
     }
 }
 

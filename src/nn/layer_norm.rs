@@ -58,7 +58,7 @@ impl<D: Device, E: FloatElement> Forward<D, E> for LayerNorm<D, E> {
         let lead = lead.unwrap_or(0);
         // One fused op: each row of the trailing axes standardised.
         let rows = x.dims()[..lead].iter().product();
-        let [normed, _, _] = x.try_standardize("LayerNorm", [1, rows, norm.iter().product()], self.eps)?;
+        let [normed, _, _] = x.try_standardize("LayerNorm", [1, rows, norm.iter().product()], self.eps, None)?;
         normed.try_mul(&self.weight)?.try_add(&self.bias)
     }
 }

@@ -272,21 +272,24 @@ fn batch_norm_trains_and_evaluates<D: Device>() {
 /// paths, forward and the input's gradient, against plain loops: each group
 /// standardised with its biased variance, and the gradient of
 /// `sum(r · y)` as `(r − mean r − x̂ · mean(r x̂)) / sqrt(var + eps)` with
-/// `r` scaled by the layer's weight; both layers' eps is 1e-5.
+/// `r` scaled by the layer's weight; both layers' eps is 1e-5. Batch norm's
+/// weight and bias gradients too: `Σ r · x̂` and `Σ r` per channel.
 fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
-    fn check(name: &str, x: &[f64], r: &[f64], groups: &[Vec<usize>], y: &[f64], dx: &[f64], w: &[f64]) {
+    type Affine<'a> = (&'a [f64], &'a [f64]);
+    fn check(name: &str, x: &[f64], r: &[f64], groups: &[Vec<usize>], y: &[f64], dx: &[f64], (w, b): Affine) {
         for (c, group) in groups.iter().enumerate() {
             let count = group.len() as f64;
             let mean = group.iter().map(|&i| x[i]).sum::<f64>() / count;
             let var = group.iter().map(|&i| (x[i] - mean).powi(2)).sum::<f64>() / count;
             let scale = 1.0 / (var + 1e-5).sqrt();
             let xhat = |i: usize| (x[i] - mean) * scale;
-            let weight = w[c % w.len()];
+            let (weight, bias) = (w[c % w.len()], b[c % b.len()]);
             let gr = |i: usize| r[i] * weight;
             let mean_g = group.iter().map(|&i| gr(i)).sum::<f64>() / count;
             let mean_gx = group.iter().map(|&i| gr(i) * xhat(i)).sum::<f64>() / count;
             for &i in group {
-                assert!((y[i] - xhat(i) * weight).abs() < 1e-9, "{name} y[{i}]: {} vs {}", y[i], xhat(i) * weight);
+                let want = xhat(i) * weight + bias;
+                assert!((y[i] - want).abs() < 1e-9, "{name} y[{i}]: {} vs {want}", y[i]);
                 let want = (gr(i) - mean_g - xhat(i) * mean_gx) * scale;
                 assert!((dx[i] - want).abs() < 1e-9, "{name} dx[{i}]: {} vs {want}", dx[i]);
             }
@@ -298,15 +301,27 @@ fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
     let (xs, rs) = (data(len, 31), data(len, 32));
     let x = T::<D>::from_vec(xs.clone(), dims).requires_grad();
     let mut bn = BatchNorm2d::<D, f64>::new(4);
-    let w = vec![0.5, 1.5, -2.0, 3.0];
-    bn.weight = T::<D>::from_vec(w.clone(), [4]);
+    let (w, b) = (vec![0.5, 1.5, -2.0, 3.0], vec![0.25, -1.0, 0.0, 2.0]);
+    bn.weight = T::<D>::from_vec(w.clone(), [4]).requires_grad();
+    bn.bias = T::<D>::from_vec(b.clone(), [4]).requires_grad();
     let y = bn.forward(&x);
-    let dx = (&y * &T::<D>::from_vec(rs.clone(), dims)).sum().backward().get(&x).expect("a gradient").to_vec();
+    let grads = (&y * &T::<D>::from_vec(rs.clone(), dims)).sum().backward();
+    let dx = grads.get(&x).expect("a gradient").to_vec();
     let plane = 48 * 48;
     let groups: Vec<Vec<usize>> = (0..4)
         .map(|c| (0..8).flat_map(|n| ((n * 4 + c) * plane..(n * 4 + c + 1) * plane).collect::<Vec<_>>()).collect())
         .collect();
-    check("BatchNorm2d", &xs, &rs, &groups, &y.to_vec(), &dx, &w);
+    check("BatchNorm2d", &xs, &rs, &groups, &y.to_vec(), &dx, (&w, &b));
+    let (dw, db) = (grads.get(&bn.weight).expect("dw").to_vec(), grads.get(&bn.bias).expect("db").to_vec());
+    for (c, group) in groups.iter().enumerate() {
+        let count = group.len() as f64;
+        let mean = group.iter().map(|&i| xs[i]).sum::<f64>() / count;
+        let var = group.iter().map(|&i| (xs[i] - mean).powi(2)).sum::<f64>() / count;
+        let want_dw: f64 = group.iter().map(|&i| rs[i] * (xs[i] - mean) / (var + 1e-5).sqrt()).sum();
+        let want_db: f64 = group.iter().map(|&i| rs[i]).sum();
+        assert!((dw[c] - want_dw).abs() < 1e-8, "BatchNorm2d weight gradient [{c}]: {} vs {want_dw}", dw[c]);
+        assert!((db[c] - want_db).abs() < 1e-8, "BatchNorm2d bias gradient [{c}]: {} vs {want_db}", db[c]);
+    }
     // Layer norm over rows of 96: a group per row (weight 1, so one entry
     // serves every group).
     let (rows, width) = (len / 96, 96);
@@ -318,7 +333,7 @@ fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
     assert_eq!(norm.forward(&strided).to_vec(), y.to_vec(), "LayerNorm of a strided view");
     let dx = (&y * &T::<D>::from_vec(rs.clone(), [rows, width])).sum().backward().get(&x).expect("a gradient").to_vec();
     let groups: Vec<Vec<usize>> = (0..rows).map(|row| (row * width..(row + 1) * width).collect()).collect();
-    check("LayerNorm", &xs, &rs, &groups, &y.to_vec(), &dx, &[1.0]);
+    check("LayerNorm", &xs, &rs, &groups, &y.to_vec(), &dx, (&[1.0], &[0.0]));
 }
 
 /// Max pooling's choices where the property test's distinct values do not

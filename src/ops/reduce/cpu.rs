@@ -92,12 +92,10 @@ fn dense_elements<'a, E: Element>(
     })
 }
 
-/// `Σ f(x)` over a dense run, in lanes (see [`fold_lanes`]).
-fn sum_map<E: FloatElement>(x: &[E], f: impl Fn(E) -> E) -> E {
-    sum_zip(x, x, |v, _| f(v))
-}
-
-/// `Σ f(a, b)` over two dense runs of one length, in lanes.
+/// `Σ f(a, b)` over two dense runs of one length, in lanes (see
+/// [`fold_lanes`]); inlined, so that a caller in [`vectorized`] gets it
+/// built for the widest vectors.
+#[inline(always)]
 fn sum_zip<E: FloatElement>(a: &[E], b: &[E], f: impl Fn(E, E) -> E) -> E {
     let mut acc = [E::ZERO; LANES];
     let (chunks_a, chunks_b) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -569,91 +567,148 @@ impl ReduceKernel for Cpu {
         (x, layout): (&CpuStorage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
+        affine: Option<(&CpuStorage<E>, &CpuStorage<E>)>,
     ) -> Result<[CpuStorage<E>; 3]> {
         const OP: &str = "standardize";
         let x = dense_elements(OP, x, layout)?;
         let x: &[E] = &x;
         let [outer, groups, inner] = dims;
         let count = E::from_f64((outer * inner) as f64);
-        // Each group's runs of `inner` elements, one per outer index.
-        let runs = |c: usize| (0..outer).map(move |a| &x[(a * groups + c) * inner..][..inner]);
-        let split = split_across_threads(x.len());
-        let stat = |c: usize| {
+        let stats = per_group(groups, outer * inner, |c| {
             // Two passes, as PyTorch's CPU kernel: the variance of
             // deviations from the mean, not E[x²] − mean², which cancels.
-            let mean = runs(c).fold(E::ZERO, |s, run| s + fold_dense(run, E::ZERO, <E as Element>::add)) / count;
-            let var = runs(c).fold(E::ZERO, |s, run| s + sum_map(run, |v| (v - mean) * (v - mean))) / count;
-            (mean, var)
-        };
-        let stats: Vec<(E, E)> = if split {
-            (0..groups).into_par_iter().with_min_len(items_per_task(outer * inner)).map(stat).collect()
-        } else {
-            (0..groups).map(stat).collect()
-        };
-        let mut out = output_buffer(OP, x.len())?;
+            let runs = group_runs(x, dims, c);
+            let mean = vectorized(|| runs.clone().fold(E::ZERO, |s, run| s + sum_zip(run, run, |v, _| v))) / count;
+            let var = vectorized(|| runs.fold(E::ZERO, |s, run| s + sum_zip(run, run, |v, _| (v - mean) * (v - mean))));
+            (mean, var / count)
+        });
+        // y = (x − mean) · weight / sqrt(var + eps) + bias.
         let eps = E::from_f64(eps);
-        let scales: Vec<E> = stats.iter().map(|&(_, var)| E::ONE / (var + eps).sqrt()).collect();
-        let write = |(row, (out, x)): (usize, (&mut [E], &[E]))| {
-            let (mean, scale) = (stats[row % groups].0, scales[row % groups]);
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = (v - mean) * scale;
-            }
-        };
-        if inner > 0 && split {
-            let rows = out.par_chunks_mut(inner).zip(x.par_chunks(inner)).enumerate();
-            rows.with_min_len(items_per_task(inner)).for_each(write);
-        } else if inner > 0 {
-            out.chunks_mut(inner).zip(x.chunks(inner)).enumerate().for_each(write);
-        }
+        let affine = affine.map(|(w, b)| (w.as_slice(), b.as_slice()));
+        let coefficients: Vec<[E; 4]> = (stats.iter().enumerate())
+            .map(|(c, &(mean, var))| {
+                let (weight, bias) = affine.map_or((E::ONE, E::ZERO), |(w, b)| (w[c], b[c]));
+                [mean, weight / (var + eps).sqrt(), E::ZERO, bias]
+            })
+            .collect();
+        let mut out = output_buffer(OP, x.len())?;
+        by_rows::<E, false>(&mut out, x, x, dims, &coefficients);
         let (means, vars) = stats.into_iter().unzip();
         Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(means), CpuStorage::from_vec(vars)])
     }
 
     fn standardize_backward<E: FloatElement>(
-        xhat: &CpuStorage<E>,
-        var: &CpuStorage<E>,
+        x: &CpuStorage<E>,
+        [mean, var]: [&CpuStorage<E>; 2],
+        weight: Option<&CpuStorage<E>>,
         (g, g_layout): (&CpuStorage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
-    ) -> Result<CpuStorage<E>> {
+    ) -> Result<[CpuStorage<E>; 3]> {
         const OP: &str = "standardize_backward";
         let g = dense_elements(OP, g, g_layout)?;
         let g: &[E] = &g;
-        let xhat = xhat.as_slice();
+        let x = x.as_slice();
         let [outer, groups, inner] = dims;
-        let count = E::from_f64((outer * inner) as f64);
-        // Per group: mean(g) and mean(g · xhat).
-        let split = split_across_threads(xhat.len());
-        let group_means = |c: usize| {
-            let (mut sum_g, mut sum_gx) = (E::ZERO, E::ZERO);
-            for a in 0..outer {
-                let run = (a * groups + c) * inner..(a * groups + c + 1) * inner;
-                sum_g = sum_g + fold_dense(&g[run.clone()], E::ZERO, <E as Element>::add);
-                sum_gx = sum_gx + sum_zip(&g[run.clone()], &xhat[run], |g, x| g * x);
-            }
-            (sum_g / count, sum_gx / count)
-        };
-        let means: Vec<(E, E)> = if split {
-            (0..groups).into_par_iter().with_min_len(items_per_task(outer * inner)).map(group_means).collect()
-        } else {
-            (0..groups).map(group_means).collect()
-        };
+        let (mean, var) = (mean.as_slice(), var.as_slice());
         let eps = E::from_f64(eps);
-        let scales: Vec<E> = var.as_slice().iter().map(|&v| E::ONE / (v + eps).sqrt()).collect();
-        let mut out = output_buffer(OP, xhat.len())?;
-        let write = |(row, (out, (g, xhat))): (usize, (&mut [E], (&[E], &[E])))| {
-            let ((mean_g, mean_gx), scale) = (means[row % groups], scales[row % groups]);
-            for ((o, &g), &x) in out.iter_mut().zip(g).zip(xhat) {
-                *o = (g - mean_g - x * mean_gx) * scale;
+        let scale = |c: usize| E::ONE / (var[c] + eps).sqrt();
+        // Per group: Σ g and Σ g · x̂, with x̂ = (x − mean) · scale.
+        let sums = per_group(groups, outer * inner, |c| {
+            let (runs_g, runs_x, m) = (group_runs(g, dims, c), group_runs(x, dims, c), mean[c]);
+            let sum_g = vectorized(|| runs_g.clone().fold(E::ZERO, |s, run| s + sum_zip(run, run, |v, _| v)));
+            let sum_gx =
+                vectorized(|| runs_g.zip(runs_x).fold(E::ZERO, |s, (g, x)| s + sum_zip(g, x, |g, x| g * (x - m))));
+            (sum_g, sum_gx * scale(c))
+        });
+        // With a = weight · scale and M the group's size,
+        // dx = a · (g − Σg / M − x̂ · Σgx̂ / M)
+        //    = (x − mean) · (−a · scale · Σgx̂ / M) + g · a − a · Σg / M.
+        let count = E::from_f64((outer * inner) as f64);
+        let coefficients: Vec<[E; 4]> = (sums.iter().enumerate())
+            .map(|(c, &(sum_g, sum_gx))| {
+                let a = weight.map_or(E::ONE, |w| w.as_slice()[c]) * scale(c);
+                [mean[c], E::ZERO - a * scale(c) * sum_gx / count, a, E::ZERO - a * sum_g / count]
+            })
+            .collect();
+        let mut out = output_buffer(OP, x.len())?;
+        by_rows::<E, true>(&mut out, x, g, dims, &coefficients);
+        let (sum_g, sum_gx) = sums.into_iter().unzip();
+        Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(sum_g), CpuStorage::from_vec(sum_gx)])
+    }
+}
+
+/// The runs of `inner` elements of group `c` of dense `x` viewed as
+/// `dims = [outer, groups, inner]`, one per outer index.
+fn group_runs<E>(x: &[E], [outer, groups, inner]: [usize; 3], c: usize) -> impl Iterator<Item = &[E]> + Clone {
+    (0..outer).map(move |a| &x[(a * groups + c) * inner..][..inner])
+}
+
+/// `f(group)` for every group, split across threads by groups when the
+/// tensor (`groups` of `len` elements) is large.
+fn per_group<T: Send>(groups: usize, len: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    if split_across_threads(groups * len) {
+        (0..groups).into_par_iter().with_min_len(items_per_task(len)).map(f).collect()
+    } else {
+        (0..groups).map(f).collect()
+    }
+}
+
+/// [`GroupRows`] over all of `out`, `a` and `b` (viewed as `dims`), split
+/// by whole rows across threads when the tensor is large.
+fn by_rows<E: FloatElement, const WITH_B: bool>(
+    out: &mut [E],
+    a: &[E],
+    b: &[E],
+    [_, groups, inner]: [usize; 3],
+    coefficients: &[[E; 4]],
+) {
+    if inner == 0 {
+        return;
+    }
+    let write = |first_row: usize, out: &mut [E], a: &[E], b: &[E]| {
+        vectorized(GroupRows::<E, WITH_B> { out, a, b, first_row, groups, inner, coefficients });
+    };
+    if split_across_threads(out.len()) {
+        let chunk = inner * items_per_task(inner);
+        let parts = out.par_chunks_mut(chunk).zip(a.par_chunks(chunk)).zip(b.par_chunks(chunk)).enumerate();
+        parts.for_each(|(i, ((out, a), b))| write(i * chunk / inner, out, a, b));
+    } else {
+        write(0, out, a, b);
+    }
+}
+
+/// The element-wise step of standardisation and of its gradient, per row
+/// of `inner` elements with the coefficients `[c0, c1, c2, c3]` of the
+/// row's group: `out = (a − c0) · c1 + b · c2 + c3`, the `b` term only
+/// `WITH_B`. Rows are numbered from `first_row`.
+struct GroupRows<'a, E, const WITH_B: bool> {
+    out: &'a mut [E],
+    a: &'a [E],
+    b: &'a [E],
+    first_row: usize,
+    groups: usize,
+    inner: usize,
+    coefficients: &'a [[E; 4]],
+}
+
+impl<E: FloatElement, const WITH_B: bool> VectorLoop for GroupRows<'_, E, WITH_B> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let rows = self.out.chunks_mut(self.inner).zip(self.a.chunks(self.inner)).zip(self.b.chunks(self.inner));
+        for (row, ((out, a), b)) in rows.enumerate() {
+            let [c0, c1, c2, c3] = self.coefficients[(self.first_row + row) % self.groups];
+            if WITH_B {
+                for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
+                    *o = (a - c0) * c1 + b * c2 + c3;
+                }
+            } else {
+                for (o, &a) in out.iter_mut().zip(a) {
+                    *o = (a - c0) * c1 + c3;
+                }
             }
-        };
-        if inner > 0 && split {
-            let rows = out.par_chunks_mut(inner).zip(g.par_chunks(inner).zip(xhat.par_chunks(inner))).enumerate();
-            rows.with_min_len(items_per_task(inner)).for_each(write);
-        } else if inner > 0 {
-            out.chunks_mut(inner).zip(g.chunks(inner).zip(xhat.chunks(inner))).enumerate().for_each(write);
         }
-        Ok(CpuStorage::from_vec(out))
     }
 }
 

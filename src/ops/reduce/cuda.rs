@@ -204,6 +204,7 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         (x, layout): (&CudaStorage<E>, &Layout),
         [outer, groups, inner]: [usize; 3],
         eps: f64,
+        affine: Option<(&CudaStorage<E>, &CudaStorage<E>)>,
     ) -> Result<[CudaStorage<E>; 3]> {
         const OP: &str = "standardize";
         let device = Self::device()?;
@@ -221,35 +222,45 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         let stats = format!("reduce_standardize_stats_{}", E::DTYPE.name());
         launch_kernel!(device, OP, "reduce", stats, per_row(groups); outer, groups, inner, x, mean.ptr(), var.ptr())?;
         if n > 0 {
+            // Null pointers: no affine step.
+            let (weight, bias) = affine.map_or((0, 0), |(w, b)| (w.ptr(), b.ptr()));
             let apply = format!("reduce_standardize_apply_{}", E::DTYPE.name());
             launch_kernel!(device, OP, "reduce", apply, elementwise(n);
-                n, groups, inner, x, mean.ptr(), var.ptr(), E::from_f64(eps), out.ptr())?;
+                n, groups, inner, x, mean.ptr(), var.ptr(), E::from_f64(eps), weight, bias, out.ptr())?;
         }
         Ok([out, mean, var])
     }
 
     fn standardize_backward<E: FloatElement>(
-        xhat: &CudaStorage<E>,
-        var: &CudaStorage<E>,
+        x: &CudaStorage<E>,
+        [mean, var]: [&CudaStorage<E>; 2],
+        weight: Option<&CudaStorage<E>>,
         (g, g_layout): (&CudaStorage<E>, &Layout),
         [outer, groups, inner]: [usize; 3],
         eps: f64,
-    ) -> Result<CudaStorage<E>> {
+    ) -> Result<[CudaStorage<E>; 3]> {
         const OP: &str = "standardize_backward";
         let device = Self::device()?;
         let n = g_layout.elem_count();
-        let out = CudaStorage::alloc(&device, OP, n)?;
-        if n == 0 {
-            return Ok(out);
+        let (out, sum_g, sum_gx) = (
+            CudaStorage::alloc(&device, OP, n)?,
+            CudaStorage::<E>::alloc(&device, OP, groups)?,
+            CudaStorage::<E>::alloc(&device, OP, groups)?,
+        );
+        if groups == 0 {
+            return Ok([out, sum_g, sum_gx]);
         }
-        let sums = CudaStorage::<E>::alloc(&device, OP, 2 * groups)?;
         let (_dense, g) = dense_ptr(&device, OP, g, g_layout)?;
+        let eps = E::from_f64(eps);
         let kernel = format!("reduce_standardize_backward_sums_{}", E::DTYPE.name());
         launch_kernel!(device, OP, "reduce", kernel, per_row(groups);
-            outer, groups, inner, xhat.ptr(), g, sums.ptr())?;
-        let kernel = format!("reduce_standardize_backward_apply_{}", E::DTYPE.name());
-        launch_kernel!(device, OP, "reduce", kernel, elementwise(n);
-            n, groups, inner, xhat.ptr(), g, var.ptr(), sums.ptr(), E::from_f64(eps), out.ptr())?;
-        Ok(out)
+            outer, groups, inner, x.ptr(), mean.ptr(), var.ptr(), eps, g, sum_g.ptr(), sum_gx.ptr())?;
+        if n > 0 {
+            let weight = weight.map_or(0, |w| w.ptr());
+            let kernel = format!("reduce_standardize_backward_apply_{}", E::DTYPE.name());
+            launch_kernel!(device, OP, "reduce", kernel, elementwise(n);
+                n, groups, inner, x.ptr(), mean.ptr(), var.ptr(), eps, weight, g, sum_g.ptr(), sum_gx.ptr(), out.ptr())?;
+        }
+        Ok([out, sum_g, sum_gx])
     }
 }

@@ -172,27 +172,34 @@ pub trait ReduceKernel: Backend {
     /// viewed as `dims = [outer, groups, inner]`) per group over the
     /// group's `outer · inner` elements:
     /// `(x − mean) / sqrt(var + eps)` with the biased variance, as batch
-    /// norm (groups are channels) and layer norm (groups are rows) do.
+    /// norm (groups are channels) and layer norm (groups are rows) do,
+    /// then, with `affine` (`(weight, bias)`, dense `[groups]`), times the
+    /// group's weight plus its bias, as batch norm's affine step.
     /// Returns the result (dense, `dims`) and each group's mean and
     /// variance (`[groups]`).
     fn standardize<E: FloatElement>(
         x: (&Self::Storage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
+        affine: Option<(&Self::Storage<E>, &Self::Storage<E>)>,
     ) -> Result<[Self::Storage<E>; 3]>;
 
-    /// The gradient of [`standardize`](Self::standardize) from its result
-    /// `xhat` (dense), the groups' variances `var` and the incoming
-    /// gradient `g` (in any layout), both viewed as `dims`:
-    /// `(g − mean(g) − xhat · mean(g · xhat)) / sqrt(var + eps)`, the means
-    /// over each group.
+    /// The gradients of [`standardize`](Self::standardize) from its input
+    /// `x` (dense), the groups' means and variances, the affine weight
+    /// (`None`: one) and the incoming gradient `g` (in any layout), viewed
+    /// as `dims`. With `x̂` the standardised input and `M` a group's size,
+    /// returns the input's gradient
+    /// `weight · (g − Σg / M − x̂ · Σ(g · x̂) / M) / sqrt(var + eps)` (dense)
+    /// and, per group, `Σ g` and `Σ g · x̂` (`[groups]`): the gradients of
+    /// the affine bias and weight.
     fn standardize_backward<E: FloatElement>(
-        xhat: &Self::Storage<E>,
-        var: &Self::Storage<E>,
+        x: &Self::Storage<E>,
+        stats: [&Self::Storage<E>; 2],
+        weight: Option<&Self::Storage<E>>,
         g: (&Self::Storage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
-    ) -> Result<Self::Storage<E>>;
+    ) -> Result<[Self::Storage<E>; 3]>;
 }
 
 /// `dims` around `axis`: the product of the sizes before it, its size, and

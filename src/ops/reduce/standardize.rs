@@ -1,7 +1,7 @@
 //! Standardisation per group, the core of batch norm and layer norm, as one
-//! operation with its own gradient: two passes over memory forward and two
-//! backward, where the same computation composed of primitive ops took
-//! about a dozen each way.
+//! operation with its own gradient, batch norm's affine step included:
+//! two passes over memory forward and two backward, where the same
+//! computation composed of primitive ops took about a dozen each way.
 
 use crate::autograd::{self, rule};
 use crate::element::FloatElement;
@@ -14,39 +14,70 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `(x − mean) / sqrt(var + eps)` per group of this tensor viewed as
     /// `[outer, groups, inner]` (`dims`, whose product is the element
     /// count), the mean and biased variance over each group's
-    /// `outer · inner` elements. Returns the result in this tensor's shape,
-    /// differentiable, and the groups' means and variances (`[groups]`, not
-    /// tracked: batch norm's running statistics).
-    pub(crate) fn try_standardize(&self, op: &'static str, dims: [usize; 3], eps: f64) -> Result<[Self; 3]> {
+    /// `outer · inner` elements, then with `affine` (`(weight, bias)`, each
+    /// `[groups]`) times the group's weight plus its bias. Returns the
+    /// result in this tensor's shape, differentiable in this tensor and
+    /// the affine pair, and the groups' means and variances (`[groups]`,
+    /// not tracked: batch norm's running statistics).
+    pub(crate) fn try_standardize(
+        &self,
+        op: &'static str,
+        dims: [usize; 3],
+        eps: f64,
+        affine: Option<(&Self, &Self)>,
+    ) -> Result<[Self; 3]> {
         let [outer, groups, inner] = dims;
+        let error = |reason: String| {
+            let mut shapes = vec![self.shape().clone()];
+            shapes.extend(affine.iter().flat_map(|(w, b)| [w.shape().clone(), b.shape().clone()]));
+            Error::Shape { op, device: D::name(), shapes, reason }
+        };
         if outer.checked_mul(groups).and_then(|n| n.checked_mul(inner)) != Some(self.elem_count()) {
-            return Err(Error::Shape {
-                op,
-                device: D::name(),
-                shapes: vec![self.shape().clone()],
-                reason: format!("cannot be viewed as [{outer}, {groups}, {inner}] for standardisation"),
-            });
+            return Err(error(format!("cannot be viewed as [{outer}, {groups}, {inner}] for standardisation")));
         }
-        // The forward pass leaves the statistics here: the means for the
-        // caller, the variances for the gradient too.
+        if affine.is_some_and(|(w, b)| w.elem_count() != groups || b.elem_count() != groups) {
+            return Err(error(format!("the affine weight and bias must have {groups} elements")));
+        }
+        let affine = match affine {
+            Some((w, b)) => Some((w.try_contiguous()?, b.try_contiguous()?)),
+            None => None,
+        };
+        // The backward pass reads the input, densely, and the statistics.
+        let x = self.try_contiguous()?.detach();
         let stats: RefCell<Option<[Self; 2]>> = RefCell::new(None);
         let forward = || {
-            let [xhat, mean, var] = D::standardize((self.storage(), self.layout()), dims, eps)?;
+            let storages = affine.as_ref().map(|(w, b)| (w.storage(), b.storage()));
+            let [y, mean, var] = D::standardize((x.storage(), x.layout()), dims, eps, storages)?;
             let group_shape = Shape::from([groups]);
             *stats.borrow_mut() =
                 Some([Tensor::from_storage(mean, group_shape.clone()), Tensor::from_storage(var, group_shape)]);
-            Ok(Tensor::from_storage(xhat, self.shape().clone()))
+            Ok(Tensor::from_storage(y, self.shape().clone()))
         };
-        let xhat = autograd::track(op, &[self.node()], forward, |xhat| {
-            let xhat = xhat.detach();
-            let var = stats.borrow().as_ref().map(|[_, var]| var.clone()).expect("the forward pass ran");
+        let mut inputs = vec![self.node()];
+        inputs.extend(affine.iter().flat_map(|(w, b)| [w.node(), b.node()]));
+        let y = autograd::track(op, &inputs, forward, |_| {
+            let [mean, var] = stats.borrow().clone().expect("the forward pass ran");
+            let weight = affine.as_ref().map(|(w, _)| w.detach());
+            let x = x.clone();
             rule(move |g: &Tensor<D, E>, _| {
-                let storage =
-                    D::standardize_backward(xhat.storage(), var.storage(), (g.storage(), g.layout()), dims, eps)?;
-                Ok(vec![Some(Tensor::from_storage(storage, xhat.shape().clone()))])
+                let weight_storage = weight.as_ref().map(|w| w.storage());
+                let [dx, sum_g, sum_gx] = D::standardize_backward(
+                    x.storage(),
+                    [mean.storage(), var.storage()],
+                    weight_storage,
+                    (g.storage(), g.layout()),
+                    dims,
+                    eps,
+                )?;
+                let mut grads = vec![Some(Tensor::from_storage(dx, x.shape().clone()))];
+                if let Some(weight) = &weight {
+                    grads.push(Some(Tensor::from_storage(sum_gx, weight.shape().clone())));
+                    grads.push(Some(Tensor::from_storage(sum_g, weight.shape().clone())));
+                }
+                Ok(grads)
             })
         })?;
         let [mean, var] = stats.into_inner().expect("the forward pass ran");
-        Ok([xhat, mean, var])
+        Ok([y, mean, var])
     }
 }
