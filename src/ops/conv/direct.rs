@@ -5,8 +5,8 @@
 //!
 //! `gemm` runs a convolution's product at 40-55% of the FMA peak, because
 //! its shapes are as skinny as a layer's channels. This kernel keeps a
-//! block of 8 output channels x 32 output pixels of one row in 16 vector
-//! registers and, for each input channel and tap, loads the two input
+//! block of 8 output channels x 32 output pixels (of one row, or of two
+//! rows up to 16 wide) in 16 vector registers and, for each input channel and tap, loads the two input
 //! vectors once and multiplies them by 8 broadcast weights: on the ResNet
 //! layer of `benches/peers` (32x32x32x32, 3x3) it ran at about 90% of the
 //! peak, 1.25 ms against 2.9 ms for unfold + `gemm`. The weight gradient
@@ -19,13 +19,13 @@ use rayon::prelude::*;
 
 /// Output channels per register block.
 const CHANNELS: usize = 8;
-/// Output pixels per register block: two vectors of 16.
+/// Output pixels per register block: two vectors of 16, on one row or two.
 const PIXELS: usize = 32;
 
-/// Whether [`conv2d`] runs on this CPU for this geometry: outputs more than
-/// 16 pixels wide, since narrower rows leave half of each block idle (a
-/// 16x16-pixel layer with 64 channels ran slower than unfold + `gemm`,
-/// with a 16-channel x 16-pixel block as well).
+/// Whether [`conv2d`] runs on this CPU for this geometry: outputs at least
+/// 8 pixels wide, since a block is 32 pixels of one row, or of two rows
+/// for outputs up to 16 wide, and narrower rows would leave most of it
+/// idle.
 pub(super) fn applies(g: &Unfold2d) -> bool {
     let w = g.window;
     !cfg!(miri)
@@ -33,7 +33,7 @@ pub(super) fn applies(g: &Unfold2d) -> bool {
         && w.dilation == [1, 1]
         && avx512()
         && g.output[0] > 0
-        && g.output[1] > PIXELS / 2
+        && g.output[1] >= 8
         && g.image.iter().all(|&d| d > 0)
 }
 
@@ -56,11 +56,10 @@ pub(super) fn conv2d(image: &[f32], weight: &[f32], g: &Unfold2d, out_channels: 
     let [oh, ow] = g.output;
     let (hp, wp) = (h + 2 * ph, w + 2 * pw);
     let taps = kh * kw;
-    // The zero-padded images, with a vector's slack at the end: the last
-    // row's loads may run past its last column into lanes that are never
-    // stored. Fallible, like every kernel output: a size that does not fit
-    // is an error, not an abort (saturating, so it fails the same way).
-    let len = n.saturating_mul(c).saturating_mul(hp).saturating_mul(wp).saturating_add(PIXELS);
+    // The zero-padded images. Fallible, like every kernel output: a size
+    // that does not fit is an error, not an abort (saturating, so it fails
+    // the same way).
+    let len = n.saturating_mul(c).saturating_mul(hp).saturating_mul(wp);
     let mut padded = output_buffer::<f32>("conv2d", len)?;
     padded.fill(0.0);
     for (plane, src) in image.chunks_exact(h * w).enumerate() {
@@ -114,8 +113,10 @@ struct Shape {
 
 /// One block of up to [`CHANNELS`] output channels of one image: `out` is
 /// their `[channels, OH, OW]` planes, `image` the padded image from its
-/// first channel on (`C` planes of `hp x wp`, then at least [`PIXELS`]
-/// more elements), `weights` the block's `[C][KH*KW][CHANNELS]`.
+/// first channel on (`C` planes of `hp x wp`), `weights` the block's
+/// `[C][KH*KW][CHANNELS]`. Each step computes 32 output pixels in two
+/// vectors: 32 of one row, or, for outputs at most 16 wide, one row and
+/// the next.
 ///
 /// # Safety
 ///
@@ -126,59 +127,55 @@ unsafe fn block_rows(image: &[f32], weights: &[f32], out: &mut [f32], s: &Shape)
     use std::arch::x86_64::*;
     let &Shape { c, kh, kw, hp, wp, oh, ow } = s;
     let channels = out.len() / (oh * ow);
-    // Every input element a load touches, masked-off lanes included, lies
-    // below this: the last load of a row starts at most at its column
-    // `wp - 1` and spans 32 lanes, and the slack covers them.
-    assert!(image.len() >= c * hp * wp + PIXELS, "the padded image has its slack");
+    assert!(image.len() >= c * hp * wp, "the padded image");
     assert!(weights.len() >= c * kh * kw * CHANNELS && channels <= CHANNELS, "one block of weights");
-    for y in 0..oh {
-        for x0 in (0..ow).step_by(PIXELS) {
-            let len = (ow - x0).min(PIXELS);
-            let low: __mmask16 = if len >= 16 { 0xffff } else { (1u16 << len) - 1 };
-            let high: __mmask16 = if len >= PIXELS {
-                0xffff
-            } else if len > 16 {
-                (1u16 << (len - 16)) - 1
-            } else {
-                0
-            };
-            let mut acc = [[_mm512_setzero_ps(); 2]; CHANNELS];
-            for ch in 0..c {
-                for dy in 0..kh {
-                    // Output row y reads padded row y + dy, from column x0.
-                    let row = (ch * hp + y + dy) * wp + x0;
-                    for dx in 0..kw {
-                        // SAFETY: with stride and dilation 1, oh + kh - 1 = hp and
-                        // ow + kw - 1 = wp, so the first lane read, `row + dx`, is at most
-                        // ((c - 1) * hp + hp - 1) * wp + wp - 1 = c * hp * wp - 1 and the
-                        // last, 31 further, below c * hp * wp + PIXELS <= image.len()
-                        // (asserted above): both unaligned loads read inside `image`.
-                        let (v0, v1) = unsafe {
-                            let p = image.as_ptr().add(row + dx);
-                            (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)))
-                        };
-                        let w = &weights[((ch * kh + dy) * kw + dx) * CHANNELS..][..CHANNELS];
-                        for (acc, &wk) in acc.iter_mut().zip(w) {
-                            let wk = _mm512_set1_ps(wk);
-                            acc[0] = _mm512_fmadd_ps(wk, v0, acc[0]);
-                            acc[1] = _mm512_fmadd_ps(wk, v1, acc[1]);
-                        }
+    let lanes = |len: usize| -> __mmask16 { (u32::MAX >> (32 - len.min(16))) as __mmask16 };
+    // The second vector's pixels: 16 further along the row, or a row down.
+    let two_rows = ow <= PIXELS / 2;
+    let (second_in, second_out) = if two_rows { (wp, ow) } else { (16, 16) };
+    let steps = if two_rows { oh.div_ceil(2) } else { oh * ow.div_ceil(PIXELS) };
+    for step in 0..steps {
+        // The step's first output pixel and how many lanes each vector holds.
+        let (y, x0, first, second) = if two_rows {
+            let y = 2 * step;
+            (y, 0, lanes(ow), if y + 1 < oh { lanes(ow) } else { 0 })
+        } else {
+            let (y, x0) = (step / ow.div_ceil(PIXELS), step % ow.div_ceil(PIXELS) * PIXELS);
+            let len = ow - x0;
+            (y, x0, lanes(len), if len > 16 { lanes(len - 16) } else { 0 })
+        };
+        let mut acc = [[_mm512_setzero_ps(); 2]; CHANNELS];
+        for ch in 0..c {
+            for dy in 0..kh {
+                // Output row y reads padded row y + dy, from column x0.
+                let row = (ch * hp + y + dy) * wp + x0;
+                for dx in 0..kw {
+                    // SAFETY: an enabled lane of the first vector is an output pixel
+                    // (y, x) with x < ow, and reads padded pixel (y + dy, x + dx),
+                    // inside the image since oh + kh - 1 = hp and ow + kw - 1 = wp at
+                    // stride and dilation 1; so does the second's, pixel (y, x + 16) or
+                    // (y + 1, x). Disabled lanes read nothing.
+                    let (v0, v1) = unsafe {
+                        let p = image.as_ptr().add(row + dx);
+                        (_mm512_maskz_loadu_ps(first, p), _mm512_maskz_loadu_ps(second, p.wrapping_add(second_in)))
+                    };
+                    let w = &weights[((ch * kh + dy) * kw + dx) * CHANNELS..][..CHANNELS];
+                    for (acc, &wk) in acc.iter_mut().zip(w) {
+                        let wk = _mm512_set1_ps(wk);
+                        acc[0] = _mm512_fmadd_ps(wk, v0, acc[0]);
+                        acc[1] = _mm512_fmadd_ps(wk, v1, acc[1]);
                     }
                 }
             }
-            for (k, acc) in acc.iter().enumerate().take(channels) {
-                let at = (k * oh + y) * ow + x0;
-                let dst = &mut out[at..at + len];
-                // SAFETY: the masks enable exactly the first `len` lanes,
-                // which are `dst`'s elements; masked-off lanes are not
-                // written, and the second pointer is formed only when its
-                // mask enables a lane, so it stays inside `dst`.
-                unsafe {
-                    _mm512_mask_storeu_ps(dst.as_mut_ptr(), low, acc[0]);
-                    if high != 0 {
-                        _mm512_mask_storeu_ps(dst.as_mut_ptr().add(16), high, acc[1]);
-                    }
-                }
+        }
+        for (k, acc) in acc.iter().enumerate().take(channels) {
+            let at = (k * oh + y) * ow + x0;
+            // SAFETY: the enabled lanes are output pixels of channel k, inside
+            // `out`; disabled lanes write nothing.
+            unsafe {
+                let p = out.as_mut_ptr().add(at);
+                _mm512_mask_storeu_ps(p, first, acc[0]);
+                _mm512_mask_storeu_ps(p.wrapping_add(second_out), second, acc[1]);
             }
         }
     }
