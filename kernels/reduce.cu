@@ -46,21 +46,29 @@
 //       elements, in two passes (deviations from the mean, as on the CPU).
 //   reduce_standardize_apply_<T>(size_t n, size_t groups, size_t inner,
 //           const T* x, const T* mean, const T* var, T eps,
-//           const T* weight, const T* bias, T* out)
-//       out = (x - mean) / sqrt(var + eps), times weight[c] plus bias[c]
-//       where weight is not null, element-wise over n = outer * groups *
+//           const T* weight, const T* bias, size_t per_inner, T* out)
+//       out = (x - mean) / sqrt(var + eps), times weight plus bias where
+//       weight is not null (indexed by group, or by the position along
+//       inner where per_inner), element-wise over n = outer * groups *
 //       inner.
 //   reduce_standardize_backward_sums_<T>(size_t outer, size_t groups,
 //           size_t inner, const T* x, const T* mean, const T* var, T eps,
-//           const T* g, T* sum_g, T* sum_gx)
-//       per group (one block each): sum_g[c] = sum(g), sum_gx[c] =
-//       sum(g * xhat), xhat = (x - mean) / sqrt(var + eps).
+//           const T* inner_weight, const T* g, T* sum_g, T* sum_gx)
+//       per group (one block each): with gw = g * inner_weight[k % inner]
+//       (g where null), sum_g[c] = sum(gw), sum_gx[c] = sum(gw * xhat),
+//       xhat = (x - mean) / sqrt(var + eps).
+//   reduce_standardize_backward_columns_<T>(size_t rows, size_t inner,
+//           const T* x, const T* mean, const T* var, T eps, const T* g,
+//           T* sum_g, T* sum_gx)
+//       x, g dense [rows, inner], a group per row: per column j (one block
+//       each), sum_g[j] = sum(g), sum_gx[j] = sum(g * xhat) over the rows.
 //   reduce_standardize_backward_apply_<T>(size_t n, size_t groups,
 //           size_t inner, const T* x, const T* mean, const T* var, T eps,
-//           const T* weight, const T* g, const T* sum_g, const T* sum_gx,
-//           T* out)
-//       out = weight * (g - sum_g / M - xhat * sum_gx / M) / sqrt(var +
-//       eps), M = n / groups, weight 1 where null.
+//           const T* weight, size_t per_inner, const T* g, const T* sum_g,
+//           const T* sum_gx, T* out)
+//       out = a * (gw - sum_g / M - xhat * sum_gx / M), M = n / groups:
+//       along inner gw = g * weight[i % inner] and a = 1 / sqrt(var + eps);
+//       else gw = g and a = weight[c] / sqrt(var + eps) (weight 1 where null).
 //   reduce_<ARG>_rows_<T> / reduce_<ARG>_cols_<T>   (ARG = argmax, argmin)
 //       as the rows/cols kernels, with `long long* out` holding the index
 //       k along the axis. len must be at least 1.
@@ -247,21 +255,39 @@ __device__ void dt_standardize_stats(size_t outer, size_t groups, size_t inner, 
 
 template <typename T>
 __device__ void dt_standardize_backward_sums(size_t outer, size_t groups, size_t inner, const T* x, const T* mean,
-                                             const T* var, T eps, const T* g, T* sum_g, T* sum_gx, T* scratch) {
+                                             const T* var, T eps, const T* weight, const T* g, T* sum_g, T* sum_gx,
+                                             T* scratch) {
     size_t count = outer * inner;
     for (size_t c = blockIdx.x; c < groups; c += gridDim.x) {
         auto index = [&](size_t k) { return ((k / inner) * groups + c) * inner + k % inner; };
-        T sg = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) { return g[index(k)]; });
+        // The gradient times the weight where the weight runs along inner.
+        auto scaled = [&](size_t k) { return weight ? g[index(k)] * weight[k % inner] : g[index(k)]; };
+        T sg = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, scaled);
         sg = dt_block_reduce<DtSum>(sg, scratch);
         T m = mean[c];
-        T sgx = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) {
-            size_t i = index(k);
-            return g[i] * (x[i] - m);
-        });
+        T sgx = dt_fold<DtSum, T>(threadIdx.x, count, blockDim.x, [&](size_t k) { return scaled(k) * (x[index(k)] - m); });
         sgx = dt_block_reduce<DtSum>(sgx, scratch);
         if (threadIdx.x == 0) {
             sum_g[c] = sg;
             sum_gx[c] = sgx / sqrt(var[c] + eps);
+        }
+    }
+}
+
+template <typename T>
+__device__ void dt_standardize_backward_columns(size_t rows, size_t inner, const T* x, const T* mean, const T* var,
+                                                T eps, const T* g, T* sum_g, T* sum_gx, T* scratch) {
+    for (size_t j = blockIdx.x; j < inner; j += gridDim.x) {
+        T sg = dt_fold<DtSum, T>(threadIdx.x, rows, blockDim.x, [&](size_t r) { return g[r * inner + j]; });
+        sg = dt_block_reduce<DtSum>(sg, scratch);
+        T sgx = dt_fold<DtSum, T>(threadIdx.x, rows, blockDim.x, [&](size_t r) {
+            size_t i = r * inner + j;
+            return g[i] * (x[i] - mean[r]) / sqrt(var[r] + eps);
+        });
+        sgx = dt_block_reduce<DtSum>(sgx, scratch);
+        if (threadIdx.x == 0) {
+            sum_g[j] = sg;
+            sum_gx[j] = sgx;
         }
     }
 }
@@ -274,29 +300,41 @@ __device__ void dt_standardize_backward_sums(size_t outer, size_t groups, size_t
     }                                                                                                              \
     extern "C" __global__ void reduce_standardize_apply_##name(size_t n, size_t groups, size_t inner, const T* x, \
                                                                const T* mean, const T* var, T eps,               \
-                                                               const T* weight, const T* bias, T* out) {         \
+                                                               const T* weight, const T* bias,                   \
+                                                               size_t per_inner, T* out) {                       \
         DT_GRID_STRIDE(i, n) {                                                                                     \
             size_t c = (i / inner) % groups;                                                                       \
+            size_t a = per_inner ? i % inner : c;                                                                  \
             T y = (x[i] - mean[c]) / sqrt(var[c] + eps);                                                           \
-            out[i] = weight ? y * weight[c] + bias[c] : y;                                                         \
+            out[i] = weight ? y * weight[a] + bias[a] : y;                                                         \
         }                                                                                                          \
     }                                                                                                              \
     extern "C" __global__ void reduce_standardize_backward_sums_##name(                                           \
-        size_t outer, size_t groups, size_t inner, const T* x, const T* mean, const T* var, T eps, const T* g,     \
-        T* sum_g, T* sum_gx) {                                                                                     \
+        size_t outer, size_t groups, size_t inner, const T* x, const T* mean, const T* var, T eps,                 \
+        const T* inner_weight, const T* g, T* sum_g, T* sum_gx) {                                                  \
         __shared__ T scratch[32];                                                                                  \
-        dt_standardize_backward_sums(outer, groups, inner, x, mean, var, eps, g, sum_g, sum_gx, scratch);         \
+        dt_standardize_backward_sums(outer, groups, inner, x, mean, var, eps, inner_weight, g, sum_g, sum_gx,     \
+                                     scratch);                                                                     \
+    }                                                                                                              \
+    extern "C" __global__ void reduce_standardize_backward_columns_##name(                                        \
+        size_t rows, size_t inner, const T* x, const T* mean, const T* var, T eps, const T* g, T* sum_g,          \
+        T* sum_gx) {                                                                                               \
+        __shared__ T scratch[32];                                                                                  \
+        dt_standardize_backward_columns(rows, inner, x, mean, var, eps, g, sum_g, sum_gx, scratch);               \
     }                                                                                                              \
     extern "C" __global__ void reduce_standardize_backward_apply_##name(                                          \
         size_t n, size_t groups, size_t inner, const T* x, const T* mean, const T* var, T eps, const T* weight,   \
-        const T* g, const T* sum_g, const T* sum_gx, T* out) {                                                     \
+        size_t per_inner, const T* g, const T* sum_g, const T* sum_gx, T* out) {                                   \
         T count = (T)(n / groups);                                                                                 \
         DT_GRID_STRIDE(i, n) {                                                                                     \
             size_t c = (i / inner) % groups;                                                                       \
             T scale = 1 / sqrt(var[c] + eps);                                                                      \
-            T a = (weight ? weight[c] : (T)1) * scale;                                                             \
             T xhat = (x[i] - mean[c]) * scale;                                                                     \
-            out[i] = a * (g[i] - sum_g[c] / count - xhat * sum_gx[c] / count);                                     \
+            T w = weight ? weight[per_inner ? i % inner : c] : (T)1;                                               \
+            /* Along inner the sums are of g * weight already. */                                                  \
+            T gw = per_inner ? g[i] * w : g[i];                                                                    \
+            T a = per_inner ? scale : w * scale;                                                                   \
+            out[i] = a * (gw - sum_g[c] / count - xhat * sum_gx[c] / count);                                      \
         }                                                                                                          \
     }
 DT_FOR_EACH_FLOAT(STANDARDIZE_KERNELS)

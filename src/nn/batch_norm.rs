@@ -5,6 +5,7 @@ use super::{Forward, Module, TensorKind};
 use crate::autograd::no_grad;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
+use crate::ops::reduce::AffineAxis;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
@@ -131,7 +132,7 @@ impl<D: Device, E: FloatElement> Forward<D, E> for BatchNorm2d<D, E> {
         }
         // One fused op: each channel standardised over N, H, W, then scaled
         // and shifted.
-        let affine = Some((&self.weight, &self.bias));
+        let affine = Some((&self.weight, &self.bias, AffineAxis::Group));
         let [y, mean, var] = x.try_standardize("BatchNorm2d", [n, c, h * w], self.eps, affine)?;
         no_grad(|| -> Result<()> {
             let m = E::from_f64(self.momentum);

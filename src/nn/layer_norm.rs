@@ -3,6 +3,7 @@
 use super::Forward;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
+use crate::ops::reduce::AffineAxis;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
@@ -56,10 +57,12 @@ impl<D: Device, E: FloatElement> Forward<D, E> for LayerNorm<D, E> {
             });
         }
         let lead = lead.unwrap_or(0);
-        // One fused op: each row of the trailing axes standardised.
+        // One fused op: each row of the trailing axes standardised, then
+        // scaled and shifted element by element.
         let rows = x.dims()[..lead].iter().product();
-        let [normed, _, _] = x.try_standardize("LayerNorm", [1, rows, norm.iter().product()], self.eps, None)?;
-        normed.try_mul(&self.weight)?.try_add(&self.bias)
+        let affine = Some((&self.weight, &self.bias, AffineAxis::Inner));
+        let [y, _, _] = x.try_standardize("LayerNorm", [1, rows, norm.iter().product()], self.eps, affine)?;
+        Ok(y)
     }
 }
 

@@ -272,8 +272,9 @@ fn batch_norm_trains_and_evaluates<D: Device>() {
 /// paths, forward and the input's gradient, against plain loops: each group
 /// standardised with its biased variance, and the gradient of
 /// `sum(r · y)` as `(r − mean r − x̂ · mean(r x̂)) / sqrt(var + eps)` with
-/// `r` scaled by the layer's weight; both layers' eps is 1e-5. Batch norm's
-/// weight and bias gradients too: `Σ r · x̂` and `Σ r` per channel.
+/// `r` scaled by the layer's weight; both layers' eps is 1e-5. The weight
+/// and bias gradients too: `Σ r · x̂` and `Σ r` per channel (batch norm) or
+/// per column (layer norm).
 fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
     type Affine<'a> = (&'a [f64], &'a [f64]);
     fn check(name: &str, x: &[f64], r: &[f64], groups: &[Vec<usize>], y: &[f64], dx: &[f64], (w, b): Affine) {
@@ -322,18 +323,42 @@ fn norm_layers_match_plain_loops_on_large_inputs<D: Device>() {
         assert!((dw[c] - want_dw).abs() < 1e-8, "BatchNorm2d weight gradient [{c}]: {} vs {want_dw}", dw[c]);
         assert!((db[c] - want_db).abs() < 1e-8, "BatchNorm2d bias gradient [{c}]: {} vs {want_db}", db[c]);
     }
-    // Layer norm over rows of 96: a group per row (weight 1, so one entry
-    // serves every group).
+    // Layer norm over rows of 96: a group per row, with a weight and bias
+    // per column.
     let (rows, width) = (len / 96, 96);
     let x = T::<D>::from_vec(xs.clone(), [rows, width]).requires_grad();
-    let norm = LayerNorm::<D, f64>::new(&[width]);
+    let mut norm = LayerNorm::<D, f64>::new(&[width]);
+    let (w, b) = (data(width, 33), data(width, 34));
+    norm.weight = T::<D>::from_vec(w.clone(), [width]).requires_grad();
+    norm.bias = T::<D>::from_vec(b.clone(), [width]).requires_grad();
     let y = norm.forward(&x);
     // The same values through a strided view: the kernels read any layout.
     let strided = x.detach().transpose(0, 1).contiguous().transpose(0, 1);
     assert_eq!(norm.forward(&strided).to_vec(), y.to_vec(), "LayerNorm of a strided view");
-    let dx = (&y * &T::<D>::from_vec(rs.clone(), [rows, width])).sum().backward().get(&x).expect("a gradient").to_vec();
-    let groups: Vec<Vec<usize>> = (0..rows).map(|row| (row * width..(row + 1) * width).collect()).collect();
-    check("LayerNorm", &xs, &rs, &groups, &y.to_vec(), &dx, (&[1.0], &[0.0]));
+    let grads = (&y * &T::<D>::from_vec(rs.clone(), [rows, width])).sum().backward();
+    let (y, dx) = (y.to_vec(), grads.get(&x).expect("a gradient").to_vec());
+    let (dw, db) = (grads.get(&norm.weight).expect("dw").to_vec(), grads.get(&norm.bias).expect("db").to_vec());
+    let (mut want_dw, mut want_db) = (vec![0.0; width], vec![0.0; width]);
+    for row in 0..rows {
+        let at = |j: usize| row * width + j;
+        let mean = (0..width).map(|j| xs[at(j)]).sum::<f64>() / width as f64;
+        let var = (0..width).map(|j| (xs[at(j)] - mean).powi(2)).sum::<f64>() / width as f64;
+        let scale = 1.0 / (var + 1e-5).sqrt();
+        let xhat = |j: usize| (xs[at(j)] - mean) * scale;
+        let gw = |j: usize| rs[at(j)] * w[j];
+        let mean_g = (0..width).map(gw).sum::<f64>() / width as f64;
+        let mean_gx = (0..width).map(|j| gw(j) * xhat(j)).sum::<f64>() / width as f64;
+        for j in 0..width {
+            let want = xhat(j) * w[j] + b[j];
+            assert!((y[at(j)] - want).abs() < 1e-9, "LayerNorm y[{row}, {j}]: {} vs {want}", y[at(j)]);
+            let want = (gw(j) - mean_g - xhat(j) * mean_gx) * scale;
+            assert!((dx[at(j)] - want).abs() < 1e-9, "LayerNorm dx[{row}, {j}]: {} vs {want}", dx[at(j)]);
+            want_dw[j] += rs[at(j)] * xhat(j);
+            want_db[j] += rs[at(j)];
+        }
+    }
+    assert_close(&dw, &want_dw, 1e-9, 1e-9);
+    assert_close(&db, &want_db, 1e-9, 1e-9);
 }
 
 /// Max pooling's choices where the property test's distinct values do not

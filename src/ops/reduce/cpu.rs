@@ -15,7 +15,7 @@
 //! axis) or on whole rows of columns (any other axis); in `f32` its `exp` is a
 //! polynomial the compiler vectorises rather than a libm call per element.
 
-use super::{ExtremeOp, Max, ReduceKernel, ReduceOp, around_axis};
+use super::{AffineAxis, ExtremeOp, Max, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
     CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, items_per_task, map_strided, output_buffer,
@@ -567,7 +567,7 @@ impl ReduceKernel for Cpu {
         (x, layout): (&CpuStorage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
-        affine: Option<(&CpuStorage<E>, &CpuStorage<E>)>,
+        affine: Option<(&CpuStorage<E>, &CpuStorage<E>, AffineAxis)>,
     ) -> Result<[CpuStorage<E>; 3]> {
         const OP: &str = "standardize";
         let x = dense_elements(OP, x, layout)?;
@@ -582,17 +582,26 @@ impl ReduceKernel for Cpu {
             let var = vectorized(|| runs.fold(E::ZERO, |s, run| s + sum_zip(run, run, |v, _| (v - mean) * (v - mean))));
             (mean, var / count)
         });
-        // y = (x − mean) · weight / sqrt(var + eps) + bias.
+        // y = (x − mean) · weight / sqrt(var + eps) + bias, the weight and
+        // bias in the coefficients where they are per group.
         let eps = E::from_f64(eps);
-        let affine = affine.map(|(w, b)| (w.as_slice(), b.as_slice()));
+        let per_group = affine.filter(|a| a.2 == AffineAxis::Group).map(|(w, b, _)| (w.as_slice(), b.as_slice()));
         let coefficients: Vec<[E; 4]> = (stats.iter().enumerate())
             .map(|(c, &(mean, var))| {
-                let (weight, bias) = affine.map_or((E::ONE, E::ZERO), |(w, b)| (w[c], b[c]));
+                let (weight, bias) = per_group.map_or((E::ONE, E::ZERO), |(w, b)| (w[c], b[c]));
                 [mean, weight / (var + eps).sqrt(), E::ZERO, bias]
             })
             .collect();
         let mut out = output_buffer(OP, x.len())?;
-        by_rows::<E, false>(&mut out, x, x, dims, &coefficients);
+        match affine {
+            Some((w, b, AffineAxis::Inner)) => {
+                let columns = (w.as_slice(), b.as_slice());
+                for_row_chunks(&mut out, x, x, inner, |first_row, out, x, _| {
+                    vectorized(ColumnAffineRows { out, x, first_row, inner, coefficients: &coefficients, columns });
+                });
+            }
+            _ => by_rows::<E, false>(&mut out, x, x, dims, &coefficients),
+        }
         let (means, vars) = stats.into_iter().unzip();
         Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(means), CpuStorage::from_vec(vars)])
     }
@@ -600,7 +609,7 @@ impl ReduceKernel for Cpu {
     fn standardize_backward<E: FloatElement>(
         x: &CpuStorage<E>,
         [mean, var]: [&CpuStorage<E>; 2],
-        weight: Option<&CpuStorage<E>>,
+        weight: Option<(&CpuStorage<E>, AffineAxis)>,
         (g, g_layout): (&CpuStorage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
@@ -613,6 +622,11 @@ impl ReduceKernel for Cpu {
         let (mean, var) = (mean.as_slice(), var.as_slice());
         let eps = E::from_f64(eps);
         let scale = |c: usize| E::ONE / (var[c] + eps).sqrt();
+        if let Some((weight, AffineAxis::Inner)) = weight {
+            let scales: Vec<E> = (0..groups).map(scale).collect();
+            return inner_affine_backward(x, g, [mean, &scales], weight.as_slice(), inner);
+        }
+        let weight = weight.map(|(w, _)| w);
         // Per group: Σ g and Σ g · x̂, with x̂ = (x − mean) · scale.
         let sums = per_group(groups, outer * inner, |c| {
             let (runs_g, runs_x, m) = (group_runs(g, dims, c), group_runs(x, dims, c), mean[c]);
@@ -654,8 +668,7 @@ fn per_group<T: Send>(groups: usize, len: usize, f: impl Fn(usize) -> T + Sync +
     }
 }
 
-/// [`GroupRows`] over all of `out`, `a` and `b` (viewed as `dims`), split
-/// by whole rows across threads when the tensor is large.
+/// [`GroupRows`] over all of `out`, `a` and `b` (viewed as `dims`).
 fn by_rows<E: FloatElement, const WITH_B: bool>(
     out: &mut [E],
     a: &[E],
@@ -663,18 +676,146 @@ fn by_rows<E: FloatElement, const WITH_B: bool>(
     [_, groups, inner]: [usize; 3],
     coefficients: &[[E; 4]],
 ) {
+    for_row_chunks(out, a, b, inner, |first_row, out, a, b| {
+        vectorized(GroupRows::<E, WITH_B> { out, a, b, first_row, groups, inner, coefficients });
+    });
+}
+
+/// Runs `write(first_row, out, a, b)` over runs of whole rows of `inner`
+/// elements of `out` and the inputs `a` and `b`, split across threads when
+/// the tensor is large.
+fn for_row_chunks<E: FloatElement>(
+    out: &mut [E],
+    a: &[E],
+    b: &[E],
+    inner: usize,
+    write: impl Fn(usize, &mut [E], &[E], &[E]) + Sync + Send,
+) {
     if inner == 0 {
         return;
     }
-    let write = |first_row: usize, out: &mut [E], a: &[E], b: &[E]| {
-        vectorized(GroupRows::<E, WITH_B> { out, a, b, first_row, groups, inner, coefficients });
-    };
     if split_across_threads(out.len()) {
         let chunk = inner * items_per_task(inner);
         let parts = out.par_chunks_mut(chunk).zip(a.par_chunks(chunk)).zip(b.par_chunks(chunk)).enumerate();
         parts.for_each(|(i, ((out, a), b))| write(i * chunk / inner, out, a, b));
     } else {
         write(0, out, a, b);
+    }
+}
+
+/// The forward of standardisation with an affine step along `inner`
+/// (layer norm), per row: `out = (x − c0) · c1 · weight + bias`, with
+/// `[c0, c1, ..]` the row's coefficients (its mean and scale) and the
+/// weight and bias indexed by the position in the row.
+struct ColumnAffineRows<'a, E> {
+    out: &'a mut [E],
+    x: &'a [E],
+    first_row: usize,
+    inner: usize,
+    coefficients: &'a [[E; 4]],
+    columns: (&'a [E], &'a [E]),
+}
+
+impl<E: FloatElement> VectorLoop for ColumnAffineRows<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let (weight, bias) = self.columns;
+        for (row, (out, x)) in self.out.chunks_mut(self.inner).zip(self.x.chunks(self.inner)).enumerate() {
+            let [mean, scale, ..] = self.coefficients[self.first_row + row];
+            for (((o, &x), &w), &b) in out.iter_mut().zip(x).zip(weight).zip(bias) {
+                *o = (x - mean) * scale * w + b;
+            }
+        }
+    }
+}
+
+/// The gradients of standardisation with an affine step along `inner`
+/// (layer norm: every group is one row, `outer` is 1): per row, with
+/// `ĝ = g · weight`, `dx = scale · (ĝ − Σĝ / M − x̂ · Σ(ĝ x̂) / M)`; and per
+/// column `Σ g` and `Σ g · x̂` over the rows, the bias's and weight's
+/// gradients. One pass: a row's sums and its gradient read it from cache.
+fn inner_affine_backward<E: FloatElement>(
+    x: &[E],
+    g: &[E],
+    [mean, scale]: [&[E]; 2],
+    weight: &[E],
+    inner: usize,
+) -> Result<[CpuStorage<E>; 3]> {
+    const OP: &str = "standardize_backward";
+    let mut out = output_buffer(OP, x.len())?;
+    let zeros = || vec![E::ZERO; inner];
+    if inner == 0 {
+        return Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(zeros()), CpuStorage::from_vec(zeros())]);
+    }
+    let run = |first_row: usize, out: &mut [E], x: &[E], g: &[E]| {
+        let (mut sum_g, mut sum_gx) = (zeros(), zeros());
+        let rows = RowGradients { out, x, g, first_row, mean, scale, weight, sum_g: &mut sum_g, sum_gx: &mut sum_gx };
+        vectorized(rows);
+        (sum_g, sum_gx)
+    };
+    let (sum_g, sum_gx) = if split_across_threads(x.len()) {
+        let chunk = inner * items_per_task(inner);
+        let parts = out.par_chunks_mut(chunk).zip(x.par_chunks(chunk)).zip(g.par_chunks(chunk)).enumerate();
+        let partials: Vec<(Vec<E>, Vec<E>)> =
+            parts.map(|(i, ((out, x), g))| run(i * chunk / inner, out, x, g)).collect();
+        let add = |a: Vec<E>, b: &Vec<E>| a.into_iter().zip(b).map(|(a, &b)| a + b).collect::<Vec<E>>();
+        partials.iter().fold((zeros(), zeros()), |(sg, sgx), (g, gx)| (add(sg, g), add(sgx, gx)))
+    } else {
+        run(0, &mut out, x, g)
+    };
+    Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(sum_g), CpuStorage::from_vec(sum_gx)])
+}
+
+/// The loop of [`inner_affine_backward`] over a run of whole rows.
+struct RowGradients<'a, E> {
+    out: &'a mut [E],
+    x: &'a [E],
+    g: &'a [E],
+    first_row: usize,
+    mean: &'a [E],
+    scale: &'a [E],
+    weight: &'a [E],
+    sum_g: &'a mut [E],
+    sum_gx: &'a mut [E],
+}
+
+impl<E: FloatElement> VectorLoop for RowGradients<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let inner = self.weight.len();
+        let count = E::from_f64(inner as f64);
+        let rows = self.out.chunks_mut(inner).zip(self.x.chunks(inner)).zip(self.g.chunks(inner));
+        for (row, ((out, x), g)) in rows.enumerate() {
+            let (mean, scale) = (self.mean[self.first_row + row], self.scale[self.first_row + row]);
+            // Σĝ and Σ ĝ (x − mean), in lanes.
+            let (mut lanes_g, mut lanes_gx) = ([E::ZERO; LANES], [E::ZERO; LANES]);
+            let (mut tail_g, mut tail_gx) = (E::ZERO, E::ZERO);
+            for ((x, g), w) in x.chunks(LANES).zip(g.chunks(LANES)).zip(self.weight.chunks(LANES)) {
+                if x.len() == LANES {
+                    for j in 0..LANES {
+                        let gw = g[j] * w[j];
+                        lanes_g[j] = lanes_g[j] + gw;
+                        lanes_gx[j] = lanes_gx[j] + gw * (x[j] - mean);
+                    }
+                } else {
+                    for ((&x, &g), &w) in x.iter().zip(g).zip(w) {
+                        tail_g = tail_g + g * w;
+                        tail_gx = tail_gx + g * w * (x - mean);
+                    }
+                }
+            }
+            let sum_g = fold_lanes(&lanes_g, E::ZERO, <E as Element>::add) + tail_g;
+            let sum_gx = (fold_lanes(&lanes_gx, E::ZERO, <E as Element>::add) + tail_gx) * scale;
+            let (shift, slope) = (sum_g / count, sum_gx / count);
+            for (j, ((o, &x), &g)) in out.iter_mut().zip(x).zip(g).enumerate() {
+                let xhat = (x - mean) * scale;
+                *o = scale * (g * self.weight[j] - shift - xhat * slope);
+                self.sum_g[j] = self.sum_g[j] + g;
+                self.sum_gx[j] = self.sum_gx[j] + g * xhat;
+            }
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Reduction and softmax kernels on CUDA (`kernels/reduce.cu`,
 //! `kernels/softmax.cu`).
 
-use super::{ExtremeOp, ReduceKernel, ReduceOp, around_axis};
+use super::{AffineAxis, ExtremeOp, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
@@ -204,7 +204,7 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         (x, layout): (&CudaStorage<E>, &Layout),
         [outer, groups, inner]: [usize; 3],
         eps: f64,
-        affine: Option<(&CudaStorage<E>, &CudaStorage<E>)>,
+        affine: Option<(&CudaStorage<E>, &CudaStorage<E>, AffineAxis)>,
     ) -> Result<[CudaStorage<E>; 3]> {
         const OP: &str = "standardize";
         let device = Self::device()?;
@@ -223,10 +223,11 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         launch_kernel!(device, OP, "reduce", stats, per_row(groups); outer, groups, inner, x, mean.ptr(), var.ptr())?;
         if n > 0 {
             // Null pointers: no affine step.
-            let (weight, bias) = affine.map_or((0, 0), |(w, b)| (w.ptr(), b.ptr()));
+            let (weight, bias, per_inner) = affine
+                .map_or((0, 0, 0usize), |(w, b, axis)| (w.ptr(), b.ptr(), usize::from(axis == AffineAxis::Inner)));
             let apply = format!("reduce_standardize_apply_{}", E::DTYPE.name());
             launch_kernel!(device, OP, "reduce", apply, elementwise(n);
-                n, groups, inner, x, mean.ptr(), var.ptr(), E::from_f64(eps), weight, bias, out.ptr())?;
+                n, groups, inner, x, mean.ptr(), var.ptr(), E::from_f64(eps), weight, bias, per_inner, out.ptr())?;
         }
         Ok([out, mean, var])
     }
@@ -234,7 +235,7 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
     fn standardize_backward<E: FloatElement>(
         x: &CudaStorage<E>,
         [mean, var]: [&CudaStorage<E>; 2],
-        weight: Option<&CudaStorage<E>>,
+        weight: Option<(&CudaStorage<E>, AffineAxis)>,
         (g, g_layout): (&CudaStorage<E>, &Layout),
         [outer, groups, inner]: [usize; 3],
         eps: f64,
@@ -242,25 +243,45 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         const OP: &str = "standardize_backward";
         let device = Self::device()?;
         let n = g_layout.elem_count();
+        let per_inner = weight.is_some_and(|(_, axis)| axis == AffineAxis::Inner);
+        // The group sums; along inner, the weight's gradients are column sums besides.
         let (out, sum_g, sum_gx) = (
             CudaStorage::alloc(&device, OP, n)?,
             CudaStorage::<E>::alloc(&device, OP, groups)?,
             CudaStorage::<E>::alloc(&device, OP, groups)?,
         );
-        if groups == 0 {
-            return Ok([out, sum_g, sum_gx]);
+        let columns = match per_inner {
+            true => Some((CudaStorage::<E>::alloc(&device, OP, inner)?, CudaStorage::<E>::alloc(&device, OP, inner)?)),
+            false => None,
+        };
+        let (weight, inner_weight) = match weight {
+            Some((w, AffineAxis::Inner)) => (w.ptr(), w.ptr()),
+            Some((w, AffineAxis::Group)) => (w.ptr(), 0),
+            None => (0, 0),
+        };
+        if groups > 0 {
+            let (_dense, g) = dense_ptr(&device, OP, g, g_layout)?;
+            let eps = E::from_f64(eps);
+            let kernel = format!("reduce_standardize_backward_sums_{}", E::DTYPE.name());
+            launch_kernel!(device, OP, "reduce", kernel, per_row(groups);
+                outer, groups, inner, x.ptr(), mean.ptr(), var.ptr(), eps, inner_weight, g, sum_g.ptr(), sum_gx.ptr())?;
+            if let Some((column_g, column_gx)) = &columns
+                && inner > 0
+            {
+                let kernel = format!("reduce_standardize_backward_columns_{}", E::DTYPE.name());
+                launch_kernel!(device, OP, "reduce", kernel, per_row(inner);
+                    groups, inner, x.ptr(), mean.ptr(), var.ptr(), eps, g, column_g.ptr(), column_gx.ptr())?;
+            }
+            if n > 0 {
+                let kernel = format!("reduce_standardize_backward_apply_{}", E::DTYPE.name());
+                launch_kernel!(device, OP, "reduce", kernel, elementwise(n);
+                    n, groups, inner, x.ptr(), mean.ptr(), var.ptr(), eps, weight, usize::from(per_inner), g,
+                    sum_g.ptr(), sum_gx.ptr(), out.ptr())?;
+            }
         }
-        let (_dense, g) = dense_ptr(&device, OP, g, g_layout)?;
-        let eps = E::from_f64(eps);
-        let kernel = format!("reduce_standardize_backward_sums_{}", E::DTYPE.name());
-        launch_kernel!(device, OP, "reduce", kernel, per_row(groups);
-            outer, groups, inner, x.ptr(), mean.ptr(), var.ptr(), eps, g, sum_g.ptr(), sum_gx.ptr())?;
-        if n > 0 {
-            let weight = weight.map_or(0, |w| w.ptr());
-            let kernel = format!("reduce_standardize_backward_apply_{}", E::DTYPE.name());
-            launch_kernel!(device, OP, "reduce", kernel, elementwise(n);
-                n, groups, inner, x.ptr(), mean.ptr(), var.ptr(), eps, weight, g, sum_g.ptr(), sum_gx.ptr(), out.ptr())?;
-        }
-        Ok([out, sum_g, sum_gx])
+        Ok(match columns {
+            Some((column_g, column_gx)) => [out, column_g, column_gx],
+            None => [out, sum_g, sum_gx],
+        })
     }
 }

@@ -121,6 +121,17 @@ macro_rules! extreme_op {
 extreme_op!(Max, "max", "argmax", MIN, >);
 extreme_op!(Min, "min", "argmin", MAX, <);
 
+/// Which axis of standardisation's `[outer, groups, inner]` view an affine
+/// weight and bias run along (see [`ReduceKernel::standardize`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AffineAxis {
+    /// One weight and bias per group: batch norm's per-channel affine step.
+    Group,
+    /// One weight and bias per position along `inner`, with `outer` 1:
+    /// layer norm's elementwise affine step.
+    Inner,
+}
+
 /// Device kernels for reductions and softmax. Implemented by every [`Device`].
 ///
 /// The API has validated the axis and rejected empty axes for the
@@ -173,29 +184,29 @@ pub trait ReduceKernel: Backend {
     /// group's `outer · inner` elements:
     /// `(x − mean) / sqrt(var + eps)` with the biased variance, as batch
     /// norm (groups are channels) and layer norm (groups are rows) do,
-    /// then, with `affine` (`(weight, bias)`, dense `[groups]`), times the
-    /// group's weight plus its bias, as batch norm's affine step.
+    /// then, with `affine` (`(weight, bias, axis)`, dense, `[groups]` or
+    /// `[inner]` by `axis`), times the weight plus the bias.
     /// Returns the result (dense, `dims`) and each group's mean and
     /// variance (`[groups]`).
     fn standardize<E: FloatElement>(
         x: (&Self::Storage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,
-        affine: Option<(&Self::Storage<E>, &Self::Storage<E>)>,
+        affine: Option<(&Self::Storage<E>, &Self::Storage<E>, AffineAxis)>,
     ) -> Result<[Self::Storage<E>; 3]>;
 
     /// The gradients of [`standardize`](Self::standardize) from its input
     /// `x` (dense), the groups' means and variances, the affine weight
     /// (`None`: one) and the incoming gradient `g` (in any layout), viewed
-    /// as `dims`. With `x̂` the standardised input and `M` a group's size,
-    /// returns the input's gradient
-    /// `weight · (g − Σg / M − x̂ · Σ(g · x̂) / M) / sqrt(var + eps)` (dense)
-    /// and, per group, `Σ g` and `Σ g · x̂` (`[groups]`): the gradients of
-    /// the affine bias and weight.
+    /// as `dims`. With `x̂` the standardised input, `ĝ` the gradient times
+    /// the weight and `M` a group's size, returns the input's gradient
+    /// `(ĝ − Σĝ / M − x̂ · Σ(ĝ · x̂) / M) / sqrt(var + eps)` (dense) and
+    /// `Σ g` and `Σ g · x̂` per weight element (`[groups]` or `[inner]`):
+    /// the gradients of the affine bias and weight.
     fn standardize_backward<E: FloatElement>(
         x: &Self::Storage<E>,
         stats: [&Self::Storage<E>; 2],
-        weight: Option<&Self::Storage<E>>,
+        weight: Option<(&Self::Storage<E>, AffineAxis)>,
         g: (&Self::Storage<E>, &Layout),
         dims: [usize; 3],
         eps: f64,

@@ -1,8 +1,9 @@
 //! Standardisation per group, the core of batch norm and layer norm, as one
-//! operation with its own gradient, batch norm's affine step included:
+//! operation with its own gradient, the layers' affine steps included:
 //! two passes over memory forward and two backward, where the same
 //! computation composed of primitive ops took about a dozen each way.
 
+use super::AffineAxis;
 use crate::autograd::{self, rule};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
@@ -14,8 +15,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `(x − mean) / sqrt(var + eps)` per group of this tensor viewed as
     /// `[outer, groups, inner]` (`dims`, whose product is the element
     /// count), the mean and biased variance over each group's
-    /// `outer · inner` elements, then with `affine` (`(weight, bias)`, each
-    /// `[groups]`) times the group's weight plus its bias. Returns the
+    /// `outer · inner` elements, then with `affine` (`(weight, bias, axis)`,
+    /// each with `groups` elements, or `inner` with `outer` 1, by `axis`)
+    /// times the weight plus the bias. Returns the
     /// result in this tensor's shape, differentiable in this tensor and
     /// the affine pair, and the groups' means and variances (`[groups]`,
     /// not tracked: batch norm's running statistics).
@@ -24,29 +26,35 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         op: &'static str,
         dims: [usize; 3],
         eps: f64,
-        affine: Option<(&Self, &Self)>,
+        affine: Option<(&Self, &Self, AffineAxis)>,
     ) -> Result<[Self; 3]> {
         let [outer, groups, inner] = dims;
         let error = |reason: String| {
             let mut shapes = vec![self.shape().clone()];
-            shapes.extend(affine.iter().flat_map(|(w, b)| [w.shape().clone(), b.shape().clone()]));
+            shapes.extend(affine.iter().flat_map(|(w, b, _)| [w.shape().clone(), b.shape().clone()]));
             Error::Shape { op, device: D::name(), shapes, reason }
         };
         if outer.checked_mul(groups).and_then(|n| n.checked_mul(inner)) != Some(self.elem_count()) {
             return Err(error(format!("cannot be viewed as [{outer}, {groups}, {inner}] for standardisation")));
         }
-        if affine.is_some_and(|(w, b)| w.elem_count() != groups || b.elem_count() != groups) {
-            return Err(error(format!("the affine weight and bias must have {groups} elements")));
+        if let Some((w, b, axis)) = affine {
+            let (len, outer_ok) = match axis {
+                AffineAxis::Group => (groups, true),
+                AffineAxis::Inner => (inner, outer == 1),
+            };
+            if w.elem_count() != len || b.elem_count() != len || !outer_ok {
+                return Err(error(format!("the affine weight and bias must have {len} elements ({axis:?} axis)")));
+            }
         }
         let affine = match affine {
-            Some((w, b)) => Some((w.try_contiguous()?, b.try_contiguous()?)),
+            Some((w, b, axis)) => Some((w.try_contiguous()?, b.try_contiguous()?, axis)),
             None => None,
         };
         // The backward pass reads the input, densely, and the statistics.
         let x = self.try_contiguous()?.detach();
         let stats: RefCell<Option<[Self; 2]>> = RefCell::new(None);
         let forward = || {
-            let storages = affine.as_ref().map(|(w, b)| (w.storage(), b.storage()));
+            let storages = affine.as_ref().map(|(w, b, axis)| (w.storage(), b.storage(), *axis));
             let [y, mean, var] = D::standardize((x.storage(), x.layout()), dims, eps, storages)?;
             let group_shape = Shape::from([groups]);
             *stats.borrow_mut() =
@@ -54,13 +62,13 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             Ok(Tensor::from_storage(y, self.shape().clone()))
         };
         let mut inputs = vec![self.node()];
-        inputs.extend(affine.iter().flat_map(|(w, b)| [w.node(), b.node()]));
+        inputs.extend(affine.iter().flat_map(|(w, b, _)| [w.node(), b.node()]));
         let y = autograd::track(op, &inputs, forward, |_| {
             let [mean, var] = stats.borrow().clone().expect("the forward pass ran");
-            let weight = affine.as_ref().map(|(w, _)| w.detach());
+            let weight = affine.as_ref().map(|(w, _, axis)| (w.detach(), *axis));
             let x = x.clone();
             rule(move |g: &Tensor<D, E>, _| {
-                let weight_storage = weight.as_ref().map(|w| w.storage());
+                let weight_storage = weight.as_ref().map(|(w, axis)| (w.storage(), *axis));
                 let [dx, sum_g, sum_gx] = D::standardize_backward(
                     x.storage(),
                     [mean.storage(), var.storage()],
@@ -70,7 +78,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                     eps,
                 )?;
                 let mut grads = vec![Some(Tensor::from_storage(dx, x.shape().clone()))];
-                if let Some(weight) = &weight {
+                if let Some((weight, _)) = &weight {
                     grads.push(Some(Tensor::from_storage(sum_gx, weight.shape().clone())));
                     grads.push(Some(Tensor::from_storage(sum_g, weight.shape().clone())));
                 }
