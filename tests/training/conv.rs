@@ -139,7 +139,8 @@ device_proptests! {
     /// both gradients against the same convolution in `f64` (unfold +
     /// product), on widths that take whole, partial and several 32-pixel
     /// blocks, channel counts that leave the last block of 8 short, and
-    /// 1 to 5 vectors of 16 channels in the weight gradient's blocks.
+    /// 1 to 5 vectors of 16 channels in the weight gradient's blocks; with a
+    /// bias half of the time.
     fn f32_conv2d_matches_f64<D>(
         n in 1..3usize, c in 1..4usize, o in prop_oneof![1..20usize, 40..80usize], hw in [1..6usize, 1..41usize],
         kernel in [1..4usize, 1..4usize], padding in 0..3usize, strided in any::<bool>(), seed in any::<u64>(),
@@ -160,16 +161,24 @@ device_proptests! {
             Tensor::<D, f32>::from_vec(to_f32(&ws), wdims).requires_grad(),
         );
         let (x64, w64) = (T::<D>::from_vec(xs, dims).requires_grad(), T::<D>::from_vec(ws, wdims).requires_grad());
-        let y32 = x32.conv2d(&w32, None, win, 1);
-        let y64 = x64.conv2d(&w64, None, win, 1);
+        let bs = narrow(data(o, seed ^ 9));
+        let b32 = Tensor::<D, f32>::from_vec(to_f32(&bs), [o]).requires_grad();
+        let b64 = T::<D>::from_vec(bs, [o]).requires_grad();
+        let with_bias = (seed >> 8) % 2 == 0;
+        let y32 = x32.conv2d(&w32, with_bias.then_some(&b32), win, 1);
+        let y64 = x64.conv2d(&w64, with_bias.then_some(&b64), win, 1);
         let as_f64 = |t: &Tensor<D, f32>| t.to_vec().into_iter().map(f64::from).collect::<Vec<_>>();
         assert_close(&as_f64(&y32), &y64.to_vec(), 1e-4, 1e-4);
         let grads32 = (&y32 * &Tensor::<D, f32>::from_vec(to_f32(&gs), [n, o, oh, ow])).sum().backward();
         let grads64 = (&y64 * &T::<D>::from_vec(gs, [n, o, oh, ow])).sum().backward();
-        for (name, g32, g64) in [
+        let mut pairs = vec![
             ("image", grads32.get(&x32), grads64.get(&x64)),
             ("weight", grads32.get(&w32), grads64.get(&w64)),
-        ] {
+        ];
+        if with_bias {
+            pairs.push(("bias", grads32.get(&b32), grads64.get(&b64)));
+        }
+        for (name, g32, g64) in pairs {
             let (g32, g64) = (g32.expect("a gradient"), g64.expect("a gradient"));
             assert_eq!(g32.dims(), g64.dims(), "{name}");
             let scale = 1.0 + (n * oh * ow) as f64 / 100.0;

@@ -117,14 +117,20 @@ impl ConvKernel for Cpu {
     fn conv2d_direct<E: FloatElement>(
         image: (&CpuStorage<E>, &Layout),
         weight: (&CpuStorage<E>, &Layout),
+        bias: Option<(&CpuStorage<E>, &Layout)>,
         g: &Unfold2d,
         out_channels: usize,
     ) -> Result<Option<CpuStorage<E>>> {
         let (Some(image), Some(weight)) = (dense_f32(image), dense_f32(weight)) else { return Ok(None) };
+        let bias = match bias.map(dense_f32) {
+            Some(None) => return Ok(None),
+            Some(Some(bias)) => Some(bias),
+            None => None,
+        };
         if !direct::applies(g) {
             return Ok(None);
         }
-        direct::conv2d(image, weight, g, out_channels).map(from_f32)
+        Ok(Some(from_f32(direct::conv2d(image, weight, bias, g, out_channels)?)))
     }
 
     fn conv2d_weight_direct<E: FloatElement>(
@@ -132,12 +138,13 @@ impl ConvKernel for Cpu {
         grad: (&CpuStorage<E>, &Layout),
         g: &Unfold2d,
         out_channels: usize,
-    ) -> Result<Option<CpuStorage<E>>> {
+    ) -> Result<Option<[CpuStorage<E>; 2]>> {
         let (Some(image), Some(grad)) = (dense_f32(image), dense_f32(grad)) else { return Ok(None) };
         if !direct::weight_gradient_applies(g) {
             return Ok(None);
         }
-        direct::weight_gradient(image, grad, g, out_channels).map(from_f32)
+        let (weight, bias) = direct::weight_gradient(image, grad, g, out_channels)?;
+        Ok(Some([from_f32(weight), from_f32(bias)]))
     }
 }
 
@@ -151,9 +158,9 @@ fn dense_f32<'a, E: FloatElement>((storage, layout): (&'a CpuStorage<E>, &Layout
 
 /// A direct kernel's `f32` output as the storage of `E`, which is `f32`
 /// since [`dense_f32`] accepted its inputs.
-fn from_f32<E: FloatElement>(out: Vec<f32>) -> Option<CpuStorage<E>> {
+fn from_f32<E: FloatElement>(out: Vec<f32>) -> CpuStorage<E> {
     let out: Box<dyn Any> = Box::new(CpuStorage::from_vec(out));
-    Some(*out.downcast::<CpuStorage<E>>().expect("E is f32, as the inputs were"))
+    *out.downcast::<CpuStorage<E>>().expect("E is f32, as the inputs were")
 }
 
 /// The output positions `first..end` (of `len`) whose tap, at `offset`

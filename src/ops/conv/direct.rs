@@ -48,9 +48,16 @@ fn avx512() -> bool {
 }
 
 /// `conv2d` of the dense image batch `image` (`g.image`) with the dense
-/// weight `[out_channels, C, KH, KW]`, into a new dense `[N, out_channels,
-/// OH, OW]`. Only where [`applies`] holds.
-pub(super) fn conv2d(image: &[f32], weight: &[f32], g: &Unfold2d, out_channels: usize) -> Result<Vec<f32>> {
+/// weight `[out_channels, C, KH, KW]` and an optional bias
+/// `[out_channels]`, into a new dense `[N, out_channels, OH, OW]`. Only
+/// where [`applies`] holds.
+pub(super) fn conv2d(
+    image: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    g: &Unfold2d,
+    out_channels: usize,
+) -> Result<Vec<f32>> {
     let [n, c, h, w] = g.image;
     let ([kh, kw], [ph, pw]) = (g.window.kernel, g.window.padding);
     let [oh, ow] = g.output;
@@ -85,8 +92,15 @@ pub(super) fn conv2d(image: &[f32], weight: &[f32], g: &Unfold2d, out_channels: 
         let (b, block) = (task / blocks, task % blocks);
         let image = &padded[b * c * hp * wp..];
         let weights = &packed[block * c * taps * CHANNELS..][..c * taps * CHANNELS];
+        // The block's biases, where the accumulators start.
+        let mut biases = [0.0; CHANNELS];
+        if let Some(bias) = bias {
+            let first = block * CHANNELS;
+            let own = &bias[first..(first + CHANNELS).min(out_channels)];
+            biases[..own.len()].copy_from_slice(own);
+        }
         // SAFETY: `applies` checked that this CPU has AVX-512F.
-        unsafe { block_rows(image, weights, out, &shape) };
+        unsafe { block_rows(image, weights, &biases, out, &shape) };
     };
     // One task per image and block of output channels (the last block of
     // an image may be short), so that a batch of one still splits.
@@ -114,7 +128,8 @@ struct Shape {
 /// One block of up to [`CHANNELS`] output channels of one image: `out` is
 /// their `[channels, OH, OW]` planes, `image` the padded image from its
 /// first channel on (`C` planes of `hp x wp`), `weights` the block's
-/// `[C][KH*KW][CHANNELS]`. Each step computes 32 output pixels in two
+/// `[C][KH*KW][CHANNELS]`, `biases` the block's channels' biases. Each
+/// step computes 32 output pixels in two
 /// vectors: 32 of one row, or, for outputs at most 16 wide, one row and
 /// the next.
 ///
@@ -123,7 +138,7 @@ struct Shape {
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn block_rows(image: &[f32], weights: &[f32], out: &mut [f32], s: &Shape) {
+unsafe fn block_rows(image: &[f32], weights: &[f32], biases: &[f32; CHANNELS], out: &mut [f32], s: &Shape) {
     use std::arch::x86_64::*;
     let &Shape { c, kh, kw, hp, wp, oh, ow } = s;
     let channels = out.len() / (oh * ow);
@@ -144,7 +159,12 @@ unsafe fn block_rows(image: &[f32], weights: &[f32], out: &mut [f32], s: &Shape)
             let len = ow - x0;
             (y, x0, lanes(len), if len > 16 { lanes(len - 16) } else { 0 })
         };
+        // A plain loop: a closure would not inherit this function's target
+        // features, and the accumulators left in memory halved the speed.
         let mut acc = [[_mm512_setzero_ps(); 2]; CHANNELS];
+        for (acc, &b) in acc.iter_mut().zip(biases) {
+            *acc = [_mm512_set1_ps(b); 2];
+        }
         for ch in 0..c {
             for dy in 0..kh {
                 // Output row y reads padded row y + dy, from column x0.
@@ -182,7 +202,7 @@ unsafe fn block_rows(image: &[f32], weights: &[f32], out: &mut [f32], s: &Shape)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn block_rows(_: &[f32], _: &[f32], _: &mut [f32], _: &Shape) {
+unsafe fn block_rows(_: &[f32], _: &[f32], _: &[f32; CHANNELS], _: &mut [f32], _: &Shape) {
     unreachable!("`applies` is false off x86-64")
 }
 
@@ -201,8 +221,8 @@ pub(super) fn weight_gradient_applies(g: &Unfold2d) -> bool {
 /// The weight gradient `[out_channels, C, KH, KW]` of `conv2d` from the
 /// dense image batch `image` (`g.image`) and the dense output gradient
 /// `grad` `[N, out_channels, OH, OW]`: the sum over images and output
-/// pixels of `grad[o, pixel] · image[tap at pixel]`. Only where
-/// [`weight_gradient_applies`] holds.
+/// pixels of `grad[o, pixel] · image[tap at pixel]`; and the bias's, the
+/// sum of `grad[o, pixel]`. Only where [`weight_gradient_applies`] holds.
 ///
 /// `gemm` ran this product at about half the FMA peak after `unfold` had
 /// written the columns. Here each image's output gradient is transposed to
@@ -210,7 +230,12 @@ pub(super) fn weight_gradient_applies(g: &Unfold2d) -> bool {
 /// pixel, and 24 accumulators hold a block of channels x taps while the
 /// pixels stream past: per pixel, a few vector loads of the gradient and
 /// one broadcast per tap, no columns and no horizontal sums.
-pub(super) fn weight_gradient(image: &[f32], grad: &[f32], g: &Unfold2d, out_channels: usize) -> Result<Vec<f32>> {
+pub(super) fn weight_gradient(
+    image: &[f32],
+    grad: &[f32],
+    g: &Unfold2d,
+    out_channels: usize,
+) -> Result<(Vec<f32>, Vec<f32>)> {
     const OP: &str = "conv2d";
     let [n, c, h, w] = g.image;
     let ([kh, kw], [sh, sw], [ph, pw], [dh, dw]) =
@@ -224,10 +249,11 @@ pub(super) fn weight_gradient(image: &[f32], grad: &[f32], g: &Unfold2d, out_cha
         .flat_map(|ch| (0..kh).flat_map(move |y| (0..kw).map(move |x| (ch * hp + y * dh) * wp + x * dw)))
         .collect();
     let shape = GradShape { oh, ow, row_step: sh * wp, column_step: sw, lanes };
-    // Each thread sums its share of the images into its own `[taps][lanes]`.
+    // Each thread sums its share of the images into its own `[taps][lanes]`
+    // and `[lanes]` (the bias's).
     let threads = pool_threads().min(n);
     let per_thread = n.div_ceil(threads);
-    let partial = |first: usize| -> Result<Vec<f32>> {
+    let partial = |first: usize| -> Result<(Vec<f32>, Vec<f32>)> {
         let mut padded = output_buffer::<f32>(OP, c.saturating_mul(hp).saturating_mul(wp))?;
         let mut transposed = output_buffer::<f32>(OP, (oh * ow).saturating_mul(lanes))?;
         let mut sums = output_buffer::<f32>(OP, offsets.len().saturating_mul(lanes))?;
@@ -235,6 +261,7 @@ pub(super) fn weight_gradient(image: &[f32], grad: &[f32], g: &Unfold2d, out_cha
         padded.fill(0.0);
         transposed.fill(0.0);
         sums.fill(0.0);
+        let mut bias_sums = vec![0.0; lanes];
         for b in first..(first + per_thread).min(n) {
             let src = &image[b * c * h * w..][..c * h * w];
             for (plane, src) in src.chunks_exact(h * w).enumerate() {
@@ -245,13 +272,13 @@ pub(super) fn weight_gradient(image: &[f32], grad: &[f32], g: &Unfold2d, out_cha
             }
             let src = &grad[b * out_channels * oh * ow..][..out_channels * oh * ow];
             // SAFETY: `weight_gradient_applies` checked for AVX-512F.
-            unsafe { transpose_gradient(src, oh * ow, &mut transposed, lanes) };
+            unsafe { transpose_gradient(src, oh * ow, &mut transposed, &mut bias_sums) };
             accumulate(&padded, &transposed, &offsets, &mut sums, &shape);
         }
-        Ok(sums)
+        Ok((sums, bias_sums))
     };
     let starts = (0..n).step_by(per_thread);
-    let partials: Vec<Vec<f32>> = if threads > 1 {
+    let partials: Vec<(Vec<f32>, Vec<f32>)> = if threads > 1 {
         starts.collect::<Vec<_>>().into_par_iter().map(partial).collect::<Result<_>>()?
     } else {
         starts.map(partial).collect::<Result<_>>()?
@@ -260,10 +287,11 @@ pub(super) fn weight_gradient(image: &[f32], grad: &[f32], g: &Unfold2d, out_cha
     let mut out = output_buffer::<f32>(OP, out_channels * taps)?;
     for (o, row) in out.chunks_exact_mut(taps).enumerate() {
         for (t, v) in row.iter_mut().enumerate() {
-            *v = partials.iter().map(|sums| sums[t * lanes + o]).sum();
+            *v = partials.iter().map(|(sums, _)| sums[t * lanes + o]).sum();
         }
     }
-    Ok(out)
+    let bias = (0..out_channels).map(|o| partials.iter().map(|(_, sums)| sums[o]).sum()).collect();
+    Ok((out, bias))
 }
 
 /// The sizes [`weight_block`] works with: the output's, the steps in the
@@ -280,16 +308,17 @@ struct GradShape {
 /// `grad`, one image's output gradient `[channels][pixels]`, as `out`
 /// `[pixels][lanes]` (the lanes past `channels` zero), by 16 x 16 tiles
 /// transposed in registers: a scalar copy cost as much as the products,
-/// and a gather per pixel still half as much.
+/// and a gather per pixel still half as much. Adds each channel's sum to
+/// `sums` (`[lanes]`), the bias's gradient, from the transposed tiles.
 ///
 /// # Safety
 ///
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn transpose_gradient(grad: &[f32], pixels: usize, out: &mut [f32], lanes: usize) {
+unsafe fn transpose_gradient(grad: &[f32], pixels: usize, out: &mut [f32], sums: &mut [f32]) {
     use std::arch::x86_64::*;
-    let channels = grad.len() / pixels;
+    let (channels, lanes) = (grad.len() / pixels, sums.len());
     assert!(channels <= lanes && out.len() >= pixels * lanes, "the transposed gradient has room");
     for first in (0..channels).step_by(LANES) {
         let live = (channels - first).min(LANES);
@@ -302,11 +331,16 @@ unsafe fn transpose_gradient(grad: &[f32], pixels: usize, out: &mut [f32], lanes
                 // channel `first + k` < channels: inside `grad`.
                 *row = unsafe { _mm512_maskz_loadu_ps(mask, grad.as_ptr().add((first + k) * pixels + start)) };
             }
+            let mut sum = _mm512_setzero_ps();
             for (i, column) in transpose16(tile).iter().enumerate().take(len) {
+                sum = _mm512_add_ps(sum, *column);
                 // SAFETY: pixel `start + i` < pixels, and its lanes from
                 // `first` on hold 16 more: inside `out` (asserted above).
                 unsafe { _mm512_storeu_ps(out.as_mut_ptr().add((start + i) * lanes + first), *column) };
             }
+            let sums = &mut sums[first..first + LANES];
+            // SAFETY: `sums` is 16 elements long.
+            unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), _mm512_add_ps(_mm512_loadu_ps(sums.as_ptr()), sum)) };
         }
     }
 }
@@ -348,7 +382,7 @@ fn transpose16(r: [std::arch::x86_64::__m512; 16]) -> [std::arch::x86_64::__m512
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn transpose_gradient(_: &[f32], _: usize, _: &mut [f32], _: usize) {
+unsafe fn transpose_gradient(_: &[f32], _: usize, _: &mut [f32], _: &mut [f32]) {
     unreachable!("`weight_gradient_applies` is false off x86-64")
 }
 

@@ -103,23 +103,26 @@ pub trait ConvKernel: Backend {
     fn fold<E: FloatElement>(columns: &Self::Storage<E>, geometry: &Unfold2d) -> Result<Self::Storage<E>>;
 
     /// `conv2d` of the image batch `image` (shaped `geometry.image`) with
-    /// the weight `[out_channels, C, KH, KW]`, one group, into a new dense
+    /// the weight `[out_channels, C, KH, KW]` and the optional bias
+    /// `[out_channels]`, one group, into a new dense
     /// `[N, out_channels, OH, OW]`, computed directly where the device has
     /// a kernel for this geometry, element type and these layouts; `None`
     /// where it has not, and the caller unfolds and multiplies.
     fn conv2d_direct<E: FloatElement>(
         image: (&Self::Storage<E>, &Layout),
         weight: (&Self::Storage<E>, &Layout),
+        bias: Option<(&Self::Storage<E>, &Layout)>,
         geometry: &Unfold2d,
         out_channels: usize,
     ) -> Result<Option<Self::Storage<E>>> {
-        let _ = (image, weight, geometry, out_channels);
+        let _ = (image, weight, bias, geometry, out_channels);
         Ok(None)
     }
 
     /// The weight gradient `[out_channels, C, KH, KW]` of a one-group
     /// `conv2d` of `image` (shaped `geometry.image`) whose output gradient
-    /// is `grad` (`[N, out_channels, OH, OW]`), computed directly where the
+    /// is `grad` (`[N, out_channels, OH, OW]`), and the bias's (`grad`
+    /// summed per channel, `[out_channels]`), computed directly where the
     /// device has a kernel for this geometry, element type and these
     /// layouts; `None` where it has not, and the caller unfolds the image
     /// and multiplies.
@@ -128,7 +131,7 @@ pub trait ConvKernel: Backend {
         grad: (&Self::Storage<E>, &Layout),
         geometry: &Unfold2d,
         out_channels: usize,
-    ) -> Result<Option<Self::Storage<E>>> {
+    ) -> Result<Option<[Self::Storage<E>; 2]>> {
         let _ = (image, grad, geometry, out_channels);
         Ok(None)
     }
@@ -202,15 +205,14 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         }
         let taps = kh * kw * group_channels;
         let positions = geometry.output[0] * geometry.output[1];
-        let out = if groups == 1 {
-            self.conv2d_one_group(weight, geometry, out_channels)?
-        } else {
-            // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times
-            // the weight as [groups, O/groups, C/groups * KH*KW].
-            let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, groups, taps, positions])?;
-            let w = weight.try_reshape([groups, out_channels / groups, taps])?;
-            w.try_matmul(&columns)?.try_reshape([n, out_channels, geometry.output[0], geometry.output[1]])?
-        };
+        if groups == 1 {
+            return self.conv2d_one_group(weight, bias, geometry, out_channels);
+        }
+        // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times
+        // the weight as [groups, O/groups, C/groups * KH*KW].
+        let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, groups, taps, positions])?;
+        let w = weight.try_reshape([groups, out_channels / groups, taps])?;
+        let out = w.try_matmul(&columns)?.try_reshape([n, out_channels, geometry.output[0], geometry.output[1]])?;
         match bias {
             Some(b) => out.try_add(&b.try_reshape([out_channels, 1, 1])?),
             None => Ok(out),
@@ -248,32 +250,45 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
     }
 
-    /// One-group `conv2d` without bias, recorded as one operation so that
-    /// each of its three products takes the device's direct kernel where it
-    /// has one for the geometry, and unfold + product where it has not:
-    /// the output `w · columns`, the weight's gradient `Σ g · columnsᵀ`
-    /// over the batch, the image's the fold of `wᵀ · g`.
-    fn conv2d_one_group(&self, weight: &Self, geometry: Unfold2d, out_channels: usize) -> Result<Self> {
+    /// One-group `conv2d`, recorded as one operation so that each of its
+    /// three products takes the device's direct kernel where it has one
+    /// for the geometry, and unfold + product where it has not: the output
+    /// `w · columns` (plus the bias), the weight's gradient `Σ g · columnsᵀ`
+    /// over the batch (with the bias's, `g` summed per channel), the
+    /// image's the fold of `wᵀ · g`.
+    fn conv2d_one_group(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        geometry: Unfold2d,
+        out_channels: usize,
+    ) -> Result<Self> {
         let [n, _, _, _] = geometry.image;
         let [oh, ow] = geometry.output;
         let taps = weight.elem_count() / out_channels;
         // Detached: the rule below is the graph's only record of the products.
         let (x, w) = (self.try_contiguous()?.detach(), weight.detach());
+        let b = bias.map(Tensor::detach);
         // The columns of `x`, dense `[N, taps, OH * OW]`.
         let columns = move |x: &Self| -> Result<Self> {
             let columns = D::unfold(x.storage(), x.layout().offset(), &geometry, E::ZERO)?;
             Ok(Tensor::from_storage(columns, [n, taps, oh * ow].into()))
         };
         let forward = || {
-            let direct =
-                D::conv2d_direct((x.storage(), x.layout()), (w.storage(), w.layout()), &geometry, out_channels)?;
-            let out = match direct {
-                Some(out) => Tensor::from_storage(out, [n, out_channels, oh * ow].into()),
-                None => w.try_reshape([out_channels, taps])?.try_matmul(&columns(&x)?)?,
-            };
-            out.try_reshape([n, out_channels, oh, ow])
+            let bias = b.as_ref().map(|b| (b.storage(), b.layout()));
+            let (image, kernel) = ((x.storage(), x.layout()), (w.storage(), w.layout()));
+            if let Some(out) = D::conv2d_direct(image, kernel, bias, &geometry, out_channels)? {
+                return Ok(Tensor::from_storage(out, [n, out_channels, oh, ow].into()));
+            }
+            let out = w.try_reshape([out_channels, taps])?.try_matmul(&columns(&x)?)?;
+            let out = out.try_reshape([n, out_channels, oh, ow])?;
+            match &b {
+                Some(b) => out.try_add(&b.try_reshape([out_channels, 1, 1])?),
+                None => Ok(out),
+            }
         };
-        autograd::track("conv2d", &[self.node(), weight.node()], forward, |_| {
+        let inputs = [self.node(), weight.node(), bias.and_then(Tensor::node)];
+        autograd::track("conv2d", &inputs, forward, |_| {
             let (x, w) = (x.clone(), w.clone());
             rule(move |g: &Tensor<D, E>, needs| {
                 let g = g.try_contiguous()?;
@@ -285,21 +300,31 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                     let columns = w.try_reshape([out_channels, taps])?.try_t()?.try_matmul(&g)?.try_contiguous()?;
                     Ok(Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
                 })?;
-                let weight = needs.then(1, || {
-                    let direct = D::conv2d_weight_direct(
+                let direct = match needs.get(1) || needs.get(2) {
+                    true => D::conv2d_weight_direct(
                         (x.storage(), x.layout()),
                         (g.storage(), g.layout()),
                         &geometry,
                         out_channels,
-                    )?;
-                    if let Some(weight) = direct {
-                        return Ok(Tensor::from_storage(weight, w.shape().clone()));
+                    )?,
+                    false => None,
+                };
+                let (weight, bias) = match direct {
+                    Some([weight, bias]) => (
+                        needs.get(1).then(|| Tensor::from_storage(weight, w.shape().clone())),
+                        needs.get(2).then(|| Tensor::from_storage(bias, [out_channels].into())),
+                    ),
+                    None => {
+                        let g = g.try_reshape([n, out_channels, oh * ow])?;
+                        let weight = needs.then(1, || {
+                            let per_image = g.try_matmul(&columns(&x)?.try_transpose(1, 2)?)?;
+                            per_image.try_sum_to_shape(&[1, out_channels, taps].into())?.try_reshape(w.shape().clone())
+                        })?;
+                        let sum = || g.try_sum_to_shape(&[1, out_channels, 1].into())?.try_reshape([out_channels]);
+                        (weight, needs.then(2, sum)?)
                     }
-                    let per_image =
-                        g.try_reshape([n, out_channels, oh * ow])?.try_matmul(&columns(&x)?.try_transpose(1, 2)?)?;
-                    per_image.try_sum_to_shape(&[1, out_channels, taps].into())?.try_reshape(w.shape().clone())
-                })?;
-                Ok(vec![image, weight])
+                };
+                Ok(vec![image, weight, bias])
             })
         })
     }
@@ -330,7 +355,8 @@ fn image_gradient_direct<D: Device, E: FloatElement>(
     let flipped = weight.try_index_select(2, &reversed(kh)?)?.try_index_select(3, &reversed(kw)?)?;
     let flipped = flipped.try_permute([1, 0, 2, 3])?.try_contiguous()?;
     let g = g.try_contiguous()?;
-    let storage = D::conv2d_direct((g.storage(), g.layout()), (flipped.storage(), flipped.layout()), &geometry, c)?;
+    let storage =
+        D::conv2d_direct((g.storage(), g.layout()), (flipped.storage(), flipped.layout()), None, &geometry, c)?;
     Ok(storage.map(|s| Tensor::from_storage(s, [n, c, h, w].into())))
 }
 
