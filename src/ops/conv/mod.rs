@@ -300,14 +300,11 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                     let columns = w.try_reshape([out_channels, taps])?.try_t()?.try_matmul(&g)?.try_contiguous()?;
                     Ok(Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
                 })?;
-                let direct = match needs.get(1) || needs.get(2) {
-                    true => D::conv2d_weight_direct(
-                        (x.storage(), x.layout()),
-                        (g.storage(), g.layout()),
-                        &geometry,
-                        out_channels,
-                    )?,
-                    false => None,
+                let (image_dense, grad_dense) = ((x.storage(), x.layout()), (g.storage(), g.layout()));
+                let direct = if needs.get(1) || needs.get(2) {
+                    D::conv2d_weight_direct(image_dense, grad_dense, &geometry, out_channels)?
+                } else {
+                    None
                 };
                 let (weight, bias) = match direct {
                     Some([weight, bias]) => (
