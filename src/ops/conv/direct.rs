@@ -4,10 +4,11 @@
 //! gradient (any stride, padding and dilation).
 //!
 //! `gemm` runs a convolution's product at 40-55% of the FMA peak, because
-//! its shapes are as skinny as a layer's channels. This kernel keeps a
+//! its shapes are as skinny as a layer's channels. The forward keeps a
 //! block of 8 output channels x 32 output pixels (of one row, or of two
-//! rows up to 16 wide) in 16 vector registers and, for each input channel and tap, loads the two input
-//! vectors once and multiplies them by 8 broadcast weights: on the ResNet
+//! rows up to 16 wide) in 16 vector registers and, for each input channel
+//! and tap, loads the two input vectors once and multiplies them by 8
+//! broadcast weights: on the ResNet
 //! layer of `benches/peers` (32x32x32x32, 3x3) it ran at about 90% of the
 //! peak, 1.25 ms against 2.9 ms for unfold + `gemm`. The weight gradient
 //! is laid out the other way (see [`weight_gradient`]).
@@ -69,12 +70,7 @@ pub(super) fn conv2d(
     let len = n.saturating_mul(c).saturating_mul(hp).saturating_mul(wp);
     let mut padded = output_buffer::<f32>("conv2d", len)?;
     padded.fill(0.0);
-    for (plane, src) in image.chunks_exact(h * w).enumerate() {
-        for (y, row) in src.chunks_exact(w).enumerate() {
-            let at = (plane * hp + y + ph) * wp + pw;
-            padded[at..at + w].copy_from_slice(row);
-        }
-    }
+    pad_planes(image, &mut padded, [h, w], [ph, pw]);
     // The weights as [blocks][C][KH*KW][CHANNELS], zero for the channels
     // past `out_channels` in the last block.
     let blocks = out_channels.div_ceil(CHANNELS);
@@ -114,6 +110,18 @@ pub(super) fn conv2d(
     Ok(out)
 }
 
+/// Copies the `[h, w]` planes of `src` into the middle of the zeroed
+/// `[h + 2 ph, w + 2 pw]` planes of `padded`.
+fn pad_planes(src: &[f32], padded: &mut [f32], [h, w]: [usize; 2], [ph, pw]: [usize; 2]) {
+    let (hp, wp) = (h + 2 * ph, w + 2 * pw);
+    for (plane, src) in src.chunks_exact(h * w).enumerate() {
+        for (y, row) in src.chunks_exact(w).enumerate() {
+            let at = (plane * hp + y + ph) * wp + pw;
+            padded[at..at + w].copy_from_slice(row);
+        }
+    }
+}
+
 /// The sizes [`block_rows`] works with.
 struct Shape {
     c: usize,
@@ -129,9 +137,8 @@ struct Shape {
 /// their `[channels, OH, OW]` planes, `image` the padded image from its
 /// first channel on (`C` planes of `hp x wp`), `weights` the block's
 /// `[C][KH*KW][CHANNELS]`, `biases` the block's channels' biases. Each
-/// step computes 32 output pixels in two
-/// vectors: 32 of one row, or, for outputs at most 16 wide, one row and
-/// the next.
+/// step computes 32 output pixels in two vectors: 32 of one row, or, for
+/// outputs at most 16 wide, one row and the next.
 ///
 /// # Safety
 ///
@@ -263,13 +270,7 @@ pub(super) fn weight_gradient(
         sums.fill(0.0);
         let mut bias_sums = vec![0.0; lanes];
         for b in first..(first + per_thread).min(n) {
-            let src = &image[b * c * h * w..][..c * h * w];
-            for (plane, src) in src.chunks_exact(h * w).enumerate() {
-                for (y, row) in src.chunks_exact(w).enumerate() {
-                    let at = (plane * hp + y + ph) * wp + pw;
-                    padded[at..at + w].copy_from_slice(row);
-                }
-            }
+            pad_planes(&image[b * c * h * w..][..c * h * w], &mut padded, [h, w], [ph, pw]);
             let src = &grad[b * out_channels * oh * ow..][..out_channels * oh * ow];
             // SAFETY: `weight_gradient_applies` checked for AVX-512F.
             unsafe { transpose_gradient(src, oh * ow, &mut transposed, &mut bias_sums) };
@@ -358,15 +359,15 @@ fn transpose16(r: [std::arch::x86_64::__m512; 16]) -> [std::arch::x86_64::__m512
         let (a, b, c, d) = (r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]);
         let (ab_lo, ab_hi) = (_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
         let (cd_lo, cd_hi) = (_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
-        let pairs = |x: __m512, y: __m512, high: bool| {
-            let (x, y) = (_mm512_castps_pd(x), _mm512_castps_pd(y));
-            _mm512_castpd_ps(if high { _mm512_unpackhi_pd(x, y) } else { _mm512_unpacklo_pd(x, y) })
-        };
+        // Interleaved by 64 bits, without a closure (which would not
+        // inherit this function's target features).
+        let (ab_lo, ab_hi) = (_mm512_castps_pd(ab_lo), _mm512_castps_pd(ab_hi));
+        let (cd_lo, cd_hi) = (_mm512_castps_pd(cd_lo), _mm512_castps_pd(cd_hi));
         // t[4q + j], lane k: column 4k + j of rows 4q..4q + 4.
-        t[4 * q] = pairs(ab_lo, cd_lo, false);
-        t[4 * q + 1] = pairs(ab_lo, cd_lo, true);
-        t[4 * q + 2] = pairs(ab_hi, cd_hi, false);
-        t[4 * q + 3] = pairs(ab_hi, cd_hi, true);
+        t[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(ab_lo, cd_lo));
+        t[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(ab_lo, cd_lo));
+        t[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(ab_hi, cd_hi));
+        t[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(ab_hi, cd_hi));
     }
     let mut out = [_mm512_setzero_ps(); 16];
     for j in 0..4 {

@@ -585,10 +585,10 @@ impl ReduceKernel for Cpu {
         // y = (x − mean) · weight / sqrt(var + eps) + bias, the weight and
         // bias in the coefficients where they are per group.
         let eps = E::from_f64(eps);
-        let per_group = affine.filter(|a| a.2 == AffineAxis::Group).map(|(w, b, _)| (w.as_slice(), b.as_slice()));
+        let group_affine = affine.filter(|a| a.2 == AffineAxis::Group).map(|(w, b, _)| (w.as_slice(), b.as_slice()));
         let coefficients: Vec<[E; 4]> = (stats.iter().enumerate())
             .map(|(c, &(mean, var))| {
-                let (weight, bias) = per_group.map_or((E::ONE, E::ZERO), |(w, b)| (w[c], b[c]));
+                let (weight, bias) = group_affine.map_or((E::ONE, E::ZERO), |(w, b)| (w[c], b[c]));
                 [mean, weight / (var + eps).sqrt(), E::ZERO, bias]
             })
             .collect();

@@ -17,10 +17,10 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// count), the mean and biased variance over each group's
     /// `outer · inner` elements, then with `affine` (`(weight, bias, axis)`,
     /// each with `groups` elements, or `inner` with `outer` 1, by `axis`)
-    /// times the weight plus the bias. Returns the
-    /// result in this tensor's shape, differentiable in this tensor and
-    /// the affine pair, and the groups' means and variances (`[groups]`,
-    /// not tracked: batch norm's running statistics).
+    /// times the weight plus the bias. Returns the result in this tensor's
+    /// shape, differentiable in this tensor and the affine pair, and the
+    /// groups' means and variances (`[groups]`, not tracked: batch norm's
+    /// running statistics).
     pub(crate) fn try_standardize(
         &self,
         op: &'static str,
