@@ -79,16 +79,4 @@ pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'stat
         let _ = (storage, layout);
         Ok(None)
     }
-
-    /// Sums `storage` with the other ranks of `clique` in place, as rank
-    /// `rank` (data-parallel training over NCCL). Only GPUs have it.
-    #[doc(hidden)]
-    fn nccl_all_reduce_sum(storage: &Self::Storage<f32>, clique: &cuda::nccl::NcclClique, rank: usize) -> Result<()> {
-        let _ = (storage, clique, rank);
-        Err(crate::error::Error::Argument {
-            op: "all_reduce",
-            device: Self::name(),
-            reason: "NCCL reduces GPU memory only".into(),
-        })
-    }
 }

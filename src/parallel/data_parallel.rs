@@ -2,6 +2,7 @@
 //! gradients summed in buckets while backward runs.
 
 use super::batch::ScatterBatch;
+use super::collective::Collective;
 use super::devices::{DeviceList, Replicate};
 use super::reduce::{DEFAULT_BUCKET_BYTES, Exchange, ReducePath, Stop, plan_buckets};
 use super::replica::{BucketPlan, OnDevice, Replicas};
@@ -217,7 +218,8 @@ where
                 reason: format!("a batch of {total} rows cannot be split between {n} replicas"),
             });
         }
-        let reducer = Exchange::<L::Root>::new(self.buckets.len(), n, self.clique.as_ref());
+        let reducer =
+            Exchange::<L::Root>::new(self.buckets.len(), n, self.clique.as_ref().map(|c| c as &dyn Collective));
         let results: Vec<std::result::Result<(f32, usize), Stop>> = std::thread::scope(|scope| {
             let handles: Vec<_> = self
                 .replicas

@@ -11,6 +11,7 @@
 //! `docs/distributed.md`.
 
 mod batch;
+mod collective;
 mod data_parallel;
 mod devices;
 mod reduce;

@@ -2,7 +2,7 @@
 //! replica hands a bucket to the reducer as soon as backward has finished
 //! every gradient in it, so reduction overlaps the rest of backward.
 
-use crate::backend::cuda::nccl::NcclClique;
+use super::collective::Collective;
 use crate::error::Result;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
@@ -84,21 +84,21 @@ struct BucketState<R: Device> {
 pub struct Exchange<'a, R: Device> {
     buckets: Vec<Bucket<R>>,
     failed: AtomicBool,
-    clique: Option<&'a NcclClique>,
+    group: Option<&'a dyn Collective>,
 }
 
 impl<'a, R: Device> Exchange<'a, R> {
-    pub(crate) fn new(buckets: usize, replicas: usize, clique: Option<&'a NcclClique>) -> Self {
+    pub(crate) fn new(buckets: usize, replicas: usize, group: Option<&'a dyn Collective>) -> Self {
         let bucket = || Bucket {
             state: Mutex::new(BucketState { parts: vec![None; replicas], arrived: 0, sum: None }),
             done: Condvar::new(),
         };
-        Exchange { buckets: (0..buckets).map(|_| bucket()).collect(), failed: AtomicBool::new(false), clique }
+        Exchange { buckets: (0..buckets).map(|_| bucket()).collect(), failed: AtomicBool::new(false), group }
     }
 
-    /// The NCCL communicators, when buckets go through NCCL.
-    pub(crate) fn clique(&self) -> Option<&'a NcclClique> {
-        self.clique
+    /// The collective that sums buckets in place, when there is one (NCCL).
+    pub(crate) fn group(&self) -> Option<&'a dyn Collective> {
+        self.group
     }
 
     fn lock(&self, bucket: usize) -> MutexGuard<'_, BucketState<R>> {

@@ -2,6 +2,7 @@
 //! data-parallel step.
 
 use super::batch::{ScatterBatch, Sharder};
+use super::collective::all_reduce_sum;
 use super::reduce::{Exchange, Stop};
 use crate::autograd::{Gradients, LeafId};
 use crate::error::Result;
@@ -175,12 +176,12 @@ where
         let mut send = |b: usize, members: &[usize], grads: &Gradients| -> std::result::Result<(), Stop> {
             let members: Vec<&Tensor<D>> = members.iter().map(|&i| &params[i]).collect();
             let flat = flatten_bucket(&members, grads, weight)?;
-            match exchange.clique() {
-                Some(clique) => {
+            match exchange.group() {
+                Some(group) => {
                     exchange.meet(b)?;
-                    if let Err(e) = D::nccl_all_reduce_sum(flat.storage(), clique, rank) {
+                    if let Err(e) = all_reduce_sum(group, rank, &flat) {
                         // The other replicas are inside the collective now.
-                        clique.abort();
+                        group.abort();
                         return Err(e.into());
                     }
                     summed[b] = Some(flat);

@@ -248,10 +248,6 @@ impl<const N: usize> Backend for Cuda<N> {
         format!("Cuda<{N}>")
     }
 
-    fn nccl_all_reduce_sum(storage: &CudaStorage<f32>, clique: &nccl::NcclClique, rank: usize) -> Result<()> {
-        clique.all_reduce_sum(rank, storage)
-    }
-
     fn cuda_ordinal() -> Option<usize> {
         Some(N)
     }
