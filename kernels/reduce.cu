@@ -34,6 +34,12 @@
 //       axis among blockDim.x / 32 groups of threads, then combines the
 //       groups in shared memory; grid-stride over tiles of 32 outputs.
 //       Block size: a multiple of 32, at most 1024.
+//   reduce_<OP>_scan_<T>(size_t lines, size_t len, size_t inner,
+//                        unsigned reverse, const T* src, T* out)
+//       the running fold along the middle axis of a dense [outer, len, inner]
+//       input (cumsum for OP = sum): one thread per line of lines = outer *
+//       inner, folding it in order (from the end when reverse), so results
+//       match the CPU's bit for bit. Any block size.
 //   reduce_<OP>_all_<T>(size_t n, const T* src, T* partials)
 //       whole dense input: every block folds a grid-stride share of src[0..n]
 //       and writes partials[blockIdx.x]. Launch with G <= 1024 blocks, then
@@ -135,6 +141,21 @@ template <typename Op, typename T> __device__ void dt_reduce_all(size_t n, const
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
+template <typename Op, typename T>
+__device__ void dt_scan(size_t lines, size_t len, size_t inner, unsigned reverse, const T* src, T* out) {
+    // Neighbouring threads take neighbouring columns of a [outer, len,
+    // inner] group, so their loads and stores are adjacent when inner > 1.
+    DT_GRID_STRIDE(line, lines) {
+        size_t first = (line / inner) * len * inner + line % inner;
+        T acc = Op::template identity<T>();
+        for (size_t j = 0; j < len; ++j) {
+            size_t at = first + (reverse ? len - 1 - j : j) * inner;
+            acc = Op::apply(acc, src[at]);
+            out[at] = acc;
+        }
+    }
+}
+
 template <bool IsMax, typename T>
 __device__ void dt_arg_rows(size_t n_out, size_t len, size_t step, size_t rank, const size_t* dims,
                             const size_t* strides, size_t offset, const T* src, long long* out, T* vals,
@@ -195,6 +216,10 @@ __device__ void dt_arg_all(size_t n, const T* src, const long long* src_idx, T* 
                                                           const T* src, T* out) {                         \
         __shared__ T scratch[1024];                                                                        \
         dt_reduce_tiles<Op>(n_out, len, step, rank, dims, strides, offset, src, out, scratch);            \
+    }                                                                                                      \
+    extern "C" __global__ void reduce_##op##_scan_##name(size_t lines, size_t len, size_t inner,          \
+                                                         unsigned reverse, const T* src, T* out) {        \
+        dt_scan<Op>(lines, len, inner, reverse, src, out);                                                 \
     }                                                                                                      \
     extern "C" __global__ void reduce_##op##_all_##name(size_t n, const T* src, T* partials) {            \
         __shared__ T scratch[32];                                                                          \

@@ -151,6 +151,60 @@ fn mask_byte() -> impl Strategy<Value = u8> {
 }
 
 device_proptests! {
+    cases = 48;
+
+    /// tril and triu keep `column <= row + diagonal` (or `>=`) of every
+    /// matrix of a batch and zero the rest, for every element type; masked
+    /// gradients reach only the kept elements.
+    fn triangles_match_index_arithmetic<D>(
+        dims in prop::collection::vec(1usize..=5, 2..=4),
+        diagonal in -5i64..=5,
+        v in variant(),
+    ) {
+        let rank = dims.len();
+        let data: Vec<f64> = (0..dims.iter().product()).map(|i| (i % 7) as f64 + 1.0).collect();
+        let expected = |upper: bool| -> Vec<f64> {
+            indices(&dims).zip(&data).map(|(i, &x)| {
+                let offset = i[rank - 1] as i64 - i[rank - 2] as i64;
+                let keep = if upper { offset >= diagonal } else { offset <= diagonal };
+                if keep { x } else { 0.0 }
+            }).collect()
+        };
+        let t = tensor_with::<D, f64>(&data, &dims, v);
+        prop_assert_eq!(t.tril(diagonal).to_vec(), expected(false));
+        prop_assert_eq!(t.triu(diagonal).to_vec(), expected(true));
+        let bytes = tensor_with::<D, u8>(&cast_all::<u8>(&data), &dims, v);
+        prop_assert_eq!(as_f64(&bytes.tril(diagonal).to_vec()), expected(false));
+        let longs = tensor_with::<D, i64>(&cast_all::<i64>(&data), &dims, v);
+        prop_assert_eq!(as_f64(&longs.triu(diagonal).to_vec()), expected(true));
+        let x = Tensor::<D, f64>::from_vec(data.clone(), dims.clone());
+        gradcheck::gradcheck("tril", std::slice::from_ref(&x), |xs| xs[0].tril(diagonal));
+        gradcheck::gradcheck("triu", std::slice::from_ref(&x), |xs| xs[0].triu(diagonal));
+    }
+
+    /// masked_fill puts the value where the broadcast mask is set and keeps
+    /// the rest; the gradient reaches only the kept elements.
+    fn masked_fill_matches_a_loop<D>((big, small) in broadcast_pair(4, 4), bits in prop::collection::vec(any::<bool>(), 1..8), v in variant()) {
+        prop_assume!(broadcast_dims(&big, &small).as_deref() == Some(big.as_slice()));
+        let data: Vec<f64> = (0..big.iter().product()).map(|i| i as f64 * 0.5 - 3.0).collect();
+        let mask: Vec<u8> = (0..small.iter().product()).map(|i| u8::from(bits[i % bits.len()])).collect();
+        let expected: Vec<f64> = indices(&big).zip(&data).map(|(i, &x)| {
+            if broadcast_read(&mask, &small, &i) != 0 { -7.5 } else { x }
+        }).collect();
+        let t = tensor_with::<D, f64>(&data, &big, v);
+        let m = tensor_with::<D, u8>(&mask, &small, v);
+        prop_assert_eq!(t.masked_fill(&m, -7.5).to_vec(), expected);
+        let x = Tensor::<D, f64>::from_vec(data.clone(), big.clone());
+        gradcheck::gradcheck("masked_fill", std::slice::from_ref(&x), |xs| xs[0].masked_fill(&m, -7.5));
+        if small != big {
+            // The mask does not take the tensor's shape the other way round.
+            let err = Tensor::<D, f64>::from_vec(vec![0.0; mask.len()], small.clone()).try_masked_fill(&Tensor::<D, u8>::ones(big.clone()), 1.0);
+            prop_assert!(matches!(err, Err(Error::Shape { op: "masked_fill", .. })), "{:?}", err);
+        }
+    }
+}
+
+device_proptests! {
     cases = 64;
 
     fn comparisons_match_reference_f32<D>(

@@ -125,6 +125,36 @@ fn check_index_add<D: Device, E: Element>(
 }
 
 device_proptests! {
+    cases = 48;
+
+    /// repeat tiles the tensor: output element `i` is input element
+    /// `i % dims` along every axis (new leading axes repeat the whole); its
+    /// gradient sums the copies.
+    fn repeat_matches_modular_indexing<D>(
+        dims in prop::collection::vec(0usize..=3, 0..=3),
+        extra in 0usize..=2,
+        repeats in prop::collection::vec(0usize..=3, 5),
+        v in variant(),
+    ) {
+        let repeats = &repeats[..dims.len() + extra];
+        let data: Vec<f64> = (0..dims.iter().product()).map(|i| i as f64).collect();
+        let out_dims: Vec<usize> = repeats.iter().enumerate().map(|(i, &r)| r * i.checked_sub(extra).map_or(1, |a| dims[a])).collect();
+        let expected: Vec<f64> = indices(&out_dims).map(|i| {
+            let at: Vec<usize> = dims.iter().enumerate().map(|(a, &d)| i[a + extra] % d).collect();
+            data[ravel(&at, &dims)]
+        }).collect();
+        let t = tensor_with::<D, f64>(&data, &dims, v);
+        let got = t.repeat(repeats);
+        prop_assert_eq!(got.dims(), out_dims.as_slice());
+        prop_assert_eq!(got.to_vec(), expected);
+        if !data.is_empty() && out_dims.iter().product::<usize>() > 0 {
+            let x = Tensor::<D, f64>::from_vec(data.clone(), dims.clone());
+            gradcheck::gradcheck("repeat", std::slice::from_ref(&x), |xs| xs[0].repeat(repeats));
+        }
+    }
+}
+
+device_proptests! {
     cases = 64;
 
     fn index_select_matches_reference<D>(

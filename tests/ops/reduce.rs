@@ -309,6 +309,71 @@ fn integer_values<E: Element>(vals: &[f64]) -> Vec<f64> {
     vals.iter().map(|v| if unsigned { (v.abs() * 12.0).round() } else { (v * 1e3).round() }).collect()
 }
 
+/// `cumsum` along every axis against running sums of plain loops (exact
+/// for integers, which sum in `i64` and wrap; within the summation
+/// tolerance of the line's absolute sum for floats), and its gradient (the
+/// running sum of the upstream gradient from the end of each line).
+fn check_cumsum<D: Device, E: Element>(dims: &[usize], vals: &[f64], variant: Variant) {
+    let data: Vec<E> = cast_all(vals);
+    let x = as_f64(&data);
+    let t = tensor_with::<D, E>(&data, dims, variant);
+    for axis in 0..dims.len() {
+        let got = as_f64(&t.cumsum(axis as isize - dims.len() as isize).to_vec());
+        assert_eq!(got.len(), x.len());
+        for out_index in indices(dims) {
+            let k = out_index[axis];
+            let prefix: Vec<f64> = (0..=k)
+                .map(|j| {
+                    let mut at = out_index.clone();
+                    at[axis] = j;
+                    x[ravel(&at, dims)]
+                })
+                .collect();
+            let (expected, got) = (ref_sum::<E>(&prefix), got[ravel(&out_index, dims)]);
+            let scale: f64 = prefix.iter().map(|v| v.abs()).sum();
+            assert!(
+                close(got, expected, scale, sum_tol::<E>()),
+                "cumsum axis {axis} at {out_index:?}: {got} vs {expected}"
+            );
+        }
+    }
+}
+
+/// `var` and `std` (every axis and the whole tensor, corrections 0-2, with
+/// and without `keepdim`) against the two-pass textbook formula in `f64`.
+fn check_spreads<D: Device, E: FloatElement>(dims: &[usize], vals: &[f64], tol: f64) {
+    let data: Vec<E> = cast_all(vals);
+    let x = as_f64(&data);
+    let t = Tensor::<D, E>::from_slice(&data, dims);
+    let variance = |run: &[f64], correction: usize| {
+        let mean = run.iter().sum::<f64>() / run.len() as f64;
+        run.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / run.len().saturating_sub(correction) as f64
+    };
+    let agree = |got: Vec<E>, expected: Vec<f64>, what: &str| {
+        assert_eq!(got.len(), expected.len(), "{what}");
+        for (g, e) in as_f64(&got).into_iter().zip(expected) {
+            assert!(close(g, e, e.abs(), tol), "{what}: got {g}, expected {e} ({dims:?})");
+        }
+    };
+    for correction in 0..3 {
+        agree(t.var(correction).to_vec(), vec![variance(&x, correction)], "var");
+        agree(t.std(correction).to_vec(), vec![variance(&x, correction).sqrt()], "std");
+        for axis in 0..dims.len() {
+            let (out_dims, runs) = runs_along(&x, dims, axis);
+            let expected: Vec<f64> = runs.iter().map(|r| variance(r, correction)).collect();
+            let a = axis as isize;
+            let var = t.var_axis(a, correction);
+            assert_eq!(var.dims(), out_dims.as_slice());
+            agree(var.to_vec(), expected.clone(), "var_axis");
+            let kept = t.var_keepdim(a, correction);
+            assert_eq!(kept.dims()[axis], 1);
+            agree(kept.to_vec(), expected.clone(), "var_keepdim");
+            agree(t.std_axis(a, correction).to_vec(), expected.iter().map(|v| v.sqrt()).collect(), "std_axis");
+            agree(t.std_keepdim(a, correction).to_vec(), expected.iter().map(|v| v.sqrt()).collect(), "std_keepdim");
+        }
+    }
+}
+
 device_proptests! {
     cases = 96;
 
@@ -346,6 +411,37 @@ device_proptests! {
                 prop_assert_eq!(view.argmax_keepdim(axis).to_vec(), dense.argmax_keepdim(axis).to_vec(), "argmax {}", axis);
             }
         }
+    }
+
+    fn cumsum_matches_running_sums<D>((dims, vals) in shaped(value()), v in variant()) {
+        check_cumsum::<D, f32>(&dims, &vals, v);
+        check_cumsum::<D, f64>(&dims, &vals, v);
+        check_cumsum::<D, i64>(&dims, &integer_values::<i64>(&vals), v);
+        check_cumsum::<D, u8>(&dims, &integer_values::<u8>(&vals), v);
+    }
+
+    fn var_and_std_match_the_textbook_formula<D>((dims, vals) in shaped(value())) {
+        check_spreads::<D, f32>(&dims, &vals, 1e-4);
+        check_spreads::<D, f64>(&dims, &vals, 1e-11);
+    }
+
+    /// Gradients of cumsum (either direction of the axis), var and std
+    /// against central differences.
+    fn scan_and_spread_gradients_match_finite_differences<D>(
+        (dims, vals) in gradcheck::inputs(3, 4, gradcheck::Values::Distinct),
+        axis in 0usize..3,
+        correction in 0usize..2,
+    ) {
+        let x = Tensor::<D, f64>::from_vec(vals, dims.clone());
+        let a = if dims.is_empty() { 0 } else { axis % dims.len() };
+        // A divisor of 0 (no more elements than the correction) gives NaN.
+        let along = if dims.is_empty() { 1 } else { dims[a] };
+        let (c_axis, c_all) = (correction.min(along - 1), correction.min(x.elem_count() - 1));
+        let a = a as isize;
+        gradcheck::gradcheck("cumsum", std::slice::from_ref(&x), |xs| xs[0].cumsum(a));
+        gradcheck::gradcheck("var_keepdim", std::slice::from_ref(&x), |xs| xs[0].var_keepdim(a, c_axis));
+        gradcheck::gradcheck("std", std::slice::from_ref(&x), |xs| xs[0].std(c_all));
+        gradcheck::gradcheck("std_axis", std::slice::from_ref(&x), |xs| xs[0].std_axis(a, c_axis));
     }
 
     fn reductions_match_reference_f32<D>((dims, vals) in shaped(special_value()), v in variant()) {
@@ -415,6 +511,30 @@ fn large_f32_sum_is_accurate<D: Device>() -> Vec<f32> {
     assert!((sum2 as f64 - exact).abs() <= 1e-6 * scale);
     assert!((mean as f64 - exact / (side * side) as f64).abs() <= 1e-12 * scale);
     vec![got as f32, sum2, mean]
+}
+
+/// `cumsum` of a large `f32` tensor (past the parallel threshold) along
+/// both axes equals a sequential `f32` running sum exactly: each line is
+/// summed in order on every device, so CUDA must match the CPU bit for bit.
+fn large_cumsum_sums_each_line_in_order<D: Device>() -> Vec<f32> {
+    let (rows, cols) = (sized(37, 5), sized(4_001, 300));
+    let x: Vec<f32> = cast_all(&pseudo_random(rows * cols, 3));
+    let t = Tensor::<D>::from_vec(x.clone(), [rows, cols]);
+    let along_rows = t.cumsum(1).to_vec();
+    let along_columns = t.cumsum(0).to_vec();
+    let mut expected = x.clone();
+    for r in 0..rows {
+        for c in 1..cols {
+            expected[r * cols + c] = expected[r * cols + c - 1] + x[r * cols + c];
+        }
+    }
+    assert!(along_rows == expected, "cumsum along the rows differs from a sequential loop");
+    let mut expected = x.clone();
+    for i in cols..rows * cols {
+        expected[i] = expected[i - cols] + x[i];
+    }
+    assert!(along_columns == expected, "cumsum along the columns differs from a sequential loop");
+    [along_rows, along_columns].concat()
 }
 
 fn check_large<D: Device>(dims: &[usize], variant: Variant) {
@@ -640,4 +760,5 @@ device_tests! {
 
 device_tests_vs_cpu! {
     large_f32_sum_is_accurate => large_f32_sum_is_accurate, Family::Reduction;
+    large_cumsum_sums_each_line_in_order => large_cumsum_sums_each_line_in_order, Family::Exact;
 }

@@ -91,6 +91,80 @@ device_proptests! {
         prop_assert_eq!(t.to_vec(), expected);
     }
 
+    /// split, split_sizes, chunk and unbind cut the axis into consecutive
+    /// pieces of the sizes PyTorch gives (a plain count of them here), whose
+    /// elements are those of the matching index range; gradients flow back
+    /// through the pieces.
+    fn pieces_match_index_arithmetic<D>(
+        dims in prop::collection::vec(0usize..=5, 1..=3),
+        axis in 0usize..3,
+        size in 1usize..=6,
+        v in variant(),
+    ) {
+        let axis = axis % dims.len();
+        let len = dims[axis];
+        let data: Vec<f64> = (0..dims.iter().product()).map(|i| i as f64).collect();
+        let t = tensor_with::<D, f64>(&data, &dims, v);
+        let range_of = |start: usize, n: usize| -> Vec<f64> {
+            indices(&dims).zip(&data).filter(|(i, _)| (start..start + n).contains(&i[axis])).map(|(_, &x)| x).collect()
+        };
+        // Sizes by a plain count: pieces of `size` while elements remain.
+        let mut expected = Vec::new();
+        let mut left = len;
+        while left > 0 {
+            expected.push(left.min(size));
+            left -= left.min(size);
+        }
+        let check = |pieces: Vec<Tensor<D, f64>>, sizes: &[usize], what: &str| {
+            assert_eq!(pieces.len(), sizes.len(), "{what}: number of pieces");
+            let mut start = 0;
+            for (piece, &n) in pieces.iter().zip(sizes) {
+                assert_eq!(piece.dims()[axis], n, "{what}");
+                assert_eq!(piece.to_vec(), range_of(start, n), "{what}: piece at {start}");
+                start += n;
+            }
+        };
+        let a = axis as isize;
+        check(t.split(size, a), if len == 0 { &[0] } else { &expected }, "split");
+        check(t.split_sizes(&expected, a), &expected, "split_sizes");
+        // chunk(k) cuts pieces of ceil(len / k); k empty pieces for len 0.
+        let chunk_sizes: Vec<usize> = if len == 0 { vec![0; size] } else {
+            let step = len.div_ceil(size);
+            (0..len).step_by(step).map(|s| step.min(len - s)).collect()
+        };
+        check(t.chunk(size, a), &chunk_sizes, "chunk");
+        let slices = t.unbind(a);
+        assert_eq!(slices.len(), len);
+        for (k, slice) in slices.iter().enumerate() {
+            assert_eq!(slice.rank(), dims.len() - 1);
+            assert_eq!(slice.to_vec(), range_of(k, 1), "unbind {k}");
+        }
+        // Pieces joined in reverse order: the gradient is that permutation.
+        if !data.is_empty() {
+            let x = Tensor::<D, f64>::from_vec(data.clone(), dims.clone());
+            gradcheck::gradcheck("split", &[x], |xs| {
+                let pieces = xs[0].split(size, a);
+                Tensor::cat(&pieces.iter().rev().collect::<Vec<_>>(), a)
+            });
+        }
+    }
+
+    /// expand keeps the sizes given as -1 and broadcasts the rest, like
+    /// broadcast_to with those sizes written out.
+    fn expand_matches_broadcast_to<D>((small, big) in broadcast_pair(4, 4), keep in prop::collection::vec(any::<bool>(), 4)) {
+        prop_assume!(broadcast_dims(&small, &big).as_deref() == Some(big.as_slice()));
+        let data: Vec<f64> = (0..small.iter().product()).map(|i| i as f64).collect();
+        let t = Tensor::<D, f64>::from_slice(&data, small.as_slice());
+        let lead = big.len() - small.len();
+        let sizes: Vec<isize> = big.iter().enumerate().map(|(i, &d)| {
+            if i >= lead && keep[i] && small[i - lead] == d { -1 } else { d as isize }
+        }).collect();
+        let expected: Vec<f64> = indices(&big).map(|i| broadcast_read(&data, &small, &i)).collect();
+        let got = t.expand(&sizes);
+        prop_assert_eq!(got.dims(), big.as_slice());
+        prop_assert_eq!(got.to_vec(), expected);
+    }
+
     fn casts_follow_as_semantics<D>((dims, data) in shaped_data(3, 4), v in variant()) {
         let t = tensor_with::<D, f64>(&data, &dims, v);
         prop_assert_eq!(t.to_dtype::<f32>().to_vec(), data.iter().map(|&x| x as f32).collect::<Vec<_>>());

@@ -7,6 +7,7 @@
 
 mod cpu;
 mod cuda;
+mod mask;
 mod ops;
 
 pub use ops::{Equal, Greater, GreaterEqual, Less, LessEqual, LogicalAnd, LogicalOr, NotEqual};

@@ -1,5 +1,5 @@
 //! Indexing and joining: `index_select`, `gather`, their backward passes
-//! `index_add` and `scatter_add`, and `cat` / `stack`.
+//! `index_add` and `scatter_add`, `cat` / `stack`, and `repeat`.
 //!
 //! Indices are `Tensor<_, i64>` (PyTorch's `long`) on the same device as the
 //! data. Every index value is checked against its axis before any kernel
@@ -18,6 +18,7 @@
 mod cpu;
 mod cuda;
 mod grad;
+mod repeat;
 
 use crate::autograd::{self, float_rule};
 use crate::backend::Backend;

@@ -25,6 +25,7 @@ use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Dims, Layout, count_of, for_each_block};
 use rayon::prelude::*;
+use std::marker::PhantomData;
 use std::ops::Range;
 
 /// Independent accumulators in a dense fold: enough to fill two AVX-512
@@ -503,6 +504,33 @@ impl ReduceKernel for Cpu {
         Ok(CpuStorage::from_vec(out))
     }
 
+    fn scan<E: Element, Op: ReduceOp>(
+        _: Op,
+        x: &CpuStorage<E>,
+        layout: &Layout,
+        axis: usize,
+        reverse: bool,
+    ) -> Result<CpuStorage<E>> {
+        let src = dense_elements(Op::NAME, x, layout)?;
+        let src: &[E] = &src;
+        let mut out = output_buffer(Op::NAME, src.len())?;
+        let [_, len, inner] = around_axis(layout.dims(), axis);
+        let group = len * inner;
+        if group == 0 {
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let run = |out: &mut [E], src: &[E]| {
+            vectorized(ScanGroups::<E, Op> { out, src, len, inner, reverse, op: PhantomData })
+        };
+        if split_across_threads(src.len()) && src.len() > group {
+            let chunk = group * items_per_task(group);
+            out.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(o, s)| run(o, s));
+        } else {
+            run(&mut out, src);
+        }
+        Ok(CpuStorage::from_vec(out))
+    }
+
     fn softmax<E: FloatElement>(x: &CpuStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CpuStorage<E>> {
         let n = layout.elem_count();
         let src = dense_elements("softmax", x, layout)?;
@@ -848,6 +876,42 @@ impl<E: FloatElement, const WITH_B: bool> VectorLoop for GroupRows<'_, E, WITH_B
                 for (o, &a) in out.iter_mut().zip(a) {
                     *o = (a - c0) * c1 + c3;
                 }
+            }
+        }
+    }
+}
+
+/// The running fold of whole `[len, inner]` groups along `len`: row `k`
+/// of the output is the fold of the row before it (in scan order) with row
+/// `k` of the input, so the inner loop runs along dense rows.
+struct ScanGroups<'a, E, Op> {
+    out: &'a mut [E],
+    src: &'a [E],
+    len: usize,
+    inner: usize,
+    reverse: bool,
+    op: PhantomData<Op>,
+}
+
+impl<E: Element, Op: ReduceOp> VectorLoop for ScanGroups<'_, E, Op> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let (len, inner) = (self.len, self.inner);
+        for (out, src) in self.out.chunks_exact_mut(len * inner).zip(self.src.chunks_exact(len * inner)) {
+            let mut previous: Option<usize> = None;
+            for j in 0..len {
+                let k = if self.reverse { len - 1 - j } else { j };
+                let (row, x) = (k * inner, &src[k * inner..(k + 1) * inner]);
+                match previous {
+                    None => out[row..row + inner].iter_mut().zip(x).for_each(|(o, &x)| *o = Op::fold(Op::init(), x)),
+                    Some(before) => {
+                        for (i, &x) in x.iter().enumerate() {
+                            out[row + i] = Op::fold(out[before + i], x);
+                        }
+                    }
+                }
+                previous = Some(row);
             }
         }
     }

@@ -151,6 +151,29 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         Ok(out)
     }
 
+    fn scan<E: Element, Op: ReduceOp>(
+        _: Op,
+        x: &CudaStorage<E>,
+        layout: &Layout,
+        axis: usize,
+        reverse: bool,
+    ) -> Result<CudaStorage<E>> {
+        let device = Self::device()?;
+        let name = Op::NAME;
+        let n = layout.elem_count();
+        let out = CudaStorage::alloc(&device, name, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let (_dense, src) = dense_ptr(&device, name, x, layout)?;
+        let [outer, len, inner] = around_axis(layout.dims(), axis);
+        let lines = outer * inner;
+        let kernel = format!("reduce_{name}_scan_{}", E::DTYPE.name());
+        launch_kernel!(device, name, "reduce", kernel, elementwise(lines);
+            lines, len, inner, u32::from(reverse), src, out.ptr())?;
+        Ok(out)
+    }
+
     fn softmax<E: FloatElement>(x: &CudaStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CudaStorage<E>> {
         let device = Self::device()?;
         let op = if log { "log_softmax" } else { "softmax" };

@@ -97,6 +97,34 @@ pub(super) fn extreme_axis<D: Device, F: FloatElement, Op: ExtremeOp>(
     })
 }
 
+/// `cumsum` along `axis`: each element's gradient is the sum of the
+/// gradients of the running sums it is part of, the running sum of `g`
+/// taken from the end of the line.
+pub(super) fn cumsum<D: Device, F: FloatElement>(axis: Option<usize>) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.running(Sum, axis, true)?)]))
+}
+
+/// The standard deviation `out` of `x` over `axis` (or every element)
+/// with divisor `N - correction`: `(x - mean) / (divisor * out)`, and 0
+/// where `out` is 0, as PyTorch's rule gives.
+pub(super) fn std<D: Device, F: FloatElement>(
+    x: Tensor<D, F>,
+    out: Tensor<D, F>,
+    axis: Option<usize>,
+    keepdim: bool,
+    divisor: F,
+) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| {
+        let scale = masked(&out.try_ne_scalar(F::ZERO)?, &g.try_div(&out)?)?;
+        let mean = match axis {
+            Some(axis) => x.try_mean_keepdim(axis as isize)?,
+            None => x.try_mean()?,
+        };
+        let centred = x.try_sub(&mean)?.try_div_scalar(divisor)?;
+        Ok(vec![Some(scale.spread_over(x.shape(), axis, keepdim)?.try_mul(&centred)?)])
+    })
+}
+
 /// `softmax` (or `log_softmax`) of `x` along `axis`, given its result `y`.
 pub(super) fn softmax<D: Device, F: FloatElement>(
     y: Tensor<D, F>,

@@ -1,7 +1,7 @@
 //! Reductions and the normalisations built on them: `sum`, `max`, `min`,
-//! `mean`, `argmax`, `argmin` over the whole tensor or along one axis (with
-//! or without keeping it, like PyTorch's `keepdim`), and `softmax` /
-//! `log_softmax`.
+//! `mean`, `var`, `std`, `argmax`, `argmin` over the whole tensor or along
+//! one axis (with or without keeping it, like PyTorch's `keepdim`), the
+//! running sums of `cumsum`, and `softmax` / `log_softmax`.
 //!
 //! Semantics follow PyTorch: the sum of nothing is 0 and its mean NaN; `max`,
 //! `min` and the arg-reductions have no identity, so an empty input is an
@@ -15,7 +15,9 @@
 mod cpu;
 mod cuda;
 mod grad;
+mod scan;
 mod standardize;
+mod statistics;
 
 use crate::autograd::{self, as_float, float_rule};
 use crate::backend::Backend;
@@ -30,7 +32,7 @@ use devtensor_macros::fallible;
 /// A reduction folding the elements of an axis into one value, declared
 /// once as a type: its name, where the fold starts and one fold step. The
 /// CPU kernel is the fold itself, monomorphised per op; the CUDA kernels
-/// are `reduce_<NAME>_{rows,cols,tiles,all}_<dtype>`, one `REDUCE_OP` line
+/// are `reduce_<NAME>_{rows,cols,tiles,scan,all}_<dtype>`, one `REDUCE_OP` line
 /// in `kernels/reduce.cu`. Every reduction takes every element type.
 pub trait ReduceOp: Copy + Send + Sync + 'static {
     /// The op's name, which is its CUDA kernels' base name.
@@ -166,6 +168,18 @@ pub trait ReduceKernel: Backend {
         layout: &Layout,
         axis: usize,
         log: bool,
+    ) -> Result<Self::Storage<E>>;
+
+    /// The running fold of `Op` along `axis` (`cumsum` for [`Sum`]): element
+    /// `k` of each line is the fold of elements `0..=k`, or of `k..len` when
+    /// `reverse`. Into a new contiguous storage of `layout`'s shape; each
+    /// line is folded in order, from `Op::init()`.
+    fn scan<E: Element, Op: ReduceOp>(
+        op: Op,
+        x: &Self::Storage<E>,
+        layout: &Layout,
+        axis: usize,
+        reverse: bool,
     ) -> Result<Self::Storage<E>>;
 
     /// The gradient of `softmax` (or `log_softmax` when `log`) along `axis`,

@@ -1,8 +1,10 @@
 //! Views: operations that only change the shape, strides or offset and copy
-//! no elements (`reshape` copies only when the input is not contiguous).
+//! no elements (`reshape` copies only when the input is not contiguous), and
+//! the pieces of a tensor (`split`, `chunk`, `unbind`).
 
 mod grad;
 mod reshape_dims;
+mod split;
 
 pub use reshape_dims::ReshapeDims;
 

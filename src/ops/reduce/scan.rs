@@ -1,0 +1,48 @@
+//! Running folds along an axis: `cumsum`, whose kernels are the reduce
+//! family's `scan` of [`Sum`].
+
+use super::{ReduceOp, Sum, grad};
+use crate::autograd::{self, float_rule};
+use crate::element::Element;
+use crate::error::{Result, resolve_axis_or_scalar};
+use crate::tensor::{Device, Tensor};
+use devtensor_macros::fallible;
+
+impl<D: Device, E: Element> Tensor<D, E> {
+    /// The running sums along `axis`, like `torch.cumsum(x, dim)`: element
+    /// `k` is the sum of elements `0..=k` of its line. Integer and `u8`
+    /// tensors sum into `i64`, as in PyTorch (and as [`sum`](Self::sum)
+    /// does); integers wrap. Each line is summed in order, so the CPU and
+    /// CUDA results agree bit for bit. Fails when `axis` is out of range.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4, 5, 6], [2, 3]);
+    /// assert_eq!(x.cumsum(1).to_vec2(), vec![vec![1, 3, 6], vec![4, 9, 15]]);
+    /// assert_eq!(x.cumsum(0).to_vec2(), vec![vec![1, 2, 3], vec![5, 7, 9]]);
+    /// let bytes = Tensor::<Cpu, u8>::from_vec(vec![200, 100], [2]);
+    /// assert_eq!(bytes.cumsum(0).to_vec(), vec![200i64, 300]);
+    /// ```
+    #[fallible]
+    pub fn cumsum(&self, axis: isize) -> Tensor<D, E::Sum> {
+        let axis = resolve_axis_or_scalar("cumsum", D::name, self.shape(), axis)?;
+        autograd::track(
+            "cumsum",
+            &[self.node()],
+            || self.as_sum_input(|x| x.running(Sum, axis, false)),
+            |_| float_rule!(E, F => grad::cumsum::<D, F>(axis)),
+        )
+    }
+
+    /// The running fold of `op` along `axis` (a rank-0 tensor's one element
+    /// when `None`), from the end of each line when `reverse`; untracked.
+    pub(super) fn running(&self, op: impl ReduceOp, axis: Option<usize>, reverse: bool) -> Result<Self> {
+        match axis {
+            Some(axis) => {
+                let storage = D::scan(op, self.storage(), self.layout(), axis, reverse)?;
+                Ok(Tensor::from_storage(storage, self.shape().clone()))
+            }
+            None => self.try_reshape([1])?.running(op, Some(0), reverse)?.try_reshape(()),
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Spread statistics: `var` and `std`, with PyTorch's `correction`.
+
+use super::grad;
+use crate::autograd;
+use crate::element::FloatElement;
+use crate::error::{Result, resolve_axis_or_scalar};
+use crate::tensor::{Device, Tensor};
+use devtensor_macros::fallible;
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// The variance of all elements, `sum((x - mean)^2) / (N - correction)`,
+    /// as a rank-0 tensor, like `torch.var(x, correction=c)`: `correction`
+    /// 1 is the unbiased sample variance (PyTorch's default), 0 the
+    /// population variance. Where `N <= correction` the divisor is 0, which
+    /// gives infinity or NaN, as in PyTorch.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 2.0, 3.0, 6.0], [2, 2]);
+    /// assert_eq!(x.var(1).item(), 14.0 / 3.0);
+    /// assert_eq!(x.var(0).item(), 3.5);
+    /// assert!(Tensor::<Cpu>::ones([1]).var(1).item().is_nan());
+    /// ```
+    #[fallible]
+    pub fn var(&self, correction: usize) -> Self {
+        self.spread("var", None, correction, false, false)
+    }
+
+    /// The variances along `axis`, which is removed, like
+    /// `torch.var(x, dim, correction=c)`. Fails when `axis` is out of range.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 3.0, 2.0, 2.0], [2, 2]);
+    /// assert_eq!(x.var_axis(1, 1).to_vec(), vec![2.0, 0.0]);
+    /// ```
+    #[fallible]
+    pub fn var_axis(&self, axis: isize, correction: usize) -> Self {
+        self.spread("var_axis", Some(axis), correction, false, false)
+    }
+
+    /// Like [`var_axis`](Self::var_axis), keeping `axis` as size 1.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 3.0, 2.0, 2.0], [2, 2]);
+    /// assert_eq!(x.var_keepdim(-1, 0).to_vec2(), vec![vec![1.0], vec![0.0]]);
+    /// ```
+    #[fallible]
+    pub fn var_keepdim(&self, axis: isize, correction: usize) -> Self {
+        self.spread("var_keepdim", Some(axis), correction, true, false)
+    }
+
+    /// The standard deviation of all elements, the square root of
+    /// [`var`](Self::var), like `torch.std(x, correction=c)`. Its gradient is
+    /// 0 where the result is 0 (all elements equal), as PyTorch's is, not the
+    /// NaN that differentiating the square root would give.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0], [8]);
+    /// assert_eq!(x.std(0).item(), 2.0);
+    /// let flat = Tensor::<Cpu, f64>::ones([3]).requires_grad();
+    /// assert_eq!(flat.std(1).backward().get(&flat).unwrap().to_vec(), vec![0.0; 3]);
+    /// ```
+    #[fallible]
+    pub fn std(&self, correction: usize) -> Self {
+        self.spread("std", None, correction, false, true)
+    }
+
+    /// The standard deviations along `axis`, which is removed, like
+    /// `torch.std(x, dim, correction=c)`. Fails when `axis` is out of range.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 3.0, 2.0, 2.0], [2, 2]);
+    /// assert_eq!(x.std_axis(1, 0).to_vec(), vec![1.0, 0.0]);
+    /// ```
+    #[fallible]
+    pub fn std_axis(&self, axis: isize, correction: usize) -> Self {
+        self.spread("std_axis", Some(axis), correction, false, true)
+    }
+
+    /// Like [`std_axis`](Self::std_axis), keeping `axis` as size 1.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 3.0, 2.0, 2.0], [2, 2]);
+    /// assert_eq!(x.std_keepdim(0, 1).dims(), &[1, 2]);
+    /// ```
+    #[fallible]
+    pub fn std_keepdim(&self, axis: isize, correction: usize) -> Self {
+        self.spread("std_keepdim", Some(axis), correction, true, true)
+    }
+
+    /// The variance (or, with `root`, the standard deviation) over `axis`
+    /// or every element: the mean first, then the squared deviations from
+    /// it, which stays accurate where the one-pass `E[x^2] - E[x]^2`
+    /// cancels.
+    fn spread(
+        &self,
+        op: &'static str,
+        axis: Option<isize>,
+        correction: usize,
+        keepdim: bool,
+        root: bool,
+    ) -> Result<Self> {
+        let axis = match axis {
+            Some(axis) => resolve_axis_or_scalar(op, D::name, self.shape(), axis)?,
+            None => None,
+        };
+        let count = axis.map_or(self.elem_count(), |a| self.dims()[a]);
+        let divisor = E::from_f64(count.saturating_sub(correction) as f64);
+        let variance = || {
+            let Some(a) = axis.map(|a| a as isize) else {
+                return self.try_sub(&self.try_mean()?)?.try_square()?.try_sum()?.try_div_scalar(divisor);
+            };
+            let squares = self.try_sub(&self.try_mean_keepdim(a)?)?.try_square()?;
+            let sums = if keepdim { squares.try_sum_keepdim(a)? } else { squares.try_sum_axis(a)? };
+            sums.try_div_scalar(divisor)
+        };
+        if !root {
+            return variance();
+        }
+        autograd::track(
+            op,
+            &[self.node()],
+            || variance()?.try_sqrt(),
+            |out| grad::std::<D, E>(self.detach(), out.clone(), axis, keepdim, divisor),
+        )
+    }
+}
