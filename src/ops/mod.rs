@@ -13,6 +13,7 @@
 //! Operations taking several tensors require them on one device through
 //! [`SameDevice`](crate::SameDevice), checked at compile time.
 
+pub mod attention;
 pub mod binary;
 pub mod compare;
 pub mod conv;

@@ -20,6 +20,7 @@ mod common;
 mod custom_op;
 
 mod async_transfer;
+mod attention;
 mod bad_input;
 mod binary;
 mod compare;

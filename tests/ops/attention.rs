@@ -1,0 +1,254 @@
+//! Scaled dot-product attention checked against a plain `f64` loop (scores,
+//! masks, softmax over the visible keys, zeros for a query that sees none),
+//! on random batch shapes, lengths, widths, layouts and masks, with
+//! finite-difference gradients for queries, keys, values and the additive
+//! mask, on every device.
+
+use crate::common::*;
+use devtensor::ops::attention::AttentionMask;
+use devtensor::{Device, Error, FloatElement, Tensor};
+use proptest::prelude::*;
+
+/// The kinds of mask a case draws; the broadcast shape of a `Keep` or
+/// `Add` mask drops leading axes and sets some axes to 1.
+#[derive(Clone, Copy, Debug)]
+enum MaskKind {
+    None,
+    Causal,
+    Keep,
+    Add,
+}
+
+/// A case: batch axes, L, S, E, Ev, the mask kind, which mask axes are
+/// broadcast (size 1) and how many leading ones are dropped.
+#[derive(Clone, Debug)]
+struct Case {
+    batch: Vec<usize>,
+    l: usize,
+    s: usize,
+    e: usize,
+    ev: usize,
+    mask: MaskKind,
+    ones: Vec<bool>,
+    drop: usize,
+}
+
+impl Case {
+    fn scores_dims(&self) -> Vec<usize> {
+        [self.batch.clone(), vec![self.l, self.s]].concat()
+    }
+
+    /// The mask's own shape: the scores' shape with some axes 1 and some
+    /// leading axes dropped.
+    fn mask_dims(&self) -> Vec<usize> {
+        let full = self.scores_dims();
+        let dims: Vec<usize> = full.iter().zip(&self.ones).map(|(&d, &one)| if one { 1 } else { d }).collect();
+        dims[self.drop.min(dims.len())..].to_vec()
+    }
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec(1usize..=3, 0..=2),
+        1usize..=5,
+        1usize..=5,
+        1usize..=4,
+        1usize..=3,
+        prop_oneof![Just(MaskKind::None), Just(MaskKind::Causal), Just(MaskKind::Keep), Just(MaskKind::Add)],
+        prop::collection::vec(any::<bool>(), 4),
+        0usize..=4,
+    )
+        .prop_map(|(batch, l, s, e, ev, mask, ones, drop)| Case { batch, l, s, e, ev, mask, ones, drop })
+}
+
+/// The attention of the case in `f64` by plain loops; `keep` and `add` are
+/// the mask's values (row-major in its own shape).
+fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], keep: &[u8], add: &[f64], scale: f64) -> Vec<f64> {
+    let scores_dims = c.scores_dims();
+    let mask_dims = c.mask_dims();
+    let batches: usize = c.batch.iter().product();
+    let mut out = vec![0.0; batches * c.l * c.ev];
+    for b in 0..batches {
+        for i in 0..c.l {
+            let mut scores = Vec::new();
+            for j in 0..c.s {
+                let mut at = unravel(b, &c.batch);
+                at.extend([i, j]);
+                let visible = match c.mask {
+                    MaskKind::Causal => j <= i,
+                    MaskKind::Keep => broadcast_read(keep, &mask_dims, &at) != 0,
+                    _ => true,
+                };
+                let extra = if let MaskKind::Add = c.mask { broadcast_read(add, &mask_dims, &at) } else { 0.0 };
+                let _ = &scores_dims;
+                let dot: f64 = (0..c.e).map(|d| q[(b * c.l + i) * c.e + d] * k[(b * c.s + j) * c.e + d]).sum();
+                let score = dot * scale + extra;
+                if visible && score != f64::NEG_INFINITY {
+                    scores.push((j, score));
+                }
+            }
+            if scores.is_empty() {
+                continue;
+            }
+            let max = scores.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = scores.iter().map(|s| (s.1 - max).exp()).sum();
+            for &(j, s) in &scores {
+                let p = (s - max).exp() / total;
+                for d in 0..c.ev {
+                    out[(b * c.l + i) * c.ev + d] += p * v[(b * c.s + j) * c.ev + d];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The case's operands (laid out as `variant`) and mask values from `seed`.
+struct Operands<D: Device, E: FloatElement> {
+    q: Tensor<D, E>,
+    k: Tensor<D, E>,
+    v: Tensor<D, E>,
+    keep: Tensor<D, u8>,
+    add: Tensor<D, E>,
+    data: [Vec<f64>; 3],
+    keep_data: Vec<u8>,
+    add_data: Vec<f64>,
+}
+
+fn operands<D: Device, E: FloatElement>(c: &Case, seed: u64, variant: Variant) -> Operands<D, E> {
+    let dims = |rows: usize, cols: usize| [c.batch.clone(), vec![rows, cols]].concat();
+    let make = |d: &[usize], s: u64| -> Vec<f64> {
+        let n: usize = d.iter().product();
+        // Representable in f32, so both types see the same inputs.
+        gradcheck::data(n, s).iter().map(|x| f64::from(*x as f32)).collect()
+    };
+    let (qd, kd, vd) = (dims(c.l, c.e), dims(c.s, c.e), dims(c.s, c.ev));
+    let data = [make(&qd, seed), make(&kd, seed ^ 1), make(&vd, seed ^ 2)];
+    let md = c.mask_dims();
+    let n: usize = md.iter().product();
+    let bits = gradcheck::data(n, seed ^ 3);
+    let keep_data: Vec<u8> = bits.iter().map(|&b| u8::from(b > -1.0)).collect();
+    let add_data: Vec<f64> =
+        bits.iter().map(|&b| if b < -1.6 { f64::NEG_INFINITY } else { f64::from((b * 0.5) as f32) }).collect();
+    let t = |x: &[f64], d: &[usize]| tensor_with::<D, E>(&cast_all(x), d, variant);
+    Operands {
+        q: t(&data[0], &qd),
+        k: t(&data[1], &kd),
+        v: t(&data[2], &vd),
+        keep: Tensor::from_slice(&keep_data, md.as_slice()),
+        add: Tensor::from_vec(cast_all(&add_data), md.as_slice()),
+        data,
+        keep_data,
+        add_data,
+    }
+}
+
+fn mask_of<'a, D: Device, E: FloatElement>(c: &Case, o: &'a Operands<D, E>) -> AttentionMask<'a, D, E> {
+    match c.mask {
+        MaskKind::None => AttentionMask::None,
+        MaskKind::Causal => AttentionMask::Causal,
+        MaskKind::Keep => AttentionMask::Keep(&o.keep),
+        MaskKind::Add => AttentionMask::Add(&o.add),
+    }
+}
+
+fn check_forward<D: Device, E: FloatElement>(c: &Case, seed: u64, variant: Variant, scale: Option<f64>, tol: f64) {
+    let o = operands::<D, E>(c, seed, variant);
+    let got = o.q.scaled_dot_product_attention(&o.k, &o.v, mask_of(c, &o), scale);
+    let expected_dims = [c.batch.clone(), vec![c.l, c.ev]].concat();
+    assert_eq!(got.dims(), expected_dims.as_slice());
+    let scale = scale.unwrap_or(1.0 / (c.e as f64).sqrt());
+    let expected = reference(c, &o.data[0], &o.data[1], &o.data[2], &o.keep_data, &o.add_data, scale);
+    assert_close(&as_f64(&got.to_vec()), &expected, tol, tol);
+}
+
+device_proptests! {
+    cases = 64;
+
+    fn attention_matches_a_plain_loop<D>(c in case(), seed in any::<u64>(), v in variant(), scaled in any::<bool>()) {
+        let scale = scaled.then_some(0.7);
+        check_forward::<D, f32>(&c, seed, v, scale, 1e-5);
+        check_forward::<D, f64>(&c, seed, v, scale, 1e-12);
+    }
+
+    fn attention_gradients_match_finite_differences<D>(c in case(), seed in any::<u64>()) {
+        let o = operands::<D, f64>(&c, seed, Variant::Contiguous);
+        let inputs = [o.q.clone(), o.k.clone(), o.v.clone()];
+        gradcheck::gradcheck("attention", &inputs, |x| x[0].scaled_dot_product_attention(&x[1], &x[2], mask_of(&c, &o), None));
+        if let MaskKind::Add = c.mask {
+            // The additive mask is differentiable too (where it is finite).
+            let finite = o.add.masked_fill(&o.add.eq_scalar(f64::NEG_INFINITY), 0.0);
+            gradcheck::gradcheck("attention mask", &[finite], |m| {
+                o.q.scaled_dot_product_attention(&o.k, &o.v, AttentionMask::Add(&m[0]), None)
+            });
+        }
+    }
+}
+
+fn queries_that_see_nothing_get_zeros_and_no_gradient<D: Device>() {
+    let q = Tensor::<D, f64>::from_vec(vec![0.3, -1.0, 2.0, 0.5], [2, 2]).requires_grad();
+    let kv = Tensor::<D, f64>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [3, 2]);
+    // The second query sees no key.
+    let keep = Tensor::<D, u8>::from_vec(vec![1, 0, 1, 0, 0, 0], [2, 3]);
+    let out = q.scaled_dot_product_attention(&kv, &kv, AttentionMask::Keep(&keep), None);
+    assert_eq!(out.to_vec2()[1], vec![0.0, 0.0]);
+    assert!(out.to_vec().iter().all(|x| x.is_finite()));
+    let grads = out.sum().backward();
+    let g = grads.get(&q).unwrap().to_vec2();
+    assert_eq!(g[1], vec![0.0, 0.0]);
+    assert!(g[0].iter().all(|x| x.is_finite()));
+}
+
+fn bad_shapes_are_errors_naming_them<D: Device>() {
+    let q = Tensor::<D>::zeros([2, 3, 4]);
+    let message = |r: devtensor::Result<Tensor<D>>| r.unwrap_err().to_string();
+    let name = D::name();
+    assert_eq!(
+        message(q.try_scaled_dot_product_attention(
+            &Tensor::<D>::zeros([2, 5, 3]),
+            &Tensor::<D>::zeros([2, 5, 4]),
+            AttentionMask::None,
+            None
+        )),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [2, 3, 4], [2, 5, 3] and [2, 5, 4]: queries and keys need the same last dimension (the embedding)"
+        )
+    );
+    assert_eq!(
+        message(q.try_scaled_dot_product_attention(
+            &Tensor::<D>::zeros([2, 5, 4]),
+            &Tensor::<D>::zeros([2, 6, 4]),
+            AttentionMask::None,
+            None
+        )),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [2, 3, 4], [2, 5, 4] and [2, 6, 4]: keys and values need the same number of positions (their second-last axis)"
+        )
+    );
+    assert_eq!(
+        message(q.try_scaled_dot_product_attention(
+            &Tensor::<D>::zeros([1, 5, 4]),
+            &Tensor::<D>::zeros([1, 5, 4]),
+            AttentionMask::None,
+            None
+        )),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [2, 3, 4], [1, 5, 4] and [1, 5, 4]: queries, keys and values need the same batch axes (all but the last two)"
+        )
+    );
+    let kv = Tensor::<D>::zeros([2, 5, 4]);
+    let keep = Tensor::<D, u8>::ones([3, 4]);
+    let err = q.try_scaled_dot_product_attention(&kv, &kv, AttentionMask::Keep(&keep), None);
+    assert!(matches!(err, Err(Error::Shape { op: "scaled_dot_product_attention", .. })), "{err:?}");
+    assert_eq!(
+        message(err),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [2, 3, 4], [2, 5, 4], [2, 5, 4] and [3, 4]: the mask does not broadcast to the scores' shape [batch.., queries, keys]"
+        )
+    );
+}
+
+device_tests! {
+    queries_that_see_nothing_get_zeros_and_no_gradient => queries_that_see_nothing_get_zeros_and_no_gradient,
+    bad_shapes_are_errors_naming_them => bad_shapes_are_errors_naming_them,
+}
