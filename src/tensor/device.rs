@@ -14,8 +14,8 @@ use crate::backend::{Backend, sealed};
 use crate::backend::{Cpu, Cuda};
 use crate::element::Element;
 use crate::ops::{
-    binary::BinaryKernel, compare::CompareKernel, conv::ConvKernel, index::IndexKernel, matmul::MatmulKernel,
-    reduce::ReduceKernel, unary::UnaryKernel,
+    attention::AttentionKernel, binary::BinaryKernel, compare::CompareKernel, conv::ConvKernel, index::IndexKernel,
+    matmul::MatmulKernel, reduce::ReduceKernel, unary::UnaryKernel,
 };
 use crate::tensor::Tensor;
 
@@ -32,12 +32,28 @@ use crate::tensor::Tensor;
 /// assert_eq!(y.to_vec(), vec![3.0; 8]);
 /// ```
 pub trait Device:
-    Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel + ConvKernel
+    Backend
+    + BinaryKernel
+    + UnaryKernel
+    + CompareKernel
+    + ReduceKernel
+    + MatmulKernel
+    + IndexKernel
+    + ConvKernel
+    + AttentionKernel
 {
 }
 
 impl<T> Device for T where
-    T: Backend + BinaryKernel + UnaryKernel + CompareKernel + ReduceKernel + MatmulKernel + IndexKernel + ConvKernel
+    T: Backend
+        + BinaryKernel
+        + UnaryKernel
+        + CompareKernel
+        + ReduceKernel
+        + MatmulKernel
+        + IndexKernel
+        + ConvKernel
+        + AttentionKernel
 {
 }
 

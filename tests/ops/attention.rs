@@ -248,7 +248,61 @@ fn bad_shapes_are_errors_naming_them<D: Device>() {
     );
 }
 
+/// Problems large enough to be split across threads (whole problems, and
+/// the forward's runs of query rows of a single problem), against the loop
+/// for the result and against the composed form (forced by an additive
+/// mask of zeros that needs a gradient) for the gradients.
+fn large_problems_take_the_parallel_paths<D: Device>() {
+    let cases = [
+        Case {
+            batch: vec![3, 2],
+            l: sized(150, 20),
+            s: sized(130, 17),
+            e: 16,
+            ev: 8,
+            mask: MaskKind::Causal,
+            ones: vec![false; 4],
+            drop: 0,
+        },
+        Case {
+            batch: vec![],
+            l: sized(300, 40),
+            s: sized(200, 30),
+            e: 8,
+            ev: 5,
+            mask: MaskKind::Keep,
+            ones: vec![false, true],
+            drop: 0,
+        },
+    ];
+    for c in &cases {
+        let o = operands::<D, f64>(c, 11, Variant::Contiguous);
+        let (q, k, v) = (o.q.clone().requires_grad(), o.k.clone().requires_grad(), o.v.clone().requires_grad());
+        let out = q.scaled_dot_product_attention(&k, &v, mask_of(c, &o), None);
+        let expected =
+            reference(c, &o.data[0], &o.data[1], &o.data[2], &o.keep_data, &o.add_data, 1.0 / (c.e as f64).sqrt());
+        assert_close(&out.to_vec(), &expected, 1e-12, 1e-12);
+        let weights = Tensor::<D, f64>::from_vec(gradcheck::data(out.elem_count(), 5), out.dims());
+        let fused = (&out * &weights).sum().backward();
+        // The same through the composed form.
+        let zero = Tensor::<D, f64>::zeros(c.scores_dims()).requires_grad();
+        let mask = match c.mask {
+            MaskKind::Causal => zero.masked_fill(&Tensor::<D, u8>::ones([c.l, c.s]).triu(1), f64::NEG_INFINITY),
+            _ => zero.masked_fill(&o.keep.logical_not(), f64::NEG_INFINITY),
+        };
+        let composed_out = q.scaled_dot_product_attention(&k, &v, AttentionMask::Add(&mask), None);
+        assert_close(&composed_out.to_vec(), &expected, 1e-12, 1e-12);
+        let composed = (&composed_out * &weights).sum().backward();
+        for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
+            let (a, b) = (fused.get(x).unwrap().to_vec(), composed.get(x).unwrap().to_vec());
+            assert_close(&a, &b, 1e-11, 1e-11);
+            assert!(a.iter().any(|&g| g != 0.0), "{name}: an all-zero gradient proves nothing");
+        }
+    }
+}
+
 device_tests! {
+    large_problems_take_the_parallel_paths => large_problems_take_the_parallel_paths,
     queries_that_see_nothing_get_zeros_and_no_gradient => queries_that_see_nothing_get_zeros_and_no_gradient,
     bad_shapes_are_errors_naming_them => bad_shapes_are_errors_naming_them,
 }

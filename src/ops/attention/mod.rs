@@ -13,11 +13,19 @@
 //! The masks are tied to the query's device by their type: a mask on
 //! another device is rustc's `mismatched types`, as for `cat`.
 
+mod cpu;
+mod kernel;
+
+pub use kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
+
+use crate::autograd::{self, no_grad, rule};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::layout::Shape;
 use crate::tensor::{Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
+
+const OP: &str = "scaled_dot_product_attention";
 
 /// Which key positions each query of [`Tensor::scaled_dot_product_attention`]
 /// takes part with: PyTorch's `attn_mask` and `is_causal`, of which it
@@ -87,7 +95,99 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     {
         let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
         let scores_shape = check_shapes(self, key, value, &mask)?;
-        let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[self.rank() - 1] as f64).sqrt());
+        let rank = self.rank();
+        let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[rank - 1] as f64).sqrt());
+        let dims = AttentionDims {
+            batch: self.dims()[..rank - 2].iter().product(),
+            queries: self.dims()[rank - 2],
+            keys: key.dims()[rank - 2],
+            width: self.dims()[rank - 1],
+            value_width: value.dims()[rank - 1],
+        };
+        let sizes = [dims.batch, dims.queries, dims.keys, dims.width, dims.value_width];
+        // The fused kernels give no gradient for an additive mask.
+        let mask_learns = matches!(mask, AttentionMask::Add(m) if m.tracks_grad());
+        if sizes.iter().all(|&n| n > 0) && !mask_learns {
+            let mask = OwnedMask::of(&mask, &scores_shape)?;
+            if let Some(out) = self.fused_attention(key, value, mask, dims, scale)? {
+                return Ok(out);
+            }
+        }
+        self.composed_attention(key, value, mask, scale, &scores_shape)
+    }
+
+    /// The fused kernels' attention, recorded as one operation whose
+    /// gradient recomputes the weights row by row; `None` where the device
+    /// has no fused kernel.
+    fn fused_attention(
+        &self,
+        key: &Self,
+        value: &Self,
+        mask: OwnedMask<D, E>,
+        dims: AttentionDims,
+        scale: f64,
+    ) -> Result<Option<Self>> {
+        let dense = |t: &Self| no_grad(|| t.try_contiguous());
+        let (q, k, v) = (dense(self)?, dense(key)?, dense(value)?);
+        let forward = D::attention_forward(
+            (q.storage(), q.layout()),
+            (k.storage(), k.layout()),
+            (v.storage(), v.layout()),
+            dims,
+            mask.kernel(),
+            scale,
+        )?;
+        let Some([out, lse]) = forward else { return Ok(None) };
+        let mut out_dims = self.dims().to_vec();
+        out_dims[self.rank() - 1] = dims.value_width;
+        let out = Tensor::from_storage(out, Shape::from(out_dims));
+        let lse = Tensor::<D, E>::from_storage(lse, Shape::from(dims.batch * dims.queries));
+        let inputs = [self.node(), key.node(), value.node()];
+        autograd::track(
+            OP,
+            &inputs,
+            || Ok(out),
+            |out| {
+                let out = out.clone();
+                rule(move |g: &Tensor<D, E>, _| {
+                    let g = g.try_contiguous()?;
+                    let grads = D::attention_backward(
+                        (q.storage(), q.layout()),
+                        (k.storage(), k.layout()),
+                        (v.storage(), v.layout()),
+                        (out.storage(), out.layout()),
+                        lse.storage(),
+                        (g.storage(), g.layout()),
+                        dims,
+                        mask.kernel(),
+                        scale,
+                    )?;
+                    let Some([dq, dk, dv]) = grads else {
+                        return Err(Error::Argument {
+                            op: OP,
+                            device: D::name(),
+                            reason: "the device ran the fused forward but has no fused backward".into(),
+                        });
+                    };
+                    let shaped = |storage, like: &Self| Some(Tensor::from_storage(storage, like.shape().clone()));
+                    Ok(vec![shaped(dq, &q), shaped(dk, &k), shaped(dv, &v)])
+                })
+            },
+        )
+        .map(Some)
+    }
+
+    /// Attention from matmul, masked_fill and softmax, differentiated by
+    /// their rules: for devices without fused kernels and for an additive
+    /// mask that needs a gradient.
+    fn composed_attention(
+        &self,
+        key: &Self,
+        value: &Self,
+        mask: AttentionMask<'_, D, E>,
+        scale: f64,
+        scores_shape: &[usize],
+    ) -> Result<Self> {
         let scores = self.try_matmul(&key.try_transpose(-2, -1)?)?.try_mul_scalar(E::from_f64(scale))?;
         // `E::MIN` is minus infinity for floats.
         let scores = match mask {
@@ -121,7 +221,6 @@ fn check_shapes<D: Device, E: FloatElement>(
     v: &Tensor<D, E>,
     mask: &AttentionMask<'_, D, E>,
 ) -> Result<Vec<usize>> {
-    const OP: &str = "scaled_dot_product_attention";
     let fail =
         |shapes: Vec<Shape>, reason: &str| Error::Shape { op: OP, device: D::name(), shapes, reason: reason.into() };
     let operands = || vec![q.shape().clone(), k.shape().clone(), v.shape().clone()];
@@ -155,4 +254,33 @@ fn check_shapes<D: Device, E: FloatElement>(
         return Err(fail(shapes, "the mask does not broadcast to the scores' shape [batch.., queries, keys]"));
     }
     Ok(scores)
+}
+
+/// A mask held by the fused operation's gradient rule: the user's mask
+/// broadcast (as a view) to the scores' shape.
+enum OwnedMask<D: Device, E: FloatElement> {
+    None,
+    Causal,
+    Keep(Tensor<D, u8>),
+    Add(Tensor<D, E>),
+}
+
+impl<D: Device, E: FloatElement> OwnedMask<D, E> {
+    fn of(mask: &AttentionMask<'_, D, E>, scores_shape: &[usize]) -> Result<Self> {
+        Ok(match mask {
+            AttentionMask::None => OwnedMask::None,
+            AttentionMask::Causal => OwnedMask::Causal,
+            AttentionMask::Keep(keep) => OwnedMask::Keep(keep.try_broadcast_to(scores_shape)?),
+            AttentionMask::Add(add) => OwnedMask::Add(add.detach().try_broadcast_to(scores_shape)?),
+        })
+    }
+
+    fn kernel(&self) -> MaskOf<'_, D, E> {
+        match self {
+            OwnedMask::None => KernelMask::None,
+            OwnedMask::Causal => KernelMask::Causal,
+            OwnedMask::Keep(t) => KernelMask::Keep(t.storage(), t.layout()),
+            OwnedMask::Add(t) => KernelMask::Add(t.storage(), t.layout()),
+        }
+    }
 }

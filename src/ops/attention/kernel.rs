@@ -1,0 +1,92 @@
+//! The attention family's kernel trait: fused forward and backward passes
+//! that never hold more than one row of scores per thread. A device
+//! without them (the trait's defaults) runs the composed form, one
+//! `[queries, keys]` score matrix per batch.
+
+use crate::backend::Backend;
+use crate::element::FloatElement;
+use crate::error::Result;
+use crate::layout::Layout;
+
+/// The sizes of a fused attention call: `batch` independent problems (the
+/// product of the batch axes) of `queries` rows of width `width` attending
+/// over `keys` rows, whose values have width `value_width`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionDims {
+    /// Independent problems: batch times heads.
+    pub batch: usize,
+    /// Query positions, `L`.
+    pub queries: usize,
+    /// Key and value positions, `S`.
+    pub keys: usize,
+    /// Width of queries and keys, `E`.
+    pub width: usize,
+    /// Width of values and of the result, `Ev`.
+    pub value_width: usize,
+}
+
+/// The mask as a fused kernel reads it. The layouts of `Keep` and `Add`
+/// have the scores' shape `[batch.., queries, keys]`, broadcast axes with
+/// stride 0.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelMask<'a, K, A> {
+    /// Every query sees every key.
+    None,
+    /// Query `i` sees keys `0..=i`.
+    Causal,
+    /// Query `i` sees key `j` where the byte is non-zero.
+    Keep(&'a K, &'a Layout),
+    /// Added to the scaled scores.
+    Add(&'a A, &'a Layout),
+}
+
+/// A mask of device `B` with elements `E`, as the kernels take it.
+pub type MaskOf<'a, B, E> = KernelMask<'a, <B as Backend>::Storage<u8>, <B as Backend>::Storage<E>>;
+
+/// Device kernels for [`Tensor::scaled_dot_product_attention`](crate::Tensor::scaled_dot_product_attention).
+/// Implemented by every [`Device`](crate::Device); the default methods
+/// return `None`, which runs the composed form.
+///
+/// Every tensor argument is a storage with a contiguous layout: queries
+/// `[batch, queries, width]`, keys `[batch, keys, width]`, values
+/// `[batch, keys, value_width]`. Every size in [`AttentionDims`] is at
+/// least 1 (the operation handles empty tensors itself).
+pub trait AttentionKernel: Backend {
+    /// `softmax(q · kᵀ · scale + mask) · v` and each query row's
+    /// log-sum-exp of its masked, scaled scores (minus infinity for a row
+    /// that sees no key, whose output is 0), or `None` without a fused
+    /// kernel for `E`.
+    fn attention_forward<E: FloatElement>(
+        q: (&Self::Storage<E>, &Layout),
+        k: (&Self::Storage<E>, &Layout),
+        v: (&Self::Storage<E>, &Layout),
+        dims: AttentionDims,
+        mask: MaskOf<'_, Self, E>,
+        scale: f64,
+    ) -> Result<Option<[Self::Storage<E>; 2]>> {
+        let _ = (q, k, v, dims, mask, scale);
+        Ok(None)
+    }
+
+    /// The gradients of queries, keys and values, given the forward's
+    /// result `out`, its row log-sum-exps `lse` (`[batch, queries]`) and the
+    /// result's gradient `g`, recomputing the weights row by row; `None`
+    /// without a fused kernel for `E`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward<E: FloatElement>(
+        q: (&Self::Storage<E>, &Layout),
+        k: (&Self::Storage<E>, &Layout),
+        v: (&Self::Storage<E>, &Layout),
+        out: (&Self::Storage<E>, &Layout),
+        lse: &Self::Storage<E>,
+        g: (&Self::Storage<E>, &Layout),
+        dims: AttentionDims,
+        mask: MaskOf<'_, Self, E>,
+        scale: f64,
+    ) -> Result<Option<[Self::Storage<E>; 3]>> {
+        let _ = (q, k, v, out, lse, g, dims, mask, scale);
+        Ok(None)
+    }
+}
+
+impl<const N: usize> AttentionKernel for crate::backend::Cuda<N> {}
