@@ -155,6 +155,19 @@ def bmm_fwd_bwd(t, _):
     return grads_of(lambda: (a @ b).sum(), [a, b]), a @ b
 
 
+def sdpa_fwd(t, _):
+    q, k, v = t["q"], t["k"], t["v"]
+    attend = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return attend, attend()
+
+
+def sdpa_fwd_bwd(t, _):
+    q, k, v = with_grad(t["q"], t["k"], t["v"])
+    g = t["g"]
+    out = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return grads_of(lambda: (out() * g).sum(), [q, k, v]), out()
+
+
 def max_pool_fwd_bwd(t, _):
     (x,) = with_grad(t["x"])
     return grads_of(lambda: F.max_pool2d(x, 2).sum(), [x]), F.max_pool2d(x, 2)
@@ -266,7 +279,8 @@ def inference(t, args):
 
 KINDS = {f.__name__: f for f in [
     matmul, add, mul_scalar, sum_all, softmax, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
-    layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, max_pool_fwd_bwd, train_step, inference,
+    layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, sdpa_fwd, sdpa_fwd_bwd, max_pool_fwd_bwd,
+    train_step, inference,
 ]}
 
 DTYPES = {"f32": torch.float32, "i64": torch.int64}

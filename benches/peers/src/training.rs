@@ -9,10 +9,11 @@ use candle_nn::Optimizer as _;
 use devtensor::nn::{
     AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Flatten, LayerNorm, Linear, MaxPool2d, Relu, cross_entropy,
 };
+use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
 use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use devtensor::shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
-use devtensor::{Cpu, Device, Tensor};
+use devtensor::{Cpu, Device, Tensor, no_grad};
 use serde_json::json;
 use std::hint::black_box;
 
@@ -597,6 +598,39 @@ fn attention_rows(
         let bytes = (5 * 4 * len) as f64;
         let ours = &mut || drop(black_box((&x.softmax(-1) * &g).sum().backward()));
         contest.row(op, bytes, Some(bandwidth), "GB/s", torch, ours, None);
+    }
+    // Causal attention in one call, against F.scaled_dot_product_attention
+    // (is_causal=True): the small GPT's sizes, and a longer context.
+    for (batch, heads, t, d) in [(16, 4, 64, 32), (4, 4, 256, 32)] {
+        let shape = [batch, heads, t, d];
+        let len = batch * heads * t * d;
+        let q = Tensor::<Cpu>::from_slice(&data(len, 44), shape).requires_grad();
+        let k = Tensor::<Cpu>::from_slice(&data(len, 45), shape).requires_grad();
+        let v = Tensor::<Cpu>::from_slice(&data(len, 46), shape).requires_grad();
+        let g = Tensor::<Cpu>::from_slice(&data(len, 47), shape);
+        let attend = || q.scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None);
+        // Two products over the causal half of the scores.
+        let flops = 2.0 * 2.0 * (batch * heads * t * t * d) as f64 / 2.0;
+        for backward in [false, true] {
+            let op = format!("sdpa causal {} {batch}x{heads}x{t}x{d}", if backward { "fwd+bwd" } else { "fwd" });
+            if !wanted(&op) {
+                continue;
+            }
+            for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
+                contest.torch.tensor(name, &x.detach());
+            }
+            contest.torch.tensor("g", &g);
+            let function = if backward { "sdpa_fwd_bwd" } else { "sdpa_fwd" };
+            let torch = contest.torch.setup(&op, function, json!({}), &attend().to_vec(), 1e-5);
+            if backward {
+                // The backward recomputes the scores and runs four more products.
+                let ours = &mut || drop(black_box((&attend() * &g).sum().backward()));
+                contest.row(&op, 3.0 * flops, Some(peak), "GFLOP/s", torch, ours, None);
+            } else {
+                let ours = &mut || drop(black_box(no_grad(attend)));
+                contest.row(&op, flops, Some(peak), "GFLOP/s", torch, ours, None);
+            }
+        }
     }
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! (`pool.rs`), the strided loops every CPU kernel shares (`loops.rs`), and
 //! the threads they run on (`threads.rs`).
 
+mod gemm;
 mod loops;
 mod math;
 mod pool;
 mod threads;
 
+pub(crate) use gemm::*;
 pub(crate) use loops::*;
 pub(crate) use math::*;
 pub(crate) use pool::*;

@@ -1,12 +1,17 @@
-//! Fused attention on the CPU: each thread takes whole problems of the
-//! batch (or, forward, runs of query rows) and holds one row of scores at a
-//! time. Keys (and, backward, values) are transposed once per problem so
-//! that a row's scores are one vectorised multiply-add per width element
-//! across all keys; weighted sums of value rows run along the rows.
+//! Fused attention on the CPU, a block of query rows at a time: the block's
+//! scores are one product with the keys (only those the block's last row can
+//! see, under a causal mask), softmaxed row by row in place, and one product
+//! with the values gives the block's output; the backward recomputes the
+//! block's weights from the saved log-sum-exps and runs four more products.
+//! No thread holds more than two blocks of scores: never `[queries, keys]`
+//! for a long sequence. Forward, every block is a task; backward, whole
+//! problems are, since their blocks add to the same key and value gradients.
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, VectorLoop, exp_nonpositive, split_across_threads, vectorized, zeroed_vec};
+use crate::backend::cpu::{
+    CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, split_across_threads, vectorized, zeroed_vec,
+};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Layout, count_of};
@@ -84,55 +89,74 @@ impl<'a, E: FloatElement> RowMask<'a, E> {
     }
 }
 
-/// `keys` (`[n, width]`) transposed into `out` (`[width, n]`).
-fn transpose<E: Element>(keys: &[E], n: usize, width: usize, out: &mut [E]) {
-    for (j, key) in keys.chunks_exact(width).enumerate() {
-        for (d, &x) in key.iter().enumerate() {
-            out[d * n + j] = x;
+/// Query rows per block: each block's scores are one `[rows, keys]`
+/// product, a quarter of a megabyte per thread at 1024 keys.
+const BLOCK_ROWS: usize = 64;
+
+/// `dst = scale · lhs · rhs` (or `+=` when `accumulate`) on this thread,
+/// each operand `(data, row stride, column stride)`.
+#[inline(always)]
+fn product<E: FloatElement>(
+    dst: &mut [E],
+    dims: (usize, usize, usize),
+    (lhs, lhs_rows, lhs_cols): (&[E], usize, usize),
+    (rhs, rhs_rows, rhs_cols): (&[E], usize, usize),
+    scale: E,
+    accumulate: bool,
+) {
+    let lhs = Operand { data: lhs, row_stride: lhs_rows, col_stride: lhs_cols };
+    let rhs = Operand { data: rhs, row_stride: rhs_rows, col_stride: rhs_cols };
+    gemm_scaled(dst, dims, &lhs, 0, &rhs, 0, (scale, accumulate), gemm::Parallelism::None);
+}
+
+/// The NaN-propagating maximum of a row, in lanes (a serial fold would not
+/// vectorise).
+#[inline(always)]
+fn row_max<E: FloatElement>(row: &[E]) -> E {
+    let mut lanes = [E::MIN; 16];
+    let mut chunks = row.chunks_exact(16);
+    for chunk in &mut chunks {
+        for (m, &x) in lanes.iter_mut().zip(chunk) {
+            *m = if x > *m || Element::is_nan(x) { x } else { *m };
         }
     }
+    let tail = chunks.remainder().iter().fold(E::MIN, |m, &x| Element::max(m, x));
+    lanes.iter().fold(tail, |m, &x| Element::max(m, x))
 }
 
-/// `scores[j] = scale · q · keyⱼ` for the first `scores.len()` keys, from
-/// the keys transposed (`[width, keys]`).
+/// `row` replaced by `exp(x - shift)` (an argument above 0 only by
+/// rounding, clamped); returns the sum, in lanes.
 #[inline(always)]
-fn dot_rows<E: FloatElement>(q: &[E], keys_t: &[E], keys: usize, scale: E, scores: &mut [E]) {
-    scores.fill(E::ZERO);
-    let n = scores.len();
-    for (d, &x) in q.iter().enumerate() {
-        let x = x * scale;
-        for (s, &k) in scores.iter_mut().zip(&keys_t[d * keys..d * keys + n]) {
-            *s = *s + x * k;
+fn exp_shifted<E: FloatElement>(row: &mut [E], shift: E) -> E {
+    for x in row.iter_mut() {
+        let d = *x - shift;
+        *x = exp_nonpositive(if d > E::ZERO { E::ZERO } else { d });
+    }
+    let mut lanes = [E::ZERO; 16];
+    let mut chunks = row.chunks_exact(16);
+    for chunk in &mut chunks {
+        for (s, &x) in lanes.iter_mut().zip(chunk) {
+            *s = *s + x;
         }
     }
+    lanes.iter().fold(chunks.remainder().iter().fold(E::ZERO, |s, &x| s + x), |s, &x| s + x)
 }
 
-/// `scores` replaced by `exp(score - shift)` (every argument at most 0);
-/// returns their sum.
+/// Row `i`'s scaled scores masked: the user's mask, and the causal
+/// triangle of a block whose last row sees more keys than `i`.
 #[inline(always)]
-fn exp_shifted<E: FloatElement>(scores: &mut [E], shift: E) -> E {
-    let mut sum = E::ZERO;
-    for s in scores.iter_mut() {
-        *s = exp_nonpositive(Element::min(*s - shift, E::ZERO));
-        sum = sum + *s;
+fn mask_row<E: FloatElement>(mask: &RowMask<'_, E>, i: usize, row: &mut [E]) {
+    if let RowMask::Causal = mask {
+        row.iter_mut().skip(i + 1).for_each(|s| *s = E::MIN);
     }
-    sum
+    mask.apply(i, row);
 }
 
-/// `acc += w · row`.
-#[inline(always)]
-fn axpy<E: FloatElement>(acc: &mut [E], w: E, row: &[E]) {
-    for (a, &x) in acc.iter_mut().zip(row) {
-        *a = *a + w * x;
-    }
-}
-
-/// The forward pass over query rows `rows` of one problem.
+/// The forward pass over one block of query rows of one problem.
 struct Forward<'a, E> {
     q: &'a [E],
     k: &'a [E],
     v: &'a [E],
-    keys_t: &'a mut [E],
     scores: &'a mut [E],
     out: &'a mut [E],
     lse: &'a mut [E],
@@ -146,34 +170,34 @@ impl<E: FloatElement> VectorLoop for Forward<'_, E> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        let AttentionDims { keys, width, value_width, .. } = self.dims;
-        transpose(self.k, keys, width, self.keys_t);
-        for (r, i) in self.rows.clone().enumerate() {
-            let out = &mut self.out[r * value_width..(r + 1) * value_width];
-            out.fill(E::ZERO);
-            let n = self.mask.visible(i, keys);
-            let scores = &mut self.scores[..n];
-            dot_rows(&self.q[i * width..(i + 1) * width], self.keys_t, keys, self.scale, scores);
-            self.mask.apply(i, scores);
-            let max = scores.iter().fold(E::MIN, |m, &s| Element::max(m, s));
+        let AttentionDims { width, value_width, .. } = self.dims;
+        let rows = self.rows.len();
+        let n = self.mask.visible(self.rows.end - 1, self.dims.keys);
+        let scores = &mut self.scores[..rows * n];
+        let q = &self.q[self.rows.start * width..self.rows.end * width];
+        product(scores, (rows, n, width), (q, width, 1), (self.k, 1, width), self.scale, false);
+        for (r, row) in scores.chunks_exact_mut(n).enumerate() {
+            let i = self.rows.start + r;
+            mask_row(&self.mask, i, row);
+            let max = row_max(row);
             if max == E::MIN {
-                // The row sees no key: output 0, as PyTorch's.
+                // The row sees no key: weights, and so output, of 0, as PyTorch's.
+                row.fill(E::ZERO);
                 self.lse[r] = E::MIN;
                 continue;
             }
-            let sum = exp_shifted(scores, max);
-            for (j, &p) in scores.iter().enumerate() {
-                axpy(out, p, &self.v[j * value_width..(j + 1) * value_width]);
-            }
+            let sum = exp_shifted(row, max);
             let inv = E::ONE / sum;
-            out.iter_mut().for_each(|o| *o = *o * inv);
+            row.iter_mut().for_each(|p| *p = *p * inv);
             self.lse[r] = max + sum.ln();
         }
+        product(self.out, (rows, value_width, n), (scores, n, 1), (self.v, value_width, 1), E::ONE, false);
     }
 }
 
-/// The backward pass over one problem: every query row's gradient, and the
-/// keys' and values' gradients summed over the rows.
+/// The backward pass over one problem, a block of query rows at a time:
+/// each block's weights recomputed from the log-sum-exps, its query rows'
+/// gradients, and its share of the keys' and values' gradients.
 struct Backward<'a, E> {
     q: &'a [E],
     k: &'a [E],
@@ -195,34 +219,42 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
     #[inline(always)]
     fn run(self) {
         let AttentionDims { queries, keys, width, value_width, .. } = self.dims;
-        let (keys_t, rest) = self.scratch.split_at_mut(width * keys);
-        let (values_t, rest) = rest.split_at_mut(value_width * keys);
-        let (weights, dp) = rest.split_at_mut(keys);
-        transpose(self.k, keys, width, keys_t);
-        transpose(self.v, keys, value_width, values_t);
-        for i in 0..queries {
-            let dq = &mut self.dq[i * width..(i + 1) * width];
-            dq.fill(E::ZERO);
-            if self.lse[i] == E::MIN {
-                continue; // a row that saw no key: no gradient
+        let (weights, dp) = self.scratch.split_at_mut(BLOCK_ROWS.min(queries) * keys);
+        for start in (0..queries).step_by(BLOCK_ROWS) {
+            let end = queries.min(start + BLOCK_ROWS);
+            let rows = end - start;
+            let n = self.mask.visible(end - 1, keys);
+            let (p, dp) = (&mut weights[..rows * n], &mut dp[..rows * n]);
+            let q = &self.q[start * width..end * width];
+            let g = &self.g[start * value_width..end * value_width];
+            product(p, (rows, n, width), (q, width, 1), (self.k, 1, width), self.scale, false);
+            // dp = g · vᵀ: each weight's gradient.
+            product(dp, (rows, n, value_width), (g, value_width, 1), (self.v, 1, value_width), E::ONE, false);
+            for (r, (p, dp)) in p.chunks_exact_mut(n).zip(dp.chunks_exact_mut(n)).enumerate() {
+                let i = start + r;
+                let lse = self.lse[i];
+                if lse == E::MIN {
+                    // A row that saw no key: no gradient.
+                    p.fill(E::ZERO);
+                    dp.fill(E::ZERO);
+                    continue;
+                }
+                mask_row(&self.mask, i, p);
+                exp_shifted(p, lse);
+                // The softmax's gradient: p · (dp - g · out), scaled for q and k.
+                let out = &self.out[i * value_width..(i + 1) * value_width];
+                let offset =
+                    g[r * value_width..(r + 1) * value_width].iter().zip(out).fold(E::ZERO, |a, (&x, &y)| a + x * y);
+                for (d, &w) in dp.iter_mut().zip(p.iter()) {
+                    *d = w * (*d - offset) * self.scale;
+                }
             }
-            let n = self.mask.visible(i, keys);
-            let (weights, dp) = (&mut weights[..n], &mut dp[..n]);
-            let q = &self.q[i * width..(i + 1) * width];
-            let g = &self.g[i * value_width..(i + 1) * value_width];
-            dot_rows(q, keys_t, keys, self.scale, weights);
-            self.mask.apply(i, weights);
-            exp_shifted(weights, self.lse[i]);
-            // dp = g · vⱼ, and D = g · out, the weights' gradient offset.
-            dot_rows(g, values_t, keys, E::ONE, dp);
-            let offset =
-                g.iter().zip(&self.out[i * value_width..(i + 1) * value_width]).fold(E::ZERO, |a, (&x, &y)| a + x * y);
-            for j in 0..n {
-                let (p, ds) = (weights[j], weights[j] * (dp[j] - offset) * self.scale);
-                axpy(dq, ds, &self.k[j * width..(j + 1) * width]);
-                axpy(&mut self.dk[j * width..(j + 1) * width], ds, q);
-                axpy(&mut self.dv[j * value_width..(j + 1) * value_width], p, g);
-            }
+            let dq = &mut self.dq[start * width..end * width];
+            product(dq, (rows, width, n), (dp, n, 1), (self.k, width, 1), E::ONE, false);
+            let dk = &mut self.dk[..n * width];
+            product(dk, (n, width, rows), (dp, 1, n), (q, width, 1), E::ONE, true);
+            let dv = &mut self.dv[..n * value_width];
+            product(dv, (n, value_width, rows), (p, 1, n), (g, value_width, 1), E::ONE, true);
         }
     }
 }
@@ -242,29 +274,23 @@ impl AttentionKernel for Cpu {
         let mut out = zeroed_vec::<E>(OP, count_of(&[batch, queries, value_width]))?;
         let mut lse = zeroed_vec::<E>(OP, batch * queries)?;
         let scale = E::from_f64(scale);
-        // Runs of query rows: whole problems, cut further when there are
-        // fewer problems than threads could share.
-        let work = count_of(&[batch, queries, keys, width.max(value_width)]);
-        let parallel = split_across_threads(work);
-        let rows_per_task = if parallel && batch < 2 * rayon::current_num_threads() {
-            queries.div_ceil(2 * rayon::current_num_threads()).max(1)
-        } else {
-            queries.max(1)
-        };
+        // Blocks of query rows, each a task.
         let tasks: Vec<(usize, std::ops::Range<usize>)> = (0..batch)
-            .flat_map(|b| (0..queries).step_by(rows_per_task).map(move |r| (b, r..queries.min(r + rows_per_task))))
+            .flat_map(|b| (0..queries).step_by(BLOCK_ROWS).map(move |r| (b, r..queries.min(r + BLOCK_ROWS))))
             .collect();
-        let out_chunks = out.chunks_mut(rows_per_task * value_width);
-        let lse_chunks = lse.chunks_mut(rows_per_task);
+        let mut outs: Vec<&mut [E]> = Vec::with_capacity(tasks.len());
+        let mut lses: Vec<&mut [E]> = Vec::with_capacity(tasks.len());
+        for (o, l) in out.chunks_mut(queries * value_width).zip(lse.chunks_mut(queries)) {
+            outs.extend(o.chunks_mut(BLOCK_ROWS * value_width));
+            lses.extend(l.chunks_mut(BLOCK_ROWS));
+        }
         let run = |((b, rows), (out, lse)): ((usize, std::ops::Range<usize>), (&mut [E], &mut [E]))| -> Result<()> {
-            let mut scratch = zeroed_vec::<E>(OP, width * keys + keys)?;
-            let (keys_t, scores) = scratch.split_at_mut(width * keys);
+            let mut scores = zeroed_vec::<E>(OP, rows.len() * keys)?;
             vectorized(Forward {
                 q: &q[b * queries * width..(b + 1) * queries * width],
                 k: &k[b * keys * width..(b + 1) * keys * width],
                 v: &v[b * keys * value_width..(b + 1) * keys * value_width],
-                keys_t,
-                scores,
+                scores: &mut scores,
                 out,
                 lse,
                 rows,
@@ -274,8 +300,8 @@ impl AttentionKernel for Cpu {
             });
             Ok(())
         };
-        let jobs: Vec<_> = tasks.into_iter().zip(out_chunks.zip(lse_chunks)).collect();
-        if parallel {
+        let jobs: Vec<_> = tasks.into_iter().zip(outs.into_iter().zip(lses)).collect();
+        if split_across_threads(count_of(&[batch, queries, keys, width.max(value_width)])) && jobs.len() > 1 {
             jobs.into_par_iter().try_for_each(run)?;
         } else {
             jobs.into_iter().try_for_each(run)?;
@@ -303,7 +329,7 @@ impl AttentionKernel for Cpu {
         let mut dv = zeroed_vec::<E>(OP, count_of(&[batch, keys, value_width]))?;
         let scale = E::from_f64(scale);
         let run = |(b, ((dq, dk), dv)): (usize, ((&mut [E], &mut [E]), &mut [E]))| -> Result<()> {
-            let mut scratch = zeroed_vec::<E>(OP, (width + value_width + 2) * keys)?;
+            let mut scratch = zeroed_vec::<E>(OP, 2 * BLOCK_ROWS.min(queries) * keys)?;
             vectorized(Backward {
                 q: &q[b * queries * width..(b + 1) * queries * width],
                 k: &k[b * keys * width..(b + 1) * keys * width],
