@@ -249,7 +249,9 @@ fn bad_shapes_are_errors_naming_them<D: Device>() {
 }
 
 /// Problems large enough to be split across threads (whole problems, and
-/// the forward's runs of query rows of a single problem), against the loop
+/// the forward's blocks of query rows of a single problem), and, on a GPU,
+/// rows longer than a block's 256 threads (the online softmax rescales
+/// between chunks of keys, and key rows sum over chunks of queries), against the loop
 /// for the result and against the composed form (forced by an additive
 /// mask of zeros that needs a gradient) for the gradients.
 fn large_problems_take_the_parallel_paths<D: Device>() {
@@ -267,7 +269,7 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
         Case {
             batch: vec![],
             l: sized(300, 40),
-            s: sized(200, 30),
+            s: sized(600, 30),
             e: 8,
             ev: 5,
             mask: MaskKind::Keep,

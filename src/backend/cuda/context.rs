@@ -25,6 +25,7 @@ const COMMON: &str = include_str!("../../../kernels/common.cuh");
 /// The op families' kernel files, by the name the backend asks for.
 fn family_source(family: &str) -> Option<&'static str> {
     Some(match family {
+        "attention" => include_str!("../../../kernels/attention.cu"),
         "binary" => include_str!("../../../kernels/binary.cu"),
         "compare" => include_str!("../../../kernels/compare.cu"),
         "conv" => include_str!("../../../kernels/conv.cu"),

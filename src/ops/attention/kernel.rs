@@ -88,5 +88,3 @@ pub trait AttentionKernel: Backend {
         Ok(None)
     }
 }
-
-impl<const N: usize> AttentionKernel for crate::backend::Cuda<N> {}

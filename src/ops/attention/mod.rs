@@ -14,6 +14,7 @@
 //! another device is rustc's `mismatched types`, as for `cat`.
 
 mod cpu;
+mod cuda;
 mod kernel;
 
 pub use kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
@@ -178,8 +179,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 
     /// Attention from matmul, masked_fill and softmax, differentiated by
-    /// their rules: for devices without fused kernels and for an additive
-    /// mask that needs a gradient.
+    /// their rules: for an additive mask that needs a gradient, empty
+    /// sizes, and widths the fused kernels do not take (over 1024 on CUDA).
     fn composed_attention(
         &self,
         key: &Self,

@@ -1,0 +1,233 @@
+// Fused scaled dot-product attention: serves the Rust op family
+// `ops::attention` (`AttentionKernel::{attention_forward, attention_backward}`).
+// Semantics follow the CPU backend (src/ops/attention/cpu.rs): scores
+// s = scale * q . k (+ an additive mask), hidden keys at -inf, weights
+// softmax(s) over the keys; a query row that sees no key gets output 0,
+// log-sum-exp -inf and no gradient.
+//
+// Every tensor is dense: q [batch, L, E], k [batch, S, E], v [batch, S, Ev],
+// out and g [batch, L, Ev], lse and the row offsets d [batch, L]. One block
+// per row (grid-stride over rows); block size a multiple of 32, at most
+// 1024; E and Ev at most DT_ATTENTION_COLUMNS * blockDim.x (each thread keeps
+// that many output columns in registers). No [L, S] matrix is ever stored:
+// keys are taken blockDim.x at a time, each thread scoring one, and the
+// output is updated with the chunk's weights (an online softmax).
+//
+// The mask (`mask_kind`): 0 none, 1 causal (key j visible to query i when
+// j <= i), 2 keep (a byte per (problem, i, j), visible where non-zero), 3
+// add (a T per (problem, i, j) added to the score). Problem b's mask matrix
+// starts at dt_offset(b, mrank, mdims, mstrides, moffset) and its (i, j)
+// element is mrow * i + mcol * j further.
+//
+// Kernels (T = f32, f64):
+//   attention_forward_<T>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
+//           const T* q, const T* k, const T* v, MASK, T* out, T* lse)
+//   attention_backward_queries_<T>(same sizes, scale, q, k, v, MASK,
+//           const T* out, const T* lse, const T* g, T* dq, T* d)
+//       dq, and d = g . out per row (the softmax gradient's offset)
+//   attention_backward_keys_<T>(same sizes, scale, q, k, v, MASK,
+//           const T* lse, const T* g, const T* d, T* dk, T* dv)
+//       one block per key row: dk and dv summed over the queries
+// where MASK = int mask_kind, const unsigned char* keep, const T* add,
+//              size_t mrank, const size_t* mdims, const size_t* mstrides,
+//              size_t moffset, size_t mrow, size_t mcol.
+#ifndef DEVTENSOR_COMMON_CUH
+#include "common.cuh"
+#endif
+
+#define DT_ATTENTION_COLUMNS 4
+
+struct DtAttentionMask {
+    int kind;
+    const unsigned char* keep;
+    const void* add;
+    size_t base, row, col;
+};
+
+template <typename T>
+__device__ inline T dt_attention_score(const T* q, const T* k, size_t width, T scale, const DtAttentionMask& m,
+                                       size_t i, size_t j) {
+    if (m.kind == 1 && j > i) return dt_lowest<T>();
+    if (m.kind == 2 && m.keep[m.base + i * m.row + j * m.col] == 0) return dt_lowest<T>();
+    T s = 0;
+    for (size_t c = 0; c < width; ++c) s += q[c] * k[c];
+    s *= scale;
+    if (m.kind == 3) s += ((const T*)m.add)[m.base + i * m.row + j * m.col];
+    return s;
+}
+
+template <typename T> __device__ inline T dt_dot(const T* a, const T* b, size_t n) {
+    T s = 0;
+    for (size_t c = 0; c < n; ++c) s += a[c] * b[c];
+    return s;
+}
+
+template <typename T>
+__device__ void dt_attention_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q,
+                                     const T* k, const T* v, DtAttentionMask m, size_t mrank, const size_t* mdims,
+                                     const size_t* mstrides, size_t moffset, T* out, T* lse, T* weights,
+                                     T* scratch) {
+    for (size_t r = blockIdx.x; r < batch * L; r += gridDim.x) {
+        size_t b = r / L, i = r % L;
+        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+        const T* qi = q + r * E;
+        T acc[DT_ATTENTION_COLUMNS] = {0};
+        T run_max = dt_lowest<T>(), run_sum = 0;
+        size_t n = m.kind == 1 ? (i + 1 < S ? i + 1 : S) : S;
+        for (size_t j0 = 0; j0 < n; j0 += blockDim.x) {
+            size_t j = j0 + threadIdx.x;
+            T s = j < n ? dt_attention_score(qi, k + (b * S + j) * E, E, scale, m, i, j) : dt_lowest<T>();
+            T chunk_max = dt_block_reduce<DtMax>(s, scratch);
+            T new_max = dt_max(run_max, chunk_max);
+            // Until a visible key comes, there is nothing to rescale.
+            T keep = new_max == dt_lowest<T>() ? (T)1 : dt_exp(run_max - new_max);
+            T p = s == dt_lowest<T>() ? (T)0 : dt_exp(s - new_max);
+            weights[threadIdx.x] = p;
+            run_sum = run_sum * keep + dt_block_reduce<DtSum>(p, scratch);
+            size_t chunk = n - j0 < blockDim.x ? n - j0 : blockDim.x;
+            for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
+                size_t c = threadIdx.x + t * blockDim.x;
+                if (c >= Ev) break;
+                T a = acc[t] * keep;
+                for (size_t jj = 0; jj < chunk; ++jj) a += weights[jj] * v[(b * S + j0 + jj) * Ev + c];
+                acc[t] = a;
+            }
+            run_max = new_max;
+            // Every thread has read the weights before the next chunk writes them.
+            __syncthreads();
+        }
+        for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
+            size_t c = threadIdx.x + t * blockDim.x;
+            if (c < Ev) out[r * Ev + c] = run_sum > 0 ? acc[t] / run_sum : (T)0;
+        }
+        if (threadIdx.x == 0) lse[r] = run_sum > 0 ? run_max + dt_log(run_sum) : dt_lowest<T>();
+    }
+}
+
+template <typename T>
+__device__ void dt_attention_backward_queries(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
+                                              const T* q, const T* k, const T* v, DtAttentionMask m, size_t mrank,
+                                              const size_t* mdims, const size_t* mstrides, size_t moffset,
+                                              const T* out, const T* lse, const T* g, T* dq, T* d, T* grads,
+                                              T* scratch) {
+    for (size_t r = blockIdx.x; r < batch * L; r += gridDim.x) {
+        size_t b = r / L, i = r % L;
+        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+        const T* qi = q + r * E;
+        const T* gi = g + r * Ev;
+        T partial = 0;
+        for (size_t c = threadIdx.x; c < Ev; c += blockDim.x) partial += gi[c] * out[r * Ev + c];
+        T offset = dt_block_reduce<DtSum>(partial, scratch);
+        if (threadIdx.x == 0) d[r] = offset;
+        T acc[DT_ATTENTION_COLUMNS] = {0};
+        T row_lse = lse[r];
+        size_t n = row_lse == dt_lowest<T>() ? 0 : (m.kind == 1 ? (i + 1 < S ? i + 1 : S) : S);
+        for (size_t j0 = 0; j0 < n; j0 += blockDim.x) {
+            size_t j = j0 + threadIdx.x;
+            T ds = 0;
+            if (j < n) {
+                T s = dt_attention_score(qi, k + (b * S + j) * E, E, scale, m, i, j);
+                T p = s == dt_lowest<T>() ? (T)0 : dt_exp(s - row_lse);
+                ds = p * (dt_dot(gi, v + (b * S + j) * Ev, Ev) - offset) * scale;
+            }
+            grads[threadIdx.x] = ds;
+            __syncthreads();
+            size_t chunk = n - j0 < blockDim.x ? n - j0 : blockDim.x;
+            for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
+                size_t c = threadIdx.x + t * blockDim.x;
+                if (c >= E) break;
+                T a = acc[t];
+                for (size_t jj = 0; jj < chunk; ++jj) a += grads[jj] * k[(b * S + j0 + jj) * E + c];
+                acc[t] = a;
+            }
+            __syncthreads();
+        }
+        for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
+            size_t c = threadIdx.x + t * blockDim.x;
+            if (c < E) dq[r * E + c] = acc[t];
+        }
+    }
+}
+
+template <typename T>
+__device__ void dt_attention_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
+                                           const T* q, const T* k, const T* v, DtAttentionMask m, size_t mrank,
+                                           const size_t* mdims, const size_t* mstrides, size_t moffset,
+                                           const T* lse, const T* g, const T* d, T* dk, T* dv, T* weights,
+                                           T* grads) {
+    for (size_t r = blockIdx.x; r < batch * S; r += gridDim.x) {
+        size_t b = r / S, j = r % S;
+        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+        const T* kj = k + r * E;
+        const T* vj = v + r * Ev;
+        T acc_k[DT_ATTENTION_COLUMNS] = {0}, acc_v[DT_ATTENTION_COLUMNS] = {0};
+        // Under a causal mask only queries j.. see key j.
+        size_t first = m.kind == 1 ? j : 0;
+        for (size_t i0 = first; i0 < L; i0 += blockDim.x) {
+            size_t i = i0 + threadIdx.x;
+            T p = 0, ds = 0;
+            if (i < L && lse[b * L + i] != dt_lowest<T>()) {
+                T s = dt_attention_score(q + (b * L + i) * E, kj, E, scale, m, i, j);
+                p = s == dt_lowest<T>() ? (T)0 : dt_exp(s - lse[b * L + i]);
+                ds = p * (dt_dot(g + (b * L + i) * Ev, vj, Ev) - d[b * L + i]) * scale;
+            }
+            weights[threadIdx.x] = p;
+            grads[threadIdx.x] = ds;
+            __syncthreads();
+            size_t chunk = L - i0 < blockDim.x ? L - i0 : blockDim.x;
+            for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
+                size_t c = threadIdx.x + t * blockDim.x;
+                if (c < E) {
+                    T a = acc_k[t];
+                    for (size_t ii = 0; ii < chunk; ++ii) a += grads[ii] * q[(b * L + i0 + ii) * E + c];
+                    acc_k[t] = a;
+                }
+                if (c < Ev) {
+                    T a = acc_v[t];
+                    for (size_t ii = 0; ii < chunk; ++ii) a += weights[ii] * g[(b * L + i0 + ii) * Ev + c];
+                    acc_v[t] = a;
+                }
+            }
+            __syncthreads();
+        }
+        for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
+            size_t c = threadIdx.x + t * blockDim.x;
+            if (c < E) dk[r * E + c] = acc_k[t];
+            if (c < Ev) dv[r * Ev + c] = acc_v[t];
+        }
+    }
+}
+
+#define DT_ATTENTION_MASK_PARAMS                                                                              \
+    int mask_kind, const unsigned char *keep, const void *add, size_t mrank, const size_t *mdims,            \
+        const size_t *mstrides, size_t moffset, size_t mrow, size_t mcol
+#define DT_ATTENTION_MASK DtAttentionMask{mask_kind, keep, add, 0, mrow, mcol}, mrank, mdims, mstrides, moffset
+
+#define ATTENTION_KERNELS(name, T)                                                                           \
+    extern "C" __global__ void attention_forward_##name(size_t batch, size_t L, size_t S, size_t E, size_t Ev, \
+                                                        T scale, const T* q, const T* k, const T* v,          \
+                                                        DT_ATTENTION_MASK_PARAMS, T* out, T* lse) {           \
+        __shared__ T weights[1024];                                                                           \
+        __shared__ T scratch[32];                                                                             \
+        dt_attention_forward(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, weights,        \
+                             scratch);                                                                        \
+    }                                                                                                         \
+    extern "C" __global__ void attention_backward_queries_##name(                                            \
+        size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,   \
+        DT_ATTENTION_MASK_PARAMS, const T* out, const T* lse, const T* g, T* dq, T* d) {                      \
+        __shared__ T grads[1024];                                                                             \
+        __shared__ T scratch[32];                                                                             \
+        dt_attention_backward_queries(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, g, dq, \
+                                      d, grads, scratch);                                                     \
+    }                                                                                                         \
+    extern "C" __global__ void attention_backward_keys_##name(                                               \
+        size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,   \
+        DT_ATTENTION_MASK_PARAMS, const T* lse, const T* g, const T* d, T* dk, T* dv) {                       \
+        __shared__ T weights[1024];                                                                           \
+        __shared__ T grads[1024];                                                                             \
+        dt_attention_backward_keys(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, g, d, dk, dv,  \
+                                   weights, grads);                                                           \
+    }
+
+ATTENTION_KERNELS(f32, float)
+ATTENTION_KERNELS(f64, double)

@@ -1,0 +1,136 @@
+//! Fused attention on CUDA (`kernels/attention.cu`): one block per query
+//! row, keys taken a block's width at a time with an online softmax; the
+//! backward runs one kernel over query rows (their gradients and each
+//! row's softmax offset) and one over key rows (the keys' and values'
+//! gradients, summed over the queries without atomics).
+
+use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
+use crate::backend::Cuda;
+use crate::backend::cuda::CudaStorage;
+use crate::backend::cuda::context::CudaDevice;
+use crate::backend::cuda::launch::{Strided, launch_kernel, per_row};
+use crate::element::FloatElement;
+use crate::error::Result;
+use crate::layout::{Layout, count_of};
+use std::sync::Arc;
+
+/// Output columns each thread keeps in registers (`DT_ATTENTION_COLUMNS`).
+const COLUMNS_PER_THREAD: usize = 4;
+
+/// The mask as the kernels' `MASK` arguments: its kind, the two data
+/// pointers (null where unused), and problem `b`'s placement.
+struct MaskArgs {
+    kind: i32,
+    keep: u64,
+    add: u64,
+    batch_axes: Strided<1>,
+    row: usize,
+    col: usize,
+}
+
+impl MaskArgs {
+    fn new<E: FloatElement>(
+        device: &Arc<CudaDevice>,
+        op: &'static str,
+        mask: &KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
+    ) -> Result<Self> {
+        let place = |layout: &Layout| -> Result<(Strided<1>, usize, usize)> {
+            let rank = layout.dims().len();
+            let batch = Strided::exact(
+                device,
+                op,
+                &layout.dims()[..rank - 2],
+                [&layout.strides()[..rank - 2]],
+                [layout.offset()],
+            )?;
+            Ok((batch, layout.strides()[rank - 2], layout.strides()[rank - 1]))
+        };
+        let none = || Strided::exact(device, op, &[], [&[]], [0]);
+        Ok(match *mask {
+            KernelMask::None => MaskArgs { kind: 0, keep: 0, add: 0, batch_axes: none()?, row: 0, col: 0 },
+            KernelMask::Causal => MaskArgs { kind: 1, keep: 0, add: 0, batch_axes: none()?, row: 0, col: 0 },
+            KernelMask::Keep(s, l) => {
+                let (batch_axes, row, col) = place(l)?;
+                MaskArgs { kind: 2, keep: s.ptr(), add: 0, batch_axes, row, col }
+            }
+            KernelMask::Add(s, l) => {
+                let (batch_axes, row, col) = place(l)?;
+                MaskArgs { kind: 3, keep: 0, add: s.ptr(), batch_axes, row, col }
+            }
+        })
+    }
+}
+
+/// Whether the kernels can keep a row of `dims`' widths in registers.
+fn fits(dims: &AttentionDims) -> bool {
+    dims.width.max(dims.value_width) <= COLUMNS_PER_THREAD * per_row(1).block_dim.0 as usize
+}
+
+/// The dense start of a contiguous tensor.
+fn start<E: FloatElement>((storage, layout): (&CudaStorage<E>, &Layout)) -> u64 {
+    let range = layout.contiguous_range().expect("the attention kernels are given contiguous tensors");
+    storage.ptr_at(range.start)
+}
+
+impl<const N: usize> AttentionKernel for Cuda<N> {
+    fn attention_forward<E: FloatElement>(
+        q: (&CudaStorage<E>, &Layout),
+        k: (&CudaStorage<E>, &Layout),
+        v: (&CudaStorage<E>, &Layout),
+        dims: AttentionDims,
+        mask: KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
+        scale: f64,
+    ) -> Result<Option<[CudaStorage<E>; 2]>> {
+        const OP: &str = "scaled_dot_product_attention";
+        if !fits(&dims) {
+            return Ok(None);
+        }
+        let device = Self::device()?;
+        let AttentionDims { batch, queries, keys, width, value_width } = dims;
+        let out = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, value_width]))?;
+        let lse = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
+        let m = MaskArgs::new(&device, OP, &mask)?;
+        let kernel = format!("attention_forward_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "attention", kernel, per_row(batch * queries);
+            batch, queries, keys, width, value_width, E::from_f64(scale), start(q), start(k), start(v),
+            m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
+            m.batch_axes.offsets[0], m.row, m.col, out.ptr(), lse.ptr())?;
+        Ok(Some([out, lse]))
+    }
+
+    fn attention_backward<E: FloatElement>(
+        q: (&CudaStorage<E>, &Layout),
+        k: (&CudaStorage<E>, &Layout),
+        v: (&CudaStorage<E>, &Layout),
+        out: (&CudaStorage<E>, &Layout),
+        lse: &CudaStorage<E>,
+        g: (&CudaStorage<E>, &Layout),
+        dims: AttentionDims,
+        mask: KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
+        scale: f64,
+    ) -> Result<Option<[CudaStorage<E>; 3]>> {
+        const OP: &str = "scaled_dot_product_attention_backward";
+        if !fits(&dims) {
+            return Ok(None);
+        }
+        let device = Self::device()?;
+        let AttentionDims { batch, queries, keys, width, value_width } = dims;
+        let dq = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, width]))?;
+        let dk = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, keys, width]))?;
+        let dv = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, keys, value_width]))?;
+        let offsets = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
+        let m = MaskArgs::new(&device, OP, &mask)?;
+        let scale = E::from_f64(scale);
+        let kernel = format!("attention_backward_queries_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "attention", kernel, per_row(batch * queries);
+            batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+            m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
+            m.batch_axes.offsets[0], m.row, m.col, start(out), lse.ptr(), start(g), dq.ptr(), offsets.ptr())?;
+        let kernel = format!("attention_backward_keys_{}", E::DTYPE.name());
+        launch_kernel!(device, OP, "attention", kernel, per_row(batch * keys);
+            batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+            m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
+            m.batch_axes.offsets[0], m.row, m.col, lse.ptr(), start(g), offsets.ptr(), dk.ptr(), dv.ptr())?;
+        Ok(Some([dq, dk, dv]))
+    }
+}
