@@ -10,6 +10,7 @@
 //! tensors to be on the same device" message.
 
 mod activation;
+mod attention;
 mod batch_norm;
 mod conv;
 mod dropout;
@@ -26,6 +27,7 @@ mod pool;
 mod sequential;
 
 pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
+pub use attention::MultiheadAttention;
 pub use batch_norm::BatchNorm2d;
 pub use conv::Conv2d;
 pub use dropout::Dropout;

@@ -236,6 +236,63 @@ impl<D: Device, E: FloatElement, M: Module<D, E>> Module<D, E> for Option<M> {
     }
 }
 
+/// A list of modules, PyTorch's `nn.ModuleList`: the transformer's stack of
+/// blocks. Its parameters are named by index (`h.0.attn.in_proj_weight`,
+/// `h.1...`), as PyTorch names them, so checkpoints load across; moving
+/// the list moves every module.
+///
+/// ```
+/// use devtensor::nn::{Linear, Module};
+/// use devtensor::{Cpu, Device, Tensor};
+///
+/// struct Stack<D: Device> {
+///     h: Vec<Linear<D>>,
+/// }
+/// devtensor::module!(Stack { h });
+///
+/// let stack = Stack { h: (0..3).map(|_| Linear::<Cpu>::new(4, 4)).collect() };
+/// let names: Vec<String> = stack.parameters().into_iter().map(|(name, _)| name).collect();
+/// assert_eq!(names[..3], ["h.0.weight", "h.0.bias", "h.1.weight"]);
+/// let x = stack.h.iter().fold(Tensor::<Cpu>::ones([2, 4]), |x, layer| layer.forward(&x));
+/// assert_eq!(x.dims(), &[2, 4]);
+/// assert_eq!(stack.to::<Cpu>().h.len(), 3);
+/// ```
+impl<D: Device, E: FloatElement, M: Module<D, E>> Module<D, E> for Vec<M> {
+    type On<D2: Device> = Vec<M::On<D2>>;
+
+    fn try_to<D2: Device>(&self) -> Result<Self::On<D2>> {
+        moving(|| self.iter().map(M::try_to).collect())
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        for (i, m) in self.iter().enumerate() {
+            m.visit(&child_name(prefix, &i.to_string()), f)
+        }
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        for (i, m) in self.iter_mut().enumerate() {
+            m.visit_mut(&child_name(prefix, &i.to_string()), f)
+        }
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.iter_mut().for_each(|m| m.set_training(training))
+    }
+
+    fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+        for (i, m) in self.iter().enumerate() {
+            m.visit_int_buffers(&child_name(prefix, &i.to_string()), f)
+        }
+    }
+
+    fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+        for (i, m) in self.iter_mut().enumerate() {
+            m.visit_int_buffers_mut(&child_name(prefix, &i.to_string()), f)
+        }
+    }
+}
+
 /// `prefix.name`, or `name` at the top.
 pub fn child_name(prefix: &str, name: &str) -> String {
     if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }

@@ -16,6 +16,7 @@ enum MaskKind {
     None,
     Causal,
     Keep,
+    Hide,
     Add,
 }
 
@@ -54,7 +55,13 @@ fn case() -> impl Strategy<Value = Case> {
         1usize..=5,
         1usize..=4,
         1usize..=3,
-        prop_oneof![Just(MaskKind::None), Just(MaskKind::Causal), Just(MaskKind::Keep), Just(MaskKind::Add)],
+        prop_oneof![
+            Just(MaskKind::None),
+            Just(MaskKind::Causal),
+            Just(MaskKind::Keep),
+            Just(MaskKind::Hide),
+            Just(MaskKind::Add)
+        ],
         prop::collection::vec(any::<bool>(), 4),
         0usize..=4,
     )
@@ -77,6 +84,7 @@ fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], keep: &[u8], add: &[f64]
                 let visible = match c.mask {
                     MaskKind::Causal => j <= i,
                     MaskKind::Keep => broadcast_read(keep, &mask_dims, &at) != 0,
+                    MaskKind::Hide => broadcast_read(keep, &mask_dims, &at) == 0,
                     _ => true,
                 };
                 let extra = if let MaskKind::Add = c.mask { broadcast_read(add, &mask_dims, &at) } else { 0.0 };
@@ -148,6 +156,7 @@ fn mask_of<'a, D: Device, E: FloatElement>(c: &Case, o: &'a Operands<D, E>) -> A
         MaskKind::None => AttentionMask::None,
         MaskKind::Causal => AttentionMask::Causal,
         MaskKind::Keep => AttentionMask::Keep(&o.keep),
+        MaskKind::Hide => AttentionMask::Hide(&o.keep),
         MaskKind::Add => AttentionMask::Add(&o.add),
     }
 }

@@ -120,7 +120,60 @@ fn hostile_files_are_errors_not_crashes() {
     std::fs::remove_file(&path).ok();
 }
 
+/// A list of modules (PyTorch's `nn.ModuleList`) names its members by
+/// index, BatchNorm's integer buffers included, trains every member, and
+/// round-trips through a checkpoint onto another device.
+struct Blocks<D: Device> {
+    h: Vec<Small<D>>,
+}
+devtensor::module!(Blocks { h });
+
+fn module_lists_name_by_index_and_round_trip<D: Device>() {
+    let mut blocks = Blocks { h: vec![Small::<D>::new(), Small::new()] };
+    let names: Vec<String> = blocks.named_tensors().into_iter().map(|(n, _, _)| n).collect();
+    let expected: Vec<String> = (0..2)
+        .flat_map(|i| {
+            [
+                "conv.weight",
+                "conv.bias",
+                "norm.weight",
+                "norm.bias",
+                "norm.running_mean",
+                "norm.running_var",
+                "fc.weight",
+                "fc.bias",
+            ]
+            .map(|n| format!("h.{i}.{n}"))
+        })
+        .collect();
+    assert_eq!(names, expected);
+    let mut int_names = Vec::new();
+    blocks.visit_int_buffers("", &mut |n, _| int_names.push(n.to_string()));
+    assert_eq!(int_names, ["h.0.norm.num_batches_tracked", "h.1.norm.num_batches_tracked"]);
+    // eval() reaches every member: BatchNorm then uses its running statistics.
+    let x = Tensor::<D>::from_vec((0..32).map(|i| i as f32 * 0.1).collect(), [2, 1, 4, 4]);
+    blocks.eval();
+    let before = blocks.h[1].forward(&x).to_vec();
+    blocks.train();
+    assert_ne!(blocks.h[1].forward(&x).to_vec(), before, "train() must reach the list's members");
+    blocks.eval();
+    // (The training forward moved the running statistics.)
+    let evaluated = blocks.h[1].forward(&x).to_vec();
+    let path = temp("module-list");
+    Checkpoint::try_from_model(&blocks).unwrap().try_save(&path).unwrap();
+    let mut on_cpu = Blocks { h: vec![Small::<Cpu>::new(), Small::new()] };
+    Checkpoint::<Cpu>::try_load(&path).unwrap().try_load_into(&mut on_cpu).unwrap();
+    let _ = std::fs::remove_file(&path);
+    on_cpu.eval();
+    let values = |b: &Blocks<Cpu>| b.named_tensors().into_iter().map(|(_, _, t)| t.to_vec()).collect::<Vec<_>>();
+    assert_eq!(values(&on_cpu), values(&blocks.to::<Cpu>()));
+    // Another device's kernels round differently: close, not equal.
+    let loaded = on_cpu.h[1].forward(&x.to::<Cpu>()).to_vec();
+    assert!(loaded.iter().zip(&evaluated).all(|(a, b)| (a - b).abs() <= 1e-5), "{loaded:?} vs {evaluated:?}");
+}
+
 device_tests! {
+    module_lists_name_by_index_and_round_trip => module_lists_name_by_index_and_round_trip,
     round_trips_across_devices_with_optimizer_state => round_trips_across_devices_with_optimizer_state,
     mismatches_name_the_first_tensor => mismatches_name_the_first_tensor,
 }

@@ -7,6 +7,7 @@ use devtensor::nn::{
     CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, Module, Reduction, Relu, Sequential, Tanh,
     TensorKind, binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss,
 };
+use devtensor::ops::attention::AttentionMask;
 use devtensor::{Cpu, Device, Error, Tensor};
 use proptest::prelude::*;
 
@@ -268,7 +269,139 @@ fn modules_name_move_and_switch_modes<D: Device>() {
     assert_eq!(Sequential::new((Tanh,)).forward::<D, D, f32>(&Tensor::<D>::zeros([1])).to_vec(), vec![0.0]);
 }
 
+/// `nn::MultiheadAttention` in plain `f64` loops: the three projections,
+/// each head's masked softmax over the keys (causal when `causal`, and the
+/// keys marked in `padding` hidden), the heads' average weights, and the
+/// output projection. Inputs are batch-first.
+#[allow(clippy::too_many_arguments)]
+fn mha_reference(
+    [n, l, s, e, heads]: [usize; 5],
+    x: &[f64],
+    kv: &[f64],
+    w: &[f64],
+    b: &[f64],
+    wo: &[f64],
+    bo: &[f64],
+    causal: bool,
+    padding: &[u8],
+) -> (Vec<f64>, Vec<f64>) {
+    let project = |input: &[f64], len: usize, third: usize| -> Vec<f64> {
+        let mut out = vec![0.0; n * len * e];
+        for r in 0..n * len {
+            for o in 0..e {
+                let row = third * e + o;
+                out[r * e + o] = b[row] + (0..e).map(|c| input[r * e + c] * w[row * e + c]).sum::<f64>();
+            }
+        }
+        out
+    };
+    let (q, k, v) = (project(x, l, 0), project(kv, s, 1), project(kv, s, 2));
+    let d = e / heads;
+    let mut merged = vec![0.0; n * l * e];
+    let mut weights = vec![0.0; n * l * s];
+    for bn in 0..n {
+        for h in 0..heads {
+            for i in 0..l {
+                let visible: Vec<usize> = (0..s).filter(|&j| !(causal && j > i) && padding[bn * s + j] == 0).collect();
+                let scores: Vec<f64> = visible
+                    .iter()
+                    .map(|&j| {
+                        (0..d).map(|c| q[(bn * l + i) * e + h * d + c] * k[(bn * s + j) * e + h * d + c]).sum::<f64>()
+                            / (d as f64).sqrt()
+                    })
+                    .collect();
+                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let total: f64 = scores.iter().map(|x| (x - max).exp()).sum();
+                for (&j, &sc) in visible.iter().zip(&scores) {
+                    let p = (sc - max).exp() / total;
+                    weights[(bn * l + i) * s + j] += p / heads as f64;
+                    for c in 0..d {
+                        merged[(bn * l + i) * e + h * d + c] += p * v[(bn * s + j) * e + h * d + c];
+                    }
+                }
+            }
+        }
+    }
+    let mut y = vec![0.0; n * l * e];
+    for r in 0..n * l {
+        for o in 0..e {
+            y[r * e + o] = bo[o] + (0..e).map(|c| merged[r * e + c] * wo[o * e + c]).sum::<f64>();
+        }
+    }
+    (y, weights)
+}
+
+/// MultiheadAttention against the loops, batch-first and sequence-first,
+/// with a causal mask and key padding, with and without the weights; its
+/// gradients against finite differences; PyTorch's parameter names.
+fn multihead_attention_matches_a_loop<D: Device>() {
+    let [n, l, s, e, heads] = [2, 4, 5, 6, 3];
+    let mut mha = devtensor::nn::MultiheadAttention::<D, f64>::new(e, heads).batch_first(true);
+    let names: Vec<String> = mha.named_tensors().into_iter().map(|(name, _, _)| name).collect();
+    assert_eq!(names, ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]);
+    // Non-zero biases, so that a bias applied to the wrong third shows.
+    mha.in_proj_bias = Some(tensor::<D>(&[3 * e], 3).requires_grad());
+    mha.out_proj.bias = Some(tensor::<D>(&[e], 4).requires_grad());
+    let x = tensor::<D>(&[n, l, e], 1);
+    let kv = tensor::<D>(&[n, s, e], 2);
+    let padding: Vec<u8> = vec![0, 0, 1, 0, 0, 0, 1, 0, 0, 1];
+    let pad = Tensor::<D, u8>::from_vec(padding.clone(), [n, s]);
+    let values = |t: &Option<T<D>>| t.as_ref().unwrap().to_vec();
+    let (expected_y, expected_w) = mha_reference(
+        [n, l, s, e, heads],
+        &x.to_vec(),
+        &kv.to_vec(),
+        &mha.in_proj_weight.to_vec(),
+        &values(&mha.in_proj_bias),
+        &mha.out_proj.weight.to_vec(),
+        &values(&mha.out_proj.bias),
+        true,
+        &padding,
+    );
+    let (y, w) = mha.forward(&x, &kv, &kv, Some(&pad), AttentionMask::Causal, true);
+    assert_close(&y.to_vec(), &expected_y, 1e-12, 1e-12);
+    assert_close(&w.unwrap().to_vec(), &expected_w, 1e-12, 1e-12);
+    let (fused, none) = mha.forward(&x, &kv, &kv, Some(&pad), AttentionMask::Causal, false);
+    assert!(none.is_none());
+    assert_close(&fused.to_vec(), &expected_y, 1e-12, 1e-12);
+    // Sequence-first: the same numbers with the first two axes swapped.
+    let seq_first = mha.clone().batch_first(false);
+    let (y2, _) = seq_first.forward(
+        &x.transpose(0, 1),
+        &kv.transpose(0, 1),
+        &kv.transpose(0, 1),
+        Some(&pad),
+        AttentionMask::Causal,
+        false,
+    );
+    assert_close(&y2.transpose(0, 1).to_vec(), &expected_y, 1e-12, 1e-12);
+    // No mask and no padding.
+    let (plain, _) = mha.forward(&x, &kv, &kv, None, AttentionMask::None, false);
+    let (expected, _) = mha_reference(
+        [n, l, s, e, heads],
+        &x.to_vec(),
+        &kv.to_vec(),
+        &mha.in_proj_weight.to_vec(),
+        &values(&mha.in_proj_bias),
+        &mha.out_proj.weight.to_vec(),
+        &values(&mha.out_proj.bias),
+        false,
+        &vec![0; n * s],
+    );
+    assert_close(&plain.to_vec(), &expected, 1e-12, 1e-12);
+    gradcheck("MultiheadAttention", &[x.clone(), kv.clone()], |t| {
+        mha.forward(&t[0], &t[1], &t[1], Some(&pad), AttentionMask::Causal, false).0
+    });
+    let grads = mha.forward(&x, &kv, &kv, Some(&pad), AttentionMask::Causal, false).0.sum().backward();
+    for (name, p) in mha.parameters() {
+        assert!(grads.get(&p).is_some_and(|g| g.to_vec().iter().any(|&v| v != 0.0)), "{name} gets no gradient");
+    }
+    let err = mha.try_forward(&x, &kv.narrow(2, 0, 5), &kv, None, AttentionMask::None, false).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "MultiheadAttention", .. }), "{err}");
+}
+
 device_tests! {
+    multihead_attention_matches_a_loop => multihead_attention_matches_a_loop,
     erf_and_gelu_match_known_values => erf_and_gelu_match_known_values,
     nll_and_cross_entropy_agree_and_check_their_inputs => nll_and_cross_entropy_agree_and_check_their_inputs,
     embedding_rows_and_gradients => embedding_rows_and_gradients,

@@ -41,6 +41,10 @@ pub enum AttentionMask<'a, D: Device, E: FloatElement> {
     /// Query `i` sees key `j` where the mask is non-zero. Broadcasts to
     /// `[batch.., queries, keys]`.
     Keep(&'a Tensor<D, u8>),
+    /// Query `i` does not see key `j` where the mask is non-zero: the
+    /// boolean masks of `nn.MultiheadAttention` (`attn_mask`,
+    /// `key_padding_mask`), whose `True` hides. Broadcasts like `Keep`.
+    Hide(&'a Tensor<D, u8>),
     /// Added to the scaled scores before the softmax (`-inf` hides a key).
     /// Broadcasts to `[batch.., queries, keys]`.
     Add(&'a Tensor<D, E>),
@@ -189,6 +193,31 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         scale: f64,
         scores_shape: &[usize],
     ) -> Result<Self> {
+        self.weights_of(key, mask, scale, scores_shape)?.try_matmul(value)
+    }
+
+    /// The attention weights `softmax(q · kᵀ · scale + mask)`,
+    /// `[batch.., L, S]`, which `nn::MultiheadAttention` returns when asked
+    /// for them. `value` is only checked against the others.
+    pub(crate) fn attention_weights(
+        &self,
+        key: &Self,
+        value: &Self,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+    ) -> Result<Self> {
+        let scores_shape = check_shapes(self, key, value, &mask)?;
+        let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[self.rank() - 1] as f64).sqrt());
+        self.weights_of(key, mask, scale, &scores_shape)
+    }
+
+    fn weights_of(
+        &self,
+        key: &Self,
+        mask: AttentionMask<'_, D, E>,
+        scale: f64,
+        scores_shape: &[usize],
+    ) -> Result<Self> {
         let scores = self.try_matmul(&key.try_transpose(-2, -1)?)?.try_mul_scalar(E::from_f64(scale))?;
         // `E::MIN` is minus infinity for floats.
         let scores = match mask {
@@ -199,18 +228,18 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                 scores.try_masked_fill(&hidden, E::MIN)?
             }
             AttentionMask::Keep(keep) => scores.try_masked_fill(&keep.try_logical_not()?, E::MIN)?,
+            AttentionMask::Hide(hide) => scores.try_masked_fill(hide, E::MIN)?,
             AttentionMask::Add(add) => scores.try_add(add)?,
         };
         if scores.dims()[scores.rank() - 1] == 0 {
-            // No keys: every output is the empty sum, 0.
-            return scores.try_matmul(value);
+            // No keys: no weights, and every output is the empty sum, 0.
+            return Ok(scores);
         }
         // A row of -inf scores (a query that sees no key) gives weights of 0,
         // not the softmax's NaN, and so does its gradient: PyTorch's
         // `_safe_softmax`. The row is softmaxed as zeros, then zeroed.
         let unseen = scores.try_eq_scalar(E::MIN)?.try_min_keepdim(-1)?;
-        let weights = scores.try_masked_fill(&unseen, E::ZERO)?.try_softmax(-1)?.try_masked_fill(&unseen, E::ZERO)?;
-        weights.try_matmul(value)
+        scores.try_masked_fill(&unseen, E::ZERO)?.try_softmax(-1)?.try_masked_fill(&unseen, E::ZERO)
     }
 }
 
@@ -243,7 +272,7 @@ fn check_shapes<D: Device, E: FloatElement>(
     scores[rank - 1] = kd[rank - 2];
     let scores_shape = Shape::from(scores.clone());
     let mask_shape = match mask {
-        AttentionMask::Keep(m) => Some(m.shape()),
+        AttentionMask::Keep(m) | AttentionMask::Hide(m) => Some(m.shape()),
         AttentionMask::Add(m) => Some(m.shape()),
         AttentionMask::None | AttentionMask::Causal => None,
     };
@@ -272,6 +301,7 @@ impl<D: Device, E: FloatElement> OwnedMask<D, E> {
             AttentionMask::None => OwnedMask::None,
             AttentionMask::Causal => OwnedMask::Causal,
             AttentionMask::Keep(keep) => OwnedMask::Keep(keep.try_broadcast_to(scores_shape)?),
+            AttentionMask::Hide(hide) => OwnedMask::Keep(hide.try_logical_not()?.try_broadcast_to(scores_shape)?),
             AttentionMask::Add(add) => OwnedMask::Add(add.detach().try_broadcast_to(scores_shape)?),
         })
     }
