@@ -347,17 +347,20 @@ fn multihead_attention_matches_a_loop<D: Device>() {
     let padding: Vec<u8> = vec![0, 0, 1, 0, 0, 0, 1, 0, 0, 1];
     let pad = Tensor::<D, u8>::from_vec(padding.clone(), [n, s]);
     let values = |t: &Option<T<D>>| t.as_ref().unwrap().to_vec();
-    let (expected_y, expected_w) = mha_reference(
-        [n, l, s, e, heads],
-        &x.to_vec(),
-        &kv.to_vec(),
-        &mha.in_proj_weight.to_vec(),
-        &values(&mha.in_proj_bias),
-        &mha.out_proj.weight.to_vec(),
-        &values(&mha.out_proj.bias),
-        true,
-        &padding,
-    );
+    let reference = |causal: bool, padding: &[u8]| {
+        mha_reference(
+            [n, l, s, e, heads],
+            &x.to_vec(),
+            &kv.to_vec(),
+            &mha.in_proj_weight.to_vec(),
+            &values(&mha.in_proj_bias),
+            &mha.out_proj.weight.to_vec(),
+            &values(&mha.out_proj.bias),
+            causal,
+            padding,
+        )
+    };
+    let (expected_y, expected_w) = reference(true, &padding);
     let (y, w) = mha.forward(&x, &kv, &kv, Some(&pad), AttentionMask::Causal, true);
     assert_close(&y.to_vec(), &expected_y, 1e-12, 1e-12);
     assert_close(&w.unwrap().to_vec(), &expected_w, 1e-12, 1e-12);
@@ -377,17 +380,7 @@ fn multihead_attention_matches_a_loop<D: Device>() {
     assert_close(&y2.transpose(0, 1).to_vec(), &expected_y, 1e-12, 1e-12);
     // No mask and no padding.
     let (plain, _) = mha.forward(&x, &kv, &kv, None, AttentionMask::None, false);
-    let (expected, _) = mha_reference(
-        [n, l, s, e, heads],
-        &x.to_vec(),
-        &kv.to_vec(),
-        &mha.in_proj_weight.to_vec(),
-        &values(&mha.in_proj_bias),
-        &mha.out_proj.weight.to_vec(),
-        &values(&mha.out_proj.bias),
-        false,
-        &vec![0; n * s],
-    );
+    let (expected, _) = reference(false, &vec![0; n * s]);
     assert_close(&plain.to_vec(), &expected, 1e-12, 1e-12);
     gradcheck("MultiheadAttention", &[x.clone(), kv.clone()], |t| {
         mha.forward(&t[0], &t[1], &t[1], Some(&pad), AttentionMask::Causal, false).0
