@@ -1,11 +1,17 @@
-//! Parameter initialisation with PyTorch's defaults, drawn from the
-//! generator that [`manual_seed`](crate::manual_seed) seeds.
+//! Parameter initialisation, PyTorch's `nn.init`: the layers' defaults,
+//! the named initialisations (`normal_`, `xavier_uniform_`,
+//! `kaiming_normal_`, ...) and [`apply`] for a whole model, all drawn from
+//! the generator that [`manual_seed`](crate::manual_seed) seeds.
 
+use super::{Module, TensorKind};
+use crate::autograd::LeafId;
 use crate::element::FloatElement;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::layout::Shape;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
+use devtensor_macros::fallible;
+use std::collections::HashMap;
 
 /// Samples of `U(-bound, bound)`: PyTorch's `nn.init.uniform_`.
 pub fn uniform<D: Device, E: FloatElement>(shape: impl Into<Shape>, bound: f64) -> Result<Tensor<D, E>> {
@@ -18,4 +24,235 @@ pub fn uniform<D: Device, E: FloatElement>(shape: impl Into<Shape>, bound: f64) 
 /// The bias gets the same bound.
 pub fn default_bound(fan_in: usize) -> f64 {
     if fan_in == 0 { 0.0 } else { 1.0 / (fan_in as f64).sqrt() }
+}
+
+/// The gain PyTorch's `nn.init.calculate_gain` recommends for a
+/// nonlinearity: what the Xavier and Kaiming initialisations scale by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Nonlinearity {
+    /// No nonlinearity, or a convolution (`"linear"`, `"conv2d"`, ...): gain 1.
+    Linear,
+    /// `"sigmoid"`: gain 1.
+    Sigmoid,
+    /// `"tanh"`: gain 5/3.
+    Tanh,
+    /// `"relu"`: gain `sqrt(2)`.
+    Relu,
+    /// `"leaky_relu"` with its negative slope: gain `sqrt(2 / (1 + slope²))`.
+    LeakyRelu(f64),
+    /// `"selu"`: gain 3/4.
+    Selu,
+}
+
+/// `nn.init.calculate_gain(nonlinearity, param)`.
+///
+/// ```
+/// use devtensor::nn::init::{Nonlinearity, calculate_gain};
+/// assert_eq!(calculate_gain(Nonlinearity::Tanh), 5.0 / 3.0);
+/// assert_eq!(calculate_gain(Nonlinearity::Relu), 2f64.sqrt());
+/// ```
+pub fn calculate_gain(nonlinearity: Nonlinearity) -> f64 {
+    match nonlinearity {
+        Nonlinearity::Linear | Nonlinearity::Sigmoid => 1.0,
+        Nonlinearity::Tanh => 5.0 / 3.0,
+        Nonlinearity::Relu => 2f64.sqrt(),
+        Nonlinearity::LeakyRelu(slope) => (2.0 / (1.0 + slope * slope)).sqrt(),
+        Nonlinearity::Selu => 0.75,
+    }
+}
+
+/// Which fan the Kaiming initialisations keep the variance of: PyTorch's
+/// `mode="fan_in"` (the forward pass) or `"fan_out"` (the backward pass).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanMode {
+    /// `fan_in`: input features times the receptive field.
+    FanIn,
+    /// `fan_out`: output features times the receptive field.
+    FanOut,
+}
+
+/// `(fan_in, fan_out)` of a weight of shape `dims`, as PyTorch computes
+/// them: `dims[1]` and `dims[0]` times the product of the remaining axes
+/// (a convolution's receptive field). `None` under two axes.
+///
+/// ```
+/// use devtensor::nn::init::fans;
+/// assert_eq!(fans(&[16, 3, 5, 5]), Some((75, 400)));
+/// assert_eq!(fans(&[4]), None);
+/// ```
+pub fn fans(dims: &[usize]) -> Option<(usize, usize)> {
+    let [out, inp, field @ ..] = dims else { return None };
+    let field: usize = field.iter().product();
+    Some((inp * field, out * field))
+}
+
+/// `t`'s fans, or an error naming the initialisation.
+fn fans_of<D: Device, E: FloatElement>(op: &'static str, t: &Tensor<D, E>) -> Result<(usize, usize)> {
+    fans(t.dims()).ok_or_else(|| Error::Shape {
+        op,
+        device: D::name(),
+        shapes: vec![t.shape().clone()],
+        reason: "fan in and fan out cannot be computed for a tensor of fewer than 2 axes".into(),
+    })
+}
+
+/// `t` replaced by `values` (of its shape), still a parameter if it was one.
+fn replace<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, values: Tensor<D, E>) {
+    *t = if t.tracks_grad() { values.requires_grad() } else { values };
+}
+
+/// Samples of `N(mean, std²)` of `t`'s shape in its place, like
+/// `nn.init.normal_(t, mean, std)`: GPT-2's and nanoGPT's
+/// `normal_(w, 0.0, 0.02)`. Call it before making the optimizer, which
+/// tracks parameters by identity; to keep tied weights tied, use [`apply`].
+///
+/// ```
+/// use devtensor::nn::{Linear, init};
+/// use devtensor::Cpu;
+/// let mut fc = Linear::<Cpu>::new(64, 64);
+/// init::normal_(&mut fc.weight, 0.0, 0.02);
+/// assert!(fc.weight.tracks_grad());
+/// assert!(fc.weight.abs().max().item() < 0.2); // 10 standard deviations
+/// ```
+#[fallible(free)]
+pub fn normal_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, mean: f64, std: f64) -> () {
+    let values =
+        Tensor::<D, E>::try_randn(t.dims())?.try_mul_scalar(E::from_f64(std))?.try_add_scalar(E::from_f64(mean))?;
+    replace(t, values);
+    Ok(())
+}
+
+/// Samples of `U(low, high)` in `t`'s place, like `nn.init.uniform_(t, a, b)`.
+#[fallible(free)]
+pub fn uniform_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, low: f64, high: f64) -> () {
+    let width = E::from_f64(high - low);
+    let values = Tensor::<D, E>::try_rand(t.dims())?.try_mul_scalar(width)?.try_add_scalar(E::from_f64(low))?;
+    replace(t, values);
+    Ok(())
+}
+
+/// `value` everywhere in `t`'s place, like `nn.init.constant_` (`zeros_` and
+/// `ones_` are this with 0 and 1).
+#[fallible(free)]
+pub fn constant_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, value: f64) -> () {
+    let values = Tensor::<D, E>::try_full(t.dims(), E::from_f64(value))?;
+    replace(t, values);
+    Ok(())
+}
+
+/// `nn.init.xavier_uniform_(t, gain)`: `U(-a, a)` with
+/// `a = gain · sqrt(6 / (fan_in + fan_out))`. Fails under two axes.
+#[fallible(free)]
+pub fn xavier_uniform_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, gain: f64) -> () {
+    let (fan_in, fan_out) = fans_of("xavier_uniform_", t)?;
+    let bound = gain * (6.0 / (fan_in + fan_out) as f64).sqrt();
+    try_uniform_(t, -bound, bound)
+}
+
+/// `nn.init.xavier_normal_(t, gain)`: `N(0, std²)` with
+/// `std = gain · sqrt(2 / (fan_in + fan_out))`. Fails under two axes.
+#[fallible(free)]
+pub fn xavier_normal_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, gain: f64) -> () {
+    let (fan_in, fan_out) = fans_of("xavier_normal_", t)?;
+    try_normal_(t, 0.0, gain * (2.0 / (fan_in + fan_out) as f64).sqrt())
+}
+
+/// `nn.init.kaiming_uniform_(t, mode=.., nonlinearity=..)`: `U(-b, b)` with
+/// `b = gain · sqrt(3 / fan)`; PyTorch's default arguments are
+/// `FanMode::FanIn, Nonlinearity::LeakyRelu(0.0)`. Fails under two axes.
+#[fallible(free)]
+pub fn kaiming_uniform_<D: Device, E: FloatElement>(
+    t: &mut Tensor<D, E>,
+    mode: FanMode,
+    nonlinearity: Nonlinearity,
+) -> () {
+    let fan = kaiming_fan("kaiming_uniform_", t, mode)?;
+    let bound = calculate_gain(nonlinearity) * (3.0 / fan as f64).sqrt();
+    try_uniform_(t, -bound, bound)
+}
+
+/// `nn.init.kaiming_normal_(t, mode=.., nonlinearity=..)`: `N(0, std²)` with
+/// `std = gain / sqrt(fan)`, as ResNets are initialised
+/// (`FanMode::FanOut, Nonlinearity::Relu`). Fails under two axes.
+#[fallible(free)]
+pub fn kaiming_normal_<D: Device, E: FloatElement>(
+    t: &mut Tensor<D, E>,
+    mode: FanMode,
+    nonlinearity: Nonlinearity,
+) -> () {
+    let fan = kaiming_fan("kaiming_normal_", t, mode)?;
+    try_normal_(t, 0.0, calculate_gain(nonlinearity) / (fan as f64).sqrt())
+}
+
+fn kaiming_fan<D: Device, E: FloatElement>(op: &'static str, t: &Tensor<D, E>, mode: FanMode) -> Result<usize> {
+    let (fan_in, fan_out) = fans_of(op, t)?;
+    Ok(match mode {
+        FanMode::FanIn => fan_in,
+        FanMode::FanOut => fan_out,
+    })
+}
+
+/// Re-initialises every parameter of `model` for which `init(name, tensor)`
+/// gives new values (of the same shape), like PyTorch's
+/// `model.apply(init_fn)`; `None` leaves a parameter as it is. A tied
+/// parameter (one tensor under two names) is initialised once and stays
+/// tied. Call it before making the optimizer. Fails with `init`'s first
+/// error, or when new values do not have the parameter's shape.
+///
+/// nanoGPT's initialisation, by name:
+/// ```
+/// use devtensor::nn::{Embedding, Linear, Module, init};
+/// use devtensor::{Cpu, Device, Tensor};
+/// struct Lm<D: Device> {
+///     wte: Embedding<D>,
+///     lm_head: Linear<D>,
+/// }
+/// devtensor::module!(Lm { wte, lm_head });
+///
+/// let wte = Embedding::<Cpu>::new(65, 32);
+/// let mut lm = Lm { lm_head: Linear { weight: wte.weight.clone(), bias: None }, wte }; // tied
+/// init::apply(&mut lm, |_name, w| {
+///     let mut w = w.clone();
+///     init::try_normal_(&mut w, 0.0, 0.02)?;
+///     Ok(Some(w))
+/// })
+/// .unwrap();
+/// assert_eq!(lm.wte.weight.to_vec(), lm.lm_head.weight.to_vec()); // still one tensor
+/// assert_eq!(lm.parameters().len(), 1);
+/// ```
+pub fn apply<D: Device, E: FloatElement, M: Module<D, E>>(
+    model: &mut M,
+    mut init: impl FnMut(&str, &Tensor<D, E>) -> Result<Option<Tensor<D, E>>>,
+) -> Result<()> {
+    let mut done: HashMap<LeafId, Tensor<D, E>> = HashMap::new();
+    let mut failure = None;
+    model.visit_mut("", &mut |name, kind, t| {
+        if failure.is_some() || kind != TensorKind::Parameter {
+            return;
+        }
+        if let Some(same) = t.leaf_id().and_then(|id| done.get(&id)) {
+            *t = same.clone();
+            return;
+        }
+        match init(name, t) {
+            Ok(None) => {}
+            Ok(Some(values)) if values.dims() != t.dims() => {
+                failure = Some(Error::Shape {
+                    op: "init::apply",
+                    device: D::name(),
+                    shapes: vec![t.shape().clone(), values.shape().clone()],
+                    reason: format!("the new values of `{name}` do not have its shape"),
+                });
+            }
+            Ok(Some(values)) => {
+                let values = values.detach().requires_grad();
+                if let Some(id) = t.leaf_id() {
+                    done.insert(id, values.clone());
+                }
+                *t = values;
+            }
+            Err(e) => failure = Some(e),
+        }
+    });
+    failure.map_or(Ok(()), Err)
 }

@@ -393,7 +393,77 @@ fn multihead_attention_matches_a_loop<D: Device>() {
     assert!(matches!(err, Error::Shape { op: "MultiheadAttention", .. }), "{err}");
 }
 
+/// `nn::init` against PyTorch's formulas: sample means and deviations of
+/// large draws (131,072 values: a deviation is off by more than 1% about
+/// once in 10^9 draws), uniform bounds, fans of a convolution weight, gains,
+/// parameters staying parameters, errors; `apply` keeping a tie.
+fn init_functions_follow_pytorch<D: Device>() {
+    use devtensor::nn::init::{self, FanMode, Nonlinearity};
+    devtensor::manual_seed(7);
+    let moments = |t: &T<D>| {
+        let v = t.to_vec();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        (mean, (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
+    };
+    let mut w = T::<D>::zeros([256, 512]).requires_grad();
+    init::normal_(&mut w, 0.5, 0.02);
+    assert!(w.tracks_grad() && w.is_leaf());
+    let (mean, std) = moments(&w);
+    assert!((mean - 0.5).abs() < 5.0 * 0.02 / 362.0, "mean {mean}");
+    assert!((std / 0.02 - 1.0).abs() < 0.01, "std {std}");
+    // Xavier-uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out)).
+    init::xavier_uniform_(&mut w, 1.0);
+    let a = (6.0f64 / (512.0 + 256.0)).sqrt();
+    let v = w.to_vec();
+    assert!(v.iter().all(|x| x.abs() <= a) && v.iter().any(|x| x.abs() > 0.99 * a));
+    // Kaiming-normal of a convolution weight [64, 32, 8, 8]: fan_out = 64 * 64.
+    let mut conv = T::<D>::zeros([64, 32, 8, 8]);
+    init::kaiming_normal_(&mut conv, FanMode::FanOut, Nonlinearity::Relu);
+    assert!(!conv.tracks_grad(), "a tensor that was not a parameter does not become one");
+    let expected = 2f64.sqrt() / (64.0f64 * 64.0).sqrt();
+    assert!((moments(&conv).1 / expected - 1.0).abs() < 0.01, "kaiming std {}", moments(&conv).1);
+    assert_eq!(init::fans(&[16, 8, 3, 3]), Some((72, 144)));
+    assert_eq!(init::calculate_gain(Nonlinearity::LeakyRelu(0.01)), (2.0f64 / 1.0001).sqrt());
+    init::kaiming_uniform_(&mut conv, FanMode::FanIn, Nonlinearity::LeakyRelu(5f64.sqrt()));
+    // PyTorch's default for Linear and Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    let bound = 1.0 / (32.0f64 * 64.0).sqrt();
+    assert!(conv.to_vec().iter().all(|x| x.abs() <= bound * (1.0 + 1e-12)));
+    init::constant_(&mut conv, 0.25);
+    assert!(conv.to_vec().iter().all(|&x| x == 0.25));
+    let mut bias = T::<D>::zeros([4]);
+    let err = init::try_xavier_uniform_(&mut bias, 1.0).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "xavier_uniform_", .. }), "{err}");
+
+    // apply: tied weights stay one tensor; biases left alone; shapes checked.
+    let wte = devtensor::nn::Embedding::<D, f64>::new(10, 4);
+    let mut model =
+        Tied { head: Linear { weight: wte.weight.clone(), bias: Some(T::<D>::zeros([10]).requires_grad()) }, wte };
+    init::apply(&mut model, |name, t| {
+        if !name.ends_with("weight") {
+            return Ok(None);
+        }
+        let mut t = t.clone();
+        init::try_normal_(&mut t, 0.0, 0.02)?;
+        Ok(Some(t))
+    })
+    .unwrap();
+    assert_eq!(model.wte.weight.leaf_id(), model.head.weight.leaf_id());
+    assert_eq!(model.head.bias.as_ref().unwrap().to_vec(), vec![0.0; 10]);
+    assert!(
+        model.wte.weight.to_vec().iter().all(|x| x.abs() < 0.2) && model.wte.weight.to_vec().iter().any(|&x| x != 0.0)
+    );
+    let err = init::apply(&mut model, |_, _| Ok(Some(T::<D>::zeros([3])))).unwrap_err();
+    assert!(err.to_string().contains("`wte.weight`"), "{err}");
+}
+
+struct Tied<D: Device, E: devtensor::FloatElement> {
+    wte: devtensor::nn::Embedding<D, E>,
+    head: Linear<D, E>,
+}
+devtensor::module!(Tied<E> { wte, head });
+
 device_tests! {
+    init_functions_follow_pytorch => init_functions_follow_pytorch,
     multihead_attention_matches_a_loop => multihead_attention_matches_a_loop,
     erf_and_gelu_match_known_values => erf_and_gelu_match_known_values,
     nll_and_cross_entropy_agree_and_check_their_inputs => nll_and_cross_entropy_agree_and_check_their_inputs,
