@@ -28,7 +28,7 @@ mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_grad_value};
-pub use schedule::{CosineAnnealingLr, LrSchedule, StepLr};
+pub use schedule::{CosineAnnealingLr, LinearLr, LrSchedule, SequentialLr, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::autograd::{Gradients, LeafId, no_grad};

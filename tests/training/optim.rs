@@ -156,6 +156,34 @@ fn training_fits_a_line_and_schedules_set_the_rate<D: Device>() {
     assert_eq!(layer.parameters().len(), 2);
 }
 
+/// `LinearLr` against PyTorch's own update, which is a recurrence
+/// (`get_lr` multiplies the last rate by a ratio each step), and
+/// `SequentialLr` switching at its milestone with the second schedule
+/// restarted at 0, as PyTorch's `SequentialLR` does.
+#[test]
+fn warmup_schedules_match_pytorchs_recurrences() {
+    use devtensor::optim::{LinearLr, SequentialLr};
+    for (start, end, total) in [(1.0 / 3.0, 1.0, 5), (0.01, 1.0, 100), (1.0, 0.1, 7)] {
+        let schedule = LinearLr { base_lr: 0.3, start_factor: start, end_factor: end, total_iters: total };
+        let mut lr = 0.3 * start;
+        for step in 0..total + 5 {
+            if step > 0 && step <= total {
+                let t = step as f64;
+                lr *= 1.0 + (end - start) / (total as f64 * start + (t - 1.0) * (end - start));
+            }
+            assert!((schedule.lr(step) - lr).abs() < 1e-12, "step {step}: {} vs {lr}", schedule.lr(step));
+        }
+    }
+    let warmup = LinearLr { base_lr: 1e-3, start_factor: 0.1, end_factor: 1.0, total_iters: 10 };
+    let decay = CosineAnnealingLr { base_lr: 1e-3, t_max: 90, eta_min: 1e-5 };
+    let both = SequentialLr { first: warmup, second: decay, milestone: 10 };
+    for step in 0..120 {
+        let expected = if step < 10 { warmup.lr(step) } else { decay.lr(step - 10) };
+        assert_eq!(both.lr(step), expected);
+    }
+    assert_eq!(both.lr(10), 1e-3);
+}
+
 device_tests! {
     sgd_follows_pytorch => sgd_follows_pytorch,
     adam_and_adamw_follow_pytorch => adam_and_adamw_follow_pytorch,
