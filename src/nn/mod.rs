@@ -16,6 +16,7 @@ mod conv;
 mod dropout;
 mod embedding;
 mod forward;
+mod group_norm;
 pub mod init;
 mod layer_norm;
 mod linear;
@@ -24,6 +25,7 @@ mod module;
 mod module_fields;
 pub(crate) use module::stateless_module;
 mod pool;
+mod rms_norm;
 mod sequential;
 
 pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
@@ -33,6 +35,7 @@ pub use conv::Conv2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
+pub use group_norm::GroupNorm;
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use loss::{
@@ -46,4 +49,5 @@ pub use module_fields::{
     Access, Exclusive, Field, FieldVisitor, MoveTo, SetTraining, Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
 };
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use rms_norm::RmsNorm;
 pub use sequential::Sequential;

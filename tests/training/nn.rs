@@ -462,7 +462,57 @@ struct Tied<D: Device, E: devtensor::FloatElement> {
 }
 devtensor::module!(Tied<E> { wte, head });
 
+/// GroupNorm and RmsNorm against plain loops, with random affine
+/// parameters, and their gradients (input and parameters) against finite
+/// differences.
+fn group_norm_and_rms_norm_match_loops<D: Device>() {
+    use devtensor::nn::{GroupNorm, RmsNorm};
+    let (n, c, hw, groups) = (2, 6, 5, 3);
+    let mut gn = GroupNorm::<D, f64>::new(groups, c);
+    gn.weight = tensor::<D>(&[c], 11).requires_grad();
+    gn.bias = tensor::<D>(&[c], 12).requires_grad();
+    let x = tensor::<D>(&[n, c, hw], 13);
+    let (xs, w, b) = (x.to_vec(), gn.weight.to_vec(), gn.bias.to_vec());
+    let per = c / groups * hw;
+    let mut expected = vec![0.0; xs.len()];
+    for group in 0..n * groups {
+        let run = &xs[group * per..(group + 1) * per];
+        let mean = run.iter().sum::<f64>() / per as f64;
+        let var = run.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / per as f64;
+        for (k, v) in run.iter().enumerate() {
+            let channel = (group % groups) * (c / groups) + k / hw;
+            expected[group * per + k] = (v - mean) / (var + 1e-5).sqrt() * w[channel] + b[channel];
+        }
+    }
+    assert_close(&gn.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
+    gradcheck("GroupNorm", &[x.clone(), gn.weight.clone(), gn.bias.clone()], |t| {
+        let layer = GroupNorm { weight: t[1].clone(), bias: t[2].clone(), num_groups: groups, eps: 1e-5 };
+        layer.forward(&t[0])
+    });
+    assert!(matches!(GroupNorm::<D, f64>::try_new(4, 6), Err(Error::Argument { op: "GroupNorm", .. })));
+
+    let mut rms = RmsNorm::<D, f64>::new(&[c, hw]);
+    assert_eq!(rms.eps, f64::EPSILON);
+    rms.weight = tensor::<D>(&[c, hw], 14).requires_grad();
+    let rw = rms.weight.to_vec();
+    let per = c * hw;
+    let expected: Vec<f64> = (0..xs.len())
+        .map(|i| {
+            let row = &xs[i / per * per..(i / per + 1) * per];
+            let ms = row.iter().map(|v| v * v).sum::<f64>() / per as f64;
+            xs[i] / (ms + f64::EPSILON).sqrt() * rw[i % per]
+        })
+        .collect();
+    assert_close(&rms.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
+    gradcheck("RmsNorm", &[x.clone(), rms.weight.clone()], |t| {
+        RmsNorm { weight: t[1].clone(), eps: 1e-6 }.forward(&t[0])
+    });
+    let err = rms.try_forward(&tensor::<D>(&[2, 5, 6], 1)).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "RmsNorm", .. }), "{err}");
+}
+
 device_tests! {
+    group_norm_and_rms_norm_match_loops => group_norm_and_rms_norm_match_loops,
     init_functions_follow_pytorch => init_functions_follow_pytorch,
     multihead_attention_matches_a_loop => multihead_attention_matches_a_loop,
     erf_and_gelu_match_known_values => erf_and_gelu_match_known_values,

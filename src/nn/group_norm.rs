@@ -1,0 +1,93 @@
+//! `GroupNorm`: normalisation over groups of channels of each sample.
+
+use super::Forward;
+use crate::element::FloatElement;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use crate::tensor::{Device, SameDevice, same_device};
+use devtensor_macros::fallible;
+
+/// PyTorch's `nn.GroupNorm(num_groups, num_channels)`: the channels of each
+/// sample of `[N, C, *]` split into `num_groups` groups, each standardised
+/// over its channels and positions (biased variance, `eps = 1e-5`), then
+/// scaled and shifted per channel by `weight` and `bias` (`[C]`, ones and
+/// zeros at first). Unlike batch norm it does not depend on the batch, and
+/// keeps no running statistics.
+///
+/// ```
+/// use devtensor::nn::GroupNorm;
+/// use devtensor::{Cpu, Tensor};
+/// let norm = GroupNorm::<Cpu>::new(2, 4);
+/// let y = norm.forward(&Tensor::<Cpu>::randn([3, 4, 5, 5]));
+/// // Each sample's group of two channels has mean 0.
+/// assert!(y.narrow(1, 0, 2).select(0, 1).mean().item().abs() < 1e-5);
+/// ```
+#[derive(Clone, Debug)]
+pub struct GroupNorm<D: Device, E: FloatElement = f32> {
+    /// The per-channel scale, `[C]`.
+    pub weight: Tensor<D, E>,
+    /// The per-channel shift, `[C]`.
+    pub bias: Tensor<D, E>,
+    /// The number of groups, which divides the channels.
+    pub num_groups: usize,
+    /// Added to the variance before the square root.
+    pub eps: f64,
+}
+
+impl<D: Device, E: FloatElement> GroupNorm<D, E> {
+    /// `num_channels` channels in `num_groups` groups, with `eps = 1e-5`.
+    /// Fails unless `num_groups` divides `num_channels`, or when `D` is
+    /// unavailable.
+    #[fallible]
+    pub fn new(num_groups: usize, num_channels: usize) -> Self {
+        if num_groups == 0 || !num_channels.is_multiple_of(num_groups) {
+            return Err(Error::Argument {
+                op: "GroupNorm",
+                device: D::name(),
+                reason: format!("num_channels {num_channels} must be divisible by num_groups {num_groups}"),
+            });
+        }
+        Ok(GroupNorm {
+            weight: Tensor::try_ones([num_channels])?.requires_grad(),
+            bias: Tensor::try_zeros([num_channels])?.requires_grad(),
+            num_groups,
+            eps: 1e-5,
+        })
+    }
+}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for GroupNorm<D, E> {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        let channels = self.weight.elem_count();
+        if x.rank() < 2 || x.dims()[1] != channels {
+            return Err(Error::Shape {
+                op: "GroupNorm",
+                device: D::name(),
+                shapes: vec![x.shape().clone(), self.weight.shape().clone()],
+                reason: format!("expected an input [N, {channels}, ..]"),
+            });
+        }
+        let groups = x.dims()[0] * self.num_groups;
+        let per_group = x.elem_count().checked_div(groups).unwrap_or(0);
+        // The fused standardisation per (sample, group), then the
+        // per-channel affine step broadcast over the positions.
+        let [y, _, _] = x.try_standardize("GroupNorm", [1, groups, per_group], self.eps, None)?;
+        let mut column = vec![1; x.rank() - 1];
+        column[0] = channels;
+        y.try_mul(&self.weight.try_reshape(column.clone())?)?.try_add(&self.bias.try_reshape(column)?)
+    }
+}
+
+impl<D: Device, E: FloatElement> GroupNorm<D, E> {
+    /// The layer applied to `x` (`[N, C, *]`), which must be on the layer's
+    /// device (checked at compile time). Fails when `x`'s shape does not fit.
+    #[fallible]
+    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+    {
+        self.forward_on(same_device(x))
+    }
+}
+
+crate::module!(GroupNorm<E> { weight, bias; num_groups, eps });
