@@ -1,5 +1,6 @@
 //! Indexing and joining: `index_select`, `gather`, their backward passes
-//! `index_add` and `scatter_add`, `cat` / `stack`, and `repeat`.
+//! `index_add` and `scatter_add`, `cat` / `stack`, and the copies built
+//! from them: `repeat` and `pad`.
 //!
 //! Indices are `Tensor<_, i64>` (PyTorch's `long`) on the same device as the
 //! data. Every index value is checked against its axis before any kernel
@@ -18,6 +19,7 @@
 mod cpu;
 mod cuda;
 mod grad;
+mod pad;
 mod repeat;
 
 use crate::autograd::{self, float_rule};
@@ -29,6 +31,8 @@ use crate::layout::{Layout, Shape};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
+
+pub use pad::PadMode;
 
 /// Device kernels for indexing and joining. Implemented by every [`Device`].
 ///
