@@ -537,6 +537,38 @@ fn large_cumsum_sums_each_line_in_order<D: Device>() -> Vec<f32> {
     [along_rows, along_columns].concat()
 }
 
+/// multinomial draws each category in proportion to its weight (40,000
+/// draws: each frequency within 4.5 standard deviations), never one of
+/// weight 0, reproducibly from a seeded generator, and refuses what
+/// PyTorch refuses.
+fn multinomial_draws_in_proportion<D: Device>() {
+    let weights = [0.2, 0.0, 1.2, 0.6];
+    let total: f64 = weights.iter().sum();
+    let rows = Tensor::<D, f64>::from_vec([weights, [0.0, 0.0, 0.0, 3.0]].concat(), [2, 4]);
+    let draws = 20_000;
+    let mut generator = devtensor::Generator::new(5);
+    let picks = rows.multinomial_with(draws, true, &mut generator).to_vec2();
+    assert!(picks[1].iter().all(|&i| i == 3), "a row with one non-zero weight");
+    let mut counts = [0usize; 4];
+    for &i in &picks[0] {
+        counts[i as usize] += 1;
+    }
+    assert_eq!(counts[1], 0, "a category of weight 0 was drawn");
+    for (k, &w) in weights.iter().enumerate() {
+        let p = w / total;
+        let sigma = (draws as f64 * p * (1.0 - p)).sqrt();
+        assert!((counts[k] as f64 - draws as f64 * p).abs() <= 4.5 * sigma + 1e-9, "category {k}: {counts:?}");
+    }
+    let again = rows.multinomial_with(draws, true, &mut devtensor::Generator::new(5)).to_vec2();
+    assert_eq!(again, picks);
+    let flat = Tensor::<D>::from_vec(vec![1.0, 1.0], [2]).multinomial(3, true);
+    assert_eq!(flat.dims(), &[3]);
+    for bad in [vec![1.0, -0.5], vec![0.0, 0.0], vec![f32::NAN, 1.0], vec![f32::INFINITY, 1.0]] {
+        let err = Tensor::<D>::from_vec(bad.clone(), [2]).try_multinomial(1, true).unwrap_err();
+        assert!(matches!(err, Error::Argument { op: "multinomial", .. }), "{bad:?}: {err}");
+    }
+}
+
 fn check_large<D: Device>(dims: &[usize], variant: Variant) {
     let n: usize = dims.iter().product();
     let mut vals = pseudo_random(n, 7);
@@ -745,6 +777,7 @@ fn plain_arg_form_panics_on_a_bad_axis() {
 }
 
 device_tests! {
+    multinomial_draws_in_proportion => multinomial_draws_in_proportion,
     large_reductions_match_reference_on_every_layout => large_reductions_match_reference_on_every_layout,
     large_one_dimensional_reductions => large_one_dimensional_reductions,
     reducing_a_long_leading_axis_is_accurate => reducing_a_long_leading_axis_is_accurate,

@@ -15,6 +15,7 @@
 mod cpu;
 mod cuda;
 mod grad;
+mod sample;
 mod scan;
 mod standardize;
 mod statistics;

@@ -1,0 +1,72 @@
+//! `multinomial`: sampling categories from rows of weights, built on
+//! `cumsum`: a uniform draw in `(0, total]` picks the first category whose
+//! running sum reaches it.
+
+use crate::element::FloatElement;
+use crate::error::Error;
+use crate::random::Generator;
+use crate::tensor::{Device, Tensor};
+use devtensor_macros::fallible;
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// `num_samples` category indices per row of these non-negative weights
+    /// (`[n]` or `[rows, n]`, not necessarily normalised), drawn with
+    /// replacement from this thread's generator, like
+    /// `torch.multinomial(probs, num_samples, replacement=True)`: the
+    /// sampling step of text generation. A category of weight 0 is never
+    /// drawn. Fails on a negative, infinite or NaN weight and on a row whose
+    /// weights sum to 0, as PyTorch's does, and (for now) on
+    /// `replacement = false` with more than one sample.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor, manual_seed};
+    /// manual_seed(0);
+    /// let probs = Tensor::<Cpu>::from_vec(vec![0.0, 1.0, 0.0, 0.0, 0.5, 0.5], [2, 3]);
+    /// let picks = probs.multinomial(4, true);
+    /// assert_eq!(picks.dims(), &[2, 4]);
+    /// assert_eq!(picks.to_vec2()[0], vec![1, 1, 1, 1]);
+    /// assert!(picks.to_vec2()[1].iter().all(|&i| i == 1 || i == 2));
+    /// ```
+    #[fallible]
+    pub fn multinomial(&self, num_samples: usize, replacement: bool) -> Tensor<D, i64> {
+        crate::random::with_thread_generator(|g| self.try_multinomial_with(num_samples, replacement, g))
+    }
+
+    /// [`multinomial`](Self::multinomial) drawing from `generator`.
+    #[fallible]
+    pub fn multinomial_with(&self, num_samples: usize, replacement: bool, generator: &mut Generator) -> Tensor<D, i64> {
+        const OP: &str = "multinomial";
+        let fail = |reason: String| Error::Argument { op: OP, device: D::name(), reason };
+        if !(1..=2).contains(&self.rank()) || self.dims()[self.rank() - 1] == 0 {
+            return Err(Error::Shape {
+                op: OP,
+                device: D::name(),
+                shapes: vec![self.shape().clone()],
+                reason: "expected weights [n] or [rows, n] with at least one category".into(),
+            });
+        }
+        if !replacement && num_samples > 1 {
+            return Err(fail("sampling without replacement is not supported yet; pass replacement = true".into()));
+        }
+        let rows = if self.rank() == 2 { self.dims()[0] } else { 1 };
+        let weights = self.detach().try_reshape([rows, self.dims()[self.rank() - 1]])?;
+        // The checks PyTorch makes, in one read-back of two small reductions.
+        let bad = weights.try_lt_scalar(E::ZERO)?.try_logical_or(&weights.try_eq_scalar(E::MAX)?)?;
+        let bad = bad.try_logical_or(&weights.try_ne(&weights)?)?.try_max()?.try_item()?;
+        if bad != 0 {
+            return Err(fail("the weights must be finite and non-negative".into()));
+        }
+        let running = weights.try_cumsum(1)?;
+        let totals = running.try_narrow(1, running.dims()[1] - 1, 1)?;
+        if totals.try_min()?.try_item()? <= E::ZERO {
+            return Err(fail("every row of weights must have a positive sum".into()));
+        }
+        // Draws in (0, 1], scaled to (0, total]: the first category whose
+        // running sum reaches the draw is the number of running sums below it.
+        let draws = Tensor::<D, E>::try_rand_with([rows, num_samples], generator)?;
+        let targets = draws.try_neg()?.try_add_scalar(E::ONE)?.try_mul(&totals)?;
+        let below = running.try_unsqueeze(1)?.try_lt(&targets.try_unsqueeze(2)?)?;
+        let picks = below.try_sum_axis(2)?;
+        if self.rank() == 1 { picks.try_reshape([num_samples]) } else { Ok(picks) }
+    }
+}
