@@ -26,39 +26,41 @@ pub fn default_bound(fan_in: usize) -> f64 {
     if fan_in == 0 { 0.0 } else { 1.0 / (fan_in as f64).sqrt() }
 }
 
-/// The gain PyTorch's `nn.init.calculate_gain` recommends for a
-/// nonlinearity: what the Xavier and Kaiming initialisations scale by.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Nonlinearity {
-    /// No nonlinearity, or a convolution (`"linear"`, `"conv2d"`, ...): gain 1.
-    Linear,
-    /// `"sigmoid"`: gain 1.
-    Sigmoid,
-    /// `"tanh"`: gain 5/3.
-    Tanh,
-    /// `"relu"`: gain `sqrt(2)`.
-    Relu,
-    /// `"leaky_relu"` with its negative slope: gain `sqrt(2 / (1 + slope²))`.
-    LeakyRelu(f64),
-    /// `"selu"`: gain 3/4.
-    Selu,
-}
-
-/// `nn.init.calculate_gain(nonlinearity, param)`.
+/// `nn.init.calculate_gain(nonlinearity, param)`: the gain the Xavier and
+/// Kaiming initialisations scale by, for PyTorch's names: 1 for
+/// `"linear"`, the convolutions (`"conv2d"`, `"conv_transpose2d"`, ...) and
+/// `"sigmoid"`; 5/3 for `"tanh"`; `sqrt(2)` for `"relu"`;
+/// `sqrt(2 / (1 + slope²))` for `"leaky_relu"` (`param` the slope, 0.01 if
+/// `None`); 3/4 for `"selu"`. Names, not an enum, as in PyTorch: an enum
+/// variant called `Linear` or `Relu` would make rustc print the layers'
+/// full paths in every compile error that names them. Fails on any other
+/// name.
 ///
 /// ```
-/// use devtensor::nn::init::{Nonlinearity, calculate_gain};
-/// assert_eq!(calculate_gain(Nonlinearity::Tanh), 5.0 / 3.0);
-/// assert_eq!(calculate_gain(Nonlinearity::Relu), 2f64.sqrt());
+/// use devtensor::nn::init::calculate_gain;
+/// assert_eq!(calculate_gain("tanh", None).unwrap(), 5.0 / 3.0);
+/// assert_eq!(calculate_gain("leaky_relu", Some(0.0)).unwrap(), 2f64.sqrt());
+/// assert!(calculate_gain("relu6", None).is_err());
 /// ```
-pub fn calculate_gain(nonlinearity: Nonlinearity) -> f64 {
-    match nonlinearity {
-        Nonlinearity::Linear | Nonlinearity::Sigmoid => 1.0,
-        Nonlinearity::Tanh => 5.0 / 3.0,
-        Nonlinearity::Relu => 2f64.sqrt(),
-        Nonlinearity::LeakyRelu(slope) => (2.0 / (1.0 + slope * slope)).sqrt(),
-        Nonlinearity::Selu => 0.75,
-    }
+pub fn calculate_gain(nonlinearity: &str, param: Option<f64>) -> Result<f64> {
+    Ok(match nonlinearity {
+        "linear" | "conv1d" | "conv2d" | "conv3d" | "conv_transpose1d" | "conv_transpose2d" | "conv_transpose3d"
+        | "sigmoid" => 1.0,
+        "tanh" => 5.0 / 3.0,
+        "relu" => 2f64.sqrt(),
+        "leaky_relu" => {
+            let slope = param.unwrap_or(0.01);
+            (2.0 / (1.0 + slope * slope)).sqrt()
+        }
+        "selu" => 0.75,
+        other => {
+            return Err(Error::Argument {
+                op: "calculate_gain",
+                device: "any device".into(),
+                reason: format!("unsupported nonlinearity {other:?}"),
+            });
+        }
+    })
 }
 
 /// Which fan the Kaiming initialisations keep the variance of: PyTorch's
@@ -157,31 +159,36 @@ pub fn xavier_normal_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, gain: f6
     try_normal_(t, 0.0, gain * (2.0 / (fan_in + fan_out) as f64).sqrt())
 }
 
-/// `nn.init.kaiming_uniform_(t, mode=.., nonlinearity=..)`: `U(-b, b)` with
-/// `b = gain · sqrt(3 / fan)`; PyTorch's default arguments are
-/// `FanMode::FanIn, Nonlinearity::LeakyRelu(0.0)`. Fails under two axes.
+/// `nn.init.kaiming_uniform_(t, a, mode, nonlinearity)`: `U(-b, b)` with
+/// `b = gain · sqrt(3 / fan)`, the gain of `nonlinearity` with parameter
+/// `a` (see [`calculate_gain`]); PyTorch's defaults are
+/// `a = 0, FanMode::FanIn, "leaky_relu"`. Fails under two axes and on an
+/// unknown nonlinearity.
 #[fallible(free)]
 pub fn kaiming_uniform_<D: Device, E: FloatElement>(
     t: &mut Tensor<D, E>,
+    a: f64,
     mode: FanMode,
-    nonlinearity: Nonlinearity,
+    nonlinearity: &str,
 ) -> () {
     let fan = kaiming_fan("kaiming_uniform_", t, mode)?;
-    let bound = calculate_gain(nonlinearity) * (3.0 / fan as f64).sqrt();
+    let bound = calculate_gain(nonlinearity, Some(a))? * (3.0 / fan as f64).sqrt();
     try_uniform_(t, -bound, bound)
 }
 
-/// `nn.init.kaiming_normal_(t, mode=.., nonlinearity=..)`: `N(0, std²)` with
+/// `nn.init.kaiming_normal_(t, a, mode, nonlinearity)`: `N(0, std²)` with
 /// `std = gain / sqrt(fan)`, as ResNets are initialised
-/// (`FanMode::FanOut, Nonlinearity::Relu`). Fails under two axes.
+/// (`0.0, FanMode::FanOut, "relu"`). Fails under two axes and on an
+/// unknown nonlinearity.
 #[fallible(free)]
 pub fn kaiming_normal_<D: Device, E: FloatElement>(
     t: &mut Tensor<D, E>,
+    a: f64,
     mode: FanMode,
-    nonlinearity: Nonlinearity,
+    nonlinearity: &str,
 ) -> () {
     let fan = kaiming_fan("kaiming_normal_", t, mode)?;
-    try_normal_(t, 0.0, calculate_gain(nonlinearity) / (fan as f64).sqrt())
+    try_normal_(t, 0.0, calculate_gain(nonlinearity, Some(a))? / (fan as f64).sqrt())
 }
 
 fn kaiming_fan<D: Device, E: FloatElement>(op: &'static str, t: &Tensor<D, E>, mode: FanMode) -> Result<usize> {

@@ -398,7 +398,7 @@ fn multihead_attention_matches_a_loop<D: Device>() {
 /// once in 10^9 draws), uniform bounds, fans of a convolution weight, gains,
 /// parameters staying parameters, errors; `apply` keeping a tie.
 fn init_functions_follow_pytorch<D: Device>() {
-    use devtensor::nn::init::{self, FanMode, Nonlinearity};
+    use devtensor::nn::init::{self, FanMode};
     devtensor::manual_seed(7);
     let moments = |t: &T<D>| {
         let v = t.to_vec();
@@ -418,13 +418,14 @@ fn init_functions_follow_pytorch<D: Device>() {
     assert!(v.iter().all(|x| x.abs() <= a) && v.iter().any(|x| x.abs() > 0.99 * a));
     // Kaiming-normal of a convolution weight [64, 32, 8, 8]: fan_out = 64 * 64.
     let mut conv = T::<D>::zeros([64, 32, 8, 8]);
-    init::kaiming_normal_(&mut conv, FanMode::FanOut, Nonlinearity::Relu);
+    init::kaiming_normal_(&mut conv, 0.0, FanMode::FanOut, "relu");
     assert!(!conv.tracks_grad(), "a tensor that was not a parameter does not become one");
     let expected = 2f64.sqrt() / (64.0f64 * 64.0).sqrt();
     assert!((moments(&conv).1 / expected - 1.0).abs() < 0.01, "kaiming std {}", moments(&conv).1);
     assert_eq!(init::fans(&[16, 8, 3, 3]), Some((72, 144)));
-    assert_eq!(init::calculate_gain(Nonlinearity::LeakyRelu(0.01)), (2.0f64 / 1.0001).sqrt());
-    init::kaiming_uniform_(&mut conv, FanMode::FanIn, Nonlinearity::LeakyRelu(5f64.sqrt()));
+    assert_eq!(init::calculate_gain("leaky_relu", None).unwrap(), (2.0f64 / 1.0001).sqrt());
+    assert!(matches!(init::calculate_gain("swish", None), Err(Error::Argument { op: "calculate_gain", .. })));
+    init::kaiming_uniform_(&mut conv, 5f64.sqrt(), FanMode::FanIn, "leaky_relu");
     // PyTorch's default for Linear and Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     let bound = 1.0 / (32.0f64 * 64.0).sqrt();
     assert!(conv.to_vec().iter().all(|x| x.abs() <= bound * (1.0 + 1e-12)));

@@ -3,9 +3,12 @@
 //! over the last two axes, every leading axis a batch axis (batch and
 //! heads).
 //!
-//! Masks follow PyTorch: a `u8` mask keeps the positions where it is
-//! non-zero (PyTorch's boolean `attn_mask`, `True` = take part), an additive
-//! mask is added to the scores, and [`AttentionMask::Causal`] lets query `i`
+//! Masks follow PyTorch: a `u8` mask either keeps the positions where it
+//! is non-zero ([`AttentionMask::Keep`]: `scaled_dot_product_attention`'s
+//! boolean `attn_mask`, `True` = take part) or hides them
+//! ([`AttentionMask::Hide`]: `nn.MultiheadAttention`'s masks, `True` =
+//! masked out), so a port names the convention it means; an additive mask
+//! is added to the scores, and [`AttentionMask::Causal`] lets query `i`
 //! see keys `0..=i` (`is_causal=True`, aligned to the top left). A query
 //! that can see no key gets zeros, and zero gradients, as PyTorch's
 //! attention gives since its 2.5 (not the NaN of a softmax over nothing).
@@ -122,8 +125,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 
     /// The fused kernels' attention, recorded as one operation whose
-    /// gradient recomputes the weights row by row; `None` where the device
-    /// has no fused kernel.
+    /// gradient recomputes the weights from the saved log-sum-exps; `None`
+    /// where the device has no fused kernel.
     fn fused_attention(
         &self,
         key: &Self,
@@ -132,7 +135,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         dims: AttentionDims,
         scale: f64,
     ) -> Result<Option<Self>> {
-        let dense = |t: &Self| no_grad(|| t.try_contiguous());
+        // Detached: the gradient rule keeps these, not the inputs' graph.
+        let dense = |t: &Self| no_grad(|| t.try_contiguous()).map(|t| t.detach());
         let (q, k, v) = (dense(self)?, dense(key)?, dense(value)?);
         let forward = D::attention_forward(
             (q.storage(), q.layout()),

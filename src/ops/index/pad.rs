@@ -15,8 +15,10 @@ pub enum PadMode<E> {
     /// not repeated (`[1, 2, 3]` padded by 2 on the left: `[3, 2, 1, 2, 3]`).
     /// Each padding must be smaller than its axis.
     Reflect,
-    /// `mode="replicate"`: the edge element repeated.
-    Replicate,
+    /// `mode="replicate"` (NumPy's `"edge"`): the edge element repeated.
+    /// Not called `Replicate`, a name `parallel::Replicate` holds: two items
+    /// of one name make rustc print full paths in compile errors.
+    Edge,
     /// `mode="circular"`: the input wrapped around. Each padding must be at
     /// most its axis's size.
     Circular,
@@ -35,7 +37,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// let x = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3], [1, 3]);
     /// assert_eq!(x.pad(&[2, 1], PadMode::Constant(0)).to_vec(), vec![0, 0, 1, 2, 3, 0]);
     /// assert_eq!(x.pad(&[2, 1], PadMode::Reflect).to_vec(), vec![3, 2, 1, 2, 3, 2]);
-    /// assert_eq!(x.pad(&[2, 1], PadMode::Replicate).to_vec(), vec![1, 1, 1, 2, 3, 3]);
+    /// assert_eq!(x.pad(&[2, 1], PadMode::Edge).to_vec(), vec![1, 1, 1, 2, 3, 3]);
     /// assert_eq!(x.pad(&[2, 1], PadMode::Circular).to_vec(), vec![2, 3, 1, 2, 3, 1]);
     /// assert_eq!(x.pad(&[-1, 0, 1, 0], PadMode::Constant(9)).to_vec2(), vec![vec![9, 9], vec![2, 3]]);
     /// ```
@@ -65,7 +67,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
                     };
                     let too_far = match mode {
                         PadMode::Reflect => before >= size || after >= size,
-                        PadMode::Replicate => size == 0 && before + after > 0,
+                        PadMode::Edge => size == 0 && before + after > 0,
                         _ => before > size || after > size || (size == 0 && before + after > 0),
                     };
                     if too_far {
@@ -78,7 +80,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
                         .map(|k| match mode {
                             PadMode::Reflect if k < 0 => -k,
                             PadMode::Reflect if k >= size => 2 * (size - 1) - k,
-                            PadMode::Replicate => k.clamp(0, size - 1),
+                            PadMode::Edge => k.clamp(0, size - 1),
                             PadMode::Circular => k.rem_euclid(size),
                             _ => k,
                         })
