@@ -44,22 +44,39 @@ struct DtAttentionMask {
     size_t base, row, col;
 };
 
+template <typename T> __device__ inline T dt_dot(const T* a, const T* b, size_t n) {
+    T s = 0;
+    for (size_t c = 0; c < n; ++c) s += a[c] * b[c];
+    return s;
+}
+
 template <typename T>
 __device__ inline T dt_attention_score(const T* q, const T* k, size_t width, T scale, const DtAttentionMask& m,
                                        size_t i, size_t j) {
     if (m.kind == 1 && j > i) return dt_lowest<T>();
     if (m.kind == 2 && m.keep[m.base + i * m.row + j * m.col] == 0) return dt_lowest<T>();
-    T s = 0;
-    for (size_t c = 0; c < width; ++c) s += q[c] * k[c];
-    s *= scale;
+    T s = dt_dot(q, k, width) * scale;
     if (m.kind == 3) s += ((const T*)m.add)[m.base + i * m.row + j * m.col];
     return s;
 }
 
-template <typename T> __device__ inline T dt_dot(const T* a, const T* b, size_t n) {
-    T s = 0;
-    for (size_t c = 0; c < n; ++c) s += a[c] * b[c];
-    return s;
+/// How many of the S keys query i can see at all (the causal prefix).
+__device__ inline size_t dt_attention_visible(const DtAttentionMask& m, size_t i, size_t S) {
+    return m.kind == 1 ? (i + 1 < S ? i + 1 : S) : S;
+}
+
+/// acc[t] += sum over jj < chunk of w[jj] * rows[jj * width + c], for this
+/// thread's columns c = threadIdx.x + t * blockDim.x below width: a chunk's
+/// weighted sum of rows, each thread keeping its columns in registers.
+template <typename T>
+__device__ inline void dt_add_weighted_rows(T* acc, const T* w, const T* rows, size_t width, size_t chunk) {
+    for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
+        size_t c = threadIdx.x + t * blockDim.x;
+        if (c >= width) break;
+        T a = acc[t];
+        for (size_t jj = 0; jj < chunk; ++jj) a += w[jj] * rows[jj * width + c];
+        acc[t] = a;
+    }
 }
 
 template <typename T>
@@ -73,7 +90,7 @@ __device__ void dt_attention_forward(size_t batch, size_t L, size_t S, size_t E,
         const T* qi = q + r * E;
         T acc[DT_ATTENTION_COLUMNS] = {0};
         T run_max = dt_lowest<T>(), run_sum = 0;
-        size_t n = m.kind == 1 ? (i + 1 < S ? i + 1 : S) : S;
+        size_t n = dt_attention_visible(m, i, S);
         for (size_t j0 = 0; j0 < n; j0 += blockDim.x) {
             size_t j = j0 + threadIdx.x;
             T s = j < n ? dt_attention_score(qi, k + (b * S + j) * E, E, scale, m, i, j) : dt_lowest<T>();
@@ -85,13 +102,8 @@ __device__ void dt_attention_forward(size_t batch, size_t L, size_t S, size_t E,
             weights[threadIdx.x] = p;
             run_sum = run_sum * keep + dt_block_reduce<DtSum>(p, scratch);
             size_t chunk = n - j0 < blockDim.x ? n - j0 : blockDim.x;
-            for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
-                size_t c = threadIdx.x + t * blockDim.x;
-                if (c >= Ev) break;
-                T a = acc[t] * keep;
-                for (size_t jj = 0; jj < chunk; ++jj) a += weights[jj] * v[(b * S + j0 + jj) * Ev + c];
-                acc[t] = a;
-            }
+            for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) acc[t] *= keep;
+            dt_add_weighted_rows(acc, weights, v + (b * S + j0) * Ev, Ev, chunk);
             run_max = new_max;
             // Every thread has read the weights before the next chunk writes them.
             __syncthreads();
@@ -121,7 +133,7 @@ __device__ void dt_attention_backward_queries(size_t batch, size_t L, size_t S, 
         if (threadIdx.x == 0) d[r] = offset;
         T acc[DT_ATTENTION_COLUMNS] = {0};
         T row_lse = lse[r];
-        size_t n = row_lse == dt_lowest<T>() ? 0 : (m.kind == 1 ? (i + 1 < S ? i + 1 : S) : S);
+        size_t n = row_lse == dt_lowest<T>() ? 0 : dt_attention_visible(m, i, S);
         for (size_t j0 = 0; j0 < n; j0 += blockDim.x) {
             size_t j = j0 + threadIdx.x;
             T ds = 0;
@@ -133,13 +145,7 @@ __device__ void dt_attention_backward_queries(size_t batch, size_t L, size_t S, 
             grads[threadIdx.x] = ds;
             __syncthreads();
             size_t chunk = n - j0 < blockDim.x ? n - j0 : blockDim.x;
-            for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
-                size_t c = threadIdx.x + t * blockDim.x;
-                if (c >= E) break;
-                T a = acc[t];
-                for (size_t jj = 0; jj < chunk; ++jj) a += grads[jj] * k[(b * S + j0 + jj) * E + c];
-                acc[t] = a;
-            }
+            dt_add_weighted_rows(acc, grads, k + (b * S + j0) * E, E, chunk);
             __syncthreads();
         }
         for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
@@ -175,19 +181,8 @@ __device__ void dt_attention_backward_keys(size_t batch, size_t L, size_t S, siz
             grads[threadIdx.x] = ds;
             __syncthreads();
             size_t chunk = L - i0 < blockDim.x ? L - i0 : blockDim.x;
-            for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
-                size_t c = threadIdx.x + t * blockDim.x;
-                if (c < E) {
-                    T a = acc_k[t];
-                    for (size_t ii = 0; ii < chunk; ++ii) a += grads[ii] * q[(b * L + i0 + ii) * E + c];
-                    acc_k[t] = a;
-                }
-                if (c < Ev) {
-                    T a = acc_v[t];
-                    for (size_t ii = 0; ii < chunk; ++ii) a += weights[ii] * g[(b * L + i0 + ii) * Ev + c];
-                    acc_v[t] = a;
-                }
-            }
+            dt_add_weighted_rows(acc_k, grads, q + (b * L + i0) * E, E, chunk);
+            dt_add_weighted_rows(acc_v, weights, g + (b * L + i0) * Ev, Ev, chunk);
             __syncthreads();
         }
         for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {

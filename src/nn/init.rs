@@ -15,8 +15,12 @@ use std::collections::HashMap;
 
 /// Samples of `U(-bound, bound)`: PyTorch's `nn.init.uniform_`.
 pub fn uniform<D: Device, E: FloatElement>(shape: impl Into<Shape>, bound: f64) -> Result<Tensor<D, E>> {
-    let bound = E::from_f64(bound);
-    Tensor::<D, E>::try_rand(shape)?.try_mul_scalar(bound + bound)?.try_sub_scalar(bound)
+    uniform_between(shape, -bound, bound)
+}
+
+/// Samples of `U(low, high)`.
+fn uniform_between<D: Device, E: FloatElement>(shape: impl Into<Shape>, low: f64, high: f64) -> Result<Tensor<D, E>> {
+    Tensor::<D, E>::try_rand(shape)?.try_mul_scalar(E::from_f64(high - low))?.try_add_scalar(E::from_f64(low))
 }
 
 /// PyTorch's default for the weight of `Linear` and `Conv2d`:
@@ -127,8 +131,7 @@ pub fn normal_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, mean: f64, std:
 /// Samples of `U(low, high)` in `t`'s place, like `nn.init.uniform_(t, a, b)`.
 #[fallible(free)]
 pub fn uniform_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, low: f64, high: f64) -> () {
-    let width = E::from_f64(high - low);
-    let values = Tensor::<D, E>::try_rand(t.dims())?.try_mul_scalar(width)?.try_add_scalar(E::from_f64(low))?;
+    let values = uniform_between(t.dims(), low, high)?;
     replace(t, values);
     Ok(())
 }

@@ -10,7 +10,8 @@
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, split_across_threads, vectorized, zeroed_vec,
+    CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, output_buffer, split_across_threads, vectorized,
+    zeroed_vec,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
@@ -271,8 +272,9 @@ impl AttentionKernel for Cpu {
         const OP: &str = "scaled_dot_product_attention";
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
         let (q, k, v) = (dense(q.0, q.1), dense(k.0, k.1), dense(v.0, v.1));
-        let mut out = zeroed_vec::<E>(OP, count_of(&[batch, queries, value_width]))?;
-        let mut lse = zeroed_vec::<E>(OP, batch * queries)?;
+        // Written in full by the blocks: no zeroing.
+        let mut out = output_buffer::<E>(OP, count_of(&[batch, queries, value_width]))?;
+        let mut lse = output_buffer::<E>(OP, batch * queries)?;
         let scale = E::from_f64(scale);
         // Blocks of query rows, each a task.
         let tasks: Vec<(usize, std::ops::Range<usize>)> = (0..batch)
@@ -324,7 +326,8 @@ impl AttentionKernel for Cpu {
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
         let (q, k, v) = (dense(q.0, q.1), dense(k.0, k.1), dense(v.0, v.1));
         let (out, g, lse) = (dense(out.0, out.1), dense(g.0, g.1), lse.as_slice());
-        let mut dq = zeroed_vec::<E>(OP, count_of(&[batch, queries, width]))?;
+        // dq is written in full; dk and dv are sums, so they start at 0.
+        let mut dq = output_buffer::<E>(OP, count_of(&[batch, queries, width]))?;
         let mut dk = zeroed_vec::<E>(OP, count_of(&[batch, keys, width]))?;
         let mut dv = zeroed_vec::<E>(OP, count_of(&[batch, keys, value_width]))?;
         let scale = E::from_f64(scale);
