@@ -15,7 +15,8 @@
 //! -- --test`).
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use devtensor::{Cpu, Cuda, Element, Generator, Tensor};
+use devtensor::ops::attention::AttentionMask;
+use devtensor::{Cpu, Cuda, Element, Generator, Tensor, no_grad};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -137,6 +138,34 @@ fn reductions(c: &mut Criterion) {
     group.finish();
 }
 
+/// Causal attention in one call at a small GPT's batch, heads and head
+/// width (16, 4, 32) and three context lengths, forward and forward plus
+/// backward; throughput in FLOP of the two products over the causal half of
+/// the scores (forward), three times that with the backward.
+fn attention(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cuda_attention");
+    configure(&mut group);
+    for t in [64, 256, 1024] {
+        let (batch, heads, t, d) = ((size(16 * 64) / 64).max(1), 4, (size(t * 8) / 8).max(1), 32);
+        let shape = [batch, heads, t, d];
+        let q = randn::<f32>(&shape, 31).requires_grad();
+        let k = randn::<f32>(&shape, 32).requires_grad();
+        let v = randn::<f32>(&shape, 33).requires_grad();
+        let g = randn::<f32>(&shape, 34);
+        let attend = || q.scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None);
+        let flops = 2 * (batch * heads * t * t * d) as u64;
+        group.throughput(Throughput::Elements(flops));
+        group.bench_function(BenchmarkId::new("causal_fwd_16x4xTx32", t), |bench| {
+            bench.iter_custom(|iters| queued(iters, || no_grad(attend)))
+        });
+        group.throughput(Throughput::Elements(3 * flops));
+        group.bench_function(BenchmarkId::new("causal_fwd_bwd_16x4xTx32", t), |bench| {
+            bench.iter_custom(|iters| queued(iters, || (&attend() * &g).sum().backward()))
+        });
+    }
+    group.finish();
+}
+
 /// Copies of 256 MiB: host to device and back, from ordinary and from
 /// page-locked memory, and within the device.
 fn transfers(c: &mut Criterion) {
@@ -175,5 +204,6 @@ fn main() {
     elementwise(&mut c);
     reductions(&mut c);
     transfers(&mut c);
+    attention(&mut c);
     c.final_summary();
 }

@@ -54,6 +54,31 @@
 //       for cat along `axis`, dst_strides are the output's contiguous strides
 //       and dst_offset = (sum of the earlier inputs' sizes along axis) *
 //       dst_strides[axis]. One launch per input.
+//
+// Sorting (`IndexKernel::argsort_rows`): the indices that order each dense
+// row of `n` elements of `src` ([rows, n]), ascending or descending, NaN
+// after every number ascending and before every number descending (as
+// PyTorch's sort), equal keys in index order (a stable sort). A bitonic
+// network over the row padded to P = the next power of two, the padding
+// ordered after everything; comparing (key, index) pairs makes the result
+// the stable order whatever the network's exchanges.
+//   index_sort_rows_<T>(size_t rows, size_t n, size_t k, int descending,
+//           const T* src, long long* out)
+//       P <= DT_SORT_CHUNK: one block per row sorts it in shared memory and
+//       writes the first k indices of its order to out ([rows, k]).
+//   index_sort_chunks_<T>(size_t rows, size_t n, size_t p, size_t size,
+//           int descending, const T* src, T* keys, long long* idx)
+//       P > DT_SORT_CHUNK, working in keys/idx ([rows, P]): each block
+//       takes DT_SORT_CHUNK consecutive positions of a row. With size == 0
+//       it loads them from src (padding past n) and runs every stage of
+//       sequence size up to DT_SORT_CHUNK; otherwise it runs the stages of
+//       `size` whose stride is below DT_SORT_CHUNK.
+//   index_sort_step_<T>(size_t rows, size_t n, size_t p, size_t size,
+//           size_t stride, int descending, T* keys, long long* idx)
+//       one stage with a stride of at least DT_SORT_CHUNK, in global memory.
+//   index_sort_take_i64(size_t rows, size_t p, size_t k, const long long* idx,
+//           long long* out)
+//       the first k indices of each sorted row.
 #ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
 #endif
@@ -195,3 +220,127 @@ __device__ void dt_index_add(size_t n_lines, size_t rank, const size_t* dims, si
         }                                                                                                  \
     }
 DT_FOR_EACH_DTYPE(INDEX_KERNELS)
+
+/// Positions a block sorts in shared memory.
+#define DT_SORT_CHUNK 2048
+
+/// Whether (a, ia) comes before (b, ib): positions at or past n (padding)
+/// last, then the key order with NaN greatest, then the index.
+template <typename T>
+__device__ bool dt_sort_before(T a, unsigned long long ia, T b, unsigned long long ib, size_t n, int descending) {
+    if (ia >= n || ib >= n) return ib >= n && ia < ib;
+    bool a_nan = a != a, b_nan = b != b;
+    if (a_nan != b_nan) return descending ? a_nan : b_nan;
+    if (!a_nan && a != b) return descending ? a > b : a < b;
+    return ia < ib;
+}
+
+/// The bitonic stages of sequence sizes `first_size..=last_size` (powers of
+/// two) on `count` positions in shared memory, of which the first is the
+/// row position `base`; the stages of `first_size` start at `first_stride`.
+/// A block's threads share the pairs; every thread calls this.
+template <typename T>
+__device__ void dt_bitonic_shared(T* keys, unsigned long long* idx, size_t count, size_t base, size_t first_size,
+                                  size_t last_size, size_t first_stride, size_t n, int descending) {
+    for (size_t size = first_size; size <= last_size; size <<= 1) {
+        for (size_t stride = size == first_size ? first_stride : size >> 1; stride > 0; stride >>= 1) {
+            for (size_t t = threadIdx.x; t < count / 2; t += blockDim.x) {
+                size_t lo = 2 * t - (t & (stride - 1)), hi = lo + stride;
+                bool ascending = ((base + lo) & size) == 0;
+                bool swap = ascending ? dt_sort_before(keys[hi], idx[hi], keys[lo], idx[lo], n, descending)
+                                      : dt_sort_before(keys[lo], idx[lo], keys[hi], idx[hi], n, descending);
+                if (swap) {
+                    T key = keys[lo];
+                    keys[lo] = keys[hi];
+                    keys[hi] = key;
+                    unsigned long long at = idx[lo];
+                    idx[lo] = idx[hi];
+                    idx[hi] = at;
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/// Loads `count` positions of a row starting at `base` into shared memory:
+/// from `src` (a dense row of n) when `from_src`, else from the scratch row.
+template <typename T>
+__device__ void dt_sort_load(T* keys, unsigned long long* idx, size_t count, size_t base, size_t n, bool from_src,
+                             const T* src, const T* scratch_keys, const long long* scratch_idx) {
+    for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+        if (from_src) {
+            idx[i] = base + i;
+            keys[i] = base + i < n ? src[base + i] : T(0);
+        } else {
+            idx[i] = (unsigned long long)scratch_idx[base + i];
+            keys[i] = scratch_keys[base + i];
+        }
+    }
+    __syncthreads();
+}
+
+#define SORT_KERNELS(name, T)                                                                               \
+    extern "C" __global__ void index_sort_rows_##name(size_t rows, size_t n, size_t k, int descending,     \
+                                                      const T* src, long long* out) {                      \
+        __shared__ T keys[DT_SORT_CHUNK];                                                                   \
+        __shared__ unsigned long long idx[DT_SORT_CHUNK];                                                   \
+        size_t p = 1;                                                                                       \
+        while (p < n) p <<= 1;                                                                              \
+        for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {                                       \
+            dt_sort_load<T>(keys, idx, p, 0, n, true, src + row * n, nullptr, nullptr);                     \
+            dt_bitonic_shared(keys, idx, p, 0, 2, p, 1, n, descending);                                     \
+            for (size_t i = threadIdx.x; i < k; i += blockDim.x) out[row * k + i] = (long long)idx[i];      \
+            __syncthreads();                                                                                \
+        }                                                                                                   \
+    }                                                                                                       \
+    extern "C" __global__ void index_sort_chunks_##name(size_t rows, size_t n, size_t p, size_t size,      \
+                                                        int descending, const T* src, T* scratch_keys,     \
+                                                        long long* scratch_idx) {                          \
+        __shared__ T keys[DT_SORT_CHUNK];                                                                   \
+        __shared__ unsigned long long idx[DT_SORT_CHUNK];                                                   \
+        size_t chunks = rows * (p / DT_SORT_CHUNK);                                                         \
+        for (size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {                               \
+            size_t row = chunk / (p / DT_SORT_CHUNK), base = (chunk % (p / DT_SORT_CHUNK)) * DT_SORT_CHUNK; \
+            dt_sort_load<T>(keys, idx, DT_SORT_CHUNK, base, n, size == 0, src + row * n,                    \
+                            scratch_keys + row * p, scratch_idx + row * p);                                 \
+            if (size == 0) {                                                                                \
+                dt_bitonic_shared(keys, idx, DT_SORT_CHUNK, base, 2, DT_SORT_CHUNK, 1, n, descending);      \
+            } else {                                                                                        \
+                dt_bitonic_shared(keys, idx, DT_SORT_CHUNK, base, size, size, DT_SORT_CHUNK / 2, n,         \
+                                  descending);                                                              \
+            }                                                                                               \
+            for (size_t i = threadIdx.x; i < DT_SORT_CHUNK; i += blockDim.x) {                              \
+                scratch_keys[row * p + base + i] = keys[i];                                                 \
+                scratch_idx[row * p + base + i] = (long long)idx[i];                                        \
+            }                                                                                               \
+            __syncthreads();                                                                                \
+        }                                                                                                   \
+    }                                                                                                       \
+    extern "C" __global__ void index_sort_step_##name(size_t rows, size_t n, size_t p, size_t size,        \
+                                                      size_t stride, int descending, T* keys,               \
+                                                      long long* idx) {                                     \
+        DT_GRID_STRIDE(t, rows * (p / 2)) {                                                                 \
+            size_t row = t / (p / 2), pair = t % (p / 2);                                                   \
+            size_t lo = 2 * pair - (pair & (stride - 1)), hi = lo + stride;                                 \
+            bool ascending = (lo & size) == 0;                                                              \
+            T* k = keys + row * p;                                                                          \
+            long long* at = idx + row * p;                                                                  \
+            unsigned long long ilo = (unsigned long long)at[lo], ihi = (unsigned long long)at[hi];          \
+            bool swap = ascending ? dt_sort_before(k[hi], ihi, k[lo], ilo, n, descending)                   \
+                                  : dt_sort_before(k[lo], ilo, k[hi], ihi, n, descending);                  \
+            if (swap) {                                                                                     \
+                T key = k[lo];                                                                              \
+                k[lo] = k[hi];                                                                              \
+                k[hi] = key;                                                                                \
+                at[lo] = (long long)ihi;                                                                    \
+                at[hi] = (long long)ilo;                                                                    \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DT_FOR_EACH_DTYPE(SORT_KERNELS)
+
+extern "C" __global__ void index_sort_take_i64(size_t rows, size_t p, size_t k, const long long* idx,
+                                               long long* out) {
+    DT_GRID_STRIDE(i, rows * k) out[i] = idx[(i / k) * p + i % k];
+}

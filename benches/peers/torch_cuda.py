@@ -14,6 +14,7 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -104,6 +105,18 @@ def main():
     out = torch.empty(n, pin_memory=True)
     row("cuda_transfer", "d2h_pinned/256MiB", timed(lambda: out.copy_(dev, non_blocking=True)), bytes_, "B")
     row("cuda_transfer", "d2d_copy/256MiB", timed(lambda: dev.clone()), 2 * bytes_, "B")
+
+    # Causal attention, as benches/cuda.rs's cuda_attention group: batch 16,
+    # 4 heads, head width 32; FLOP of the two products over the causal half.
+    for t in (64, 256, 1024):
+        q, k, v, g = (randn(16, 4, t, 32).requires_grad_(i < 3) for i in range(4))
+        flops = 2 * 16 * 4 * t * t * 32
+        with torch.no_grad():
+            row("cuda_attention", f"causal_fwd_16x4xTx32/{t}",
+                timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), flops, "FLOP")
+        row("cuda_attention", f"causal_fwd_bwd_16x4xTx32/{t}",
+            timed(lambda: (F.scaled_dot_product_attention(q, k, v, is_causal=True) * g).sum().backward()),
+            3 * flops, "FLOP")
 
     # References: the best this GPU does through PyTorch.
     big = torch.empty(1 << 28, device=DEV)  # 1 GiB

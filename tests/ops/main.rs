@@ -28,5 +28,6 @@ mod cuda_backend;
 mod index;
 mod matmul;
 mod reduce;
+mod sort;
 mod tensor;
 mod unary;

@@ -569,6 +569,49 @@ fn multinomial_draws_in_proportion<D: Device>() {
     }
 }
 
+/// multinomial without replacement: distinct samples, weight-0 categories
+/// never drawn, and each ordered pair (i, j) of a row's two samples as
+/// frequent as drawing i in proportion to the weights and then j in
+/// proportion to those left, w_i / W · w_j / (W - w_i) (20,000 draws, each
+/// within 4.5 standard deviations).
+fn multinomial_without_replacement_draws_in_sequence<D: Device>() {
+    let weights = [1.0, 0.0, 2.0, 3.0, 4.0];
+    let total: f64 = weights.iter().sum();
+    let draws = 20_000;
+    let rows = Tensor::<D, f64>::from_vec(weights.repeat(draws), [draws, 5]);
+    let picks = rows.multinomial_with(2, false, &mut devtensor::Generator::new(9)).to_vec2();
+    let mut counts = [[0usize; 5]; 5];
+    for pick in &picks {
+        assert_ne!(pick[0], pick[1], "a category drawn twice");
+        counts[pick[0] as usize][pick[1] as usize] += 1;
+    }
+    for (i, &wi) in weights.iter().enumerate() {
+        for (j, &wj) in weights.iter().enumerate() {
+            let p = if i == j { 0.0 } else { wi / total * wj / (total - wi) };
+            let sigma = (draws as f64 * p * (1.0 - p)).sqrt();
+            let count = counts[i][j] as f64;
+            assert!((count - draws as f64 * p).abs() <= 4.5 * sigma + 1e-9, "pair ({i}, {j}): {counts:?}");
+        }
+    }
+    // Every category of positive weight, once each.
+    let all = Tensor::<D>::from_vec(vec![0.5, 0.0, 2.0, 1.0], [4]).multinomial(3, false).to_vec();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![0, 2, 3], "{all:?}");
+    let device = D::name();
+    let few = Tensor::<D>::from_vec(vec![0.5, 0.0, 2.0], [3]);
+    assert_eq!(
+        few.try_multinomial(3, false).unwrap_err().to_string(),
+        format!(
+            "multinomial on {device}: cannot draw 3 distinct samples from a row with 2 categories of positive weight"
+        )
+    );
+    assert_eq!(
+        few.try_multinomial(4, false).unwrap_err().to_string(),
+        format!("multinomial on {device}: cannot draw 4 samples from 3 categories without replacement")
+    );
+}
+
 fn check_large<D: Device>(dims: &[usize], variant: Variant) {
     let n: usize = dims.iter().product();
     let mut vals = pseudo_random(n, 7);
@@ -778,6 +821,7 @@ fn plain_arg_form_panics_on_a_bad_axis() {
 
 device_tests! {
     multinomial_draws_in_proportion => multinomial_draws_in_proportion,
+    multinomial_without_replacement_draws_in_sequence => multinomial_without_replacement_draws_in_sequence,
     large_reductions_match_reference_on_every_layout => large_reductions_match_reference_on_every_layout,
     large_one_dimensional_reductions => large_one_dimensional_reductions,
     reducing_a_long_leading_axis_is_accurate => reducing_a_long_leading_axis_is_accurate,

@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::element::{DType, Element};
 use crate::error::checked_bytes;
 use crate::error::{Error, Result};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Buffers smaller than this come from the allocator directly: malloc is
 /// fast for them, and only large (mmap-backed) buffers fault page by page.
@@ -113,15 +113,11 @@ pub(crate) fn zeroed_vec<E: Element>(op: &'static str, len: usize) -> Result<Vec
     if layout.size() == 0 {
         return Ok(Vec::new());
     }
+    check_host_request(op, layout.size())?;
     // SAFETY: `layout` has a non-zero size, checked just above.
     let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
     if ptr.is_null() {
-        return Err(Error::OutOfMemory {
-            op,
-            device: Cpu::name(),
-            requested: layout.size(),
-            free: host_available_bytes(),
-        });
+        return Err(out_of_host_memory(op, layout.size()));
     }
     // SAFETY: `ptr` comes from the global allocator with the layout of
     // `[E; len]` (size `len * size_of::<E>()`, alignment of `E`), which is
@@ -153,12 +149,8 @@ pub(crate) fn try_copy<E: Element>(op: &'static str, src: &[E]) -> Result<Vec<E>
 /// Reserves room for exactly `len` elements, or fails as [`output_buffer`] does.
 fn reserve<E: Element>(op: &'static str, out: &mut Vec<E>, len: usize) -> Result<()> {
     let bytes = checked_bytes::<E>(op, Cpu::name, len)?;
-    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-        op,
-        device: Cpu::name(),
-        requested: bytes,
-        free: host_available_bytes(),
-    })
+    check_host_request(op, bytes)?;
+    out.try_reserve_exact(len).map_err(|_| out_of_host_memory(op, bytes))
 }
 
 /// The memory layout of `len` elements of `E` (see [`checked_bytes`]).
@@ -170,8 +162,38 @@ fn byte_layout<E: Element>(op: &'static str, len: usize) -> Result<std::alloc::L
 /// The memory the host has available, for out-of-memory messages (Linux's
 /// `MemAvailable`; `None` where it cannot be read).
 fn host_available_bytes() -> Option<usize> {
+    meminfo_bytes(&["MemAvailable:"])
+}
+
+/// Whether `bytes` is more than the host's memory and swap together. Such
+/// a request can only fail, but where Linux overcommits memory the
+/// allocator may grant it, and the kernel then kills the process while the
+/// buffer is filled: refusing it up front keeps it an error.
+fn exceeds_host_memory(bytes: usize) -> bool {
+    static TOTAL: OnceLock<Option<usize>> = OnceLock::new();
+    let total = *TOTAL.get_or_init(|| meminfo_bytes(&["MemTotal:", "SwapTotal:"]));
+    total.is_some_and(|total| bytes > total)
+}
+
+/// The sum of `fields` of Linux's `/proc/meminfo`, in bytes; `None` where
+/// it cannot be read.
+fn meminfo_bytes(fields: &[&str]) -> Option<usize> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    fields.iter().try_fold(0usize, |sum, field| {
+        let line = meminfo.lines().find(|l| l.starts_with(field))?;
+        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+        sum.checked_add(kib.checked_mul(1024)?)
+    })
+}
+
+/// Fails with [`Error::OutOfMemory`] naming `op` when `bytes` is more than
+/// the host has (see [`exceeds_host_memory`]), for buffers allocated
+/// outside this module.
+pub(crate) fn check_host_request(op: &'static str, bytes: usize) -> Result<()> {
+    if exceeds_host_memory(bytes) { Err(out_of_host_memory(op, bytes)) } else { Ok(()) }
+}
+
+/// The error for a host allocation of `bytes` that cannot be granted.
+fn out_of_host_memory(op: &'static str, bytes: usize) -> Error {
+    Error::OutOfMemory { op, device: Cpu::name(), requested: bytes, free: host_available_bytes() }
 }

@@ -4,12 +4,15 @@
 //! caller, so the `as usize` conversions below cannot wrap.
 
 use super::IndexKernel;
-use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, map_strided, output_buffer, split_across_threads};
+use crate::backend::cpu::{
+    CpuStorage, PARALLEL_CHUNK, check_host_request, map_strided, output_buffer, split_across_threads,
+};
 use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Dims, Layout, Shape, count_of, for_each_block};
 use rayon::prelude::*;
+use std::cmp::Ordering;
 
 /// The storage offset of every position of the sub-tensor `dims`/`strides`
 /// starting at `offset`, in row-major order.
@@ -17,10 +20,12 @@ fn offsets_of(dims: &[usize], strides: &[usize], offset: usize) -> Result<Vec<us
     let count = count_of(dims);
     let mut out = Vec::new();
     // Fallible: the dimensions may be those of a huge broadcast view.
+    let bytes = count.saturating_mul(size_of::<usize>());
+    check_host_request("index_select", bytes)?;
     out.try_reserve_exact(count).map_err(|_| Error::OutOfMemory {
         op: "index_select",
         device: Cpu::name(),
-        requested: count.saturating_mul(size_of::<usize>()),
+        requested: bytes,
         free: None,
     })?;
     for_each_block(dims, [strides], [offset], |[base], len, [stride]| {
@@ -298,6 +303,52 @@ impl IndexKernel for Cpu {
                 },
             );
             start += layout.dims()[axis];
+        }
+        Ok(CpuStorage::from_vec(out))
+    }
+
+    fn argsort_rows<E: Element>(
+        src: &CpuStorage<E>,
+        layout: &Layout,
+        descending: bool,
+        k: usize,
+    ) -> Result<CpuStorage<i64>> {
+        let n = layout.dims().last().copied().unwrap_or(1);
+        let range = layout.contiguous_range().expect("argsort_rows is given a contiguous tensor");
+        let src = &src.as_slice()[range];
+        let rows = src.len() / n;
+        let mut out = output_buffer("sort", rows * k)?;
+        if out.is_empty() {
+            return Ok(CpuStorage::from_vec(out));
+        }
+        let sort_row = |order: &mut Vec<usize>, (row, out): (&[E], &mut [i64])| {
+            order.clear();
+            order.extend(0..n);
+            // The key order, then the position: a total order, so a partial
+            // selection gives the same first k as a full stable sort.
+            let before = |&a: &usize, &b: &usize| {
+                let keys = match (row[a].is_nan(), row[b].is_nan()) {
+                    (false, false) => row[a].partial_cmp(&row[b]).unwrap_or(Ordering::Equal),
+                    (a_nan, b_nan) => a_nan.cmp(&b_nan),
+                };
+                if descending { keys.reverse() } else { keys }.then(a.cmp(&b))
+            };
+            if k < n {
+                order.select_nth_unstable_by(k, before);
+                order.truncate(k);
+            }
+            order.sort_unstable_by(before);
+            for (o, &i) in out.iter_mut().zip(order.iter()) {
+                *o = i as i64;
+            }
+        };
+        let rows_of = src.chunks(n).zip(out.chunks_mut(k));
+        if split_across_threads(src.len()) && rows > 1 {
+            let min_rows = (PARALLEL_CHUNK / n).max(1);
+            src.par_chunks(n).zip(out.par_chunks_mut(k)).with_min_len(min_rows).for_each_init(Vec::new, sort_row);
+        } else {
+            let mut order = Vec::new();
+            rows_of.for_each(|row| sort_row(&mut order, row));
         }
         Ok(CpuStorage::from_vec(out))
     }

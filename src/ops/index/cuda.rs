@@ -1,7 +1,7 @@
 //! Indexing and joining kernels on CUDA (`kernels/index.cu`).
 
 use super::IndexKernel;
-use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel};
+use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
 use crate::backend::cuda::{CudaStorage, copy_into};
 use crate::backend::{Backend, Cuda};
 use crate::element::Element;
@@ -181,6 +181,61 @@ impl<const N: usize> IndexKernel for Cuda<N> {
             }
             start += layout.dims()[axis];
         }
+        Ok(out)
+    }
+
+    fn argsort_rows<E: Element>(
+        src: &CudaStorage<E>,
+        layout: &Layout,
+        descending: bool,
+        k: usize,
+    ) -> Result<CudaStorage<i64>> {
+        const OP: &str = "sort";
+        /// `DT_SORT_CHUNK` in `kernels/index.cu`.
+        const CHUNK: usize = 2048;
+        let device = Self::device()?;
+        let n = layout.dims().last().copied().unwrap_or(1);
+        let range = layout.contiguous_range().expect("argsort_rows is given a contiguous tensor");
+        let rows = range.len() / n;
+        let out = CudaStorage::<i64>::alloc(&device, OP, rows * k)?;
+        if rows * k == 0 {
+            return Ok(out);
+        }
+        let (src, descending) = (src.ptr_at(range.start), i32::from(descending));
+        let p = n.checked_next_power_of_two().ok_or_else(|| Error::Argument {
+            op: OP,
+            device: Self::name(),
+            reason: format!("rows of {n} elements are too long to sort"),
+        })?;
+        let dtype = E::DTYPE.name();
+        if p <= CHUNK {
+            launch_kernel!(device, OP, "index", format!("index_sort_rows_{dtype}"), per_row(rows);
+                rows, n, k, descending, src, out.ptr())?;
+            return Ok(out);
+        }
+        // Rows longer than a block holds: sorted runs of CHUNK in shared
+        // memory, then each longer merge as global stages down to a stride
+        // of CHUNK and one shared-memory pass for the strides below.
+        let keys = CudaStorage::<E>::alloc(&device, OP, rows * p)?;
+        let idx = CudaStorage::<i64>::alloc(&device, OP, rows * p)?;
+        let chunks = per_row(rows * (p / CHUNK));
+        let chunk_kernel = format!("index_sort_chunks_{dtype}");
+        launch_kernel!(device, OP, "index", chunk_kernel.clone(), chunks;
+            rows, n, p, 0usize, descending, src, keys.ptr(), idx.ptr())?;
+        let mut size = 2 * CHUNK;
+        while size <= p {
+            let mut stride = size / 2;
+            while stride >= CHUNK {
+                launch_kernel!(device, OP, "index", format!("index_sort_step_{dtype}"), elementwise(rows * p / 2);
+                    rows, n, p, size, stride, descending, keys.ptr(), idx.ptr())?;
+                stride /= 2;
+            }
+            launch_kernel!(device, OP, "index", chunk_kernel.clone(), chunks;
+                rows, n, p, size, descending, src, keys.ptr(), idx.ptr())?;
+            size *= 2;
+        }
+        launch_kernel!(device, OP, "index", "index_sort_take_i64", elementwise(rows * k);
+            rows, p, k, idx.ptr(), out.ptr())?;
         Ok(out)
     }
 }

@@ -1,6 +1,7 @@
 //! Indexing and joining: `index_select`, `gather`, their backward passes
-//! `index_add` and `scatter_add`, `cat` / `stack`, and the copies built
-//! from them: `repeat` and `pad`.
+//! `index_add` and `scatter_add`, `cat` / `stack`, the copies built from
+//! them (`repeat`, `pad`), and the orders that index them (`sort`,
+//! `argsort`, `topk`).
 //!
 //! Indices are `Tensor<_, i64>` (PyTorch's `long`) on the same device as the
 //! data. Every index value is checked against its axis before any kernel
@@ -21,6 +22,7 @@ mod cuda;
 mod grad;
 mod pad;
 mod repeat;
+mod sort;
 
 use crate::autograd::{self, float_rule};
 use crate::backend::Backend;
@@ -98,6 +100,17 @@ pub trait IndexKernel: Backend {
         axis: usize,
         out_shape: &Shape,
     ) -> Result<Self::Storage<E>>;
+
+    /// The first `k` positions of each row's stable sorted order, into a new
+    /// contiguous `[rows, k]` storage: `layout` is contiguous with its last
+    /// axis (at least 1 long, and at least `k`) the rows to sort, ascending
+    /// or descending, with NaN greater than every number.
+    fn argsort_rows<E: Element>(
+        src: &Self::Storage<E>,
+        layout: &Layout,
+        descending: bool,
+        k: usize,
+    ) -> Result<Self::Storage<i64>>;
 }
 
 /// An [`Error::Shape`] for `op` on `D`.
