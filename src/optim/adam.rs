@@ -1,6 +1,9 @@
 //! Adam and AdamW.
 
-use super::{ModelOn, Optimizer, Slots, check_slot, flatten_state, for_each_parameter, move_slots, unflatten_state};
+use super::groups::Settings;
+use super::{
+    ModelOn, Optimizer, ParamGroup, Slots, check_slot, flatten_state, for_each_parameter, move_slots, unflatten_state,
+};
 use crate::autograd::Gradients;
 use crate::element::FloatElement;
 use crate::error::Result;
@@ -54,7 +57,7 @@ pub type AdamW<D, E = f32> = AdamOptimizer<D, E, true>;
 /// [`Adam`] (`DECOUPLED = false`) or [`AdamW`] (`true`).
 #[derive(Clone, Debug)]
 pub struct AdamOptimizer<D: Device, E: FloatElement, const DECOUPLED: bool> {
-    config: AdamConfig,
+    settings: Settings<AdamConfig>,
     slots: Slots<D, E>,
     model: PhantomData<fn(&Tensor<D, E>)>,
 }
@@ -63,7 +66,20 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> AdamOptimizer<D, E, DECO
     /// An optimizer for `model`'s parameters.
     pub fn new<M: Module<D, E>>(model: &M, config: AdamConfig) -> Self {
         let _ = model;
-        AdamOptimizer { config, slots: Slots::new(), model: PhantomData }
+        AdamOptimizer { settings: Settings::new(config), slots: Slots::new(), model: PhantomData }
+    }
+
+    /// This optimizer with `group`'s settings for the parameters it selects
+    /// (PyTorch's parameter groups; see [`ParamGroup`]). Groups are checked
+    /// against each other when a step meets a parameter.
+    pub fn with_group(mut self, group: ParamGroup<AdamConfig>) -> Self {
+        self.settings = self.settings.with_group(group);
+        self
+    }
+
+    /// The parameter groups, in the order they were added.
+    pub fn param_groups(&self) -> impl Iterator<Item = &ParamGroup<AdamConfig>> {
+        self.settings.groups()
     }
 
     /// This optimizer with its state (the moments and step counts) copied
@@ -71,7 +87,7 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> AdamOptimizer<D, E, DECO
     /// Fails when `D2` is unavailable or out of memory.
     #[fallible]
     pub fn to<D2: Device>(&self) -> AdamOptimizer<D2, E, DECOUPLED> {
-        Ok(AdamOptimizer { config: self.config, slots: move_slots(&self.slots)?, model: PhantomData })
+        Ok(AdamOptimizer { settings: self.settings.clone(), slots: move_slots(&self.slots)?, model: PhantomData })
     }
 }
 
@@ -81,11 +97,12 @@ const STEP: &str = "step";
 
 impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for AdamOptimizer<D, E, DECOUPLED> {
     fn try_step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
-        let c = self.config;
-        let slots = &mut self.slots;
-        let (b1, b2) = c.betas;
+        let op = if DECOUPLED { "AdamW::step" } else { "Adam::step" };
+        let (settings, slots) = (&self.settings, &mut self.slots);
         let e = E::from_f64;
-        for_each_parameter(if DECOUPLED { "AdamW::step" } else { "Adam::step" }, model, grads, |name, p, g| {
+        for_each_parameter(op, model, grads, |name, p, g| {
+            let c = settings.for_parameter::<D>(op, name, p.dims())?;
+            let (b1, b2) = c.betas;
             let mut g = g.clone();
             if c.weight_decay != 0.0 {
                 if DECOUPLED {
@@ -117,21 +134,24 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for Adam
     }
 
     fn lr(&self) -> f64 {
-        self.config.lr
+        self.settings.lr()
     }
 
     fn set_lr(&mut self, lr: f64) {
-        self.config.lr = lr;
+        self.settings.set_lr(lr);
     }
 
     fn state(&self) -> Vec<(String, Tensor<D, E>)> {
-        flatten_state(&self.slots)
+        let mut state = flatten_state(&self.slots);
+        state.extend(self.settings.state());
+        state
     }
 
     fn try_load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>) -> Result<()>
     where
         D: SameDevice<DS>,
     {
+        let state = self.settings.load_state("Adam", state)?;
         self.slots = unflatten_state("Adam", state, &[EXP_AVG, EXP_AVG_SQ, STEP])?;
         Ok(())
     }

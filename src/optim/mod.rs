@@ -23,11 +23,13 @@
 
 mod adam;
 pub(crate) mod clip;
+mod groups;
 mod schedule;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_grad_value};
+pub use groups::{GroupConfig, ParamGroup};
 pub use schedule::{CosineAnnealingLr, LinearLr, LrSchedule, SequentialLr, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 

@@ -1,6 +1,9 @@
 //! Stochastic gradient descent with momentum.
 
-use super::{ModelOn, Optimizer, Slots, check_slot, flatten_state, for_each_parameter, move_slots, unflatten_state};
+use super::groups::Settings;
+use super::{
+    ModelOn, Optimizer, ParamGroup, Slots, check_slot, flatten_state, for_each_parameter, move_slots, unflatten_state,
+};
 use crate::autograd::Gradients;
 use crate::element::FloatElement;
 use crate::error::Result;
@@ -49,7 +52,7 @@ impl Default for SgdConfig {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Sgd<D: Device, E: FloatElement = f32> {
-    config: SgdConfig,
+    settings: Settings<SgdConfig>,
     buffers: Slots<D, E>,
     model: PhantomData<fn(&Tensor<D, E>)>,
 }
@@ -58,7 +61,19 @@ impl<D: Device, E: FloatElement> Sgd<D, E> {
     /// An optimizer for `model`'s parameters.
     pub fn new<M: Module<D, E>>(model: &M, config: SgdConfig) -> Self {
         let _ = model;
-        Sgd { config, buffers: Slots::new(), model: PhantomData }
+        Sgd { settings: Settings::new(config), buffers: Slots::new(), model: PhantomData }
+    }
+
+    /// This optimizer with `group`'s settings for the parameters it selects
+    /// (PyTorch's parameter groups; see [`ParamGroup`]).
+    pub fn with_group(mut self, group: ParamGroup<SgdConfig>) -> Self {
+        self.settings = self.settings.with_group(group);
+        self
+    }
+
+    /// The parameter groups, in the order they were added.
+    pub fn param_groups(&self) -> impl Iterator<Item = &ParamGroup<SgdConfig>> {
+        self.settings.groups()
     }
 
     /// This optimizer with its state (the momentum buffers) copied to
@@ -80,7 +95,7 @@ impl<D: Device, E: FloatElement> Sgd<D, E> {
     /// ```
     #[fallible]
     pub fn to<D2: Device>(&self) -> Sgd<D2, E> {
-        Ok(Sgd { config: self.config, buffers: move_slots(&self.buffers)?, model: PhantomData })
+        Ok(Sgd { settings: self.settings.clone(), buffers: move_slots(&self.buffers)?, model: PhantomData })
     }
 }
 
@@ -88,9 +103,10 @@ const MOMENTUM: &str = "momentum_buffer";
 
 impl<D: Device, E: FloatElement> Optimizer<D, E> for Sgd<D, E> {
     fn try_step<M: ModelOn<D, E>>(&mut self, model: &mut M, grads: &Gradients) -> Result<()> {
-        let c = self.config;
-        let buffers = &mut self.buffers;
-        for_each_parameter("Sgd::step", model, grads, |name, p, g| {
+        const OP: &str = "Sgd::step";
+        let (settings, buffers) = (&self.settings, &mut self.buffers);
+        for_each_parameter(OP, model, grads, |name, p, g| {
+            let c = settings.for_parameter::<D>(OP, name, p.dims())?;
             let mut g = g.clone();
             if c.weight_decay != 0.0 {
                 g = g.try_add(&p.try_mul_scalar(E::from_f64(c.weight_decay))?)?;
@@ -113,21 +129,24 @@ impl<D: Device, E: FloatElement> Optimizer<D, E> for Sgd<D, E> {
     }
 
     fn lr(&self) -> f64 {
-        self.config.lr
+        self.settings.lr()
     }
 
     fn set_lr(&mut self, lr: f64) {
-        self.config.lr = lr;
+        self.settings.set_lr(lr);
     }
 
     fn state(&self) -> Vec<(String, Tensor<D, E>)> {
-        flatten_state(&self.buffers)
+        let mut state = flatten_state(&self.buffers);
+        state.extend(self.settings.state());
+        state
     }
 
     fn try_load_state<DS: Device>(&mut self, state: Vec<(String, Tensor<DS, E>)>) -> Result<()>
     where
         D: SameDevice<DS>,
     {
+        let state = self.settings.load_state("Sgd", state)?;
         self.buffers = unflatten_state("Sgd", state, &[MOMENTUM])?;
         Ok(())
     }

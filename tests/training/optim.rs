@@ -3,8 +3,8 @@
 
 use devtensor::nn::{Linear, Module, Reduction, mse_loss};
 use devtensor::optim::{
-    Adam, AdamConfig, AdamW, CosineAnnealingLr, LrSchedule, Optimizer, Sgd, SgdConfig, StepLr, clip_grad_norm,
-    clip_grad_value, try_clip_grad_norm, try_clip_grad_value,
+    Adam, AdamConfig, AdamW, CosineAnnealingLr, LrSchedule, Optimizer, ParamGroup, Sgd, SgdConfig, StepLr,
+    clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_grad_value,
 };
 use devtensor::{Device, Error, Generator, Gradients, Tensor};
 use proptest::prelude::*;
@@ -122,7 +122,9 @@ fn optimizer_state_round_trips<D: Device>() {
     let saved: Vec<(String, Tensor<devtensor::Cpu, f64>)> =
         first.state().into_iter().map(|(name, t)| (name, t.to::<devtensor::Cpu>())).collect();
     let names: Vec<&str> = saved.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["weight.exp_avg", "weight.exp_avg_sq", "weight.step"]);
+    let want_names =
+        ["weight.exp_avg", "weight.exp_avg_sq", "weight.step", "param_groups.lr", "param_groups.weight_decay"];
+    assert_eq!(names, want_names);
     let mut second = Adam::new(&m, c);
     second.try_load_state(saved.into_iter().map(|(n, t)| (n, t.to::<D>())).collect()).unwrap();
     let g = grads(&m);
@@ -135,6 +137,84 @@ fn optimizer_state_round_trips<D: Device>() {
     assert!(matches!(err, Error::Shape { .. }) && err.to_string().contains("`weight`"), "{err}");
     let err = second.try_load_state(vec![("weight.velocity".into(), Tensor::<D, f64>::zeros([1]))]).unwrap_err();
     assert!(err.to_string().contains("unknown optimizer state `weight.velocity`"), "{err}");
+}
+
+/// AdamW with a parameter group (no decay and half the rate for the bias)
+/// against per-parameter `f64` loops, through a learning-rate change
+/// (the group keeps its ratio) and a checkpoint of the settings.
+fn parameter_groups_have_settings_of_their_own<D: Device>() {
+    let base = AdamConfig { lr: 0.05, weight_decay: 0.2, ..Default::default() };
+    let bias_config = AdamConfig { lr: 0.025, weight_decay: 0.0, ..base };
+    let rates = [0.05, 0.05, 0.02, 0.02];
+    // Reference: each element its own AdamW with the rate of each step.
+    let reference = |w0: f64, grad: &dyn Fn(f64) -> f64, c: AdamConfig, scale: f64| {
+        let (mut w, mut m, mut v) = (w0, 0.0, 0.0);
+        for (t, &lr) in rates.iter().enumerate() {
+            let lr = lr * scale;
+            let t = t as i32 + 1;
+            let g = grad(w);
+            w *= 1.0 - lr * c.weight_decay;
+            m = c.betas.0 * m + (1.0 - c.betas.0) * g;
+            v = c.betas.1 * v + (1.0 - c.betas.1) * g * g;
+            let (c1, c2) = (1.0 - c.betas.0.powi(t), 1.0 - c.betas.1.powi(t));
+            w -= lr / c1 * m / (v.sqrt() / c2.sqrt() + c.eps);
+        }
+        w
+    };
+    let mut layer =
+        Linear::<D, f64>::try_from_tensors(Tensor::from_slice(&START, [1, 3]), Some(Tensor::from_slice(&[0.3], [1])))
+            .unwrap();
+    let no_decay = ParamGroup::new("no_decay", bias_config, |_, dims| dims.len() < 2);
+    let mut opt = AdamW::new(&layer, base).with_group(no_decay);
+    let step = |layer: &mut Linear<D, f64>, opt: &mut AdamW<D, f64>| {
+        let target = Tensor::<D, f64>::from_slice(&TARGET, [1, 3]);
+        let scale = Tensor::<D, f64>::from_slice(&SCALE, [1, 3]);
+        let bias = layer.bias.as_ref().unwrap();
+        let loss = ((&layer.weight - &target).square() * &scale).sum() + (bias - 2.0).square().sum();
+        opt.step(layer, &loss.backward());
+    };
+    for (i, &lr) in rates.iter().enumerate() {
+        opt.set_lr(lr);
+        step(&mut layer, &mut opt);
+        if i == 1 {
+            // Half-way: save the settings, reload them into a fresh optimizer.
+            let state = opt.state();
+            let mut fresh = AdamW::new(&layer, AdamConfig { lr: 1.0, ..base }).with_group(ParamGroup::new(
+                "no_decay",
+                base,
+                |_, _| false,
+            ));
+            fresh.try_load_state(state).unwrap();
+            assert_eq!(fresh.lr(), 0.05);
+            let group = fresh.param_groups().next().unwrap().config();
+            assert_eq!((group.lr, group.weight_decay), (0.025, 0.0));
+        }
+    }
+    assert_eq!(opt.param_groups().next().unwrap().config().lr, 0.02 * 0.5);
+    let want: Vec<f64> =
+        (0..3).map(|i| reference(START[i], &|w| 2.0 * SCALE[i] * (w - TARGET[i]), base, 1.0)).collect();
+    assert_near(&layer.weight.to_vec(), &want);
+    assert_near(&layer.bias.as_ref().unwrap().to_vec(), &[reference(0.3, &|b| 2.0 * (b - 2.0), bias_config, 0.5)]);
+    // A parameter two groups select, and a checkpoint's unknown group.
+    let everything = |label| ParamGroup::new(label, base, |_, _| true);
+    let mut twice = AdamW::new(&layer, base).with_group(everything("a")).with_group(everything("b"));
+    let grads = layer.weight.sum().backward();
+    let err = twice.try_step(&mut layer, &grads).unwrap_err().to_string();
+    assert!(err.contains("parameter `weight` is in two parameter groups, `a` and `b`"), "{err}");
+    let err = opt.try_load_state(vec![("param_groups.decay.lr".into(), Tensor::<D, f64>::scalar(0.1))]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("unknown optimizer state `param_groups.decay.lr` (this optimizer's groups: [`no_decay`])"),
+        "{err}"
+    );
+    // Groups by name, for SGD.
+    let head = ParamGroup::named("frozen", SgdConfig { lr: 0.0, ..Default::default() }, ["bias"]);
+    let mut sgd = Sgd::new(&layer, SgdConfig { lr: 0.1, ..Default::default() }).with_group(head);
+    let (w, b) = (layer.weight.to_vec(), layer.bias.as_ref().unwrap().to_vec());
+    let grads = (layer.weight.sum() + layer.bias.as_ref().unwrap().sum()).backward();
+    sgd.step(&mut layer, &grads);
+    assert_near(&layer.weight.to_vec(), &w.iter().map(|w| w - 0.1).collect::<Vec<_>>());
+    assert_eq!(layer.bias.as_ref().unwrap().to_vec(), b);
 }
 
 fn training_fits_a_line_and_schedules_set_the_rate<D: Device>() {
@@ -188,6 +268,7 @@ device_tests! {
     sgd_follows_pytorch => sgd_follows_pytorch,
     adam_and_adamw_follow_pytorch => adam_and_adamw_follow_pytorch,
     optimizer_state_round_trips => optimizer_state_round_trips,
+    parameter_groups_have_settings_of_their_own => parameter_groups_have_settings_of_their_own,
     training_fits_a_line_and_schedules_set_the_rate => training_fits_a_line_and_schedules_set_the_rate,
 }
 
