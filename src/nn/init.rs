@@ -136,13 +136,32 @@ pub fn uniform_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, low: f64, high
     Ok(())
 }
 
-/// `value` everywhere in `t`'s place, like `nn.init.constant_` (`zeros_` and
-/// `ones_` are this with 0 and 1).
+/// `value` everywhere in `t`'s place, like `nn.init.constant_`.
 #[fallible(free)]
 pub fn constant_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, value: f64) -> () {
     let values = Tensor::<D, E>::try_full(t.dims(), E::from_f64(value))?;
     replace(t, values);
     Ok(())
+}
+
+/// Zeros in `t`'s place, like `nn.init.zeros_`.
+///
+/// ```
+/// use devtensor::nn::init;
+/// use devtensor::{Cpu, Tensor};
+/// let mut bias = Tensor::<Cpu>::ones([3]).requires_grad();
+/// init::zeros_(&mut bias);
+/// assert_eq!((bias.to_vec(), bias.tracks_grad()), (vec![0.0; 3], true));
+/// ```
+#[fallible(free)]
+pub fn zeros_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>) -> () {
+    try_constant_(t, 0.0)
+}
+
+/// Ones in `t`'s place, like `nn.init.ones_`.
+#[fallible(free)]
+pub fn ones_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>) -> () {
+    try_constant_(t, 1.0)
 }
 
 /// `nn.init.xavier_uniform_(t, gain)`: `U(-a, a)` with

@@ -1,0 +1,235 @@
+//! A character-level GPT trained on Shakespeare: nanoGPT's model and its
+//! "baby GPT" settings for a laptop CPU (4 layers, 4 heads, width 128,
+//! context 64, batch 12, AdamW at 1e-3 with 100 warm-up steps and cosine
+//! decay to 1e-4, weight decay 0.1 on matrices only, gradients clipped at
+//! 1.0, 2000 steps), on `Cuda<0>` when a GPU is present and the CPU
+//! otherwise.
+//!
+//! The text is ten plays (1.4 MB, `examples/data/shakespeare.txt.gz`, see
+//! the README beside it); the last 10% is the validation split. Training
+//! prints a progress bar and, every 250 steps, the train and validation
+//! loss (each the mean of 20 batches) and the speed. At the end the model
+//! and optimizer are saved as a safetensors checkpoint, the model is
+//! reloaded from it onto the CPU, and the reloaded model writes 600
+//! characters (temperature 0.8, top-k 20).
+//!
+//! Run with `cargo run --release --example train_gpt`; `-- --steps N`
+//! trains for fewer steps (the schedule is then N long).
+//! `scripts/train_gpt_torch.py` trains PyTorch's version of the same model
+//! on the same batches, for comparison.
+
+use devtensor::io::Checkpoint;
+use devtensor::nn::Module;
+use devtensor::optim::{CosineAnnealingLr, LinearLr, LrSchedule, Optimizer, SequentialLr, clip_grad_norm};
+use devtensor::{Cpu, Device, Tensor, no_grad};
+use flate2::read::GzDecoder;
+use std::io::{IsTerminal, Read, Write};
+use std::time::Instant;
+
+#[allow(dead_code)] // parts used only by the tests and benchmarks
+#[path = "gpt/model.rs"]
+mod model;
+use model::{Gpt, GptConfig};
+
+const BATCH: usize = 12;
+const BLOCK: usize = 64;
+const EVAL_EVERY: usize = 250;
+const EVAL_BATCHES: usize = 20;
+const SEED: u64 = 1337;
+
+/// The text as bytes (it is ASCII).
+fn load_text() -> Vec<u8> {
+    let mut text = Vec::new();
+    GzDecoder::new(&include_bytes!("data/shakespeare.txt.gz")[..])
+        .read_to_end(&mut text)
+        .expect("the bundled text decompresses");
+    text
+}
+
+/// SplitMix64: the batch positions, the same in `scripts/train_gpt_torch.py`.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A split of the encoded text on `D`, and how to cut batches from it.
+struct Split<D: Device> {
+    tokens: Tensor<D, i64>,
+    /// Distinguishes the splits' batch streams.
+    stream: u64,
+}
+
+impl<D: Device> Split<D> {
+    /// Batch `index` of this split: `BATCH` windows of `BLOCK` tokens at
+    /// pseudo-random starts, and the same windows one token later.
+    fn batch(&self, index: u64) -> (Tensor<D, i64>, Tensor<D, i64>) {
+        let starts = self.tokens.elem_count() - BLOCK - 1;
+        let offsets: Vec<i64> = (0..BATCH as u64)
+            .map(|row| (splitmix(self.stream ^ splitmix(index * BATCH as u64 + row)) % starts as u64) as i64)
+            .flat_map(|start| start..start + BLOCK as i64)
+            .collect();
+        let x = Tensor::<D, i64>::from_vec(offsets, [BATCH * BLOCK]);
+        let y = &x + 1;
+        let window = |at: &Tensor<D, i64>| self.tokens.index_select(0, at).reshape([BATCH, BLOCK]);
+        (window(&x), window(&y))
+    }
+
+    /// The mean loss of `EVAL_BATCHES` batches from `first`.
+    fn loss(&self, model: &Gpt<D>, first: u64) -> f32 {
+        no_grad(|| {
+            let total: f32 = (0..EVAL_BATCHES as u64)
+                .map(|i| {
+                    let (x, y) = self.batch(first + i);
+                    model.loss(&x, &y).expect("the model runs").item()
+                })
+                .sum();
+            total / EVAL_BATCHES as f32
+        })
+    }
+}
+
+/// One line of progress: a bar, the step, the last loss and the speed,
+/// redrawn in place on a terminal and printed every 100 steps elsewhere.
+fn progress(step: usize, steps: usize, loss: f32, tokens_per_second: f64, started: Instant) {
+    let terminal = std::io::stderr().is_terminal();
+    if !terminal && !step.is_multiple_of(100) && step != steps {
+        return;
+    }
+    const WIDTH: usize = 30;
+    let filled = WIDTH * step / steps;
+    let elapsed = started.elapsed().as_secs_f64();
+    let eta = elapsed / step.max(1) as f64 * (steps - step) as f64;
+    let line = format!(
+        "[{}{}] {step:5}/{steps} loss {loss:.3} | {:6.0} tokens/s | {:4.0} s left",
+        "#".repeat(filled),
+        ".".repeat(WIDTH - filled),
+        tokens_per_second,
+        eta
+    );
+    let mut err = std::io::stderr();
+    if terminal {
+        let _ = write!(err, "\r{line}");
+        let _ = err.flush();
+    } else {
+        let _ = writeln!(err, "{line}");
+    }
+}
+
+/// Generates `count` characters after `prompt`, sampling each from the
+/// model's next-character distribution at `temperature`, among the `top_k`
+/// most likely.
+fn sample<D: Device>(model: &Gpt<D>, prompt: &[i64], count: usize, temperature: f32, top_k: usize) -> Vec<i64> {
+    let mut tokens = prompt.to_vec();
+    no_grad(|| {
+        for _ in 0..count {
+            let context = &tokens[tokens.len().saturating_sub(BLOCK)..];
+            let idx = Tensor::<D, i64>::from_slice(context, [1, context.len()]);
+            let logits = model.logits(&idx).expect("the model runs");
+            let last = logits.narrow(1, context.len() - 1, 1).reshape([model.config.vocab_size]) / temperature;
+            // Everything below the k-th largest logit is cut.
+            let (top, _) = last.topk(top_k, 0, true);
+            let kth = top.narrow(0, top_k - 1, 1);
+            let probs = last.masked_fill(&last.lt(&kth), f32::NEG_INFINITY).softmax(0);
+            tokens.push(probs.multinomial(1, true).item());
+        }
+    });
+    tokens
+}
+
+fn train<D: Device>(text: &[u8], steps: usize) {
+    // The characters, in byte order, are the vocabulary.
+    let mut vocab: Vec<u8> = text.to_vec();
+    vocab.sort_unstable();
+    vocab.dedup();
+    let mut index = [0i64; 256];
+    for (i, &c) in vocab.iter().enumerate() {
+        index[c as usize] = i as i64;
+    }
+    let encoded: Vec<i64> = text.iter().map(|&c| index[c as usize]).collect();
+    let cut = encoded.len() * 9 / 10;
+    let train = Split::<D> { tokens: Tensor::from_slice(&encoded[..cut], [cut]), stream: 1 };
+    let val = Split::<D> { tokens: Tensor::from_slice(&encoded[cut..], [encoded.len() - cut]), stream: 2 };
+
+    devtensor::manual_seed(SEED);
+    let config = GptConfig { block_size: BLOCK, vocab_size: vocab.len(), n_layer: 4, n_head: 4, n_embd: 128 };
+    let mut model = Gpt::<D>::new(config).expect("the model fits");
+    println!(
+        "{} characters ({} distinct; {} to train on, {} to validate), {} parameters, on {}",
+        text.len(),
+        vocab.len(),
+        cut,
+        encoded.len() - cut,
+        model.num_parameters(),
+        D::name()
+    );
+    let mut opt = model.optimizer(1e-3, 0.1, (0.9, 0.99));
+    let warmup = (steps / 20).min(100);
+    let schedule = SequentialLr {
+        first: LinearLr {
+            base_lr: 1e-3,
+            start_factor: 1.0 / warmup.max(1) as f64,
+            end_factor: 1.0,
+            total_iters: warmup,
+        },
+        second: CosineAnnealingLr { base_lr: 1e-3, t_max: steps - warmup, eta_min: 1e-4 },
+        milestone: warmup,
+    };
+
+    let started = Instant::now();
+    let (mut window_start, mut window_tokens) = (Instant::now(), 0usize);
+    let mut tokens_per_second = 0.0;
+    for step in 0..=steps {
+        if step.is_multiple_of(EVAL_EVERY) || step == steps {
+            if std::io::stderr().is_terminal() {
+                eprintln!();
+            }
+            // The same evaluation batches every time, so the figures compare.
+            let (train_loss, val_loss) = (train.loss(&model, 1 << 40), val.loss(&model, 0));
+            println!(
+                "step {step:5}: train loss {train_loss:.4}, val loss {val_loss:.4}, {tokens_per_second:.0} tokens/s"
+            );
+            window_start = Instant::now();
+            window_tokens = 0;
+        }
+        if step == steps {
+            break;
+        }
+        schedule.apply(&mut opt, step);
+        let (x, y) = train.batch(step as u64);
+        let loss = model.loss(&x, &y).expect("the model runs");
+        let mut grads = loss.backward();
+        clip_grad_norm(&model, &mut grads, 1.0, 2.0);
+        opt.step(&mut model, &grads);
+        window_tokens += BATCH * BLOCK;
+        tokens_per_second = window_tokens as f64 / window_start.elapsed().as_secs_f64();
+        progress(step + 1, steps, loss.item(), tokens_per_second, started);
+    }
+    println!("trained {steps} steps in {:.1} s", started.elapsed().as_secs_f64());
+
+    let path = std::env::temp_dir().join(format!("devtensor-train-gpt-{}.safetensors", std::process::id()));
+    Checkpoint::try_from_model(&model).expect("the model's tensors").with_optimizer(&opt).save(&path);
+    let mut reloaded = Gpt::<Cpu>::new(config).expect("the model fits");
+    Checkpoint::<Cpu>::load(&path).load_into(&mut reloaded);
+    println!("checkpoint {} reloaded on Cpu; a sample (temperature 0.8, top-k 20):\n", path.display());
+    let prompt: Vec<i64> = b"\n".iter().map(|&c| index[c as usize]).collect();
+    let text: Vec<u8> = sample(&reloaded, &prompt, 600, 0.8, 20).into_iter().map(|t| vocab[t as usize]).collect();
+    println!("{}", String::from_utf8_lossy(&text));
+}
+
+fn main() {
+    let mut steps = 2000;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next().and_then(|n| n.parse().ok())) {
+            ("--steps", Some(n)) if n > 0 => steps = n,
+            _ => {
+                eprintln!("usage: train_gpt [--steps N]");
+                std::process::exit(2);
+            }
+        }
+    }
+    let text = load_text();
+    devtensor::on_best_device!(D => train::<D>(&text, steps));
+}
