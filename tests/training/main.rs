@@ -13,8 +13,14 @@ mod checkpoint;
 mod conv;
 mod data;
 use common::gradcheck;
+mod gpt;
 mod nn;
 mod optim;
 mod parallel;
 mod porting;
 mod shapes;
+
+/// The GPT of `examples/train_gpt.rs`, for the parity test (`gpt`).
+#[allow(dead_code)] // what only the example uses
+#[path = "../../examples/gpt/model.rs"]
+mod model;

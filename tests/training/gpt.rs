@@ -1,0 +1,116 @@
+//! Parity with PyTorch for transformers, from files PyTorch wrote
+//! (`tests/fixtures/pytorch/make_fixtures.py gpt`): the GPT of
+//! `examples/train_gpt.rs` loaded from PyTorch's `state_dict` by its names
+//! and trained 5 AdamW steps on PyTorch's batch, `MultiheadAttention`, and
+//! `scaled_dot_product_attention`, outputs and gradients.
+//!
+//! Tolerances, for f32: 5e-6 relative on losses, outputs and gradients (a
+//! few roundings of sums in another order), and 2e-4 on weights after 5
+//! Adam steps, whose update `m / sqrt(v)` divides small, rounded gradients.
+
+use crate::model::{Gpt, GptConfig};
+use devtensor::io::Checkpoint;
+use devtensor::nn::{Module, MultiheadAttention, init};
+use devtensor::ops::attention::AttentionMask;
+use devtensor::optim::{Optimizer, clip_grad_norm};
+use devtensor::{Device, Tensor};
+
+fn fixture<D: Device>(name: &str) -> Checkpoint<D> {
+    Checkpoint::load(format!("{}/tests/fixtures/pytorch/{name}", env!("CARGO_MANIFEST_DIR")))
+}
+
+fn float<D: Device>(ckpt: &Checkpoint<D>, name: &str) -> Tensor<D> {
+    ckpt.tensors().iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no `{name}` in the fixture")).1.clone()
+}
+
+fn int<D: Device>(ckpt: &Checkpoint<D>, name: &str) -> Tensor<D, i64> {
+    ckpt.int_tensors().iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no `{name}` in the fixture")).1.clone()
+}
+
+fn assert_close(what: &str, got: &Tensor<impl Device>, want: &Tensor<impl Device>, tol: f32) {
+    assert_eq!(got.dims(), want.dims(), "{what}");
+    let (got, want) = (got.to_vec(), want.to_vec());
+    let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs() / (1.0 + w.abs())).fold(0.0, f32::max);
+    assert!(worst <= tol, "{what}: off by {worst:e} (relative), more than {tol:e}");
+}
+
+/// The GPT loaded from PyTorch's initial `state_dict`, then 5 steps of
+/// AdamW with weight decay on matrices only and gradient clipping: every
+/// loss and every final weight as PyTorch's, tied weights still tied.
+fn gpt_trains_as_pytorch<D: Device>() {
+    let torch = fixture::<D>("gpt_adamw.safetensors");
+    let config = GptConfig { block_size: 8, vocab_size: 11, n_layer: 2, n_head: 2, n_embd: 16 };
+    let mut model = Gpt::<D>::new(config).unwrap();
+    let names: Vec<String> = model.named_tensors().into_iter().map(|(name, _, _)| name).collect();
+    let torch_names: Vec<&str> =
+        torch.tensors().iter().filter_map(|(n, _)| n.strip_prefix("init.")).collect::<Vec<_>>();
+    let mut sorted = names.clone();
+    sorted.sort();
+    let mut torch_sorted = torch_names.clone();
+    torch_sorted.sort();
+    assert_eq!(sorted, torch_sorted, "PyTorch's state_dict names");
+    init::apply(&mut model, |name, _| Ok(Some(float(&torch, &format!("init.{name}"))))).unwrap();
+    assert_eq!(model.lm_head.weight.leaf_id(), model.transformer.wte.weight.leaf_id(), "still tied");
+
+    let (idx, targets) = (int(&torch, "idx"), int(&torch, "targets"));
+    let mut opt = model.optimizer(1e-2, 0.1, (0.9, 0.99));
+    let mut losses = Vec::new();
+    for _ in 0..5 {
+        let loss = model.loss(&idx, &targets).unwrap();
+        let mut grads = loss.backward();
+        clip_grad_norm(&model, &mut grads, 1.0, 2.0);
+        opt.step(&mut model, &grads);
+        losses.push(loss.item());
+    }
+    assert_close("losses", &Tensor::<D>::from_vec(losses, [5]), &float(&torch, "losses"), 5e-6);
+    for (name, _, weight) in model.named_tensors() {
+        assert_close(&name, &weight, &float(&torch, &format!("final.{name}")), 2e-4);
+    }
+}
+
+/// `nn.MultiheadAttention(8, 2, batch_first=True)` with PyTorch's weights,
+/// a key padding mask and a boolean attention mask.
+fn multihead_attention_matches_pytorch<D: Device>() {
+    let torch = fixture::<D>("attention.safetensors");
+    let t = |name: &str| float(&torch, &format!("mha.{name}"));
+    let mut mha = MultiheadAttention::<D>::new(8, 2).batch_first(true);
+    mha.in_proj_weight = t("in_proj_weight").requires_grad();
+    mha.in_proj_bias = Some(t("in_proj_bias").requires_grad());
+    mha.out_proj.weight = t("out_proj.weight").requires_grad();
+    mha.out_proj.bias = Some(t("out_proj.bias").requires_grad());
+    let (q, k, v) = (t("q").requires_grad(), t("k").requires_grad(), t("v").requires_grad());
+    let padding = int(&torch, "mha.key_padding_mask").to_dtype::<u8>();
+    let hide = int(&torch, "mha.attn_mask").to_dtype::<u8>();
+    let (out, weights) = mha.forward(&q, &k, &v, Some(&padding), AttentionMask::Hide(&hide), true);
+    assert_close("output", &out, &t("out"), 5e-6);
+    assert_close("weights", &weights.unwrap(), &t("weights"), 5e-6);
+    let grads = (&out * &t("g")).sum().backward();
+    for (name, x) in [("grad_q", &q), ("grad_k", &k), ("grad_v", &v), ("grad_in_proj_weight", &mha.in_proj_weight)] {
+        assert_close(name, grads.get(x).unwrap(), &t(name), 5e-6);
+    }
+    assert_close("grad_out_proj_weight", grads.get(&mha.out_proj.weight).unwrap(), &t("grad_out_proj_weight"), 5e-6);
+}
+
+/// `F.scaled_dot_product_attention` with `is_causal=True` and with a
+/// boolean mask, values wider than queries and keys.
+fn scaled_dot_product_attention_matches_pytorch<D: Device>() {
+    let torch = fixture::<D>("attention.safetensors");
+    for case in ["sdpa_causal", "sdpa_keep"] {
+        let t = |name: &str| float(&torch, &format!("{case}.{name}"));
+        let (q, k, v) = (t("q").requires_grad(), t("k").requires_grad(), t("v").requires_grad());
+        let keep = (case == "sdpa_keep").then(|| int(&torch, "sdpa_keep.mask").to_dtype::<u8>());
+        let mask = keep.as_ref().map_or(AttentionMask::Causal, AttentionMask::Keep);
+        let out = q.scaled_dot_product_attention(&k, &v, mask, None);
+        assert_close(case, &out, &t("out"), 5e-6);
+        let grads = (&out * &t("g")).sum().backward();
+        for (name, x) in [("grad_q", &q), ("grad_k", &k), ("grad_v", &v)] {
+            assert_close(&format!("{case} {name}"), grads.get(x).unwrap(), &t(name), 5e-6);
+        }
+    }
+}
+
+device_tests! {
+    gpt_trains_as_pytorch => gpt_trains_as_pytorch,
+    multihead_attention_matches_pytorch => multihead_attention_matches_pytorch,
+    scaled_dot_product_attention_matches_pytorch => scaled_dot_product_attention_matches_pytorch,
+}
