@@ -3,7 +3,8 @@
 # toolchain: runs what scripts/gpu-bundle.sh built into .gpu/bin, namely
 # the device-generic suites against the system's driver (Cuda<1> is skipped
 # on a one-GPU machine), the examples, the CUDA criterion benches and the
-# PyTorch peers (benches/peers/torch_cuda.py). Logs go to $OUT (default
+# PyTorch peers (benches/peers/torch_cuda.py) and PyTorch's side of
+# examples/train_gpt.rs (scripts/train_gpt_torch.py). Logs go to $OUT (default
 # .gpu/out). TESTS, EXAMPLES and BENCH_FILTER narrow the run; NO_BENCH=1 and
 # NO_TORCH=1 skip parts.
 cd "$(dirname "$0")/.."
@@ -43,7 +44,7 @@ for t in ${TESTS:-ops training}; do
         grep -E -A15 '^---- |panicked' "$OUT/$t.log" | head -60
     fi
 done
-for ex in ${EXAMPLES:-quickstart prefetch train_cnn static_cnn data_parallel}; do
+for ex in ${EXAMPLES:-quickstart prefetch train_cnn static_cnn data_parallel train_gpt}; do
     [ -x ".gpu/bin/$ex" ] || continue
     echo "== example $ex"
     timeout 200 ".gpu/bin/$ex" 2>&1 | tee "$OUT/example-$ex.log" | tail -8
@@ -57,5 +58,7 @@ fi
 if [ -z "${NO_TORCH:-}" ]; then
     echo "== PyTorch on the same operations (benches/peers/torch_cuda.py)"
     timeout 200 python3 benches/peers/torch_cuda.py 2>&1 | tee "$OUT/torch.log" | tail -40
+    echo "== PyTorch's GPT on the example's batches (scripts/train_gpt_torch.py --device cuda)"
+    timeout 200 python3 scripts/train_gpt_torch.py --device cuda 2>&1 | tee "$OUT/torch-gpt.log" | tail -12
 fi
 exit $status

@@ -5,7 +5,7 @@ text and the same batches (SplitMix64 positions), so that the two runs'
 losses compare step for step. Only the initial weights differ (each
 library draws its own from the same distributions).
 
-    python3 scripts/train_gpt_torch.py [--steps N] [--threads T]
+    python3 scripts/train_gpt_torch.py [--steps N] [--threads T] [--device cuda]
 
 Run it with the Python that `benches/peers/torch-env.sh` prints (it
 installs PyTorch's wheel once). `tests/fixtures/pytorch/make_fixtures.py`
@@ -87,12 +87,15 @@ class Gpt(nn.Module):
             else:
                 nn.init.normal_(p, 0.0, residual_std if name.endswith("c_proj.weight") else 0.02)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets=None):
+        """The mean cross-entropy against `targets`, or without them the logits."""
         t = idx.shape[1]
-        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(t))
+        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(t, device=idx.device))
         for block in self.transformer.h:
             x = block(x)
         logits = self.lm_head(self.transformer.ln_f(x))
+        if targets is None:
+            return logits
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
     def optimizer(self, lr, weight_decay, betas):
@@ -134,6 +137,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1337)
@@ -141,12 +145,12 @@ def main():
         text = f.read()
     vocab = sorted(set(text))
     index = {c: i for i, c in enumerate(vocab)}
-    tokens = torch.tensor([index[c] for c in text], dtype=torch.long)
+    tokens = torch.tensor([index[c] for c in text], dtype=torch.long, device=args.device)
     cut = len(tokens) * 9 // 10
     train, val = tokens[:cut], tokens[cut:]
-    model = Gpt(BLOCK, len(vocab), 4, 4, 128)
+    model = Gpt(BLOCK, len(vocab), 4, 4, 128).to(args.device)
     opt = model.optimizer(1e-3, 0.1, (0.9, 0.99))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+    print(f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, "
           f"{sum(p.numel() for p in model.parameters())} parameters", flush=True)
 
     def loss_of(split, stream, first):

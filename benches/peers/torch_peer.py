@@ -20,6 +20,7 @@ Any failure answers `{"error": text}`. Not a test: `cargo test` never runs it.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -277,10 +278,51 @@ def inference(t, args):
     return run, run()
 
 
+def gpt_model(t, args):
+    """`examples/gpt/model.rs`'s GPT, PyTorch's side (`scripts/train_gpt_torch.py`),
+    with the bench's weights; `lm_head.weight` is tied to `transformer.wte.weight`."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+    from train_gpt_torch import Gpt
+    model = Gpt(**args["config"])
+    state = {k[len("p:"):]: v for k, v in t.items() if k.startswith("p:")}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise ValueError(f"gpt: parameters differ: missing {missing}, unexpected {unexpected}")
+    return model
+
+
+def gpt_train_step(t, args):
+    """One nanoGPT step: loss, backward, clip at 1.0, AdamW with a no-decay group."""
+    model = gpt_model(t, args)
+    idx, y = t["idx"], t["y"]
+    opt = model.optimizer(1e-3, 0.1, (0.9, 0.99))
+    logits = model(idx)
+
+    def step():
+        loss = model(idx, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return step, logits
+
+
+def gpt_inference(t, args):
+    model = gpt_model(t, args)
+    idx = t["idx"]
+
+    def run():
+        with torch.no_grad():
+            return model(idx)
+
+    return run, run()
+
+
 KINDS = {f.__name__: f for f in [
     matmul, add, mul_scalar, sum_all, softmax, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
     layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, sdpa_fwd, sdpa_fwd_bwd, max_pool_fwd_bwd,
-    train_step, inference,
+    train_step, inference, gpt_train_step, gpt_inference,
 ]}
 
 DTYPES = {"f32": torch.float32, "i64": torch.int64}

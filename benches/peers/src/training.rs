@@ -11,7 +11,11 @@ use devtensor::nn::{
 };
 use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
-use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig, clip_grad_norm};
+#[allow(dead_code)] // what only the example uses
+#[path = "../../../examples/gpt/model.rs"]
+mod gpt;
+use gpt::{Gpt, GptConfig};
 use devtensor::shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Device, Tensor, no_grad};
 use serde_json::json;
@@ -443,7 +447,59 @@ pub fn rows(
         );
     }
     model_rows(contest, &wanted, peak);
+    gpt_rows(contest, &wanted, peak);
     Ok(())
+}
+
+/// The GPT of `examples/train_gpt.rs` (4 layers, 4 heads, width 128,
+/// context 64, 76 tokens) on a batch of 16: inference, and one training
+/// step as the example takes it (loss, backward, gradient clipping, AdamW
+/// with a no-decay group), against PyTorch's same model
+/// (`scripts/train_gpt_torch.py`) with the same weights. candle has no GPT
+/// of its own to compare.
+fn gpt_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) {
+    let (batch, config) = (16, GptConfig { block_size: 64, vocab_size: 76, n_layer: 4, n_head: 4, n_embd: 128 });
+    let (t, c) = (config.block_size, config.n_embd);
+    devtensor::manual_seed(7);
+    let mut model = Gpt::<Cpu>::new(config).expect("the model");
+    let tokens = |seed| {
+        let ids = data(batch * t, seed).iter().map(|v| ((v + 1.0) * 38.0) as i64 % 76).collect();
+        Tensor::<Cpu, i64>::from_vec(ids, [batch, t])
+    };
+    let (idx, y) = (tokens(61), tokens(62));
+    let logits = no_grad(|| model.logits(&idx).expect("the model runs"));
+    // Multiply-adds of the forward: the blocks' matrices (12 c² per token
+    // and layer), the output layer, and causal attention's two products.
+    let tokens_in = (batch * t) as f64;
+    let matrices = tokens_in * (config.n_layer as f64 * 12.0 * (c * c) as f64 + (c * config.vocab_size) as f64);
+    let attention = config.n_layer as f64 * 2.0 * (batch * t * t * c) as f64 / 2.0;
+    let forward = 2.0 * (matrices + attention);
+    let args = json!({"config": {"block_size": t, "vocab_size": config.vocab_size, "n_layer": config.n_layer,
+                                 "n_head": config.n_head, "n_embd": c}});
+    for training in [false, true] {
+        let op = if training { "train step GPT 4x4x128 (16x64)" } else { "infer GPT 4x4x128 (16x64)" };
+        if !wanted(op) {
+            continue;
+        }
+        contest.torch.model(&model);
+        contest.torch.labels("idx", &idx);
+        contest.torch.labels("y", &y);
+        let kind = if training { "gpt_train_step" } else { "gpt_inference" };
+        let torch = contest.torch.setup(op, kind, args.clone(), &logits.to_vec(), 1e-4);
+        if training {
+            let mut opt = model.optimizer(1e-3, 0.1, (0.9, 0.99));
+            let model = &mut model;
+            let step = &mut || {
+                let mut grads = model.loss(&idx, &y).expect("the model runs").backward();
+                clip_grad_norm(&*model, &mut grads, 1.0, 2.0);
+                opt.step(model, &grads);
+            };
+            contest.row(op, 3.0 * forward, Some(peak), "GFLOP/s", torch, step, None);
+        } else {
+            let run = &mut || drop(black_box(no_grad(|| model.logits(&idx).expect("the model runs"))));
+            contest.row(op, forward, Some(peak), "GFLOP/s", torch, run, None);
+        }
+    }
 }
 
 /// LeNet's and the ResNet's training steps (SGD with momentum, as in
@@ -600,8 +656,8 @@ fn attention_rows(
         contest.row(op, bytes, Some(bandwidth), "GB/s", torch, ours, None);
     }
     // Causal attention in one call, against F.scaled_dot_product_attention
-    // (is_causal=True): the small GPT's sizes, and a longer context.
-    for (batch, heads, t, d) in [(16, 4, 64, 32), (4, 4, 256, 32)] {
+    // (is_causal=True): the small GPT's sizes, and longer contexts.
+    for (batch, heads, t, d) in [(16, 4, 64, 32), (4, 4, 256, 32), (1, 4, 1024, 32)] {
         let shape = [batch, heads, t, d];
         let len = batch * heads * t * d;
         let q = Tensor::<Cpu>::from_slice(&data(len, 44), shape).requires_grad();

@@ -103,6 +103,19 @@ pub(crate) fn output_buffer<E: Element>(op: &'static str, len: usize) -> Result<
     zeroed_vec(op, len)
 }
 
+/// `len` zeros of `E` in a recycled buffer where the pool has one (see
+/// [`output_buffer`]): for outputs that are sums and for scratch space,
+/// reused on every call, where clearing memory the process already holds
+/// costs far less than faulting in fresh pages one by one (each fault a
+/// trip through the kernel, which on a busy virtual machine takes
+/// microseconds). Wrap scratch in a [`CpuStorage`](super::CpuStorage) to
+/// give it back to the pool when dropped.
+pub(crate) fn zeroed_buffer<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
+    let mut buf = output_buffer(op, len)?;
+    buf.fill(E::ZERO);
+    Ok(buf)
+}
+
 /// `len` zeros of `E`, allocated fallibly (see [`output_buffer`]).
 ///
 /// Zeroed memory from the allocator (calloc) rather than a zero fill: large

@@ -11,7 +11,7 @@ use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
     CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, output_buffer, split_across_threads, vectorized,
-    zeroed_vec,
+    zeroed_buffer,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
@@ -287,12 +287,12 @@ impl AttentionKernel for Cpu {
             lses.extend(l.chunks_mut(BLOCK_ROWS));
         }
         let run = |((b, rows), (out, lse)): ((usize, std::ops::Range<usize>), (&mut [E], &mut [E]))| -> Result<()> {
-            let mut scores = zeroed_vec::<E>(OP, rows.len() * keys)?;
+            let mut scores = CpuStorage::from_vec(zeroed_buffer::<E>(OP, rows.len() * keys)?);
             vectorized(Forward {
                 q: &q[b * queries * width..(b + 1) * queries * width],
                 k: &k[b * keys * width..(b + 1) * keys * width],
                 v: &v[b * keys * value_width..(b + 1) * keys * value_width],
-                scores: &mut scores,
+                scores: scores.as_mut_slice(),
                 out,
                 lse,
                 rows,
@@ -328,11 +328,11 @@ impl AttentionKernel for Cpu {
         let (out, g, lse) = (dense(out.0, out.1), dense(g.0, g.1), lse.as_slice());
         // dq is written in full; dk and dv are sums, so they start at 0.
         let mut dq = output_buffer::<E>(OP, count_of(&[batch, queries, width]))?;
-        let mut dk = zeroed_vec::<E>(OP, count_of(&[batch, keys, width]))?;
-        let mut dv = zeroed_vec::<E>(OP, count_of(&[batch, keys, value_width]))?;
+        let mut dk = zeroed_buffer::<E>(OP, count_of(&[batch, keys, width]))?;
+        let mut dv = zeroed_buffer::<E>(OP, count_of(&[batch, keys, value_width]))?;
         let scale = E::from_f64(scale);
         let run = |(b, ((dq, dk), dv)): (usize, ((&mut [E], &mut [E]), &mut [E]))| -> Result<()> {
-            let mut scratch = zeroed_vec::<E>(OP, 2 * BLOCK_ROWS.min(queries) * keys)?;
+            let mut scratch = CpuStorage::from_vec(zeroed_buffer::<E>(OP, 2 * BLOCK_ROWS.min(queries) * keys)?);
             vectorized(Backward {
                 q: &q[b * queries * width..(b + 1) * queries * width],
                 k: &k[b * keys * width..(b + 1) * keys * width],
@@ -343,7 +343,7 @@ impl AttentionKernel for Cpu {
                 dq,
                 dk,
                 dv,
-                scratch: &mut scratch,
+                scratch: scratch.as_mut_slice(),
                 dims,
                 mask: RowMask::of(&mask, b),
                 scale,
