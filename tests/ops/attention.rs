@@ -285,7 +285,24 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
             ones: vec![false, true],
             drop: 0,
         },
+        // Heads wider than the GPU's tiles (64): its row kernels, over
+        // more keys than a block's 256 threads.
+        Case {
+            batch: vec![2],
+            l: sized(40, 9),
+            s: sized(300, 11),
+            e: 80,
+            ev: 66,
+            mask: MaskKind::Keep,
+            ones: vec![true, false, false],
+            drop: 0,
+        },
     ];
+    // f32, the GPU's 32-row tiles, against the loop.
+    let o = operands::<D, f32>(&cases[0], 12, Variant::Contiguous);
+    let out = o.q.scaled_dot_product_attention(&o.k, &o.v, mask_of(&cases[0], &o), None);
+    let expected = reference(&cases[0], &o.data[0], &o.data[1], &o.data[2], &o.keep_data, &o.add_data, 0.25);
+    assert_close(&as_f64(&out.to_vec()), &expected, 2e-6, 2e-5);
     for c in &cases {
         let o = operands::<D, f64>(c, 11, Variant::Contiguous);
         let (q, k, v) = (o.q.clone().requires_grad(), o.k.clone().requires_grad(), o.v.clone().requires_grad());

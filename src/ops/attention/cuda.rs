@@ -1,17 +1,20 @@
-//! Fused attention on CUDA (`kernels/attention.cu`): one block per query
-//! row, keys taken a block's width at a time with an online softmax; the
-//! backward runs one kernel over query rows (their gradients and each
-//! row's softmax offset) and one over key rows (the keys' and values'
-//! gradients, summed over the queries without atomics).
+//! Fused attention on CUDA (`kernels/attention.cu`): tiles of 32 query
+//! rows (16 for `f64`) walking the keys and values a tile at a time
+//! through shared memory with an online softmax, for heads up to 64 wide;
+//! one block per query row for wider ones. The backward runs one kernel
+//! over query rows (their gradients and each row's softmax offset) and one
+//! over key rows (the keys' and values' gradients, summed over the queries
+//! without atomics).
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cuda;
 use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, launch_kernel, per_row};
-use crate::element::FloatElement;
+use crate::element::{DType, FloatElement};
 use crate::error::Result;
 use crate::layout::{Layout, count_of};
+use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 
 /// Output columns each thread keeps in registers (`DT_ATTENTION_COLUMNS`).
@@ -66,6 +69,27 @@ fn fits(dims: &AttentionDims) -> bool {
     dims.width.max(dims.value_width) <= COLUMNS_PER_THREAD * per_row(1).block_dim.0 as usize
 }
 
+/// Widest rows the tiled kernels take (`DT_TILE_WIDTH`).
+const TILE_WIDTH: usize = 64;
+
+/// The kernel of `pass` for `dims` and `E`, and its launch over `rows`
+/// rows of each of `dims.batch` problems: the tiled kernels
+/// (`attention_tiled_*`) for rows up to [`TILE_WIDTH`] wide, one block of
+/// four threads per row of a tile (32 rows a tile for `f32`, 16 for
+/// `f64`, as `ATTENTION_TILED_KERNELS` declares them); else the row
+/// kernels, a block per row.
+fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) -> (String, LaunchConfig) {
+    let dtype = E::DTYPE.name();
+    if dims.width.max(dims.value_width) > TILE_WIDTH {
+        return (format!("attention_{pass}_{dtype}"), per_row(dims.batch * rows));
+    }
+    let tile = if E::DTYPE == DType::F64 { 16 } else { 32 };
+    // The kernels loop over tiles, so the grid only sets how many run at once.
+    let blocks = (dims.batch * rows.div_ceil(tile)).clamp(1, 1 << 16) as u32;
+    let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (4 * tile as u32, 1, 1), shared_mem_bytes: 0 };
+    (format!("attention_tiled_{pass}_{dtype}"), launch)
+}
+
 /// The dense start of a contiguous tensor.
 fn start<E: FloatElement>((storage, layout): (&CudaStorage<E>, &Layout)) -> u64 {
     let range = layout.contiguous_range().expect("the attention kernels are given contiguous tensors");
@@ -90,8 +114,8 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         let out = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, value_width]))?;
         let lse = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
         let m = MaskArgs::new(&device, OP, &mask)?;
-        let kernel = format!("attention_forward_{}", E::DTYPE.name());
-        launch_kernel!(device, OP, "attention", kernel, per_row(batch * queries);
+        let (kernel, launch) = kernel_for::<E>("forward", &dims, queries);
+        launch_kernel!(device, OP, "attention", kernel, launch;
             batch, queries, keys, width, value_width, E::from_f64(scale), start(q), start(k), start(v),
             m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
             m.batch_axes.offsets[0], m.row, m.col, out.ptr(), lse.ptr())?;
@@ -121,13 +145,13 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         let offsets = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
         let m = MaskArgs::new(&device, OP, &mask)?;
         let scale = E::from_f64(scale);
-        let kernel = format!("attention_backward_queries_{}", E::DTYPE.name());
-        launch_kernel!(device, OP, "attention", kernel, per_row(batch * queries);
+        let (kernel, launch) = kernel_for::<E>("backward_queries", &dims, queries);
+        launch_kernel!(device, OP, "attention", kernel, launch;
             batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
             m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
             m.batch_axes.offsets[0], m.row, m.col, start(out), lse.ptr(), start(g), dq.ptr(), offsets.ptr())?;
-        let kernel = format!("attention_backward_keys_{}", E::DTYPE.name());
-        launch_kernel!(device, OP, "attention", kernel, per_row(batch * keys);
+        let (kernel, launch) = kernel_for::<E>("backward_keys", &dims, keys);
+        launch_kernel!(device, OP, "attention", kernel, launch;
             batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
             m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
             m.batch_axes.offsets[0], m.row, m.col, lse.ptr(), start(g), offsets.ptr(), dk.ptr(), dv.ptr())?;
