@@ -5,7 +5,7 @@
 # on a one-GPU machine), the examples, the CUDA criterion benches and the
 # PyTorch peers (benches/peers/torch_cuda.py) and PyTorch's side of
 # examples/train_gpt.rs (scripts/train_gpt_torch.py). Logs go to $OUT (default
-# .gpu/out). TESTS, EXAMPLES and BENCH_FILTER narrow the run; NO_BENCH=1 and
+# .gpu/out). TESTS, EXAMPLES, BENCH_FILTER and TORCH_FILTER narrow the run; NO_BENCH=1 and
 # NO_TORCH=1 skip parts.
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/.gpu/out}"
@@ -57,7 +57,7 @@ if [ -x .gpu/bin/cuda ] && [ -z "${NO_BENCH:-}" ]; then
 fi
 if [ -z "${NO_TORCH:-}" ]; then
     echo "== PyTorch on the same operations (benches/peers/torch_cuda.py)"
-    timeout 200 python3 benches/peers/torch_cuda.py 2>&1 | tee "$OUT/torch.log" | tail -40
+    timeout 200 python3 benches/peers/torch_cuda.py ${TORCH_FILTER:-} 2>&1 | tee "$OUT/torch.log" | tail -40
     echo "== PyTorch's GPT on the example's batches (scripts/train_gpt_torch.py --device cuda)"
     timeout 200 python3 scripts/train_gpt_torch.py --device cuda 2>&1 | tee "$OUT/torch-gpt.log" | tail -12
 fi

@@ -62,10 +62,30 @@ def randn(*shape, dtype=torch.float32):
 
 
 def main():
+    # `python3 benches/peers/torch_cuda.py attention` runs only the groups
+    # whose name holds the word.
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    want = lambda group: only in group
     props = torch.cuda.get_device_properties(0)
     print(f"# {props.name}, {props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB, "
           f"torch {torch.__version__}, CUDA {torch.version.cuda}, python {sys.version.split()[0]}")
 
+    if want("cuda_matmul"):
+        matmul_rows()
+    if want("cuda_elementwise") or want("cuda_reduce"):
+        elementwise_and_reduce_rows()
+    if want("cuda_transfer"):
+        transfer_rows()
+    if want("cuda_attention"):
+        attention_rows()
+    if want("reference"):
+        # The best this GPU does through PyTorch.
+        big = torch.empty(1 << 28, device=DEV)  # 1 GiB
+        dst = torch.empty_like(big)
+        row("reference", "d2d_copy/1GiB (copy_)", timed(lambda: dst.copy_(big)), 2 * 4 * (1 << 28), "B")
+
+
+def matmul_rows():
     for n in (1024, 4096, 8192):
         a, b = randn(n, n), randn(n, n)
         row("cuda_matmul", f"f32/{n}", timed(lambda: a @ b), 2 * n**3, "FLOP")
@@ -74,6 +94,8 @@ def main():
     a, b = randn(64, 512, 512), randn(64, 512, 512)
     row("cuda_matmul", "f32_batched_64/512", timed(lambda: a @ b), 2 * 64 * 512**3, "FLOP")
 
+
+def elementwise_and_reduce_rows():
     a, b = randn(4096), randn(4096)
     row("cuda_elementwise", "add/4096", timed(lambda: a + b), 3 * 4 * 4096, "B")
     n = 1 << 26
@@ -95,6 +117,9 @@ def main():
     wide = randn(65536, 1024)
     row("cuda_reduce", "softmax_last/65536x1024", timed(lambda: wide.softmax(-1)), 2 * 4 * 65536 * 1024, "B")
 
+
+def transfer_rows():
+    n = 1 << 26
     bytes_ = 4 * n
     host = torch.randn(n)
     pinned = host.pin_memory()
@@ -106,6 +131,8 @@ def main():
     row("cuda_transfer", "d2h_pinned/256MiB", timed(lambda: out.copy_(dev, non_blocking=True)), bytes_, "B")
     row("cuda_transfer", "d2d_copy/256MiB", timed(lambda: dev.clone()), 2 * bytes_, "B")
 
+
+def attention_rows():
     # Causal attention, as benches/cuda.rs's cuda_attention group: batch 16,
     # 4 heads, head width 32; FLOP of the two products over the causal half.
     for t in (64, 256, 1024):
@@ -117,11 +144,6 @@ def main():
         row("cuda_attention", f"causal_fwd_bwd_16x4xTx32/{t}",
             timed(lambda: (F.scaled_dot_product_attention(q, k, v, is_causal=True) * g).sum().backward()),
             3 * flops, "FLOP")
-
-    # References: the best this GPU does through PyTorch.
-    big = torch.empty(1 << 28, device=DEV)  # 1 GiB
-    dst = torch.empty_like(big)
-    row("reference", "d2d_copy/1GiB (copy_)", timed(lambda: dst.copy_(big)), 2 * 4 * (1 << 28), "B")
 
 
 if __name__ == "__main__":
