@@ -31,7 +31,7 @@ mod sequential;
 pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
 pub use attention::MultiheadAttention;
 pub use batch_norm::BatchNorm2d;
-pub use conv::Conv2d;
+pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;

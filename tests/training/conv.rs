@@ -86,6 +86,136 @@ fn geometry() -> impl Strategy<Value = Geometry> {
         })
 }
 
+/// PyTorch's transposed convolution in its scatter form: each input pixel
+/// `x[b][c][i][j]` adds `x · w[c][o - group start][ki][kj]` to output
+/// position `(i s - p + ki d, j s - p + kj d)` where that lies inside the
+/// output, for the output channels of `c`'s group; then the bias.
+#[allow(clippy::too_many_arguments)]
+fn transposed_reference(
+    x: &[f64],
+    dims: [usize; 4],
+    w: &[f64],
+    wdims: [usize; 4],
+    bias: &[f64],
+    g: &Geometry,
+    output_padding: usize,
+) -> (Vec<f64>, [usize; 2]) {
+    let [n, c, h, wd] = dims;
+    let [_, out_per_group, kh, kw] = wdims;
+    let o = out_per_group * g.groups;
+    let size = |len: usize, k: usize| {
+        ((len - 1) * g.stride + g.dilation * (k - 1) + output_padding + 1) as isize - 2 * g.padding as isize
+    };
+    let (oh, ow) = (size(h, kh), size(wd, kw));
+    let (oh, ow) = (oh as usize, ow as usize);
+    let mut out = vec![0.0; n * o * oh * ow];
+    for b in 0..n {
+        for ch in 0..c {
+            let group = ch / (c / g.groups);
+            for i in 0..h {
+                for j in 0..wd {
+                    let v = x[((b * c + ch) * h + i) * wd + j];
+                    for oc in 0..out_per_group {
+                        for ki in 0..kh {
+                            for kj in 0..kw {
+                                let row = (i * g.stride + ki * g.dilation) as isize - g.padding as isize;
+                                let col = (j * g.stride + kj * g.dilation) as isize - g.padding as isize;
+                                if row < 0 || col < 0 || row as usize >= oh || col as usize >= ow {
+                                    continue;
+                                }
+                                let weight = w[((ch * out_per_group + oc) * kh + ki) * kw + kj];
+                                let at = ((b * o + group * out_per_group + oc) * oh + row as usize) * ow + col as usize;
+                                out[at] += v * weight;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (at, y) in out.iter_mut().enumerate() {
+        *y += bias[at / (oh * ow) % o];
+    }
+    (out, [oh, ow])
+}
+
+device_proptests! {
+    cases = 32;
+
+    /// conv1d is conv2d over a height of 1: against conv2d on the same
+    /// sequences as 1-pixel-high images, and by finite differences.
+    fn conv1d_matches_conv2d_over_a_height_of_one<D>(g in geometry(), seed in any::<u64>(), v in variant()) {
+        let (c, o, len, k) = (g.groups * g.in_per_group, g.groups * g.out_per_group, g.hw[1], g.kernel[1]);
+        let dims = [g.n, c, len];
+        let x = tensor_with::<D, f64>(&data(dims.iter().product(), seed), &dims, v);
+        let wt = T::<D>::from_vec(data(o * g.in_per_group * k, !seed), [o, g.in_per_group, k]);
+        let bias = T::<D>::from_vec(data(o, seed ^ 9), [o]);
+        let win = devtensor::ops::conv::Window1d { stride: g.stride, padding: g.padding, dilation: g.dilation };
+        let Some(_) = window([1, k], g.stride, 0, g.dilation).output_size([1, len + 2 * g.padding]) else {
+            return Ok(());
+        };
+        let y = x.conv1d(&wt, Some(&bias), win, g.groups);
+        // The reference: the image of height 1 under the same window across.
+        let win2 = Window2d { kernel: [1, k], stride: [1, g.stride], padding: [0, g.padding], dilation: [1, g.dilation] };
+        let image = T::<D>::from_vec(x.to_vec(), [g.n, c, 1, len]);
+        let expected = image.conv2d(&T::<D>::from_vec(wt.to_vec(), [o, g.in_per_group, 1, k]), Some(&bias), win2, g.groups);
+        prop_assert_eq!(y.dims(), &[g.n, o, expected.dims()[3]]);
+        assert_close(&y.to_vec(), &expected.to_vec(), 1e-12, 1e-12);
+        gradcheck("conv1d", &[x, wt, bias], |t| t[0].conv1d(&t[1], Some(&t[2]), win, g.groups));
+    }
+
+    fn conv_transpose2d_matches_a_scatter_loop_and_finite_differences<D>(
+        g in geometry(), output_padding in 0..2usize, seed in any::<u64>(), v in variant(),
+    ) {
+        let output_padding = output_padding.min(g.stride.max(g.dilation) - 1);
+        let (c, o) = (g.groups * g.in_per_group, g.groups * g.out_per_group);
+        let dims = [g.n, c, g.hw[0], g.hw[1]];
+        let wdims = [c, g.out_per_group, g.kernel[0], g.kernel[1]];
+        let x = tensor_with::<D, f64>(&data(dims.iter().product(), seed), &dims, v);
+        let wt = T::<D>::from_vec(data(wdims.iter().product(), !seed), wdims);
+        let bias = T::<D>::from_vec(data(o, seed ^ 9), [o]);
+        let win = window(g.kernel, g.stride, g.padding, g.dilation);
+        let fits = |len: usize, k: usize| (len - 1) * g.stride + g.dilation * (k - 1) + output_padding + 1 > 2 * g.padding;
+        if !fits(g.hw[0], g.kernel[0]) || !fits(g.hw[1], g.kernel[1]) {
+            let err = x.try_conv_transpose2d(&wt, Some(&bias), win, [output_padding; 2], g.groups).unwrap_err();
+            prop_assert!(err.to_string().contains("leaves no output"), "{}", err);
+            return Ok(());
+        }
+        let y = x.conv_transpose2d(&wt, Some(&bias), win, [output_padding; 2], g.groups);
+        let (expected, [oh, ow]) =
+            transposed_reference(&x.to_vec(), dims, &wt.to_vec(), wdims, &bias.to_vec(), &g, output_padding);
+        prop_assert_eq!(y.dims(), &[g.n, o, oh, ow]);
+        assert_close(&y.to_vec(), &expected, 1e-12, 1e-12);
+        gradcheck("conv_transpose2d", &[x, wt, bias], |t| {
+            t[0].conv_transpose2d(&t[1], Some(&t[2]), win, [output_padding; 2], g.groups)
+        });
+    }
+}
+
+/// The layers: shapes as PyTorch gives them, and their errors.
+fn conv1d_and_conv_transpose2d_layers<D: Device>() {
+    use devtensor::nn::{Conv1d, ConvTranspose2d};
+    let conv = Conv1d::<D>::new(4, 6, 3).stride(2).padding(1);
+    assert_eq!(conv.forward(&Tensor::<D>::zeros([2, 4, 9])).dims(), &[2, 6, 5]);
+    assert_eq!(conv.parameters().len(), 2);
+    let grouped = Conv1d::<D>::try_with_groups(4, 6, 3, 2).unwrap();
+    assert_eq!(grouped.weight.dims(), &[6, 2, 3]);
+    let err = Conv1d::<D>::try_with_groups(4, 6, 3, 4).unwrap_err().to_string();
+    assert_eq!(err, format!("Conv1d on {}: groups = 4 must divide in_channels = 4 and out_channels = 6", D::name()));
+    // PyTorch: ConvTranspose2d(8, 3, 3, stride=2, padding=1, output_padding=1) maps 7x7 to 14x14.
+    let up = ConvTranspose2d::<D>::new(8, 3, 3).stride(2).padding(1).output_padding(1);
+    assert_eq!(up.weight.dims(), &[8, 3, 3, 3]);
+    assert_eq!(up.forward(&Tensor::<D>::zeros([1, 8, 7, 7])).dims(), &[1, 3, 14, 14]);
+    let err = up.try_forward(&Tensor::<D>::zeros([1, 5, 7, 7])).unwrap_err().to_string();
+    assert!(err.contains("the weight needs the input's 5 channels first"), "{err}");
+    let bad = ConvTranspose2d::<D>::new(8, 3, 3).output_padding(1);
+    let err = bad.try_forward(&Tensor::<D>::zeros([1, 8, 7, 7])).unwrap_err().to_string();
+    assert!(
+        err.contains("output_padding [1, 1] must be smaller than the stride [1, 1] or the dilation [1, 1]"),
+        "{err}"
+    );
+}
+
 device_proptests! {
     cases = 32;
 
@@ -399,4 +529,5 @@ device_tests! {
     adaptive_pooling_uses_pytorch_windows => adaptive_pooling_uses_pytorch_windows,
     layers_check_their_inputs => layers_check_their_inputs,
     batch_norm_trains_and_evaluates => batch_norm_trains_and_evaluates,
+    conv1d_and_conv_transpose2d_layers => conv1d_and_conv_transpose2d_layers,
 }

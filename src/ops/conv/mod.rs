@@ -1,5 +1,7 @@
 //! Convolution and pooling over images `[N, C, H, W]`: `conv2d`,
-//! `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d`.
+//! `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d`; and, composed from
+//! `conv2d` (see `composed`), `conv1d` over sequences and
+//! `conv_transpose2d`.
 //!
 //! Each is built on one device kernel pair: `unfold` (im2col) lays the
 //! patches an output position reads out as columns, and `fold` is its
@@ -10,6 +12,7 @@
 //! recorded as one operation whose three products each take the device's
 //! direct kernel where it has one (see `direct`), else unfold + `matmul`.
 
+mod composed;
 mod cpu;
 mod cuda;
 mod direct;
@@ -23,6 +26,8 @@ use crate::layout::{Layout, Shape};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
+
+pub use composed::Window1d;
 
 /// The sizes of a 2-D window sliding over an image, as `(height, width)`
 /// pairs: kernel, stride, padding (zeros for convolution and average
