@@ -7,7 +7,9 @@ use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
 /// PyTorch's `nn.Embedding`: row `i` of `weight` (`[num_embeddings,
-/// embedding_dim]`, initialised from `N(0, 1)`) for each index `i`.
+/// embedding_dim]`, initialised from `N(0, 1)`) for each index `i`. With a
+/// [`padding_idx`](Self::padding_idx), that row starts at zeros and gets
+/// no gradient, as PyTorch's `padding_idx` gives.
 ///
 /// ```
 /// use devtensor::nn::Embedding;
@@ -22,13 +24,46 @@ use devtensor_macros::fallible;
 pub struct Embedding<D: Device, E: FloatElement = f32> {
     /// `[num_embeddings, embedding_dim]`.
     pub weight: Tensor<D, E>,
+    /// The row that padding positions index: its output is the row as it
+    /// is, but no gradient reaches it.
+    pub padding_idx: Option<usize>,
 }
 
 impl<D: Device, E: FloatElement> Embedding<D, E> {
     /// A table of `num_embeddings` vectors of `embedding_dim` elements.
     #[fallible]
     pub fn new(num_embeddings: usize, embedding_dim: usize) -> Self {
-        Ok(Embedding { weight: Tensor::try_randn([num_embeddings, embedding_dim])?.requires_grad() })
+        Ok(Embedding { weight: Tensor::try_randn([num_embeddings, embedding_dim])?.requires_grad(), padding_idx: None })
+    }
+
+    /// The layer with row `index` for padding (PyTorch's `padding_idx`):
+    /// the row is set to zeros, and no gradient reaches it through
+    /// [`forward`](Self::forward). Fails when `index` is not a row.
+    ///
+    /// ```
+    /// use devtensor::nn::Embedding;
+    /// use devtensor::{Cpu, Tensor};
+    /// let table = Embedding::<Cpu>::new(5, 3).padding_idx(0);
+    /// let tokens = Tensor::<Cpu, i64>::from_vec(vec![2, 0, 0], [3]);
+    /// let out = table.forward(&tokens);
+    /// assert_eq!(out.select(0, 1).to_vec(), vec![0.0; 3]);
+    /// let grads = out.sum().backward();
+    /// assert_eq!(grads.get(&table.weight).unwrap().to_vec2()[0], vec![0.0; 3]); // the padding row
+    /// assert_eq!(grads.get(&table.weight).unwrap().to_vec2()[2], vec![1.0; 3]);
+    /// ```
+    #[fallible]
+    pub fn padding_idx(self, index: usize) -> Self {
+        let rows = self.weight.dims()[0];
+        if index >= rows {
+            return Err(Error::Argument {
+                op: "Embedding",
+                device: D::name(),
+                reason: format!("padding_idx {index} is out of range for Embedding({rows}, {})", self.weight.dims()[1]),
+            });
+        }
+        let is_padding = Tensor::<D, i64>::try_arange(0, rows as i64)?.try_eq_scalar(index as i64)?.try_unsqueeze(1)?;
+        let weight = self.weight.detach().try_masked_fill(&is_padding, E::ZERO)?.requires_grad();
+        Ok(Embedding { weight, padding_idx: Some(index) })
     }
 
     /// The vectors of `indices` (any shape), as `[indices.., embedding_dim]`.
@@ -54,10 +89,17 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
             }
             other => other,
         })?;
+        // Padding positions take their row as a constant: no gradient.
+        let rows = match self.padding_idx {
+            Some(index) => {
+                flat.try_eq_scalar(index as i64)?.try_unsqueeze(1)?.try_where_cond::<D, D, E>(&rows.detach(), &rows)?
+            }
+            None => rows,
+        };
         let mut dims = indices.dims().to_vec();
         dims.push(self.weight.dims()[1]);
         rows.try_reshape(dims)
     }
 }
 
-crate::module!(Embedding<E> { weight });
+crate::module!(Embedding<E> { weight; padding_idx });

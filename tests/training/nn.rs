@@ -199,6 +199,33 @@ fn embedding_rows_and_gradients<D: Device>() {
     }
 }
 
+/// `padding_idx`, as PyTorch: the row starts at zeros, a loaded row is
+/// returned as it is, and no gradient reaches it while the other rows get
+/// theirs (weighted sums against a loop).
+fn embedding_padding_rows_get_no_gradient<D: Device>() {
+    let table = Embedding::<D, f64>::new(4, 2).padding_idx(1);
+    assert_eq!(table.weight.to_vec2()[1], vec![0.0, 0.0]);
+    let loaded = Tensor::<D, f64>::from_vec((0..8).map(|v| v as f64).collect(), [4, 2]).requires_grad();
+    let table = Embedding { weight: loaded, padding_idx: Some(1) };
+    let ids = [1i64, 3, 1, 0, 2, 1];
+    let out = table.forward(&Tensor::<D, i64>::from_vec(ids.to_vec(), [2, 3]));
+    let w = table.weight.to_vec2();
+    let expected: Vec<f64> = ids.iter().flat_map(|&i| w[i as usize].clone()).collect();
+    assert_eq!(out.to_vec(), expected);
+    let weights: Vec<f64> = (0..12).map(|v| 1.0 + v as f64).collect();
+    let grads = (&out * &Tensor::<D, f64>::from_vec(weights.clone(), [2, 3, 2])).sum().backward();
+    let mut want = vec![vec![0.0; 2]; 4];
+    for (p, &i) in ids.iter().enumerate() {
+        if i != 1 {
+            want[i as usize][0] += weights[2 * p];
+            want[i as usize][1] += weights[2 * p + 1];
+        }
+    }
+    assert_eq!(grads.get(&table.weight).unwrap().to_vec2(), want);
+    let err = Embedding::<D, f64>::new(4, 2).try_padding_idx(4).unwrap_err().to_string();
+    assert_eq!(err, format!("Embedding on {}: padding_idx 4 is out of range for Embedding(4, 2)", D::name()));
+}
+
 fn dropout_keeps_the_expectation<D: Device>() {
     devtensor::manual_seed(7);
     let n = 20_000;
@@ -513,6 +540,7 @@ fn group_norm_and_rms_norm_match_loops<D: Device>() {
 }
 
 device_tests! {
+    embedding_padding_rows_get_no_gradient => embedding_padding_rows_get_no_gradient,
     group_norm_and_rms_norm_match_loops => group_norm_and_rms_norm_match_loops,
     init_functions_follow_pytorch => init_functions_follow_pytorch,
     multihead_attention_matches_a_loop => multihead_attention_matches_a_loop,

@@ -101,7 +101,7 @@ devtensor::module!(TiedLm { wte, lm_head });
 impl<D: Device> TiedLm<D> {
     /// nanoGPT's tying, `lm_head.weight = wte.weight`: one tensor, two names.
     fn tied(weight: Tensor<D>) -> Self {
-        let wte = Embedding { weight: weight.requires_grad() };
+        let wte = Embedding { weight: weight.requires_grad(), padding_idx: None };
         let lm_head = Linear { weight: wte.weight.clone(), bias: None };
         TiedLm { wte, lm_head }
     }
