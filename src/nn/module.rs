@@ -196,6 +196,77 @@ impl<D: Device, E: FloatElement> Module<D, E> for Tensor<D, E> {
     }
 }
 
+/// An integer buffer as a field of a model (a step counter, token ids, a
+/// lookup table of positions): moved with the model and saved in its
+/// checkpoints under the field's name, as PyTorch's `register_buffer` of an
+/// integer tensor; never trained.
+///
+/// ```
+/// use devtensor::io::Checkpoint;
+/// use devtensor::nn::{Linear, Module};
+/// use devtensor::{Cpu, Device, Tensor};
+/// struct Counted<D: Device> {
+///     fc: Linear<D>,
+///     seen: Tensor<D, i64>,
+/// }
+/// devtensor::module!(Counted { fc, seen });
+/// let model = Counted { fc: Linear::<Cpu>::new(2, 2), seen: Tensor::from_vec(vec![7], [1]) };
+/// let ckpt = Checkpoint::try_from_model(&model)?;
+/// assert_eq!(ckpt.int_tensors()[0].0, "seen");
+/// assert_eq!(model.parameters().len(), 2);
+/// # Ok::<(), devtensor::Error>(())
+/// ```
+impl<D: Device, E: FloatElement> Module<D, E> for Tensor<D, i64> {
+    type On<D2: Device> = Tensor<D2, i64>;
+
+    fn try_to<D2: Device>(&self) -> Result<Tensor<D2, i64>> {
+        self.try_to::<D2>()
+    }
+
+    fn visit(&self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {}
+
+    fn visit_mut(&mut self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {}
+
+    fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+        f(prefix, self)
+    }
+
+    fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+        f(prefix, self)
+    }
+}
+
+/// A mask as a field of a model (a causal mask built once): moved with the
+/// model but not saved in its checkpoints, as PyTorch's
+/// `register_buffer("mask", .., persistent=False)`.
+///
+/// ```
+/// use devtensor::io::Checkpoint;
+/// use devtensor::nn::{Linear, Module};
+/// use devtensor::{Cpu, Device, Tensor};
+/// struct Masked<D: Device> {
+///     fc: Linear<D>,
+///     mask: Tensor<D, u8>,
+/// }
+/// devtensor::module!(Masked { fc, mask });
+/// let model = Masked { fc: Linear::<Cpu>::new(4, 4), mask: Tensor::<Cpu, u8>::ones([4, 4]).tril(0) };
+/// let moved = model.to::<Cpu>(); // or Cuda<0>: the mask moves too
+/// assert_eq!(moved.mask.to_vec(), model.mask.to_vec());
+/// assert!(Checkpoint::try_from_model(&model)?.int_tensors().is_empty());
+/// # Ok::<(), devtensor::Error>(())
+/// ```
+impl<D: Device, E: FloatElement> Module<D, E> for Tensor<D, u8> {
+    type On<D2: Device> = Tensor<D2, u8>;
+
+    fn try_to<D2: Device>(&self) -> Result<Tensor<D2, u8>> {
+        self.try_to::<D2>()
+    }
+
+    fn visit(&self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {}
+
+    fn visit_mut(&mut self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {}
+}
+
 /// An optional part of a model (`Linear`'s bias): visited and moved when
 /// present, absent from names and checkpoints when `None`.
 impl<D: Device, E: FloatElement, M: Module<D, E>> Module<D, E> for Option<M> {

@@ -90,7 +90,8 @@ impl<D: Device, E: FloatElement> Sgd<D, E> {
     /// let grads = model.forward(&Tensor::<Cpu>::ones([1, 2])).sum().backward();
     /// opt.step(&mut model, &grads);
     /// let (model, opt) = (model.to::<Cpu>(), opt.to::<Cpu>()); // or `Cuda<0>`: both move
-    /// assert_eq!(opt.state().len(), 2);
+    /// // Two momentum buffers, and the learning rate and weight decay.
+    /// assert_eq!(opt.state().len(), 4);
     /// # let _ = model;
     /// ```
     #[fallible]

@@ -172,7 +172,45 @@ fn module_lists_name_by_index_and_round_trip<D: Device>() {
     assert!(loaded.iter().zip(&evaluated).all(|(a, b)| (a - b).abs() <= 1e-5), "{loaded:?} vs {evaluated:?}");
 }
 
+/// A model with an integer buffer and a mask as fields.
+struct WithBuffers<D: Device> {
+    fc: Linear<D>,
+    steps: Tensor<D, i64>,
+    mask: Tensor<D, u8>,
+}
+devtensor::module!(WithBuffers { fc, steps, mask });
+
+/// An integer field is a buffer saved and loaded by its name; a mask field
+/// moves with the model and stays out of checkpoints (PyTorch's
+/// non-persistent buffer); neither is a parameter.
+fn integer_and_mask_fields_are_buffers<D: Device>() {
+    let model = WithBuffers {
+        fc: Linear::<D>::new(3, 3),
+        steps: Tensor::from_vec(vec![41, 2], [2]),
+        mask: Tensor::<D, u8>::ones([3, 3]).tril(0),
+    };
+    assert_eq!(model.parameters().len(), 2);
+    let moved = model.to::<Cpu>();
+    assert_eq!((moved.steps.to_vec(), moved.mask.to_vec()), (model.steps.to_vec(), model.mask.to_vec()));
+    let ckpt = Checkpoint::try_from_model(&model).unwrap();
+    let int_names: Vec<&str> = ckpt.int_tensors().iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(int_names, ["steps"]);
+    let path = temp(&format!("buffers-{}", D::name()));
+    ckpt.save(&path);
+    let mut fresh = WithBuffers {
+        fc: Linear::<D>::new(3, 3),
+        steps: Tensor::from_vec(vec![0, 0], [2]),
+        mask: Tensor::<D, u8>::zeros([3, 3]),
+    };
+    Checkpoint::<D>::load(&path).load_into(&mut fresh);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(fresh.steps.to_vec(), vec![41, 2]);
+    assert_eq!(fresh.fc.weight.to_vec(), model.fc.weight.to_vec());
+    assert_eq!(fresh.mask.to_vec(), vec![0; 9], "a mask is not in the checkpoint");
+}
+
 device_tests! {
+    integer_and_mask_fields_are_buffers => integer_and_mask_fields_are_buffers,
     module_lists_name_by_index_and_round_trip => module_lists_name_by_index_and_round_trip,
     round_trips_across_devices_with_optimizer_state => round_trips_across_devices_with_optimizer_state,
     mismatches_name_the_first_tensor => mismatches_name_the_first_tensor,
