@@ -329,7 +329,51 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
     }
 }
 
+/// Dropout on the weights, reproduced: from the same seed the mask is
+/// `rand(weights' shape) >= p` (the attention itself draws nothing), so the
+/// result is a loop over the reference weights with that mask; the
+/// gradient by finite differences on a fixed mask (a fixed seed per call).
+fn attention_dropout_zeroes_weights_and_rescales<D: Device>() {
+    let c = Case { batch: vec![2], l: 5, s: 7, e: 3, ev: 2, mask: MaskKind::Causal, ones: vec![false; 3], drop: 0 };
+    let o = operands::<D, f64>(&c, 21, Variant::Contiguous);
+    let p = 0.3;
+    devtensor::manual_seed(5);
+    let out = o.q.scaled_dot_product_attention_dropout(&o.k, &o.v, mask_of(&c, &o), None, p);
+    devtensor::manual_seed(5);
+    let draws = Tensor::<D, f64>::rand([2, 5, 7]).to_vec();
+    // The reference weights: the loop's output with one-hot values.
+    let scale = 1.0 / (c.e as f64).sqrt();
+    let mut expected = vec![0.0; 2 * 5 * 2];
+    for b in 0..2 {
+        for j in 0..7 {
+            let mut one_hot = vec![0.0; 2 * 7];
+            one_hot[b * 7 + j] = 1.0;
+            let ce = Case { ev: 1, ..c.clone() };
+            let w = reference(&ce, &o.data[0], &o.data[1], &one_hot, &o.keep_data, &o.add_data, scale);
+            for i in 0..5 {
+                let kept = if draws[(b * 5 + i) * 7 + j] >= p { w[b * 5 + i] / (1.0 - p) } else { 0.0 };
+                for d in 0..2 {
+                    expected[(b * 5 + i) * 2 + d] += kept * o.data[2][(b * 7 + j) * 2 + d];
+                }
+            }
+        }
+    }
+    assert_close(&out.to_vec(), &expected, 1e-12, 1e-12);
+    assert!(draws.iter().any(|&u| u < p), "some weight must be dropped for the test to mean something");
+    let inputs = [o.q.clone(), o.k.clone(), o.v.clone()];
+    gradcheck::gradcheck("attention dropout", &inputs, |x| {
+        devtensor::manual_seed(5);
+        x[0].scaled_dot_product_attention_dropout(&x[1], &x[2], AttentionMask::Causal, None, p)
+    });
+    let err = o.q.try_scaled_dot_product_attention_dropout(&o.k, &o.v, AttentionMask::None, None, 1.5).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("scaled_dot_product_attention on {}: dropout_p must be between 0 and 1, got 1.5", D::name())
+    );
+}
+
 device_tests! {
+    attention_dropout_zeroes_weights_and_rescales => attention_dropout_zeroes_weights_and_rescales,
     large_problems_take_the_parallel_paths => large_problems_take_the_parallel_paths,
     queries_that_see_nothing_get_zeros_and_no_gradient => queries_that_see_nothing_get_zeros_and_no_gradient,
     bad_shapes_are_errors_naming_them => bad_shapes_are_errors_naming_them,

@@ -124,6 +124,59 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         self.composed_attention(key, value, mask, scale, &scores_shape)
     }
 
+    /// [`scaled_dot_product_attention`](Self::scaled_dot_product_attention)
+    /// with dropout on the attention weights, PyTorch's `dropout_p` (pass
+    /// it only while training, as PyTorch's models do): each weight is
+    /// zeroed with probability `dropout_p` and the rest scaled by
+    /// `1 / (1 - dropout_p)`, drawn from this thread's generator. With
+    /// `dropout_p` 0 this is the fused attention; otherwise the weights are
+    /// materialised (`[batch.., L, S]`), as dropout needs them. Fails unless
+    /// `0 <= dropout_p <= 1`, and where the attention fails.
+    ///
+    /// ```
+    /// use devtensor::ops::attention::AttentionMask;
+    /// use devtensor::{Cpu, Tensor, manual_seed};
+    /// let q = Tensor::<Cpu>::randn([2, 4, 8]);
+    /// manual_seed(0);
+    /// let out = q.scaled_dot_product_attention_dropout(&q, &q, AttentionMask::Causal, None, 0.1);
+    /// assert_eq!(out.dims(), &[2, 4, 8]);
+    /// let all = q.scaled_dot_product_attention_dropout(&q, &q, AttentionMask::Causal, None, 1.0);
+    /// assert_eq!(all.to_vec(), vec![0.0; 64]);
+    /// ```
+    #[fallible]
+    pub fn scaled_dot_product_attention_dropout<D2: Device, D3: Device>(
+        &self,
+        key: &Tensor<D2, E>,
+        value: &Tensor<D3, E>,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+        dropout_p: f64,
+    ) -> Self
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+    {
+        let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
+        if !(0.0..=1.0).contains(&dropout_p) {
+            return Err(Error::Argument {
+                op: OP,
+                device: D::name(),
+                reason: format!("dropout_p must be between 0 and 1, got {dropout_p}"),
+            });
+        }
+        if dropout_p == 0.0 {
+            return self.try_scaled_dot_product_attention::<D, D>(key, value, mask, scale);
+        }
+        let weights = self.attention_weights(key, value, mask, scale)?;
+        let kept = if dropout_p == 1.0 {
+            weights.try_mul_scalar(E::ZERO)?
+        } else {
+            let keep = Tensor::<D, E>::try_rand(weights.shape().clone())?.try_ge_scalar(E::from_f64(dropout_p))?;
+            let scaled = weights.try_mul_scalar(E::from_f64(1.0 / (1.0 - dropout_p)))?;
+            keep.try_where_cond::<D, D, E>(&scaled, &Tensor::try_scalar(E::ZERO)?)?
+        };
+        kept.try_matmul(value)
+    }
+
     /// The fused kernels' attention, recorded as one operation whose
     /// gradient recomputes the weights from the saved log-sum-exps; `None`
     /// where the device has no fused kernel.
