@@ -1,8 +1,8 @@
 //! `MultiheadAttention`: PyTorch's `nn.MultiheadAttention`, on the fused
 //! [`scaled_dot_product_attention`](crate::Tensor::scaled_dot_product_attention).
 
-use super::Linear;
 use super::init::uniform;
+use super::{Dropout, Linear};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::ops::attention::AttentionMask;
@@ -38,11 +38,14 @@ pub struct MultiheadAttention<D: Device, E: FloatElement = f32> {
     pub in_proj_bias: Option<Tensor<D, E>>,
     /// The output projection.
     pub out_proj: Linear<D, E>,
+    /// Dropout on the attention weights while training (PyTorch's
+    /// `dropout`, 0 by default); see [`with_dropout`](Self::with_dropout).
+    pub dropout: Dropout,
     num_heads: usize,
     batch_first: bool,
 }
 
-crate::module!(MultiheadAttention<E> { in_proj_weight, in_proj_bias, out_proj; num_heads, batch_first });
+crate::module!(MultiheadAttention<E> { in_proj_weight, in_proj_bias, out_proj, dropout; num_heads, batch_first });
 
 impl<D: Device, E: FloatElement> MultiheadAttention<D, E> {
     /// A layer of width `embed_dim` split into `num_heads` heads, with
@@ -64,9 +67,31 @@ impl<D: Device, E: FloatElement> MultiheadAttention<D, E> {
             in_proj_weight: uniform::<D, E>([3 * embed_dim, embed_dim], xavier)?.requires_grad(),
             in_proj_bias: Some(Tensor::try_zeros([3 * embed_dim])?.requires_grad()),
             out_proj,
+            dropout: Dropout::try_new(0.0)?,
             num_heads,
             batch_first: false,
         })
+    }
+
+    /// The layer with dropout `p` on the attention weights while training
+    /// (PyTorch's `dropout=p`): the weights it returns are then the ones
+    /// after dropout, as PyTorch's. Fails unless `0 <= p <= 1`.
+    ///
+    /// ```
+    /// use devtensor::nn::{Module, MultiheadAttention};
+    /// use devtensor::ops::attention::AttentionMask;
+    /// use devtensor::{Cpu, Tensor};
+    /// let mut mha = MultiheadAttention::<Cpu>::new(8, 2).with_dropout(1.0);
+    /// let x = Tensor::<Cpu>::randn([3, 1, 8]);
+    /// let (y, _) = mha.forward(&x, &x, &x, None, AttentionMask::None, false);
+    /// // Every weight dropped: only the output projection's bias (0) is left.
+    /// assert_eq!(y.to_vec(), vec![0.0; 24]);
+    /// mha.eval(); // no dropout in evaluation
+    /// assert_ne!(mha.forward(&x, &x, &x, None, AttentionMask::None, false).0.to_vec(), vec![0.0; 24]);
+    /// ```
+    #[fallible]
+    pub fn with_dropout(self, p: f64) -> Self {
+        Ok(MultiheadAttention { dropout: Dropout::try_new(p)?, ..self })
     }
 
     /// Inputs and output as `[N, L, E]` (`batch_first=True`) rather than
@@ -157,9 +182,9 @@ impl<D: Device, E: FloatElement> MultiheadAttention<D, E> {
                 combined.as_mask()
             }
         };
-        let (out, weights) = if need_weights {
-            let weights = q.attention_weights(&k, &v, mask, None)?;
-            (weights.try_matmul(&v)?, Some(weights.try_mean_axis(1)?))
+        let (out, weights) = if need_weights || self.dropout.is_active() {
+            let weights = self.dropout.try_forward(&q.attention_weights(&k, &v, mask, None)?)?;
+            (weights.try_matmul(&v)?, need_weights.then(|| weights.try_mean_axis(1)).transpose()?)
         } else {
             (q.try_scaled_dot_product_attention(&k, &v, mask, None)?, None)
         };

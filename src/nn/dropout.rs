@@ -48,6 +48,12 @@ impl Dropout {
         self.p
     }
 
+    /// Whether [`forward`](Self::forward) zeroes anything: training, with
+    /// a probability above 0.
+    pub fn is_active(&self) -> bool {
+        self.training && self.p > 0.0
+    }
+
     /// `x` with random elements zeroed (training) or `x` itself (evaluation).
     #[fallible]
     pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
