@@ -97,35 +97,27 @@ pub trait GroupConfig: Copy {
     fn set_weight_decay(&mut self, weight_decay: f64);
 }
 
-impl GroupConfig for SgdConfig {
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-    fn set_lr(&mut self, lr: f64) {
-        self.lr = lr;
-    }
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-    fn set_weight_decay(&mut self, weight_decay: f64) {
-        self.weight_decay = weight_decay;
-    }
+/// Both configs name their rate `lr` and their decay `weight_decay`.
+macro_rules! group_config {
+    ($($config:ty),*) => {$(
+        impl GroupConfig for $config {
+            fn lr(&self) -> f64 {
+                self.lr
+            }
+            fn set_lr(&mut self, lr: f64) {
+                self.lr = lr;
+            }
+            fn weight_decay(&self) -> f64 {
+                self.weight_decay
+            }
+            fn set_weight_decay(&mut self, weight_decay: f64) {
+                self.weight_decay = weight_decay;
+            }
+        }
+    )*};
 }
 
-impl GroupConfig for AdamConfig {
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-    fn set_lr(&mut self, lr: f64) {
-        self.lr = lr;
-    }
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-    fn set_weight_decay(&mut self, weight_decay: f64) {
-        self.weight_decay = weight_decay;
-    }
-}
+group_config!(SgdConfig, AdamConfig);
 
 /// An optimizer's settings: its own, and its groups'. Each group keeps its
 /// learning rate's ratio to the optimizer's own through
