@@ -13,8 +13,11 @@
 //! ratios devtensor / candle and devtensor / PyTorch (below 1: devtensor is
 //! faster). Every time is the median of several runs after a warm-up, the
 //! libraries taking turns. `FILTER` keeps the rows whose name contains it.
+//! `cargo run --release -- loader` measures the data loader alone, and
+//! `-- memory` the heap attention takes (`memory.rs`).
 
 mod loader;
+mod memory;
 mod torch;
 mod training;
 
@@ -305,6 +308,20 @@ fn main() -> candle_core::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("loader") {
         loader::report();
         return Ok(());
+    }
+    // `cargo run --release -- memory`: attention's heap at growing contexts.
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("memory") => {
+            memory::report();
+            return Ok(());
+        }
+        Some("memory-one") => {
+            let t = args[3].parse().expect("a context length");
+            println!("{}", memory::measure(args[2] == "composed", t));
+            return Ok(());
+        }
+        _ => {}
     }
     let cpu = CandleDevice::Cpu;
     // `DEVTENSOR_PEERS_ONLY=devtensor` leaves the peers out, so that a
