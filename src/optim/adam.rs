@@ -141,6 +141,10 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for Adam
         self.settings.set_lr(lr);
     }
 
+    fn set_momentum(&mut self, momentum: f64) {
+        self.settings.set_momentum(momentum);
+    }
+
     fn state(&self) -> Vec<(String, Tensor<D, E>)> {
         let mut state = flatten_state(&self.slots);
         state.extend(self.settings.state());

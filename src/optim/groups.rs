@@ -95,12 +95,18 @@ pub trait GroupConfig: Copy {
     fn weight_decay(&self) -> f64;
     /// Sets the weight decay.
     fn set_weight_decay(&mut self, weight_decay: f64);
+    /// Sets the momentum (SGD's, or Adam's first beta).
+    fn set_momentum(&mut self, momentum: f64);
 }
 
 /// Both configs name their rate `lr` and their decay `weight_decay`.
 macro_rules! group_config {
-    ($($config:ty),*) => {$(
+    ($($config:ty => |$c:ident, $m:ident| $set_momentum:expr),*) => {$(
         impl GroupConfig for $config {
+            fn set_momentum(&mut self, momentum: f64) {
+                let ($c, $m) = (self, momentum);
+                $set_momentum
+            }
             fn lr(&self) -> f64 {
                 self.lr
             }
@@ -117,7 +123,7 @@ macro_rules! group_config {
     )*};
 }
 
-group_config!(SgdConfig, AdamConfig);
+group_config!(SgdConfig => |c, m| c.momentum = m, AdamConfig => |c, m| c.betas.0 = m);
 
 /// An optimizer's settings: its own, and its groups'. Each group keeps its
 /// learning rate's ratio to the optimizer's own through
@@ -146,6 +152,13 @@ impl<C: GroupConfig> Settings<C> {
 
     pub(crate) fn lr(&self) -> f64 {
         self.base.lr()
+    }
+
+    pub(crate) fn set_momentum(&mut self, momentum: f64) {
+        self.base.set_momentum(momentum);
+        for (group, _) in &mut self.groups {
+            group.config.set_momentum(momentum);
+        }
     }
 
     pub(crate) fn set_lr(&mut self, lr: f64) {

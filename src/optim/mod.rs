@@ -30,7 +30,7 @@ mod sgd;
 pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_grad_value};
 pub use groups::{GroupConfig, ParamGroup};
-pub use schedule::{CosineAnnealingLr, LinearLr, LrSchedule, SequentialLr, StepLr};
+pub use schedule::{CosineAnnealingLr, LinearLr, LrSchedule, OneCycleLr, SequentialLr, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::autograd::{Gradients, LeafId, no_grad};
@@ -151,6 +151,11 @@ pub trait Optimizer<D: Device, E: FloatElement = f32> {
 
     /// Sets the learning rate (what a schedule does each epoch).
     fn set_lr(&mut self, lr: f64);
+
+    /// Sets the momentum, in every parameter group: SGD's `momentum`, or
+    /// Adam's first beta, as PyTorch's `OneCycleLR` cycles them (what
+    /// [`OneCycleLr`] does each step).
+    fn set_momentum(&mut self, momentum: f64);
 
     /// The state, as named tensors on `D` for a checkpoint: for each
     /// parameter `p`, entries such as `p.momentum_buffer` or `p.exp_avg`, and

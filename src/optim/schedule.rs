@@ -137,3 +137,103 @@ impl<A: LrSchedule, B: LrSchedule> LrSchedule for SequentialLr<A, B> {
         }
     }
 }
+
+/// PyTorch's `OneCycleLR` (cosine annealing, two phases): over the first
+/// `pct_start` of `total_steps` the rate rises from `max_lr / div_factor`
+/// to `max_lr`, then falls to `max_lr / div_factor / final_div_factor`;
+/// with `cycle_momentum`, [`apply`](LrSchedule::apply) also moves the
+/// momentum (SGD's, or Adam's first beta) the other way, from
+/// `max_momentum` down to `base_momentum` and back, as PyTorch does by
+/// default. Counted in steps (call `apply` before each optimizer step);
+/// `Default` gives PyTorch's defaults for everything but `max_lr` and
+/// `total_steps`.
+///
+/// ```
+/// use devtensor::optim::{LrSchedule, OneCycleLr};
+/// let s = OneCycleLr { max_lr: 0.1, total_steps: 100, ..Default::default() };
+/// assert!((s.lr(0) - 0.004).abs() < 1e-12); // max_lr / 25
+/// assert!((s.lr(29) - 0.1).abs() < 1e-12); // the peak, at 30% - 1
+/// assert!((s.lr(99) - 4e-7).abs() < 1e-15); // max_lr / 25 / 1e4
+/// assert_eq!((s.momentum(0), s.momentum(29)), (0.95, 0.85));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OneCycleLr {
+    /// The peak rate.
+    pub max_lr: f64,
+    /// Steps in the cycle; `lr` holds the last rate beyond them.
+    pub total_steps: usize,
+    /// The share of the cycle spent rising (0.3).
+    pub pct_start: f64,
+    /// The starting rate is `max_lr / div_factor` (25).
+    pub div_factor: f64,
+    /// The final rate is the starting rate over this (1e4).
+    pub final_div_factor: f64,
+    /// Whether `apply` also cycles the momentum (true, as PyTorch's default).
+    pub cycle_momentum: bool,
+    /// The momentum at the peak rate (0.85).
+    pub base_momentum: f64,
+    /// The momentum at the ends of the cycle (0.95).
+    pub max_momentum: f64,
+}
+
+impl Default for OneCycleLr {
+    fn default() -> Self {
+        OneCycleLr {
+            max_lr: 0.0,
+            total_steps: 1,
+            pct_start: 0.3,
+            div_factor: 25.0,
+            final_div_factor: 1e4,
+            cycle_momentum: true,
+            base_momentum: 0.85,
+            max_momentum: 0.95,
+        }
+    }
+}
+
+impl OneCycleLr {
+    /// The phase of `step` (PyTorch's two phases, the first ending at
+    /// `pct_start · total_steps - 1`) and how far into it, 0 to 1.
+    fn phase(&self, step: usize) -> (bool, f64) {
+        let step = step.min(self.total_steps.saturating_sub(1)) as f64;
+        let first_end = self.pct_start * self.total_steps as f64 - 1.0;
+        let last_end = self.total_steps as f64 - 1.0;
+        if step <= first_end { (true, step / first_end) } else { (false, (step - first_end) / (last_end - first_end)) }
+    }
+
+    /// The momentum for `step`: from `max_momentum` to `base_momentum` while
+    /// the rate rises, and back while it falls.
+    pub fn momentum(&self, step: usize) -> f64 {
+        let (rising, pct) = self.phase(step);
+        if rising {
+            cos_anneal(self.max_momentum, self.base_momentum, pct)
+        } else {
+            cos_anneal(self.base_momentum, self.max_momentum, pct)
+        }
+    }
+}
+
+/// PyTorch's `_annealing_cos`: from `start` at 0 to `end` at 1.
+fn cos_anneal(start: f64, end: f64, pct: f64) -> f64 {
+    end + (start - end) / 2.0 * ((std::f64::consts::PI * pct).cos() + 1.0)
+}
+
+impl LrSchedule for OneCycleLr {
+    fn lr(&self, step: usize) -> f64 {
+        let initial = self.max_lr / self.div_factor;
+        let (rising, pct) = self.phase(step);
+        if rising {
+            cos_anneal(initial, self.max_lr, pct)
+        } else {
+            cos_anneal(self.max_lr, initial / self.final_div_factor, pct)
+        }
+    }
+
+    /// Sets the rate, and with `cycle_momentum` the momentum, for `step`.
+    fn apply<D: Device, E: FloatElement>(&self, optimizer: &mut impl Optimizer<D, E>, step: usize) {
+        optimizer.set_lr(self.lr(step));
+        if self.cycle_momentum {
+            optimizer.set_momentum(self.momentum(step));
+        }
+    }
+}

@@ -137,6 +137,10 @@ impl<D: Device, E: FloatElement> Optimizer<D, E> for Sgd<D, E> {
         self.settings.set_lr(lr);
     }
 
+    fn set_momentum(&mut self, momentum: f64) {
+        self.settings.set_momentum(momentum);
+    }
+
     fn state(&self) -> Vec<(String, Tensor<D, E>)> {
         let mut state = flatten_state(&self.buffers);
         state.extend(self.settings.state());

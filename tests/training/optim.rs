@@ -264,7 +264,58 @@ fn warmup_schedules_match_pytorchs_recurrences() {
     assert_eq!(both.lr(10), 1e-3);
 }
 
+/// OneCycleLR's rates and momenta against PyTorch 2.15's (`OneCycleLR(opt,
+/// max_lr=0.1, total_steps=10, pct_start=0.25)` on AdamW, read from
+/// `param_groups[0]` before each step), and `apply` setting SGD's momentum.
+fn one_cycle_follows_pytorch<D: Device>() {
+    use devtensor::optim::OneCycleLr;
+    let torch_lr = [
+        0.0040000000000000036,
+        0.076,
+        0.09890738440717015,
+        0.0904508879153485,
+        0.0750001,
+        0.05522660225769002,
+        0.03454941208465151,
+        0.01654380350817838,
+        0.0043231098269614805,
+        4e-07,
+    ];
+    let torch_momentum = [
+        0.95,
+        0.875,
+        0.8510926199633096,
+        0.8595491502812526,
+        0.875,
+        0.8947735768366173,
+        0.9154508497187474,
+        0.9334565303179428,
+        0.94567727288213,
+        0.95,
+    ];
+    let s = OneCycleLr { max_lr: 0.1, total_steps: 10, pct_start: 0.25, ..Default::default() };
+    for step in 0..10 {
+        assert!((s.lr(step) - torch_lr[step]).abs() < 1e-12, "step {step}: {} vs {}", s.lr(step), torch_lr[step]);
+        assert!((s.momentum(step) - torch_momentum[step]).abs() < 1e-12, "step {step}");
+    }
+    // Two SGD steps on a constant gradient g: the first moves by lr0 · g,
+    // the second by lr1 · (m1 · g + g), the momentum the schedule set.
+    let mut m = model::<D>();
+    let mut opt = Sgd::new(&m, SgdConfig::default());
+    let g = gradient(&START);
+    let constant = |m: &Linear<D, f64>| (&m.weight * &Tensor::<D, f64>::from_slice(&g, [1, 3])).sum().backward();
+    for step in 0..2 {
+        s.apply(&mut opt, step);
+        let grads = constant(&m);
+        opt.step(&mut m, &grads);
+    }
+    let want: Vec<f64> =
+        (0..3).map(|i| START[i] - torch_lr[0] * g[i] - torch_lr[1] * (torch_momentum[1] + 1.0) * g[i]).collect();
+    assert_near(&m.weight.to_vec(), &want);
+}
+
 device_tests! {
+    one_cycle_follows_pytorch => one_cycle_follows_pytorch,
     sgd_follows_pytorch => sgd_follows_pytorch,
     adam_and_adamw_follow_pytorch => adam_and_adamw_follow_pytorch,
     optimizer_state_round_trips => optimizer_state_round_trips,
