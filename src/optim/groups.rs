@@ -16,7 +16,7 @@ type Selector = Arc<dyn Fn(&str, &[usize]) -> bool + Send + Sync>;
 /// `{"params": [...], "weight_decay": 0.0}`: the parameters for which
 /// `select(name, dims)` holds, given to an optimizer with
 /// [`Sgd::with_group`](super::Sgd::with_group) or
-/// [`AdamW::with_group`](super::AdamOptimizer::with_group). Parameters no
+/// [`AdamW`](super::AdamW)'s `with_group`. Parameters no
 /// group selects use the optimizer's own settings; one that two groups
 /// select makes the step fail, as PyTorch refuses a parameter in two groups.
 ///
