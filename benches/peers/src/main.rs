@@ -12,7 +12,8 @@
 //! three times, devtensor's rate and share of the measured peak, and the time
 //! ratios devtensor / candle and devtensor / PyTorch (below 1: devtensor is
 //! faster). Every time is the median of several runs after a warm-up, the
-//! libraries taking turns. `FILTER` keeps the rows whose name contains it.
+//! libraries taking turns. `FILTER` keeps the rows whose name contains it
+//! (or one of its `|`-separated parts).
 //! `cargo run --release -- loader` measures the data loader alone, and
 //! `-- memory` the heap attention takes (`memory.rs`).
 
@@ -342,9 +343,10 @@ fn main() -> candle_core::Result<()> {
     println!();
 
     let mut contest = Contest { budget: Duration::from_millis(1500), torch, rows: Vec::new(), alone };
-    // `cargo run --release -- add` runs only the operations whose name contains "add".
+    // `cargo run --release -- add` runs only the operations whose name
+    // contains "add"; `-- 'sdpa|GPT'` those that contain either.
     let filter = std::env::args().nth(1).unwrap_or_default();
-    let wanted = |op: &str| op.contains(filter.as_str());
+    let wanted = |op: &str| filter.split('|').any(|part| op.contains(part));
 
     for n in [64usize, 128, 256, 512, 1024, 2048] {
         let op = format!("matmul f32 {n}");
