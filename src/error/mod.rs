@@ -114,6 +114,16 @@ pub enum Error {
         /// What is wrong, naming the first mismatching tensor where there is one.
         reason: String,
     },
+    /// A multi-process job is set up wrongly or one of its processes
+    /// failed: names the rank where it is known. (Not called `Job`, the
+    /// name of [`parallel::Job`](crate::parallel::Job): two items of one
+    /// name make rustc print full paths in compile errors.)
+    Distributed {
+        /// The process the error is about, where known.
+        rank: Option<usize>,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -172,6 +182,8 @@ impl fmt::Display for Error {
                 }
             }
             Error::Checkpoint { path, reason } => write!(f, "checkpoint {path}: {reason}"),
+            Error::Distributed { rank: Some(rank), reason } => write!(f, "distributed job, rank {rank}: {reason}"),
+            Error::Distributed { rank: None, reason } => write!(f, "distributed job: {reason}"),
         }
     }
 }

@@ -7,18 +7,21 @@
 //! backward is still running, and steps every optimizer with the sum. The
 //! model implements [`Loss`] once, for every device.
 //!
-//! How this would extend past one machine is described in
-//! `docs/distributed.md`.
+//! How this extends past one machine is described in
+//! `docs/distributed.md`; its first piece is [`Job`], a process's place in
+//! a multi-process job, read from the environment.
 
 mod batch;
 mod collective;
 mod data_parallel;
 mod devices;
+mod job;
 mod reduce;
 mod replica;
 
 pub use batch::{ReplicaBatches, ScatterBatch, ShardOf};
 pub use data_parallel::DataParallel;
 pub use devices::{AllGpus, DeviceList, Replicate};
+pub use job::Job;
 pub use reduce::{DEFAULT_BUCKET_BYTES, ReducePath};
 pub use replica::Loss;

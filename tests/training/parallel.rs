@@ -342,3 +342,67 @@ fn parameters_the_loss_does_not_use_get_zero_gradients() {
     assert_eq!(dp.model().unused.weight.to_vec(), before);
     assert_ne!(dp.model().used.weight.to_vec(), model.used.weight.to_vec());
 }
+
+// ---- A process's place in a multi-process job, from the environment
+
+mod job {
+    use devtensor::Error;
+    use devtensor::parallel::Job;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    fn read(vars: &HashMap<&str, String>) -> Result<Job, Error> {
+        Job::from_vars(|name| vars.get(name).cloned())
+    }
+
+    fn valid(world: usize, rank: usize, local: usize, port: u16) -> HashMap<&'static str, String> {
+        HashMap::from([
+            ("WORLD_SIZE", world.to_string()),
+            ("RANK", rank.to_string()),
+            ("LOCAL_RANK", local.to_string()),
+            ("MASTER_ADDR", "node-0".to_string()),
+            ("MASTER_PORT", port.to_string()),
+        ])
+    }
+
+    proptest! {
+        /// Every consistent environment reads back as written.
+        #[test]
+        fn consistent_environments_read_back((world, rank, local) in (1..64usize).prop_flat_map(|w| (Just(w), 0..w))
+            .prop_flat_map(|(w, r)| (Just(w), Just(r), 0..=r)), port in 1..=u16::MAX) {
+            let job = read(&valid(world, rank, local, port)).unwrap();
+            prop_assert_eq!(job, Job { world_size: world, rank, local_rank: local, master_addr: "node-0".into(), master_port: port });
+        }
+    }
+
+    /// Each wrong or missing variable is an error naming it, and the rank
+    /// once the rank is known.
+    #[test]
+    fn wrong_environments_name_the_variable_and_the_rank() {
+        let cases: [(&str, Option<&str>, &str); 9] = [
+            (
+                "RANK",
+                None,
+                "distributed job: RANK is not set: start the processes with devtensor's launcher or torchrun",
+            ),
+            ("RANK", Some("-1"), "distributed job: RANK=\"-1\" is not a whole number"),
+            ("WORLD_SIZE", None, "distributed job, rank 1: WORLD_SIZE is not set"),
+            ("WORLD_SIZE", Some("0"), "distributed job, rank 1: WORLD_SIZE=0: a job has at least one process"),
+            ("WORLD_SIZE", Some("1"), "distributed job, rank 1: RANK=1 is not below WORLD_SIZE=1"),
+            ("LOCAL_RANK", Some("2"), "distributed job, rank 1: LOCAL_RANK=2 is above RANK=1"),
+            ("MASTER_ADDR", Some(" "), "distributed job, rank 1: MASTER_ADDR is empty"),
+            ("MASTER_PORT", Some("0"), "distributed job, rank 1: MASTER_PORT=0 is not a TCP port (1 to 65535)"),
+            ("MASTER_PORT", Some("70000"), "distributed job, rank 1: MASTER_PORT=70000 is not a TCP port"),
+        ];
+        for (name, value, expected) in cases {
+            let mut vars = valid(2, 1, 0, 29500);
+            match value {
+                Some(v) => vars.insert(name, v.to_string()),
+                None => vars.remove(name),
+            };
+            let err = read(&vars).unwrap_err();
+            assert!(matches!(err, Error::Distributed { .. }), "{err:?}");
+            assert!(err.to_string().starts_with(expected), "{name}={value:?}: {err}");
+        }
+    }
+}
