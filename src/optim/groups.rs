@@ -135,6 +135,12 @@ pub(crate) struct Settings<C> {
     groups: Vec<(ParamGroup<C>, f64)>,
 }
 
+/// A group's learning rate over the optimizer's: what `set_lr` keeps. With
+/// no rate of its own to scale, the optimizer's sets the group's.
+fn lr_ratio<C: GroupConfig>(base: &C, group: &C) -> f64 {
+    if base.lr() == 0.0 { 1.0 } else { group.lr() / base.lr() }
+}
+
 /// Where a group's settings live in an optimizer's state.
 const PREFIX: &str = "param_groups.";
 
@@ -144,8 +150,7 @@ impl<C: GroupConfig> Settings<C> {
     }
 
     pub(crate) fn with_group(mut self, group: ParamGroup<C>) -> Self {
-        // With no rate of its own to scale, the optimizer's sets the group's.
-        let ratio = if self.base.lr() == 0.0 { 1.0 } else { group.config.lr() / self.base.lr() };
+        let ratio = lr_ratio(&self.base, &group.config);
         self.groups.push((group, ratio));
         self
     }
@@ -241,9 +246,8 @@ impl<C: GroupConfig> Settings<C> {
                 _ => return Err(unknown()),
             }
         }
-        let base = self.base.lr();
         for (group, ratio) in &mut self.groups {
-            *ratio = if base == 0.0 { 1.0 } else { group.config.lr() / base };
+            *ratio = lr_ratio(&self.base, &group.config);
         }
         Ok(rest)
     }

@@ -92,15 +92,19 @@ pub(super) fn pool_for<E: Element>() -> &'static BufferPool<E> {
 /// and with an [`Error::Shape`] when `len` elements cannot exist in memory
 /// at all: never an abort.
 pub(crate) fn output_buffer<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
+    match recycled(len) {
+        Some(buf) => Ok(buf),
+        None => zeroed_vec(op, len),
+    }
+}
+
+/// A pooled buffer of `len` stale elements, if `len` is large enough to
+/// be pooled and the pool has one.
+fn recycled<E: Element>(len: usize) -> Option<Vec<E>> {
     // Every kernel asks for its output first, before any parallel loop:
     // the place to settle which threads those loops run on.
     join_pool();
-    if len.saturating_mul(size_of::<E>()) >= POOL_MIN_BYTES
-        && let Some(buf) = pool_for::<E>().take(len)
-    {
-        return Ok(buf);
-    }
-    zeroed_vec(op, len)
+    if len.saturating_mul(size_of::<E>()) >= POOL_MIN_BYTES { pool_for::<E>().take(len) } else { None }
 }
 
 /// `len` zeros of `E` in a recycled buffer where the pool has one (see
@@ -111,9 +115,14 @@ pub(crate) fn output_buffer<E: Element>(op: &'static str, len: usize) -> Result<
 /// microseconds). Wrap scratch in a [`CpuStorage`](super::CpuStorage) to
 /// give it back to the pool when dropped.
 pub(crate) fn zeroed_buffer<E: Element>(op: &'static str, len: usize) -> Result<Vec<E>> {
-    let mut buf = output_buffer(op, len)?;
-    buf.fill(E::ZERO);
-    Ok(buf)
+    match recycled(len) {
+        Some(mut buf) => {
+            buf.fill(E::ZERO);
+            Ok(buf)
+        }
+        // Fresh from calloc: zeros already, no pass over it.
+        None => zeroed_vec(op, len),
+    }
 }
 
 /// `len` zeros of `E`, allocated fallibly (see [`output_buffer`]).

@@ -27,8 +27,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn sort(&self, axis: isize, descending: bool) -> (Self, Tensor<D, i64>) {
-        let ax = self.sort_axis("sort", axis)?;
-        let indices = self.first_in_order(ax, descending, self.dims().get(ax).copied().unwrap_or(1))?;
+        let (ax, len) = self.sort_axis("sort", axis)?;
+        let indices = self.first_in_order(ax, descending, len)?;
         Ok((self.gathered(ax, &indices)?, indices))
     }
 
@@ -44,9 +44,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argsort(&self, axis: isize, descending: bool) -> Tensor<D, i64> {
-        let ax = self.sort_axis("argsort", axis)?;
-        let n = self.dims().get(ax).copied().unwrap_or(1);
-        self.first_in_order(ax, descending, n)
+        let (ax, len) = self.sort_axis("argsort", axis)?;
+        self.first_in_order(ax, descending, len)
     }
 
     /// The `k` largest values along `axis` (the smallest, without
@@ -68,8 +67,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     #[fallible]
     pub fn topk(&self, k: usize, axis: isize, largest: bool) -> (Self, Tensor<D, i64>) {
         const OP: &str = "topk";
-        let ax = self.sort_axis(OP, axis)?;
-        let n = self.dims().get(ax).copied().unwrap_or(1);
+        let (ax, n) = self.sort_axis(OP, axis)?;
         if k > n {
             return Err(Error::Shape {
                 op: OP,
@@ -87,10 +85,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
         if self.rank() == 0 { Ok(self.clone()) } else { self.try_gather(ax as isize, indices) }
     }
 
-    /// `axis` resolved; a scalar takes 0 and -1, as in PyTorch.
-    fn sort_axis(&self, op: &'static str, axis: isize) -> Result<usize> {
+    /// `axis` resolved, and its length; a scalar takes 0 and -1, as in
+    /// PyTorch, and counts as one element.
+    fn sort_axis(&self, op: &'static str, axis: isize) -> Result<(usize, usize)> {
         let one = Shape::from(vec![1]);
-        resolve_axis(op, D::name, if self.rank() == 0 { &one } else { self.shape() }, axis)
+        let ax = resolve_axis(op, D::name, if self.rank() == 0 { &one } else { self.shape() }, axis)?;
+        Ok((ax, self.dims().get(ax).copied().unwrap_or(1)))
     }
 
     /// The first `k` positions of the stable order along `ax`, in a
