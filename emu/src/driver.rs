@@ -57,6 +57,7 @@ pub(crate) fn execute(dev: usize, op: Op) -> Result<(), CUresult> {
         // SAFETY: the function and its data are the caller's, as with the real driver.
         Op::Host { f, data } => unsafe { f(data as *mut c_void) },
         Op::Gemm(g) => crate::cublas::run_gemm(dev, &g)?,
+        Op::Deferred(work) => work()?,
         Op::RecordTime { event } => {
             if let Some(e) = state().events.get_mut(&event) {
                 e.time = Some(Instant::now());

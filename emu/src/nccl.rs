@@ -30,6 +30,9 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use crate::memory;
 use crate::state::{self, state};
 
+mod net;
+pub use net::NcclUniqueId;
+
 /// `ncclResult_t`.
 type NcclResult = u32;
 const SUCCESS: NcclResult = 0;
@@ -464,6 +467,26 @@ fn reduce(dtype: Dtype, inputs: &[Vec<u8>], op: RedOp) -> Vec<u8> {
     }
 }
 
+/// What rank `rank` receives from a call whose every rank's send buffer is
+/// in `inputs` (empty where a rank sends nothing); None when it receives
+/// nothing.
+fn result_for(call: &Call, inputs: &[Vec<u8>], rank: usize) -> Option<Vec<u8>> {
+    let nranks = inputs.len();
+    call.recv_elems(rank, nranks)?;
+    match call.kind {
+        Kind::AllReduce | Kind::Reduce => {
+            Some(reduce(call.dtype, inputs, call.op.expect("reductions have an operator")))
+        }
+        Kind::Broadcast => Some(inputs[call.root.expect("broadcast has a root")].clone()),
+        Kind::AllGather => Some(inputs.concat()),
+        Kind::ReduceScatter => {
+            let out = reduce(call.dtype, inputs, call.op.expect("reductions have an operator"));
+            let chunk = call.count * call.dtype.size();
+            Some(out[rank * chunk..(rank + 1) * chunk].to_vec())
+        }
+    }
+}
+
 /// Computes a round whose calls all agree, reading every send buffer before
 /// writing any receive buffer (so in-place calls work).
 fn compute(calls: &[Call]) -> Result<(), String> {
@@ -482,27 +505,8 @@ fn compute(calls: &[Call]) -> Result<(), String> {
         // SAFETY: translate checked that the bytes lie in a live allocation; the state lock keeps it alive.
         Ok(unsafe { std::slice::from_raw_parts(p, bytes) }.to_vec())
     };
-    let outputs: Vec<Option<Vec<u8>>> = match c.kind {
-        Kind::AllReduce | Kind::Reduce => {
-            let inputs = (0..nranks).map(read).collect::<Result<Vec<_>, _>>()?;
-            let out = reduce(c.dtype, &inputs, c.op.expect("reductions have an operator"));
-            (0..nranks).map(|r| calls[r].recv_elems(r, nranks).map(|_| out.clone())).collect()
-        }
-        Kind::Broadcast => {
-            let data = read(c.root.expect("broadcast has a root"))?;
-            vec![Some(data); nranks]
-        }
-        Kind::AllGather => {
-            let inputs = (0..nranks).map(read).collect::<Result<Vec<_>, _>>()?;
-            vec![Some(inputs.concat()); nranks]
-        }
-        Kind::ReduceScatter => {
-            let inputs = (0..nranks).map(read).collect::<Result<Vec<_>, _>>()?;
-            let out = reduce(c.dtype, &inputs, c.op.expect("reductions have an operator"));
-            let chunk = c.count * esz;
-            (0..nranks).map(|r| Some(out[r * chunk..(r + 1) * chunk].to_vec())).collect()
-        }
-    };
+    let inputs = (0..nranks).map(read).collect::<Result<Vec<_>, _>>()?;
+    let outputs: Vec<Option<Vec<u8>>> = (0..nranks).map(|r| result_for(&calls[r], &inputs, r)).collect();
     // Translate every destination before writing any.
     let mut writes = Vec::new();
     for (rank, out) in outputs.into_iter().enumerate() {
@@ -630,12 +634,17 @@ fn wait(clique: &Clique, rank: usize, seq: u64) -> NcclResult {
 /// (outside a group) or records it (inside one).
 fn collective(comm: *mut c_void, stream: *mut c_void, mut call: Call) -> NcclResult {
     let name = call.kind.name();
-    let (clique, rank) = match resolve(comm, name) {
-        Ok(x) => x,
-        Err(code) => return note_group_error(code),
+    let network = net::find(comm);
+    let (clique, rank, nranks, dev) = match &network {
+        Some(n) => (None, n.rank, n.nranks, n.dev),
+        None => match resolve(comm, name) {
+            Ok((clique, rank)) => {
+                let (nranks, dev) = (clique.nranks(), clique.devs[rank]);
+                (Some(clique), rank, nranks, dev)
+            }
+            Err(code) => return note_group_error(code),
+        },
     };
-    let nranks = clique.nranks();
-    let dev = clique.devs[rank];
     call.dev = dev;
     if let Some(root) = call.root
         && root >= nranks
@@ -684,6 +693,10 @@ fn collective(comm: *mut c_void, stream: *mut c_void, mut call: Call) -> NcclRes
             return note_group_error(report(INVALID_ARGUMENT, format!("{name}: {msg}")));
         }
     }
+    // Across processes a call is queued on its stream, in or out of a group.
+    let Some(clique) = clique else {
+        return note_group_error(net::enqueue(network.expect("a communicator is one or the other"), call));
+    };
     let grouped = GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth > 0 {
@@ -776,6 +789,39 @@ pub unsafe extern "C" fn ncclGetErrorString(result: u32) -> *const c_char {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclGetLastError(_comm: *mut c_void) -> *const c_char {
     LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// A new id for `ncclCommInitRank`: the folder where the ranks of a
+/// cross-process communicator meet.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclGetUniqueId(unique_id: *mut NcclUniqueId) -> NcclResult {
+    net::unique_id(unique_id)
+}
+
+/// Joins rank `rank` of `nranks`, on the calling thread's current device,
+/// to the communicator of `comm_id`; blocks until every rank has joined.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclCommInitRank(
+    comm: *mut *mut c_void,
+    nranks: c_int,
+    comm_id: NcclUniqueId,
+    rank: c_int,
+) -> NcclResult {
+    net::init_rank("ncclCommInitRank", comm, nranks, comm_id, rank, std::ptr::null())
+}
+
+/// As `ncclCommInitRank`; with `config.blocking = 0` it returns
+/// `ncclInProgress` at once, and `ncclCommGetAsyncError` says when every
+/// rank has joined.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclCommInitRankConfig(
+    comm: *mut *mut c_void,
+    nranks: c_int,
+    comm_id: NcclUniqueId,
+    rank: c_int,
+    config: *mut c_void,
+) -> NcclResult {
+    net::init_rank("ncclCommInitRankConfig", comm, nranks, comm_id, rank, config as *const u8)
 }
 
 /// Makes one communicator per device of `devlist` (or devices 0..ndev when
@@ -878,6 +924,9 @@ pub unsafe extern "C" fn ncclCommDestroy(comm: *mut c_void) -> NcclResult {
     if comm.is_null() {
         return SUCCESS;
     }
+    if net::find(comm).is_some() {
+        return net::close(comm, false);
+    }
     leave(comm, "destroyed", "ncclCommDestroy")
 }
 
@@ -889,18 +938,27 @@ pub unsafe extern "C" fn ncclCommAbort(comm: *mut c_void) -> NcclResult {
     if comm.is_null() {
         return SUCCESS;
     }
+    if net::find(comm).is_some() {
+        return net::close(comm, true);
+    }
     leave(comm, "aborted", "ncclCommAbort")
 }
 
 /// Nothing is ever outstanding: a no-op on a live communicator.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommFinalize(comm: *mut c_void) -> NcclResult {
+    if net::find(comm).is_some() {
+        return SUCCESS;
+    }
     resolve(comm, "ncclCommFinalize").map_or_else(|code| code, |_| SUCCESS)
 }
 
 /// `ncclRemoteError` once the clique was aborted, else `ncclSuccess`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, async_error: *mut u32) -> NcclResult {
+    if let Some(n) = net::find(comm) {
+        return out(async_error, net::async_error(&n), "ncclCommGetAsyncError");
+    }
     let (clique, _) = match resolve(comm, "ncclCommGetAsyncError") {
         Ok(x) => x,
         Err(code) => return code,
@@ -912,6 +970,9 @@ pub unsafe extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, async_error: *
 /// Number of ranks of the communicator's clique.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommCount(comm: *mut c_void, count: *mut c_int) -> NcclResult {
+    if let Some(n) = net::find(comm) {
+        return out(count, n.nranks as c_int, "ncclCommCount");
+    }
     match resolve(comm, "ncclCommCount") {
         Ok((clique, _)) => out(count, clique.nranks() as c_int, "ncclCommCount"),
         Err(code) => code,
@@ -921,6 +982,9 @@ pub unsafe extern "C" fn ncclCommCount(comm: *mut c_void, count: *mut c_int) -> 
 /// Device ordinal of the communicator's rank.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommCuDevice(comm: *mut c_void, device: *mut c_int) -> NcclResult {
+    if let Some(n) = net::find(comm) {
+        return out(device, n.dev as c_int, "ncclCommCuDevice");
+    }
     match resolve(comm, "ncclCommCuDevice") {
         Ok((clique, rank)) => out(device, clique.devs[rank] as c_int, "ncclCommCuDevice"),
         Err(code) => code,
@@ -930,6 +994,9 @@ pub unsafe extern "C" fn ncclCommCuDevice(comm: *mut c_void, device: *mut c_int)
 /// Rank of the communicator in its clique.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommUserRank(comm: *mut c_void, rank: *mut c_int) -> NcclResult {
+    if let Some(n) = net::find(comm) {
+        return out(rank, n.rank as c_int, "ncclCommUserRank");
+    }
     match resolve(comm, "ncclCommUserRank") {
         Ok((_, r)) => out(rank, r as c_int, "ncclCommUserRank"),
         Err(code) => code,

@@ -32,15 +32,47 @@ pub(crate) fn report(code: CUresult, msg: impl AsRef<str>) -> CUresult {
 
 /// Work queued on a stream, run at the stream's next synchronisation point.
 pub(crate) enum Op {
-    HtoD { dst: u64, src: usize, n: usize },
-    DtoH { dst: usize, src: u64, n: usize },
-    DtoD { dst_dev: usize, dst: u64, src_dev: usize, src: u64, n: usize },
-    Memset { dst: u64, value: u32, width: usize, count: usize },
-    Free { addr: u64 },
-    Launch { kernel: usize, dims: [u32; 6], params: Vec<Vec<u8>> },
-    Host { f: unsafe extern "C" fn(*mut c_void), data: usize },
+    HtoD {
+        dst: u64,
+        src: usize,
+        n: usize,
+    },
+    DtoH {
+        dst: usize,
+        src: u64,
+        n: usize,
+    },
+    DtoD {
+        dst_dev: usize,
+        dst: u64,
+        src_dev: usize,
+        src: u64,
+        n: usize,
+    },
+    Memset {
+        dst: u64,
+        value: u32,
+        width: usize,
+        count: usize,
+    },
+    Free {
+        addr: u64,
+    },
+    Launch {
+        kernel: usize,
+        dims: [u32; 6],
+        params: Vec<Vec<u8>>,
+    },
+    Host {
+        f: unsafe extern "C" fn(*mut c_void),
+        data: usize,
+    },
     Gemm(Box<crate::cublas::GemmOp>),
-    RecordTime { event: u64 },
+    RecordTime {
+        event: u64,
+    },
+    /// Work of a library layered on the driver (NCCL across processes).
+    Deferred(Box<dyn FnOnce() -> Result<(), CUresult> + Send>),
 }
 
 pub(crate) struct Stream {

@@ -663,3 +663,183 @@ fn destroying_a_rank_others_wait_for_wakes_them() {
     assert_eq!(rc, ncclResult_t::ncclRemoteError);
     destroy(&comms[1..]);
 }
+
+// ---------------------------------------------------------------------------
+// Across processes: each rank is a child process running this test binary's
+// `net_rank` test with its role in the environment.
+
+/// The parts of a child's role, from the environment.
+fn role() -> Option<(String, usize, usize, sys::ncclUniqueId)> {
+    let scenario = std::env::var("EMU_NET_SCENARIO").ok()?;
+    let rank = std::env::var("EMU_NET_RANK").ok()?.parse().ok()?;
+    let device = std::env::var("EMU_NET_DEVICE").ok()?.parse().ok()?;
+    let hex = std::env::var("EMU_NET_ID").ok()?;
+    let mut id = sys::ncclUniqueId { internal: [0; 128] };
+    for (i, slot) in id.internal.iter_mut().enumerate() {
+        *slot = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()? as _;
+    }
+    Some((scenario, rank, device, id))
+}
+
+/// Runs `scenario` as two ranks in two processes, on devices `devices`, and
+/// returns each one's output, failing if either takes more than a minute.
+fn two_processes(scenario: &str, devices: [usize; 2]) -> Vec<(bool, String)> {
+    let id = result::get_uniqueid().expect("ncclGetUniqueId");
+    let hex: String = id.internal.iter().map(|&b| format!("{:02x}", b as u8)).collect();
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "net_rank", "--nocapture", "--test-threads=1"])
+                .env("EMU_NET_SCENARIO", scenario)
+                .env("EMU_NET_RANK", rank.to_string())
+                .env("EMU_NET_DEVICE", devices[rank].to_string())
+                .env("EMU_NET_ID", &hex)
+                .env("DEVTENSOR_EMU_NCCL_HANG_S", "20")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start a rank")
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    children
+        .into_iter()
+        .map(|mut child| {
+            while child.try_wait().unwrap().is_none() {
+                if start.elapsed() > Duration::from_secs(60) {
+                    let _ = child.kill();
+                    panic!("a rank of {scenario} did not exit within a minute");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+            (out.status.success(), text)
+        })
+        .collect()
+}
+
+/// A non-blocking `ncclCommInitRankConfig`, polled until every rank joined.
+fn join(rank: usize, id: sys::ncclUniqueId) -> Result<sys::ncclComm_t, ncclResult_t> {
+    // SAFETY: an all-zero config is valid bytes; the fields NCCL reads are set below.
+    let mut config: sys::ncclConfig_t = unsafe { std::mem::zeroed() };
+    config.size = std::mem::size_of::<sys::ncclConfig_t>();
+    config.magic = 0xcafe_beef;
+    config.version = 23000;
+    config.blocking = 0;
+    let mut comm = std::ptr::null_mut();
+    // SAFETY: `comm` and `config` outlive the call.
+    let started = unsafe { sys::ncclCommInitRankConfig(&mut comm, 2, id, rank as i32, &mut config) };
+    assert_eq!(started, ncclResult_t::ncclInProgress, "a non-blocking init returns at once");
+    loop {
+        let mut state = ncclResult_t::ncclSuccess;
+        // SAFETY: `comm` is the communicator being made.
+        unsafe { sys::ncclCommGetAsyncError(comm, &mut state) };
+        match state {
+            ncclResult_t::ncclInProgress => std::thread::sleep(Duration::from_millis(1)),
+            ncclResult_t::ncclSuccess => return Ok(comm),
+            error => return Err(error),
+        }
+    }
+}
+
+fn async_error(comm: sys::ncclComm_t) -> ncclResult_t {
+    let mut state = ncclResult_t::ncclSuccess;
+    // SAFETY: a live communicator.
+    unsafe { sys::ncclCommGetAsyncError(comm, &mut state) };
+    state
+}
+
+/// One rank of a cross-process scenario; does nothing unless started as one.
+#[test]
+fn net_rank() {
+    let Some((scenario, rank, device, id)) = role() else { return };
+    let ctx = ctx(device);
+    ctx.bind_to_thread().unwrap();
+    let comm = match join(rank, id) {
+        Ok(comm) => comm,
+        Err(error) => {
+            println!("rank {rank}: join failed with {error:?}");
+            std::process::exit(3);
+        }
+    };
+    let stream = ctx.default_stream();
+    let n = if scenario == "mismatch" && rank == 1 { 8 } else { 4 };
+    let send = stream.clone_htod(&data(rank, 8)).unwrap();
+    let mut recv = stream.alloc_zeros::<f32>(8).unwrap();
+    // (Made now: a new stream starts after the default stream's work.)
+    let other = ctx.new_stream().unwrap();
+    let raw = {
+        let (raw, _record) = recv.device_ptr(&stream);
+        raw
+    };
+    stream.synchronize().unwrap();
+    if scenario == "peer_exits" && rank == 1 {
+        std::process::exit(0);
+    }
+    if scenario == "peer_exits" {
+        // What a watchdog does: abort while the collective waits for the dead rank.
+        let comm_addr = comm as usize;
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            // SAFETY: the communicator is live until aborted here.
+            unsafe { result::comm_abort(comm_addr as sys::ncclComm_t) }.unwrap();
+        });
+    }
+    let called = all_reduce(comm as usize, &stream, &send, &mut recv, n, ncclRedOp_t::ncclSum);
+    assert_eq!(called, ncclResult_t::ncclSuccess, "a collective's errors are asynchronous");
+    // Nothing has run yet: the collective is queued on the stream. Another
+    // stream that does not wait for it reads the receive buffer unchanged.
+    assert_eq!(async_error(comm), ncclResult_t::ncclSuccess);
+    if scenario == "sum" {
+        let mut early = vec![1.0f32; 8];
+        // SAFETY: `raw` holds 8 floats; the copy into pageable memory completes before returning.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut early, raw, other.cu_stream()) }.unwrap();
+        assert_eq!(early, vec![0.0; 8], "the collective ran before its stream was synchronised");
+    }
+    stream.synchronize().unwrap();
+    if scenario == "peer_exits" {
+        println!("rank {rank}: the wait ended after the abort");
+        return;
+    }
+    let error = async_error(comm);
+    if error != ncclResult_t::ncclSuccess {
+        println!("rank {rank}: collective failed with {error:?}");
+        std::process::exit(4);
+    }
+    let got = stream.clone_dtoh(&recv).unwrap();
+    let want: Vec<f32> = (0..8).map(|i| if i < n { data(0, 8)[i] + data(1, 8)[i] } else { 0.0 }).collect();
+    assert_eq!(got, want);
+    // SAFETY: destroyed once, after its last use.
+    unsafe { result::comm_destroy(comm) }.unwrap();
+    println!("rank {rank}: sum ok");
+}
+
+#[test]
+fn ranks_in_two_processes_sum_through_a_queued_collective() {
+    let outs = two_processes("sum", [0, 1]);
+    for (rank, (ok, text)) in outs.iter().enumerate() {
+        assert!(*ok && text.contains(&format!("rank {rank}: sum ok")), "rank {rank}:\n{text}");
+    }
+}
+
+#[test]
+fn mismatched_calls_across_processes_fail_asynchronously_on_both() {
+    for (rank, (ok, text)) in two_processes("mismatch", [0, 1]).iter().enumerate() {
+        assert!(!*ok && text.contains("ncclInvalidUsage"), "rank {rank}:\n{text}");
+        assert!(text.contains("rank 1 called ncclAllReduce(count 8"), "rank {rank}:\n{text}");
+    }
+}
+
+#[test]
+fn two_ranks_on_one_device_are_a_duplicate_gpu() {
+    for (rank, (ok, text)) in two_processes("sum", [1, 1]).iter().enumerate() {
+        assert!(!*ok && text.contains("duplicate GPU detected"), "rank {rank}:\n{text}");
+    }
+}
+
+#[test]
+fn abort_ends_a_wait_for_a_rank_that_exited() {
+    let outs = two_processes("peer_exits", [0, 1]);
+    assert!(outs[0].0 && outs[0].1.contains("the wait ended after the abort"), "{}", outs[0].1);
+}
