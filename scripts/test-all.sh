@@ -59,3 +59,13 @@ DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test --test ops --test t
 
 echo "== a custom op (examples/custom_op.rs) on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo run --quiet --example custom_op
+
+echo "== distributed data parallel (examples/ddp.rs): two processes through devtensor-run, under the emulated driver"
+# What a new user runs, on the emulated GPUs: the launcher starts two
+# processes, each trains on its shard on its own GPU; --compare makes rank 0
+# fail unless one device with the same batches gets the same test accuracy,
+# within one image. The launcher exits non-zero if any rank fails; the
+# timeout is a backstop against a hang, far above the minute it takes.
+cargo build --quiet --example ddp --bin devtensor-run
+DEVTENSOR_REQUIRE_CUDA=1 timeout 900 bash scripts/with-emu.sh \
+    target/debug/devtensor-run --nproc-per-node 2 target/debug/examples/ddp --compare

@@ -88,6 +88,12 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         &self.tensors
     }
 
+    /// The float tensors, to replace (what a distributed job does with rank
+    /// 0's values).
+    pub(crate) fn tensors_mut(&mut self) -> &mut [(String, Tensor<D, E>)] {
+        &mut self.tensors
+    }
+
     /// The integer tensors (such as `num_batches_tracked`), by name.
     pub fn int_tensors(&self) -> &[(String, Tensor<D, i64>)] {
         &self.int_tensors

@@ -79,6 +79,20 @@ impl Job {
         Ok(Job { world_size, rank, local_rank, master_addr, master_port })
     }
 
+    /// This rank's shard of a data set (PyTorch's `DistributedSampler`
+    /// with `num_replicas = WORLD_SIZE, rank = RANK`): give it to this
+    /// process's `DataLoader`, and call its `set_epoch` each epoch.
+    ///
+    /// ```
+    /// use devtensor::data::Sampler;
+    /// use devtensor::parallel::Job;
+    /// let job = Job { world_size: 2, rank: 1, local_rank: 1, master_addr: "localhost".into(), master_port: 29500 };
+    /// assert_eq!(job.sampler(false, 0).indices(0, 5), vec![1, 3, 0]);
+    /// ```
+    pub fn sampler(&self, shuffle: bool, seed: u64) -> crate::data::Sampler {
+        crate::data::Sampler::Distributed { replicas: self.world_size, rank: self.rank, shuffle, seed }
+    }
+
     /// Whether this is rank 0, which serves the rendezvous and writes the
     /// checkpoints.
     pub fn is_main(&self) -> bool {

@@ -7,21 +7,31 @@
 //! backward is still running, and steps every optimizer with the sum. The
 //! model implements [`Loss`] once, for every device.
 //!
-//! How this extends past one machine is described in
-//! `docs/distributed.md`; its first piece is [`Job`], a process's place in
-//! a multi-process job, read from the environment.
+//! Across processes (one per GPU, on one machine or several), a process
+//! reads its place in the job ([`Job`]) from the environment that the
+//! `devtensor-run` launcher (or `torchrun`) sets, joins the job
+//! ([`ProcessGroup`]: a [`TcpStore`] rendezvous and an NCCL communicator,
+//! watched so that a failed rank never leaves the others waiting), and
+//! trains with [`DistributedDataParallel`]. `docs/distributed.md` is the
+//! manual.
 
 mod batch;
 mod collective;
 mod data_parallel;
 mod devices;
+mod distributed;
 mod job;
+mod process_group;
 mod reduce;
 mod replica;
+mod store;
 
 pub use batch::{ReplicaBatches, ScatterBatch, ShardOf};
 pub use data_parallel::DataParallel;
 pub use devices::{AllGpus, DeviceList, Replicate};
+pub use distributed::DistributedDataParallel;
 pub use job::Job;
+pub use process_group::{DEFAULT_TIMEOUT, ProcessGroup};
 pub use reduce::{DEFAULT_BUCKET_BYTES, ReducePath};
 pub use replica::Loss;
+pub use store::{Failure, TcpStore};

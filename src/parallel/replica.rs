@@ -130,6 +130,73 @@ fn flatten_bucket<D: Device>(params: &[&Tensor<D>], grads: &Gradients, weight: f
     Tensor::try_cat(&refs, 0)?.try_mul_scalar(weight)
 }
 
+/// Runs backward from `loss` and hands each bucket of `buckets` (indices
+/// into `params`), flattened and scaled by `weight`, to `send` the moment
+/// its last gradient is final, so that summing it overlaps the rest of
+/// backward; buckets the loss left without gradients follow as zeros, so
+/// every rank sends every bucket, in the same order. Returns how many
+/// buckets went out while backward was still running.
+pub(crate) fn backward_in_buckets<D: Device, S: From<crate::Error>>(
+    loss: &Tensor<D>,
+    params: &[Tensor<D>],
+    buckets: &[Vec<usize>],
+    weight: f32,
+    mut send: impl FnMut(usize, Tensor<D>) -> std::result::Result<(), S>,
+) -> std::result::Result<usize, S> {
+    let bucket_of: HashMap<LeafId, usize> = buckets
+        .iter()
+        .enumerate()
+        .flat_map(|(b, members)| members.iter().filter_map(move |&i| Some((params[i].leaf_id()?, b))))
+        .collect();
+    let mut missing: Vec<usize> = buckets.iter().map(Vec::len).collect();
+    let mut sent = vec![false; buckets.len()];
+    let mut flatten_and_send = |b: usize, grads: &Gradients| -> std::result::Result<(), S> {
+        let members: Vec<&Tensor<D>> = buckets[b].iter().map(|&i| &params[i]).collect();
+        send(b, flatten_bucket(&members, grads, weight)?)
+    };
+    let mut stop = None;
+    let grads = loss.try_backward_with_hook(&mut |leaf, grads| {
+        let Some(&b) = bucket_of.get(&leaf) else { return Ok(()) };
+        missing[b] -= 1;
+        if missing[b] == 0 {
+            sent[b] = true;
+            if let Err(s) = flatten_and_send(b, grads) {
+                stop = Some(s);
+                // Any error ends the walk; `stop` says which.
+                return Err(crate::Error::Argument { op: "backward", device: D::name(), reason: "stopped".into() });
+            }
+        }
+        Ok(())
+    });
+    if let Some(stop) = stop {
+        return Err(stop);
+    }
+    let grads = grads?;
+    let during_backward = sent.iter().filter(|&&s| s).count();
+    for b in (0..buckets.len()).filter(|&b| !sent[b]) {
+        flatten_and_send(b, &grads)?;
+    }
+    Ok(during_backward)
+}
+
+/// The gradients of `params` cut back out of the summed buckets `sums`.
+pub(crate) fn unflatten<D: Device>(
+    params: &[Tensor<D>],
+    buckets: &[Vec<usize>],
+    sums: &[Tensor<D>],
+) -> Result<Gradients> {
+    let mut reduced = Gradients::new();
+    for (members, sum) in buckets.iter().zip(sums) {
+        let mut offset = 0;
+        for &i in members {
+            let p = &params[i];
+            reduced.insert(p, sum.try_narrow(0, offset, p.elem_count())?.try_reshape(p.shape().clone())?)?;
+            offset += p.elem_count();
+        }
+    }
+    Ok(reduced)
+}
+
 impl<B, R, D, M, O> Replica<B, R> for OnDevice<D, M, O, B>
 where
     B: ScatterBatch,
@@ -159,75 +226,33 @@ where
             .expect("a replica's sharder makes its own `Loss::Batch`");
         let weight = rows.len() as f32 / total as f32;
         let params = self.parameters();
-        let params = &params;
-        let bucket_of: HashMap<LeafId, usize> = self
-            .buckets
-            .iter()
-            .enumerate()
-            .flat_map(|(b, members)| members.iter().filter_map(move |&i| Some((params[i].leaf_id()?, b))))
-            .collect();
-        let mut missing: Vec<usize> = self.buckets.iter().map(Vec::len).collect();
-        let mut sent = vec![false; self.buckets.len()];
-
         let loss = self.model.loss(&shard)?;
         // Over NCCL each bucket is summed in place on this device; over peer
         // copies the sums come back from the root device after backward.
         let mut summed: Vec<Option<Tensor<D>>> = vec![None; self.buckets.len()];
-        let mut send = |b: usize, members: &[usize], grads: &Gradients| -> std::result::Result<(), Stop> {
-            let members: Vec<&Tensor<D>> = members.iter().map(|&i| &params[i]).collect();
-            let flat = flatten_bucket(&members, grads, weight)?;
+        let during_backward = backward_in_buckets(&loss, &params, &self.buckets, weight, |b, flat| {
             match exchange.group() {
                 Some(group) => {
                     exchange.meet(b)?;
                     if let Err(e) = all_reduce_sum(group, rank, &flat) {
                         // The other replicas are inside the collective now.
                         group.abort();
-                        return Err(e.into());
+                        return Err(Stop::Failed(e));
                     }
                     summed[b] = Some(flat);
                 }
                 None => exchange.contribute(b, rank, flat.try_to::<R>()?)?,
             }
             Ok(())
-        };
-        // Hand each bucket over the moment its last gradient is final.
-        let mut stop = None;
-        let grads = loss.try_backward_with_hook(&mut |leaf, grads| {
-            let Some(&b) = bucket_of.get(&leaf) else { return Ok(()) };
-            missing[b] -= 1;
-            if missing[b] == 0 {
-                sent[b] = true;
-                if let Err(s) = send(b, &self.buckets[b], grads) {
-                    stop = Some(s);
-                    // Any error ends the walk; `stop` says which.
-                    return Err(crate::Error::Argument { op: "backward", device: D::name(), reason: "stopped".into() });
-                }
-            }
-            Ok(())
-        });
-        if let Some(stop) = stop {
-            return Err(stop);
-        }
-        let grads = grads?;
-        let during_backward = sent.iter().filter(|&&s| s).count();
-        // Parameters the loss did not use have no gradient: zeros.
-        for (b, members) in self.buckets.iter().enumerate().filter(|(b, _)| !sent[*b]) {
-            send(b, members, &grads)?;
-        }
-
-        let mut reduced = Gradients::new();
-        for (b, members) in self.buckets.iter().enumerate() {
-            let sum = match summed[b].take() {
+        })?;
+        let mut sums = Vec::with_capacity(self.buckets.len());
+        for (b, sum) in summed.into_iter().enumerate() {
+            sums.push(match sum {
                 Some(sum) => sum,
                 None => exchange.sum(b)?.try_to::<D>()?,
-            };
-            let mut offset = 0;
-            for &i in members {
-                let p = &params[i];
-                reduced.insert(p, sum.try_narrow(0, offset, p.elem_count())?.try_reshape(p.shape().clone())?)?;
-                offset += p.elem_count();
-            }
+            });
         }
+        let mut reduced = unflatten(&params, &self.buckets, &sums)?;
         if let Some(max_norm) = self.max_grad_norm {
             // Every replica holds the same sum, so clips it the same way.
             try_clip_grad_norm(&self.model, &mut reduced, max_norm, 2.0)?;

@@ -174,6 +174,46 @@ pub(crate) fn same_device_owned<D1: Device, D2: Device, E: Element>(tensor: Tens
     slot.take().expect("the slot was filled just above")
 }
 
+/// Runs `body` with `D` naming this process's GPU, `Cuda<LOCAL_RANK>`, in a
+/// job of one process per GPU: `on_local_gpu!(job, D => train::<D>(&job))`
+/// compiles `body` for `Cuda<0>` to `Cuda<7>` and enters the one that
+/// `job.local_rank` names, so that inside it the model, its optimizer
+/// state, the batches and the gradients are all typed on that GPU.
+/// Evaluates to `Result<T>` (`T` the type of `body`): a `LOCAL_RANK` of 8 or
+/// more is an [`Error::Distributed`](crate::Error::Distributed).
+///
+/// ```
+/// use devtensor::parallel::Job;
+/// use devtensor::Device;
+/// fn describe<D: Device>() -> String {
+///     D::name()
+/// }
+/// let job = Job { world_size: 2, rank: 1, local_rank: 1, master_addr: "localhost".into(), master_port: 29500 };
+/// assert_eq!(devtensor::on_local_gpu!(job, D => describe::<D>())?, "Cuda<1>");
+/// # Ok::<(), devtensor::Error>(())
+/// ```
+#[macro_export]
+macro_rules! on_local_gpu {
+    ($job:expr, $D:ident => $body:expr) => {
+        match $job.local_rank {
+            0 => Ok({ type $D = $crate::Cuda<0>; $body }),
+            1 => Ok({ type $D = $crate::Cuda<1>; $body }),
+            2 => Ok({ type $D = $crate::Cuda<2>; $body }),
+            3 => Ok({ type $D = $crate::Cuda<3>; $body }),
+            4 => Ok({ type $D = $crate::Cuda<4>; $body }),
+            5 => Ok({ type $D = $crate::Cuda<5>; $body }),
+            6 => Ok({ type $D = $crate::Cuda<6>; $body }),
+            7 => Ok({ type $D = $crate::Cuda<7>; $body }),
+            local_rank => Err($crate::Error::Distributed {
+                rank: Some($job.rank),
+                reason: format!(
+                    "LOCAL_RANK={local_rank}: on_local_gpu! enters Cuda<0> to Cuda<7>; start at most 8 processes per node"
+                ),
+            }),
+        }
+    };
+}
+
 /// Runs `body` with `D` naming `Cuda<0>` when a GPU is present, and `Cpu`
 /// otherwise: PyTorch's `device = "cuda" if torch.cuda.is_available() else
 /// "cpu"`, with the code inside still typed by its device.

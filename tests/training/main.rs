@@ -12,6 +12,7 @@ mod autograd;
 mod checkpoint;
 mod conv;
 mod data;
+mod distributed;
 use common::gradcheck;
 mod gpt;
 mod nn;

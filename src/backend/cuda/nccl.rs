@@ -90,3 +90,247 @@ impl Drop for NcclClique {
         }
     }
 }
+
+/// This process's rank of a communicator across processes (one GPU per
+/// process), made by `ncclCommInitRankConfig` in NCCL's non-blocking mode
+/// so that no call can block past a deadline or an abort.
+///
+/// Collectives run on a communication stream of their own, so that on a
+/// GPU they overlap the compute stream's backward kernels (as PyTorch's DDP
+/// does): each waits for the compute stream's work queued before it (the
+/// gradients it sums), and [`finish`](Self::finish) makes the compute stream
+/// wait for all of them before anything reads the sums.
+///
+/// The handle sits behind a lock: calls take it shared, and
+/// [`abort`](Self::abort) (from a watchdog thread, while the owner may be
+/// waiting on a stream) takes it exclusively and leaves it empty, so no
+/// call can reach NCCL with an aborted communicator.
+pub(crate) struct NcclRank {
+    comm: std::sync::RwLock<Option<usize>>,
+    device: Arc<CudaDevice>,
+    stream: Arc<cudarc::driver::CudaStream>,
+}
+
+/// `NCCL_CONFIG_INITIALIZER` with `blocking = 0`: every other field left to
+/// NCCL (`NCCL_CONFIG_UNDEF_INT`, null), so an older library reads only
+/// what it knows.
+fn non_blocking_config() -> sys::ncclConfig_t {
+    const UNDEF: i32 = i32::MIN;
+    sys::ncclConfig_t {
+        size: std::mem::size_of::<sys::ncclConfig_t>(),
+        magic: 0xcafe_beef,
+        version: 23000,
+        blocking: 0,
+        cgaClusterSize: UNDEF,
+        minCTAs: UNDEF,
+        maxCTAs: UNDEF,
+        netName: std::ptr::null(),
+        splitShare: UNDEF,
+        trafficClass: UNDEF,
+        commName: std::ptr::null(),
+        collnetEnable: UNDEF,
+        CTAPolicy: UNDEF,
+        shrinkShare: UNDEF,
+        nvlsCTAs: UNDEF,
+        nChannelsPerNetPeer: UNDEF,
+        nvlinkCentricSched: UNDEF,
+        graphUsageMode: UNDEF,
+        numRmaCtx: UNDEF,
+        maxP2pPeers: UNDEF,
+    }
+}
+
+/// A new `ncclUniqueId`, as bytes to hand to the other ranks.
+pub(crate) fn unique_id() -> Result<Vec<u8>> {
+    // SAFETY: only tries to dlopen NCCL.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(unavailable("NCCL was not found (libnccl.so is not on the library search path)"));
+    }
+    let id = result::get_uniqueid().map_err(|e| unavailable(format!("ncclGetUniqueId failed: {e:?}")))?;
+    Ok(id.internal.iter().map(|&c| c as u8).collect())
+}
+
+impl NcclRank {
+    /// Joins rank `rank` of `nranks` on `Cuda<ordinal>` to the
+    /// communicator of `id` (from [`unique_id`] on one rank). Polls until
+    /// every rank has joined, `deadline` passes, or `cancelled` returns an
+    /// error (another rank failed); on either of the last two the
+    /// communicator is aborted and the error returned.
+    pub(crate) fn try_join(
+        ordinal: usize,
+        nranks: usize,
+        rank: usize,
+        id: &[u8],
+        deadline: std::time::Instant,
+        cancelled: &dyn Fn() -> Option<Error>,
+    ) -> Result<Self> {
+        // SAFETY: only tries to dlopen NCCL.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(unavailable("NCCL was not found (libnccl.so is not on the library search path)"));
+        }
+        let device = context::device(ordinal)?;
+        device.ctx.bind_to_thread().map_err(|e| device.error("nccl_init", e))?;
+        let mut unique = sys::ncclUniqueId { internal: [0; 128] };
+        if id.len() != unique.internal.len() {
+            return Err(unavailable(format!("an ncclUniqueId has 128 bytes, not {}", id.len())));
+        }
+        for (slot, &b) in unique.internal.iter_mut().zip(id) {
+            *slot = b as _;
+        }
+        let stream = device
+            .ctx
+            .new_stream()
+            .map_err(|e| device.error("nccl_init", format_args!("cannot create a stream: {e}")))?;
+        let mut config = non_blocking_config();
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: `comm` and `config` outlive the call; NCCL copies the config.
+        let started =
+            unsafe { sys::ncclCommInitRankConfig(&mut comm, nranks as i32, unique, rank as i32, &mut config) };
+        if !matches!(started, sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress) {
+            return Err(device.error("nccl_init", format_args!("ncclCommInitRankConfig failed: {started:?}")));
+        }
+        let joined = NcclRank { comm: std::sync::RwLock::new(Some(comm as usize)), device, stream };
+        joined.wait_until_done("ncclCommInitRankConfig", deadline, cancelled)?;
+        Ok(joined)
+    }
+
+    /// Polls `ncclCommGetAsyncError` until the communicator's last call
+    /// has finished; aborts it on an error, at `deadline`, or when
+    /// `cancelled` says so.
+    fn wait_until_done(
+        &self,
+        what: &str,
+        deadline: std::time::Instant,
+        cancelled: &dyn Fn() -> Option<Error>,
+    ) -> Result<()> {
+        let mut pause = std::time::Duration::from_micros(50);
+        loop {
+            match self.async_state()? {
+                sys::ncclResult_t::ncclSuccess => return Ok(()),
+                sys::ncclResult_t::ncclInProgress => {}
+                error => {
+                    self.abort();
+                    return Err(self.device.error("nccl", format_args!("{what} failed: {error:?}")));
+                }
+            }
+            if let Some(error) = cancelled() {
+                self.abort();
+                return Err(error);
+            }
+            if std::time::Instant::now() >= deadline {
+                self.abort();
+                return Err(self.device.error("nccl", format_args!("{what} did not finish in time")));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// The communicator's state: `ncclInProgress`, `ncclSuccess` or its error.
+    fn async_state(&self) -> Result<sys::ncclResult_t> {
+        let guard = self.comm.read().unwrap_or_else(|e| e.into_inner());
+        let Some(comm) = *guard else {
+            return Err(self.device.error("nccl", "the communicator was aborted"));
+        };
+        let mut state = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: a live communicator (the read lock keeps `abort` out).
+        unsafe { sys::ncclCommGetAsyncError(comm as sys::ncclComm_t, &mut state) };
+        Ok(state)
+    }
+
+    /// Fails with the communicator's error, if a collective has failed.
+    /// Meaningful once the stream has run the collectives in question.
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.async_state()? {
+            sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => Ok(()),
+            error => Err(self.device.error("nccl", format_args!("a collective failed: {error:?}"))),
+        }
+    }
+
+    /// Queues a collective built by `call` on the communication stream,
+    /// after the compute stream's work queued so far.
+    fn queue(
+        &self,
+        what: &'static str,
+        call: impl FnOnce(sys::ncclComm_t, sys::cudaStream_t) -> sys::ncclResult_t,
+    ) -> Result<()> {
+        self.device.ctx.bind_to_thread().map_err(|e| self.device.error(what, e))?;
+        let computed = self.device.record(what, &self.device.stream)?;
+        self.stream.wait(&computed).map_err(|e| self.device.error(what, e))?;
+        let code = {
+            let guard = self.comm.read().unwrap_or_else(|e| e.into_inner());
+            let Some(comm) = *guard else {
+                return Err(self.device.error(what, "the communicator was aborted (another rank failed)"));
+            };
+            call(comm as sys::ncclComm_t, self.stream.cu_stream() as sys::cudaStream_t)
+        };
+        match code {
+            sys::ncclResult_t::ncclSuccess => Ok(()),
+            // Non-blocking mode: the call is still being enqueued.
+            sys::ncclResult_t::ncclInProgress => {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+                self.wait_until_done(what, deadline, &|| None)
+            }
+            error => Err(self.device.error(what, format_args!("NCCL failed: {error:?}"))),
+        }
+    }
+
+    /// Makes the compute stream wait for every collective queued so far:
+    /// what must come before the results are read. The buffers handed to
+    /// the collectives must stay alive until then.
+    pub(crate) fn finish(&self) -> Result<()> {
+        let reduced = self.device.record("all_reduce", &self.stream)?;
+        self.device.stream.wait(&reduced).map_err(|e| self.device.error("all_reduce", e))
+    }
+
+    /// Sums `storage` with every rank's in place, queued on the
+    /// communication stream; read it after [`finish`](Self::finish).
+    pub(crate) fn all_reduce_sum(&self, storage: &CudaStorage<f32>) -> Result<()> {
+        let ptr = storage.ptr() as *mut std::ffi::c_void;
+        // SAFETY: the buffer holds `storage.len()` floats on this GPU and
+        // outlives the queued call (the caller keeps the tensor until later
+        // work on the same stream has read the result).
+        self.queue("all_reduce", |comm, stream| unsafe {
+            sys::ncclAllReduce(
+                ptr,
+                ptr,
+                storage.len(),
+                sys::ncclDataType_t::ncclFloat32,
+                sys::ncclRedOp_t::ncclSum,
+                comm,
+                stream,
+            )
+        })
+    }
+
+    /// Replaces `storage` by rank `root`'s, queued on the communication
+    /// stream; read it after [`finish`](Self::finish).
+    pub(crate) fn broadcast(&self, storage: &CudaStorage<f32>, root: usize) -> Result<()> {
+        let ptr = storage.ptr() as *mut std::ffi::c_void;
+        // SAFETY: as in `all_reduce_sum`.
+        self.queue("broadcast", |comm, stream| unsafe {
+            sys::ncclBroadcast(ptr, ptr, storage.len(), sys::ncclDataType_t::ncclFloat32, root as i32, comm, stream)
+        })
+    }
+
+    /// Aborts the communicator: a wait of this process on its collectives
+    /// ends, and later calls fail. Safe to call from any thread, twice.
+    pub(crate) fn abort(&self) {
+        let mut guard = self.comm.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(comm) = guard.take() {
+            // SAFETY: a live communicator, taken out so nothing uses it again.
+            let _ = unsafe { result::comm_abort(comm as sys::ncclComm_t) };
+        }
+    }
+}
+
+impl Drop for NcclRank {
+    fn drop(&mut self) {
+        let guard = self.comm.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(comm) = guard.take() {
+            // SAFETY: a live communicator with nothing in flight: the owner
+            // synchronised its stream after the last step.
+            let _ = unsafe { result::comm_destroy(comm as sys::ncclComm_t) };
+        }
+    }
+}

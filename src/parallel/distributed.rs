@@ -1,0 +1,349 @@
+//! [`DistributedDataParallel`]: one process per GPU, gradients summed over
+//! NCCL across processes in buckets while backward runs.
+
+use super::ScatterBatch;
+use super::process_group::ProcessGroup;
+use super::reduce::{DEFAULT_BUCKET_BYTES, plan_buckets};
+use super::replica::{Loss, backward_in_buckets, unflatten};
+use crate::backend::cuda::CudaStorage;
+use crate::error::{Error, Result};
+use crate::io::Checkpoint;
+use crate::nn::{Module, TensorKind};
+use crate::optim::{Optimizer, OptimizerConfig, try_clip_grad_norm};
+use crate::tensor::{Device, Tensor};
+use devtensor_macros::fallible;
+use std::path::Path;
+
+/// Data-parallel training with one process per GPU (PyTorch's
+/// `DistributedDataParallel`): every process holds the whole model and its
+/// optimizer on its own GPU `D`, trains on its own shard of the data
+/// ([`Job::sampler`](super::Job::sampler)), and takes the same optimizer
+/// step, because the gradients are summed across processes over NCCL, in
+/// buckets that start while backward is still running.
+///
+/// Inside the process everything is typed on `D` (`Cuda<LOCAL_RANK>`, from
+/// [`on_local_gpu!`](crate::on_local_gpu)): the model is an `M` on `D`, its
+/// batches are `M::Batch` on `D`. What the types cannot see is checked at
+/// run time, each error naming the rank:
+///
+/// - **the same model on every rank**: at construction every rank publishes
+///   its parameters' names, shapes and element types; the first difference
+///   from rank 0 is an [`Error::Distributed`] on every rank, naming the rank
+///   and the parameter, before any step. Rank 0's parameters and buffers
+///   are then copied to every rank, so all start equal whatever their seeds;
+/// - **uneven batches**: each rank's gradient is weighted by its share of
+///   the true global batch (the row counts are summed with the first
+///   bucket), so a step equals one step on one device over every rank's
+///   rows together, even when the last batches differ in size;
+/// - **failures**: when a rank fails (an error in its step, a panic, or its
+///   process killed), every other rank's current or next step returns an
+///   [`Error::Distributed`] naming it, within the time the watchdog takes to
+///   notice (milliseconds; see [`ProcessGroup`]). After a failure the job is
+///   over: restart it from the last checkpoint
+///   ([`try_save_checkpoint`](Self::try_save_checkpoint)).
+///
+/// ```no_run
+/// use devtensor::nn::{Linear, try_mse_loss, Reduction, Module};
+/// use devtensor::optim::SgdConfig;
+/// use devtensor::parallel::{DistributedDataParallel, Job, Loss, ProcessGroup};
+/// use devtensor::{Device, Result, Tensor};
+///
+/// struct Regression<D: Device> {
+///     fc: Linear<D>,
+/// }
+/// devtensor::module!(Regression { fc });
+///
+/// impl<D: Device> Loss<D> for Regression<D> {
+///     type Batch = (Tensor<D>, Tensor<D>);
+///     fn loss(&self, (x, y): &Self::Batch) -> Result<Tensor<D>> {
+///         try_mse_loss(&self.fc.try_forward(x)?, y, Reduction::Mean)
+///     }
+/// }
+///
+/// fn train<D: Device>(job: &Job) -> Result<()> {
+///     let group = ProcessGroup::<D>::try_new(job)?;
+///     let model = Regression { fc: Linear::<D>::new(4, 1) };
+///     let mut ddp = DistributedDataParallel::try_new(group, model, SgdConfig { lr: 0.1, ..Default::default() })?;
+///     let x = Tensor::<D>::ones([8, 4]);
+///     let y = Tensor::<D>::zeros([8, 1]);
+///     let loss = ddp.try_step(&(x, y))?;
+///     println!("rank {}: loss {loss}", job.rank);
+///     Ok(())
+/// }
+///
+/// fn main() -> Result<()> {
+///     let job = Job::from_env()?; // set by devtensor-run
+///     devtensor::on_local_gpu!(job, D => train::<D>(&job))?
+/// }
+/// ```
+pub struct DistributedDataParallel<D: Device, M, O: OptimizerConfig> {
+    group: ProcessGroup<D>,
+    model: M,
+    optimizer: O::For<D>,
+    /// Indices into the model's parameters, one list per bucket.
+    buckets: Vec<Vec<usize>>,
+    max_grad_norm: Option<f64>,
+    /// Steps taken (or started, after a failure).
+    steps: u64,
+    /// How many buckets the last step handed to NCCL during backward.
+    overlapped: usize,
+}
+
+impl<D: Device, M: std::fmt::Debug, O: OptimizerConfig> std::fmt::Debug for DistributedDataParallel<D, M, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistributedDataParallel")
+            .field("group", &self.group)
+            .field("buckets", &self.buckets.len())
+            .field("steps", &self.steps)
+            .finish()
+    }
+}
+
+/// The parameters' names, shapes and element types, one line each: what
+/// every rank must agree on.
+fn fingerprint<D: Device, M: Module<D>>(model: &M) -> Vec<String> {
+    let mut lines = Vec::new();
+    model.visit("", &mut |name, kind, t| {
+        if kind == TensorKind::Parameter {
+            lines.push(format!("{name} {} f32", t.shape()));
+        }
+    });
+    lines
+}
+
+/// A fresh dense copy of `t`, which NCCL may overwrite in place.
+fn dense_copy<D: Device>(t: &Tensor<D>) -> Result<Tensor<D>> {
+    Ok(Tensor::from_storage(D::copy_strided(t.storage(), t.layout())?, t.shape().clone()))
+}
+
+/// The NCCL buffer of a dense `f32` tensor on a GPU.
+fn cuda_storage<D: Device>(t: &Tensor<D>) -> Result<&CudaStorage<f32>> {
+    let any: &dyn std::any::Any = t.storage();
+    any.downcast_ref().ok_or_else(|| Error::Argument {
+        op: "DistributedDataParallel",
+        device: D::name(),
+        reason: "NCCL reduces GPU memory only".into(),
+    })
+}
+
+impl<D: Device, M: Loss<D>, O: OptimizerConfig> DistributedDataParallel<D, M, O>
+where
+    M::Batch: ScatterBatch,
+{
+    /// Wraps `model` (on this process's GPU `D`) for training in `group`,
+    /// with an optimizer made from `optimizer`. Checks that every rank has
+    /// the same model, then gives every rank rank 0's parameters and
+    /// buffers. Fails with [`Error::Distributed`] naming the first rank and
+    /// parameter that differ, or another rank's failure.
+    pub fn try_new(group: ProcessGroup<D>, mut model: M, optimizer: O) -> Result<Self> {
+        let rank = group.rank();
+        let fail = |reason: String| Error::Distributed { rank: Some(rank), reason };
+        let mine = fingerprint(&model);
+        let key = |r: usize| format!("devtensor/ddp/fingerprint/{r}");
+        group.store().try_set(&key(rank), mine.join("\n").as_bytes())?;
+        let reference = if rank == 0 { mine.clone() } else { lines(&group.store().try_get(&key(0))?) };
+        for other in 1..group.world_size() {
+            let theirs = if other == rank { mine.clone() } else { lines(&group.store().try_get(&key(other))?) };
+            if let Some(difference) = first_difference(&reference, &theirs) {
+                return Err(fail(format!("rank {other}'s model differs from rank 0's: {difference}")));
+            }
+        }
+
+        // Rank 0's values everywhere, as PyTorch's DDP does at construction.
+        let comm = group.comm()?;
+        let mut state = Checkpoint::try_from_model(&model)?;
+        for (_, t) in state.tensors_mut() {
+            let copy = dense_copy(t)?;
+            comm.broadcast(cuda_storage(&copy)?, 0).map_err(|e| group.fail(e))?;
+            *t = copy;
+        }
+        comm.finish().map_err(|e| group.fail(e))?;
+        state.try_load_into(&mut model)?;
+        let sizes: Vec<usize> =
+            model.parameters().iter().map(|(_, p)| p.elem_count() * std::mem::size_of::<f32>()).collect();
+        let optimizer = optimizer.build(&model);
+        Ok(DistributedDataParallel {
+            group,
+            model,
+            optimizer,
+            buckets: plan_buckets(&sizes, DEFAULT_BUCKET_BYTES),
+            max_grad_norm: None,
+            steps: 0,
+            overlapped: 0,
+        })
+    }
+
+    /// Sets the bucket size in bytes (25 MiB by default, as PyTorch's
+    /// `bucket_cap_mb`): smaller buckets start reducing earlier during
+    /// backward, at the cost of more NCCL calls. Every rank must use the
+    /// same size.
+    pub fn bucket_bytes(mut self, bytes: usize) -> Self {
+        let sizes: Vec<usize> =
+            self.model.parameters().iter().map(|(_, p)| p.elem_count() * std::mem::size_of::<f32>()).collect();
+        self.buckets = plan_buckets(&sizes, bytes.max(1));
+        self
+    }
+
+    /// Clips the summed gradient to this total 2-norm before each step
+    /// (every rank clips the same sum the same way).
+    pub fn clip_grad_norm(mut self, max_norm: f64) -> Self {
+        self.max_grad_norm = Some(max_norm);
+        self
+    }
+
+    /// The number of buckets.
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// How many buckets the last step handed to NCCL while backward was
+    /// still running.
+    pub fn buckets_sent_during_backward(&self) -> usize {
+        self.overlapped
+    }
+
+    /// The process group.
+    pub fn group(&self) -> &ProcessGroup<D> {
+        &self.group
+    }
+
+    /// The model: identical on every rank after each step.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// The optimizer's learning rate.
+    pub fn lr(&self) -> f64 {
+        self.optimizer.lr()
+    }
+
+    /// Sets the learning rate (every rank must set the same).
+    pub fn set_lr(&mut self, lr: f64) {
+        self.optimizer.set_lr(lr);
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// One training step on this rank's `batch`: forward, backward with the
+    /// gradients summed across every rank in buckets, and the optimizer
+    /// step. Returns this rank's loss (the mean over its own rows, as
+    /// PyTorch's DDP returns it). Fails with this rank's own error (which
+    /// every other rank then sees), or with an [`Error::Distributed`]
+    /// naming another rank that failed.
+    #[fallible]
+    pub fn step(&mut self, batch: &M::Batch) -> f32 {
+        self.steps += 1;
+        self.group.begin_step(self.steps)?;
+        match self.step_on(batch) {
+            Ok(loss) => Ok(loss),
+            // Another rank failed first: its error is the one to report.
+            Err(e) => Err(self.group.check().err().unwrap_or_else(|| self.group.fail(e))),
+        }
+    }
+
+    fn step_on(&mut self, batch: &M::Batch) -> Result<f32> {
+        let DistributedDataParallel { group, model, optimizer, buckets, max_grad_norm, overlapped, .. } = self;
+        let comm = group.comm()?;
+        let rows = batch.try_batch_len()?;
+        if rows == 0 {
+            return Err(Error::Argument {
+                op: "DistributedDataParallel::step",
+                device: D::name(),
+                reason: "an empty batch: every rank needs at least one row each step".into(),
+            });
+        }
+        let params: Vec<Tensor<D>> = model.parameters().into_iter().map(|(_, p)| p).collect();
+        let loss = model.loss(batch)?;
+        // Each rank sends the gradient of its summed loss (mean x rows), and
+        // its row count after the first bucket: the sums over ranks give the
+        // global batch's gradient times its size, and that size.
+        let rows_here = Tensor::<D>::try_from_slice(&[rows as f32], [1])?;
+        // Buckets become ready in the order backward finishes them; NCCL needs
+        // every rank to call in one order, so each goes out in index order,
+        // as soon as the buckets before it have.
+        let mut ready: Vec<Option<Tensor<D>>> = vec![None; buckets.len()];
+        let mut sent = 0;
+        *overlapped = backward_in_buckets(&loss, &params, buckets, rows as f32, |b, flat| {
+            ready[b] = Some(if b == 0 { Tensor::try_cat(&[&flat, &rows_here], 0)? } else { flat });
+            while let Some(flat) = ready.get(sent).and_then(Option::as_ref) {
+                comm.all_reduce_sum(cuda_storage(flat)?)?;
+                sent += 1;
+            }
+            Ok::<(), Error>(())
+        })?;
+        comm.finish()?;
+        let mut sums: Vec<Tensor<D>> = ready.into_iter().map(|s| s.expect("every bucket is sent")).collect();
+        if let Some(first) = sums.first_mut() {
+            let n = first.elem_count() - 1;
+            let total_rows = first.try_narrow(0, n, 1)?;
+            *first = first.try_narrow(0, 0, n)?;
+            for sum in &mut sums {
+                *sum = sum.try_div(&total_rows)?;
+            }
+        }
+        let mut reduced = unflatten(&params, buckets, &sums)?;
+        if let Some(max_norm) = *max_grad_norm {
+            try_clip_grad_norm(&*model, &mut reduced, max_norm, 2.0)?;
+        }
+        optimizer.try_step(model, &reduced)?;
+        // Reading the loss synchronises the stream, so the collectives have
+        // run (or been aborted) when NCCL's own error is read.
+        let loss = loss.try_item()?;
+        group.check()?;
+        comm.check()?;
+        Ok(loss)
+    }
+
+    /// Saves the model and the optimizer state to `path`, written by rank 0
+    /// after every rank has reached this call, and readable by every rank
+    /// when it returns (PyTorch's `if rank == 0: torch.save(...)` between
+    /// two barriers).
+    pub fn try_save_checkpoint(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.group.try_barrier("devtensor/checkpoint")?;
+        if self.group.job().is_main() {
+            Checkpoint::try_from_model(&self.model)?.with_optimizer(&self.optimizer).try_save(path)?;
+        }
+        self.group.try_barrier("devtensor/checkpoint")
+    }
+
+    /// Loads the model and the optimizer state from a checkpoint that
+    /// [`try_save_checkpoint`](Self::try_save_checkpoint) wrote, on every
+    /// rank, to resume training where it stopped.
+    pub fn try_load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let checkpoint = Checkpoint::<D>::try_load(path)?;
+        checkpoint.try_load_into(&mut self.model)?;
+        self.optimizer.try_load_state(checkpoint.optimizer_state())
+    }
+}
+
+fn lines(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(bytes).lines().map(str::to_string).collect()
+}
+
+/// The first parameter where `theirs` differs from `reference`, in words.
+fn first_difference(reference: &[String], theirs: &[String]) -> Option<String> {
+    let name = |line: &str| line.split(' ').next().unwrap_or("").to_string();
+    for (ours, other) in reference.iter().zip(theirs) {
+        if ours != other {
+            return Some(if name(ours) == name(other) {
+                format!("parameter `{}` is {} there, but {} on rank 0", name(ours), rest(other), rest(ours))
+            } else {
+                format!("its parameter `{}` is `{}` on rank 0", name(other), name(ours))
+            });
+        }
+    }
+    match theirs.len().cmp(&reference.len()) {
+        std::cmp::Ordering::Less => Some(format!("it lacks rank 0's parameter `{}`", name(&reference[theirs.len()]))),
+        std::cmp::Ordering::Greater => {
+            Some(format!("it has parameter `{}`, which rank 0 lacks", name(&theirs[reference.len()])))
+        }
+        std::cmp::Ordering::Equal => None,
+    }
+}
+
+fn rest(line: &str) -> &str {
+    line.split_once(' ').map_or("", |(_, r)| r)
+}

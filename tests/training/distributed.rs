@@ -1,0 +1,456 @@
+//! Multi-process training's pieces that run inside one process: the
+//! rendezvous store (its ranks here are threads, each with its own
+//! connection, as processes would have).
+
+use devtensor::Error;
+use devtensor::parallel::{Job, TcpStore};
+use std::time::{Duration, Instant};
+
+/// A free port on the loopback interface.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn job(rank: usize, world_size: usize, port: u16) -> Job {
+    Job { world_size, rank, local_rank: rank, master_addr: "127.0.0.1".into(), master_port: port }
+}
+
+/// Runs `f(rank, store)` for every rank on a thread of its own, rank 0 first.
+fn ranks<R: Send + 'static>(
+    world_size: usize,
+    timeout: Duration,
+    f: impl Fn(usize, TcpStore) -> R + Send + Sync + Clone + 'static,
+) -> Vec<R> {
+    let port = free_port();
+    let main = TcpStore::try_connect(&job(0, world_size, port), timeout).unwrap();
+    let others: Vec<_> = (1..world_size)
+        .map(|rank| {
+            let f = f.clone();
+            std::thread::spawn(move || f(rank, TcpStore::try_connect(&job(rank, world_size, port), timeout).unwrap()))
+        })
+        .collect();
+    let mut results = vec![f(0, main)];
+    results.extend(others.into_iter().map(|h| h.join().unwrap()));
+    results
+}
+
+fn distributed(e: Error) -> (Option<usize>, String) {
+    match e {
+        Error::Distributed { rank, reason } => (rank, reason),
+        other => panic!("expected a distributed-job error, got {other}"),
+    }
+}
+
+#[test]
+fn store_values_counters_and_barriers_reach_every_rank() {
+    let results = ranks(3, Duration::from_secs(30), |rank, store| {
+        store.try_set(&format!("from/{rank}"), &[rank as u8; 3]).unwrap();
+        let total = store.try_add("arrivals", rank as i64 + 1).unwrap();
+        for round in 0..3 {
+            store.try_barrier("round").unwrap();
+            // After the barrier every rank's value of this round is there.
+            store.try_set(&format!("round{round}/{rank}"), b"").unwrap();
+        }
+        store.try_barrier("end").unwrap();
+        let seen: Vec<Vec<u8>> = (0..3).map(|r| store.try_get(&format!("from/{r}")).unwrap()).collect();
+        let final_count = store.try_add("arrivals", 0).unwrap();
+        (total, seen, final_count)
+    });
+    let mut partial: Vec<i64> = results.iter().map(|r| r.0).collect();
+    partial.sort();
+    // Every prefix of the arrivals 1 + 2 + 3 is some rank's answer, in some order.
+    assert_eq!(partial.last(), Some(&6));
+    for (total, seen, final_count) in results {
+        assert!((1..=6).contains(&total));
+        assert_eq!(seen, vec![vec![0; 3], vec![1; 3], vec![2; 3]]);
+        assert_eq!(final_count, 6);
+    }
+}
+
+#[test]
+fn a_rank_that_never_arrives_is_a_timeout_naming_it() {
+    let store = TcpStore::try_connect(&job(0, 3, free_port()), Duration::from_millis(300)).unwrap();
+    let start = Instant::now();
+    let (rank, reason) = distributed(store.try_barrier("start").unwrap_err());
+    assert!(start.elapsed() < Duration::from_secs(20), "the wait is bounded");
+    assert_eq!(rank, Some(0));
+    assert!(reason.contains("timed out") && reason.contains("1 of 3 ranks arrived"), "{reason}");
+    assert!(reason.contains("rank 1, 2 never joined"), "{reason}");
+
+    // And a rank whose rank 0 never serves gives up too, naming the address.
+    let port = free_port();
+    let (rank, reason) = distributed(TcpStore::try_connect(&job(1, 2, port), Duration::from_millis(300)).unwrap_err());
+    assert_eq!(rank, Some(1));
+    assert!(reason.contains(&format!("127.0.0.1:{port}")) && reason.contains("did not answer"), "{reason}");
+}
+
+#[test]
+fn a_different_world_size_is_refused_naming_both() {
+    let port = free_port();
+    let _main = TcpStore::try_connect(&job(0, 2, port), Duration::from_secs(10)).unwrap();
+    let (rank, reason) = distributed(TcpStore::try_connect(&job(1, 3, port), Duration::from_secs(10)).unwrap_err());
+    assert_eq!(rank, Some(1));
+    assert!(reason.contains("rank 1 has WORLD_SIZE=3, but rank 0 has WORLD_SIZE=2"), "{reason}");
+}
+
+#[test]
+fn a_failure_ends_every_other_ranks_wait_naming_the_rank() {
+    let results = ranks(3, Duration::from_secs(60), |rank, store| {
+        if rank == 2 {
+            store.try_barrier("ready").unwrap();
+            store.try_report_failure("out of memory on Cuda<0>").unwrap();
+            return None;
+        }
+        store.try_barrier("ready").unwrap();
+        let start = Instant::now();
+        // A key nobody sets: only the failure can end this wait.
+        let error = store.try_get("never").unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(30));
+        Some(distributed(error))
+    });
+    for (rank, result) in results.into_iter().enumerate().take(2) {
+        let (named, reason) = result.unwrap();
+        assert_eq!(named, Some(rank));
+        assert_eq!(reason, "stopped because rank 2 failed: out of memory on Cuda<0>");
+    }
+}
+
+/// Rank 1 of `a_killed_rank_fails_the_job`, in a child process: connects
+/// and waits to be killed. Does nothing unless started as that child.
+#[test]
+fn killed_rank_child() {
+    let Ok(port) = std::env::var("DEVTENSOR_TEST_STORE_PORT") else { return };
+    let store = TcpStore::try_connect(&job(1, 2, port.parse().unwrap()), Duration::from_secs(60)).unwrap();
+    store.try_barrier("ready").unwrap();
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+#[test]
+fn a_killed_rank_fails_the_job_naming_it() {
+    let port = free_port();
+    let store = TcpStore::try_connect(&job(0, 2, port), Duration::from_secs(60)).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "distributed::killed_rank_child", "--nocapture"])
+        .env("DEVTENSOR_TEST_STORE_PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    store.try_barrier("ready").unwrap();
+    child.kill().unwrap(); // SIGKILL: the child says nothing
+    child.wait().unwrap();
+    let start = Instant::now();
+    let (named, reason) = distributed(store.try_get("never").unwrap_err());
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(named, Some(0));
+    assert!(reason.starts_with("stopped because rank 1 failed: its process ended without leaving"), "{reason}");
+}
+
+// ---------------------------------------------------------------------------
+// DistributedDataParallel across processes, started by the launcher on the
+// emulated GPUs: each rank is this test binary running `ddp_rank` with its
+// scenario in the environment.
+
+use devtensor::nn::{Linear, Module, Relu, try_cross_entropy};
+use devtensor::optim::{AdamConfig, OptimizerConfig};
+use devtensor::parallel::{DistributedDataParallel, Loss, ProcessGroup};
+use devtensor::{Cpu, Device, Generator, Result, Tensor};
+
+/// A small classifier: Linear(6, hidden), ReLU, Linear(hidden, 4).
+struct Mlp<D: Device> {
+    hidden: Linear<D>,
+    relu: Relu,
+    out: Linear<D>,
+}
+devtensor::module!(Mlp { hidden, relu, out });
+
+impl<D: Device> Mlp<D> {
+    fn new(hidden: usize, seed: u64) -> Self {
+        devtensor::manual_seed(seed);
+        Mlp { hidden: Linear::new(6, hidden), relu: Relu, out: Linear::new(hidden, 4) }
+    }
+}
+
+/// Labels of -1 make the loss fail (out of memory); -2 make it panic.
+impl<D: Device> Loss<D> for Mlp<D> {
+    type Batch = (Tensor<D>, Tensor<D, i64>);
+
+    fn loss(&self, (x, y): &Self::Batch) -> Result<Tensor<D>> {
+        if y.to_vec().contains(&-1) {
+            Tensor::<D>::try_zeros([1usize << 60])?;
+        }
+        if y.to_vec().contains(&-2) {
+            panic!("a bug in the loss");
+        }
+        let h = self.relu.try_forward(&self.hidden.try_forward(x)?)?;
+        try_cross_entropy(&self.out.try_forward(&h)?, y)
+    }
+}
+
+/// Global batch `step` (7 rows: split 3 + 4 between two ranks, uneven).
+fn global_batch(step: u64) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {
+    let rows = 7;
+    let mut g = Generator::new(100 + step);
+    let x = Tensor::<Cpu>::randn_with([rows, 6], &mut g);
+    let y = Tensor::<Cpu, i64>::from_vec((0..rows as i64).map(|i| (i * 7 + step as i64) % 4).collect(), [rows]);
+    (x, y)
+}
+
+const STEPS: u64 = 3;
+
+fn adam() -> AdamConfig {
+    AdamConfig { lr: 0.05, ..Default::default() }
+}
+
+fn flat_parameters<D: Device>(model: &Mlp<D>) -> Vec<f32> {
+    model.parameters().into_iter().flat_map(|(_, p)| p.to_vec()).collect()
+}
+
+/// One rank of a scenario, under the launcher; does nothing otherwise.
+#[test]
+fn ddp_rank() {
+    let Ok(scenario) = std::env::var("DEVTENSOR_TEST_DDP") else { return };
+    let job = devtensor::parallel::Job::from_env().unwrap();
+    match devtensor::on_local_gpu!(job, D => ddp_scenario::<D>(&job, &scenario)).and_then(|r| r) {
+        Ok(()) => println!("DONE"),
+        Err(e) => {
+            println!("ERROR {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Result<()> {
+    let (rank, world) = (job.rank, job.world_size);
+    if scenario == "late" && rank == 1 {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+    let group = ProcessGroup::<D>::try_new(job)?;
+    let hidden = if scenario == "model" && rank == 1 { 17 } else { 16 };
+    // Every rank starts from other weights: DDP must give all rank 0's.
+    let model = Mlp::<D>::new(hidden, rank as u64);
+    let mut ddp = DistributedDataParallel::try_new(group, model, adam())?.bucket_bytes(256);
+    for step in 0..STEPS {
+        let (x, y) = global_batch(step);
+        let (start, end) = (7 * rank / world, 7 * (rank + 1) / world);
+        let mut y = y.narrow(0, start, end - start);
+        if step == 1 && rank == 1 {
+            match scenario {
+                "error" => y = Tensor::<Cpu, i64>::from_vec(vec![-1; end - start], [end - start]),
+                "panic" => y = Tensor::<Cpu, i64>::from_vec(vec![-2; end - start], [end - start]),
+                "kill" => {
+                    let _ =
+                        std::process::Command::new("kill").args(["-KILL", &std::process::id().to_string()]).status();
+                    std::thread::sleep(Duration::from_secs(60));
+                }
+                _ => {}
+            }
+        }
+        ddp.try_step(&(x.narrow(0, start, end - start).to::<D>(), y.to::<D>()))?;
+    }
+    let params: Vec<String> = flat_parameters(ddp.model()).iter().map(|v| format!("{v:?}")).collect();
+    println!("PARAMS {}", params.join(","));
+    println!("OVERLAP {} of {}", ddp.buckets_sent_during_backward(), ddp.bucket_count());
+    Ok(())
+}
+
+/// The launcher's output for `scenario` on `ranks` emulated GPUs; fails if
+/// it runs for more than three minutes.
+fn launch(scenario: &str, ranks: usize) -> (bool, String) {
+    launch_with(scenario, ranks, "20", "15")
+}
+
+/// As [`launch`], with the launcher's grace and the ranks' join timeout in seconds.
+fn launch_with(scenario: &str, ranks: usize, grace: &str, timeout: &str) -> (bool, String) {
+    let port = free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_devtensor-run"))
+        .args(["--nproc-per-node", &ranks.to_string(), "--master-port", &port.to_string(), "--grace", grace, "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "distributed::ddp_rank", "--nocapture", "--test-threads=1"])
+        .env("DEVTENSOR_TEST_DDP", scenario)
+        .env("DEVTENSOR_DIST_TIMEOUT_S", timeout)
+        .env("DEVTENSOR_EMU_DEVICES", ranks.max(2).to_string())
+        .env("DEVTENSOR_EMU_NCCL_HANG_S", "120")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(180) {
+            let _ = child.kill();
+            panic!("the {scenario} job did not end within three minutes");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn gpus_ready() -> bool {
+    crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()
+}
+
+#[test]
+fn two_processes_train_to_the_parameters_of_one_device() {
+    if !gpus_ready() {
+        return;
+    }
+    // The reference: rank 0's initial weights, whole global batches, one device.
+    let mut model = Mlp::<Cpu>::new(16, 0);
+    let mut opt = adam().build(&model);
+    for step in 0..STEPS {
+        let grads = model.loss(&global_batch(step)).unwrap().backward();
+        devtensor::optim::Optimizer::step(&mut opt, &mut model, &grads);
+    }
+    let reference = flat_parameters(&model);
+
+    for ranks in [2, 3] {
+        let (ok, text) = launch("train", ranks);
+        assert!(ok, "{text}");
+        for rank in 0..ranks {
+            let prefix = format!("[rank {rank}] ");
+            let line = text.lines().find(|l| l.starts_with(&prefix) && l.contains("PARAMS ")).expect(&text);
+            let got: Vec<f32> = line.split_once("PARAMS ").unwrap().1.split(',').map(|v| v.parse().unwrap()).collect();
+            assert_eq!(got.len(), reference.len());
+            for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+                assert!(
+                    (g - r).abs() <= 1e-5 * (1.0 + r.abs()),
+                    "{ranks} ranks, rank {rank}, parameter element {i}: {g} vs {r}\n{text}"
+                );
+            }
+        }
+        // Buckets of 256 bytes: several, and sent while backward ran.
+        assert!(text.contains("[rank 0] OVERLAP 4 of 4"), "{text}");
+    }
+}
+
+/// The error line rank `rank` printed, and whether the launcher failed.
+fn error_of(text: &str, rank: usize) -> &str {
+    let prefix = format!("[rank {rank}] ");
+    text.lines()
+        .find(|l| l.starts_with(&prefix) && l.contains("ERROR "))
+        .map(|l| l.split_once("ERROR ").unwrap().1)
+        .unwrap_or_else(|| panic!("rank {rank} printed no error:\n{text}"))
+}
+
+#[test]
+fn a_rank_that_fails_stops_every_rank_with_its_error() {
+    if !gpus_ready() {
+        return;
+    }
+    let (ok, text) = launch("error", 2);
+    assert!(!ok, "{text}");
+    let own = error_of(&text, 1);
+    assert!(own.contains("out of memory"), "{text}");
+    assert_eq!(error_of(&text, 0), format!("distributed job, rank 0: stopped because rank 1 failed: {own}"));
+    assert!(
+        text.contains(&format!("devtensor-run: the job failed: rank 1 failed first (exit code 1): {own}")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_rank_that_panics_stops_every_rank() {
+    if !gpus_ready() {
+        return;
+    }
+    let (ok, text) = launch("panic", 2);
+    assert!(!ok && text.contains("[rank 1] ") && text.contains("a bug in the loss"), "{text}");
+    assert!(
+        error_of(&text, 0).starts_with("distributed job, rank 0: stopped because rank 1 failed: it panicked"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_killed_rank_stops_every_rank() {
+    if !gpus_ready() {
+        return;
+    }
+    let (ok, text) = launch("kill", 2);
+    assert!(!ok, "{text}");
+    assert!(
+        error_of(&text, 0).starts_with(
+            "distributed job, rank 0: stopped because rank 1 failed: its process ended without leaving the job"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("devtensor-run: rank 1 failed (killed by signal 9 (SIGKILL))"), "{text}");
+}
+
+#[test]
+fn a_rank_that_never_arrives_is_named_after_the_timeout() {
+    if !gpus_ready() {
+        return;
+    }
+    let start = Instant::now();
+    let (ok, text) = launch_with("late", 2, "1", "3");
+    assert!(!ok, "{text}");
+    assert!(start.elapsed() < Duration::from_secs(60), "bounded: {:?}", start.elapsed());
+    let error = error_of(&text, 0);
+    assert!(error.contains("timed out after 3s") && error.contains("rank 1 never joined"), "{text}");
+    assert!(text.contains("devtensor-run: rank 1 is still running"), "{text}");
+}
+
+#[test]
+fn ranks_with_different_models_fail_before_training_naming_the_parameter() {
+    if !gpus_ready() {
+        return;
+    }
+    let (ok, text) = launch("model", 2);
+    assert!(!ok, "{text}");
+    for rank in 0..2 {
+        assert_eq!(
+            error_of(&text, rank),
+            format!(
+                "distributed job, rank {rank}: rank 1's model differs from rank 0's: parameter `hidden.weight` is \
+                 [17, 6] f32 there, but [16, 6] f32 on rank 0"
+            ),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_wrong_world_size_is_refused_and_the_others_name_the_missing_rank() {
+    if !gpus_ready() {
+        return;
+    }
+    // Started by hand, not by the launcher: rank 1 says WORLD_SIZE=3.
+    let port = free_port();
+    let children: Vec<_> = [(0, 2), (1, 3)]
+        .into_iter()
+        .map(|(rank, world_size)| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "distributed::ddp_rank", "--nocapture", "--test-threads=1"])
+                .env("DEVTENSOR_TEST_DDP", "train")
+                .env("DEVTENSOR_DIST_TIMEOUT_S", "3")
+                .env("WORLD_SIZE", world_size.to_string())
+                .env("RANK", rank.to_string())
+                .env("LOCAL_RANK", rank.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<String> = children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(!out.status.success());
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+        .collect();
+    assert!(
+        outputs[1].contains(
+            "ERROR distributed job, rank 1: rank 0's store refused this rank: rank 1 has WORLD_SIZE=3, but rank 0 \
+             has WORLD_SIZE=2"
+        ),
+        "{}",
+        outputs[1]
+    );
+    assert!(outputs[0].contains("timed out after 3s") && outputs[0].contains("rank 1 never joined"), "{}", outputs[0]);
+}
