@@ -13,10 +13,10 @@
 # gradients, and the compute stream's wait for the sums):
 #   bash scripts/emu-mutation.sh src/backend/cuda/nccl.rs \
 #        '/self.stream.wait(&computed)/s/^/\/\/ /' -- \
-#        env DEVTENSOR_REQUIRE_CUDA=1 cargo test --test training distributed::two_processes
+#        env DEVTENSOR_REQUIRE_CUDA=1 cargo test --test training distributed::processes_train
 #   bash scripts/emu-mutation.sh src/parallel/distributed.rs \
 #        '/^        comm.finish()?;/s/^/\/\/ /' -- \
-#        env DEVTENSOR_REQUIRE_CUDA=1 cargo test --test training distributed::two_processes
+#        env DEVTENSOR_REQUIRE_CUDA=1 cargo test --test training distributed::processes_train
 #
 # Cargo puts its own target folder first on the library path of the tests it
 # runs, so the emulator's own tests must run from the mutated build's folder:

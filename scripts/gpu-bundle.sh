@@ -20,7 +20,8 @@ for line in sys.stdin:
     cargo test --no-run --message-format=json "${TESTS[@]/#/--test=}"
     cargo bench --no-run --message-format=json --bench cuda
     cargo build --release --message-format=json --example quickstart --example prefetch \
-        --example train_cnn --example static_cnn --example data_parallel --example train_gpt
+        --example train_cnn --example static_cnn --example data_parallel --example train_gpt \
+        --example ddp --bin devtensor-run
 } 2>/dev/null | executables | while read -r name path; do strip -o ".gpu/bin/$name" "$path"; done
 ls .gpu/bin
 du -sh .gpu/bin

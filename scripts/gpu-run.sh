@@ -5,8 +5,9 @@
 # on a one-GPU machine), the examples, the CUDA criterion benches and the
 # PyTorch peers (benches/peers/torch_cuda.py) and PyTorch's side of
 # examples/train_gpt.rs (scripts/train_gpt_torch.py). Logs go to $OUT (default
-# .gpu/out). TESTS, EXAMPLES, BENCH_FILTER and TORCH_FILTER narrow the run; NO_BENCH=1 and
-# NO_TORCH=1 skip parts.
+# .gpu/out), and examples/ddp.rs through devtensor-run over the real NCCL.
+# TESTS, EXAMPLES, BENCH_FILTER and TORCH_FILTER narrow the run; NO_BENCH=1,
+# NO_TORCH=1 and NO_DDP=1 skip parts.
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/.gpu/out}"
 mkdir -p "$OUT"
@@ -49,6 +50,23 @@ for ex in ${EXAMPLES:-quickstart prefetch train_cnn static_cnn data_parallel tra
     echo "== example $ex"
     timeout 200 ".gpu/bin/$ex" 2>&1 | tee "$OUT/example-$ex.log" | tail -8
 done
+if [ -x .gpu/bin/devtensor-run ] && [ -x .gpu/bin/ddp ] && [ -z "${NO_DDP:-}" ]; then
+    # One process per GPU present, over the real NCCL (one GPU: a job of one).
+    gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+    echo "== examples/ddp.rs through devtensor-run, $gpus process(es)"
+    timeout 300 .gpu/bin/devtensor-run --nproc-per-node "${gpus:-1}" .gpu/bin/ddp --compare 2>&1 \
+        | tee "$OUT/example-ddp.log" | tail -8
+    echo "devtensor-run rc=${PIPESTATUS[0]}"
+    # Two ranks on one GPU: NCCL refuses them (duplicate GPU); both must end
+    # with an error, not wait.
+    echo "== two ranks on GPU 0: both must fail, naming the problem"
+    for rank in 0 1; do
+        WORLD_SIZE=2 RANK=$rank LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 DEVTENSOR_DIST_TIMEOUT_S=60 \
+            timeout 120 .gpu/bin/ddp --epochs 1 >"$OUT/duplicate-$rank.log" 2>&1 &
+    done
+    wait
+    tail -3 "$OUT/duplicate-0.log" "$OUT/duplicate-1.log"
+fi
 if [ -x .gpu/bin/cuda ] && [ -z "${NO_BENCH:-}" ]; then
     echo "== criterion benches (benches/cuda.rs)"
     timeout 330 .gpu/bin/cuda --bench ${BENCH_FILTER:-} >"$OUT/bench.log" 2>&1

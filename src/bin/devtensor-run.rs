@@ -12,8 +12,9 @@
 //! `--grace` seconds to end by themselves (a devtensor program's steps
 //! return an error naming the failed rank within that time), then killed.
 //! The launcher then names the rank that failed first (a devtensor rank
-//! writes its own failure to `DEVTENSOR_RUN_ERROR_FILE`; otherwise, the
-//! first to end badly) and exits with its exit code.
+//! writes its own failure to `DEVTENSOR_RUN_ERROR_FILE`; otherwise a rank
+//! killed by a signal, otherwise the first to end badly) and exits with its
+//! exit code.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
@@ -231,16 +232,23 @@ fn main() -> ExitCode {
         Some((rank, status, reason))
     });
     let _ = std::fs::remove_dir_all(&errors);
-    let status = match (reported, first_failure) {
-        (Some((rank, status, reason)), _) => {
+    // Then a rank killed by a signal (the others' errors would only echo
+    // its death), then the first to end badly.
+    let killed = statuses.iter().find(|(_, status)| !status.success() && status.code().is_none());
+    let status = match (reported, killed, first_failure) {
+        (Some((rank, status, reason)), _, _) => {
             eprintln!("devtensor-run: the job failed: rank {rank} failed first ({}): {reason}", describe(status));
             status
         }
-        (None, Some((rank, status))) => {
+        (None, Some(&(rank, status)), _) => {
+            eprintln!("devtensor-run: the job failed: rank {rank} was {}", describe(status));
+            status
+        }
+        (None, None, Some((rank, status))) => {
             eprintln!("devtensor-run: the job failed: rank {rank} ended first, with {}", describe(status));
             status
         }
-        (None, None) => return ExitCode::SUCCESS,
+        (None, None, None) => return ExitCode::SUCCESS,
     };
     ExitCode::from(status.code().and_then(|c| u8::try_from(c).ok()).filter(|&c| c != 0).unwrap_or(1))
 }

@@ -58,6 +58,11 @@ enum Request {
     Watch {
         departures: usize,
     },
+    /// Waits up to `timeout_ms` until no other rank holds a connection:
+    /// what rank 0 does before its process, and the store, may end.
+    WaitAlone {
+        timeout_ms: u64,
+    },
 }
 
 /// The store's answer to one request.
@@ -243,6 +248,16 @@ impl Server {
                 self.changed.notify_all();
                 Response::Done
             }
+            Request::WaitAlone { timeout_ms } => {
+                let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+                while shared.connected.keys().any(|&r| r != rank) && Instant::now() < deadline {
+                    shared = self.changed.wait_timeout(shared, LIVENESS_CHECK).unwrap_or_else(|e| e.into_inner()).0;
+                    if closed(caller) {
+                        return None;
+                    }
+                }
+                Response::Done
+            }
             Request::Watch { departures } => loop {
                 if let Some(failure) = &shared.failure {
                     break Response::Failed(failure.clone());
@@ -357,6 +372,9 @@ pub struct TcpStore {
     barriers: Mutex<HashMap<String, u64>>,
     /// Whether this rank has left (or reported a failure) already.
     done: std::sync::atomic::AtomicBool,
+    /// Rank 0's listener, to close when its store goes: the flag, the port
+    /// to wake the accepting thread through, and the thread.
+    listener: Option<(Arc<std::sync::atomic::AtomicBool>, u16, std::thread::JoinHandle<()>)>,
 }
 
 impl std::fmt::Debug for TcpStore {
@@ -374,19 +392,25 @@ impl TcpStore {
     pub fn try_connect(job: &Job, timeout: Duration) -> Result<TcpStore> {
         let address = format!("{}:{}", job.master_addr, job.master_port);
         let fail = |reason: String| Error::Distributed { rank: Some(job.rank), reason };
+        let mut closing = None;
         if job.is_main() {
             let listener = TcpListener::bind(("0.0.0.0", job.master_port)).map_err(|e| {
                 fail(format!("cannot serve the rendezvous store on port {} (MASTER_PORT): {e}", job.master_port))
             })?;
+            let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let closing_flag = closed.clone();
             let server = Arc::new(Server {
                 world_size: job.world_size,
                 shared: Mutex::new(Shared::default()),
                 changed: Condvar::new(),
             });
-            std::thread::Builder::new()
+            let accepting = std::thread::Builder::new()
                 .name("devtensor-store".into())
                 .spawn(move || {
                     for stream in listener.incoming().flatten() {
+                        if closed.load(std::sync::atomic::Ordering::Acquire) {
+                            break; // connections already open stay served
+                        }
                         let server = server.clone();
                         let _ = stream.set_nodelay(true);
                         let _ = std::thread::Builder::new()
@@ -395,6 +419,7 @@ impl TcpStore {
                     }
                 })
                 .map_err(|e| fail(format!("cannot start the store's thread: {e}")))?;
+            closing = Some((closing_flag, job.master_port, accepting));
         }
         let store = TcpStore {
             rank: job.rank,
@@ -404,6 +429,7 @@ impl TcpStore {
             timeout,
             barriers: Mutex::new(HashMap::new()),
             done: std::sync::atomic::AtomicBool::new(false),
+            listener: closing,
         };
         Ok(store)
     }
@@ -540,15 +566,24 @@ impl TcpStore {
 
 impl Drop for TcpStore {
     fn drop(&mut self) {
-        if self.done.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
+        if !self.done.load(std::sync::atomic::Ordering::Relaxed) {
+            // Best effort: the store may be gone already (rank 0 ended first).
+            let _ = if std::thread::panicking() {
+                self.try_report_failure("it panicked (its output says where)")
+            } else {
+                self.try_leave(None)
+            };
         }
-        // Best effort: the store may be gone already (rank 0 ended first).
-        let _ = if std::thread::panicking() {
-            self.try_report_failure("it panicked (its output says where)")
-        } else {
-            self.try_leave(None)
-        };
+        // Rank 0's process holds the store: it lets the other ranks finish
+        // with it (leave, or end after a failure) before it goes, then stops
+        // accepting connections, so that its port is free for the next job.
+        if let Some((closed, port, accepting)) = self.listener.take() {
+            let _ = self.request(&Request::WaitAlone { timeout_ms: self.timeout_ms() }, "wait for the other ranks");
+            closed.store(true, std::sync::atomic::Ordering::Release);
+            if TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(1)).is_ok() {
+                let _ = accepting.join();
+            }
+        }
     }
 }
 

@@ -85,6 +85,15 @@ fn a_rank_that_never_arrives_is_a_timeout_naming_it() {
 }
 
 #[test]
+fn rank_0s_port_is_free_again_once_its_store_is_dropped() {
+    let port = free_port();
+    for _ in 0..2 {
+        let store = TcpStore::try_connect(&job(0, 1, port), Duration::from_secs(10)).unwrap();
+        store.try_barrier("alone").unwrap();
+    }
+}
+
+#[test]
 fn a_different_world_size_is_refused_naming_both() {
     let port = free_port();
     let _main = TcpStore::try_connect(&job(0, 2, port), Duration::from_secs(10)).unwrap();
@@ -97,11 +106,14 @@ fn a_different_world_size_is_refused_naming_both() {
 fn a_failure_ends_every_other_ranks_wait_naming_the_rank() {
     let results = ranks(3, Duration::from_secs(60), |rank, store| {
         if rank == 2 {
-            store.try_barrier("ready").unwrap();
+            // Fail once the others are about to wait (a failure ends any
+            // wait at once, a barrier's too).
+            store.try_get("waiting/0").unwrap();
+            store.try_get("waiting/1").unwrap();
             store.try_report_failure("out of memory on Cuda<0>").unwrap();
             return None;
         }
-        store.try_barrier("ready").unwrap();
+        store.try_set(&format!("waiting/{rank}"), b"").unwrap();
         let start = Instant::now();
         // A key nobody sets: only the failure can end this wait.
         let error = store.try_get("never").unwrap_err();
@@ -229,7 +241,7 @@ fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Re
     // Every rank starts from other weights: DDP must give all rank 0's.
     let model = Mlp::<D>::new(hidden, rank as u64);
     let mut ddp = DistributedDataParallel::try_new(group, model, adam())?.bucket_bytes(256);
-    for step in 0..STEPS {
+    let take_step = |ddp: &mut DistributedDataParallel<D, Mlp<D>, AdamConfig>, step: u64| -> Result<f32> {
         let (x, y) = global_batch(step);
         let (start, end) = (7 * rank / world, 7 * (rank + 1) / world);
         let mut y = y.narrow(0, start, end - start);
@@ -245,7 +257,27 @@ fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Re
                 _ => {}
             }
         }
-        ddp.try_step(&(x.narrow(0, start, end - start).to::<D>(), y.to::<D>()))?;
+        ddp.try_step(&(x.narrow(0, start, end - start).to::<D>(), y.to::<D>()))
+    };
+    if scenario == "resume" {
+        // Save after the first step, take a step that the reload undoes,
+        // and go on from the checkpoint: the same parameters as straight on.
+        let path = std::env::temp_dir().join(format!("devtensor-ddp-resume-{}.safetensors", job.master_port));
+        take_step(&mut ddp, 0)?;
+        ddp.try_save_checkpoint(&path)?;
+        take_step(&mut ddp, 1)?;
+        ddp.try_load_checkpoint(&path)?;
+        ddp.group().try_barrier("read")?;
+        if job.is_main() {
+            let _ = std::fs::remove_file(&path);
+        }
+        for step in 1..STEPS {
+            take_step(&mut ddp, step)?;
+        }
+    } else {
+        for step in 0..STEPS {
+            take_step(&mut ddp, step)?;
+        }
     }
     let params: Vec<String> = flat_parameters(ddp.model()).iter().map(|v| format!("{v:?}")).collect();
     println!("PARAMS {}", params.join(","));
@@ -291,8 +323,10 @@ fn gpus_ready() -> bool {
     crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()
 }
 
+/// Two and three processes, and two that save a checkpoint, take a step,
+/// reload it on every rank and go on.
 #[test]
-fn two_processes_train_to_the_parameters_of_one_device() {
+fn processes_train_to_the_parameters_of_one_device() {
     if !gpus_ready() {
         return;
     }
@@ -305,8 +339,8 @@ fn two_processes_train_to_the_parameters_of_one_device() {
     }
     let reference = flat_parameters(&model);
 
-    for ranks in [2, 3] {
-        let (ok, text) = launch("train", ranks);
+    for (scenario, ranks) in [("train", 2), ("train", 3), ("resume", 2)] {
+        let (ok, text) = launch(scenario, ranks);
         assert!(ok, "{text}");
         for rank in 0..ranks {
             let prefix = format!("[rank {rank}] ");
@@ -316,7 +350,7 @@ fn two_processes_train_to_the_parameters_of_one_device() {
             for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
                 assert!(
                     (g - r).abs() <= 1e-5 * (1.0 + r.abs()),
-                    "{ranks} ranks, rank {rank}, parameter element {i}: {g} vs {r}\n{text}"
+                    "{scenario} on {ranks} ranks, rank {rank}, parameter element {i}: {g} vs {r}\n{text}"
                 );
             }
         }
@@ -376,7 +410,7 @@ fn a_killed_rank_stops_every_rank() {
         ),
         "{text}"
     );
-    assert!(text.contains("devtensor-run: rank 1 failed (killed by signal 9 (SIGKILL))"), "{text}");
+    assert!(text.contains("devtensor-run: the job failed: rank 1 was killed by signal 9 (SIGKILL)"), "{text}");
 }
 
 #[test]
