@@ -141,8 +141,7 @@ fn compare<D: Device>(train: &Batch, test: &Batch, epochs: usize, parallel: f32)
     Ok(())
 }
 
-fn main() -> Result<()> {
-    let settings = settings()?;
+fn main() {
     let job = match Job::from_env() {
         Ok(job) => job,
         Err(e) => {
@@ -151,5 +150,10 @@ fn main() -> Result<()> {
             std::process::exit(2);
         }
     };
-    devtensor::on_local_gpu!(job, D => train::<D>(&job, &settings))?
+    let trained =
+        settings().and_then(|settings| devtensor::on_local_gpu!(job, D => train::<D>(&job, &settings)).and_then(|r| r));
+    if let Err(e) = trained {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
 }

@@ -65,7 +65,7 @@ if [ -x .gpu/bin/devtensor-run ] && [ -x .gpu/bin/ddp ] && [ -z "${NO_DDP:-}" ];
             timeout 120 .gpu/bin/ddp --epochs 1 >"$OUT/duplicate-$rank.log" 2>&1 &
     done
     wait
-    tail -3 "$OUT/duplicate-0.log" "$OUT/duplicate-1.log"
+    tail -n 3 "$OUT/duplicate-0.log" "$OUT/duplicate-1.log"
 fi
 if [ -x .gpu/bin/cuda ] && [ -z "${NO_BENCH:-}" ]; then
     echo "== criterion benches (benches/cuda.rs)"

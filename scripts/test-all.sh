@@ -55,7 +55,10 @@ echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> an
 # DEVTENSOR_REQUIRE_CUDA=1 turns a missing GPU from a SKIP line into a
 # failure, so this section cannot pass by skipping. with-emu.sh prints the
 # driver it installs; each test binary then prints `RUN Cuda<N>: ...`.
-DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo test --test ops --test training
+# The multi-process tests (tests/training/distributed.rs) bound each job
+# themselves; the timeout is the step's own backstop against a hang, far
+# above the five minutes it takes on a quiet machine.
+DEVTENSOR_REQUIRE_CUDA=1 timeout 2700 bash scripts/with-emu.sh cargo test --test ops --test training
 
 echo "== a custom op (examples/custom_op.rs) on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo run --quiet --example custom_op

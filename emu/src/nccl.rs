@@ -1,5 +1,6 @@
 //! A stand-in for NCCL (`libnccl.so`): collectives between the emulated GPUs
-//! of one process, computed on the CPU.
+//! of one process (`ncclCommInitAll`), or of several processes
+//! (`ncclCommInitRank`, in `net.rs`), computed on the CPU.
 //!
 //! cudarc opens NCCL as `libnccl.so`; `with-emu.sh` links that name to this
 //! same library, so the collectives see the driver's memory and streams.
@@ -7,15 +8,19 @@
 //! Model: `ncclCommInitAll` makes a *clique* of communicators, one rank per
 //! device. The n-th collective a rank calls on its clique matches the n-th
 //! call of every other rank (kind, count, type, operator and root must
-//! agree). A call outside a group first runs its stream's queued work (so the
-//! send buffer holds its data), deposits itself, and blocks until every rank
-//! has deposited its n-th call; the last depositor computes the result (in
-//! rank order, so it is deterministic) and writes every rank's receive
-//! buffer. Inside `ncclGroupStart`/`ncclGroupEnd` calls are only recorded;
-//! the outermost `ncclGroupEnd` deposits them all and then waits for all, so
-//! one thread can drive every rank. `ncclCommAbort` (or `ncclCommDestroy` of
-//! a rank others wait for) wakes the waiters with an error, so no rank waits
-//! forever for one that gave up. There are no timeouts.
+//! agree). A call is checked at once and **queued on its stream**, as
+//! NCCL's kernels are (inside `ncclGroupStart`/`ncclGroupEnd`, at the
+//! outermost `ncclGroupEnd`); it runs when the stream runs, after the work
+//! queued before it: it deposits itself and waits until every rank has
+//! deposited its n-th call; the last depositor computes the result (in rank
+//! order, so it is deterministic) and writes every rank's receive buffer. A
+//! rank that waits runs the streams where the other ranks' calls sit queued
+//! when no thread is running them, so one thread can drive every rank. The
+//! receive buffer is therefore written only when the stream is
+//! synchronised, and a failure shows in `ncclCommGetAsyncError`, not in the
+//! call's result. `ncclCommAbort` (or `ncclCommDestroy` of a rank others
+//! wait for) wakes the waiters with an error, so no rank waits forever for
+//! one that gave up. There are no timeouts.
 //!
 //! Lock order: the communicator table, then a clique, then the driver state;
 //! nothing blocks while holding the driver state.
@@ -249,8 +254,15 @@ struct Round {
 }
 
 struct CliqueState {
-    /// Collectives each rank has deposited so far.
-    deposited: Vec<u64>,
+    /// Collectives each rank has queued so far: the next one's number.
+    queued: Vec<u64>,
+    /// Where each queued, not yet run collective waits: (rank, number) ->
+    /// (stream, position in the stream's queue), so that a rank waiting for
+    /// it can run that stream when no thread does (one thread driving
+    /// every rank queues them all, then synchronises one stream).
+    pending: HashMap<(usize, u64), (u64, u64)>,
+    /// Each rank's first failed collective (`ncclCommGetAsyncError`).
+    errors: Vec<Option<NcclResult>>,
     rounds: BTreeMap<u64, Round>,
     /// How each rank left, if it did ("aborted", "destroyed").
     left: Vec<Option<&'static str>>,
@@ -529,27 +541,63 @@ fn compute(calls: &[Call]) -> Result<(), String> {
 // ---------------------------------------------------------------------------
 // Matching and waiting.
 
-/// Runs the call's stream's queued work, then deposits the call as this
-/// rank's next collective; the last rank to deposit computes the round.
-/// Returns the round's number, to wait on. Never blocks on other ranks.
-fn deposit(clique: &Clique, rank: usize, call: Call) -> Result<u64, NcclResult> {
-    let flushed = state::flush(call.stream, None);
-    if let Err(code) = flushed {
-        report(
-            UNHANDLED_CUDA_ERROR,
-            format!("{}: rank {rank}'s stream had failed work queued before it (CUDA error {code})", call.kind.name()),
+/// Queues a checked call on its stream as rank `rank`'s next collective of
+/// the clique; it runs when the stream runs, after the work queued before it.
+fn queue(clique: &Arc<Clique>, rank: usize, call: Call) -> NcclResult {
+    let mut cs = clique.lock();
+    if let Some(who) = cs.aborted {
+        return report(
+            REMOTE_ERROR,
+            format!("{} on rank {rank}: rank {who} aborted its communicator (clique {})", call.kind.name(), clique.id),
         );
     }
+    let seq = cs.queued[rank];
+    cs.queued[rank] += 1;
+    let runner = clique.clone();
+    let position = {
+        let mut st = state();
+        st.enqueue(call.stream, state::Op::Deferred(Box::new(move || run(&runner, rank, seq, call))));
+        st.streams[&call.stream].enqueued
+    };
+    cs.pending.insert((rank, seq), (call.stream, position));
+    SUCCESS
+}
+
+/// Runs collective `seq` of rank `rank`, from its stream: deposits it, waits
+/// for the round, and keeps a failure for `ncclCommGetAsyncError` (the
+/// stream itself goes on, as with NCCL).
+fn run(clique: &Clique, rank: usize, seq: u64, call: Call) -> Result<(), state::CUresult> {
+    // Work queued before the call that failed (an out-of-bounds kernel)
+    // fails the collective, on every rank.
+    let stream_failed = state().streams.get(&call.stream).is_some_and(|s| s.error.is_some());
+    if stream_failed {
+        report(
+            UNHANDLED_CUDA_ERROR,
+            format!("{}: rank {rank}'s stream had failed work queued before it", call.kind.name()),
+        );
+    }
+    let code = match deposit(clique, rank, seq, call, stream_failed) {
+        Ok(()) => wait(clique, rank, seq),
+        Err(code) => code,
+    };
+    if code != SUCCESS {
+        clique.lock().errors[rank].get_or_insert(code);
+    }
+    Ok(())
+}
+
+/// Deposits rank `rank`'s call as the clique's collective `seq`; the last
+/// rank to deposit computes the round. Never blocks on other ranks.
+fn deposit(clique: &Clique, rank: usize, seq: u64, call: Call, stream_failed: bool) -> Result<(), NcclResult> {
     let nranks = clique.nranks();
     let mut cs = clique.lock();
+    cs.pending.remove(&(rank, seq));
     if let Some(who) = cs.aborted {
         return Err(report(
             REMOTE_ERROR,
             format!("{} on rank {rank}: rank {who} aborted its communicator (clique {})", call.kind.name(), clique.id),
         ));
     }
-    let seq = cs.deposited[rank];
-    cs.deposited[rank] += 1;
     let round = cs.rounds.entry(seq).or_insert_with(|| Round {
         calls: vec![None; nranks],
         cuda_failed: vec![false; nranks],
@@ -572,7 +620,7 @@ fn deposit(clique: &Clique, rank: usize, call: Call) -> Result<u64, NcclResult> 
         round.outcome = Some(vec![INVALID_USAGE; nranks]);
     }
     round.calls[rank] = Some(call);
-    round.cuda_failed[rank] = flushed.is_err();
+    round.cuda_failed[rank] = stream_failed;
     if round.outcome.is_none() && round.calls.iter().all(Option::is_some) {
         let outcome = if round.cuda_failed.iter().any(|&f| f) {
             round.cuda_failed.iter().map(|&f| if f { UNHANDLED_CUDA_ERROR } else { REMOTE_ERROR }).collect()
@@ -589,44 +637,59 @@ fn deposit(clique: &Clique, rank: usize, call: Call) -> Result<u64, NcclResult> 
         round.outcome = Some(outcome);
     }
     clique.cv.notify_all();
-    Ok(seq)
+    Ok(())
 }
 
-/// Blocks until round `seq` is decided, or until it never can be: the clique
-/// was aborted, or a rank that has not deposited its call left.
+/// Waits until round `seq` is decided, or until it never can be: the clique
+/// was aborted, or a rank that has not deposited its call left. While it
+/// waits it runs the streams where other ranks' calls of the round sit
+/// queued, when no other thread is running them.
 fn wait(clique: &Clique, rank: usize, seq: u64) -> NcclResult {
     let nranks = clique.nranks();
-    let mut cs = clique.lock();
     loop {
-        let s = &mut *cs;
-        let round = s.rounds.get_mut(&seq).expect("a deposited round stays until collected");
-        if let Some(outcome) = &round.outcome {
-            let code = outcome[rank];
-            round.collected += 1;
-            if round.collected == nranks {
-                s.rounds.remove(&seq);
+        let queued_elsewhere: Vec<(u64, u64)> = {
+            let mut cs = clique.lock();
+            let s = &mut *cs;
+            let round = s.rounds.get_mut(&seq).expect("a deposited round stays until collected");
+            if let Some(outcome) = &round.outcome {
+                let code = outcome[rank];
+                round.collected += 1;
+                if round.collected == nranks {
+                    s.rounds.remove(&seq);
+                }
+                return code;
             }
-            return code;
+            let what = round.calls[rank].map_or("collective", |c| c.kind.name());
+            if let Some(who) = s.aborted {
+                return report(
+                    REMOTE_ERROR,
+                    format!("{what} #{seq} on rank {rank}: rank {who} aborted its communicator (clique {})", clique.id),
+                );
+            }
+            let gone = (0..nranks).find(|&r| round.calls[r].is_none() && s.left[r].is_some());
+            if let Some(r) = gone {
+                return report(
+                    REMOTE_ERROR,
+                    format!(
+                        "{what} #{seq} on rank {rank}: rank {r} {} its communicator before calling it (clique {})",
+                        s.left[r].unwrap(),
+                        clique.id
+                    ),
+                );
+            }
+            (0..nranks)
+                .filter(|&r| round.calls[r].is_none())
+                .filter_map(|r| s.pending.get(&(r, seq)).copied())
+                .collect()
+        };
+        let mut ran = false;
+        for (stream, position) in queued_elsewhere {
+            ran |= state::try_flush_through(stream, position);
         }
-        let what = round.calls[rank].map_or("collective", |c| c.kind.name());
-        if let Some(who) = s.aborted {
-            return report(
-                REMOTE_ERROR,
-                format!("{what} #{seq} on rank {rank}: rank {who} aborted its communicator (clique {})", clique.id),
-            );
+        if !ran {
+            let cs = clique.lock();
+            let _ = clique.cv.wait_timeout(cs, std::time::Duration::from_millis(2));
         }
-        let gone = (0..nranks).find(|&r| round.calls[r].is_none() && s.left[r].is_some());
-        if let Some(r) = gone {
-            return report(
-                REMOTE_ERROR,
-                format!(
-                    "{what} #{seq} on rank {rank}: rank {r} {} its communicator before calling it (clique {})",
-                    s.left[r].unwrap(),
-                    clique.id
-                ),
-            );
-        }
-        cs = clique.cv.wait(cs).unwrap_or_else(|e| e.into_inner());
     }
 }
 
@@ -709,10 +772,7 @@ fn collective(comm: *mut c_void, stream: *mut c_void, mut call: Call) -> NcclRes
     if grouped {
         return SUCCESS;
     }
-    match deposit(&clique, rank, call) {
-        Ok(seq) => wait(&clique, rank, seq),
-        Err(code) => code,
-    }
+    queue(&clique, rank, call)
 }
 
 /// A failed call inside a group abandons the group (returned again by ncclGroupEnd).
@@ -870,7 +930,9 @@ pub unsafe extern "C" fn ncclCommInitAll(
         id: NEXT_CLIQUE.fetch_add(1, Ordering::Relaxed),
         devs,
         inner: Mutex::new(CliqueState {
-            deposited: vec![0; n],
+            queued: vec![0; n],
+            pending: HashMap::new(),
+            errors: vec![None; n],
             rounds: BTreeMap::new(),
             left: vec![None; n],
             aborted: None,
@@ -890,6 +952,17 @@ pub unsafe extern "C" fn ncclCommInitAll(
 /// Marks the rank gone: a later use of the handle fails, and ranks waiting
 /// for a collective this rank never called fail with `ncclRemoteError`.
 fn leave(comm: *mut c_void, how: &'static str, name: &str) -> NcclResult {
+    if how == "destroyed"
+        && let Ok((clique, rank)) = resolve(comm, name)
+    {
+        // As NCCL's destroy (which finalizes first), the rank's queued
+        // collectives complete before it goes.
+        let queued: Vec<(u64, u64)> =
+            clique.lock().pending.iter().filter(|((r, _), _)| *r == rank).map(|(_, &place)| place).collect();
+        for (stream, position) in queued {
+            let _ = state::flush(stream, Some(position));
+        }
+    }
     let (clique, rank) = {
         let mut table = comms();
         match table.get_mut(&(comm as u64)) {
@@ -953,17 +1026,21 @@ pub unsafe extern "C" fn ncclCommFinalize(comm: *mut c_void) -> NcclResult {
     resolve(comm, "ncclCommFinalize").map_or_else(|code| code, |_| SUCCESS)
 }
 
-/// `ncclRemoteError` once the clique was aborted, else `ncclSuccess`.
+/// `ncclRemoteError` once the clique was aborted, else the rank's first
+/// failed collective, else `ncclSuccess`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, async_error: *mut u32) -> NcclResult {
     if let Some(n) = net::find(comm) {
         return out(async_error, net::async_error(&n), "ncclCommGetAsyncError");
     }
-    let (clique, _) = match resolve(comm, "ncclCommGetAsyncError") {
+    let (clique, rank) = match resolve(comm, "ncclCommGetAsyncError") {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let code = if clique.lock().aborted.is_some() { REMOTE_ERROR } else { SUCCESS };
+    let code = {
+        let cs = clique.lock();
+        if cs.aborted.is_some() { REMOTE_ERROR } else { cs.errors[rank].unwrap_or(SUCCESS) }
+    };
     out(async_error, code, "ncclCommGetAsyncError")
 }
 
@@ -1168,19 +1245,8 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
         );
     }
     let mut first = SUCCESS;
-    let mut tickets = Vec::with_capacity(calls.len());
     for (clique, rank, call) in calls {
-        match deposit(&clique, rank, call) {
-            Ok(seq) => tickets.push((clique, rank, seq)),
-            Err(code) => {
-                if first == SUCCESS {
-                    first = code;
-                }
-            }
-        }
-    }
-    for (clique, rank, seq) in tickets {
-        let code = wait(&clique, rank, seq);
+        let code = queue(&clique, rank, call);
         if first == SUCCESS {
             first = code;
         }

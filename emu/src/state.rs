@@ -260,36 +260,53 @@ pub(crate) fn set_current(dev: Option<usize>) {
 /// stream runs its work first. (Callers that name a stream handle check it
 /// themselves; this case is an event or a context outliving a stream.)
 pub(crate) fn flush(stream: u64, upto: Option<u64>) -> Result<(), CUresult> {
-    let exec = {
-        let st = state();
-        match st.streams.get(&stream) {
-            Some(s) => s.exec.clone(),
-            None => return Ok(()),
-        }
-    };
+    let Some(exec) = executor(stream) else { return Ok(()) };
     let _running = exec.lock().unwrap_or_else(|e| e.into_inner());
+    run_queued(stream, upto);
+    let mut st = state();
+    match st.streams.get_mut(&stream).and_then(|s| s.error.take()) {
+        Some(code) => Err(code),
+        None => Ok(()),
+    }
+}
+
+/// Runs a stream's queued ops up to sequence number `upto`, unless another
+/// thread is running the stream (then it returns at once). Returns whether
+/// it ran anything. What a collective waiting for other ranks' calls does,
+/// so that one thread driving every rank cannot wait on a stream that
+/// nobody runs. Errors stay with the stream, for its next synchronisation.
+pub(crate) fn try_flush_through(stream: u64, upto: u64) -> bool {
+    let Some(exec) = executor(stream) else { return false };
+    let Ok(_running) = exec.try_lock() else { return false };
+    run_queued(stream, Some(upto))
+}
+
+/// The lock that orders the running of `stream`'s ops, if it still exists.
+fn executor(stream: u64) -> Option<Arc<Mutex<()>>> {
+    state().streams.get(&stream).map(|s| s.exec.clone())
+}
+
+/// Runs `stream`'s queued ops up to `upto` (all when `None`), keeping the
+/// first error in the stream; the caller holds the stream's `exec` lock.
+/// Returns whether it ran any.
+fn run_queued(stream: u64, upto: Option<u64>) -> bool {
+    let mut ran = false;
     loop {
         let (dev, op) = {
             let mut st = state();
-            let Some(s) = st.streams.get_mut(&stream) else {
-                return Ok(());
-            };
+            let Some(s) = st.streams.get_mut(&stream) else { return ran };
             match s.queue.front() {
                 Some(&(seq, _)) if upto.is_none_or(|u| seq <= u) => (s.dev, s.queue.pop_front().unwrap().1),
-                _ => break,
+                _ => return ran,
             }
         };
+        ran = true;
         if let Err(code) = crate::driver::execute(dev, op) {
             let mut st = state();
             if let Some(s) = st.streams.get_mut(&stream) {
                 s.error.get_or_insert(code);
             }
         }
-    }
-    let mut st = state();
-    match st.streams.get_mut(&stream).and_then(|s| s.error.take()) {
-        Some(code) => Err(code),
-        None => Ok(()),
     }
 }
 

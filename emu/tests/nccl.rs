@@ -515,15 +515,22 @@ fn mismatched_counts_fail_on_every_rank() {
             let send = stream.clone_htod(&[1.0f32; 8]).unwrap();
             let mut recv = stream.alloc_zeros::<f32>(8).unwrap();
             let count = if rank == 0 { 8 } else { 7 };
+            // Queued: the mismatch shows when the stream runs, in the
+            // communicator's asynchronous error, as with NCCL.
             let bad = all_reduce(comms[rank], &stream, &send, &mut recv, count, ncclRedOp_t::ncclSum);
+            let before = async_error(comms[rank] as _);
             // The clique goes on: the next calls match again.
             let good = all_reduce(comms[rank], &stream, &send, &mut recv, 8, ncclRedOp_t::ncclSum);
-            (bad, good, stream.clone_dtoh(&recv).unwrap())
+            stream.synchronize().unwrap();
+            (bad, before, good, async_error(comms[rank] as _), stream.clone_dtoh(&recv).unwrap())
         })
     };
-    for (bad, good, got) in results {
-        assert_eq!(bad, ncclResult_t::ncclInvalidUsage);
-        assert_eq!(good, ncclResult_t::ncclSuccess);
+    for (bad, before, good, after, got) in results {
+        assert_eq!(
+            (bad, before, good),
+            (ncclResult_t::ncclSuccess, ncclResult_t::ncclSuccess, ncclResult_t::ncclSuccess)
+        );
+        assert_eq!(after, ncclResult_t::ncclInvalidUsage);
         assert_eq!(got, [2.0; 8]);
     }
     destroy(&comms);
@@ -619,9 +626,9 @@ fn abort_wakes_a_waiting_rank() {
         let stream = ctx(0).new_stream().unwrap();
         let send = stream.clone_htod(&[1.0f32; 4]).unwrap();
         let mut recv = stream.alloc_zeros::<f32>(4).unwrap();
-        // Blocks: rank 1 never calls. (If the abort below comes first, the
-        // call fails at once with the same error.)
+        // Queued at once; the synchronisation waits, since rank 1 never calls.
         let first = all_reduce(waiter, &stream, &send, &mut recv, 4, ncclRedOp_t::ncclSum);
+        stream.synchronize().unwrap();
         let later = all_reduce(waiter, &stream, &send, &mut recv, 4, ncclRedOp_t::ncclSum);
         let _ = tx.send((first, later));
     });
@@ -629,12 +636,9 @@ fn abort_wakes_a_waiting_rank() {
     // SAFETY: a live communicator, aborted once.
     unsafe { result::comm_abort(comms[1] as sys::ncclComm_t) }.unwrap();
     let (first, later) = rx.recv().expect("the waiting rank was not woken");
-    assert_eq!(first, ncclResult_t::ncclRemoteError);
+    assert_eq!(first, ncclResult_t::ncclSuccess, "queued");
     assert_eq!(later, ncclResult_t::ncclRemoteError, "the clique stays broken");
-    let mut async_err = ncclResult_t::ncclSuccess;
-    // SAFETY: a live communicator and an out pointer.
-    unsafe { sys::ncclCommGetAsyncError(comms[0] as _, &mut async_err) }.result().unwrap();
-    assert_eq!(async_err, ncclResult_t::ncclRemoteError);
+    assert_eq!(async_error(comms[0] as _), ncclResult_t::ncclRemoteError);
     // SAFETY: as above; the aborted handle is detected.
     unsafe {
         result::comm_abort(comms[0] as sys::ncclComm_t).unwrap();
@@ -655,13 +659,50 @@ fn destroying_a_rank_others_wait_for_wakes_them() {
         let stream = ctx(1).new_stream().unwrap();
         let send = stream.clone_htod(&[1.0f64; 4]).unwrap();
         let mut recv = stream.alloc_zeros::<f64>(4).unwrap();
-        let _ = tx.send(all_reduce(waiter, &stream, &send, &mut recv, 4, ncclRedOp_t::ncclSum));
+        let queued = all_reduce(waiter, &stream, &send, &mut recv, 4, ncclRedOp_t::ncclSum);
+        stream.synchronize().unwrap();
+        let _ = tx.send((queued, async_error(waiter as _)));
     });
     std::thread::sleep(Duration::from_millis(200));
     destroy(&comms[..1]);
-    let rc = rx.recv().expect("the waiting rank was not woken");
-    assert_eq!(rc, ncclResult_t::ncclRemoteError);
+    let (queued, rc) = rx.recv().expect("the waiting rank was not woken");
+    assert_eq!((queued, rc), (ncclResult_t::ncclSuccess, ncclResult_t::ncclRemoteError));
     destroy(&comms[1..]);
+}
+
+/// A single thread queues both ranks' calls, then reads one rank's result
+/// from a stream that does not wait for the collective: it is not there
+/// yet. After synchronising, it is.
+#[test]
+fn a_collective_runs_when_its_stream_runs() {
+    let streams: Vec<_> = (0..2).map(|i| ctx(i).new_stream().unwrap()).collect();
+    let comms = init_all(&[0, 1]);
+    let sends: Vec<_> = (0..2).map(|r| streams[r].clone_htod(&[1.0f32 + r as f32; 4]).unwrap()).collect();
+    let mut recvs: Vec<_> = (0..2).map(|r| streams[r].alloc_zeros::<f32>(4).unwrap()).collect();
+    let other = ctx(0).new_stream().unwrap();
+    let raw = {
+        let (raw, _record) = recvs[0].device_ptr(&streams[0]);
+        raw
+    };
+    for s in &streams {
+        s.synchronize().unwrap();
+    }
+    group_start().unwrap();
+    for (r, recv) in recvs.iter_mut().enumerate() {
+        assert_eq!(
+            all_reduce(comms[r], &streams[r], &sends[r], recv, 4, ncclRedOp_t::ncclSum),
+            ncclResult_t::ncclSuccess
+        );
+    }
+    group_end().unwrap();
+    let mut early = vec![9.0f32; 4];
+    // SAFETY: `raw` holds 4 floats; a copy into pageable memory completes before returning.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut early, raw, other.cu_stream()) }.unwrap();
+    assert_eq!(early, [0.0; 4], "the collective ran before its stream was synchronised");
+    // Synchronising rank 0's stream runs rank 1's queued call too.
+    assert_eq!(streams[0].clone_dtoh(&recvs[0]).unwrap(), [3.0; 4]);
+    assert_eq!(streams[1].clone_dtoh(&recvs[1]).unwrap(), [3.0; 4]);
+    destroy(&comms);
 }
 
 // ---------------------------------------------------------------------------

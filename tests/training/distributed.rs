@@ -162,41 +162,11 @@ fn a_killed_rank_fails_the_job_naming_it() {
 // emulated GPUs: each rank is this test binary running `ddp_rank` with its
 // scenario in the environment.
 
-use devtensor::nn::{Linear, Module, Relu, try_cross_entropy};
+use crate::parallel::Mlp;
+use devtensor::nn::Module;
 use devtensor::optim::{AdamConfig, OptimizerConfig};
 use devtensor::parallel::{DistributedDataParallel, Loss, ProcessGroup};
 use devtensor::{Cpu, Device, Generator, Result, Tensor};
-
-/// A small classifier: Linear(6, hidden), ReLU, Linear(hidden, 4).
-struct Mlp<D: Device> {
-    hidden: Linear<D>,
-    relu: Relu,
-    out: Linear<D>,
-}
-devtensor::module!(Mlp { hidden, relu, out });
-
-impl<D: Device> Mlp<D> {
-    fn new(hidden: usize, seed: u64) -> Self {
-        devtensor::manual_seed(seed);
-        Mlp { hidden: Linear::new(6, hidden), relu: Relu, out: Linear::new(hidden, 4) }
-    }
-}
-
-/// Labels of -1 make the loss fail (out of memory); -2 make it panic.
-impl<D: Device> Loss<D> for Mlp<D> {
-    type Batch = (Tensor<D>, Tensor<D, i64>);
-
-    fn loss(&self, (x, y): &Self::Batch) -> Result<Tensor<D>> {
-        if y.to_vec().contains(&-1) {
-            Tensor::<D>::try_zeros([1usize << 60])?;
-        }
-        if y.to_vec().contains(&-2) {
-            panic!("a bug in the loss");
-        }
-        let h = self.relu.try_forward(&self.hidden.try_forward(x)?)?;
-        try_cross_entropy(&self.out.try_forward(&h)?, y)
-    }
-}
 
 /// Global batch `step` (7 rows: split 3 + 4 between two ranks, uneven).
 fn global_batch(step: u64) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {

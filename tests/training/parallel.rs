@@ -8,9 +8,10 @@ use devtensor::optim::{AdamConfig, AdamWConfig, Optimizer, OptimizerConfig, SgdC
 use devtensor::parallel::{DataParallel, DeviceList, Loss, ReducePath, Replicate};
 use devtensor::{Cpu, Cuda, Device, Error, Generator, Result, Tensor};
 
-/// A small classifier: Linear(6, 16), ReLU, Linear(16, 4).
+/// A small classifier: Linear(6, 16), ReLU, Linear(16, 4) (the
+/// distributed tests widen the hidden layer).
 #[derive(Clone)]
-struct Mlp<D: Device> {
+pub(crate) struct Mlp<D: Device> {
     hidden: Linear<D>,
     relu: Relu,
     out: Linear<D>,
@@ -18,12 +19,19 @@ struct Mlp<D: Device> {
 devtensor::module!(Mlp { hidden, relu, out });
 
 impl<D: Device> Mlp<D> {
+    /// Linear(6, `hidden`), ReLU, Linear(`hidden`, 4), initialised from `seed`.
+    pub(crate) fn new(hidden: usize, seed: u64) -> Self {
+        devtensor::manual_seed(seed);
+        Mlp { hidden: Linear::new(6, hidden), relu: Relu, out: Linear::new(hidden, 4) }
+    }
+
     fn logits(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
         self.out.try_forward(&self.relu.try_forward(&self.hidden.try_forward(x)?)?)
     }
 }
 
-/// A label of -1 marks a sample whose replica must fail (out of memory).
+/// A label of -1 marks a sample whose replica must fail (out of memory),
+/// -2 one whose replica panics.
 impl<D: Device> Loss<D> for Mlp<D> {
     type Batch = (Tensor<D>, Tensor<D, i64>);
 

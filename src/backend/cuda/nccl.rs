@@ -140,6 +140,19 @@ fn non_blocking_config() -> sys::ncclConfig_t {
     }
 }
 
+/// NCCL's description of the calling thread's last error (`ncclGetLastError`,
+/// which says, for one, which ranks share a GPU), as ` (...)`; nothing when
+/// it has none.
+fn last_error(comm: sys::ncclComm_t) -> String {
+    // SAFETY: NCCL returns a NUL-terminated string it owns (possibly empty),
+    // valid until its next failing call on this thread; it is copied at once.
+    let text = unsafe {
+        let p = sys::ncclGetLastError(comm);
+        if p.is_null() { String::new() } else { std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned() }
+    };
+    if text.trim().is_empty() { String::new() } else { format!(" ({})", text.trim()) }
+}
+
 /// A new `ncclUniqueId`, as bytes to hand to the other ranks.
 pub(crate) fn unique_id() -> Result<Vec<u8>> {
     // SAFETY: only tries to dlopen NCCL.
@@ -187,7 +200,8 @@ impl NcclRank {
         let started =
             unsafe { sys::ncclCommInitRankConfig(&mut comm, nranks as i32, unique, rank as i32, &mut config) };
         if !matches!(started, sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress) {
-            return Err(device.error("nccl_init", format_args!("ncclCommInitRankConfig failed: {started:?}")));
+            let why = last_error(comm);
+            return Err(device.error("nccl_init", format_args!("ncclCommInitRankConfig failed: {started:?}{why}")));
         }
         let joined = NcclRank { comm: std::sync::RwLock::new(Some(comm as usize)), device, stream };
         joined.wait_until_done("ncclCommInitRankConfig", deadline, cancelled)?;
@@ -209,8 +223,9 @@ impl NcclRank {
                 sys::ncclResult_t::ncclSuccess => return Ok(()),
                 sys::ncclResult_t::ncclInProgress => {}
                 error => {
+                    let why = self.last_error();
                     self.abort();
-                    return Err(self.device.error("nccl", format_args!("{what} failed: {error:?}")));
+                    return Err(self.device.error("nccl", format_args!("{what} failed: {error:?}{why}")));
                 }
             }
             if let Some(error) = cancelled() {
@@ -238,12 +253,20 @@ impl NcclRank {
         Ok(state)
     }
 
+    /// NCCL's own words for its last error, as ` (...)`, or nothing.
+    fn last_error(&self) -> String {
+        let guard = self.comm.read().unwrap_or_else(|e| e.into_inner());
+        guard.map_or_else(String::new, |comm| last_error(comm as sys::ncclComm_t))
+    }
+
     /// Fails with the communicator's error, if a collective has failed.
     /// Meaningful once the stream has run the collectives in question.
     pub(crate) fn check(&self) -> Result<()> {
         match self.async_state()? {
             sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => Ok(()),
-            error => Err(self.device.error("nccl", format_args!("a collective failed: {error:?}"))),
+            error => {
+                Err(self.device.error("nccl", format_args!("a collective failed: {error:?}{}", self.last_error())))
+            }
         }
     }
 
@@ -271,7 +294,7 @@ impl NcclRank {
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
                 self.wait_until_done(what, deadline, &|| None)
             }
-            error => Err(self.device.error(what, format_args!("NCCL failed: {error:?}"))),
+            error => Err(self.device.error(what, format_args!("NCCL failed: {error:?}{}", self.last_error()))),
         }
     }
 
