@@ -252,3 +252,38 @@ fn main() -> ExitCode {
     };
     ExitCode::from(status.code().and_then(|c| u8::try_from(c).ok()).filter(|&c| c != 0).unwrap_or(1))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> impl Iterator<Item = String> {
+        text.split_whitespace().map(str::to_string).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn options_follow_torchrun_and_the_program_keeps_its_own() {
+        let o =
+            parse(args("--nproc-per-node 4 --nnodes=2 --node_rank 1 --master-addr 10.0.0.1 ./train --lr 3")).unwrap();
+        assert_eq!((o.nproc_per_node, o.nnodes, o.node_rank), (4, 2, 1));
+        assert_eq!((o.master_addr.as_str(), o.master_port), ("10.0.0.1", 29500));
+        assert_eq!((o.program.as_str(), o.args.clone()), ("./train", vec!["--lr".to_string(), "3".to_string()]));
+        let o = parse(args("--grace 0.5 -- ./train --nnodes 9")).unwrap();
+        assert_eq!((o.grace, o.nnodes, o.args.len()), (Duration::from_millis(500), 1, 2));
+    }
+
+    #[test]
+    fn bad_options_are_named() {
+        for (line, message) in [
+            ("", "no program to run"),
+            ("--nproc-per-node two ./train", "--nproc-per-node \"two\" is not a whole number"),
+            ("--node-rank 2 --nnodes 2 ./train", "--node-rank 2 is not below --nnodes 2"),
+            ("--master-port 0 ./train", "--master-port \"0\" is not a TCP port"),
+            ("--nproc-per-node 0 ./train", "--nproc-per-node and --nnodes must be at least 1"),
+            ("--frobnicate ./train", "unknown option --frobnicate"),
+            ("--nnodes", "--nnodes needs a value"),
+        ] {
+            assert_eq!(parse(args(line)).err().as_deref(), Some(message), "{line}");
+        }
+    }
+}

@@ -175,21 +175,34 @@ impl<D: Device> ProcessGroup<D> {
             .map_err(|e| fail(format!("cannot start the watchdog thread: {e}")))?;
 
         // Every rank first meets at the store, so that a missing one is named.
-        store.try_barrier("devtensor/join")?;
-        let id = if job.is_main() {
-            let id = nccl::unique_id()?;
-            store.try_set("devtensor/nccl-id", &id)?;
-            id
-        } else {
-            store.try_get("devtensor/nccl-id")?
-        };
-        let cancelled = || membership.failure().map(|f| f.error(job.rank));
-        let comm = NcclRank::try_join(job.local_rank, job.world_size, job.rank, &id, deadline, &cancelled).map_err(
-            |e| match e {
+        let joined = (|| {
+            store.try_barrier("devtensor/join")?;
+            let id = if job.is_main() {
+                let id = nccl::unique_id()?;
+                store.try_set("devtensor/nccl-id", &id)?;
+                id
+            } else {
+                store.try_get("devtensor/nccl-id")?
+            };
+            let cancelled = || membership.failure().map(|f| f.error(job.rank));
+            NcclRank::try_join(job.local_rank, job.world_size, job.rank, &id, deadline, &cancelled).map_err(|e| match e
+            {
                 Error::Distributed { .. } => e,
                 other => fail(format!("could not join the NCCL communicator: {other}")),
-            },
-        )?;
+            })
+        })();
+        let comm = match joined {
+            Ok(comm) => comm,
+            Err(error) => {
+                // This rank's own failure (NCCL missing, its GPU refused):
+                // the others must not wait for it until their timeout.
+                if membership.failure().is_none() {
+                    let _ = store.try_report_failure(&error.to_string());
+                    tell_launcher(&error.to_string());
+                }
+                return Err(error);
+            }
+        };
         let _ = membership.comm.set(comm);
         // A failure may have arrived while joining, before the watchdog could abort.
         if let Some(failure) = membership.failure() {

@@ -416,23 +416,21 @@ fn ranks_with_different_models_fail_before_training_naming_the_parameter() {
     }
 }
 
-#[test]
-fn a_wrong_world_size_is_refused_and_the_others_name_the_missing_rank() {
-    if !gpus_ready() {
-        return;
-    }
-    // Started by hand, not by the launcher: rank 1 says WORLD_SIZE=3.
+/// Starts one process per `(RANK, WORLD_SIZE, LOCAL_RANK)` by hand, not by
+/// the launcher, and returns what each printed; each must fail (within
+/// the 3-second join timeout they are given).
+fn by_hand(ranks: &[(usize, usize, usize)]) -> Vec<String> {
     let port = free_port();
-    let children: Vec<_> = [(0, 2), (1, 3)]
-        .into_iter()
-        .map(|(rank, world_size)| {
+    let children: Vec<_> = ranks
+        .iter()
+        .map(|&(rank, world_size, local_rank)| {
             std::process::Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", "distributed::ddp_rank", "--nocapture", "--test-threads=1"])
                 .env("DEVTENSOR_TEST_DDP", "train")
                 .env("DEVTENSOR_DIST_TIMEOUT_S", "3")
                 .env("WORLD_SIZE", world_size.to_string())
                 .env("RANK", rank.to_string())
-                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_RANK", local_rank.to_string())
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", port.to_string())
                 .stdout(std::process::Stdio::piped())
@@ -440,14 +438,23 @@ fn a_wrong_world_size_is_refused_and_the_others_name_the_missing_rank() {
                 .unwrap()
         })
         .collect();
-    let outputs: Vec<String> = children
+    children
         .into_iter()
         .map(|child| {
             let out = child.wait_with_output().unwrap();
             assert!(!out.status.success());
             String::from_utf8_lossy(&out.stdout).into_owned()
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_wrong_world_size_is_refused_and_the_others_name_the_missing_rank() {
+    if !gpus_ready() {
+        return;
+    }
+    // Rank 1 says WORLD_SIZE=3.
+    let outputs = by_hand(&[(0, 2, 0), (1, 3, 1)]);
     assert!(
         outputs[1].contains(
             "ERROR distributed job, rank 1: rank 0's store refused this rank: rank 1 has WORLD_SIZE=3, but rank 0 \
@@ -457,4 +464,21 @@ fn a_wrong_world_size_is_refused_and_the_others_name_the_missing_rank() {
         outputs[1]
     );
     assert!(outputs[0].contains("timed out after 3s") && outputs[0].contains("rank 1 never joined"), "{}", outputs[0]);
+}
+
+#[test]
+fn two_ranks_on_one_gpu_are_refused_at_once() {
+    if !gpus_ready() {
+        return;
+    }
+    // Both with LOCAL_RANK=0: NCCL's duplicate-GPU check, on both ranks.
+    let start = Instant::now();
+    for (rank, output) in by_hand(&[(0, 2, 0), (1, 2, 0)]).iter().enumerate() {
+        assert!(
+            output.contains(&format!("ERROR distributed job, rank {rank}: could not join the NCCL communicator"))
+                && output.contains("duplicate GPU detected"),
+            "{output}"
+        );
+    }
+    assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
 }
