@@ -420,6 +420,17 @@ fn ranks_with_different_models_fail_before_training_naming_the_parameter() {
 /// the launcher, and returns what each printed; each must fail (within
 /// the 3-second join timeout they are given).
 fn by_hand(ranks: &[(usize, usize, usize)]) -> Vec<String> {
+    by_hand_outcomes(ranks)
+        .into_iter()
+        .map(|(ok, output)| {
+            assert!(!ok, "{output}");
+            output
+        })
+        .collect()
+}
+
+/// As [`by_hand`], with whether each process succeeded.
+fn by_hand_outcomes(ranks: &[(usize, usize, usize)]) -> Vec<(bool, String)> {
     let port = free_port();
     let children: Vec<_> = ranks
         .iter()
@@ -442,8 +453,7 @@ fn by_hand(ranks: &[(usize, usize, usize)]) -> Vec<String> {
         .into_iter()
         .map(|child| {
             let out = child.wait_with_output().unwrap();
-            assert!(!out.status.success());
-            String::from_utf8_lossy(&out.stdout).into_owned()
+            (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
         })
         .collect()
 }
@@ -464,6 +474,25 @@ fn a_wrong_world_size_is_refused_and_the_others_name_the_missing_rank() {
         outputs[1]
     );
     assert!(outputs[0].contains("timed out after 3s") && outputs[0].contains("rank 1 never joined"), "{}", outputs[0]);
+}
+
+#[test]
+fn a_second_process_with_the_same_rank_is_refused() {
+    if !gpus_ready() {
+        return;
+    }
+    // Ranks 0 and 1 train; a third process also says RANK=1.
+    let outcomes = by_hand_outcomes(&[(0, 2, 0), (1, 2, 1), (1, 2, 1)]);
+    let refused: Vec<&(bool, String)> = outcomes[1..].iter().filter(|(ok, _)| !ok).collect();
+    assert_eq!(refused.len(), 1, "{outcomes:?}");
+    assert!(
+        refused[0].1.contains(
+            "ERROR distributed job, rank 1: rank 0's store refused this rank: two processes have RANK=1: every \
+             process of a job needs a rank of its own"
+        ),
+        "{outcomes:?}"
+    );
+    assert!(outcomes[0].0 && outcomes[0].1.contains("PARAMS "), "{outcomes:?}");
 }
 
 #[test]
