@@ -111,6 +111,11 @@ fn fingerprint<D: Device, M: Module<D>>(model: &M) -> Vec<String> {
     lines
 }
 
+/// Each parameter's size in bytes, in the model's order: what buckets are planned from.
+fn parameter_bytes<D: Device, M: Module<D>>(model: &M) -> Vec<usize> {
+    model.parameters().iter().map(|(_, p)| p.elem_count() * std::mem::size_of::<f32>()).collect()
+}
+
 /// A fresh dense copy of `t`, which NCCL may overwrite in place.
 fn dense_copy<D: Device>(t: &Tensor<D>) -> Result<Tensor<D>> {
     Ok(Tensor::from_storage(D::copy_strided(t.storage(), t.layout())?, t.shape().clone()))
@@ -159,18 +164,9 @@ where
         }
         comm.finish().map_err(|e| group.fail(e))?;
         state.try_load_into(&mut model)?;
-        let sizes: Vec<usize> =
-            model.parameters().iter().map(|(_, p)| p.elem_count() * std::mem::size_of::<f32>()).collect();
         let optimizer = optimizer.build(&model);
-        Ok(DistributedDataParallel {
-            group,
-            model,
-            optimizer,
-            buckets: plan_buckets(&sizes, DEFAULT_BUCKET_BYTES),
-            max_grad_norm: None,
-            steps: 0,
-            overlapped: 0,
-        })
+        let buckets = plan_buckets(&parameter_bytes(&model), DEFAULT_BUCKET_BYTES);
+        Ok(DistributedDataParallel { group, model, optimizer, buckets, max_grad_norm: None, steps: 0, overlapped: 0 })
     }
 
     /// Sets the bucket size in bytes (25 MiB by default, as PyTorch's
@@ -178,9 +174,7 @@ where
     /// backward, at the cost of more NCCL calls. Every rank must use the
     /// same size.
     pub fn bucket_bytes(mut self, bytes: usize) -> Self {
-        let sizes: Vec<usize> =
-            self.model.parameters().iter().map(|(_, p)| p.elem_count() * std::mem::size_of::<f32>()).collect();
-        self.buckets = plan_buckets(&sizes, bytes.max(1));
+        self.buckets = plan_buckets(&parameter_bytes(&self.model), bytes.max(1));
         self
     }
 

@@ -89,7 +89,6 @@ pub struct ProcessGroup<D: Device> {
     job: Job,
     store: TcpStore,
     membership: Arc<Membership>,
-    timeout: Duration,
     _device: PhantomData<D>,
 }
 
@@ -209,7 +208,7 @@ impl<D: Device> ProcessGroup<D> {
             membership.stop(failure.clone());
             return Err(failure.error(job.rank));
         }
-        Ok(ProcessGroup { job: job.clone(), store, membership, timeout, _device: PhantomData })
+        Ok(ProcessGroup { job: job.clone(), store, membership, _device: PhantomData })
     }
 
     /// The job, as read from the environment.
@@ -229,7 +228,7 @@ impl<D: Device> ProcessGroup<D> {
 
     /// How long a wait on the other ranks may take.
     pub fn timeout(&self) -> Duration {
-        self.timeout
+        self.store.timeout()
     }
 
     /// The job's rendezvous store, for a program's own agreements (what

@@ -22,6 +22,17 @@ unsafe impl Send for NcclClique {}
 // SAFETY: as above; shared references only issue calls on distinct ranks.
 unsafe impl Sync for NcclClique {}
 
+/// Fails unless NCCL can be loaded: cudarc panics on the first call into a
+/// library it cannot load, so every entry point looks first.
+fn require_nccl() -> Result<()> {
+    // SAFETY: only tries to dlopen NCCL.
+    if unsafe { sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(unavailable("NCCL was not found (libnccl.so is not on the library search path)"))
+    }
+}
+
 fn unavailable(reason: impl Into<String>) -> Error {
     Error::DeviceUnavailable { device: "NCCL".into(), reason: reason.into() }
 }
@@ -32,11 +43,7 @@ impl NcclClique {
     /// (`libnccl.so` not on the library path), a GPU is unavailable, or
     /// NCCL cannot set up.
     pub(crate) fn try_new(ordinals: &[usize]) -> Result<Self> {
-        // SAFETY: only tries to dlopen NCCL; cudarc panics on the first call
-        // into a library it cannot load, so look first.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(unavailable("NCCL was not found (libnccl.so is not on the library search path)"));
-        }
+        require_nccl()?;
         let devices = ordinals.iter().map(|&o| context::device(o)).collect::<Result<Vec<_>>>()?;
         let list: Vec<i32> = ordinals.iter().map(|&o| o as i32).collect();
         let mut comms = vec![std::ptr::null_mut(); list.len()];
@@ -155,10 +162,7 @@ fn last_error(comm: sys::ncclComm_t) -> String {
 
 /// A new `ncclUniqueId`, as bytes to hand to the other ranks.
 pub(crate) fn unique_id() -> Result<Vec<u8>> {
-    // SAFETY: only tries to dlopen NCCL.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(unavailable("NCCL was not found (libnccl.so is not on the library search path)"));
-    }
+    require_nccl()?;
     let id = result::get_uniqueid().map_err(|e| unavailable(format!("ncclGetUniqueId failed: {e:?}")))?;
     Ok(id.internal.iter().map(|&c| c as u8).collect())
 }
@@ -177,10 +181,7 @@ impl NcclRank {
         deadline: std::time::Instant,
         cancelled: &dyn Fn() -> Option<Error>,
     ) -> Result<Self> {
-        // SAFETY: only tries to dlopen NCCL.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(unavailable("NCCL was not found (libnccl.so is not on the library search path)"));
-        }
+        require_nccl()?;
         let device = context::device(ordinal)?;
         device.ctx.bind_to_thread().map_err(|e| device.error("nccl_init", e))?;
         let mut unique = sys::ncclUniqueId { internal: [0; 128] };
