@@ -24,8 +24,10 @@ impl<D: Device> Small<D> {
     }
 }
 
-fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("devtensor-test-{}-{name}.safetensors", std::process::id()))
+/// A file of its own for `name` in this process and on `D`: the device
+/// instances of one check run side by side in one process (issue 38).
+fn temp<D: Device>(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("devtensor-test-{}-{name}-{}.safetensors", std::process::id(), D::name()))
 }
 
 fn values<D: Device>(model: &Small<D>) -> Vec<(String, Vec<f32>)> {
@@ -33,7 +35,7 @@ fn values<D: Device>(model: &Small<D>) -> Vec<(String, Vec<f32>)> {
 }
 
 fn round_trips_across_devices_with_optimizer_state<D: Device>() {
-    let path = temp(&format!("round-trip-{}", D::name()));
+    let path = temp::<D>("round-trip");
     let mut model = Small::<D>::new();
     let mut opt = Adam::new(&model, AdamConfig::default());
     let x = Tensor::<D>::ones([2, 1, 4, 4]);
@@ -65,7 +67,7 @@ fn round_trips_across_devices_with_optimizer_state<D: Device>() {
 }
 
 fn mismatches_name_the_first_tensor<D: Device>() {
-    let path = temp(&format!("mismatch-{}", D::name()));
+    let path = temp::<D>("mismatch");
     Checkpoint::try_from_model(&Linear::<D>::new(3, 2)).unwrap().try_save(&path).unwrap();
     let ckpt = Checkpoint::<D>::try_load(&path).unwrap();
     let err = ckpt.try_load_into(&mut Linear::<D>::new(4, 2)).unwrap_err();
@@ -87,7 +89,7 @@ fn mismatches_name_the_first_tensor<D: Device>() {
 
 #[test]
 fn hostile_files_are_errors_not_crashes() {
-    let path = temp("hostile");
+    let path = temp::<Cpu>("hostile");
     let load = |bytes: &[u8]| {
         std::fs::write(&path, bytes).unwrap();
         Checkpoint::<Cpu>::try_load(&path).unwrap_err()
@@ -115,7 +117,7 @@ fn hostile_files_are_errors_not_crashes() {
         let err = load(&bytes);
         assert!(matches!(err, Error::Checkpoint { .. }), "{what}: {err}");
     }
-    let err = Checkpoint::<Cpu>::try_load(temp("does-not-exist")).unwrap_err();
+    let err = Checkpoint::<Cpu>::try_load(temp::<Cpu>("does-not-exist")).unwrap_err();
     assert!(err.to_string().contains("cannot read the file"), "{err}");
     std::fs::remove_file(&path).ok();
 }
@@ -159,7 +161,7 @@ fn module_lists_name_by_index_and_round_trip<D: Device>() {
     blocks.eval();
     // (The training forward moved the running statistics.)
     let evaluated = blocks.h[1].forward(&x).to_vec();
-    let path = temp("module-list");
+    let path = temp::<D>("module-list");
     Checkpoint::try_from_model(&blocks).unwrap().try_save(&path).unwrap();
     let mut on_cpu = Blocks { h: vec![Small::<Cpu>::new(), Small::new()] };
     Checkpoint::<Cpu>::try_load(&path).unwrap().try_load_into(&mut on_cpu).unwrap();
@@ -195,7 +197,7 @@ fn integer_and_mask_fields_are_buffers<D: Device>() {
     let ckpt = Checkpoint::try_from_model(&model).unwrap();
     let int_names: Vec<&str> = ckpt.int_tensors().iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(int_names, ["steps"]);
-    let path = temp(&format!("buffers-{}", D::name()));
+    let path = temp::<D>("buffers");
     ckpt.save(&path);
     let mut fresh = WithBuffers {
         fc: Linear::<D>::new(3, 3),
