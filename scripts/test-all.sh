@@ -12,6 +12,24 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
 export CARGO_PROFILE_TEST_DEBUG="${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}"
 
+echo "== property-test seed"
+# Every property test draws its cases from this seed (proptest reads
+# PROPTEST_RNG_SEED itself), so a failure here is reproduced by running the
+# failing test with the same value, e.g.
+#   PROPTEST_RNG_SEED=<seed> cargo test --test ops index::pad_matches_a_loop::cpu
+# (with `bash scripts/with-emu.sh` in front for a ::cuda0 or ::cuda1 test).
+# A new seed each run, so that CI keeps drawing new cases, unless one is given.
+# proptest ignores a seed it cannot parse (with only a warning), hence the check.
+PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}"
+if [[ ! "$PROPTEST_RNG_SEED" =~ ^[0-9]{1,20}$ ]] \
+    || { ((${#PROPTEST_RNG_SEED} == 20)) && [[ "$PROPTEST_RNG_SEED" > 18446744073709551615 ]]; }; then
+    echo "PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED is not a whole number below 2^64" >&2
+    exit 1
+fi
+export PROPTEST_RNG_SEED
+echo "PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED"
+trap 'status=$?; ((status == 0)) || echo "FAILED; this run drew its property tests from PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED" >&2' EXIT
+
 echo "== CUDA tools (NVRTC, ptxas, headers; pinned PyPI wheels, installed once into .cache/)"
 # The kernels test compiles every kernels/*.cu with these; it skips without
 # them, unless REQUIRE_NVRTC=1 (set by CI in .ci/run).
@@ -30,6 +48,9 @@ fi
 
 echo "== layers: no new import cycle between the top-level modules of src/"
 python3 scripts/check-layers.py
+
+echo "== every gradient check goes through the shared helper (tests/common/gradcheck.rs)"
+python3 scripts/check-tests.py
 
 echo "== formatting (rustfmt.toml) and lints (clippy, warnings are errors)"
 cargo fmt --all --check

@@ -177,9 +177,23 @@ pub fn as_f64<E: Element>(data: &[E]) -> Vec<f64> {
 /// code. Override with `DEVTENSOR_CUDA_CASES` (e.g. more on a real GPU).
 pub const CUDA_CASES: u32 = 16;
 
-/// Proptest cases for a CUDA instance: [`CUDA_CASES`] or `DEVTENSOR_CUDA_CASES`.
+/// Proptest cases for a CUDA instance: [`CUDA_CASES`] or `DEVTENSOR_CUDA_CASES`,
+/// times [`cases_factor`].
 pub fn cuda_cases() -> u32 {
-    std::env::var("DEVTENSOR_CUDA_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(CUDA_CASES)
+    let cases = std::env::var("DEVTENSOR_CUDA_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(CUDA_CASES);
+    cases.saturating_mul(cases_factor())
+}
+
+/// `DEVTENSOR_PROPTEST_FACTOR` (default 1): every property test runs this
+/// many times its cases, on every device, for a sweep of many draws (issue
+/// 38: `DEVTENSOR_PROPTEST_FACTOR=10`). Which draws they are is fixed by
+/// `PROPTEST_RNG_SEED` (proptest's own variable; `scripts/test-all.sh`
+/// picks and prints one).
+pub fn cases_factor() -> u32 {
+    match std::env::var("DEVTENSOR_PROPTEST_FACTOR") {
+        Err(_) => 1,
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("DEVTENSOR_PROPTEST_FACTOR={v:?} is not a whole number")),
+    }
 }
 
 /// Whether `DEVTENSOR_REQUIRE_CUDA=1` asks that CUDA instances run, not skip.
@@ -411,11 +425,12 @@ pub const fn sized(native: usize, miri: usize) -> usize {
     if cfg!(miri) { miri } else { native }
 }
 
-/// Proptest cases for a `Cpu` instance whose file asks for `cases`: those,
-/// but under Miri `PROPTEST_CASES` (set by `scripts/miri.sh`), or 4.
+/// Proptest cases for a `Cpu` instance whose file asks for `cases`: those
+/// times [`cases_factor`], but under Miri `PROPTEST_CASES` (set by
+/// `scripts/miri.sh`), or 4.
 pub fn cpu_cases(cases: u32) -> u32 {
     if !cfg!(miri) {
-        return cases;
+        return cases.saturating_mul(cases_factor());
     }
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
 }

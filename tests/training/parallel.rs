@@ -374,6 +374,7 @@ mod job {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::common::cpu_cases(256)))]
         /// Every consistent environment reads back as written.
         #[test]
         fn consistent_environments_read_back((world, rank, local) in (1..64usize).prop_flat_map(|w| (Just(w), 0..w))
