@@ -7,15 +7,18 @@
 //! ```
 //!
 //! Each process gets `WORLD_SIZE`, `RANK`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`,
-//! `MASTER_ADDR` and `MASTER_PORT`; its output lines are forwarded with a
-//! `[rank N]` prefix. When a process fails, the others are given
-//! `--grace` seconds to end by themselves (a devtensor program's steps
-//! return an error naming the failed rank within that time), then killed.
+//! `MASTER_ADDR`, `MASTER_PORT` and `DEVTENSOR_JOB_TOKEN` (the job's
+//! secret: a fresh one, or the user's, which a job of several nodes needs);
+//! its output lines are forwarded with a `[rank N]` prefix. When a process
+//! fails, the others are given `--grace` seconds to end by themselves (a
+//! devtensor program's steps return an error naming the failed rank within
+//! that time), then killed.
 //! The launcher then names the rank that failed first (a devtensor rank
 //! writes its own failure to `DEVTENSOR_RUN_ERROR_FILE`; otherwise a rank
 //! killed by a signal, otherwise the first to end badly) and exits with its
 //! exit code.
 
+use devtensor::parallel::{JOB_TOKEN_VAR, JobToken};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -24,7 +27,9 @@ const USAGE: &str = "usage: devtensor-run [--nproc-per-node N] [--nnodes M] [--n
 [--master-addr HOST] [--master-port PORT] [--grace SECONDS] PROGRAM [ARGS...]
 
 Starts N processes of PROGRAM on this node (node R of M), each with WORLD_SIZE,
-RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun does.
+RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun does,
+and DEVTENSOR_JOB_TOKEN: the job's secret, taken from the environment when set (a job
+of several nodes needs the same one on each), else made afresh.
 Defaults: 1 process, 1 node, node 0, 127.0.0.1, port 29500, 30 s grace.";
 
 struct Options {
@@ -98,6 +103,22 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     Ok(options)
 }
 
+/// The job's secret, which every process shows rank 0's store: the one in
+/// `DEVTENSOR_JOB_TOKEN` when the user set it (a job of several nodes needs
+/// the same one on each), else a fresh one for this node's job.
+fn job_token(options: &Options, from_env: Option<String>) -> Result<JobToken, String> {
+    match from_env {
+        Some(text) => JobToken::new(text).map_err(|e| e.to_string()),
+        None if options.nnodes > 1 => Err(format!(
+            "a job of {} nodes needs the same {JOB_TOKEN_VAR} on every node, so that only its own processes can \
+             join it: set it before starting devtensor-run on each node, e.g. `export {JOB_TOKEN_VAR}=$(openssl rand \
+             -hex 32)` on one and the same value on the others (docs/distributed.md)",
+            options.nnodes
+        )),
+        None => JobToken::generate().map_err(|e| e.to_string()),
+    }
+}
+
 /// Forwards every line of `from` to `to` with `prefix`.
 fn forward(from: impl Read + Send + 'static, prefix: String, to_stderr: bool) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -145,6 +166,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let token = match job_token(&options, std::env::var(JOB_TOKEN_VAR).ok()) {
+        Ok(token) => token,
+        Err(message) => {
+            eprintln!("devtensor-run: {message}");
+            return ExitCode::from(2);
+        }
+    };
     let world_size = options.nproc_per_node * options.nnodes;
     let mut children: Vec<(usize, Child)> = Vec::new();
     let errors = std::env::temp_dir().join(format!("devtensor-run-{}", std::process::id()));
@@ -162,6 +190,7 @@ fn main() -> ExitCode {
             .env("MASTER_ADDR", &options.master_addr)
             .env("MASTER_PORT", options.master_port.to_string())
             .env("DEVTENSOR_RUN_ERROR_FILE", error_file(rank))
+            .env(JOB_TOKEN_VAR, token.secret())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn();
@@ -285,5 +314,18 @@ mod tests {
         ] {
             assert_eq!(parse(args(line)).err().as_deref(), Some(message), "{line}");
         }
+    }
+
+    #[test]
+    fn a_job_gets_a_fresh_token_unless_it_spans_nodes() {
+        let (one, two) = (parse(args("./train")).unwrap(), parse(args("--nnodes 2 ./train")).unwrap());
+        let (a, b) = (job_token(&one, None).unwrap(), job_token(&one, None).unwrap());
+        assert!(a.secret().len() == 64 && a != b);
+        let error = job_token(&two, None).unwrap_err();
+        assert!(error.starts_with("a job of 2 nodes needs the same DEVTENSOR_JOB_TOKEN on every node"), "{error}");
+        let given = "0123456789abcdef0123456789abcdef";
+        assert_eq!(job_token(&two, Some(given.into())).unwrap().secret(), given);
+        let short = job_token(&one, Some("short".into())).unwrap_err();
+        assert!(short.contains("DEVTENSOR_JOB_TOKEN has 5 characters"), "{short}");
     }
 }

@@ -143,13 +143,23 @@ where
     pub fn try_new(group: ProcessGroup<D>, mut model: M, optimizer: O) -> Result<Self> {
         let rank = group.rank();
         let fail = |reason: String| Error::Distributed { rank: Some(rank), reason };
+        // Each rank shows a digest of its parameters' names and shapes; only
+        // where digests differ do the ranks concerned show the whole list,
+        // so that the store holds a few bytes per rank, whatever the model.
+        let store = group.store();
         let mine = fingerprint(&model);
-        let key = |r: usize| format!("devtensor/ddp/fingerprint/{r}");
-        group.store().try_set(&key(rank), mine.join("\n").as_bytes())?;
-        let reference = if rank == 0 { mine.clone() } else { lines(&group.store().try_get(&key(0))?) };
-        for other in 1..group.world_size() {
-            let theirs = if other == rank { mine.clone() } else { lines(&group.store().try_get(&key(other))?) };
-            if let Some(difference) = first_difference(&reference, &theirs) {
+        let digest_key = |r: usize| format!("devtensor/ddp/digest/{r}");
+        let list_key = |r: usize| format!("devtensor/ddp/fingerprint/{r}");
+        store.try_set(&digest_key(rank), &digest(&mine).to_le_bytes())?;
+        let digests = (0..group.world_size()).map(|r| store.try_get(&digest_key(r))).collect::<Result<Vec<_>>>()?;
+        let differs = |r: usize| digests[r] != digests[0];
+        if differs(rank) || (rank == 0 && (1..digests.len()).any(differs)) {
+            store.try_set(&list_key(rank), mine.join("\n").as_bytes())?;
+        }
+        let list_of =
+            |r: usize| if r == rank { Ok(mine.clone()) } else { store.try_get(&list_key(r)).map(|b| lines(&b)) };
+        for other in (1..group.world_size()).filter(|&r| differs(r)) {
+            if let Some(difference) = first_difference(&list_of(0)?, &list_of(other)?) {
                 return Err(fail(format!("rank {other}'s model differs from rank 0's: {difference}")));
             }
         }
@@ -311,6 +321,15 @@ where
         checkpoint.try_load_into(&mut self.model)?;
         self.optimizer.try_load_state(checkpoint.optimizer_state())
     }
+}
+
+/// A 64-bit digest (FNV-1a) of a model's fingerprint: the same on every
+/// machine and build, unlike `std`'s hasher, whose algorithm may change.
+fn digest(fingerprint: &[String]) -> u64 {
+    fingerprint
+        .iter()
+        .flat_map(|line| line.bytes().chain([b'\n']))
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 fn lines(bytes: &[u8]) -> Vec<String> {

@@ -25,13 +25,15 @@ mod process_group;
 mod reduce;
 mod replica;
 mod store;
+mod token;
 
 pub use batch::{ReplicaBatches, ScatterBatch, ShardOf};
 pub use data_parallel::DataParallel;
 pub use devices::{AllGpus, DeviceList, Replicate};
 pub use distributed::DistributedDataParallel;
-pub use job::Job;
+pub use job::{Job, STORE_BIND_VAR};
 pub use process_group::{DEFAULT_TIMEOUT, ProcessGroup};
 pub use reduce::{DEFAULT_BUCKET_BYTES, ReducePath};
 pub use replica::Loss;
 pub use store::{Failure, TcpStore};
+pub use token::{JOB_TOKEN_VAR, JobToken, MIN_TOKEN_LEN};

@@ -188,7 +188,7 @@ pub(crate) fn same_device_owned<D1: Device, D2: Device, E: Element>(tensor: Tens
 /// fn describe<D: Device>() -> String {
 ///     D::name()
 /// }
-/// let job = Job { world_size: 2, rank: 1, local_rank: 1, master_addr: "localhost".into(), master_port: 29500 };
+/// let job = Job::local(2, 1, 29500)?;
 /// assert_eq!(devtensor::on_local_gpu!(job, D => describe::<D>())?, "Cuda<1>");
 /// # Ok::<(), devtensor::Error>(())
 /// ```

@@ -3,7 +3,7 @@
 //! connection, as processes would have).
 
 use devtensor::Error;
-use devtensor::parallel::{Job, TcpStore};
+use devtensor::parallel::{Job, JobToken, TcpStore};
 use std::time::{Duration, Instant};
 
 /// A free port on the loopback interface.
@@ -12,7 +12,7 @@ fn free_port() -> u16 {
 }
 
 fn job(rank: usize, world_size: usize, port: u16) -> Job {
-    Job { world_size, rank, local_rank: rank, master_addr: "127.0.0.1".into(), master_port: port }
+    Job::local(world_size, rank, port).unwrap()
 }
 
 /// Runs `f(rank, store)` for every rank on a thread of its own, rank 0 first.
@@ -102,6 +102,96 @@ fn a_different_world_size_is_refused_naming_both() {
     assert!(reason.contains("rank 1 has WORLD_SIZE=3, but rank 0 has WORLD_SIZE=2"), "{reason}");
 }
 
+/// Rank 1's error when it joins rank 0's store with `token` where rank 0
+/// has `rank_0_token`.
+fn refusal(rank_0_token: Option<&str>, token: Option<&str>) -> String {
+    let with = |job: Job, token: Option<&str>| match token {
+        Some(t) => job.with_token(JobToken::new(t).unwrap()),
+        None => job,
+    };
+    let port = free_port();
+    let _main = TcpStore::try_connect(&with(job(0, 2, port), rank_0_token), Duration::from_secs(10)).unwrap();
+    let error = TcpStore::try_connect(&with(job(1, 2, port), token), Duration::from_secs(10)).unwrap_err();
+    let (rank, reason) = distributed(error);
+    assert_eq!(rank, Some(1));
+    reason
+}
+
+#[test]
+fn only_the_jobs_token_joins_it() {
+    let (ours, theirs) = ("0123456789abcdef-ours", "0123456789abcdef-theirs");
+    let refused = "rank 0's store refused this rank: ";
+    assert_eq!(
+        refusal(Some(ours), Some(theirs)),
+        format!("{refused}this process's job token (DEVTENSOR_JOB_TOKEN) is not rank 0's")
+    );
+    assert_eq!(
+        refusal(Some(ours), None),
+        format!("{refused}this process has no job token (DEVTENSOR_JOB_TOKEN), but rank 0's job has one")
+    );
+    assert!(refusal(None, Some(theirs)).contains("has a job token (DEVTENSOR_JOB_TOKEN), but rank 0 has none"));
+    // The same token joins, and the job works.
+    let (token, port, timeout) = (JobToken::generate().unwrap(), free_port(), Duration::from_secs(30));
+    let main = TcpStore::try_connect(&job(0, 2, port).with_token(token.clone()), timeout).unwrap();
+    let other = std::thread::spawn(move || {
+        let store = TcpStore::try_connect(&job(1, 2, port).with_token(token), timeout).unwrap();
+        store.try_barrier("joined").unwrap();
+    });
+    main.try_barrier("joined").unwrap();
+    other.join().unwrap();
+}
+
+#[test]
+fn keys_and_values_past_the_limits_are_errors_naming_them() {
+    let port = free_port();
+    let store = TcpStore::try_connect(&job(0, 1, port), Duration::from_secs(10)).unwrap();
+    store.try_set("largest", &vec![7; TcpStore::VALUE_LIMIT]).unwrap();
+    assert_eq!(store.try_get("largest").unwrap().len(), TcpStore::VALUE_LIMIT);
+    let (_, reason) = distributed(store.try_set("too large", &vec![7; TcpStore::VALUE_LIMIT + 1]).unwrap_err());
+    assert_eq!(reason, "set \"too large\": the value is 1048577 bytes, above the store's limit of 1048576 bytes");
+    let key = "k".repeat(TcpStore::KEY_LIMIT + 1);
+    let (_, reason) = distributed(store.try_add(&key, 1).unwrap_err());
+    assert!(reason.ends_with("the key is 1025 bytes, above the store's limit of 1024 bytes"), "{reason}");
+    // The store is still there for the rank.
+    assert_eq!(store.try_add("counter", 2).unwrap(), 2);
+}
+
+#[test]
+fn a_job_may_meet_at_barriers_without_filling_the_store() {
+    // A world of 2 holds at most 4128 keys, and each round of a barrier
+    // sets two: without clearing past rounds, the 2065th would fail.
+    let results = ranks(2, Duration::from_secs(60), |_, store| {
+        for _ in 0..3000 {
+            store.try_barrier("step").unwrap();
+        }
+        store.try_add("after", 1).unwrap()
+    });
+    assert_eq!(results.iter().max(), Some(&2));
+}
+
+#[test]
+fn the_store_listens_on_the_address_master_addr_names() {
+    // 127.0.0.1 and 127.0.0.2 are both this machine's loopback, but a store
+    // for 127.0.0.1 must not answer on any other address.
+    let port = free_port();
+    let _store = TcpStore::try_connect(&job(0, 2, port), Duration::from_secs(10)).unwrap();
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let elsewhere = std::net::TcpStream::connect(("127.0.0.2", port));
+    assert!(elsewhere.is_err(), "a store for 127.0.0.1 answered on 127.0.0.2");
+    // DEVTENSOR_STORE_BIND=0.0.0.0 asks for every interface.
+    let port = free_port();
+    let vars = |name: &str| match name {
+        "WORLD_SIZE" => Some("2".to_string()),
+        "RANK" | "LOCAL_RANK" => Some("0".to_string()),
+        "MASTER_ADDR" => Some("127.0.0.1".to_string()),
+        "MASTER_PORT" => Some(port.to_string()),
+        "DEVTENSOR_STORE_BIND" => Some("0.0.0.0".to_string()),
+        _ => None,
+    };
+    let _everywhere = TcpStore::try_connect(&Job::from_vars(vars).unwrap(), Duration::from_secs(10)).unwrap();
+    assert!(std::net::TcpStream::connect(("127.0.0.2", port)).is_ok());
+}
+
 #[test]
 fn a_failure_ends_every_other_ranks_wait_naming_the_rank() {
     let results = ranks(3, Duration::from_secs(60), |rank, store| {
@@ -169,7 +259,7 @@ use devtensor::parallel::{DistributedDataParallel, Loss, ProcessGroup};
 use devtensor::{Cpu, Device, Generator, Result, Tensor};
 
 /// Global batch `step` (7 rows: split 3 + 4 between two ranks, uneven).
-fn global_batch(step: u64) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {
+pub(crate) fn global_batch(step: u64) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {
     let rows = 7;
     let mut g = Generator::new(100 + step);
     let x = Tensor::<Cpu>::randn_with([rows, 6], &mut g);
@@ -179,11 +269,11 @@ fn global_batch(step: u64) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {
 
 const STEPS: u64 = 3;
 
-fn adam() -> AdamConfig {
+pub(crate) fn adam() -> AdamConfig {
     AdamConfig { lr: 0.05, ..Default::default() }
 }
 
-fn flat_parameters<D: Device>(model: &Mlp<D>) -> Vec<f32> {
+pub(crate) fn flat_parameters<D: Device>(model: &Mlp<D>) -> Vec<f32> {
     model.parameters().into_iter().flat_map(|(_, p)| p.to_vec()).collect()
 }
 
@@ -255,6 +345,24 @@ fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Re
     Ok(())
 }
 
+/// Checks a rank's `PARAMS ...` line against the parameters that one
+/// device reaches in `steps` steps from rank 0's initial weights on whole
+/// global batches.
+pub(crate) fn assert_one_device_parameters(line: &str, steps: u64, context: &str) {
+    let mut model = Mlp::<Cpu>::new(16, 0);
+    let mut opt = adam().build(&model);
+    for step in 0..steps {
+        let grads = model.loss(&global_batch(step)).unwrap().backward();
+        devtensor::optim::Optimizer::step(&mut opt, &mut model, &grads);
+    }
+    let reference = flat_parameters(&model);
+    let got: Vec<f32> = line.split_once("PARAMS ").unwrap().1.split(',').map(|v| v.trim().parse().unwrap()).collect();
+    assert_eq!(got.len(), reference.len(), "{context}");
+    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+        assert!((g - r).abs() <= 1e-5 * (1.0 + r.abs()), "parameter element {i}: {g} vs {r}, {context}");
+    }
+}
+
 /// The launcher's output for `scenario` on `ranks` emulated GPUs; fails if
 /// it runs for more than three minutes. The ranks' timeout is one that only
 /// a hang reaches: these scenarios end by themselves, and on a loaded
@@ -291,7 +399,7 @@ fn launch_with(scenario: &str, ranks: usize, grace: &str, timeout: &str) -> (boo
     (out.status.success(), text)
 }
 
-fn gpus_ready() -> bool {
+pub(crate) fn gpus_ready() -> bool {
     crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()
 }
 
@@ -302,29 +410,13 @@ fn processes_train_to_the_parameters_of_one_device() {
     if !gpus_ready() {
         return;
     }
-    // The reference: rank 0's initial weights, whole global batches, one device.
-    let mut model = Mlp::<Cpu>::new(16, 0);
-    let mut opt = adam().build(&model);
-    for step in 0..STEPS {
-        let grads = model.loss(&global_batch(step)).unwrap().backward();
-        devtensor::optim::Optimizer::step(&mut opt, &mut model, &grads);
-    }
-    let reference = flat_parameters(&model);
-
     for (scenario, ranks) in [("train", 2), ("train", 3), ("resume", 2)] {
         let (ok, text) = launch(scenario, ranks);
         assert!(ok, "{text}");
         for rank in 0..ranks {
             let prefix = format!("[rank {rank}] ");
             let line = text.lines().find(|l| l.starts_with(&prefix) && l.contains("PARAMS ")).expect(&text);
-            let got: Vec<f32> = line.split_once("PARAMS ").unwrap().1.split(',').map(|v| v.parse().unwrap()).collect();
-            assert_eq!(got.len(), reference.len());
-            for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-                assert!(
-                    (g - r).abs() <= 1e-5 * (1.0 + r.abs()),
-                    "{scenario} on {ranks} ranks, rank {rank}, parameter element {i}: {g} vs {r}\n{text}"
-                );
-            }
+            assert_one_device_parameters(line, STEPS, &format!("{scenario} on {ranks} ranks, rank {rank}\n{text}"));
         }
         // Buckets of 256 bytes: several, and sent while backward ran.
         assert!(text.contains("[rank 0] OVERLAP 4 of 4"), "{text}");

@@ -363,6 +363,8 @@ mod job {
         Job::from_vars(|name| vars.get(name).cloned())
     }
 
+    const TOKEN: &str = "0123456789abcdef0123";
+
     fn valid(world: usize, rank: usize, local: usize, port: u16) -> HashMap<&'static str, String> {
         HashMap::from([
             ("WORLD_SIZE", world.to_string()),
@@ -370,6 +372,7 @@ mod job {
             ("LOCAL_RANK", local.to_string()),
             ("MASTER_ADDR", "node-0".to_string()),
             ("MASTER_PORT", port.to_string()),
+            ("DEVTENSOR_JOB_TOKEN", TOKEN.to_string()),
         ])
     }
 
@@ -380,7 +383,12 @@ mod job {
         fn consistent_environments_read_back((world, rank, local) in (1..64usize).prop_flat_map(|w| (Just(w), 0..w))
             .prop_flat_map(|(w, r)| (Just(w), Just(r), 0..=r)), port in 1..=u16::MAX) {
             let job = read(&valid(world, rank, local, port)).unwrap();
-            prop_assert_eq!(job, Job { world_size: world, rank, local_rank: local, master_addr: "node-0".into(), master_port: port });
+            prop_assert_eq!(
+                (job.world_size, job.rank, job.local_rank, job.master_addr.as_str(), job.master_port),
+                (world, rank, local, "node-0", port)
+            );
+            prop_assert_eq!(job.token.as_ref().map(|t| t.secret()), Some(TOKEN));
+            prop_assert_eq!(job.store_bind, None);
         }
     }
 
@@ -388,7 +396,7 @@ mod job {
     /// once the rank is known.
     #[test]
     fn wrong_environments_name_the_variable_and_the_rank() {
-        let cases: [(&str, Option<&str>, &str); 9] = [
+        let cases: [(&str, Option<&str>, &str); 13] = [
             (
                 "RANK",
                 None,
@@ -402,6 +410,27 @@ mod job {
             ("MASTER_ADDR", Some(" "), "distributed job, rank 1: MASTER_ADDR is empty"),
             ("MASTER_PORT", Some("0"), "distributed job, rank 1: MASTER_PORT=0 is not a TCP port (1 to 65535)"),
             ("MASTER_PORT", Some("70000"), "distributed job, rank 1: MASTER_PORT=70000 is not a TCP port"),
+            (
+                "DEVTENSOR_JOB_TOKEN",
+                None,
+                "distributed job, rank 1: DEVTENSOR_JOB_TOKEN is not set, and MASTER_ADDR=node-0 is not a loopback \
+                 address: without a job token, anyone who can reach node-0:29500 could join this job.",
+            ),
+            (
+                "DEVTENSOR_JOB_TOKEN",
+                Some("short"),
+                "distributed job, rank 1: DEVTENSOR_JOB_TOKEN has 5 characters; a job token needs at least 16",
+            ),
+            (
+                "DEVTENSOR_JOB_TOKEN",
+                Some("0123456789 abcdef"),
+                "distributed job, rank 1: DEVTENSOR_JOB_TOKEN may hold printable ASCII characters only",
+            ),
+            (
+                "DEVTENSOR_STORE_BIND",
+                Some("eth0"),
+                "distributed job, rank 1: DEVTENSOR_STORE_BIND=\"eth0\" is not an IP",
+            ),
         ];
         for (name, value, expected) in cases {
             let mut vars = valid(2, 1, 0, 29500);
@@ -413,5 +442,23 @@ mod job {
             assert!(matches!(err, Error::Distributed { .. }), "{err:?}");
             assert!(err.to_string().starts_with(expected), "{name}={value:?}: {err}");
         }
+    }
+
+    /// A job on one machine needs no token; a loopback address is one that
+    /// no other machine can reach, whatever its spelling.
+    #[test]
+    fn loopback_jobs_need_no_token() {
+        for host in ["127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1", "[::1]"] {
+            let mut vars = valid(2, 1, 0, 29500);
+            vars.remove("DEVTENSOR_JOB_TOKEN");
+            vars.insert("MASTER_ADDR", host.to_string());
+            let job = read(&vars).unwrap_or_else(|e| panic!("{host}: {e}"));
+            assert!(job.token.is_none(), "{host}");
+        }
+        let mut vars = valid(2, 1, 0, 29500);
+        vars.insert("DEVTENSOR_STORE_BIND", "0.0.0.0".into());
+        assert_eq!(read(&vars).unwrap().store_bind, Some([0, 0, 0, 0].into()));
+        // The token's text never shows in the job's Debug form.
+        assert!(!format!("{:?}", read(&valid(2, 1, 0, 29500)).unwrap()).contains(TOKEN));
     }
 }
