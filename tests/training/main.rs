@@ -20,6 +20,7 @@ mod optim;
 mod parallel;
 mod porting;
 mod shapes;
+mod store_attacks;
 
 /// The GPT of `examples/train_gpt.rs`, for the parity test (`gpt`).
 #[allow(dead_code)] // what only the example uses
