@@ -57,6 +57,9 @@ cargo fmt --all --check
 (cd emu && cargo fmt --all --check)
 cargo clippy --all-targets --quiet -- -D warnings
 
+echo "== no fallible body calls a panicking form (scripts/check-fallible.py)"
+python3 scripts/check-fallible.py
+
 echo "== unit, integration, property and compile-fail tests"
 cargo test --all-targets
 

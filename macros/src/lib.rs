@@ -173,6 +173,13 @@ impl Function {
         out.extend(self.docs.iter().cloned());
         out.extend(self.other_attrs.iter().cloned());
         out.extend("#[track_caller]".parse::<TokenStream>().unwrap());
+        // scripts/check-fallible.sh builds the crate with this cfg, so that
+        // every call of a panicking form is a warning it can place: inside
+        // a fallible body, such a call is the bug it looks for.
+        let marker = format!(
+            "#[cfg_attr(devtensor_check_fallible, deprecated(note = \"panicking form: a fallible body calls `try_{name}`\"))]"
+        );
+        out.extend(marker.parse::<TokenStream>().unwrap());
         out.extend(self.head);
         out.extend([TokenTree::Ident(self.name.clone())]);
         out.extend(self.generics.iter().cloned());

@@ -10,7 +10,7 @@ use devtensor_macros::fallible;
 
 /// Defines a parameterless layer that applies one tensor method.
 macro_rules! activation {
-    ($($name:ident, $method:ident, $doc:literal;)*) => {$(
+    ($($name:ident, $method:ident, $try_method:ident, $doc:literal;)*) => {$(
         #[doc = $doc]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct $name;
@@ -19,7 +19,7 @@ macro_rules! activation {
             #[doc = concat!("`x.", stringify!($method), "()`, on any device.")]
             #[fallible]
             pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-                Ok(x.$method())
+                x.$try_method()
             }
         }
 
@@ -34,9 +34,9 @@ macro_rules! activation {
 }
 
 activation! {
-    Relu, relu, "`max(x, 0)`, PyTorch's `nn.ReLU`.";
-    Sigmoid, sigmoid, "`1 / (1 + e^-x)`, PyTorch's `nn.Sigmoid`.";
-    Tanh, tanh, "The hyperbolic tangent, PyTorch's `nn.Tanh`.";
+    Relu, relu, try_relu, "`max(x, 0)`, PyTorch's `nn.ReLU`.";
+    Sigmoid, sigmoid, try_sigmoid, "`1 / (1 + e^-x)`, PyTorch's `nn.Sigmoid`.";
+    Tanh, tanh, try_tanh, "The hyperbolic tangent, PyTorch's `nn.Tanh`.";
 }
 
 /// Merges the axes `start..=end` into one, PyTorch's `nn.Flatten` (by

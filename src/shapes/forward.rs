@@ -104,7 +104,7 @@ impl<D: Device, B: Dim, C: StaticDim, H: StaticDim, W: StaticDim, E: FloatElemen
     type Output = STensor<D, (B, Prod<C, Prod<H, W>>), E>;
 
     fn try_forward(&self, x: &STensor<D, (B, C, H, W), E>) -> Result<Self::Output> {
-        Ok(x.flatten())
+        x.try_flatten()
     }
 }
 
@@ -112,7 +112,7 @@ impl<D: Device, B: Dim, C: StaticDim, L: StaticDim, E: FloatElement> SForward<ST
     type Output = STensor<D, (B, Prod<C, L>), E>;
 
     fn try_forward(&self, x: &STensor<D, (B, C, L), E>) -> Result<Self::Output> {
-        Ok(x.flatten())
+        x.try_flatten()
     }
 }
 

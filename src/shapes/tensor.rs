@@ -107,27 +107,27 @@ impl<A: StaticShape, B: StaticShape> SameCount<A, B> {
 
 /// Defines shape-preserving float operations on [`STensor`].
 macro_rules! same_shape {
-    ($($method:ident($($arg:ident: $ty:ty),*);)*) => {$(
+    ($($method:ident, $try_method:ident($($arg:ident: $ty:ty),*);)*) => {$(
         #[doc = concat!("`", stringify!($method), "` of the dynamic tensor; the shape is unchanged.")]
-        #[track_caller]
+        #[fallible($try_method)]
         pub fn $method(&self, $($arg: $ty),*) -> Self {
-            STensor { tensor: self.tensor.$method($($arg),*), shape: self.shape }
+            Ok(STensor { tensor: self.tensor.$try_method($($arg),*)?, shape: self.shape })
         }
     )*};
 }
 
 impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
     same_shape! {
-        relu();
-        sigmoid();
-        tanh();
-        exp();
-        log();
-        sqrt();
-        abs();
-        square();
-        softmax(axis: isize);
-        log_softmax(axis: isize);
+        relu, try_relu();
+        sigmoid, try_sigmoid();
+        tanh, try_tanh();
+        exp, try_exp();
+        log, try_log();
+        sqrt, try_sqrt();
+        abs, try_abs();
+        square, try_square();
+        softmax, try_softmax(axis: isize);
+        log_softmax, try_log_softmax(axis: isize);
     }
 }
 

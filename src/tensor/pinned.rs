@@ -136,7 +136,7 @@ impl<E: Element> PinnedTensor<E> {
                 reason: "the source must have the pinned tensor's shape".into(),
             });
         }
-        let values = src.contiguous();
+        let values = src.try_contiguous()?;
         let range = values.layout().contiguous_range().expect("a contiguous tensor has a contiguous range");
         let buffer = self.exclusive_buffer()?;
         buffer.write("copy_from", &values.storage().as_slice()[range])
@@ -165,7 +165,7 @@ impl<E: Element> PinnedTensor<E> {
     #[fallible]
     pub fn to_tensor(&self) -> Tensor<Cpu, E> {
         let values = self.buffer.read::<E>("to_tensor", self.elem_count())?;
-        Ok(Tensor::from_vec(values, self.shape.clone()))
+        Tensor::try_from_vec(values, self.shape.clone())
     }
 
     /// Starts copying this tensor to device `D` and returns at once, like
