@@ -111,7 +111,9 @@ impl<D: Device> Gpt<D> {
             })
         };
         let wte = Embedding::try_new(vocab_size, n_embd)?;
-        let lm_head = Linear { weight: wte.weight.clone(), bias: None };
+        // nanoGPT's weight tying: the embedding's leaf, given to the head,
+        // is one parameter under two names.
+        let lm_head = Linear::try_from_weights(wte.weight.clone(), None)?;
         let mut model = Gpt {
             transformer: Transformer {
                 wte,

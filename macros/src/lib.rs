@@ -173,7 +173,7 @@ impl Function {
         out.extend(self.docs.iter().cloned());
         out.extend(self.other_attrs.iter().cloned());
         out.extend("#[track_caller]".parse::<TokenStream>().unwrap());
-        // scripts/check-fallible.sh builds the crate with this cfg, so that
+        // scripts/check-fallible.py builds the crate with this cfg, so that
         // every call of a panicking form is a warning it can place: inside
         // a fallible body, such a call is the bug it looks for.
         let marker = format!(

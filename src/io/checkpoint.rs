@@ -67,7 +67,8 @@ pub struct Checkpoint<D: Device, E: FloatElement = f32> {
 impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// Every parameter and buffer of `model`, by name (detached: the
     /// checkpoint shares storage and records nothing).
-    pub fn try_from_model<M: Module<D, E>>(model: &M) -> Result<Self> {
+    #[fallible]
+    pub fn from_model<M: Module<D, E>>(model: &M) -> Self {
         let tensors = model.named_tensors().into_iter().map(|(name, _, t)| (name, t.detach())).collect();
         let mut int_tensors = Vec::new();
         model.visit_int_buffers("", &mut |name, t| int_tensors.push((name.to_string(), t.clone())));
@@ -183,6 +184,11 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// it gets the tensor loaded under its first name, and may be missing
     /// from the file under its other names (as `safetensors.torch.save_model`
     /// writes shared tensors once).
+    ///
+    /// A batch norm's `num_batches_tracked` may be missing too: files from
+    /// PyTorch before 0.4.1, and from converters that drop integer buffers,
+    /// have none. The layer then keeps its own count, as PyTorch's strict
+    /// `load_state_dict` does for such a file.
     #[fallible]
     pub fn load_into<M: LoadInto<D, E>>(&self, model: &mut M) {
         let is_model_tensor = |n: &&String| !n.starts_with(OPTIMIZER_PREFIX);
@@ -226,6 +232,7 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                     "tensor `{name}` holds {} elements, but the model's are I64",
                     E::DTYPE.name()
                 ))),
+                None if is_batches_tracked(name) => None,
                 None => Some(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
             };
             int_error = int_error.take().or(problem);
@@ -248,14 +255,21 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
             let id = t.leaf_id();
             let value = saved[name].detach();
             *t = match kind {
-                TensorKind::Parameter => value.requires_grad(),
+                // A frozen parameter (no grad) stays frozen, as PyTorch's
+                // load_state_dict copies into it.
+                TensorKind::Parameter if t.tracks_grad() => value.requires_grad(),
+                TensorKind::Parameter => value,
                 TensorKind::Buffer => value,
             };
             if let Some(id) = id {
                 loaded.insert(id, t.clone());
             }
         });
-        model.visit_int_buffers_mut("", &mut |name, t| *t = saved_int[name].clone());
+        model.visit_int_buffers_mut("", &mut |name, t| {
+            if let Some(saved) = saved_int.get(name) {
+                *t = (*saved).clone();
+            }
+        });
         Ok(())
     }
 
@@ -297,4 +311,10 @@ fn from_le_bytes<E: FloatElement>(bytes: &[u8]) -> Vec<E> {
         }
         _ => bytes.chunks_exact(4).map(|b| E::from_f32(f32::from_le_bytes(b.try_into().expect("4 bytes")))).collect(),
     }
+}
+
+/// Whether `name` is a batch norm's count of batches, which a checkpoint
+/// may lack (see [`Checkpoint::load_into`]).
+fn is_batches_tracked(name: &str) -> bool {
+    name == "num_batches_tracked" || name.ends_with(".num_batches_tracked")
 }

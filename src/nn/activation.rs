@@ -50,6 +50,7 @@ activation! {
 /// assert_eq!(Flatten::default().forward(&x).dims(), &[64, 16384]);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Flatten {
     /// First axis merged.
     pub start: isize,
@@ -64,6 +65,12 @@ impl Default for Flatten {
 }
 
 impl Flatten {
+    /// Merges the axes `start..=end` (negative counts from the end), as
+    /// PyTorch's `nn.Flatten(start_dim, end_dim)`.
+    pub fn new(start: isize, end: isize) -> Self {
+        Flatten { start, end }
+    }
+
     /// `x` with its axes `start..=end` merged. Fails when an axis is out of range.
     #[fallible]
     pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
@@ -92,6 +99,7 @@ stateless_module!(Flatten);
 /// assert!((y[2] - 0.8413447460685429).abs() < 1e-12 && y[1] == 0.0);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Gelu {
     /// Whether the tanh approximation is used.
     pub approximate: bool,

@@ -1,6 +1,7 @@
 //! `BatchNorm2d`.
 
 use super::module::{child_name, move_parameter};
+use super::parameter::{check, parameter};
 use super::{Forward, Module, TensorKind};
 use crate::autograd::no_grad;
 use crate::element::FloatElement;
@@ -38,7 +39,11 @@ use std::sync::Mutex;
 /// assert!((state[3].2.item() - (0.9 + 0.1 * 20.0 / 3.0)).abs() < 1e-12);
 /// bn.eval();
 /// ```
+///
+/// The fields are public to read and assign, and the struct is
+/// `#[non_exhaustive]`, as [`Linear`](super::Linear)'s.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct BatchNorm2d<D: Device, E: FloatElement = f32> {
     /// Per-channel scale `[C]`, initialised to 1.
     pub weight: Tensor<D, E>,
@@ -76,18 +81,67 @@ impl<D: Device, E: FloatElement> BatchNorm2d<D, E> {
     /// A layer for `channels` channels, with PyTorch's defaults.
     #[fallible]
     pub fn new(channels: usize) -> Self {
+        Self::try_from_weights(
+            Tensor::try_ones([channels])?,
+            Tensor::try_zeros([channels])?,
+            Tensor::try_zeros([channels])?,
+            Tensor::try_ones([channels])?,
+        )
+    }
+
+    /// A layer with your own per-channel `weight` and `bias`, which become
+    /// its parameters as in
+    /// [`Linear::from_weights`](super::Linear::from_weights), and running
+    /// statistics `running_mean` and `running_var` (buffers), all `[C]`;
+    /// `eps` and `momentum` PyTorch's defaults, no batches tracked yet.
+    /// Fails, naming the shapes, unless all four are `[C]`.
+    ///
+    /// ```
+    /// use devtensor::nn::{BatchNorm2d, Module};
+    /// use devtensor::{Cpu, Tensor};
+    /// let ones = Tensor::<Cpu>::ones([2]);
+    /// let mut bn = BatchNorm2d::from_weights(ones.clone(), Tensor::zeros([2]), Tensor::full([2], 3.0), ones).eps(0.0);
+    /// bn.eval(); // the running statistics normalise
+    /// let y = bn.forward(&Tensor::<Cpu>::full([1, 2, 1, 1], 5.0));
+    /// assert_eq!(y.to_vec(), vec![2.0, 2.0]);
+    /// ```
+    #[fallible]
+    pub fn from_weights(
+        weight: Tensor<D, E>,
+        bias: Tensor<D, E>,
+        running_mean: Tensor<D, E>,
+        running_var: Tensor<D, E>,
+    ) -> Self {
+        let tensors = [&weight, &bias, &running_mean, &running_var];
+        let fits = weight.rank() == 1 && tensors.iter().all(|t| t.dims() == weight.dims());
+        check(fits, "BatchNorm2d::from_weights", &tensors, || {
+            "expected a weight, a bias, a running mean and a running variance [C]".into()
+        })?;
         Ok(BatchNorm2d {
-            weight: Tensor::try_ones([channels])?.requires_grad(),
-            bias: Tensor::try_zeros([channels])?.requires_grad(),
+            weight: parameter(weight),
+            bias: parameter(bias),
             running: Mutex::new(RunningStats {
-                mean: Tensor::try_zeros([channels])?,
-                var: Tensor::try_ones([channels])?,
+                mean: running_mean.detach(),
+                var: running_var.detach(),
                 num_batches_tracked: Tensor::try_scalar(0)?,
             }),
             eps: 1e-5,
             momentum: 0.1,
             training: true,
         })
+    }
+
+    /// The layer with `eps` added to the variance (PyTorch's `eps=`).
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
+    }
+
+    /// The layer with `momentum` as the weight of a new batch in the
+    /// running statistics (PyTorch's `momentum=`).
+    pub fn momentum(mut self, momentum: f64) -> Self {
+        self.momentum = momentum;
+        self
     }
 
     fn stats(&self) -> RunningStats<D, E> {

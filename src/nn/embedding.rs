@@ -1,5 +1,6 @@
 //! `Embedding`: a lookup table of vectors.
 
+use super::parameter::{check, parameter};
 use crate::element::FloatElement;
 use crate::error::Error;
 use crate::tensor::Tensor;
@@ -20,7 +21,13 @@ use devtensor_macros::fallible;
 /// assert_eq!(vectors.dims(), &[3, 4]);
 /// assert_eq!(vectors.select(0, 0).to_vec(), vectors.select(0, 2).to_vec());
 /// ```
+///
+/// Built from your own table with [`from_weights`](Self::from_weights)
+/// (trainable) or [`from_pretrained`](Self::from_pretrained) (frozen, as
+/// PyTorch's). The fields are public to read and assign, and the struct is
+/// `#[non_exhaustive]`, as [`Linear`](super::Linear)'s.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Embedding<D: Device, E: FloatElement = f32> {
     /// `[num_embeddings, embedding_dim]`.
     pub weight: Tensor<D, E>,
@@ -36,9 +43,59 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
         Ok(Embedding { weight: Tensor::try_randn([num_embeddings, embedding_dim])?.requires_grad(), padding_idx: None })
     }
 
+    /// A table of the rows of `weight` (`[num_embeddings, embedding_dim]`),
+    /// which becomes its trainable parameter (a leaf stays the same leaf, so
+    /// it can be tied to a [`Linear`](super::Linear)), with row
+    /// `padding_idx` for padding, kept as given (PyTorch's
+    /// `from_pretrained(weight, freeze=False, padding_idx=..)`). Fails,
+    /// naming the shape, unless `weight` is a matrix with row `padding_idx`.
+    ///
+    /// ```
+    /// use devtensor::nn::Embedding;
+    /// use devtensor::{Cpu, Tensor};
+    /// let weight = Tensor::<Cpu>::from_vec(vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [3, 2]);
+    /// let table = Embedding::from_weights(weight, None);
+    /// let tokens = Tensor::<Cpu, i64>::from_vec(vec![2, 0], [2]);
+    /// assert_eq!(table.forward(&tokens).to_vec(), vec![4.0, 5.0, 0.0, 1.0]);
+    /// assert!(Embedding::try_from_weights(Tensor::<Cpu>::zeros([3, 2]), Some(3)).is_err());
+    /// ```
+    #[fallible]
+    pub fn from_weights(weight: Tensor<D, E>, padding_idx: Option<usize>) -> Self {
+        let fits = weight.rank() == 2 && padding_idx.is_none_or(|i| i < weight.dims()[0]);
+        check(fits, "Embedding::from_weights", &[&weight], || match padding_idx {
+            Some(i) => format!("expected a weight [num_embeddings, embedding_dim] with a row {i} for padding_idx"),
+            None => "expected a weight [num_embeddings, embedding_dim]".into(),
+        })?;
+        Ok(Embedding { weight: parameter(weight), padding_idx })
+    }
+
+    /// PyTorch's `nn.Embedding.from_pretrained(weight, padding_idx=..)`:
+    /// the table of [`from_weights`](Self::from_weights), frozen as
+    /// PyTorch's default `freeze=True` freezes it: the weight requires no
+    /// grad, so no gradient reaches it and optimizers leave it as it is.
+    /// (`freeze=False` is [`from_weights`](Self::from_weights).)
+    ///
+    /// ```
+    /// use devtensor::nn::{Embedding, Module};
+    /// use devtensor::{Cpu, Tensor};
+    /// let table = Embedding::from_pretrained(Tensor::<Cpu>::ones([4, 3]), None);
+    /// assert!(!table.weight.tracks_grad());
+    /// let tokens = Tensor::<Cpu, i64>::from_vec(vec![1, 3], [2]);
+    /// assert!(!table.forward(&tokens).tracks_grad());
+    /// ```
+    #[fallible]
+    pub fn from_pretrained(weight: Tensor<D, E>, padding_idx: Option<usize>) -> Self {
+        let mut table = Self::try_from_weights(weight, padding_idx)?;
+        table.weight = table.weight.detach();
+        Ok(table)
+    }
+
     /// The layer with row `index` for padding (PyTorch's `padding_idx`):
     /// the row is set to zeros, and no gradient reaches it through
-    /// [`forward`](Self::forward). Fails when `index` is not a row.
+    /// [`forward`](Self::forward). Fails when `index` is not a row. (A
+    /// table of your own keeps its padding row as given when the index is
+    /// passed to [`from_weights`](Self::from_weights), as PyTorch's
+    /// `from_pretrained` keeps it.)
     ///
     /// ```
     /// use devtensor::nn::Embedding;
@@ -62,7 +119,9 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
             });
         }
         let is_padding = Tensor::<D, i64>::try_arange(0, rows as i64)?.try_eq_scalar(index as i64)?.try_unsqueeze(1)?;
-        let weight = self.weight.detach().try_masked_fill(&is_padding, E::ZERO)?.requires_grad();
+        let mut weight = self.weight.detach().try_masked_fill(&is_padding, E::ZERO)?;
+        // A frozen table stays frozen.
+        weight.set_requires_grad(self.weight.tracks_grad());
         Ok(Embedding { weight, padding_idx: Some(index) })
     }
 

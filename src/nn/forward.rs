@@ -13,7 +13,7 @@ use devtensor_macros::fallible;
 ///
 /// Implement [`forward_on`](Self::forward_on) for a model of your own, and
 /// call it with [`forward`](Self::forward) or
-/// [`forward`](Self::forward): those take an input on any device
+/// [`try_forward`](Self::try_forward): those take an input on any device
 /// type, so an input on another device than the model is a compile error
 /// in devtensor's words ("expected all tensors to be on the same device,
 /// but found `Cuda<0>` and `Cpu`", with the `.to::<..>()` fix), where a

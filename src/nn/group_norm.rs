@@ -1,6 +1,7 @@
 //! `GroupNorm`: normalisation over groups of channels of each sample.
 
 use super::Forward;
+use super::parameter::{check, parameter};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -22,7 +23,11 @@ use devtensor_macros::fallible;
 /// // Each sample's group of two channels has mean 0.
 /// assert!(y.narrow(1, 0, 2).select(0, 1).mean().item().abs() < 1e-5);
 /// ```
+///
+/// The fields are public to read and assign, and the struct is
+/// `#[non_exhaustive]`, as [`Linear`](super::Linear)'s.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct GroupNorm<D: Device, E: FloatElement = f32> {
     /// The per-channel scale, `[C]`.
     pub weight: Tensor<D, E>,
@@ -53,6 +58,36 @@ impl<D: Device, E: FloatElement> GroupNorm<D, E> {
             num_groups,
             eps: 1e-5,
         })
+    }
+
+    /// A layer of `num_groups` groups with your own per-channel `weight`
+    /// and `bias` (`[C]` each), which become its parameters as in
+    /// [`Linear::from_weights`](super::Linear::from_weights); `eps = 1e-5`.
+    /// Fails, naming the shapes, unless both are `[C]` with `num_groups`
+    /// dividing `C`.
+    ///
+    /// ```
+    /// use devtensor::nn::GroupNorm;
+    /// use devtensor::{Cpu, Tensor};
+    /// let norm = GroupNorm::from_weights(2, Tensor::<Cpu>::ones([4]), Tensor::zeros([4]));
+    /// assert_eq!(norm.forward(&Tensor::<Cpu>::randn([3, 4, 5])).dims(), &[3, 4, 5]);
+    /// assert!(GroupNorm::try_from_weights(3, Tensor::<Cpu>::ones([4]), Tensor::zeros([4])).is_err());
+    /// ```
+    #[fallible]
+    pub fn from_weights(num_groups: usize, weight: Tensor<D, E>, bias: Tensor<D, E>) -> Self {
+        let channels = weight.elem_count();
+        let fits =
+            weight.rank() == 1 && bias.dims() == weight.dims() && num_groups > 0 && channels.is_multiple_of(num_groups);
+        check(fits, "GroupNorm::from_weights", &[&weight, &bias], || {
+            format!("expected a weight and a bias [C], with num_groups = {num_groups} dividing C")
+        })?;
+        Ok(GroupNorm { weight: parameter(weight), bias: parameter(bias), num_groups, eps: 1e-5 })
+    }
+
+    /// The layer with `eps` added to the variance (PyTorch's `eps=`).
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
     }
 }
 

@@ -239,7 +239,7 @@ fn kaiming_fan<D: Device, E: FloatElement>(op: &'static str, t: &Tensor<D, E>, m
 /// devtensor::module!(Lm { wte, lm_head });
 ///
 /// let wte = Embedding::<Cpu>::new(65, 32);
-/// let mut lm = Lm { lm_head: Linear { weight: wte.weight.clone(), bias: None }, wte }; // tied
+/// let mut lm = Lm { lm_head: Linear::from_weights(wte.weight.clone(), None), wte }; // tied
 /// init::apply(&mut lm, |_name, w| {
 ///     let mut w = w.clone();
 ///     init::try_normal_(&mut w, 0.0, 0.02)?;

@@ -1,6 +1,7 @@
 //! `LayerNorm`: normalisation over the trailing axes of each sample.
 
 use super::Forward;
+use super::parameter::{check, parameter};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::ops::reduce::AffineAxis;
@@ -21,7 +22,11 @@ use devtensor_macros::fallible;
 /// assert!((v.iter().sum::<f64>()).abs() < 1e-12);
 /// assert!((v[3] - 1.5 / (1.25f64 + 1e-5).sqrt()).abs() < 1e-12);
 /// ```
+///
+/// The fields are public to read and assign, and the struct is
+/// `#[non_exhaustive]`, as [`Linear`](super::Linear)'s.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct LayerNorm<D: Device, E: FloatElement = f32> {
     /// The scale, shaped like the normalised axes.
     pub weight: Tensor<D, E>,
@@ -41,6 +46,31 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
             bias: Tensor::try_zeros(normalized_shape)?.requires_grad(),
             eps: 1e-5,
         })
+    }
+
+    /// A layer with your own `weight` and `bias`, both shaped like the
+    /// normalised axes (`normalized_shape` is their shape), which become its
+    /// parameters as in [`Linear::from_weights`](super::Linear::from_weights);
+    /// `eps = 1e-5`. Fails, naming both shapes, when they differ.
+    ///
+    /// ```
+    /// use devtensor::nn::LayerNorm;
+    /// use devtensor::{Cpu, Tensor};
+    /// let norm = LayerNorm::from_weights(Tensor::<Cpu>::full([2], 2.0), Tensor::full([2], 1.0)).eps(0.0);
+    /// assert_eq!(norm.forward(&Tensor::<Cpu>::from_vec(vec![1.0, 3.0], [1, 2])).to_vec(), vec![-1.0, 3.0]);
+    /// ```
+    #[fallible]
+    pub fn from_weights(weight: Tensor<D, E>, bias: Tensor<D, E>) -> Self {
+        check(weight.dims() == bias.dims(), "LayerNorm::from_weights", &[&weight, &bias], || {
+            "expected a weight and a bias of one shape, normalized_shape".into()
+        })?;
+        Ok(LayerNorm { weight: parameter(weight), bias: parameter(bias), eps: 1e-5 })
+    }
+
+    /// The layer with `eps` added to the variance (PyTorch's `eps=`).
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::Forward;
 use super::init::{default_bound, uniform};
+use super::parameter::{check, parameter};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -28,7 +29,14 @@ use devtensor_macros::fallible;
 ///     layer.forward(x) // error: expected all tensors to be on the same device
 /// }
 /// ```
+///
+/// Built from your own tensors with [`from_weights`](Self::from_weights).
+/// The fields are public to read and assign, as `layer.weight` is in
+/// PyTorch (tying a weight is `head.weight = wte.weight.clone()`), but the
+/// struct is `#[non_exhaustive]`: it is built through its constructors, so
+/// a field added later breaks no program.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Linear<D: Device, E: FloatElement = f32> {
     /// `[out_features, in_features]`.
     pub weight: Tensor<D, E>,
@@ -55,22 +63,41 @@ impl<D: Device, E: FloatElement> Linear<D, E> {
         self
     }
 
-    /// A layer with the given tensors, which become leaves that require
-    /// grad. Fails when `bias` is not `[out_features]` for a `weight` of
-    /// `[out_features, in_features]`.
-    pub fn try_from_tensors(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>) -> Result<Self> {
+    /// A layer with the given `weight` (`[out_features, in_features]`) and
+    /// `bias` (`[out_features]`), which become its parameters: a leaf
+    /// tensor stays the same leaf (so one weight given to two layers is
+    /// tied), a computed one becomes a new leaf with its values. Fails,
+    /// naming both shapes, when they do not fit.
+    ///
+    /// ```
+    /// use devtensor::nn::Linear;
+    /// use devtensor::{Cpu, Tensor};
+    /// let weight = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    /// let layer = Linear::from_weights(weight, Some(Tensor::from_vec(vec![0.5, -0.5], [2])));
+    /// assert_eq!(layer.forward(&Tensor::<Cpu>::ones([1, 3])).to_vec(), vec![6.5, 14.5]);
+    ///
+    /// let wrong = Linear::try_from_weights(Tensor::<Cpu>::zeros([4, 3]), Some(Tensor::zeros([5])));
+    /// assert_eq!(
+    ///     wrong.unwrap_err().to_string(),
+    ///     "Linear::from_weights on Cpu: shapes [4, 3] and [5]: \
+    ///      expected a weight [out_features, in_features] and a bias [out_features]"
+    /// );
+    /// ```
+    #[fallible]
+    pub fn from_weights(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>) -> Self {
+        let mut tensors = vec![&weight];
+        tensors.extend(bias.as_ref());
         let fits = weight.rank() == 2 && bias.as_ref().is_none_or(|b| b.dims() == [weight.dims()[0]]);
-        if !fits {
-            let mut shapes = vec![weight.shape().clone()];
-            shapes.extend(bias.iter().map(|b| b.shape().clone()));
-            return Err(Error::Shape {
-                op: "Linear",
-                device: D::name(),
-                shapes,
-                reason: "expected a weight [out_features, in_features] and a bias [out_features]".into(),
-            });
-        }
-        Ok(Linear { weight: weight.detach().requires_grad(), bias: bias.map(|b| b.detach().requires_grad()) })
+        check(fits, "Linear::from_weights", &tensors, || {
+            "expected a weight [out_features, in_features] and a bias [out_features]".into()
+        })?;
+        Ok(Linear { weight: parameter(weight), bias: bias.map(parameter) })
+    }
+
+    /// The former name of [`try_from_weights`](Self::try_from_weights).
+    #[deprecated(note = "renamed `try_from_weights` (and `from_weights`, which panics)")]
+    pub fn try_from_tensors(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>) -> Result<Self> {
+        Self::try_from_weights(weight, bias)
     }
 }
 

@@ -8,6 +8,35 @@
 //! type and requires it to be the layer's own at compile time, so feeding a
 //! CPU batch to a GPU model fails to build with devtensor's "expected all
 //! tensors to be on the same device" message.
+//!
+//! # Calling a layer, and writing one
+//!
+//! There is one way in: `layer.forward(&x)`, or `layer.try_forward(&x)`
+//! for an [`Error`](crate::Error) instead of a panic. Every layer has both
+//! as inherent methods (no import needed), and a model of your own gets
+//! them from [`Forward`] once it implements [`Forward::forward_on`], which
+//! is what you write and never need to call: it receives the input already
+//! on the model's device. In generic code, `Forward::forward(&model, &x)`
+//! is the same call. [`MultiheadAttention`] takes its several inputs and
+//! PyTorch's optional arguments as one [`MhaInput`].
+//!
+//! Layers are built by their constructors: `new` (PyTorch's
+//! initialisation), `from_weights` from your own tensors (with the shape
+//! checks of `new`, and a tied weight staying one parameter),
+//! [`Embedding::from_pretrained`], and `with_config` where a layer has
+//! several settings ([`Conv2dConfig`]). Their fields are public to read and
+//! assign, as in PyTorch (`head.weight = wte.weight.clone()` ties two
+//! layers), and the structs are `#[non_exhaustive]`, so that a field added
+//! to a layer breaks no program:
+//!
+//! ```
+//! use devtensor::nn::{Embedding, Linear};
+//! use devtensor::{Cpu, Tensor};
+//! let wte = Embedding::from_weights(Tensor::<Cpu>::randn([10, 4]), None);
+//! let head = Linear::from_weights(wte.weight.clone(), None); // tied
+//! let logits = head.forward(&wte.forward(&Tensor::<Cpu, i64>::from_vec(vec![3, 1], [2])));
+//! assert_eq!(logits.dims(), &[2, 10]);
+//! ```
 
 mod activation;
 mod attention;
@@ -23,15 +52,16 @@ mod linear;
 mod loss;
 mod module;
 mod module_fields;
+mod parameter;
 pub(crate) use module::stateless_module;
 mod pool;
 mod rms_norm;
 mod sequential;
 
 pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
-pub use attention::MultiheadAttention;
+pub use attention::{MhaInput, MultiheadAttention};
 pub use batch_norm::BatchNorm2d;
-pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
+pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;

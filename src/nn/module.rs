@@ -119,7 +119,7 @@ pub trait Module<D: Device, E: FloatElement = f32>: Sized {
     /// devtensor::module!(Lm { wte, lm_head });
     ///
     /// let wte = Embedding::<Cpu>::new(65, 8);
-    /// let lm_head = Linear { weight: wte.weight.clone(), bias: None }; // tied
+    /// let lm_head = Linear::from_weights(wte.weight.clone(), None); // tied
     /// let lm = Lm { wte, lm_head };
     /// assert_eq!(lm.parameters().len(), 1);
     /// assert_eq!(lm.num_parameters(), 65 * 8);
@@ -408,7 +408,9 @@ pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<
     if let Some(moved) = earlier {
         return Ok(moved);
     }
-    let moved = p.detach().try_to::<D2>()?.requires_grad();
+    let mut moved = p.detach().try_to::<D2>()?;
+    // A frozen parameter (`Embedding::from_pretrained`) stays frozen.
+    moved.set_requires_grad(p.tracks_grad());
     if let Some(id) = id {
         MOVED.with(|m| {
             if let Some(memo) = m.borrow_mut().as_mut() {

@@ -16,6 +16,7 @@ macro_rules! window_pool {
     ($($name:ident, $method:ident, $doc:literal;)*) => {$(
         #[doc = $doc]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
         pub struct $name {
             /// Kernel, stride, padding and dilation.
             pub window: Window2d,
@@ -81,6 +82,7 @@ window_pool! {
 /// assert_eq!(y.dims(), &[2, 8, 1, 1]);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AdaptiveAvgPool2d {
     /// The output's `[OH, OW]`.
     pub size: [usize; 2],

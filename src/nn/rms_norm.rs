@@ -1,6 +1,7 @@
 //! `RmsNorm`: scaling by the root mean square over the trailing axes.
 
 use super::Forward;
+use super::parameter::parameter;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -21,7 +22,11 @@ use devtensor_macros::fallible;
 /// let rms = (12.5f64 + f64::EPSILON).sqrt();
 /// assert_eq!(y.to_vec(), vec![3.0 / rms, 4.0 / rms]);
 /// ```
+///
+/// The fields are public to read and assign, and the struct is
+/// `#[non_exhaustive]`, as [`Linear`](super::Linear)'s.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RmsNorm<D: Device, E: FloatElement = f32> {
     /// The scale, shaped like the normalised axes.
     pub weight: Tensor<D, E>,
@@ -35,6 +40,29 @@ impl<D: Device, E: FloatElement> RmsNorm<D, E> {
     #[fallible]
     pub fn new(normalized_shape: &[usize]) -> Self {
         Ok(RmsNorm { weight: Tensor::try_ones(normalized_shape)?.requires_grad(), eps: E::epsilon().to_f64() })
+    }
+
+    /// A layer with your own `weight`, shaped like the normalised axes,
+    /// which becomes its parameter as in
+    /// [`Linear::from_weights`](super::Linear::from_weights); `eps` as
+    /// [`new`](Self::new)'s.
+    ///
+    /// ```
+    /// use devtensor::nn::RmsNorm;
+    /// use devtensor::{Cpu, Tensor};
+    /// let norm = RmsNorm::from_weights(Tensor::<Cpu, f64>::from_vec(vec![1.0, 2.0], [2])).eps(0.0);
+    /// let y = norm.forward(&Tensor::<Cpu, f64>::from_vec(vec![3.0, 4.0], [1, 2]));
+    /// let rms = 12.5f64.sqrt();
+    /// assert_eq!(y.to_vec(), vec![3.0 / rms, 8.0 / rms]);
+    /// ```
+    pub fn from_weights(weight: Tensor<D, E>) -> Self {
+        RmsNorm { weight: parameter(weight), eps: E::epsilon().to_f64() }
+    }
+
+    /// The layer with `eps` added to the mean square (PyTorch's `eps=`).
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
     }
 }
 

@@ -5,8 +5,8 @@ use super::message::Message;
 use super::shape::StaticShape;
 use super::tensor::STensor;
 use crate::element::FloatElement;
-use crate::error::{Result, or_panic};
-use crate::nn::{Conv2d, Linear, Module, TensorKind};
+use crate::error::{Error, Result, or_panic};
+use crate::nn::{Conv2d, Conv2dConfig, Linear, Module, TensorKind};
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -68,6 +68,7 @@ impl<const EXPECTED: usize, Actual: Dim, Layer: Describe> Fits<EXPECTED, Actual,
 /// # Ok::<(), devtensor::Error>(())
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SLinear<D: Device, const IN: usize, const OUT: usize, E: FloatElement = f32> {
     /// The dynamic layer, whose kernels and parameters it uses.
     pub inner: Linear<D, E>,
@@ -84,6 +85,34 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, I
     #[fallible]
     pub fn new() -> Self {
         Ok(SLinear { inner: Linear::try_new(IN, OUT)? })
+    }
+
+    /// A layer with your own `weight` (`[OUT, IN]`) and `bias` (`[OUT]`),
+    /// as [`Linear::from_weights`]. Fails, naming the shapes, when they are
+    /// not the type's sizes.
+    ///
+    /// ```
+    /// use devtensor::shapes::SLinear;
+    /// use devtensor::{Cpu, Tensor};
+    /// let fc = SLinear::<Cpu, 3, 2>::from_weights(Tensor::zeros([2, 3]), None);
+    /// assert!(SLinear::<Cpu, 3, 2>::try_from_weights(Tensor::zeros([3, 2]), None).is_err());
+    /// ```
+    #[fallible]
+    pub fn from_weights(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>) -> Self {
+        let mut tensors = vec![&weight];
+        tensors.extend(bias.as_ref());
+        let fits = weight.dims() == [OUT, IN] && bias.as_ref().is_none_or(|b| b.dims() == [OUT]);
+        if !fits {
+            return Err(Error::Shape {
+                op: "SLinear::from_weights",
+                device: D::name(),
+                shapes: tensors.iter().map(|t| t.shape().clone()).collect(),
+                reason: format!(
+                    "the layer's type is Linear({IN}, {OUT}): expected a weight [{OUT}, {IN}] and a bias [{OUT}]"
+                ),
+            });
+        }
+        Ok(SLinear { inner: Linear::try_from_weights(weight, bias)? })
     }
 
     /// The layer applied to `x` (`[B, F]` with `F` of size `IN`, on the
@@ -139,6 +168,7 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> Default for 
 /// # Ok::<(), devtensor::Error>(())
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SConv2d<
     D: Device,
     const C: usize,
@@ -183,9 +213,32 @@ impl<
     /// A layer with PyTorch's initialisation.
     #[fallible]
     pub fn new() -> Self {
-        let mut inner = Conv2d::try_new(C, O, K)?;
-        inner.window = Window2d { kernel: [K, K], stride: [S, S], padding: [P, P], dilation: [DL, DL] };
-        Ok(SConv2d { inner })
+        Ok(SConv2d { inner: Conv2d::try_with_config(C, O, [K, K], Self::config())? })
+    }
+
+    /// A layer with your own `weight` (`[O, C, K, K]`) and `bias` (`[O]`),
+    /// as [`Conv2d::from_weights`] with the type's stride, padding and
+    /// dilation. Fails, naming the shapes, when they are not the type's.
+    #[fallible]
+    pub fn from_weights(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>) -> Self {
+        let mut tensors = vec![&weight];
+        tensors.extend(bias.as_ref());
+        let fits = weight.dims() == [O, C, K, K] && bias.as_ref().is_none_or(|b| b.dims() == [O]);
+        if !fits {
+            return Err(Error::Shape {
+                op: "SConv2d::from_weights",
+                device: D::name(),
+                shapes: tensors.iter().map(|t| t.shape().clone()).collect(),
+                reason: format!(
+                    "the layer's type is Conv2d({C}, {O}, {K}): expected a weight [{O}, {C}, {K}, {K}] and a bias [{O}]"
+                ),
+            });
+        }
+        Ok(SConv2d { inner: Conv2d::try_from_weights(weight, bias, Self::config())? })
+    }
+
+    fn config() -> Conv2dConfig {
+        Conv2dConfig { stride: [S, S], padding: [P, P], dilation: [DL, DL], groups: 1 }
     }
 
     /// The convolution of `x` (`[B, C, H, W]`, on the layer's device).

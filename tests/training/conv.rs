@@ -194,13 +194,14 @@ device_proptests! {
 
 /// The layers: shapes as PyTorch gives them, and their errors.
 fn conv1d_and_conv_transpose2d_layers<D: Device>() {
-    use devtensor::nn::{Conv1d, ConvTranspose2d};
+    use devtensor::nn::{Conv1d, Conv1dConfig, ConvTranspose2d};
     let conv = Conv1d::<D>::new(4, 6, 3).stride(2).padding(1);
     assert_eq!(conv.forward(&Tensor::<D>::zeros([2, 4, 9])).dims(), &[2, 6, 5]);
     assert_eq!(conv.parameters().len(), 2);
-    let grouped = Conv1d::<D>::try_with_groups(4, 6, 3, 2).unwrap();
+    let groups = |groups| Conv1dConfig { groups, ..Default::default() };
+    let grouped = Conv1d::<D>::with_config(4, 6, 3, groups(2));
     assert_eq!(grouped.weight.dims(), &[6, 2, 3]);
-    let err = Conv1d::<D>::try_with_groups(4, 6, 3, 4).unwrap_err().to_string();
+    let err = Conv1d::<D>::try_with_config(4, 6, 3, groups(4)).unwrap_err().to_string();
     assert_eq!(err, format!("Conv1d on {}: groups = 4 must divide in_channels = 4 and out_channels = 6", D::name()));
     // PyTorch: ConvTranspose2d(8, 3, 3, stride=2, padding=1, output_padding=1) maps 7x7 to 14x14.
     let up = ConvTranspose2d::<D>::new(8, 3, 3).stride(2).padding(1).output_padding(1);
@@ -361,7 +362,8 @@ fn layers_check_their_inputs<D: Device>() {
     assert!(err.to_string().contains("does not fit an image of 2x2"), "{err}");
     let err = Tensor::<D>::zeros([1, 1, 4, 4]).try_max_pool2d(window([2, 2], 1, 2, 1)).unwrap_err();
     assert!(matches!(err, Error::Argument { op: "max_pool2d", .. }), "{err}");
-    assert!(Conv2d::<D>::try_with_groups(3, 4, [3, 3], 2).is_err());
+    let config = devtensor::nn::Conv2dConfig { groups: 2, ..Default::default() };
+    assert!(Conv2d::<D>::try_with_config(3, 4, [3, 3], config).is_err());
     // Columns whose element count overflows: an error before any allocation.
     let huge = Tensor::<D>::zeros([1, 1, 1, 1]).broadcast_to([1 << 31, 1 << 31, 1, 1]);
     let err = huge.try_max_pool2d(window([3, 3], 1, 1, 1)).unwrap_err();

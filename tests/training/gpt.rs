@@ -10,7 +10,7 @@
 
 use crate::model::{Gpt, GptConfig};
 use devtensor::io::Checkpoint;
-use devtensor::nn::{Module, MultiheadAttention, init};
+use devtensor::nn::{Linear, MhaInput, Module, MultiheadAttention, init};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::optim::{Optimizer, clip_grad_norm};
 use devtensor::{Device, Tensor};
@@ -73,15 +73,14 @@ fn gpt_trains_as_pytorch<D: Device>() {
 fn multihead_attention_matches_pytorch<D: Device>() {
     let torch = fixture::<D>("attention.safetensors");
     let t = |name: &str| float(&torch, &format!("mha.{name}"));
-    let mut mha = MultiheadAttention::<D>::new(8, 2).batch_first(true);
-    mha.in_proj_weight = t("in_proj_weight").requires_grad();
-    mha.in_proj_bias = Some(t("in_proj_bias").requires_grad());
-    mha.out_proj.weight = t("out_proj.weight").requires_grad();
-    mha.out_proj.bias = Some(t("out_proj.bias").requires_grad());
+    let out_proj = Linear::from_weights(t("out_proj.weight"), Some(t("out_proj.bias")));
+    let mha =
+        MultiheadAttention::from_weights(2, t("in_proj_weight"), Some(t("in_proj_bias")), out_proj).batch_first(true);
     let (q, k, v) = (t("q").requires_grad(), t("k").requires_grad(), t("v").requires_grad());
     let padding = int(&torch, "mha.key_padding_mask").to_dtype::<u8>();
     let hide = int(&torch, "mha.attn_mask").to_dtype::<u8>();
-    let (out, weights) = mha.forward(&q, &k, &v, Some(&padding), AttentionMask::Hide(&hide), true);
+    let (out, weights) =
+        mha.forward(MhaInput::new(&q, &k, &v).key_padding_mask(&padding).attn_mask(AttentionMask::Hide(&hide)));
     assert_close("output", &out, &t("out"), 5e-6);
     assert_close("weights", &weights.unwrap(), &t("weights"), 5e-6);
     let grads = (&out * &t("g")).sum().backward();

@@ -15,6 +15,7 @@ mod data;
 mod distributed;
 use common::gradcheck;
 mod gpt;
+mod layers;
 mod nn;
 mod optim;
 mod parallel;

@@ -4,7 +4,7 @@
 use crate::common::*;
 use crate::gradcheck::{T, data, gradcheck};
 use devtensor::nn::{
-    CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, Module, Reduction, Relu, Sequential, Tanh,
+    CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, MhaInput, Module, Reduction, Relu, Sequential, Tanh,
     TensorKind, binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss,
 };
 use devtensor::ops::attention::AttentionMask;
@@ -40,11 +40,11 @@ device_proptests! {
             .collect();
         assert_close(&layer.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
         let params = [x, layer.weight.detach(), layer.bias.unwrap().detach()];
-        gradcheck("Linear", &params, |t| Linear { weight: t[1].clone(), bias: Some(t[2].clone()) }.forward(&t[0]));
+        gradcheck("Linear", &params, |t| Linear::from_weights(t[1].clone(), Some(t[2].clone())).forward(&t[0]));
         // Batched inputs [B, T, in] share the weight across the batch.
         let x3 = tensor::<D>(&[2, batch, inputs], seed ^ 5);
         let params = [x3, params[1].clone()];
-        gradcheck("Linear (3-D)", &params, |t| Linear { weight: t[1].clone(), bias: None }.forward(&t[0]));
+        gradcheck("Linear (3-D)", &params, |t| Linear::from_weights(t[1].clone(), None).forward(&t[0]));
     }
 
     fn layer_norm_matches_a_loop_and_finite_differences<D>(rows in 1..4usize, width in 2..6usize, seed in any::<u64>()) {
@@ -61,9 +61,7 @@ device_proptests! {
             .collect();
         assert_close(&norm.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
         let params = [x, tensor::<D>(&[width], seed ^ 1), tensor::<D>(&[width], seed ^ 2)];
-        gradcheck("LayerNorm", &params, |t| {
-            LayerNorm { weight: t[1].clone(), bias: t[2].clone(), eps: 1e-5 }.forward(&t[0])
-        });
+        gradcheck("LayerNorm", &params, |t| LayerNorm::from_weights(t[1].clone(), t[2].clone()).forward(&t[0]));
     }
 
     fn cross_entropy_matches_a_loop<D>(
@@ -206,7 +204,7 @@ fn embedding_padding_rows_get_no_gradient<D: Device>() {
     let table = Embedding::<D, f64>::new(4, 2).padding_idx(1);
     assert_eq!(table.weight.to_vec2()[1], vec![0.0, 0.0]);
     let loaded = Tensor::<D, f64>::from_vec((0..8).map(|v| v as f64).collect(), [4, 2]).requires_grad();
-    let table = Embedding { weight: loaded, padding_idx: Some(1) };
+    let table = Embedding::from_weights(loaded, Some(1));
     let ids = [1i64, 3, 1, 0, 2, 1];
     let out = table.forward(&Tensor::<D, i64>::from_vec(ids.to_vec(), [2, 3]));
     let w = table.weight.to_vec2();
@@ -388,35 +386,33 @@ fn multihead_attention_matches_a_loop<D: Device>() {
         )
     };
     let (expected_y, expected_w) = reference(true, &padding);
-    let (y, w) = mha.forward(&x, &kv, &kv, Some(&pad), AttentionMask::Causal, true);
+    fn causal<'a, D: Device>(q: &'a T<D>, kv: &'a T<D>, pad: &'a Tensor<D, u8>) -> MhaInput<'a, D, f64> {
+        MhaInput::new(q, kv, kv).key_padding_mask(pad).attn_mask(AttentionMask::Causal)
+    }
+    let input = |q, kv| causal(q, kv, &pad);
+    let (y, w) = mha.forward(input(&x, &kv));
     assert_close(&y.to_vec(), &expected_y, 1e-12, 1e-12);
     assert_close(&w.unwrap().to_vec(), &expected_w, 1e-12, 1e-12);
-    let (fused, none) = mha.forward(&x, &kv, &kv, Some(&pad), AttentionMask::Causal, false);
+    let (fused, none) = mha.forward(input(&x, &kv).need_weights(false));
     assert!(none.is_none());
     assert_close(&fused.to_vec(), &expected_y, 1e-12, 1e-12);
     // Sequence-first: the same numbers with the first two axes swapped.
     let seq_first = mha.clone().batch_first(false);
-    let (y2, _) = seq_first.forward(
-        &x.transpose(0, 1),
-        &kv.transpose(0, 1),
-        &kv.transpose(0, 1),
-        Some(&pad),
-        AttentionMask::Causal,
-        false,
-    );
+    let (xt, kvt) = (x.transpose(0, 1), kv.transpose(0, 1));
+    let (y2, _) = seq_first.forward(input(&xt, &kvt).need_weights(false));
     assert_close(&y2.transpose(0, 1).to_vec(), &expected_y, 1e-12, 1e-12);
     // No mask and no padding.
-    let (plain, _) = mha.forward(&x, &kv, &kv, None, AttentionMask::None, false);
+    let (plain, _) = mha.forward(MhaInput::new(&x, &kv, &kv).need_weights(false));
     let (expected, _) = reference(false, &vec![0; n * s]);
     assert_close(&plain.to_vec(), &expected, 1e-12, 1e-12);
     gradcheck("MultiheadAttention", &[x.clone(), kv.clone()], |t| {
-        mha.forward(&t[0], &t[1], &t[1], Some(&pad), AttentionMask::Causal, false).0
+        mha.forward(causal(&t[0], &t[1], &pad).need_weights(false)).0
     });
-    let grads = mha.forward(&x, &kv, &kv, Some(&pad), AttentionMask::Causal, false).0.sum().backward();
+    let grads = mha.forward(input(&x, &kv).need_weights(false)).0.sum().backward();
     for (name, p) in mha.parameters() {
         assert!(grads.get(&p).is_some_and(|g| g.to_vec().iter().any(|&v| v != 0.0)), "{name} gets no gradient");
     }
-    let err = mha.try_forward(&x, &kv.narrow(2, 0, 5), &kv, None, AttentionMask::None, false).unwrap_err();
+    let err = mha.try_forward(MhaInput::new(&x, &kv.narrow(2, 0, 5), &kv)).unwrap_err();
     assert!(matches!(err, Error::Shape { op: "MultiheadAttention", .. }), "{err}");
 }
 
@@ -464,8 +460,7 @@ fn init_functions_follow_pytorch<D: Device>() {
 
     // apply: tied weights stay one tensor; biases left alone; shapes checked.
     let wte = devtensor::nn::Embedding::<D, f64>::new(10, 4);
-    let mut model =
-        Tied { head: Linear { weight: wte.weight.clone(), bias: Some(T::<D>::zeros([10]).requires_grad()) }, wte };
+    let mut model = Tied { head: Linear::from_weights(wte.weight.clone(), Some(T::<D>::zeros([10]))), wte };
     init::apply(&mut model, |name, t| {
         if !name.ends_with("weight") {
             return Ok(None);
@@ -514,8 +509,7 @@ fn group_norm_and_rms_norm_match_loops<D: Device>() {
     }
     assert_close(&gn.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
     gradcheck("GroupNorm", &[x.clone(), gn.weight.clone(), gn.bias.clone()], |t| {
-        let layer = GroupNorm { weight: t[1].clone(), bias: t[2].clone(), num_groups: groups, eps: 1e-5 };
-        layer.forward(&t[0])
+        GroupNorm::from_weights(groups, t[1].clone(), t[2].clone()).forward(&t[0])
     });
     assert!(matches!(GroupNorm::<D, f64>::try_new(4, 6), Err(Error::Argument { op: "GroupNorm", .. })));
 
@@ -533,7 +527,7 @@ fn group_norm_and_rms_norm_match_loops<D: Device>() {
         .collect();
     assert_close(&rms.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
     gradcheck("RmsNorm", &[x.clone(), rms.weight.clone()], |t| {
-        RmsNorm { weight: t[1].clone(), eps: 1e-6 }.forward(&t[0])
+        RmsNorm::from_weights(t[1].clone()).eps(1e-6).forward(&t[0])
     });
     let err = rms.try_forward(&tensor::<D>(&[2, 5, 6], 1)).unwrap_err();
     assert!(matches!(err, Error::Shape { op: "RmsNorm", .. }), "{err}");

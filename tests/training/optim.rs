@@ -15,7 +15,7 @@ const SCALE: [f64; 3] = [1.0, 3.0, 0.5];
 
 /// A one-row `Linear` whose weight is the parameter under test.
 fn model<D: Device>() -> Linear<D, f64> {
-    Linear::try_from_tensors(Tensor::from_slice(&START, [1, 3]), None).unwrap()
+    Linear::try_from_weights(Tensor::from_slice(&START, [1, 3]), None).unwrap()
 }
 
 /// The loss `sum(scale · (w - target)^2)`, whose gradient is
@@ -162,7 +162,7 @@ fn parameter_groups_have_settings_of_their_own<D: Device>() {
         w
     };
     let mut layer =
-        Linear::<D, f64>::try_from_tensors(Tensor::from_slice(&START, [1, 3]), Some(Tensor::from_slice(&[0.3], [1])))
+        Linear::<D, f64>::try_from_weights(Tensor::from_slice(&START, [1, 3]), Some(Tensor::from_slice(&[0.3], [1])))
             .unwrap();
     let no_decay = ParamGroup::new("no_decay", bias_config, |_, dims| dims.len() < 2);
     let mut opt = AdamW::new(&layer, base).with_group(no_decay);
@@ -338,7 +338,7 @@ fn random_gradients<D: Device>(
     let mut g = Generator::new(seed);
     let weight = Tensor::<D, f64>::randn_with([outputs, inputs], &mut g);
     let bias = Tensor::<D, f64>::randn_with([outputs], &mut g);
-    let model = Linear::try_from_tensors(weight, Some(bias)).unwrap();
+    let model = Linear::try_from_weights(weight, Some(bias)).unwrap();
     let x = Tensor::<D, f64>::randn_with([rows, inputs], &mut g) * 3.0;
     let weights = Tensor::<D, f64>::randn_with([rows, outputs], &mut g);
     let mut grads = (model.forward(&x) * &weights).sum().backward();
@@ -397,7 +397,7 @@ device_proptests! {
         seed in any::<u64>(),
     ) {
         let mut g = Generator::new(seed);
-        let model = Linear::<D, f64>::try_from_tensors(
+        let model = Linear::<D, f64>::try_from_weights(
             Tensor::randn_with([2, 3], &mut g),
             Some(Tensor::randn_with([2], &mut g)),
         ).unwrap();

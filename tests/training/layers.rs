@@ -1,0 +1,195 @@
+//! Layers built from the user's own tensors (issue 35). Each layer's
+//! `from_weights` computes what the layer its tensors came from computes,
+//! settings included; refuses tensors that do not fit with an error naming
+//! the constructor and every shape; keeps a leaf as the same leaf (tying);
+//! and a table from `Embedding::from_pretrained` stays frozen through moves,
+//! checkpoints and optimizer steps, as PyTorch's does.
+
+use crate::common::*;
+use devtensor::io::Checkpoint;
+use devtensor::nn::{
+    BatchNorm2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding,
+    GroupNorm, LayerNorm, Linear, MhaInput, Module, MultiheadAttention, RmsNorm,
+};
+use devtensor::optim::{Optimizer, Sgd, SgdConfig};
+use devtensor::{Cpu, Device, Error, Result, Tensor};
+use proptest::prelude::*;
+
+type T = Tensor<Cpu, f64>;
+
+fn randn(dims: &[usize]) -> T {
+    Tensor::randn(dims)
+}
+
+/// `result` is the `Error::Shape` of `op`, whose first shape is `first`.
+fn assert_misfit<L: std::fmt::Debug>(result: Result<L>, op: &str, first: &[usize]) {
+    match result {
+        Err(Error::Shape { op: got, shapes, .. }) if got == op => {
+            assert_eq!(shapes[0].dims(), first, "{op}: the shapes it names: {shapes:?}");
+        }
+        other => panic!("{op} accepted or refused otherwise: {other:?}"),
+    }
+}
+
+/// `rebuilt` is `layer` computed again: the same numbers on the same input.
+fn assert_same(name: &str, rebuilt: &T, layer: &T) {
+    assert_eq!(rebuilt.dims(), layer.dims(), "{name}");
+    assert_eq!(rebuilt.to_vec(), layer.to_vec(), "{name}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cpu_cases(48)))]
+
+    #[test]
+    fn from_weights_rebuilds_each_layer_and_refuses_misfits(
+        n in 1..3usize, c in 1..4usize, o in 1..4usize, k in 1..4usize, groups in 1..3usize,
+        stride in 1..3usize, padding in 0..2usize, with_bias in any::<bool>(),
+    ) {
+        let (cg, og) = (c * groups, o * groups);
+        let bias = |t: &Option<T>| if with_bias { t.clone() } else { None };
+
+        let linear = Linear::<Cpu, f64>::new(c, o);
+        let rebuilt = Linear::from_weights(linear.weight.clone(), bias(&linear.bias));
+        let x = randn(&[n, c]);
+        let reference = if with_bias { linear.clone() } else { linear.clone().without_bias() };
+        assert_same("Linear", &rebuilt.forward(&x), &reference.forward(&x));
+        prop_assert_eq!(rebuilt.weight.leaf_id(), linear.weight.leaf_id());
+        assert_misfit(Linear::try_from_weights(linear.weight.clone(), Some(randn(&[o + 1]))), "Linear::from_weights", &[o, c]);
+        assert_misfit(Linear::try_from_weights(randn(&[o, c, 1]), None), "Linear::from_weights", &[o, c, 1]);
+
+        let config = Conv2dConfig { stride: [stride, 1], padding: [padding, 1], dilation: [1, 2], groups };
+        let conv = Conv2d::<Cpu, f64>::with_config(cg, og, [k, 2], config);
+        let rebuilt = Conv2d::from_weights(conv.weight.clone(), conv.bias.clone(), config);
+        let image = randn(&[n, cg, k + 3, 5]);
+        assert_same("Conv2d", &rebuilt.forward(&image), &conv.forward(&image));
+        assert_misfit(Conv2d::try_from_weights(conv.weight.clone(), Some(randn(&[og + 1])), config), "Conv2d::from_weights", &[og, c, k, 2]);
+        assert_misfit(Conv2d::try_from_weights(randn(&[og, c, k]), None, config), "Conv2d::from_weights", &[og, c, k]);
+        let ungrouped = Conv2dConfig { groups: og + 1, ..config };
+        assert!(matches!(Conv2d::try_from_weights(conv.weight.clone(), None, ungrouped), Err(Error::Argument { .. })));
+
+        let config = Conv1dConfig { stride, padding, dilation: 1, groups };
+        let conv = Conv1d::<Cpu, f64>::with_config(cg, og, k, config);
+        let rebuilt = Conv1d::from_weights(conv.weight.clone(), conv.bias.clone(), config);
+        let sequence = randn(&[n, cg, k + 4]);
+        assert_same("Conv1d", &rebuilt.forward(&sequence), &conv.forward(&sequence));
+        assert_misfit(Conv1d::try_from_weights(conv.weight.clone(), Some(randn(&[og + 1])), config), "Conv1d::from_weights", &[og, c, k]);
+
+        let config = ConvTranspose2dConfig { stride: [stride, stride], groups, ..Default::default() };
+        let up = ConvTranspose2d::<Cpu, f64>::with_config(cg, og, [k, k], config);
+        let rebuilt = ConvTranspose2d::from_weights(up.weight.clone(), up.bias.clone(), config);
+        assert_same("ConvTranspose2d", &rebuilt.forward(&image.narrow(3, 0, 3)), &up.forward(&image.narrow(3, 0, 3)));
+        assert_misfit(ConvTranspose2d::try_from_weights(up.weight.clone(), Some(randn(&[og + 1])), config), "ConvTranspose2d::from_weights", &[cg, o, k, k]);
+
+        let bn = BatchNorm2d::<Cpu, f64>::new(c);
+        let stats = |i: usize| bn.named_tensors()[i].2.clone();
+        let mut rebuilt = BatchNorm2d::from_weights(randn(&[c]), randn(&[c]), randn(&[c]), stats(3)).eps(1e-3);
+        let mut reference = BatchNorm2d::<Cpu, f64>::new(c).eps(1e-3);
+        reference.weight = rebuilt.weight.clone();
+        reference.bias = rebuilt.bias.clone();
+        let image = randn(&[n + 1, c, 2, 2]);
+        assert_same("BatchNorm2d (training)", &rebuilt.forward(&image), &reference.forward(&image));
+        rebuilt.eval();
+        let (mean, var) = (rebuilt.named_tensors()[2].2.clone(), rebuilt.named_tensors()[3].2.clone());
+        let per_channel = |t: &T| t.reshape([1, c, 1, 1]);
+        let expected = (&image - &per_channel(&mean)) / (&per_channel(&var) + 1e-3).sqrt() * per_channel(&rebuilt.weight)
+            + per_channel(&rebuilt.bias);
+        assert_same("BatchNorm2d (evaluation)", &rebuilt.forward(&image), &expected);
+        assert_misfit(BatchNorm2d::try_from_weights(randn(&[c]), randn(&[c]), randn(&[c]), randn(&[c + 1])), "BatchNorm2d::from_weights", &[c]);
+
+        let norm = GroupNorm::<Cpu, f64>::new(groups, cg);
+        let rebuilt = GroupNorm::from_weights(groups, randn(&[cg]), randn(&[cg]));
+        let mut reference = norm.clone();
+        (reference.weight, reference.bias) = (rebuilt.weight.clone(), rebuilt.bias.clone());
+        let x = randn(&[n, cg, 3]);
+        assert_same("GroupNorm", &rebuilt.forward(&x), &reference.forward(&x));
+        assert_misfit(GroupNorm::try_from_weights(groups, randn(&[cg]), randn(&[cg + 1])), "GroupNorm::from_weights", &[cg]);
+
+        let norm = LayerNorm::<Cpu, f64>::new(&[c, 2]);
+        let rebuilt = LayerNorm::from_weights(norm.weight.clone(), norm.bias.clone());
+        let x = randn(&[n, c, 2]);
+        assert_same("LayerNorm", &rebuilt.forward(&x), &norm.forward(&x));
+        assert_misfit(LayerNorm::try_from_weights(randn(&[c, 2]), randn(&[2, c + 1])), "LayerNorm::from_weights", &[c, 2]);
+        let rms = RmsNorm::<Cpu, f64>::new(&[c]);
+        assert_same("RmsNorm", &RmsNorm::from_weights(rms.weight.clone()).forward(&x.narrow(2, 0, 1).reshape([n, c])), &rms.forward(&x.narrow(2, 0, 1).reshape([n, c])));
+
+        let e = 2 * groups;
+        let mha = MultiheadAttention::<Cpu, f64>::new(e, groups);
+        let out_proj = Linear::from_weights(mha.out_proj.weight.clone(), bias(&mha.out_proj.bias));
+        let rebuilt = MultiheadAttention::from_weights(groups, mha.in_proj_weight.clone(), bias(&mha.in_proj_bias), out_proj);
+        let reference = if with_bias { mha.clone() } else { mha.clone().without_bias() };
+        let x = randn(&[k, n, e]);
+        assert_same("MultiheadAttention", &rebuilt.forward(MhaInput::self_attention(&x)).0, &reference.forward(MhaInput::self_attention(&x)).0);
+        assert_misfit(
+            MultiheadAttention::try_from_weights(groups, randn(&[3 * e + 1, e]), None, mha.out_proj.clone()),
+            "MultiheadAttention::from_weights",
+            &[3 * e + 1, e],
+        );
+
+        let table = Embedding::<Cpu, f64>::new(k + 1, c);
+        let rebuilt = Embedding::from_weights(table.weight.clone(), None);
+        let tokens = Tensor::<Cpu, i64>::from_vec((0..=k as i64).rev().collect(), [k + 1]);
+        assert_same("Embedding", &rebuilt.forward(&tokens), &table.forward(&tokens));
+        assert_misfit(Embedding::try_from_weights(table.weight.clone(), Some(k + 1)), "Embedding::from_weights", &[k + 1, c]);
+    }
+}
+
+/// A computed tensor given to a layer becomes a new leaf with its values
+/// (as `nn.Parameter(t)`); a leaf stays the same leaf, so that one weight
+/// given to two layers is one parameter that gets both gradients.
+#[test]
+fn from_weights_makes_leaves_and_keeps_tied_ones() {
+    let base = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0], [2, 2]).requires_grad();
+    let doubled = Linear::from_weights(&base * 2.0, None);
+    assert!(doubled.weight.is_leaf() && doubled.weight.tracks_grad());
+    assert_eq!(doubled.weight.to_vec(), vec![2.0, 4.0, 6.0, 8.0]);
+
+    struct Tied<D: Device> {
+        wte: Embedding<D>,
+        head: Linear<D>,
+    }
+    devtensor::module!(Tied { wte, head });
+    let wte = Embedding::from_weights(base.clone(), None);
+    let model = Tied { head: Linear::from_weights(wte.weight.clone(), None), wte };
+    assert_eq!(model.parameters().len(), 1);
+    let tokens = Tensor::<Cpu, i64>::from_vec(vec![1], [1]);
+    let loss = model.head.forward(&model.wte.forward(&tokens)).sum();
+    let grads = loss.backward();
+    // d/dW of sum(W e_1) where e_1 = W[1] = [3, 4]: the head gives each row
+    // [3, 4]; the embedding row 1 gets the column sums [4, 6].
+    assert_eq!(grads.get(&base).unwrap().to_vec(), vec![3.0, 4.0, 3.0 + 4.0, 4.0 + 6.0]);
+}
+
+/// `Embedding::from_pretrained` freezes its table, as PyTorch's
+/// `freeze=True`: no gradient, no optimizer step, and it stays frozen when
+/// the model moves to another device and when a checkpoint loads into it.
+fn pretrained_tables_stay_frozen<D: Device>() {
+    struct Net<D: Device> {
+        table: Embedding<D>,
+        head: Linear<D>,
+    }
+    devtensor::module!(Net { table, head });
+    let vectors: Vec<f32> = (0..12).map(|v| v as f32 / 4.0).collect();
+    let table = Embedding::from_pretrained(Tensor::<Cpu>::from_vec(vectors.clone(), [4, 3]), None);
+    let mut net = Net { table, head: Linear::new(3, 2) }.to::<D>();
+    assert!(!net.table.weight.tracks_grad() && net.head.weight.tracks_grad());
+    let mut sgd = Sgd::new(&net, SgdConfig { lr: 0.5, ..Default::default() });
+    let tokens = Tensor::<D, i64>::from_vec(vec![0, 3, 3], [3]);
+    let head_before = net.head.weight.to_vec();
+    for _ in 0..2 {
+        let loss = net.head.forward(&net.table.forward(&tokens)).square().sum();
+        let grads = loss.backward();
+        assert!(grads.get(&net.table.weight).is_none());
+        sgd.step(&mut net, &grads);
+    }
+    assert_eq!(net.table.weight.to_vec(), vectors);
+    assert_ne!(net.head.weight.to_vec(), head_before);
+    let mut reloaded =
+        Net { table: Embedding::from_pretrained(Tensor::<D>::zeros([4, 3]), None), head: Linear::new(3, 2) };
+    Checkpoint::from_model(&net).load_into(&mut reloaded);
+    assert!(!reloaded.table.weight.tracks_grad() && reloaded.head.weight.tracks_grad());
+    assert_eq!(reloaded.table.weight.to_vec(), vectors);
+}
+
+device_tests! {
+    pretrained_tables_stay_frozen => pretrained_tables_stay_frozen,
+}
