@@ -101,8 +101,8 @@ devtensor::module!(TiedLm { wte, lm_head });
 impl<D: Device> TiedLm<D> {
     /// nanoGPT's tying, `lm_head.weight = wte.weight`: one tensor, two names.
     fn tied(weight: Tensor<D>) -> Self {
-        let wte = Embedding { weight: weight.requires_grad(), padding_idx: None };
-        let lm_head = Linear { weight: wte.weight.clone(), bias: None };
+        let wte = Embedding::from_weights(weight, None);
+        let lm_head = Linear::from_weights(wte.weight.clone(), None);
         TiedLm { wte, lm_head }
     }
 
@@ -194,7 +194,42 @@ fn pytorch_batchnorm_state_dict_loads_unchanged<D: Device>() {
     assert_eq!(saved.int_tensors()[0].1.item(), 4);
 }
 
+/// The CNN's `state_dict` without `bn.num_batches_tracked` (PyTorch before
+/// 0.4.1, converters that drop integer buffers): PyTorch's strict
+/// `load_state_dict` accepts it and keeps the module's count, which
+/// `make_fixtures.py` checked for 0 and 2; so does `load_into`, and the
+/// model computes PyTorch's output. Any other missing tensor is still an error.
+fn pytorch_batchnorm_without_its_count_loads<D: Device>() {
+    let io = Checkpoint::<D>::load(fixture("batchnorm_cnn_io.safetensors"));
+    let legacy = Checkpoint::<D>::load(fixture("batchnorm_cnn_legacy.safetensors"));
+    assert!(legacy.int_tensors().is_empty());
+    for trained_batches in [0, 2] {
+        let mut model =
+            TorchCnn { conv: Conv2d::<D>::new(1, 4, 3).padding(1), bn: BatchNorm2d::new(4), fc: Linear::new(64, 3) };
+        for _ in 0..trained_batches {
+            model.forward(&float(&io, "input"));
+        }
+        legacy.load_into(&mut model);
+        let mut counts = Vec::new();
+        model.visit_int_buffers("", &mut |name, t| counts.push((name.to_string(), t.item())));
+        assert_eq!(counts, [("bn.num_batches_tracked".to_string(), trained_batches)]);
+        model.eval();
+        assert_close(&model.forward(&float(&io, "input")).to_vec(), &float(&io, "output_eval").to_vec(), 1e-5);
+    }
+    struct WithoutNorm<D: Device> {
+        conv: Conv2d<D>,
+        fc: Linear<D>,
+    }
+    devtensor::module!(WithoutNorm { conv, fc });
+    let without_norm = WithoutNorm { conv: Conv2d::<D>::new(1, 4, 3), fc: Linear::new(64, 3) };
+    let mut model =
+        TorchCnn { conv: Conv2d::<D>::new(1, 4, 3).padding(1), bn: BatchNorm2d::new(4), fc: Linear::new(64, 3) };
+    let err = Checkpoint::from_model(&without_norm).try_load_into(&mut model).unwrap_err().to_string();
+    assert!(err.contains("the model's tensor `bn.weight` is missing from the checkpoint"), "{err}");
+}
+
 device_tests! {
+    pytorch_batchnorm_without_its_count => pytorch_batchnorm_without_its_count_loads,
     gradients_of_another_copy => gradients_of_another_copy_are_an_error,
     tied_parameters => tied_parameters_match_pytorch,
     pytorch_batchnorm_state_dict => pytorch_batchnorm_state_dict_loads_unchanged,
