@@ -499,5 +499,78 @@ fn every_kernel_compiles_and_assembles_without_spills() {
         }
     }
     println!("{total} kernels in {} files compiled for {:?}", reports.len(), ARCHS);
+    let requested = kernels_the_ops_request();
+    for (kernel, op) in &requested {
+        if !owner.contains_key(kernel.as_str()) {
+            failures.push(format!("{op} asks for the kernel `{kernel}`, which no file in kernels/ defines"));
+        }
+    }
+    println!("{} kernels the op types of src/ops/ ask for, all defined", requested.len());
     assert!(failures.is_empty(), "{} problem(s) in kernels/:\n\n{}\n", failures.len(), failures.join("\n\n"));
+}
+
+/// Every kernel name the built-in unary, binary and comparison ops ask the
+/// CUDA backend for, with the op that asks (`Exp (src/ops/unary/ops.rs)`):
+/// read from the op types' definitions, `impl<F: FloatElement> UnaryOp<F> for
+/// Exp` with `const NAME: &'static str = "exp"` and `KernelSource::BUILT_IN`,
+/// and spelt as `src/ops/<family>/cuda.rs` spells them,
+/// `<family>_<NAME>_<form><dtype>`. So a new op without its line in
+/// `kernels/<family>.cu` fails here, on the CPU, and not first on a GPU.
+fn kernels_the_ops_request() -> BTreeSet<(String, String)> {
+    // The forms each family's cuda.rs launches (see their `function`).
+    let families: [(&str, &str, &[&str]); 3] = [
+        ("unary", "UnaryOp", &[""]),
+        ("binary", "BinaryOp", &["", "rows_", "scalar_"]),
+        ("compare", "CompareOp", &["", "scalar_"]),
+    ];
+    let mut requested = BTreeSet::new();
+    for (family, op_trait, forms) in families {
+        let file = format!("src/ops/{family}/ops.rs");
+        let src = std::fs::read_to_string(repo().join(&file)).unwrap_or_else(|e| panic!("cannot read {file}: {e}"));
+        let mut ops = 0;
+        for block in src.split("\nimpl").skip(1) {
+            let header = block.lines().next().unwrap_or_default();
+            let Some(rest) = header.split_once(&format!(" {op_trait}<")) else { continue };
+            let op = rest.1.split(" for ").nth(1).unwrap_or_default().trim_end_matches(" {").to_string();
+            // The element types the impl covers: every `Element`, or the floats.
+            let dtypes: &[&str] = if header.contains("FloatElement") {
+                &["f32", "f64"]
+            } else if header.contains("Element") {
+                &DTYPES
+            } else {
+                panic!("{file}: cannot tell which element types `impl{header}` covers")
+            };
+            let body = block.split("\n}").next().unwrap_or_default();
+            if !body.contains("KernelSource::BUILT_IN") {
+                continue;
+            }
+            let name = body
+                .split("const NAME: &'static str = \"")
+                .nth(1)
+                .and_then(|n| n.split('"').next())
+                .unwrap_or_else(|| panic!("{file}: `{op}` has no `const NAME`"));
+            ops += 1;
+            for form in forms {
+                for dtype in dtypes {
+                    requested.insert((format!("{family}_{name}_{form}{dtype}"), format!("{op} ({file})")));
+                }
+            }
+        }
+        // The comparisons are rows of one macro, `Equal, "eq", |a, b| ..;`,
+        // whose impl covers every element type.
+        if let Some(rows) = src.split("comparison_ops! {").nth(1) {
+            for row in rows.lines().map(str::trim).filter(|l| l.contains(", |")) {
+                let mut parts = row.splitn(3, ", ");
+                let (op, name) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default().trim_matches('"'));
+                ops += 1;
+                for form in forms {
+                    for dtype in DTYPES {
+                        requested.insert((format!("{family}_{name}_{form}{dtype}"), format!("{op} ({file})")));
+                    }
+                }
+            }
+        }
+        assert!(ops >= 5, "{file}: only {ops} built-in {op_trait} impls found; has the file's layout changed?");
+    }
+    requested
 }
