@@ -4,7 +4,7 @@
 # unchanged, so only what the kernel computes differs), and runs a test
 # command on it. Succeeds only if the command FAILS, i.e. the tests notice.
 #
-#   bash scripts/emu-mutation.sh kernels/binary.cu 's/a + b/a - b/' -- cargo test --test cuda
+#   bash scripts/emu-mutation.sh kernels/binary.cu 's/dt_add(a, b)/dt_sub(a, b)/' -- cargo test --test ops binary::
 #
 # A file of src/ (the library's host code) is mutated in place instead, and
 # restored when the command ends, to show that the emulator catches a
