@@ -124,6 +124,7 @@ impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
         exp, try_exp();
         log, try_log();
         sqrt, try_sqrt();
+        rsqrt, try_rsqrt();
         abs, try_abs();
         square, try_square();
         softmax, try_softmax(axis: isize);

@@ -74,6 +74,7 @@ unary_table! {
     log1p: |t| t.log1p(), floats: f64::ln_1p, grad: Values::Positive;
     expm1: |t| t.expm1(), floats: f64::exp_m1, grad: Values::AwayFromZero;
     sqrt: |t| t.sqrt(), floats: f64::sqrt, grad: Values::Positive;
+    rsqrt: |t| t.rsqrt(), floats: |x| 1.0 / x.sqrt(), grad: Values::Positive;
     tanh: |t| t.tanh(), floats: f64::tanh, grad: Values::AwayFromZero;
     sigmoid: |t| t.sigmoid(), floats: sigmoid_reference, grad: Values::AwayFromZero;
     silu: |t| t.silu(), floats: |x| x * sigmoid_reference(x), grad: Values::AwayFromZero;
@@ -309,6 +310,8 @@ fn special_values<D: Device>() {
     assert_eq!(bits(x.log()), "-inf -inf NaN inf NaN NaN");
     assert_eq!(bits(x.log1p()), "0.0 -0.0 -inf inf NaN NaN");
     assert_eq!(bits(x.sqrt()), "0.0 -0.0 NaN inf NaN NaN");
+    // As PyTorch: 1 / sqrt(-0.0) = 1 / -0.0 = -inf.
+    assert_eq!(bits(x.rsqrt()), "inf -inf NaN 0.0 NaN NaN");
     // The finite, non-zero results of exp, tanh, sigmoid, sin and cos may
     // differ by an ulp or two between the host's libm and CUDA's libdevice,
     // so off the `Cpu` they get the transcendental tolerance; NaN, the
@@ -497,4 +500,5 @@ fn unary_ops_cannot_fail_on_the_cpu() {
     assert!(x.try_powf(0.5).is_ok() && x.try_sin().is_ok() && x.try_cos().is_ok() && x.try_recip().is_ok());
     assert!(x.try_log1p().is_ok() && x.try_erf().is_ok() && x.try_abs().is_ok() && x.try_clamp(0.0, 1.0).is_ok());
     assert!(x.try_expm1().is_ok() && x.try_silu().is_ok() && x.try_gelu().is_ok() && x.try_gelu_tanh().is_ok());
+    assert!(x.try_rsqrt().is_ok());
 }

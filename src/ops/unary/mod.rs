@@ -1,7 +1,7 @@
 //! Elementwise functions of one tensor: `neg`, `abs`, `relu`, `clamp`,
 //! `square` on every element type, and `exp`, `expm1`, `log`, `log1p`,
-//! `sqrt`, `tanh`, `sigmoid`, `silu`, `powf`, `sin`, `cos`, `recip`, `erf` on
-//! floats.
+//! `sqrt`, `rsqrt`, `tanh`, `sigmoid`, `silu`, `powf`, `sin`, `cos`, `recip`,
+//! `erf` on floats.
 //!
 //! Integer results wrap like the element type's own arithmetic (`-i64::MIN`
 //! is `i64::MIN`, `-1u8` is `255`); floats follow IEEE 754 as PyTorch does
@@ -20,8 +20,8 @@ mod ops;
 pub use crate::ops::KernelSource;
 
 pub use ops::{
-    Abs, Clamp, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, Relu, Sigmoid, Silu, Sin, Sqrt,
-    Square, Tanh,
+    Abs, Clamp, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, Relu, Rsqrt, Sigmoid, Silu, Sin,
+    Sqrt, Square, Tanh,
 };
 
 use crate::autograd::{self, rule};
@@ -270,6 +270,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// let y = x.sqrt().to_vec();
         /// assert_eq!(y[0], 2.0);
         /// assert!(y[1].is_nan());
+        /// ```
+        ;
+        /// `1 / √x` elementwise (`torch.rsqrt`): `rsqrt(0) = inf`,
+        /// `rsqrt(-0.0) = -inf`, `rsqrt(inf) = 0`, negative inputs give NaN.
+        try_rsqrt, rsqrt() => Rsqrt,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![4.0, 0.0, -0.0, f32::INFINITY, -1.0], [5]);
+        /// let y = x.rsqrt().to_vec();
+        /// assert_eq!(y[..4], [0.5, f32::INFINITY, f32::NEG_INFINITY, 0.0]);
+        /// assert!(y[4].is_nan());
         /// ```
         ;
         /// Hyperbolic tangent elementwise.

@@ -215,6 +215,26 @@ impl<F: FloatElement> UnaryOp<F> for Sqrt {
     }
 }
 
+/// `1 / √x` (`torch.rsqrt`): `rsqrt(0) = inf`, `rsqrt(-0.0) = -inf`,
+/// `rsqrt(inf) = 0`, negative inputs give NaN.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rsqrt;
+
+impl<F: FloatElement> UnaryOp<F> for Rsqrt {
+    const NAME: &'static str = "rsqrt";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, x: F) -> F {
+        F::ONE / x.sqrt()
+    }
+
+    /// `-x^(-3/2) / 2`, written from the result as `-y³ / 2`.
+    fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        grad.try_mul(&y.try_square()?.try_mul(y)?.try_mul_scalar(F::from_f64(-0.5))?)
+    }
+}
+
 /// The hyperbolic tangent.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Tanh;
