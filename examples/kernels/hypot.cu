@@ -5,4 +5,6 @@
 #include "common.cuh"
 #endif
 
-DT_BINARY_FLOAT(hypot, sqrt(a * a + b * b))
+// CUDA's hypot, as the CPU's f64::hypot: no overflow for large sides, and
+// hypot(inf, NaN) = inf (IEEE 754; PyTorch's torch.hypot agrees).
+DT_BINARY_FLOAT(hypot, hypot(a, b))

@@ -262,6 +262,23 @@ macro_rules! gradient_table {
                 )*
             }
         }
+
+        /// Each row against PyTorch's own results (`tests/ops/pytorch.rs`).
+        mod pytorch {
+            use super::*;
+
+            $(
+                fn $name<D: Device>() {
+                    let call64: fn(&Tensor<D, f64>, &Tensor<D, f64>) -> Tensor<D, f64> = $call;
+                    let call32: fn(&Tensor<D, f32>, &Tensor<D, f32>) -> Tensor<D, f32> = $call;
+                    crate::pytorch::binary_row::<D>(stringify!($name), call64, call32);
+                }
+            )*
+
+            device_tests! {
+                $($name => $name,)*
+            }
+        }
     };
 }
 

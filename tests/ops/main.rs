@@ -27,6 +27,7 @@ mod compare;
 mod cuda_backend;
 mod index;
 mod matmul;
+mod pytorch;
 mod reduce;
 mod sort;
 mod tensor;

@@ -58,6 +58,17 @@ macro_rules! unary_table {
                     }
                 )?
             }
+
+            /// The row against PyTorch's own results (`tests/ops/pytorch.rs`).
+            fn pytorch<D: Device>() {
+                let call64 = { type E = f64; |t: &Tensor<D, E>| -> Tensor<D, E> { apply(t, $call) } };
+                let call32 = { type E = f32; |t: &Tensor<D, E>| -> Tensor<D, E> { apply(t, $call) } };
+                crate::pytorch::unary_row::<D>(stringify!($name), call64, call32);
+            }
+
+            device_tests! {
+                matches_pytorch => pytorch,
+            }
         }
     )*};
 }

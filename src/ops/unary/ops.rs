@@ -99,9 +99,11 @@ impl<E: Element> UnaryOp<E> for Clamp<E> {
         Params::two(self.min, self.max)
     }
 
-    /// Passed through inside the bounds, bounds included (PyTorch's rule).
+    /// Passed through strictly inside the bounds, and 0 at a bound, as
+    /// PyTorch 2.15 gives for scalar bounds (checked against its results in
+    /// `tests/ops/pytorch.rs`: `clamp(x, -1, 1)` at `x = ±1`).
     fn backward<D: Device>(self, x: &Tensor<D, E>, _: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-        masked(&x.try_ge_scalar(self.min)?.try_logical_and(&x.try_le_scalar(self.max)?)?, grad)
+        masked(&x.try_gt_scalar(self.min)?.try_logical_and(&x.try_lt_scalar(self.max)?)?, grad)
     }
 }
 
