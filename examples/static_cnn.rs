@@ -17,7 +17,7 @@
 
 use devtensor::nn::Module;
 use devtensor::optim::{Adam, AdamConfig, CosineAnnealingLr, LrSchedule, Optimizer};
-use devtensor::shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
+use devtensor::static_shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Device, Generator, Result, Tensor, no_grad};
 use std::time::Instant;
 

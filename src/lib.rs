@@ -43,7 +43,7 @@
 //!   with a file per backend);
 //! - [`nn`], [`optim`], [`data`]: layers, optimizers, data loading;
 //! - [`io`]: checkpoints of models and optimizers (safetensors files);
-//! - [`shapes`] (static shapes for `nn` layers) and [`parallel`] (data-parallel
+//! - [`static_shapes`] (static shapes for `nn` layers) and [`parallel`] (data-parallel
 //!   training over several GPUs).
 
 #![warn(missing_docs)]
@@ -64,13 +64,20 @@ pub mod ops;
 pub mod optim;
 pub mod parallel;
 pub mod random;
-pub mod shapes;
+pub mod static_shapes;
+/// The former name of [`static_shapes`], kept for one release: a module of
+/// compile-time shapes was easy to mistake for [`Shape`], the run-time one.
+#[deprecated(note = "renamed `devtensor::static_shapes`")]
+pub mod shapes {
+    pub use crate::static_shapes::*;
+}
 pub mod tensor;
 
 pub use autograd::{Gradients, LeafId, is_grad_enabled, no_grad};
 pub use backend::{Backend, Cpu, Cuda};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};
+pub use io::Checkpoint;
 pub use layout::{Layout, Shape};
 pub use random::{Generator, manual_seed};
 pub use tensor::{

@@ -1,6 +1,6 @@
 //! Where a tensor's elements are: its run-time shape, its strides, and the
 //! strided walk every CPU kernel is built on. (Shapes checked at compile time
-//! are the other module, [`shapes`](crate::shapes).)
+//! are the other module, [`static_shapes`](crate::static_shapes).)
 //!
 //! A [`Shape`] is the user-visible list of dimension sizes (here). A
 //! [`Layout`] adds strides and an offset into storage, which is what lets

@@ -20,7 +20,7 @@ mod nn;
 mod optim;
 mod parallel;
 mod porting;
-mod shapes;
+mod static_shapes;
 mod store_attacks;
 
 /// The GPT of `examples/train_gpt.rs`, for the parity test (`gpt`).

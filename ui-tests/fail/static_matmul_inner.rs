@@ -1,5 +1,5 @@
 // A product whose inner sizes differ, both known to the compiler.
-use devtensor::shapes::{Const, STensor};
+use devtensor::static_shapes::{Const, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

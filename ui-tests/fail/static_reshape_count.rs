@@ -1,5 +1,5 @@
 // A reshape to a different element count, both counts static.
-use devtensor::shapes::{Const, STensor};
+use devtensor::static_shapes::{Const, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

@@ -2,7 +2,7 @@
 // "assuming 64x64 input", but Conv2d(3, 16, 3, padding=1) and MaxPool2d(2)
 // leave 16x32x32 = 16384 features. PyTorch reports it when the first batch
 // arrives; here `cargo build` does.
-use devtensor::shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
+use devtensor::static_shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

@@ -2,7 +2,7 @@
 // Conv2d(3, 16, 3) without padding leaves 62x62, pooled to 31x31, so the
 // features are 16 * 31 * 31 = 15376, not 16 * 32 * 32. The fix is
 // ui-tests/pass/static_seed002_fixed.rs.
-use devtensor::shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
+use devtensor::static_shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

@@ -2,7 +2,7 @@
 // convolution: 64x64 becomes 32x32, pooled to 16x16, so the features are
 // 16 * 16 * 16 = 4096, not 16 * 32 * 32. The fix is
 // ui-tests/pass/static_seed002_fixed.rs.
-use devtensor::shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
+use devtensor::static_shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

@@ -6,7 +6,7 @@ use devtensor::nn::{
     BatchNorm2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding,
     GroupNorm, LayerNorm, Linear, MhaInput, Module, MultiheadAttention, RmsNorm,
 };
-use devtensor::shapes::{SConv2d, SLinear};
+use devtensor::static_shapes::{SConv2d, SLinear};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

@@ -1,6 +1,6 @@
 // The fix for static_add_shapes.rs: bring [B, 12] to [B, 10] first (here
 // with a linear layer), then add; a [10] bias broadcasts over the batch.
-use devtensor::shapes::{Const, SLinear, STensor};
+use devtensor::static_shapes::{Const, SLinear, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn sum(a: &STensor<Cpu, (usize, Const<10>)>, b: &STensor<Cpu, (usize, Const<12>)>) -> STensor<Cpu, (usize, Const<10>)> {

@@ -1,5 +1,5 @@
 // The fix for static_matmul_inner.rs: weights with 784 rows.
-use devtensor::shapes::{Const, STensor};
+use devtensor::static_shapes::{Const, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

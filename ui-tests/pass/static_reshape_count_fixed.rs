@@ -1,5 +1,5 @@
 // The fix for static_reshape_count.rs: 4 x 6 elements as 3 x 8.
-use devtensor::shapes::{Const, STensor};
+use devtensor::static_shapes::{Const, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

@@ -2,7 +2,7 @@
 // it builds, and the sizes in between are computed by the compiler.
 use devtensor::nn::Module;
 use devtensor::optim::{Adam, AdamConfig, Optimizer};
-use devtensor::shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
+use devtensor::static_shapes::{Const, SConv2d, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Tensor};
 
 fn main() {

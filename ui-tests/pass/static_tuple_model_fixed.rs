@@ -2,7 +2,7 @@
 // model's device. A tuple model's output type is computed by the compiler,
 // and the model moves between devices as one value.
 use devtensor::nn::{Module, Relu};
-use devtensor::shapes::{Const, SForward, SLinear, STensor};
+use devtensor::static_shapes::{Const, SForward, SLinear, STensor};
 use devtensor::{Cpu, Cuda, Tensor};
 
 type Mlp<D> = (SLinear<D, 64, 32>, Relu, SLinear<D, 32, 10>);

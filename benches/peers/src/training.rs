@@ -15,7 +15,7 @@ use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig, clip_grad_no
 #[allow(dead_code)] // what only the example uses
 #[path = "../../../examples/gpt/model.rs"]
 mod gpt;
-use devtensor::shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
+use devtensor::static_shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Device, Tensor, no_grad};
 use gpt::{Gpt, GptConfig};
 use serde_json::json;

@@ -12,6 +12,12 @@
 //! methods all come from that one definition. Your own operations use the
 //! same trait and run through [`Tensor::apply_unary`], with device typing,
 //! autograd and a `try_` form like the built-in ones.
+//!
+//! The types of `relu`, `sigmoid` and `tanh` are [`ReluOp`], [`SigmoidOp`]
+//! and [`TanhOp`]: the plain names are the layers
+//! [`nn::Relu`](crate::nn::Relu), [`nn::Sigmoid`](crate::nn::Sigmoid) and
+//! [`nn::Tanh`](crate::nn::Tanh), and a compile error or a glob import
+//! should never have to tell two `Relu`s apart.
 
 mod cpu;
 mod cuda;
@@ -20,9 +26,19 @@ mod ops;
 pub use crate::ops::KernelSource;
 
 pub use ops::{
-    Abs, Clamp, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, Relu, Rsqrt, Sigmoid, Silu, Sin,
-    Sqrt, Square, Tanh,
+    Abs, Clamp, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, ReluOp, Rsqrt, SigmoidOp, Silu,
+    Sin, Sqrt, Square, TanhOp,
 };
+
+/// The former name of [`ReluOp`] (the layer is [`nn::Relu`](crate::nn::Relu)).
+#[deprecated(note = "renamed `ReluOp`; `nn::Relu` is the layer")]
+pub type Relu = ReluOp;
+/// The former name of [`SigmoidOp`] (the layer is [`nn::Sigmoid`](crate::nn::Sigmoid)).
+#[deprecated(note = "renamed `SigmoidOp`; `nn::Sigmoid` is the layer")]
+pub type Sigmoid = SigmoidOp;
+/// The former name of [`TanhOp`] (the layer is [`nn::Tanh`](crate::nn::Tanh)).
+#[deprecated(note = "renamed `TanhOp`; `nn::Tanh` is the layer")]
+pub type Tanh = TanhOp;
 
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
@@ -196,7 +212,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         /// ```
         ;
         /// `max(x, 0)` elementwise; NaN stays NaN.
-        try_relu, relu() => Relu,
+        try_relu, relu() => ReluOp,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![-1.0, 0.5, 2.0], [3]);
@@ -284,7 +300,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// Hyperbolic tangent elementwise.
-        try_tanh, tanh() => Tanh,
+        try_tanh, tanh() => TanhOp,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0, 100.0], [2]);
@@ -292,7 +308,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// The logistic function `1 / (1 + e^-x)` elementwise, without overflow for large `|x|`.
-        try_sigmoid, sigmoid() => Sigmoid,
+        try_sigmoid, sigmoid() => SigmoidOp,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0, -1000.0, 1000.0], [3]);

@@ -58,9 +58,9 @@ impl<E: Element> UnaryOp<E> for Abs {
 
 /// `max(x, 0)`; NaN and `-0.0` pass through.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Relu;
+pub struct ReluOp;
 
-impl<E: Element> UnaryOp<E> for Relu {
+impl<E: Element> UnaryOp<E> for ReluOp {
     const NAME: &'static str = "relu";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
 
@@ -239,9 +239,9 @@ impl<F: FloatElement> UnaryOp<F> for Rsqrt {
 
 /// The hyperbolic tangent.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Tanh;
+pub struct TanhOp;
 
-impl<F: FloatElement> UnaryOp<F> for Tanh {
+impl<F: FloatElement> UnaryOp<F> for TanhOp {
     const NAME: &'static str = "tanh";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
 
@@ -258,9 +258,9 @@ impl<F: FloatElement> UnaryOp<F> for Tanh {
 /// The logistic function `1 / (1 + e^-x)`, evaluated through `e^-|x|` so
 /// that the exponential never overflows.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Sigmoid;
+pub struct SigmoidOp;
 
-impl<F: FloatElement> UnaryOp<F> for Sigmoid {
+impl<F: FloatElement> UnaryOp<F> for SigmoidOp {
     const NAME: &'static str = "sigmoid";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
 
@@ -279,7 +279,7 @@ impl<F: FloatElement> UnaryOp<F> for Sigmoid {
 }
 
 /// SiLU (swish), `x * sigmoid(x)` (`torch.nn.functional.silu`), with the
-/// overflow-free sigmoid of [`Sigmoid`].
+/// overflow-free sigmoid of [`SigmoidOp`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Silu;
 
@@ -289,7 +289,7 @@ impl<F: FloatElement> UnaryOp<F> for Silu {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        x * Sigmoid.apply(x)
+        x * SigmoidOp.apply(x)
     }
 
     /// `sigmoid(x) * (1 + x * (1 - sigmoid(x)))`.
@@ -435,7 +435,7 @@ const GELU_CUBIC: f64 = 0.044_715;
 /// negative `x`.
 #[inline(always)]
 fn gelu_tanh_gate<F: FloatElement>(x: F) -> F {
-    Sigmoid.apply(F::from_f64(TWO_SQRT_2_OVER_PI) * (x + F::from_f64(GELU_CUBIC) * x * x * x))
+    SigmoidOp.apply(F::from_f64(TWO_SQRT_2_OVER_PI) * (x + F::from_f64(GELU_CUBIC) * x * x * x))
 }
 
 /// GELU, `x · Φ(x)` with `Φ` the standard normal CDF, exactly

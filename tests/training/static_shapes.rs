@@ -3,7 +3,7 @@
 
 use devtensor::nn::{Module, Relu};
 use devtensor::optim::{Adam, AdamConfig, Optimizer};
-use devtensor::shapes::{
+use devtensor::static_shapes::{
     Const, ConvOut, Prod, SAvgPool2d, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor, StaticDim,
 };
 use devtensor::{Cpu, Device, Error, Tensor};

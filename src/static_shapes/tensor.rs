@@ -22,7 +22,7 @@ use std::marker::PhantomData;
 /// checked at run time, as on [`Tensor`].
 ///
 /// ```
-/// use devtensor::shapes::{Const, STensor};
+/// use devtensor::static_shapes::{Const, STensor};
 /// use devtensor::{Cpu, Tensor};
 /// type Batch = (usize, Const<4>);
 /// let x: STensor<Cpu, Batch> = Tensor::<Cpu>::ones([2, 4]).try_static()?;
@@ -137,7 +137,7 @@ impl<D: Device, S: StaticShape, E: FloatElement> STensor<D, S, E> {
     /// `x.sum_axis::<1>()` of `[B, 10]` is `[B]`.
     ///
     /// ```
-    /// use devtensor::shapes::{Const, STensor};
+    /// use devtensor::static_shapes::{Const, STensor};
     /// use devtensor::{Cpu, Tensor};
     /// let x: STensor<Cpu, (usize, Const<3>)> = Tensor::<Cpu>::ones([2, 3]).try_static()?;
     /// let s: STensor<Cpu, (usize,)> = x.sum_axis::<1>();
@@ -178,7 +178,7 @@ impl<D: Device, M: Dim, K: Dim, E: FloatElement> STensor<D, (M, K), E> {
     /// that differ fail to build, with both in the message.
     ///
     /// ```
-    /// use devtensor::shapes::{Const, STensor};
+    /// use devtensor::static_shapes::{Const, STensor};
     /// use devtensor::{Cpu, Tensor};
     /// let a: STensor<Cpu, (usize, Const<3>)> = Tensor::<Cpu>::ones([2, 3]).try_static()?;
     /// let b: STensor<Cpu, (Const<3>, Const<4>)> = Tensor::<Cpu>::ones([3, 4]).try_static()?;
@@ -202,7 +202,7 @@ impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
     /// is `[B, F, N]`.
     ///
     /// ```
-    /// use devtensor::shapes::{Const, STensor};
+    /// use devtensor::static_shapes::{Const, STensor};
     /// use devtensor::{Cpu, Tensor};
     /// let x: STensor<Cpu, (usize, Const<3>)> = Tensor::<Cpu>::from_vec(vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [2, 3]).try_static()?;
     /// let t: STensor<Cpu, (Const<3>, usize)> = x.transpose::<0, 1>();

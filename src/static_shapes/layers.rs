@@ -59,7 +59,7 @@ impl<const EXPECTED: usize, Actual: Dim, Layer: Describe> Fits<EXPECTED, Actual,
 /// "`Linear(4096, 10)` expects 4096 input features, but its input has 16384".
 ///
 /// ```
-/// use devtensor::shapes::{Const, SLinear, STensor};
+/// use devtensor::static_shapes::{Const, SLinear, STensor};
 /// use devtensor::{Cpu, Tensor};
 /// let fc = SLinear::<Cpu, 4, 2>::new();
 /// let x: STensor<Cpu, (usize, Const<4>)> = Tensor::<Cpu>::ones([3, 4]).try_static()?;
@@ -92,7 +92,7 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, I
     /// not the type's sizes.
     ///
     /// ```
-    /// use devtensor::shapes::SLinear;
+    /// use devtensor::static_shapes::SLinear;
     /// use devtensor::{Cpu, Tensor};
     /// let fc = SLinear::<Cpu, 3, 2>::from_weights(Tensor::zeros([2, 3]), None);
     /// assert!(SLinear::<Cpu, 3, 2>::try_from_weights(Tensor::zeros([3, 2]), None).is_err());
@@ -159,7 +159,7 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> Default for 
 /// size and its layers.
 ///
 /// ```
-/// use devtensor::shapes::{Const, SConv2d, STensor};
+/// use devtensor::static_shapes::{Const, SConv2d, STensor};
 /// use devtensor::{Cpu, Tensor};
 /// // Seed 002's Conv2d(3, 16, 3, padding=1): 64x64 stays 64x64.
 /// let conv = SConv2d::<Cpu, 3, 16, 3, 1, 1>::new();

@@ -19,7 +19,7 @@ use devtensor_macros::fallible;
 ///
 /// ```
 /// use devtensor::nn::{Module, Relu};
-/// use devtensor::shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
+/// use devtensor::static_shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
 /// use devtensor::{Cpu, Tensor};
 /// // Seed 002's model on one-channel 8x8 images: 16 * 4 * 4 = 256 features.
 /// let model = (SConv2d::<Cpu, 1, 16, 3, 1, 1>::new(), Relu, SMaxPool2d::<2, 2>, SFlatten, SLinear::<Cpu, 256, 10>::new());
