@@ -67,6 +67,9 @@ pub mod random;
 pub mod static_shapes;
 /// The former name of [`static_shapes`], kept for one release: a module of
 /// compile-time shapes was easy to mistake for [`Shape`], the run-time one.
+/// (rustc does not carry a module's deprecation to the items re-exported
+/// through it, so `use devtensor::shapes::STensor` builds without a warning;
+/// the documentation is where the new name shows.)
 #[deprecated(note = "renamed `devtensor::static_shapes`")]
 pub mod shapes {
     pub use crate::static_shapes::*;
