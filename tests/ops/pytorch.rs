@@ -140,6 +140,52 @@ pub fn binary_row<D: Device>(
     report(&format!("binary.{row}"), problems);
 }
 
+/// The reductions along axis 1 of `[4, 5]` rows (NaN, infinities, ties)
+/// against PyTorch, results and gradients: `max_axis` as `x.max(1).values`
+/// (the gradient to the first of tied elements; `amax` would split it).
+fn reductions<D: Device>() {
+    type F<D, E> = fn(&Tensor<D, E>) -> Tensor<D, E>;
+    macro_rules! rows {
+        ($($name:ident: $call:expr;)*) => {
+            [$((stringify!($name), { let c: F<D, f64> = $call; c }, { let c: F<D, f32> = $call; c })),*]
+        };
+    }
+    let rows = rows! {
+        sum_axis: |x| x.sum_axis(1);
+        mean_axis: |x| x.mean_axis(1);
+        max_axis: |x| x.max_axis(1);
+        min_axis: |x| x.min_axis(1);
+        var_axis: |x| x.var_axis(1, 1);
+        std_axis: |x| x.std_axis(1, 1);
+        softmax: |x| x.softmax(1);
+        log_softmax: |x| x.log_softmax(1);
+        cumsum: |x| x.cumsum(1);
+        sum: |x| x.sum();
+        max: |x| x.max();
+    };
+    let file = fixture();
+    for (row, call64, call32) in rows {
+        let p = format!("reduce.{row}.");
+        let x = float::<D>(&file, &format!("{p}x"));
+        // The first input of each output is its row's first element.
+        let firsts: Vec<f64> = x.to_vec().chunks(5).map(|r| r[0]).collect();
+        let want = float::<D>(&file, &format!("{p}y")).to_vec();
+        let at = |n: usize| -> Vec<f64> { (0..n).map(|i| firsts[(i * firsts.len() / n.max(1)).min(3)]).collect() };
+        let inputs = at(want.len());
+        let mut problems = differences(&call64(&x).to_vec(), &want, &[&inputs], 1e-14, true);
+        let y32: Vec<f64> = call32(&x.to_dtype::<f32>()).to_vec().iter().map(|&v| f64::from(v)).collect();
+        let want32 = float::<D>(&file, &format!("{p}y32")).to_vec();
+        problems.extend(labelled("f32 ", differences(&y32, &want32, &[&inputs], 8.0 * f64::from(f32::EPSILON), true)));
+        let gx_in = float::<D>(&file, &format!("{p}gx_in")).requires_grad();
+        let w = float::<D>(&file, &format!("{p}w"));
+        let grads = (&call64(&gx_in) * &w).sum().backward();
+        let gx = grads.get(&gx_in).map_or_else(|| vec![0.0; gx_in.elem_count()], |g| g.to_vec());
+        let want = float::<D>(&file, &format!("{p}gx")).to_vec();
+        problems.extend(labelled("gradient ", differences(&gx, &want, &[&gx_in.to_vec()], 1e-13, false)));
+        report(&format!("reduce.{row}"), problems);
+    }
+}
+
 /// The integer rows: PyTorch's `i64` results, wrapping included (and its
 /// `torch.div(.., rounding_mode=..)` for the two divisions).
 fn integer_rows<D: Device>() {
@@ -188,13 +234,14 @@ fn every_fixture_row_has_its_table_row() {
     let file = fixture();
     let read =
         |path: &str| std::fs::read_to_string(format!("{}/tests/ops/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    let (unary, binary) = (read("unary.rs"), read("binary.rs"));
+    let (unary, binary, own) = (read("unary.rs"), read("binary.rs"), read("pytorch.rs").replace("        ", "\n    "));
     for (name, _) in file.tensors() {
         let mut parts = name.split('.');
         let (table, row) = (parts.next().unwrap(), parts.next().unwrap());
         let source = match table {
             "unary" => &unary,
             "binary" => &binary,
+            "reduce" => &own,
             _ => continue,
         };
         assert!(source.contains(&format!("\n    {row}: |")), "`{name}`: no row `{row}` in tests/ops/{table}.rs");
@@ -203,4 +250,5 @@ fn every_fixture_row_has_its_table_row() {
 
 device_tests! {
     integer_rows_match_pytorch => integer_rows,
+    reductions_match_pytorch => reductions,
 }
