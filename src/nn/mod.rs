@@ -52,7 +52,7 @@ mod linear;
 mod loss;
 mod module;
 mod module_fields;
-mod parameter;
+pub(crate) mod parameter;
 pub(crate) use module::stateless_module;
 mod pool;
 mod rms_norm;

@@ -5,7 +5,8 @@ use super::message::Message;
 use super::shape::StaticShape;
 use super::tensor::STensor;
 use crate::element::FloatElement;
-use crate::error::{Error, Result, or_panic};
+use crate::error::{Result, or_panic};
+use crate::nn::parameter::check;
 use crate::nn::{Conv2d, Conv2dConfig, Linear, Module, TensorKind};
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
@@ -102,16 +103,9 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, I
         let mut tensors = vec![&weight];
         tensors.extend(bias.as_ref());
         let fits = weight.dims() == [OUT, IN] && bias.as_ref().is_none_or(|b| b.dims() == [OUT]);
-        if !fits {
-            return Err(Error::Shape {
-                op: "SLinear::from_weights",
-                device: D::name(),
-                shapes: tensors.iter().map(|t| t.shape().clone()).collect(),
-                reason: format!(
-                    "the layer's type is Linear({IN}, {OUT}): expected a weight [{OUT}, {IN}] and a bias [{OUT}]"
-                ),
-            });
-        }
+        check(fits, "SLinear::from_weights", &tensors, || {
+            format!("the layer's type is Linear({IN}, {OUT}): expected a weight [{OUT}, {IN}] and a bias [{OUT}]")
+        })?;
         Ok(SLinear { inner: Linear::try_from_weights(weight, bias)? })
     }
 
@@ -224,16 +218,11 @@ impl<
         let mut tensors = vec![&weight];
         tensors.extend(bias.as_ref());
         let fits = weight.dims() == [O, C, K, K] && bias.as_ref().is_none_or(|b| b.dims() == [O]);
-        if !fits {
-            return Err(Error::Shape {
-                op: "SConv2d::from_weights",
-                device: D::name(),
-                shapes: tensors.iter().map(|t| t.shape().clone()).collect(),
-                reason: format!(
-                    "the layer's type is Conv2d({C}, {O}, {K}): expected a weight [{O}, {C}, {K}, {K}] and a bias [{O}]"
-                ),
-            });
-        }
+        check(fits, "SConv2d::from_weights", &tensors, || {
+            format!(
+                "the layer's type is Conv2d({C}, {O}, {K}): expected a weight [{O}, {C}, {K}, {K}] and a bias [{O}]"
+            )
+        })?;
         Ok(SConv2d { inner: Conv2d::try_from_weights(weight, bias, Self::config())? })
     }
 
