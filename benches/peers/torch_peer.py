@@ -3,7 +3,8 @@ drives over stdin/stdout, one JSON object per line, so that devtensor, candle
 and PyTorch are timed in the same run, alternately, on the same inputs.
 
 Started by `benches/peers` as `python torch_peer.py THREADS`; it answers
-`{"torch": version, "threads": n}` once, then one line per request:
+`{"torch": version, "threads": n, "capability": ATen's CPU kernels}` once,
+then one line per request:
 
 - `{"cmd": "tensor", "name": N, "dtype": "f32"|"i64", "shape": [..], "path": P}`
   reads a tensor the bench wrote (raw little-endian values) and keeps it for
@@ -332,7 +333,8 @@ def main():
     threads = int(sys.argv[1])
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    reply({"torch": torch.__version__, "threads": torch.get_num_threads()})
+    reply({"torch": torch.__version__, "threads": torch.get_num_threads(),
+           "capability": torch.backends.cpu.get_cpu_capability()})
     pending, rows = {}, {}
     for line in sys.stdin:
         request = json.loads(line)

@@ -23,6 +23,7 @@ mod torch;
 mod training;
 
 use candle_core::{Device as CandleDevice, Tensor as CandleTensor};
+use devtensor::backend::cpu::CpuIsa;
 use devtensor::{Cpu, Tensor};
 use rayon::prelude::*;
 use serde_json::json;
@@ -82,14 +83,16 @@ fn median_pair(budget: Duration, mut f: impl FnMut(), mut g: impl FnMut()) -> (D
 /// FMAs per call of the peak kernels: long enough that call overhead vanishes.
 const FMA_ITERS: usize = 4_000_000;
 
-/// One run of the widest FMA loop this CPU has: `FMA_ITERS` iterations of
+/// One run of the widest FMA loop devtensor may use ([`Cpu::isa`]): `FMA_ITERS` iterations of
 /// 12 independent FMA chains, enough to hide FMA latency on both FMA pipes
 /// of every current x86 core. Returns a value to keep the work alive, and
 /// the f32 lanes per FMA it used (0 when the CPU has neither loop).
 fn fma_loop() -> (f32, usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") {
+        // At the level devtensor runs at: under `DEVTENSOR_CPU_ISA=avx2` the
+        // peak is AVX2's, as PyTorch is then capped too.
+        if is_x86_feature_detected!("avx512f") && Cpu::isa() >= CpuIsa::Avx512 {
             // SAFETY: the CPU supports AVX-512F, checked just above.
             return (unsafe { fma_avx512(FMA_ITERS) }, 16);
         }
@@ -234,7 +237,7 @@ impl Contest {
             if self.alone {
                 continue;
             }
-            if let Some(candle) = candle.as_mut() {
+            if let Some(candle) = candle.as_mut().filter(|_| !capped()) {
                 cd.push(median_time(slice, &mut **candle));
             }
             if torch {
@@ -330,6 +333,7 @@ fn main() -> candle_core::Result<()> {
     let alone = std::env::var("DEVTENSOR_PEERS_ONLY").as_deref() == Ok("devtensor");
     let (torch, torch_version) = if alone { (Torch::none(), "not run".into()) } else { Torch::start(threads) };
     println!("devtensor vs candle-core {} and PyTorch {torch_version}, each on {threads} threads", candle_version());
+    println!("instruction set: {} (the CPU has {}){}", Cpu::isa(), Cpu::detected_isa(), capped_note());
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
         println!("load average at the start: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
     }
@@ -452,6 +456,21 @@ fn main() -> candle_core::Result<()> {
     );
     println!("The three libraries are timed in turn, four rounds each, so all see the same load; '-': not run.");
     Ok(())
+}
+
+/// Whether `DEVTENSOR_CPU_ISA` caps devtensor below the CPU's level; PyTorch
+/// is then capped the same way (`torch.rs`), and candle, which cannot be,
+/// is left out.
+pub fn capped() -> bool {
+    Cpu::isa() < Cpu::detected_isa()
+}
+
+fn capped_note() -> &'static str {
+    if capped() {
+        "; PyTorch capped likewise, candle left out (it has no such switch)"
+    } else {
+        ""
+    }
 }
 
 /// The candle version this package was built against, for the report.

@@ -9,6 +9,7 @@
 //! cannot be had, the bench says why and prints its other columns.
 
 use devtensor::nn::Module;
+use devtensor::backend::cpu::CpuIsa;
 use devtensor::{Cpu, Tensor};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -132,7 +133,18 @@ impl Peer {
                 String::from_utf8_lossy(&out.stdout).trim().to_string()
             }
         };
-        let mut child = Command::new(&python)
+        let mut command = Command::new(&python);
+        if crate::capped() {
+            // PyTorch's own switches for the same cap: its element-wise
+            // kernels (ATen), MKL's products and oneDNN's convolutions.
+            let isa = Cpu::isa();
+            let (aten, mkl, onednn) = match isa {
+                CpuIsa::Avx2 => ("avx2", "AVX2", "AVX2"),
+                _ => ("default", "SSE4_2", "SSE41"),
+            };
+            command.env("ATEN_CPU_CAPABILITY", aten).env("MKL_ENABLE_INSTRUCTIONS", mkl).env("ONEDNN_MAX_CPU_ISA", onednn);
+        }
+        let mut child = command
             .arg(here.join("torch_peer.py"))
             .arg(threads.to_string())
             .stdin(Stdio::piped())
@@ -149,7 +161,11 @@ impl Peer {
             sent: 0,
         };
         let hello = peer.read().map_err(|e| format!("torch_peer.py did not start: {e}"))?;
-        let version = hello["torch"].as_str().unwrap_or("?").to_string();
+        let version = format!(
+            "{} ({} kernels)",
+            hello["torch"].as_str().unwrap_or("?"),
+            hello["capability"].as_str().unwrap_or("?")
+        );
         if hello["threads"].as_u64() != Some(threads as u64) {
             return Err(format!("PyTorch runs {} threads, not {threads}", hello["threads"]));
         }

@@ -1,7 +1,12 @@
 //! One matrix product on the `gemm` crate, with any row and column strides:
 //! the primitive behind `matmul` and the fused attention kernels.
 
+use super::Cpu;
+#[cfg(target_arch = "x86_64")]
+use super::CpuIsa;
 use crate::element::FloatElement;
+#[cfg(target_arch = "x86_64")]
+use std::any::TypeId;
 
 /// One matrix operand: where each batch's matrix starts in storage, and
 /// its row and column strides.
@@ -68,26 +73,220 @@ pub(crate) fn gemm_scaled<E: FloatElement>(
     // is a unique borrow, so it aliases neither input. Strides fit `isize`
     // because they address elements of allocated slices.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
+        product_at_level(
+            (m, n, k),
+            (dst.as_mut_ptr(), 1, n as isize),
             accumulate,
-            lhs.data.as_ptr().add(lhs_offset),
-            lhs.col_stride as isize,
-            lhs.row_stride as isize,
-            rhs.data.as_ptr().add(rhs_offset),
-            rhs.col_stride as isize,
-            rhs.row_stride as isize,
-            E::one(),
+            (lhs.data.as_ptr().add(lhs_offset), lhs.col_stride as isize, lhs.row_stride as isize),
+            (rhs.data.as_ptr().add(rhs_offset), rhs.col_stride as isize, rhs.row_stride as isize),
             scale,
-            false,
-            false,
-            false,
             parallelism,
         );
+    }
+}
+
+/// A matrix operand as `gemm` takes it: start, column stride, row stride.
+type Raw<T> = (T, isize, isize);
+
+/// `dst = scale · lhs · rhs` (or `dst +=` when `read_dst`) with the `gemm`
+/// crate's kernels for [`Cpu::isa`]: `gemm::gemm` itself when that is the
+/// widest level the CPU has, which `gemm` then picks, and otherwise
+/// [`product_below_detected`].
+///
+/// # Safety
+///
+/// As `gemm::gemm`: every element the strides address lies in its
+/// allocation, and `dst` aliases neither input. All strides are
+/// non-negative.
+unsafe fn product_at_level<E: FloatElement>(
+    (m, n, k): (usize, usize, usize),
+    dst: Raw<*mut E>,
+    read_dst: bool,
+    lhs: Raw<*const E>,
+    rhs: Raw<*const E>,
+    scale: E,
+    parallelism: gemm::Parallelism,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if Cpu::isa() < Cpu::detected_isa() {
+        // SAFETY: the caller's contract is the callee's.
+        return unsafe { product_below_detected(Cpu::isa(), (m, n, k), dst, read_dst, lhs, rhs, scale, parallelism) };
+    }
+    // SAFETY: the caller's contract is `gemm::gemm`'s.
+    unsafe {
+        gemm::gemm(
+            m, n, k, dst.0, dst.1, dst.2, read_dst, lhs.0, lhs.1, lhs.2, rhs.0, rhs.1, rhs.2, E::one(), scale, false,
+            false, false, parallelism,
+        )
+    }
+}
+
+/// [`product_at_level`] at `isa`, below the CPU's widest level: `gemm`'s
+/// public kernels of that level (AVX2 with FMA, or scalar), driven by its
+/// public driver exactly as `gemm::gemm` drives them on a CPU of that level.
+///
+/// # Safety
+///
+/// As [`product_at_level`].
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_below_detected<E: FloatElement>(
+    isa: CpuIsa,
+    (m, n, k): (usize, usize, usize),
+    dst: Raw<*mut E>,
+    read_dst: bool,
+    lhs: Raw<*const E>,
+    rhs: Raw<*const E>,
+    scale: E,
+    parallelism: gemm::Parallelism,
+) {
+    // `gemm::gemm` transposes the product when `dst` is row-major, since
+    // its kernels prefer column-major output; so does this path, so that
+    // the lower level sees what it would see on a CPU of that level.
+    let (m, n, dst, lhs, rhs) = if dst.1 < dst.2 {
+        (n, m, (dst.0, dst.2, dst.1), (rhs.0, rhs.2, rhs.1), (lhs.0, lhs.2, lhs.1))
+    } else {
+        (m, n, dst, lhs, rhs)
+    };
+    macro_rules! drive {
+        ($t:ty, $kernels:path, $lanes:expr, $simd:expr) => {{
+            use $kernels as kernels;
+            // SAFETY: `E` is `$t` (the match below checked its `TypeId`),
+            // so the pointer casts are identities; the operands are the
+            // caller's, transposed as `gemm::gemm` transposes them; and
+            // `$simd` is `Scalar` or came from `V3::try_new`, which checks
+            // that the CPU has its instructions.
+            unsafe {
+                gemm_common::gemm::gemm_basic_generic::<
+                    _,
+                    $t,
+                    $lanes,
+                    { kernels::MR_DIV_N * $lanes },
+                    { kernels::NR },
+                    { kernels::MR_DIV_N },
+                    { kernels::H_M },
+                    { kernels::H_N },
+                >(
+                    $simd,
+                    m,
+                    n,
+                    k,
+                    dst.0.cast::<$t>(),
+                    dst.1,
+                    dst.2,
+                    read_dst,
+                    lhs.0.cast::<$t>(),
+                    lhs.1,
+                    lhs.2,
+                    rhs.0.cast::<$t>(),
+                    rhs.1,
+                    rhs.2,
+                    1.0,
+                    *(&scale as *const E).cast::<$t>(),
+                    false,
+                    false,
+                    false,
+                    |a, b, c| a * b + c,
+                    &kernels::UKR,
+                    &kernels::H_UKR,
+                    false,
+                    parallelism,
+                )
+            }
+        }};
+    }
+    let v3 = if isa >= CpuIsa::Avx2 { gemm_common::simd::V3::try_new() } else { None };
+    let is_f32 = TypeId::of::<E>() == TypeId::of::<f32>();
+    assert!(is_f32 || TypeId::of::<E>() == TypeId::of::<f64>(), "products are of f32 or f64 elements");
+    match (v3, is_f32) {
+        (Some(simd), true) => drive!(f32, gemm_f32::microkernel::fma::f32, 8, simd),
+        (Some(simd), false) => drive!(f64, gemm_f64::microkernel::fma::f64, 4, simd),
+        (None, true) => drive!(f32, gemm_f32::microkernel::scalar::f32, 1, gemm_common::simd::Scalar),
+        (None, false) => drive!(f64, gemm_f64::microkernel::scalar::f64, 1, gemm_common::simd::Scalar),
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", not(miri)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `scale · lhs · rhs (+ dst)` as a plain loop in f64.
+    fn reference(
+        (m, n, k): (usize, usize, usize),
+        lhs: &[f64],
+        (lrs, lcs): (usize, usize),
+        rhs: &[f64],
+        (rrs, rcs): (usize, usize),
+        dst: &[f64],
+        (scale, accumulate): (f64, bool),
+    ) -> Vec<f64> {
+        let mut out = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|p| lhs[i * lrs + p * lcs] * rhs[p * rrs + j * rcs]).sum();
+                out[i * n + j] = scale * dot + if accumulate { dst[i * n + j] } else { 0.0 };
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Every level below the CPU's own (the ones `DEVTENSOR_CPU_ISA`
+        /// selects), on random sizes, either operand transposed, scaled or
+        /// accumulating, in f32 and f64, against a plain loop.
+        #[test]
+        fn products_below_the_cpus_level_match_a_loop(
+            m in 1usize..40, n in 1usize..40, k in 1usize..70,
+            lhs_t: bool, rhs_t: bool, accumulate: bool, scale in -2.0f64..2.0,
+            seed: u64,
+        ) {
+            let mut state = seed | 1;
+            let mut draw = |len: usize| -> Vec<f64> {
+                (0..len).map(|_| {
+                    state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+                    (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+                }).collect()
+            };
+            let (lhs, rhs, dst0) = (draw(m * k), draw(k * n), draw(m * n));
+            // Row and column strides of each operand as stored.
+            let lhs_strides = if lhs_t { (1, m) } else { (k, 1) };
+            let rhs_strides = if rhs_t { (1, k) } else { (n, 1) };
+            let expected = reference((m, n, k), &lhs, lhs_strides, &rhs, rhs_strides, &dst0, (scale, accumulate));
+            for isa in [CpuIsa::Scalar, CpuIsa::Avx2] {
+                if isa >= Cpu::detected_isa() {
+                    continue;
+                }
+                fn run<E: FloatElement>(
+                    isa: CpuIsa, mnk: (usize, usize, usize), lhs: &[E], (lrs, lcs): (usize, usize),
+                    rhs: &[E], (rrs, rcs): (usize, usize), dst: &mut [E], scale: E, accumulate: bool,
+                ) {
+                    // SAFETY: the operands are dense `m × k` and `k × n`
+                    // matrices of the strides given, `dst` is `m × n`.
+                    unsafe {
+                        product_below_detected(
+                            isa, mnk, (dst.as_mut_ptr(), 1, mnk.1 as isize), accumulate,
+                            (lhs.as_ptr(), lcs as isize, lrs as isize),
+                            (rhs.as_ptr(), rcs as isize, rrs as isize),
+                            scale, gemm::Parallelism::None,
+                        )
+                    }
+                }
+                let mut dst = dst0.clone();
+                run(isa, (m, n, k), &lhs, lhs_strides, &rhs, rhs_strides, &mut dst, scale, accumulate);
+                let as32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                let mut dst32 = as32(&dst0);
+                run(isa, (m, n, k), &as32(&lhs), lhs_strides, &as32(&rhs), rhs_strides, &mut dst32, scale as f32, accumulate);
+                for (i, &e) in expected.iter().enumerate() {
+                    // k products of terms below 2 in magnitude, plus dst.
+                    let bound = (k as f64 + 2.0) * 2.0;
+                    prop_assert!((dst[i] - e).abs() <= bound * f64::EPSILON, "{isa} f64 [{i}]: {} vs {e}", dst[i]);
+                    prop_assert!((dst32[i] as f64 - e).abs() <= bound * 4.0 * f32::EPSILON as f64,
+                        "{isa} f32 [{i}]: {} vs {e}", dst32[i]);
+                }
+            }
+        }
     }
 }

@@ -3,6 +3,8 @@
 //! threads when the output is large.
 
 use super::pool::{POOL_MIN_BYTES, output_buffer};
+#[cfg(target_arch = "x86_64")]
+use super::{Cpu, CpuIsa};
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::{Layout, for_each_block};
@@ -85,41 +87,35 @@ impl<E, T, F: Fn(E) -> T + Sync> ElementFn<E, T> for F {
 }
 
 /// Runs `body`, a loop for the compiler to vectorise, compiled for the
-/// widest vector unit this CPU has.
+/// widest vector unit the kernels may use ([`Cpu::isa`]).
 ///
 /// The crate is built for baseline x86-64 (SSE2), so without this a dense
 /// elementwise loop uses 128-bit vectors even on an AVX-512 machine. `body`
 /// is inlined into a copy of this function built with AVX-512 or AVX2
-/// enabled, chosen at run time (the feature checks are cached loads).
+/// enabled, chosen at run time (the level is a cached load).
 #[inline(always)]
 pub(crate) fn vectorized<L: VectorLoop>(body: L) -> L::Output {
     #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-        {
-            // SAFETY: the four AVX-512 subsets `with_avx512` enables were
-            // detected on this CPU just above.
-            return unsafe { with_avx512(body) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was detected on this CPU just above.
-            return unsafe { with_avx2(body) };
-        }
+    match Cpu::isa() {
+        // SAFETY: `Cpu::isa` is never above `Cpu::detected_isa`, which
+        // reports AVX-512 only when the CPU has the four subsets
+        // `with_avx512` enables, and FMA.
+        CpuIsa::Avx512 => return unsafe { with_avx512(body) },
+        // SAFETY: likewise, AVX2 and FMA were detected on this CPU.
+        CpuIsa::Avx2 => return unsafe { with_avx2(body) },
+        CpuIsa::Scalar => {}
     }
     body.run()
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
 fn with_avx512<L: VectorLoop>(body: L) -> L::Output {
     body.run()
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 fn with_avx2<L: VectorLoop>(body: L) -> L::Output {
     body.run()
 }

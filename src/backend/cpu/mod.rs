@@ -1,14 +1,17 @@
 //! The CPU device: its storage (here), the buffer pool for large outputs
 //! (`pool.rs`), the strided loops every CPU kernel shares (`loops.rs`), and
-//! the threads they run on (`threads.rs`).
+//! the threads they run on (`threads.rs`), and the instruction set they
+//! use (`isa.rs`).
 
 mod gemm;
+mod isa;
 mod loops;
 mod math;
 mod pool;
 mod threads;
 
 pub(crate) use gemm::*;
+pub use isa::CpuIsa;
 pub(crate) use loops::*;
 pub(crate) use math::*;
 pub(crate) use pool::*;

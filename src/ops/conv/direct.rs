@@ -14,7 +14,8 @@
 //! is laid out the other way (see [`weight_gradient`]).
 
 use super::Unfold2d;
-use crate::backend::cpu::{output_buffer, pool_threads};
+use crate::backend::Cpu;
+use crate::backend::cpu::{CpuIsa, output_buffer, pool_threads};
 use crate::error::Result;
 use rayon::prelude::*;
 
@@ -38,14 +39,10 @@ pub(super) fn applies(g: &Unfold2d) -> bool {
         && g.image.iter().all(|&d| d > 0)
 }
 
-#[cfg(target_arch = "x86_64")]
+/// Whether the kernels here may run: they are AVX-512 code, and run only
+/// where the CPU has it and [`Cpu::isa`] allows it.
 fn avx512() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn avx512() -> bool {
-    false
+    Cpu::isa() >= CpuIsa::Avx512
 }
 
 /// `conv2d` of the dense image batch `image` (`g.image`) with the dense
