@@ -63,6 +63,17 @@ python3 scripts/check-fallible.py
 echo "== unit, integration, property and compile-fail tests"
 cargo test --all-targets
 
+echo "== the CPU suites again below this CPU's instruction set (DEVTENSOR_CPU_ISA)"
+# The element-wise loops, convolutions and gemm's products have AVX-512,
+# AVX2 and scalar paths, picked at run time; a machine with AVX-512 would
+# otherwise never run the other two, and AVX2 is what most users' CPUs have.
+# The multi-process, data-parallel and loader tests are left out: they
+# check coordination, not arithmetic (about 15 s each).
+for isa in avx2 scalar; do
+    DEVTENSOR_CPU_ISA=$isa cargo test --quiet --test ops --test training -- \
+        --skip ::cuda0 --skip ::cuda1 --skip distributed:: --skip store_attacks:: --skip parallel:: --skip data::
+done
+
 echo "== doc tests"
 cargo test --doc
 

@@ -2,14 +2,15 @@
 //! that a PyTorch `state_dict` loads by name: token and position
 //! embeddings, pre-LayerNorm blocks of causal multi-head self-attention
 //! and a GELU MLP, a final LayerNorm, and an output layer tied to the token
-//! embedding. Shared by `examples/train_gpt.rs`, the parity test
+//! embedding; and generation with a key/value cache ([`Gpt::generate`]).
+//! Shared by `examples/train_gpt.rs`, the parity test
 //! (`tests/training/gpt.rs`) and `benches/peers`:
 //! `#[path = "gpt/model.rs"] mod model;`.
 
 use devtensor::nn::{Embedding, LayerNorm, Linear, init};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::optim::{AdamConfig, AdamW, ParamGroup};
-use devtensor::{Device, Result, Tensor};
+use devtensor::{Device, Error, Result, Tensor, no_grad};
 
 /// The model's sizes (nanoGPT's `GPTConfig`, without dropout and with
 /// biases).
@@ -46,6 +47,39 @@ impl<D: Device> CausalSelfAttention<D> {
         let y = q.try_scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None)?;
         self.c_proj.try_forward(&y.try_transpose(1, 2)?.try_reshape([b, t, c])?)
     }
+
+    /// [`forward`](Self::forward) of `t` new tokens that follow the ones
+    /// whose keys and values `past` holds (`[B, heads, T, C / heads]`
+    /// each), which gains theirs. Each new token attends to every earlier
+    /// one and to itself.
+    fn forward_cached(&self, x: &Tensor<D>, past: &mut Option<(Tensor<D>, Tensor<D>)>) -> Result<Tensor<D>> {
+        let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
+        let qkv = self.c_attn.try_forward(x)?.try_split(c, 2)?;
+        let heads = |y: &Tensor<D>| y.try_reshape([b, t, self.n_head, c / self.n_head])?.try_transpose(1, 2);
+        let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
+        let (k, v, seen) = match past.take() {
+            Some((pk, pv)) => {
+                let seen = pk.dims()[2];
+                (Tensor::try_cat(&[&pk, &k], 2)?, Tensor::try_cat(&[&pv, &v], 2)?, seen)
+            }
+            None => (k.try_contiguous()?, v.try_contiguous()?, 0),
+        };
+        // PyTorch's `is_causal` aligns the triangle to the top left, which
+        // is right only without earlier tokens; one new token sees all.
+        let keep;
+        let mask = match (seen, t) {
+            (0, _) => AttentionMask::Causal,
+            (_, 1) => AttentionMask::None,
+            _ => {
+                let rows = (0..t).flat_map(|i| (0..seen + t).map(move |j| u8::from(j <= seen + i))).collect();
+                keep = Tensor::<D, u8>::try_from_vec(rows, [t, seen + t])?;
+                AttentionMask::Keep(&keep)
+            }
+        };
+        let y = q.try_scaled_dot_product_attention(&k, &v, mask, None)?;
+        *past = Some((k, v));
+        self.c_proj.try_forward(&y.try_transpose(1, 2)?.try_reshape([b, t, c])?)
+    }
 }
 
 /// The block's MLP: widen four times, GELU (erf), project back.
@@ -68,9 +102,60 @@ devtensor::module!(Block { ln_1, attn, ln_2, mlp });
 impl<D: Device> Block<D> {
     fn forward(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
         let x = x.try_add(&self.attn.forward(&self.ln_1.try_forward(x)?)?)?;
-        let h = self.mlp.c_fc.try_forward(&self.ln_2.try_forward(&x)?)?.try_gelu()?;
+        self.mlp_residual(&x)
+    }
+
+    /// [`forward`](Self::forward) of new tokens, with the block's cache.
+    fn forward_cached(&self, x: &Tensor<D>, past: &mut Option<(Tensor<D>, Tensor<D>)>) -> Result<Tensor<D>> {
+        let x = x.try_add(&self.attn.forward_cached(&self.ln_1.try_forward(x)?, past)?)?;
+        self.mlp_residual(&x)
+    }
+
+    /// `x + mlp(ln_2(x))`.
+    fn mlp_residual(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+        let h = self.mlp.c_fc.try_forward(&self.ln_2.try_forward(x)?)?.try_gelu()?;
         x.try_add(&self.mlp.c_proj.try_forward(&h)?)
     }
+}
+
+/// The keys and values every block computed for the tokens seen so far, so
+/// that each new token runs through the model alone: O(context) work per
+/// generated token, where running the whole window again is O(context²).
+pub struct KvCache<D: Device> {
+    /// Per block: keys and values, `[B, heads, T, C / heads]` each.
+    layers: Vec<Option<(Tensor<D>, Tensor<D>)>>,
+}
+
+impl<D: Device> KvCache<D> {
+    /// An empty cache for `model`.
+    pub fn new(model: &Gpt<D>) -> Self {
+        KvCache { layers: (0..model.config.n_layer).map(|_| None).collect() }
+    }
+
+    /// The tokens it holds keys and values for.
+    pub fn len(&self) -> usize {
+        self.layers.first().and_then(Option::as_ref).map_or(0, |(k, _)| k.dims()[2])
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How [`Gpt::generate`] picks each token from the next-token logits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampling {
+    /// Divides the logits; 0 picks the most likely token (greedy).
+    pub temperature: f32,
+    /// Draws among the `k` most likely tokens only (nanoGPT's `top_k`);
+    /// `None` among all.
+    pub top_k: Option<usize>,
+}
+
+impl Sampling {
+    /// The most likely token every time.
+    pub const GREEDY: Sampling = Sampling { temperature: 0.0, top_k: None };
 }
 
 /// nanoGPT's `transformer` dictionary.
@@ -150,6 +235,84 @@ impl<D: Device> Gpt<D> {
             x = block.forward(&x)?;
         }
         self.lm_head.try_forward(&self.transformer.ln_f.try_forward(&x)?)
+    }
+
+    /// The next-token logits `[B, vocab_size]` after `idx` (`[B, T]`), the
+    /// tokens that follow those `cache` holds; `cache` gains them. Where
+    /// [`logits`](Self::logits) runs the whole sequence again, this runs
+    /// only the new tokens. Fails when the cache and the new tokens
+    /// together are longer than `block_size`.
+    pub fn next_logits(&self, idx: &Tensor<D, i64>, cache: &mut KvCache<D>) -> Result<Tensor<D>> {
+        let (b, t, seen) = (idx.dims()[0], idx.dims()[1], cache.len());
+        if seen + t > self.config.block_size || t == 0 {
+            return Err(Error::Argument {
+                op: "Gpt::next_logits",
+                device: D::name(),
+                reason: format!(
+                    "{t} new tokens after {seen} cached ones: expected 1 to {} in all (block_size)",
+                    self.config.block_size
+                ),
+            });
+        }
+        let positions = Tensor::<D, i64>::try_arange(seen as i64, (seen + t) as i64)?;
+        let mut x = self.transformer.wte.try_forward(idx)?.try_add(&self.transformer.wpe.try_forward(&positions)?)?;
+        for (block, past) in self.transformer.h.iter().zip(&mut cache.layers) {
+            x = block.forward_cached(&x, past)?;
+        }
+        // Only the last position's logits are needed: nanoGPT's
+        // `x[:, [-1], :]` before the output layer.
+        let last = x.try_narrow(1, t - 1, 1)?.try_reshape([b, self.config.n_embd])?;
+        self.lm_head.try_forward(&self.transformer.ln_f.try_forward(&last)?)
+    }
+
+    /// `prompt` (`[B, T]` token ids) followed by `max_new_tokens` tokens,
+    /// each drawn from the model's next-token distribution as `sampling`
+    /// says, with a key/value cache: after the prompt, each token runs
+    /// through the model alone. `[B, T + max_new_tokens]`.
+    ///
+    /// When the context reaches `block_size`, the cache restarts from the
+    /// last `block_size / 2` tokens (nanoGPT's loop instead crops the
+    /// context to `block_size` and runs it whole for every token).
+    pub fn generate(
+        &self,
+        prompt: &Tensor<D, i64>,
+        max_new_tokens: usize,
+        sampling: Sampling,
+    ) -> Result<Tensor<D, i64>> {
+        no_grad(|| {
+            let block = self.config.block_size;
+            let mut tokens = prompt.clone();
+            let mut cache = KvCache::new(self);
+            let mut input =
+                prompt.try_narrow(1, prompt.dims()[1].saturating_sub(block), prompt.dims()[1].min(block))?;
+            for _ in 0..max_new_tokens {
+                if cache.len() + input.dims()[1] > block {
+                    let len = tokens.dims()[1];
+                    let keep = (block / 2).max(1);
+                    cache = KvCache::new(self);
+                    input = tokens.try_narrow(1, len - keep, keep)?;
+                }
+                let next = self.pick(&self.next_logits(&input, &mut cache)?, sampling)?;
+                tokens = Tensor::try_cat(&[&tokens, &next], 1)?;
+                input = next;
+            }
+            Ok(tokens)
+        })
+    }
+
+    /// One token per row of `logits` (`[B, vocab_size]`), as `[B, 1]`.
+    fn pick(&self, logits: &Tensor<D>, sampling: Sampling) -> Result<Tensor<D, i64>> {
+        if sampling.temperature == 0.0 {
+            return logits.try_argmax_keepdim(1);
+        }
+        let mut logits = logits.try_div_scalar(sampling.temperature)?;
+        if let Some(k) = sampling.top_k.map(|k| k.min(self.config.vocab_size)) {
+            // Everything below the k-th largest logit is cut.
+            let (top, _) = logits.try_topk(k, 1, true)?;
+            let kth = top.try_narrow(1, k - 1, 1)?;
+            logits = logits.try_masked_fill(&logits.try_lt(&kth)?, f32::NEG_INFINITY)?;
+        }
+        logits.try_softmax(1)?.try_multinomial(1, true)
     }
 
     /// The mean cross-entropy of the logits of `idx` against `targets`

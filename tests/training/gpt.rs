@@ -8,12 +8,13 @@
 //! few roundings of sums in another order), and 2e-4 on weights after 5
 //! Adam steps, whose update `m / sqrt(v)` divides small, rounded gradients.
 
-use crate::model::{Gpt, GptConfig};
+use crate::model::{Gpt, GptConfig, KvCache, Sampling};
 use devtensor::io::Checkpoint;
 use devtensor::nn::{Linear, MhaInput, Module, MultiheadAttention, init};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::optim::{Optimizer, clip_grad_norm};
-use devtensor::{Device, Tensor};
+use devtensor::{Device, Error, Tensor, no_grad};
+use proptest::prelude::*;
 
 fn fixture<D: Device>(name: &str) -> Checkpoint<D> {
     Checkpoint::load(format!("{}/tests/fixtures/pytorch/{name}", env!("CARGO_MANIFEST_DIR")))
@@ -104,6 +105,95 @@ fn scaled_dot_product_attention_matches_pytorch<D: Device>() {
         let grads = (&out * &t("g")).sum().backward();
         for (name, x) in [("grad_q", &q), ("grad_k", &k), ("grad_v", &v)] {
             assert_close(&format!("{case} {name}"), grads.get(x).unwrap(), &t(name), 5e-6);
+        }
+    }
+}
+
+// ---- Generation with a key/value cache, against running the whole window ----
+
+const SMALL: GptConfig = GptConfig { block_size: 10, vocab_size: 13, n_layer: 2, n_head: 2, n_embd: 16 };
+
+/// The last position's logits `[B, vocab]` of running `idx` whole: the
+/// reference for the cached path.
+fn last_logits<D: Device>(model: &Gpt<D>, idx: &Tensor<D, i64>) -> Vec<Vec<f32>> {
+    let t = idx.dims()[1];
+    let logits = no_grad(|| model.logits(idx).unwrap());
+    logits.narrow(1, t - 1, 1).reshape([idx.dims()[0], SMALL.vocab_size]).to_vec2()
+}
+
+fn assert_rows_close(what: &str, got: &[Vec<f32>], want: &[Vec<f32>]) {
+    for (g, w) in got.iter().zip(want) {
+        for (a, b) in g.iter().zip(w) {
+            // f32 sums over 16 to 64 terms, in another order.
+            assert!((a - b).abs() <= 2e-5 * (1.0 + b.abs()), "{what}: {a} against {b}");
+        }
+    }
+}
+
+device_proptests! {
+    cases = 12;
+
+    /// The prompt fed in chunks of any size (one token, several after
+    /// earlier ones, the whole prompt at once): after each chunk the
+    /// cached logits are those of the whole prefix run again; a chunk
+    /// past `block_size` fails, naming the sizes.
+    fn cached_logits_match_the_whole_prefix<D>(
+        seed: u64, batch in 1usize..3, chunks in proptest::collection::vec(1usize..4, 1..5),
+    ) {
+        devtensor::manual_seed(seed);
+        let model = Gpt::<D>::new(SMALL).unwrap();
+        let len: usize = chunks.iter().sum::<usize>().min(SMALL.block_size);
+        let ids = (0..batch * len).map(|i| ((seed >> (i % 60)).wrapping_add(7 * i as u64) % 13) as i64).collect();
+        let idx = Tensor::<D, i64>::from_vec(ids, [batch, len]);
+        let mut cache = KvCache::new(&model);
+        let mut at = 0;
+        for &size in &chunks {
+            let size = size.min(len - at);
+            if size == 0 {
+                break;
+            }
+            let chunk = idx.narrow(1, at, size);
+            let cached = no_grad(|| model.next_logits(&chunk, &mut cache).unwrap()).to_vec2();
+            at += size;
+            prop_assert_eq!(cache.len(), at);
+            assert_rows_close(&format!("after {at} tokens"), &cached, &last_logits(&model, &idx.narrow(1, 0, at)));
+        }
+        if at == SMALL.block_size {
+            let err = model.next_logits(&idx.narrow(1, 0, 1), &mut cache).unwrap_err();
+            prop_assert!(matches!(err, Error::Argument { .. }), "{:?}", err);
+            prop_assert!(err.to_string().contains("1 new tokens after 10 cached ones: expected 1 to 10 in all (block_size)"), "{}", err);
+        }
+    }
+
+    /// Generated tokens, greedy and sampled from the top 3, past the end of
+    /// the window (where the cache restarts from the last half): each is
+    /// the most likely, or among the 3 most likely, next token of the
+    /// window run whole.
+    fn generated_tokens_follow_the_whole_window<D>(seed: u64, batch in 1usize..3, prompt in 1usize..8, new in 1usize..14) {
+        devtensor::manual_seed(seed);
+        let model = Gpt::<D>::new(SMALL).unwrap();
+        let ids = (0..batch * prompt).map(|i| (seed.rotate_left(i as u32) % 13) as i64).collect();
+        let idx = Tensor::<D, i64>::from_vec(ids, [batch, prompt]);
+        for (sampling, k) in [(Sampling::GREEDY, 1), (Sampling { temperature: 0.8, top_k: Some(3) }, 3)] {
+            let out = model.generate(&idx, new, sampling).unwrap();
+            prop_assert_eq!(out.dims(), &[batch, prompt + new]);
+            let rows = out.to_vec2();
+            prop_assert_eq!(&out.narrow(1, 0, prompt).to_vec2(), &idx.to_vec2());
+            // The window `generate` keeps: restarted from the last half
+            // whenever the next token would not fit.
+            let mut start = 0;
+            for n in prompt..prompt + new {
+                if n - start > SMALL.block_size {
+                    start = n - SMALL.block_size / 2;
+                }
+                let reference = last_logits(&model, &out.narrow(1, start, n - start));
+                for (row, logits) in rows.iter().zip(&reference) {
+                    let mut sorted = logits.clone();
+                    sorted.sort_by(|a, b| b.total_cmp(a));
+                    let picked = logits[row[n] as usize];
+                    prop_assert!(picked >= sorted[k - 1] - 2e-5, "token {n}: logit {picked}, the top {k} {:?}", &sorted[..k]);
+                }
+            }
         }
     }
 }

@@ -115,8 +115,25 @@ unsafe fn product_at_level<E: FloatElement>(
     // SAFETY: the caller's contract is `gemm::gemm`'s.
     unsafe {
         gemm::gemm(
-            m, n, k, dst.0, dst.1, dst.2, read_dst, lhs.0, lhs.1, lhs.2, rhs.0, rhs.1, rhs.2, E::one(), scale, false,
-            false, false, parallelism,
+            m,
+            n,
+            k,
+            dst.0,
+            dst.1,
+            dst.2,
+            read_dst,
+            lhs.0,
+            lhs.1,
+            lhs.2,
+            rhs.0,
+            rhs.1,
+            rhs.2,
+            E::one(),
+            scale,
+            false,
+            false,
+            false,
+            parallelism,
         )
     }
 }
@@ -231,6 +248,33 @@ mod tests {
         out
     }
 
+    /// `product_below_detected` at `isa` on dense operands of the row and
+    /// column strides given.
+    fn run<E: FloatElement>(
+        isa: CpuIsa,
+        (m, n, k): (usize, usize, usize),
+        (lhs, (lrs, lcs)): (&[E], (usize, usize)),
+        (rhs, (rrs, rcs)): (&[E], (usize, usize)),
+        dst: &mut [E],
+        (scale, accumulate): (E, bool),
+    ) {
+        assert!(lhs.len() == m * k && rhs.len() == k * n && dst.len() == m * n);
+        // SAFETY: the operands are `m × k` and `k × n` matrices that fill
+        // their slices with the strides given, and `dst` is `m × n`.
+        unsafe {
+            product_below_detected(
+                isa,
+                (m, n, k),
+                (dst.as_mut_ptr(), 1, n as isize),
+                accumulate,
+                (lhs.as_ptr(), lcs as isize, lrs as isize),
+                (rhs.as_ptr(), rcs as isize, rrs as isize),
+                scale,
+                gemm::Parallelism::None,
+            )
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -259,26 +303,12 @@ mod tests {
                 if isa >= Cpu::detected_isa() {
                     continue;
                 }
-                fn run<E: FloatElement>(
-                    isa: CpuIsa, mnk: (usize, usize, usize), lhs: &[E], (lrs, lcs): (usize, usize),
-                    rhs: &[E], (rrs, rcs): (usize, usize), dst: &mut [E], scale: E, accumulate: bool,
-                ) {
-                    // SAFETY: the operands are dense `m × k` and `k × n`
-                    // matrices of the strides given, `dst` is `m × n`.
-                    unsafe {
-                        product_below_detected(
-                            isa, mnk, (dst.as_mut_ptr(), 1, mnk.1 as isize), accumulate,
-                            (lhs.as_ptr(), lcs as isize, lrs as isize),
-                            (rhs.as_ptr(), rcs as isize, rrs as isize),
-                            scale, gemm::Parallelism::None,
-                        )
-                    }
-                }
                 let mut dst = dst0.clone();
-                run(isa, (m, n, k), &lhs, lhs_strides, &rhs, rhs_strides, &mut dst, scale, accumulate);
+                run(isa, (m, n, k), (&lhs, lhs_strides), (&rhs, rhs_strides), &mut dst, (scale, accumulate));
                 let as32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
                 let mut dst32 = as32(&dst0);
-                run(isa, (m, n, k), &as32(&lhs), lhs_strides, &as32(&rhs), rhs_strides, &mut dst32, scale as f32, accumulate);
+                let (lhs32, rhs32) = (as32(&lhs), as32(&rhs));
+                run(isa, (m, n, k), (&lhs32, lhs_strides), (&rhs32, rhs_strides), &mut dst32, (scale as f32, accumulate));
                 for (i, &e) in expected.iter().enumerate() {
                     // k products of terms below 2 in magnitude, plus dst.
                     let bound = (k as f64 + 2.0) * 2.0;
