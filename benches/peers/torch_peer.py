@@ -320,10 +320,56 @@ def gpt_inference(t, args):
     return run, run()
 
 
+def gpt_generate(t, args):
+    """Generation with a key/value cache, written as a PyTorch user writes it
+    (the Hugging Face / gpt-fast pattern on nanoGPT's modules): the prompt
+    once, then each new token alone, its keys and values appended with
+    `torch.cat`, sampled at `temperature` among the `top_k` most likely.
+    Checked on the prompt's next-token logits."""
+    model = gpt_model(t, args)
+    prompt, new, temperature, top_k = t["idx"], args["new_tokens"], args["temperature"], args["top_k"]
+
+    def attend(attn, x, past):
+        b, n, c = x.shape
+        q, k, v = attn.c_attn(x).split(c, dim=2)
+        heads = lambda y: y.view(b, n, attn.n_head, c // attn.n_head).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)
+        return attn.c_proj(y.transpose(1, 2).reshape(b, n, c)), (k, v)
+
+    def next_logits(idx, cache):
+        seen = 0 if cache[0] is None else cache[0][0].shape[2]
+        n = idx.shape[1]
+        x = model.transformer.wte(idx) + model.transformer.wpe(torch.arange(seen, seen + n))
+        for i, block in enumerate(model.transformer.h):
+            y, cache[i] = attend(block.attn, block.ln_1(x), cache[i])
+            x = x + y
+            x = x + block.mlp(block.ln_2(x))
+        return model.lm_head(model.transformer.ln_f(x[:, -1, :]))
+
+    def run():
+        with torch.no_grad():
+            cache = [None] * len(model.transformer.h)
+            tokens, idx = prompt, prompt
+            for _ in range(new):
+                logits = next_logits(idx, cache) / temperature
+                kth = torch.topk(logits, top_k).values[:, [-1]]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+                idx = torch.multinomial(F.softmax(logits, dim=-1), 1)
+                tokens = torch.cat([tokens, idx], dim=1)
+            return tokens
+
+    with torch.no_grad():
+        first = next_logits(prompt, [None] * len(model.transformer.h))
+    return run, first
+
+
 KINDS = {f.__name__: f for f in [
     matmul, add, mul_scalar, sum_all, softmax, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
     layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, sdpa_fwd, sdpa_fwd_bwd, max_pool_fwd_bwd,
-    train_step, inference, gpt_train_step, gpt_inference,
+    train_step, inference, gpt_train_step, gpt_inference, gpt_generate,
 ]}
 
 DTYPES = {"f32": torch.float32, "i64": torch.int64}

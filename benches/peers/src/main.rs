@@ -273,14 +273,16 @@ fn print_table(rows: &[Row]) {
     };
     for r in rows {
         let rate = r.work / r.devtensor.as_secs_f64();
+        // GFLOP/s and GB/s in billions; tokens/s as they are.
+        let scale = if r.unit.starts_with('G') { 1e9 } else { 1.0 };
         println!(
             "| {:<50} | {:>10} | {:>10} | {:>10} | {:>15} | {:>13} | {:>7} | {:>9} | {:>10} |",
             r.op,
             format_duration(r.devtensor),
             r.candle.map_or("-".to_string(), format_duration),
             r.torch.map_or("-".to_string(), format_duration),
-            format!("{:.1} {}", rate / 1e9, r.unit),
-            r.peak.map_or("-".to_string(), |p| format!("{:.1} {}", p / 1e9, r.unit)),
+            format!("{:.1} {}", rate / scale, r.unit),
+            r.peak.map_or("-".to_string(), |p| format!("{:.1} {}", p / scale, r.unit)),
             r.peak.map_or("-".to_string(), |p| format!("{:.0}%", 100.0 * rate / p)),
             ratio(r.devtensor, r.candle),
             ratio(r.devtensor, r.torch),

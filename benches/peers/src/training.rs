@@ -17,7 +17,7 @@ use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig, clip_grad_no
 mod gpt;
 use devtensor::static_shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
 use devtensor::{Cpu, Device, Tensor, no_grad};
-use gpt::{Gpt, GptConfig};
+use gpt::{Gpt, GptConfig, KvCache, Sampling};
 use serde_json::json;
 use std::hint::black_box;
 
@@ -454,6 +454,7 @@ pub fn rows(
     }
     model_rows(contest, &wanted, peak);
     gpt_rows(contest, &wanted, peak);
+    generation_row(contest, &wanted);
     Ok(())
 }
 
@@ -506,6 +507,33 @@ fn gpt_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) {
             contest.row(op, forward, Some(peak), "GFLOP/s", torch, run, None);
         }
     }
+}
+
+/// Generating 256 tokens at batch 1 after a 16-token prompt with the same
+/// GPT (its position table grown to 512), temperature 0.8 among the top
+/// 20, with a key/value cache on both sides (`Gpt::generate`; PyTorch's
+/// loop in `torch_peer.py`), in tokens/s. The tokens drawn differ (each
+/// side has its own generator), the work per token does not; the prompt's
+/// next-token logits are checked.
+fn generation_row(contest: &mut Contest, wanted: &impl Fn(&str) -> bool) {
+    let op = "generate GPT 4x4x128 (256 tokens, batch 1)";
+    if !wanted(op) {
+        return;
+    }
+    let config = GptConfig { block_size: 512, vocab_size: 76, n_layer: 4, n_head: 4, n_embd: 128 };
+    let (new_tokens, sampling) = (256, Sampling { temperature: 0.8, top_k: Some(20) });
+    devtensor::manual_seed(8);
+    let model = Gpt::<Cpu>::new(config).expect("the model");
+    let ids = data(16, 63).iter().map(|v| ((v + 1.0) * 38.0) as i64 % 76).collect();
+    let prompt = Tensor::<Cpu, i64>::from_vec(ids, [1, 16]);
+    let first = no_grad(|| model.next_logits(&prompt, &mut KvCache::new(&model)).expect("the model runs"));
+    contest.torch.model(&model);
+    contest.torch.labels("idx", &prompt);
+    let args = json!({"config": {"block_size": 512, "vocab_size": 76, "n_layer": 4, "n_head": 4, "n_embd": 128},
+                      "new_tokens": new_tokens, "temperature": sampling.temperature, "top_k": 20});
+    let torch = contest.torch.setup(op, "gpt_generate", args, &first.to_vec(), 1e-4);
+    let run = &mut || drop(black_box(model.generate(&prompt, new_tokens, sampling).expect("the model runs")));
+    contest.row(op, new_tokens as f64, None, "tokens/s", torch, run, None);
 }
 
 /// LeNet's and the ResNet's training steps (SGD with momentum, as in
