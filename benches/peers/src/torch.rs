@@ -8,8 +8,8 @@
 //! with PyTorch; `DEVTENSOR_PEERS_TORCH=off` leaves PyTorch out. When PyTorch
 //! cannot be had, the bench says why and prints its other columns.
 
-use devtensor::nn::Module;
 use devtensor::backend::cpu::CpuIsa;
+use devtensor::nn::Module;
 use devtensor::{Cpu, Tensor};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -142,7 +142,10 @@ impl Peer {
                 CpuIsa::Avx2 => ("avx2", "AVX2", "AVX2"),
                 _ => ("default", "SSE4_2", "SSE41"),
             };
-            command.env("ATEN_CPU_CAPABILITY", aten).env("MKL_ENABLE_INSTRUCTIONS", mkl).env("ONEDNN_MAX_CPU_ISA", onednn);
+            command
+                .env("ATEN_CPU_CAPABILITY", aten)
+                .env("MKL_ENABLE_INSTRUCTIONS", mkl)
+                .env("ONEDNN_MAX_CPU_ISA", onednn);
         }
         let mut child = command
             .arg(here.join("torch_peer.py"))

@@ -366,14 +366,13 @@ pub fn rows(
             flatten: Flatten::default(),
             fc: model.fc.clone(),
         };
-        let mut fixed: StaticSeed002 =
-            (
-                SConv2d::from_weights(model.conv.weight.clone(), model.conv.bias.clone()),
-                Relu,
-                SMaxPool2d,
-                SFlatten,
-                SLinear::from_weights(model.fc.weight.clone(), model.fc.bias.clone()),
-            );
+        let mut fixed: StaticSeed002 = (
+            SConv2d::from_weights(model.conv.weight.clone(), model.conv.bias.clone()),
+            Relu,
+            SMaxPool2d,
+            SFlatten,
+            SLinear::from_weights(model.fc.weight.clone(), model.fc.bias.clone()),
+        );
         let sx: STensor<Cpu, (usize, Const<3>, Const<64>, Const<64>)> = x.try_static().expect("3x64x64 images");
         let sy: STensor<Cpu, (usize,), i64> = y.try_static().expect("one label per image");
         assert_eq!(
