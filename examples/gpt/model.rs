@@ -39,22 +39,17 @@ devtensor::module!(CausalSelfAttention { c_attn, c_proj; n_head });
 
 impl<D: Device> CausalSelfAttention<D> {
     fn forward(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
-        let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
-        let qkv = self.c_attn.try_forward(x)?.try_split(c, 2)?;
-        // [B, T, C] -> [B, heads, T, C / heads]
-        let heads = |y: &Tensor<D>| y.try_reshape([b, t, self.n_head, c / self.n_head])?.try_transpose(1, 2);
-        let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
-        let y = q.try_scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None)?;
-        self.c_proj.try_forward(&y.try_transpose(1, 2)?.try_reshape([b, t, c])?)
+        self.forward_cached(x, &mut None)
     }
 
-    /// [`forward`](Self::forward) of `t` new tokens that follow the ones
-    /// whose keys and values `past` holds (`[B, heads, T, C / heads]`
-    /// each), which gains theirs. Each new token attends to every earlier
-    /// one and to itself.
+    /// The attention of `t` new tokens (`x`, `[B, t, C]`) that follow the
+    /// ones whose keys and values `past` holds (`[B, heads, T, C / heads]`
+    /// each; `None` for none), which gains theirs. Each new token attends to
+    /// every earlier one and to itself.
     fn forward_cached(&self, x: &Tensor<D>, past: &mut Option<(Tensor<D>, Tensor<D>)>) -> Result<Tensor<D>> {
         let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
         let qkv = self.c_attn.try_forward(x)?.try_split(c, 2)?;
+        // [B, T, C] -> [B, heads, T, C / heads]
         let heads = |y: &Tensor<D>| y.try_reshape([b, t, self.n_head, c / self.n_head])?.try_transpose(1, 2);
         let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
         let (k, v, seen) = match past.take() {
@@ -62,7 +57,8 @@ impl<D: Device> CausalSelfAttention<D> {
                 let seen = pk.dims()[2];
                 (Tensor::try_cat(&[&pk, &k], 2)?, Tensor::try_cat(&[&pv, &v], 2)?, seen)
             }
-            None => (k.try_contiguous()?, v.try_contiguous()?, 0),
+            // Views of the projection, as they are: the first `cat` copies.
+            None => (k, v, 0),
         };
         // PyTorch's `is_causal` aligns the triangle to the top left, which
         // is right only without earlier tokens; one new token sees all.
@@ -101,19 +97,14 @@ devtensor::module!(Block { ln_1, attn, ln_2, mlp });
 
 impl<D: Device> Block<D> {
     fn forward(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
-        let x = x.try_add(&self.attn.forward(&self.ln_1.try_forward(x)?)?)?;
-        self.mlp_residual(&x)
+        self.forward_cached(x, &mut None)
     }
 
-    /// [`forward`](Self::forward) of new tokens, with the block's cache.
+    /// [`forward`](Self::forward) of new tokens, with the block's cache
+    /// (see [`CausalSelfAttention::forward_cached`]).
     fn forward_cached(&self, x: &Tensor<D>, past: &mut Option<(Tensor<D>, Tensor<D>)>) -> Result<Tensor<D>> {
         let x = x.try_add(&self.attn.forward_cached(&self.ln_1.try_forward(x)?, past)?)?;
-        self.mlp_residual(&x)
-    }
-
-    /// `x + mlp(ln_2(x))`.
-    fn mlp_residual(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
-        let h = self.mlp.c_fc.try_forward(&self.ln_2.try_forward(x)?)?.try_gelu()?;
+        let h = self.mlp.c_fc.try_forward(&self.ln_2.try_forward(&x)?)?.try_gelu()?;
         x.try_add(&self.mlp.c_proj.try_forward(&h)?)
     }
 }
