@@ -11,17 +11,25 @@
 set -euo pipefail
 
 TORCH_VERSION="2.15.0"
+# The other runtimes the inference rows are timed against: ONNX Runtime, and
+# the onnx package that PyTorch's exporter writes its files with.
+ORT_VERSION="1.32.0"
+ONNX_VERSION="1.23.2"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 env_dir="${DEVTENSOR_PEERS_TORCH_ENV:-$root/.cache/peers-torch}"
 python="$env_dir/bin/python"
 
-if [ -x "$python" ] && "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+if [ -x "$python" ] && "$python" -c "
+import sys, torch, onnx, onnxruntime
+sys.exit((torch.__version__.split('+')[0], onnxruntime.__version__, onnx.__version__) != ('$TORCH_VERSION', '$ORT_VERSION', '$ONNX_VERSION'))
+" 2>/dev/null; then
     echo "$python"
     exit 0
 fi
 
-echo "peers: installing PyTorch $TORCH_VERSION into $env_dir (once; about 3 GB)" >&2
+echo "peers: installing PyTorch $TORCH_VERSION and ONNX Runtime $ORT_VERSION into $env_dir (once; about 3 GB)" >&2
 python3 -m venv "$env_dir" >&2
-"$python" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" "numpy<3" >&2
+"$python" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" "numpy<3" \
+    "onnxruntime==$ORT_VERSION" "onnx==$ONNX_VERSION" >&2
 "$python" -c "import torch" >&2
 echo "$python"

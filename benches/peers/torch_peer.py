@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import torch
 import torch.nn as nn
@@ -270,12 +271,44 @@ def train_step(t, args):
 def inference(t, args):
     model = load_model(t, args["model"])
     model.eval()
-    x = t["x"]
+    return on_runtime(model, t["x"], args.get("runtime", "eager"))
 
-    def run():
-        with torch.no_grad():
-            return model(x)
 
+def on_runtime(model, x, runtime):
+    """`model(x)` without gradients, run by `runtime`: PyTorch eager, the
+    model compiled by `torch.compile` (Inductor's C++ code, compiled on the
+    first call, which `setup` makes), or ONNX Runtime on the model exported
+    by `torch.onnx.export`, on as many threads as PyTorch."""
+    if runtime == "eager":
+        def run():
+            with torch.no_grad():
+                return model(x)
+    elif runtime == "compile":
+        compiled = torch.compile(model)
+
+        def run():
+            with torch.no_grad():
+                return compiled(x)
+    elif runtime == "onnxruntime":
+        import tempfile
+        import onnxruntime
+        path = os.path.join(tempfile.mkdtemp(prefix="peers-onnx-"), "model.onnx")
+        # The TorchScript exporter: the torch.export one needs onnxscript
+        # and does not yet take every model here. It warns that it is the
+        # older one; the warning says nothing about this model.
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.onnx.export(model, (x,), path, input_names=["x"], dynamo=False)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        feed = {"x": x.numpy()}
+
+        def run():
+            return torch.from_numpy(session.run(None, feed)[0])
+    else:
+        raise ValueError(f"unknown runtime {runtime}")
     return run, run()
 
 
@@ -311,13 +344,8 @@ def gpt_train_step(t, args):
 
 def gpt_inference(t, args):
     model = gpt_model(t, args)
-    idx = t["idx"]
-
-    def run():
-        with torch.no_grad():
-            return model(idx)
-
-    return run, run()
+    model.eval()
+    return on_runtime(model, t["idx"], args.get("runtime", "eager"))
 
 
 def gpt_generate(t, args):

@@ -414,6 +414,18 @@ pub fn rows(
         let ours = &mut || drop(black_box(devtensor::no_grad(|| model.forward(&x))));
         let theirs = &mut || drop(black_box(candle_model.forward(&cx).unwrap()));
         contest.row(op, seed_conv_flops, Some(peak), "GFLOP/s", torch, ours, Some(theirs));
+        let peer = Peer { kind: "inference", args: json!({"model": "seed002"}), check: &logits.to_vec() };
+        other_runtimes(
+            contest,
+            op,
+            peer,
+            &mut |t| {
+                t.model(&model);
+                t.tensor("x", &x);
+            },
+            (seed_conv_flops, peak),
+            ours,
+        );
     }
     let op = "train step seed 002 (64x3x64x64)";
     if wanted(op) {
@@ -504,7 +516,57 @@ fn gpt_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) {
         } else {
             let run = &mut || drop(black_box(no_grad(|| model.logits(&idx).expect("the model runs"))));
             contest.row(op, forward, Some(peak), "GFLOP/s", torch, run, None);
+            let peer = Peer { kind: "gpt_inference", args: args.clone(), check: &logits.to_vec() };
+            other_runtimes(
+                contest,
+                op,
+                peer,
+                &mut |t| {
+                    t.model(&model);
+                    t.labels("idx", &idx);
+                },
+                (forward, peak),
+                run,
+            );
         }
+    }
+}
+
+/// A PyTorch row of `torch_peer.py`: its function, arguments, and the
+/// values devtensor's result starts with.
+struct Peer<'a> {
+    kind: &'static str,
+    args: serde_json::Value,
+    check: &'a [f32],
+}
+
+/// The inference row `op` again against the faster ways PyTorch users run
+/// a model: ONNX Runtime on the model `torch.onnx.export` writes, and
+/// `torch.compile` (Inductor); not under `DEVTENSOR_CPU_ISA`, which they
+/// have no switch for. `send` sends the row's weights and inputs,
+/// `(work, peak)` are the row's. A runtime that is missing or fails to
+/// export or compile leaves its row's peer column empty, with the reason on
+/// stderr.
+fn other_runtimes(
+    contest: &mut Contest,
+    op: &str,
+    peer: Peer,
+    send: &mut dyn FnMut(&mut super::torch::Torch),
+    (work, peak): (f64, f64),
+    ours: &mut dyn FnMut(),
+) {
+    // Neither has a switch to cap its instruction set the way PyTorch's
+    // eager kernels are capped, so a capped run leaves them out.
+    if super::capped() {
+        return;
+    }
+    for (runtime, label) in [("onnxruntime", "ONNX Runtime"), ("compile", "torch.compile")] {
+        let row = format!("{op} vs {label}");
+        send(&mut contest.torch);
+        let mut args = peer.args.clone();
+        args["runtime"] = json!(runtime);
+        let torch = contest.torch.setup(&row, peer.kind, args, peer.check, 1e-4);
+        contest.row(&row, work, Some(peak), "GFLOP/s", torch, ours, None);
     }
 }
 
@@ -554,6 +616,18 @@ fn model_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) 
             let torch = contest.torch.setup(&op, "inference", json!({"model": "lenet"}), &logits, 1e-4);
             let ours = &mut || drop(black_box(devtensor::no_grad(|| model.forward(&x))));
             contest.row(&op, lenet_flops, Some(peak), "GFLOP/s", torch, ours, None);
+            let peer = Peer { kind: "inference", args: json!({"model": "lenet"}), check: &logits };
+            other_runtimes(
+                contest,
+                &op,
+                peer,
+                &mut |t| {
+                    t.model(&model);
+                    t.tensor("x", &x);
+                },
+                (lenet_flops, peak),
+                ours,
+            );
         }
         let op = format!("train step lenet (batch {n}, sgd)");
         if wanted(&op) {
