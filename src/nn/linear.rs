@@ -112,7 +112,13 @@ impl<D: Device, E: FloatElement> Forward<D, E> for Linear<D, E> {
                 reason: format!("the input's last axis must have in_features = {in_features} elements"),
             });
         }
-        let y = x.try_matmul(&self.weight.try_t()?)?;
+        let weight_t = self.weight.try_t()?;
+        if let Some(bias) = &self.bias
+            && let Some(y) = x.try_matmul_bias_untracked(&weight_t, bias)?
+        {
+            return Ok(y);
+        }
+        let y = x.try_matmul(&weight_t)?;
         match &self.bias {
             Some(b) => y.try_add(b),
             None => Ok(y),

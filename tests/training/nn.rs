@@ -39,6 +39,17 @@ device_proptests! {
             })
             .collect();
         assert_close(&layer.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
+        // With no gradient to record the product starts from the bias
+        // (PyTorch's addmm): the same numbers, [B, in] and [2, B, in], with
+        // fewer rows than outputs and more (two paths of the CPU product).
+        let untracked = devtensor::no_grad(|| layer.forward(&x));
+        assert_close(&untracked.to_vec(), &expected, 1e-12, 1e-12);
+        let stacked = Tensor::cat(&[&x, &x.neg()], 0).reshape([2, batch, inputs]);
+        let minus: Vec<f64> = (0..batch * outputs)
+            .map(|i| 2.0 * b[i % outputs] - expected[i])
+            .collect();
+        let both: Vec<f64> = expected.iter().chain(&minus).copied().collect();
+        assert_close(&devtensor::no_grad(|| layer.forward(&stacked)).to_vec(), &both, 1e-12, 1e-12);
         let params = [x, layer.weight.detach(), layer.bias.unwrap().detach()];
         gradcheck("Linear", &params, |t| Linear::from_weights(t[1].clone(), Some(t[2].clone())).forward(&t[0]));
         // Batched inputs [B, T, in] share the weight across the batch.

@@ -7,7 +7,7 @@
 
 use super::MatmulKernel;
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, Operand, gemm_dense, output_buffer, pool_threads};
+use crate::backend::cpu::{CpuStorage, Operand, gemm_dense, gemm_scaled, output_buffer, pool_threads};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
@@ -21,7 +21,9 @@ use rayon::prelude::*;
 const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96 };
 
 /// `dst = lhs · rhs` for one `m × k` by `k × n` product into a dense,
-/// row-major `dst` of `m * n` elements; `m`, `n` and `k` are all non-zero.
+/// row-major `dst` of `m * n` elements, or `dst += lhs · rhs` when
+/// `accumulate`; `m`, `n` and `k` are all non-zero.
+#[allow(clippy::too_many_arguments)]
 fn gemm_one<E: FloatElement>(
     dst: &mut [E],
     (m, n, k): (usize, usize, usize),
@@ -30,6 +32,7 @@ fn gemm_one<E: FloatElement>(
     rhs: &Operand<'_, E>,
     rhs_offset: usize,
     parallelism: gemm::Parallelism,
+    accumulate: bool,
 ) {
     // `gemm` packs the right operand a row of `n` elements at a time: when
     // those lie a column stride apart (a transposed operand, as the weight
@@ -56,11 +59,11 @@ fn gemm_one<E: FloatElement>(
         );
         for (j, column) in transposed.chunks_exact(m).enumerate() {
             for (i, &v) in column.iter().enumerate() {
-                dst[i * n + j] = v;
+                dst[i * n + j] = if accumulate { dst[i * n + j] + v } else { v };
             }
         }
     } else {
-        gemm_dense(dst, (m, n, k), lhs, lhs_offset, rhs, rhs_offset, parallelism);
+        gemm_scaled(dst, (m, n, k), lhs, lhs_offset, rhs, rhs_offset, (E::one(), accumulate), parallelism);
     }
 }
 
@@ -91,7 +94,7 @@ impl MatmulKernel for Cpu {
 
         if batch == 1 {
             let parallelism = parallelism_for(m.saturating_mul(n).saturating_mul(k));
-            gemm_one(&mut out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism);
+            gemm_one(&mut out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism, false);
             return Ok(CpuStorage::from_vec(out));
         }
 
@@ -107,8 +110,9 @@ impl MatmulKernel for Cpu {
 
         // Saturating: broadcast views can be logically huge without memory.
         let macs = m.saturating_mul(n).saturating_mul(k);
-        let run =
-            |dst: &mut [E], &(x, y): &(usize, usize), parallelism| gemm_one(dst, (m, n, k), &a, x, &b, y, parallelism);
+        let run = |dst: &mut [E], &(x, y): &(usize, usize), parallelism| {
+            gemm_one(dst, (m, n, k), &a, x, &b, y, parallelism, false)
+        };
         // A batch of at least four products per thread runs whole products
         // on each thread even when each could be split: split products
         // synchronise their threads several times each, and a thread's
@@ -133,6 +137,40 @@ impl MatmulKernel for Cpu {
             });
         }
         Ok(CpuStorage::from_vec(out))
+    }
+
+    /// Every row of the output starts as the bias, and `gemm` adds the
+    /// product to it: the bias costs a write of the output instead of a
+    /// broadcast pass that reads it and writes it again.
+    fn matmul_bias<E: FloatElement>(
+        lhs: &CpuStorage<E>,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage<E>,
+        rhs_layout: &Layout,
+        bias: &CpuStorage<E>,
+        bias_layout: &Layout,
+    ) -> Result<Option<CpuStorage<E>>> {
+        let ([], [m, k]) = split_matrix(lhs_layout.dims()) else { return Ok(None) };
+        let (_, [_, n]) = split_matrix(rhs_layout.dims());
+        let Some(bias) = bias.as_slice().get(bias_layout.offset()..).and_then(|b| b.get(..n)) else {
+            return Ok(None);
+        };
+        // The API checked that the output's element count fits.
+        let mut out = output_buffer::<E>("matmul", count_of(&[m, n]))?;
+        if n == 0 {
+            return Ok(Some(CpuStorage::from_vec(out)));
+        }
+        for row in out.chunks_exact_mut(n) {
+            row.copy_from_slice(bias);
+        }
+        if m > 0 && k > 0 {
+            let (ls, rs) = (lhs_layout.strides(), rhs_layout.strides());
+            let a = Operand { data: lhs.as_slice(), row_stride: ls[0], col_stride: ls[1] };
+            let b = Operand { data: rhs.as_slice(), row_stride: rs[0], col_stride: rs[1] };
+            let parallelism = parallelism_for(m.saturating_mul(n).saturating_mul(k));
+            gemm_one(&mut out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism, true);
+        }
+        Ok(Some(CpuStorage::from_vec(out)))
     }
 }
 

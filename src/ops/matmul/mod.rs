@@ -29,10 +29,49 @@ pub trait MatmulKernel: Backend {
         rhs: &Self::Storage<E>,
         rhs_layout: &Layout,
     ) -> Result<Self::Storage<E>>;
+
+    /// `bias + lhs · rhs` for one product (no batch axes), with the dense
+    /// `bias` of `n` elements added to every row, in one pass where the
+    /// device's product can start from a filled output (PyTorch's
+    /// `addmm`); `None` where it cannot, and the caller adds the bias
+    /// itself. The default is `None`.
+    fn matmul_bias<E: FloatElement>(
+        lhs: &Self::Storage<E>,
+        lhs_layout: &Layout,
+        rhs: &Self::Storage<E>,
+        rhs_layout: &Layout,
+        bias: &Self::Storage<E>,
+        bias_layout: &Layout,
+    ) -> Result<Option<Self::Storage<E>>> {
+        let _ = (lhs, lhs_layout, rhs, rhs_layout, bias, bias_layout);
+        Ok(None)
+    }
 }
 
 /// The name in messages.
 const OP: &str = "matmul";
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// `self · rhs + bias` (`bias` of `rhs`'s column count, added to every
+    /// row) in one pass where the device can ([`MatmulKernel::matmul_bias`]),
+    /// for forwards no gradient is recorded for; `None` where it does not
+    /// apply (a gradient is tracked, a batch of products, a strided bias,
+    /// or a device without it). `Linear` uses it: PyTorch's `addmm`.
+    pub(crate) fn try_matmul_bias_untracked(&self, rhs: &Self, bias: &Self) -> Result<Option<Self>> {
+        let tracked = crate::is_grad_enabled() && [self, rhs, bias].iter().any(|t| t.tracks_grad());
+        if tracked || self.rank() < 2 || rhs.rank() != 2 || bias.rank() != 1 {
+            return Ok(None);
+        }
+        let plan = plan(self.layout(), rhs.layout(), D::name)?;
+        let n = rhs.dims()[1];
+        if plan.lhs.dims().len() != 2 || bias.dims()[0] != n || !bias.layout().is_contiguous() {
+            return Ok(None);
+        }
+        let storage =
+            D::matmul_bias(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs, bias.storage(), bias.layout())?;
+        Ok(storage.map(|storage| Tensor::from_storage(storage, plan.out)))
+    }
+}
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// The matrix product of `self` and `rhs`, with the semantics of
