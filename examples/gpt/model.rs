@@ -261,6 +261,7 @@ impl<D: Device> Gpt<D> {
     /// says, with a key/value cache: after the prompt, each token runs
     /// through the model alone. `[B, T + max_new_tokens]`.
     ///
+    /// Fails on a negative or non-finite temperature and on `top_k` 0.
     /// When the context reaches `block_size`, the cache restarts from the
     /// last `block_size / 2` tokens (nanoGPT's loop instead crops the
     /// context to `block_size` and runs it whole for every token).
@@ -270,6 +271,17 @@ impl<D: Device> Gpt<D> {
         max_new_tokens: usize,
         sampling: Sampling,
     ) -> Result<Tensor<D, i64>> {
+        let Sampling { temperature, top_k } = sampling;
+        if !(temperature >= 0.0 && temperature.is_finite()) || top_k == Some(0) {
+            return Err(Error::Argument {
+                op: "Gpt::generate",
+                device: D::name(),
+                reason: format!(
+                    "temperature {temperature} and top_k {top_k:?}: expected a finite temperature of 0 or more and \
+                     top_k of at least 1"
+                ),
+            });
+        }
         no_grad(|| {
             let block = self.config.block_size;
             let mut tokens = prompt.clone();
@@ -291,7 +303,8 @@ impl<D: Device> Gpt<D> {
         })
     }
 
-    /// One token per row of `logits` (`[B, vocab_size]`), as `[B, 1]`.
+    /// One token per row of `logits` (`[B, vocab_size]`), as `[B, 1]`;
+    /// `sampling` was checked by [`generate`](Self::generate).
     fn pick(&self, logits: &Tensor<D>, sampling: Sampling) -> Result<Tensor<D, i64>> {
         if sampling.temperature == 0.0 {
             return logits.try_argmax_keepdim(1);

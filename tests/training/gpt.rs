@@ -174,6 +174,10 @@ device_proptests! {
         let model = Gpt::<D>::new(SMALL).unwrap();
         let ids = (0..batch * prompt).map(|i| (seed.rotate_left(i as u32) % 13) as i64).collect();
         let idx = Tensor::<D, i64>::from_vec(ids, [batch, prompt]);
+        for bad in [Sampling { temperature: -1.0, top_k: None }, Sampling { temperature: 0.8, top_k: Some(0) }] {
+            let err = model.generate(&idx, new, bad).unwrap_err();
+            prop_assert!(err.to_string().contains("expected a finite temperature of 0 or more"), "{}", err);
+        }
         for (sampling, k) in [(Sampling::GREEDY, 1), (Sampling { temperature: 0.8, top_k: Some(3) }, 3)] {
             let out = model.generate(&idx, new, sampling).unwrap();
             prop_assert_eq!(out.dims(), &[batch, prompt + new]);

@@ -108,9 +108,12 @@ unsafe fn product_at_level<E: FloatElement>(
     parallelism: gemm::Parallelism,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if Cpu::isa() < Cpu::detected_isa() {
-        // SAFETY: the caller's contract is the callee's.
-        return unsafe { product_below_detected(Cpu::isa(), (m, n, k), dst, read_dst, lhs, rhs, scale, parallelism) };
+    {
+        let isa = Cpu::isa();
+        if isa < Cpu::detected_isa() {
+            // SAFETY: the caller's contract is the callee's.
+            return unsafe { product_below_detected(isa, (m, n, k), dst, read_dst, lhs, rhs, scale, parallelism) };
+        }
     }
     // SAFETY: the caller's contract is `gemm::gemm`'s.
     unsafe {

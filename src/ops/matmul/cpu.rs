@@ -88,21 +88,17 @@ impl MatmulKernel for Cpu {
             out.fill(E::ZERO);
             return Ok(CpuStorage::from_vec(out));
         }
-        let (ls, rs) = (lhs_layout.strides(), rhs_layout.strides());
-        let a = Operand { data: lhs.as_slice(), row_stride: ls[rank - 2], col_stride: ls[rank - 1] };
-        let b = Operand { data: rhs.as_slice(), row_stride: rs[rank - 2], col_stride: rs[rank - 1] };
-
         if batch == 1 {
-            let parallelism = parallelism_for(m.saturating_mul(n).saturating_mul(k));
-            gemm_one(&mut out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism, false);
+            one_product(&mut out, (lhs, lhs_layout), (rhs, rhs_layout), false);
             return Ok(CpuStorage::from_vec(out));
         }
+        let (a, b) = (operand(lhs, lhs_layout), operand(rhs, rhs_layout));
 
         // Where each batch's matrices start, in row-major batch order.
         let mut starts = Vec::with_capacity(batch);
         for_each_block(
             batch_dims,
-            [&ls[..rank - 2], &rs[..rank - 2]],
+            [&lhs_layout.strides()[..rank - 2], &rhs_layout.strides()[..rank - 2]],
             [lhs_layout.offset(), rhs_layout.offset()],
             |[x, y], len, [sx, sy]| starts.extend((0..len).map(|i| (x + i * sx, y + i * sy))),
         );
@@ -164,14 +160,32 @@ impl MatmulKernel for Cpu {
             row.copy_from_slice(bias);
         }
         if m > 0 && k > 0 {
-            let (ls, rs) = (lhs_layout.strides(), rhs_layout.strides());
-            let a = Operand { data: lhs.as_slice(), row_stride: ls[0], col_stride: ls[1] };
-            let b = Operand { data: rhs.as_slice(), row_stride: rs[0], col_stride: rs[1] };
-            let parallelism = parallelism_for(m.saturating_mul(n).saturating_mul(k));
-            gemm_one(&mut out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism, true);
+            one_product(&mut out, (lhs, lhs_layout), (rhs, rhs_layout), true);
         }
         Ok(Some(CpuStorage::from_vec(out)))
     }
+}
+
+/// The matrix of a layout's last two axes, as `gemm` reads it.
+fn operand<'a, E: FloatElement>(storage: &'a CpuStorage<E>, layout: &Layout) -> Operand<'a, E> {
+    let (s, r) = (layout.strides(), layout.strides().len());
+    Operand { data: storage.as_slice(), row_stride: s[r - 2], col_stride: s[r - 1] }
+}
+
+/// `out = lhs · rhs`, or `out += lhs · rhs` when `accumulate`, for layouts
+/// of one matrix each (batch axes of size 1) with non-zero sizes, on every
+/// thread when the product is large enough.
+fn one_product<E: FloatElement>(
+    out: &mut [E],
+    (lhs, lhs_layout): (&CpuStorage<E>, &Layout),
+    (rhs, rhs_layout): (&CpuStorage<E>, &Layout),
+    accumulate: bool,
+) {
+    let (_, [m, k]) = split_matrix(lhs_layout.dims());
+    let (_, [_, n]) = split_matrix(rhs_layout.dims());
+    let (a, b) = (operand(lhs, lhs_layout), operand(rhs, rhs_layout));
+    let parallelism = parallelism_for(m.saturating_mul(n).saturating_mul(k));
+    gemm_one(out, (m, n, k), &a, lhs_layout.offset(), &b, rhs_layout.offset(), parallelism, accumulate);
 }
 
 /// How `gemm` should run a product of `macs` multiply-adds.
