@@ -16,6 +16,7 @@ mod composed;
 mod cpu;
 mod cuda;
 mod direct;
+mod simd;
 
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
