@@ -109,15 +109,31 @@ fn sum_zip<E: FloatElement>(a: &[E], b: &[E], f: impl Fn(E, E) -> E) -> E {
     fold_lanes(&acc, E::ZERO, <E as Element>::add) + tail
 }
 
-/// Folds a dense run: lane-wise within blocks, pairwise across them.
+/// Folds a dense run: lane-wise within blocks of [`BLOCK`], and the blocks'
+/// results pairwise, merged as a binary counter does (blocks 0 and 1, 2 and
+/// 3, then those pairs, ...), so that rounding grows with the log of the
+/// length. Not recursive, so that it inlines into a caller in
+/// [`vectorized`] and is built for its vectors: the recursive form ran
+/// softmax's row folds with SSE only.
+#[inline(always)]
 fn fold_dense<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy) -> E {
     if x.len() <= BLOCK {
         return fold_lanes(x, init, f);
     }
-    // Split on a block boundary, so every leaf but the last is a full block.
-    let half = (x.len() / 2).div_ceil(BLOCK) * BLOCK;
-    let (a, b) = x.split_at(half);
-    f(fold_dense(a, init, f), fold_dense(b, init, f))
+    // Pending results, each of `blocks[i]` whole blocks, largest first;
+    // the counts halve down the stack, so 64 entries hold any length.
+    let (mut pending, mut blocks, mut depth) = ([init; 64], [0usize; 64], 0);
+    for block in x.chunks(BLOCK) {
+        let (mut value, mut count) = (fold_lanes(block, init, f), 1);
+        while depth > 0 && blocks[depth - 1] == count {
+            depth -= 1;
+            value = f(pending[depth], value);
+            count *= 2;
+        }
+        (pending[depth], blocks[depth]) = (value, count);
+        depth += 1;
+    }
+    pending[..depth - 1].iter().rev().fold(pending[depth - 1], |right, &left| f(left, right))
 }
 
 /// [`fold_dense`], split across threads when the run is long. The chunk
@@ -1007,13 +1023,26 @@ mod tests {
 
     #[test]
     fn dense_folds_cover_every_element() {
-        for n in
-            [0, 1, 15, 16, 17, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5, crate::backend::cpu::PARALLEL_MIN_ELEMS + 7]
-        {
+        for n in [
+            0,
+            1,
+            15,
+            16,
+            17,
+            BLOCK - 1,
+            BLOCK,
+            BLOCK + 1,
+            3 * BLOCK + 5,
+            7 * BLOCK,
+            crate::backend::cpu::PARALLEL_MIN_ELEMS + 7,
+        ] {
             let x: Vec<i64> = (1..=n as i64).collect();
             assert_eq!(fold_dense_par(&x, 0, Element::add), (n * (n + 1) / 2) as i64, "n = {n}");
             if n > 0 {
                 assert_eq!(arg_dense(&x, i64::MIN, Max::fold), n - 1);
+                // Associative but not commutative: the blocks keep their order.
+                assert_eq!(fold_dense_par(&x, 0, |a, b| if a != 0 { a } else { b }), 1, "first, n = {n}");
+                assert_eq!(fold_dense_par(&x, 0, |a, b| if b != 0 { b } else { a }), n as i64, "last, n = {n}");
             }
         }
     }
