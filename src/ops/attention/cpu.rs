@@ -143,14 +143,17 @@ fn exp_shifted<E: FloatElement>(row: &mut [E], shift: E) -> E {
     lanes.iter().fold(chunks.remainder().iter().fold(E::ZERO, |s, &x| s + x), |s, &x| s + x)
 }
 
-/// Row `i`'s scaled scores masked: the user's mask, and the causal
-/// triangle of a block whose last row sees more keys than `i`.
+/// Row `i`'s scaled scores masked and split at the keys it can see at
+/// all: returns that prefix, with the user's mask applied; the rest (the
+/// causal triangle of a block whose last row sees more keys than `i`) is
+/// set to its weight, 0, and left out of the softmax, which then
+/// exponentiates half as many scores in a causal block.
 #[inline(always)]
-fn mask_row<E: FloatElement>(mask: &RowMask<'_, E>, i: usize, row: &mut [E]) {
-    if let RowMask::Causal = mask {
-        row.iter_mut().skip(i + 1).for_each(|s| *s = E::MIN);
-    }
-    mask.apply(i, row);
+fn mask_row<'r, E: FloatElement>(mask: &RowMask<'_, E>, i: usize, row: &'r mut [E]) -> &'r mut [E] {
+    let (live, hidden) = row.split_at_mut(mask.visible(i, row.len()));
+    hidden.fill(E::ZERO);
+    mask.apply(i, live);
+    live
 }
 
 /// The forward pass over one block of query rows of one problem.
@@ -179,7 +182,7 @@ impl<E: FloatElement> VectorLoop for Forward<'_, E> {
         product(scores, (rows, n, width), (q, width, 1), (self.k, 1, width), self.scale, false);
         for (r, row) in scores.chunks_exact_mut(n).enumerate() {
             let i = self.rows.start + r;
-            mask_row(&self.mask, i, row);
+            let row = mask_row(&self.mask, i, row);
             let max = row_max(row);
             if max == E::MIN {
                 // The row sees no key: weights, and so output, of 0, as PyTorch's.
@@ -240,9 +243,12 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
                     dp.fill(E::ZERO);
                     continue;
                 }
-                mask_row(&self.mask, i, p);
+                let p = mask_row(&self.mask, i, p);
                 exp_shifted(p, lse);
-                // The softmax's gradient: p · (dp - g · out), scaled for q and k.
+                // The softmax's gradient: p · (dp - g · out), scaled for q and
+                // k; 0 for the keys the row cannot see.
+                let (dp, hidden) = dp.split_at_mut(p.len());
+                hidden.fill(E::ZERO);
                 let out = &self.out[i * value_width..(i + 1) * value_width];
                 let offset =
                     g[r * value_width..(r + 1) * value_width].iter().zip(out).fold(E::ZERO, |a, (&x, &y)| a + x * y);
