@@ -32,11 +32,17 @@ fn level() -> Option<CpuIsa> {
     (cfg!(target_arch = "x86_64") && !cfg!(miri) && isa >= CpuIsa::Avx2).then_some(isa)
 }
 
-/// Output channels per block of the forward: as many as leave registers
-/// for two input vectors and a broadcast weight beside two accumulators
-/// per channel (32 registers with AVX-512, 16 with AVX2).
+/// Output channels per block of the forward with AVX-512 and with AVX2: as
+/// many as leave registers for two input vectors and a broadcast weight
+/// beside two accumulators per channel (32 registers with AVX-512, 16 with
+/// AVX2).
+const AVX512_CHANNELS: usize = 8;
+/// See [`AVX512_CHANNELS`].
+const AVX2_CHANNELS: usize = 6;
+
+/// Output channels per block of the forward.
 fn block_channels(isa: CpuIsa) -> usize {
-    if isa >= CpuIsa::Avx512 { 8 } else { 6 }
+    if isa >= CpuIsa::Avx512 { AVX512_CHANNELS } else { AVX2_CHANNELS }
 }
 
 /// `f32` lanes per vector register.
@@ -101,7 +107,7 @@ pub(super) fn conv2d(
         let image = &padded[b * c * hp * wp..];
         let weights = &packed[block * c * taps * channels..][..c * taps * channels];
         // The block's biases, where the accumulators start.
-        let mut biases = [0.0; 8];
+        let mut biases = [0.0; AVX512_CHANNELS];
         if let Some(bias) = bias {
             let first = block * channels;
             let own = &bias[first..(first + channels).min(out_channels)];
@@ -161,7 +167,7 @@ fn run(isa: CpuIsa, job: Job) {
         CpuIsa::Avx2 => return unsafe { run_avx2(job) },
         CpuIsa::Scalar => {}
     }
-    unreachable!("the direct kernels run with AVX2 or AVX-512 only, not with {isa}, and {} jobs", job.name())
+    unreachable!("the direct {} kernel runs with AVX2 or AVX-512, not {isa}", job.name())
 }
 
 impl Job<'_> {
@@ -205,7 +211,7 @@ impl Job<'_> {
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn run_avx512(job: Job) {
     // SAFETY: the caller's.
-    unsafe { job.run::<Avx512, 8>() }
+    unsafe { job.run::<Avx512, AVX512_CHANNELS>() }
 }
 
 /// [`Job::run`] compiled for AVX2, with forward blocks of 6 channels.
@@ -217,7 +223,7 @@ unsafe fn run_avx512(job: Job) {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn run_avx2(job: Job) {
     // SAFETY: the caller's.
-    unsafe { job.run::<Avx2, 6>() }
+    unsafe { job.run::<Avx2, AVX2_CHANNELS>() }
 }
 
 /// The sizes [`block_rows`] works with.
