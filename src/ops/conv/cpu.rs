@@ -127,10 +127,8 @@ impl ConvKernel for Cpu {
             Some(Some(bias)) => Some(bias),
             None => None,
         };
-        if !direct::applies(g) {
-            return Ok(None);
-        }
-        Ok(Some(from_f32(direct::conv2d(image, weight, bias, g, out_channels)?)))
+        let Some(isa) = direct::applies(g) else { return Ok(None) };
+        Ok(Some(from_f32(direct::conv2d(isa, image, weight, bias, g, out_channels)?)))
     }
 
     fn conv2d_weight_direct<E: FloatElement>(
@@ -140,10 +138,8 @@ impl ConvKernel for Cpu {
         out_channels: usize,
     ) -> Result<Option<[CpuStorage<E>; 2]>> {
         let (Some(image), Some(grad)) = (dense_f32(image), dense_f32(grad)) else { return Ok(None) };
-        if !direct::weight_gradient_applies(g) {
-            return Ok(None);
-        }
-        let (weight, bias) = direct::weight_gradient(image, grad, g, out_channels)?;
+        let Some(isa) = direct::weight_gradient_applies(g) else { return Ok(None) };
+        let (weight, bias) = direct::weight_gradient(isa, image, grad, g, out_channels)?;
         Ok(Some([from_f32(weight), from_f32(bias)]))
     }
 }

@@ -50,32 +50,34 @@ fn vector_lanes(isa: CpuIsa) -> usize {
     if isa >= CpuIsa::Avx512 { 16 } else { 8 }
 }
 
-/// Whether [`conv2d`] runs on this CPU for this geometry: outputs at least
-/// 8 pixels wide, since a block is two vectors of one row, or of two rows
-/// for outputs as narrow as a vector, and narrower rows would leave most of
-/// it idle.
-pub(super) fn applies(g: &Unfold2d) -> bool {
+/// The instruction set [`conv2d`] runs with on this CPU for this
+/// geometry, `None` where it does not run: it needs outputs at least 8
+/// pixels wide, since a block is two vectors of one row, or of two rows for
+/// outputs as narrow as a vector, and narrower rows would leave most of it
+/// idle. Read once and passed on, so that a [`Cpu::set_max_isa`] on another
+/// thread cannot change it between the check and the kernel.
+pub(super) fn applies(g: &Unfold2d) -> Option<CpuIsa> {
     let w = g.window;
-    level().is_some()
-        && w.stride == [1, 1]
+    let fits = w.stride == [1, 1]
         && w.dilation == [1, 1]
         && g.output[0] > 0
         && g.output[1] >= 8
-        && g.image.iter().all(|&d| d > 0)
+        && g.image.iter().all(|&d| d > 0);
+    level().filter(|_| fits)
 }
 
 /// `conv2d` of the dense image batch `image` (`g.image`) with the dense
 /// weight `[out_channels, C, KH, KW]` and an optional bias
 /// `[out_channels]`, into a new dense `[N, out_channels, OH, OW]`. Only
-/// where [`applies`] holds.
+/// with the instruction set [`applies`] returned.
 pub(super) fn conv2d(
+    isa: CpuIsa,
     image: &[f32],
     weight: &[f32],
     bias: Option<&[f32]>,
     g: &Unfold2d,
     out_channels: usize,
 ) -> Result<Vec<f32>> {
-    let isa = level().expect("`applies` checked the instruction set");
     let channels = block_channels(isa);
     let [n, c, h, w] = g.image;
     let ([kh, kw], [ph, pw]) = (g.window.kernel, g.window.padding);
@@ -167,19 +169,10 @@ fn run(isa: CpuIsa, job: Job) {
         CpuIsa::Avx2 => return unsafe { run_avx2(job) },
         CpuIsa::Scalar => {}
     }
-    unreachable!("the direct {} kernel runs with AVX2 or AVX-512, not {isa}", job.name())
+    unreachable!("the direct kernels run with AVX2 or AVX-512, not {isa}")
 }
 
 impl Job<'_> {
-    /// The kernel's name, for the message of a job that cannot run.
-    fn name(&self) -> &'static str {
-        match self {
-            Job::Forward { .. } => "forward",
-            Job::Transpose { .. } => "transpose",
-            Job::Accumulate { .. } => "accumulate",
-        }
-    }
-
     /// Runs the job with the vectors `V` and forward blocks of `CHANNELS`.
     ///
     /// # Safety
@@ -369,17 +362,18 @@ unsafe fn sum_taps<V: Vector, const CHANNELS: usize, const MASKED: bool>(
     }
 }
 
-/// Whether [`weight_gradient`] runs on this CPU for this geometry (any
-/// stride, padding and dilation, one group).
-pub(super) fn weight_gradient_applies(g: &Unfold2d) -> bool {
-    level().is_some() && g.output.iter().chain(&g.image).all(|&d| d > 0)
+/// The instruction set [`weight_gradient`] runs with on this CPU for this
+/// geometry (any stride, padding and dilation, one group), as [`applies`].
+pub(super) fn weight_gradient_applies(g: &Unfold2d) -> Option<CpuIsa> {
+    level().filter(|_| g.output.iter().chain(&g.image).all(|&d| d > 0))
 }
 
 /// The weight gradient `[out_channels, C, KH, KW]` of `conv2d` from the
 /// dense image batch `image` (`g.image`) and the dense output gradient
 /// `grad` `[N, out_channels, OH, OW]`: the sum over images and output
 /// pixels of `grad[o, pixel] · image[tap at pixel]`; and the bias's, the
-/// sum of `grad[o, pixel]`. Only where [`weight_gradient_applies`] holds.
+/// sum of `grad[o, pixel]`. With the instruction set
+/// [`weight_gradient_applies`] returned.
 ///
 /// `gemm` ran this product at about half the FMA peak after `unfold` had
 /// written the columns. Here each image's output gradient is transposed to
@@ -388,13 +382,13 @@ pub(super) fn weight_gradient_applies(g: &Unfold2d) -> bool {
 /// while the pixels stream past: per pixel, a few vector loads of the
 /// gradient and one broadcast per tap, no columns and no horizontal sums.
 pub(super) fn weight_gradient(
+    isa: CpuIsa,
     image: &[f32],
     grad: &[f32],
     g: &Unfold2d,
     out_channels: usize,
 ) -> Result<(Vec<f32>, Vec<f32>)> {
     const OP: &str = "conv2d";
-    let isa = level().expect("`weight_gradient_applies` checked the instruction set");
     let [n, c, h, w] = g.image;
     let ([kh, kw], [sh, sw], [ph, pw], [dh, dw]) =
         (g.window.kernel, g.window.stride, g.window.padding, g.window.dilation);
