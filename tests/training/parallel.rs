@@ -190,9 +190,21 @@ fn two_cpu_replicas_match_one_device() {
 /// Both reduction paths on two GPUs. Where GPUs are present NCCL must be
 /// too (the emulator brings a stand-in), so that this cannot pass by
 /// falling back to peer copies.
+/// Held by each test that trains with replicas on both GPUs. Each GPU has
+/// one stream, and two trainings in one process whose collectives reach
+/// the two streams in opposite orders wait on each other for ever: each
+/// stream runs one training's all-reduce, which waits for its peer, queued
+/// on the other stream behind the other training's. Real GPUs would hang
+/// too; the emulated ones did, in CI, when two of these tests overlapped.
+fn both_gpus() -> std::sync::MutexGuard<'static, ()> {
+    static BOTH_GPUS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    BOTH_GPUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn two_gpu_replicas_match_one_device() {
     if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
+        let _gpus = both_gpus();
         equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::PeerCopies);
         equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::Nccl);
         equivalence::<(Cuda<1>, Cuda<0>)>(ReducePath::Nccl);
@@ -223,6 +235,7 @@ fn a_batch_on_one_gpu_is_scattered() {
     if !(crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()) {
         return;
     }
+    let _gpus = both_gpus();
     devtensor::manual_seed(5);
     let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
     let sgd = SgdConfig { lr: 0.1, ..Default::default() };
@@ -272,6 +285,7 @@ where
 fn a_failing_replica_fails_the_step() {
     failures::<(Cpu, Cpu)>(ReducePath::PeerCopies);
     if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
+        let _gpus = both_gpus();
         failures::<(Cuda<0>, Cuda<1>)>(ReducePath::PeerCopies);
         failures::<(Cuda<0>, Cuda<1>)>(ReducePath::Nccl);
     }
@@ -314,6 +328,7 @@ fn the_data_parallel_example_matches_one_device() {
     assert!(parallel >= 0.97, "test accuracy {parallel}");
     assert!((parallel - reference).abs() <= 1.0 / 360.0, "data parallel {parallel} vs one device {reference}");
     if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
+        let _gpus = both_gpus();
         let (parallel, reference) = data_parallel_example::run::<(Cuda<0>, Cuda<1>)>(&pixels, &labels, 1).unwrap();
         assert!(parallel >= 0.7, "test accuracy after one epoch {parallel}");
         assert!((parallel - reference).abs() <= 1.0 / 360.0, "data parallel {parallel} vs one device {reference}");
