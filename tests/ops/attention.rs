@@ -180,8 +180,8 @@ device_proptests! {
         check_forward::<D, f64>(&c, seed, v, scale, 1e-12);
     }
 
-    fn attention_gradients_match_finite_differences<D>(c in case(), seed in any::<u64>()) {
-        let o = operands::<D, f64>(&c, seed, Variant::Contiguous);
+    fn attention_gradients_match_finite_differences<D>(c in case(), seed in any::<u64>(), v in variant()) {
+        let o = operands::<D, f64>(&c, seed, v);
         let inputs = [o.q.clone(), o.k.clone(), o.v.clone()];
         gradcheck::gradcheck("attention", &inputs, |x| x[0].scaled_dot_product_attention(&x[1], &x[2], mask_of(&c, &o), None));
         if let MaskKind::Add = c.mask {
@@ -329,6 +329,36 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
     }
 }
 
+/// The heads of one projection, as a GPT splits them: `[B, T, 3·H·D]`
+/// viewed as queries, keys and values `[B, H, T, D]`, whose rows are
+/// `3·H·D` apart (the CPU kernels read them in place), large enough for the
+/// parallel paths: the result against the loop, the projection's gradient
+/// against the same attention of contiguous copies of the heads.
+fn heads_split_from_one_projection<D: Device>() {
+    let (b, t, h, d) = (3, sized(70, 9), 2, 8);
+    let data = gradcheck::data(b * t * 3 * h * d, 21);
+    let run = |copy: bool| {
+        let qkv = Tensor::<D, f64>::from_vec(data.clone(), [b, t, 3 * h * d]).requires_grad();
+        let parts = qkv.split(h * d, 2);
+        let heads = |x: &Tensor<D, f64>| {
+            let x = x.reshape([b, t, h, d]).transpose(1, 2);
+            if copy { x.contiguous() } else { x }
+        };
+        let (q, k, v) = (heads(&parts[0]), heads(&parts[1]), heads(&parts[2]));
+        assert_eq!(q.is_contiguous(), copy);
+        let out = q.scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None);
+        let c =
+            Case { batch: vec![b, h], l: t, s: t, e: d, ev: d, mask: MaskKind::Causal, ones: vec![false; 4], drop: 0 };
+        let expected = reference(&c, &q.to_vec(), &k.to_vec(), &v.to_vec(), &[], &[], 1.0 / (d as f64).sqrt());
+        assert_close(&out.to_vec(), &expected, 1e-12, 1e-12);
+        let weights = Tensor::<D, f64>::from_vec(gradcheck::data(out.elem_count(), 5), out.dims());
+        (&out * &weights).sum().backward().get(&qkv).expect("the projection's gradient").to_vec()
+    };
+    let (in_place, copied) = (run(false), run(true));
+    assert_close(&in_place, &copied, 1e-12, 1e-12);
+    assert!(in_place.iter().any(|&g| g != 0.0), "an all-zero gradient proves nothing");
+}
+
 /// Dropout on the weights, reproduced: from the same seed the mask is
 /// `rand(weights' shape) >= p` (the attention itself draws nothing), so the
 /// result is a loop over the reference weights with that mask; the
@@ -374,6 +404,7 @@ fn attention_dropout_zeroes_weights_and_rescales<D: Device>() {
 
 device_tests! {
     attention_dropout_zeroes_weights_and_rescales => attention_dropout_zeroes_weights_and_rescales,
+    heads_split_from_one_projection => heads_split_from_one_projection,
     large_problems_take_the_parallel_paths => large_problems_take_the_parallel_paths,
     queries_that_see_nothing_get_zeros_and_no_gradient => queries_that_see_nothing_get_zeros_and_no_gradient,
     bad_shapes_are_errors_naming_them => bad_shapes_are_errors_naming_them,

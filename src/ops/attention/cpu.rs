@@ -24,6 +24,45 @@ fn dense<'a, E: Element>(storage: &'a CpuStorage<E>, layout: &Layout) -> &'a [E]
     &storage.as_slice()[range]
 }
 
+/// Where problem `problem`'s matrix (the last two axes of `layout`) starts
+/// in storage, and its row and column strides.
+fn place(layout: &Layout, problem: usize) -> (usize, usize, usize) {
+    let rank = layout.dims().len();
+    let (dims, strides) = (&layout.dims()[..rank - 2], &layout.strides()[..rank - 2]);
+    let mut rest = problem;
+    let mut base = layout.offset();
+    for (&d, &s) in dims.iter().zip(strides).rev() {
+        base += (rest % d) * s;
+        rest /= d;
+    }
+    (base, layout.strides()[rank - 2], layout.strides()[rank - 1])
+}
+
+/// One problem's queries, keys or values: rows `stride` elements apart,
+/// each row's elements contiguous. A head split (`[B, T, H, D]` read as
+/// `[B, H, T, D]`) is read this way where it lies, with no copy.
+#[derive(Clone, Copy)]
+struct Rows<'a, E> {
+    data: &'a [E],
+    stride: usize,
+}
+
+impl<'a, E: Element> Rows<'a, E> {
+    /// Problem `problem` of the tensor `(storage, layout)`, whose matrices
+    /// have `rows` rows of `cols` elements, the last axis of stride 1 (the
+    /// operation copies any other layout first).
+    fn of(storage: &'a CpuStorage<E>, layout: &Layout, problem: usize, rows: usize, cols: usize) -> Self {
+        let (base, stride, col) = place(layout, problem);
+        assert!(col == 1 || cols == 1, "the attention kernels are given rows of stride-1 elements");
+        Rows { data: &storage.as_slice()[base..base + (rows - 1) * stride + cols], stride }
+    }
+
+    /// The rows from `row` on.
+    fn from(self, row: usize) -> &'a [E] {
+        &self.data[row * self.stride..]
+    }
+}
+
 /// The mask of one problem of the batch: reads the mask at row `i`, key `j`.
 #[derive(Clone, Copy)]
 enum RowMask<'a, E> {
@@ -35,18 +74,6 @@ enum RowMask<'a, E> {
 
 impl<'a, E: FloatElement> RowMask<'a, E> {
     fn of(mask: &KernelMask<'a, CpuStorage<u8>, CpuStorage<E>>, problem: usize) -> Self {
-        // The offset of problem `problem`'s [queries, keys] matrix and its two strides.
-        fn place(layout: &Layout, problem: usize) -> (usize, usize, usize) {
-            let rank = layout.dims().len();
-            let (dims, strides) = (&layout.dims()[..rank - 2], &layout.strides()[..rank - 2]);
-            let mut rest = problem;
-            let mut base = layout.offset();
-            for (&d, &s) in dims.iter().zip(strides).rev() {
-                base += (rest % d) * s;
-                rest /= d;
-            }
-            (base, layout.strides()[rank - 2], layout.strides()[rank - 1])
-        }
         match *mask {
             KernelMask::None => RowMask::None,
             KernelMask::Causal => RowMask::Causal,
@@ -128,10 +155,10 @@ fn row_max<E: FloatElement>(row: &[E]) -> E {
 /// `row` replaced by `exp(x - shift)` (an argument above 0 only by
 /// rounding, clamped); returns the sum, in lanes.
 #[inline(always)]
-fn exp_shifted<E: FloatElement>(row: &mut [E], shift: E) -> E {
+fn exp_shifted<E: FloatElement, const FMA: bool>(row: &mut [E], shift: E) -> E {
     for x in row.iter_mut() {
         let d = *x - shift;
-        *x = exp_nonpositive(if d > E::ZERO { E::ZERO } else { d });
+        *x = exp_nonpositive::<E, FMA>(if d > E::ZERO { E::ZERO } else { d });
     }
     let mut lanes = [E::ZERO; 16];
     let mut chunks = row.chunks_exact(16);
@@ -158,9 +185,9 @@ fn mask_row<'r, E: FloatElement>(mask: &RowMask<'_, E>, i: usize, row: &'r mut [
 
 /// The forward pass over one block of query rows of one problem.
 struct Forward<'a, E> {
-    q: &'a [E],
-    k: &'a [E],
-    v: &'a [E],
+    q: Rows<'a, E>,
+    k: Rows<'a, E>,
+    v: Rows<'a, E>,
     scores: &'a mut [E],
     out: &'a mut [E],
     lse: &'a mut [E],
@@ -173,13 +200,13 @@ struct Forward<'a, E> {
 impl<E: FloatElement> VectorLoop for Forward<'_, E> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         let AttentionDims { width, value_width, .. } = self.dims;
         let rows = self.rows.len();
         let n = self.mask.visible(self.rows.end - 1, self.dims.keys);
         let scores = &mut self.scores[..rows * n];
-        let q = &self.q[self.rows.start * width..self.rows.end * width];
-        product(scores, (rows, n, width), (q, width, 1), (self.k, 1, width), self.scale, false);
+        let (q, k, v) = (self.q.from(self.rows.start), self.k, self.v);
+        product(scores, (rows, n, width), (q, self.q.stride, 1), (k.data, 1, k.stride), self.scale, false);
         for (r, row) in scores.chunks_exact_mut(n).enumerate() {
             let i = self.rows.start + r;
             let row = mask_row(&self.mask, i, row);
@@ -190,12 +217,12 @@ impl<E: FloatElement> VectorLoop for Forward<'_, E> {
                 self.lse[r] = E::MIN;
                 continue;
             }
-            let sum = exp_shifted(row, max);
+            let sum = exp_shifted::<E, FMA>(row, max);
             let inv = E::ONE / sum;
             row.iter_mut().for_each(|p| *p = *p * inv);
             self.lse[r] = max + sum.ln();
         }
-        product(self.out, (rows, value_width, n), (scores, n, 1), (self.v, value_width, 1), E::ONE, false);
+        product(self.out, (rows, value_width, n), (scores, n, 1), (v.data, v.stride, 1), E::ONE, false);
     }
 }
 
@@ -203,9 +230,9 @@ impl<E: FloatElement> VectorLoop for Forward<'_, E> {
 /// each block's weights recomputed from the log-sum-exps, its query rows'
 /// gradients, and its share of the keys' and values' gradients.
 struct Backward<'a, E> {
-    q: &'a [E],
-    k: &'a [E],
-    v: &'a [E],
+    q: Rows<'a, E>,
+    k: Rows<'a, E>,
+    v: Rows<'a, E>,
     out: &'a [E],
     lse: &'a [E],
     g: &'a [E],
@@ -221,7 +248,7 @@ struct Backward<'a, E> {
 impl<E: FloatElement> VectorLoop for Backward<'_, E> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         let AttentionDims { queries, keys, width, value_width, .. } = self.dims;
         let (weights, dp) = self.scratch.split_at_mut(BLOCK_ROWS.min(queries) * keys);
         for start in (0..queries).step_by(BLOCK_ROWS) {
@@ -229,11 +256,11 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
             let rows = end - start;
             let n = self.mask.visible(end - 1, keys);
             let (p, dp) = (&mut weights[..rows * n], &mut dp[..rows * n]);
-            let q = &self.q[start * width..end * width];
+            let (q, k, v) = ((self.q.from(start), self.q.stride), self.k, self.v);
             let g = &self.g[start * value_width..end * value_width];
-            product(p, (rows, n, width), (q, width, 1), (self.k, 1, width), self.scale, false);
+            product(p, (rows, n, width), (q.0, q.1, 1), (k.data, 1, k.stride), self.scale, false);
             // dp = g · vᵀ: each weight's gradient.
-            product(dp, (rows, n, value_width), (g, value_width, 1), (self.v, 1, value_width), E::ONE, false);
+            product(dp, (rows, n, value_width), (g, value_width, 1), (v.data, 1, v.stride), E::ONE, false);
             for (r, (p, dp)) in p.chunks_exact_mut(n).zip(dp.chunks_exact_mut(n)).enumerate() {
                 let i = start + r;
                 let lse = self.lse[i];
@@ -244,7 +271,7 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
                     continue;
                 }
                 let p = mask_row(&self.mask, i, p);
-                exp_shifted(p, lse);
+                exp_shifted::<E, FMA>(p, lse);
                 // The softmax's gradient: p · (dp - g · out), scaled for q and
                 // k; 0 for the keys the row cannot see.
                 let (dp, hidden) = dp.split_at_mut(p.len());
@@ -257,9 +284,9 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
                 }
             }
             let dq = &mut self.dq[start * width..end * width];
-            product(dq, (rows, width, n), (dp, n, 1), (self.k, width, 1), E::ONE, false);
+            product(dq, (rows, width, n), (dp, n, 1), (k.data, k.stride, 1), E::ONE, false);
             let dk = &mut self.dk[..n * width];
-            product(dk, (n, width, rows), (dp, 1, n), (q, width, 1), E::ONE, true);
+            product(dk, (n, width, rows), (dp, 1, n), (q.0, q.1, 1), E::ONE, true);
             let dv = &mut self.dv[..n * value_width];
             product(dv, (n, value_width, rows), (p, 1, n), (g, value_width, 1), E::ONE, true);
         }
@@ -267,6 +294,8 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
 }
 
 impl AttentionKernel for Cpu {
+    const STRIDED_ROWS: bool = true;
+
     fn attention_forward<E: FloatElement>(
         q: (&CpuStorage<E>, &Layout),
         k: (&CpuStorage<E>, &Layout),
@@ -277,7 +306,6 @@ impl AttentionKernel for Cpu {
     ) -> Result<Option<[CpuStorage<E>; 2]>> {
         const OP: &str = "scaled_dot_product_attention";
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
-        let (q, k, v) = (dense(q.0, q.1), dense(k.0, k.1), dense(v.0, v.1));
         // Written in full by the blocks: no zeroing.
         let mut out = output_buffer::<E>(OP, count_of(&[batch, queries, value_width]))?;
         let mut lse = output_buffer::<E>(OP, batch * queries)?;
@@ -295,9 +323,9 @@ impl AttentionKernel for Cpu {
         let run = |((b, rows), (out, lse)): ((usize, std::ops::Range<usize>), (&mut [E], &mut [E]))| -> Result<()> {
             let mut scores = CpuStorage::from_vec(zeroed_buffer::<E>(OP, rows.len() * keys)?);
             vectorized(Forward {
-                q: &q[b * queries * width..(b + 1) * queries * width],
-                k: &k[b * keys * width..(b + 1) * keys * width],
-                v: &v[b * keys * value_width..(b + 1) * keys * value_width],
+                q: Rows::of(q.0, q.1, b, queries, width),
+                k: Rows::of(k.0, k.1, b, keys, width),
+                v: Rows::of(v.0, v.1, b, keys, value_width),
                 scores: scores.as_mut_slice(),
                 out,
                 lse,
@@ -330,7 +358,6 @@ impl AttentionKernel for Cpu {
     ) -> Result<Option<[CpuStorage<E>; 3]>> {
         const OP: &str = "scaled_dot_product_attention_backward";
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
-        let (q, k, v) = (dense(q.0, q.1), dense(k.0, k.1), dense(v.0, v.1));
         let (out, g, lse) = (dense(out.0, out.1), dense(g.0, g.1), lse.as_slice());
         // dq is written in full; dk and dv are sums, so they start at 0.
         let mut dq = output_buffer::<E>(OP, count_of(&[batch, queries, width]))?;
@@ -340,9 +367,9 @@ impl AttentionKernel for Cpu {
         let run = |(b, ((dq, dk), dv)): (usize, ((&mut [E], &mut [E]), &mut [E]))| -> Result<()> {
             let mut scratch = CpuStorage::from_vec(zeroed_buffer::<E>(OP, 2 * BLOCK_ROWS.min(queries) * keys)?);
             vectorized(Backward {
-                q: &q[b * queries * width..(b + 1) * queries * width],
-                k: &k[b * keys * width..(b + 1) * keys * width],
-                v: &v[b * keys * value_width..(b + 1) * keys * value_width],
+                q: Rows::of(q.0, q.1, b, queries, width),
+                k: Rows::of(k.0, k.1, b, keys, width),
+                v: Rows::of(v.0, v.1, b, keys, value_width),
                 out: &out[b * queries * value_width..(b + 1) * queries * value_width],
                 lse: &lse[b * queries..(b + 1) * queries],
                 g: &g[b * queries * value_width..(b + 1) * queries * value_width],

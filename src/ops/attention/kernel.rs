@@ -49,9 +49,17 @@ pub type MaskOf<'a, B, E> = KernelMask<'a, <B as Backend>::Storage<u8>, <B as Ba
 ///
 /// Every tensor argument is a storage with a contiguous layout: queries
 /// `[batch, queries, width]`, keys `[batch, keys, width]`, values
-/// `[batch, keys, value_width]`. Every size in [`AttentionDims`] is at
-/// least 1 (the operation handles empty tensors itself).
+/// `[batch, keys, value_width]`; but see [`STRIDED_ROWS`](Self::STRIDED_ROWS).
+/// Every size in [`AttentionDims`] is at least 1 (the operation handles
+/// empty tensors itself).
 pub trait AttentionKernel: Backend {
+    /// Whether the kernels take queries, keys and values in any layout
+    /// whose last axis has stride 1 (each problem's matrix anywhere in
+    /// storage, its rows at any stride), such as the heads split off one
+    /// projection (`[B, T, H, D]` viewed as `[B, H, T, D]`). Without it, the
+    /// operation copies them contiguous first.
+    const STRIDED_ROWS: bool = false;
+
     /// `softmax(q · kᵀ · scale + mask) · v` and each query row's
     /// log-sum-exp of its masked, scaled scores (minus infinity for a row
     /// that sees no key, whose output is 0), or `None` without a fused

@@ -189,7 +189,11 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         scale: f64,
     ) -> Result<Option<Self>> {
         // Detached: the gradient rule keeps these, not the inputs' graph.
-        let dense = |t: &Self| no_grad(|| t.try_contiguous()).map(|t| t.detach());
+        // Copied contiguous unless the kernels read their rows in place.
+        let dense = |t: &Self| {
+            let rows_in_place = D::STRIDED_ROWS && t.layout().strides().last() == Some(&1);
+            if rows_in_place { Ok(t.detach()) } else { no_grad(|| t.try_contiguous()).map(|t| t.detach()) }
+        };
         let (q, k, v) = (dense(self)?, dense(key)?, dense(value)?);
         let forward = D::attention_forward(
             (q.storage(), q.layout()),

@@ -18,7 +18,7 @@
 use super::{AffineAxis, ExtremeOp, Max, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, items_per_task, map_strided, output_buffer,
+    BASELINE_FMA, CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, items_per_task, map_strided, output_buffer,
     split_across_threads, vectorized,
 };
 use crate::element::{Element, FloatElement};
@@ -307,7 +307,7 @@ struct ReduceRun<'a, E, F> {
 impl<E: Element, F: Fn(E, E) -> E + Copy + Send + Sync> VectorLoop for ReduceRun<'_, E, F> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         reduce_run(self.src, self.out, self.run, self.init, self.f);
     }
 }
@@ -327,7 +327,7 @@ struct ArgRun<'a, E, F, B> {
 impl<E: Element, F: Fn(E, E) -> E + Copy + Send + Sync, B: Fn(E, E) -> bool + Copy> VectorLoop for ArgRun<'_, E, F, B> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         arg_run(self.src, self.out, self.run, self.init, self.f, self.better);
     }
 }
@@ -412,10 +412,10 @@ fn arg_reduce_with<E: Element>(
 /// Softmax of one dense row: `out = exp(x - max) / sum`, or for `log`,
 /// `out = x - max - ln(sum)`.
 #[inline(always)]
-fn softmax_row<E: FloatElement>(src: &[E], out: &mut [E], log: bool) {
+fn softmax_row<E: FloatElement, const FMA: bool>(src: &[E], out: &mut [E], log: bool) {
     let max = fold_dense(src, E::MIN, Max::fold);
     for (o, &x) in out.iter_mut().zip(src) {
-        *o = exp_nonpositive(x - max);
+        *o = exp_nonpositive::<E, FMA>(x - max);
     }
     let sum = fold_dense(out, E::ZERO, <E as Element>::add);
     if log {
@@ -445,7 +445,7 @@ fn softmax_columns<E: FloatElement>(src: &[E], inner: usize, cols: Range<usize>,
     let mut sum = vec![E::ZERO; cols.len()];
     for (k, orow) in out_rows.iter_mut().enumerate() {
         for (((o, &x), &m), acc) in orow.iter_mut().zip(row(k)).zip(&max).zip(sum.iter_mut()) {
-            let e = exp_nonpositive(x - m);
+            let e = exp_nonpositive::<E, BASELINE_FMA>(x - m);
             *o = e;
             *acc = *acc + e;
         }
@@ -763,7 +763,7 @@ struct ColumnAffineRows<'a, E> {
 impl<E: FloatElement> VectorLoop for ColumnAffineRows<'_, E> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         let (weight, bias) = self.columns;
         for (row, (out, x)) in self.out.chunks_mut(self.inner).zip(self.x.chunks(self.inner)).enumerate() {
             let [mean, scale, ..] = self.coefficients[self.first_row + row];
@@ -827,7 +827,7 @@ struct RowGradients<'a, E> {
 impl<E: FloatElement> VectorLoop for RowGradients<'_, E> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         let inner = self.weight.len();
         let count = E::from_f64(inner as f64);
         let rows = self.out.chunks_mut(inner).zip(self.x.chunks(inner)).zip(self.g.chunks(inner));
@@ -880,7 +880,7 @@ struct GroupRows<'a, E, const WITH_B: bool> {
 impl<E: FloatElement, const WITH_B: bool> VectorLoop for GroupRows<'_, E, WITH_B> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         let rows = self.out.chunks_mut(self.inner).zip(self.a.chunks(self.inner)).zip(self.b.chunks(self.inner));
         for (row, ((out, a), b)) in rows.enumerate() {
             let [c0, c1, c2, c3] = self.coefficients[(self.first_row + row) % self.groups];
@@ -912,7 +912,7 @@ struct ScanGroups<'a, E, Op> {
 impl<E: Element, Op: ReduceOp> VectorLoop for ScanGroups<'_, E, Op> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         let (len, inner) = (self.len, self.inner);
         for (out, src) in self.out.chunks_exact_mut(len * inner).zip(self.src.chunks_exact(len * inner)) {
             let mut previous: Option<usize> = None;
@@ -945,9 +945,9 @@ struct SoftmaxRows<'a, E> {
 impl<E: FloatElement> VectorLoop for SoftmaxRows<'_, E> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         for (out, src) in self.out.chunks_exact_mut(self.len).zip(self.src.chunks_exact(self.len)) {
-            softmax_row(src, out, self.log);
+            softmax_row::<E, FMA>(src, out, self.log);
         }
     }
 }
@@ -967,12 +967,12 @@ struct SoftmaxBackward<'a, E> {
 impl<E: FloatElement> VectorLoop for SoftmaxBackward<'_, E> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<const FMA: bool>(self) {
         let Self { out, y, g, len, inner, log } = self;
         let group = len * inner;
         if inner == 1 {
             for ((out, y), g) in out.chunks_exact_mut(len).zip(y.chunks_exact(len)).zip(g.chunks_exact(len)) {
-                softmax_backward_row(y, g, out, log);
+                softmax_backward_row::<E, FMA>(y, g, out, log);
             }
             return;
         }
@@ -988,7 +988,7 @@ impl<E: FloatElement> VectorLoop for SoftmaxBackward<'_, E> {
             }
             for ((out, y), g) in out.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
                 for (((o, &y), &g), &s) in out.iter_mut().zip(y).zip(g).zip(&sums) {
-                    *o = if log { g - exp_nonpositive(y) * s } else { y * (g - s) };
+                    *o = if log { g - exp_nonpositive::<E, FMA>(y) * s } else { y * (g - s) };
                 }
             }
         }
@@ -999,11 +999,11 @@ impl<E: FloatElement> VectorLoop for SoftmaxBackward<'_, E> {
 /// [`SoftmaxBackward`]. A log-probability is never positive, so its `exp`
 /// takes the vectorised path.
 #[inline(always)]
-fn softmax_backward_row<E: FloatElement>(y: &[E], g: &[E], out: &mut [E], log: bool) {
+fn softmax_backward_row<E: FloatElement, const FMA: bool>(y: &[E], g: &[E], out: &mut [E], log: bool) {
     if log {
         let s = fold_dense(g, E::ZERO, <E as Element>::add);
         for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
-            *o = g - exp_nonpositive(y) * s;
+            *o = g - exp_nonpositive::<E, FMA>(y) * s;
         }
     } else {
         // g·y is staged in `out`, so the sum is a lane-wise fold.

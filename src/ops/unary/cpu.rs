@@ -22,7 +22,7 @@ struct Apply<Op>(Op);
 
 impl<E: Element, Op: UnaryOp<E>> ElementFn<E, E> for Apply<Op> {
     #[inline(always)]
-    fn call(&self, x: E) -> E {
-        self.0.apply(x)
+    fn call<const FMA: bool>(&self, x: E) -> E {
+        self.0.apply_in_loop::<FMA>(x)
     }
 }

@@ -103,6 +103,17 @@ pub trait UnaryOp<E: Element>: Copy + Send + Sync + 'static {
     /// The function on one element.
     fn apply(self, x: E) -> E;
 
+    /// [`apply`](Self::apply) as the CPU's vectorised loops run it, built
+    /// with fused multiply-add (`FMA`, in the AVX2 and AVX-512 loops) or
+    /// without. The built-in ops whose polynomials gain from it (GELU,
+    /// sigmoid) override it; an op of yours has no need to. Internal, and
+    /// not covered by semver.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: E) -> E {
+        self.apply(x)
+    }
+
     /// The op's scalar parameters, passed to the CUDA kernel after its input
     /// (`a`, then `b`, in the kernel's expression): `clamp`'s bounds,
     /// `powf`'s exponent. None by default.

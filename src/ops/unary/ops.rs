@@ -9,7 +9,7 @@
 //! theirs for any [`Element`].
 
 use super::{KernelSource, Params, UnaryOp};
-use crate::backend::cpu::{erfc, exp_nonpositive};
+use crate::backend::cpu::{BASELINE_FMA, erfc, exp_nonpositive};
 use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
 use crate::ops::compare::masked;
@@ -266,16 +266,27 @@ impl<F: FloatElement> UnaryOp<F> for SigmoidOp {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        // `e^-|x|` never overflows; a select and one division, no branch,
-        // so that the CPU loop vectorises (NaN takes the second arm).
-        let e = exp_nonpositive(-x.abs());
-        let numerator = if x >= F::ZERO { F::ONE } else { e };
-        numerator / (F::ONE + e)
+        self.apply_in_loop::<BASELINE_FMA>(x)
+    }
+
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: F) -> F {
+        sigmoid::<F, FMA>(x)
     }
 
     fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
         grad.try_mul(&y.try_mul(&y.try_rsub_scalar(F::ONE)?)?)
     }
+}
+
+/// [`SigmoidOp`]'s function, `FMA` as in [`UnaryOp::apply_in_loop`].
+#[inline(always)]
+fn sigmoid<F: FloatElement, const FMA: bool>(x: F) -> F {
+    // `e^-|x|` never overflows; a select and one division, no branch, so
+    // that the CPU loop vectorises (NaN takes the second arm).
+    let e = exp_nonpositive::<F, FMA>(-x.abs());
+    let numerator = if x >= F::ZERO { F::ONE } else { e };
+    numerator / (F::ONE + e)
 }
 
 /// SiLU (swish), `x * sigmoid(x)` (`torch.nn.functional.silu`), with the
@@ -289,7 +300,12 @@ impl<F: FloatElement> UnaryOp<F> for Silu {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        x * SigmoidOp.apply(x)
+        self.apply_in_loop::<BASELINE_FMA>(x)
+    }
+
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: F) -> F {
+        x * sigmoid::<F, FMA>(x)
     }
 
     /// `sigmoid(x) * (1 + x * (1 - sigmoid(x)))`.
@@ -414,14 +430,14 @@ impl<F: FloatElement> UnaryOp<F> for Erf {
 /// negative `x`, where `(1 + erf(x/√2)) / 2` cancels to 0 long before `Φ`
 /// underflows (at `x = -6` in `f32`, where `Φ` is `1e-9`).
 #[inline(always)]
-fn normal_cdf<F: FloatElement>(x: F) -> F {
-    F::from_f64(0.5) * erfc(x * F::from_f64(-std::f64::consts::FRAC_1_SQRT_2))
+fn normal_cdf<F: FloatElement, const FMA: bool>(x: F) -> F {
+    F::from_f64(0.5) * erfc::<F, FMA>(x * F::from_f64(-std::f64::consts::FRAC_1_SQRT_2))
 }
 
 /// `φ(x)`, the standard normal density `e^(-x²/2) / √(2π)`.
 #[inline(always)]
-fn normal_density<F: FloatElement>(x: F) -> F {
-    exp_nonpositive(x * x * F::from_f64(-0.5))
+fn normal_density<F: FloatElement, const FMA: bool>(x: F) -> F {
+    exp_nonpositive::<F, FMA>(x * x * F::from_f64(-0.5))
         * F::from_f64(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2)
 }
 
@@ -434,8 +450,8 @@ const GELU_CUBIC: f64 = 0.044_715;
 /// `(1 + tanh(u)) / 2` without the cancellation of `1 + tanh(u)` for
 /// negative `x`.
 #[inline(always)]
-fn gelu_tanh_gate<F: FloatElement>(x: F) -> F {
-    SigmoidOp.apply(F::from_f64(TWO_SQRT_2_OVER_PI) * (x + F::from_f64(GELU_CUBIC) * x * x * x))
+fn gelu_tanh_gate<F: FloatElement, const FMA: bool>(x: F) -> F {
+    sigmoid::<F, FMA>(F::from_f64(TWO_SQRT_2_OVER_PI) * (x + F::from_f64(GELU_CUBIC) * x * x * x))
 }
 
 /// GELU, `x · Φ(x)` with `Φ` the standard normal CDF, exactly
@@ -453,7 +469,12 @@ impl<F: FloatElement> UnaryOp<F> for GeluErf {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        x * normal_cdf(x)
+        self.apply_in_loop::<BASELINE_FMA>(x)
+    }
+
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: F) -> F {
+        x * normal_cdf::<F, FMA>(x)
     }
 
     /// `Φ(x) + x φ(x)`, with `φ` the standard normal density, in one pass.
@@ -472,7 +493,12 @@ impl<F: FloatElement> UnaryOp<F> for GeluErfSlope {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        normal_cdf(x) + x * normal_density(x)
+        self.apply_in_loop::<BASELINE_FMA>(x)
+    }
+
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: F) -> F {
+        normal_cdf::<F, FMA>(x) + x * normal_density::<F, FMA>(x)
     }
 
     fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, _: &Tensor<D, F>) -> Result<Tensor<D, F>> {
@@ -494,7 +520,12 @@ impl<F: FloatElement> UnaryOp<F> for GeluTanh {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        x * gelu_tanh_gate(x)
+        self.apply_in_loop::<BASELINE_FMA>(x)
+    }
+
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: F) -> F {
+        x * gelu_tanh_gate::<F, FMA>(x)
     }
 
     /// `s + 2x · s(1 - s) · √(2/π) · (1 + 3 · 0.044715 x²)`, with `s` the
@@ -514,7 +545,12 @@ impl<F: FloatElement> UnaryOp<F> for GeluTanhSlope {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        let s = gelu_tanh_gate(x);
+        self.apply_in_loop::<BASELINE_FMA>(x)
+    }
+
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: F) -> F {
+        let s = gelu_tanh_gate::<F, FMA>(x);
         let du = F::from_f64(TWO_SQRT_2_OVER_PI / 2.0) * (F::ONE + F::from_f64(3.0 * GELU_CUBIC) * x * x);
         s + F::from_f64(2.0) * x * s * (F::ONE - s) * du
     }
