@@ -7,7 +7,9 @@
 
 use super::MatmulKernel;
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, Operand, gemm_dense, gemm_scaled, output_buffer, pool_threads};
+use crate::backend::cpu::{
+    CpuStorage, Operand, gemm_dense, gemm_scaled, items_per_task, output_buffer, pool_threads, split_across_threads,
+};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
@@ -156,8 +158,13 @@ impl MatmulKernel for Cpu {
         if n == 0 {
             return Ok(Some(CpuStorage::from_vec(out)));
         }
-        for row in out.chunks_exact_mut(n) {
-            row.copy_from_slice(bias);
+        // Rows of the bias, the product then added on top: on both threads
+        // when large (4% of a GPT's inference on one, in perf).
+        let fill = |rows: &mut [E]| rows.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(bias));
+        if split_across_threads(out.len()) {
+            out.par_chunks_mut(items_per_task(n) * n).for_each(fill);
+        } else {
+            fill(&mut out);
         }
         if m > 0 && k > 0 {
             one_product(&mut out, (lhs, lhs_layout), (rhs, rhs_layout), true);
