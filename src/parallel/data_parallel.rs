@@ -14,7 +14,17 @@ use crate::optim::clip::check_max_norm;
 use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Held by every step that all-reduces with NCCL, so that in one process
+/// such steps run one at a time. Each GPU's stream runs its collectives in
+/// the order they were queued, and NCCL needs the collectives of different
+/// communicators in the same order on every GPU. Two models stepping at once
+/// on the same GPUs could queue theirs in opposite orders on two GPUs. Then
+/// each GPU's running all-reduce would wait for ever for its peer, which is
+/// queued behind the other model's. The emulated GPUs hung this way in CI
+/// when two tests overlapped.
+static NCCL_STEPS: Mutex<()> = Mutex::new(());
 
 /// Data-parallel training over the devices `L` (PyTorch's
 /// `DistributedDataParallel` within one process): one replica of the model
@@ -207,6 +217,10 @@ where
     /// replica's thread has ended by then. After an error the replicas may
     /// differ (one may have stepped before another failed): reload them from
     /// a checkpoint, or make a new `DataParallel` from [`model`](Self::model).
+    ///
+    /// Steps that sum over NCCL run one at a time in a process: two models
+    /// stepping at once on the same GPUs take turns, where their
+    /// collectives could otherwise wait on each other for ever.
     #[fallible]
     pub fn step(&mut self, batch: &B) -> f32 {
         let total = batch.try_batch_len()?;
@@ -218,6 +232,7 @@ where
                 reason: format!("a batch of {total} rows cannot be split between {n} replicas"),
             });
         }
+        let _one_at_a_time = self.clique.as_ref().map(|_| NCCL_STEPS.lock().unwrap_or_else(PoisonError::into_inner));
         let reducer =
             Exchange::<L::Root>::new(self.buckets.len(), n, self.clique.as_ref().map(|c| c as &dyn Collective));
         let results: Vec<std::result::Result<(f32, usize), Stop>> = std::thread::scope(|scope| {

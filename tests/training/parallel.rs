@@ -190,24 +190,48 @@ fn two_cpu_replicas_match_one_device() {
 /// Both reduction paths on two GPUs. Where GPUs are present NCCL must be
 /// too (the emulator brings a stand-in), so that this cannot pass by
 /// falling back to peer copies.
-/// Held by each test that trains with replicas on both GPUs. Each GPU has
-/// one stream, and two trainings in one process whose collectives reach
-/// the two streams in opposite orders wait on each other for ever: each
-/// stream runs one training's all-reduce, which waits for its peer, queued
-/// on the other stream behind the other training's. Real GPUs would hang
-/// too; the emulated ones did, in CI, when two of these tests overlapped.
-fn both_gpus() -> std::sync::MutexGuard<'static, ()> {
-    static BOTH_GPUS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    BOTH_GPUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 #[test]
 fn two_gpu_replicas_match_one_device() {
     if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
-        let _gpus = both_gpus();
         equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::PeerCopies);
         equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::Nccl);
         equivalence::<(Cuda<1>, Cuda<0>)>(ReducePath::Nccl);
+    }
+}
+
+/// Two models training at once on both GPUs over NCCL, one with its
+/// replicas in the other order, each in its own thread. Their all-reduces
+/// must not reach the GPUs' streams in opposite orders, where each would
+/// wait for ever for a peer queued behind the other's: steps over NCCL run
+/// one at a time. Two tests doing this at once hung a CI run on the
+/// emulated GPUs. The deadline only catches a hang.
+#[test]
+fn two_models_stepping_at_once_on_both_gpus_do_not_hang() {
+    if !(crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()) {
+        return;
+    }
+    fn train<L: DeviceList>(model: &Mlp<Cpu>) -> f32
+    where
+        Mlp<Cpu>: Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), SgdConfig>,
+    {
+        let mut dp = DataParallel::<L, _, _, _>::try_new(model, SgdConfig { lr: 0.1, ..Default::default() })
+            .and_then(|dp| dp.try_reduce_with(ReducePath::Nccl))
+            .unwrap()
+            .bucket_bytes(4);
+        (0..12).map(|step| dp.try_step(&batch(step, 8)).unwrap()).sum()
+    }
+    let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
+    let (done, finished) = std::sync::mpsc::channel();
+    for reversed in [false, true] {
+        let (model, done) = (model.clone(), done.clone());
+        std::thread::spawn(move || {
+            let loss = if reversed { train::<(Cuda<1>, Cuda<0>)>(&model) } else { train::<(Cuda<0>, Cuda<1>)>(&model) };
+            done.send(loss).unwrap();
+        });
+    }
+    for _ in 0..2 {
+        let loss = finished.recv_timeout(std::time::Duration::from_secs(600)).expect("both trainings finish");
+        assert!(loss.is_finite());
     }
 }
 
@@ -235,7 +259,6 @@ fn a_batch_on_one_gpu_is_scattered() {
     if !(crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()) {
         return;
     }
-    let _gpus = both_gpus();
     devtensor::manual_seed(5);
     let model = Mlp { hidden: Linear::<Cpu>::new(6, 16), relu: Relu, out: Linear::new(16, 4) };
     let sgd = SgdConfig { lr: 0.1, ..Default::default() };
@@ -285,7 +308,6 @@ where
 fn a_failing_replica_fails_the_step() {
     failures::<(Cpu, Cpu)>(ReducePath::PeerCopies);
     if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
-        let _gpus = both_gpus();
         failures::<(Cuda<0>, Cuda<1>)>(ReducePath::PeerCopies);
         failures::<(Cuda<0>, Cuda<1>)>(ReducePath::Nccl);
     }
@@ -328,7 +350,6 @@ fn the_data_parallel_example_matches_one_device() {
     assert!(parallel >= 0.97, "test accuracy {parallel}");
     assert!((parallel - reference).abs() <= 1.0 / 360.0, "data parallel {parallel} vs one device {reference}");
     if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
-        let _gpus = both_gpus();
         let (parallel, reference) = data_parallel_example::run::<(Cuda<0>, Cuda<1>)>(&pixels, &labels, 1).unwrap();
         assert!(parallel >= 0.7, "test accuracy after one epoch {parallel}");
         assert!((parallel - reference).abs() <= 1.0 / 360.0, "data parallel {parallel} vs one device {reference}");
