@@ -32,5 +32,5 @@ mod backward;
 mod graph;
 
 pub use backward::{Gradients, LeafId};
-pub(crate) use graph::{Backward, Node, as_float, attach, float_rule, rule, rule_across, track};
+pub(crate) use graph::{Backward, Needs, Node, as_float, attach, float_rule, rule, rule_across, track};
 pub use graph::{is_grad_enabled, no_grad};

@@ -114,7 +114,7 @@ impl<D: Device, E: FloatElement> Forward<D, E> for Linear<D, E> {
         }
         let weight_t = self.weight.try_t()?;
         if let Some(bias) = &self.bias
-            && let Some(y) = x.try_matmul_bias_untracked(&weight_t, bias)?
+            && let Some(y) = x.try_matmul_bias(&weight_t, bias)?
         {
             return Ok(y);
         }

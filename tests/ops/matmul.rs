@@ -180,6 +180,16 @@ fn check_threaded_paths<D: Device>() {
     ] {
         check_matmul::<D, f32>(&wave(m * k, 0.1), &[m, k], &wave(k * n, 0.2), &[k, n], (la, lb));
     }
+    // Products of enough rows to be split by rows, one block per thread, in
+    // blocks of different sizes; the left side's rows are a column apart,
+    // then the right side is transposed, as in a `Linear`.
+    let (m, k, n) = (sized(613, 21), sized(40, 6), sized(53, 7));
+    for (la, lb) in [
+        (Layout::Transposed, Layout::Common(Variant::Contiguous)),
+        (Layout::Common(Variant::Narrowed), Layout::Transposed),
+    ] {
+        check_matmul::<D, f32>(&wave(m * k, 0.15), &[m, k], &wave(k * n, 0.25), &[k, n], (la, lb));
+    }
     // Many small products, handed to threads whole; the right side broadcasts.
     let (batch, s) = (sized(300, 10), sized(16, 4));
     check_matmul::<D, f64>(

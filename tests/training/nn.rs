@@ -544,20 +544,23 @@ fn group_norm_and_rms_norm_match_loops<D: Device>() {
     assert!(matches!(err, Error::Shape { op: "RmsNorm", .. }), "{err}");
 }
 
-/// An untracked product whose output is large enough to be filled with the
-/// bias on every thread (65,536 elements and up), against a loop.
+/// Untracked products large enough to start from the bias on every thread
+/// (65,536 output elements and up, or blocks of rows), against a loop.
 fn large_untracked_linear_starts_from_the_bias<D: Device>() {
-    let (rows, inputs, outputs) = (sized(311, 7), 3, sized(229, 5));
-    let x = T::<D>::from_vec(data(rows * inputs, 4), [rows, inputs]);
-    let layer = Linear::<D, f64>::new(inputs, outputs);
-    let (w, b, xs) = (layer.weight.to_vec(), layer.bias.as_ref().unwrap().to_vec(), x.to_vec());
-    let expected: Vec<f64> = (0..rows * outputs)
-        .map(|i| {
-            let (n, o) = (i / outputs, i % outputs);
-            b[o] + (0..inputs).map(|k| xs[n * inputs + k] * w[o * inputs + k]).sum::<f64>()
-        })
-        .collect();
-    assert_close(&devtensor::no_grad(|| layer.forward(&x)).to_vec(), &expected, 1e-12, 1e-12);
+    // The first fills its output in parallel before one product; the second
+    // is split by rows on the CPU, each thread starting its block as the bias.
+    for (rows, inputs, outputs) in [(sized(311, 7), 3, sized(229, 5)), (sized(613, 21), sized(40, 6), sized(53, 7))] {
+        let x = T::<D>::from_vec(data(rows * inputs, 4), [rows, inputs]);
+        let layer = Linear::<D, f64>::new(inputs, outputs);
+        let (w, b, xs) = (layer.weight.to_vec(), layer.bias.as_ref().unwrap().to_vec(), x.to_vec());
+        let expected: Vec<f64> = (0..rows * outputs)
+            .map(|i| {
+                let (n, o) = (i / outputs, i % outputs);
+                b[o] + (0..inputs).map(|k| xs[n * inputs + k] * w[o * inputs + k]).sum::<f64>()
+            })
+            .collect();
+        assert_close(&devtensor::no_grad(|| layer.forward(&x)).to_vec(), &expected, 1e-12, 1e-12);
+    }
 }
 
 device_tests! {

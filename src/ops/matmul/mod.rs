@@ -54,12 +54,11 @@ const OP: &str = "matmul";
 impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `self · rhs + bias` (`bias` of `rhs`'s column count, added to every
     /// row) in one pass where the device can ([`MatmulKernel::matmul_bias`]),
-    /// for forwards no gradient is recorded for; `None` where it does not
-    /// apply (a gradient is tracked, a batch of products, a strided bias,
-    /// or a device without it). `Linear` uses it: PyTorch's `addmm`.
-    pub(crate) fn try_matmul_bias_untracked(&self, rhs: &Self, bias: &Self) -> Result<Option<Self>> {
-        let tracked = crate::is_grad_enabled() && [self, rhs, bias].iter().any(|t| t.tracks_grad());
-        if tracked || self.rank() < 2 || rhs.rank() != 2 || bias.rank() != 1 {
+    /// recorded for autograd as one op; `None` where it does not apply (a
+    /// batch of products, a strided bias, or a device without it). `Linear`
+    /// uses it: PyTorch's `addmm`, whose gradient node it is named after.
+    pub(crate) fn try_matmul_bias(&self, rhs: &Self, bias: &Self) -> Result<Option<Self>> {
+        if self.rank() < 2 || rhs.rank() != 2 || bias.rank() != 1 {
             return Ok(None);
         }
         let plan = plan(self.layout(), rhs.layout(), D::name)?;
@@ -69,7 +68,11 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         }
         let storage =
             D::matmul_bias(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs, bias.storage(), bias.layout())?;
-        Ok(storage.map(|storage| Tensor::from_storage(storage, plan.out)))
+        let Some(storage) = storage else { return Ok(None) };
+        let out = Tensor::from_storage(storage, plan.out);
+        let inputs = [self.node(), rhs.node(), bias.node()];
+        autograd::track("addmm", &inputs, || Ok(out), |_| grad::matmul_bias(self.detach(), rhs.detach(), bias.detach()))
+            .map(Some)
     }
 }
 
