@@ -618,6 +618,28 @@ impl ReduceKernel for Cpu {
         let x: &[E] = &x;
         let [outer, groups, inner] = dims;
         let count = E::from_f64((outer * inner) as f64);
+        let eps = E::from_f64(eps);
+        if outer == 1 && inner > 0 && affine.is_none_or(|a| a.2 == AffineAxis::Inner) {
+            // Every group is one row (layer norm): one pass over rows, each
+            // row's statistics and output while it is in cache, where the
+            // general path below takes a pass for the statistics and another
+            // for the output, each handed to the threads.
+            let mut out = output_buffer(OP, x.len())?;
+            let (mut means, mut vars) = (output_buffer(OP, groups)?, output_buffer(OP, groups)?);
+            let columns = affine.map(|(w, b, _)| (w.as_slice(), b.as_slice()));
+            let run = |out: &mut [E], x: &[E], means: &mut [E], vars: &mut [E]| {
+                vectorized(NormRows { out, x, means, vars, inner, count, eps, columns })
+            };
+            if split_across_threads(x.len()) {
+                let rows = items_per_task(inner);
+                let stats = means.par_chunks_mut(rows).zip(vars.par_chunks_mut(rows));
+                let parts = out.par_chunks_mut(rows * inner).zip(x.par_chunks(rows * inner)).zip(stats);
+                parts.for_each(|((out, x), (means, vars))| run(out, x, means, vars));
+            } else {
+                run(&mut out, x, &mut means, &mut vars);
+            }
+            return Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(means), CpuStorage::from_vec(vars)]);
+        }
         let stats = per_group(groups, outer * inner, |c| {
             // Two passes, as PyTorch's CPU kernel: the variance of
             // deviations from the mean, not E[x²] − mean², which cancels.
@@ -628,7 +650,6 @@ impl ReduceKernel for Cpu {
         });
         // y = (x − mean) · weight / sqrt(var + eps) + bias, the weight and
         // bias in the coefficients where they are per group.
-        let eps = E::from_f64(eps);
         let group_affine = affine.filter(|a| a.2 == AffineAxis::Group).map(|(w, b, _)| (w.as_slice(), b.as_slice()));
         let coefficients: Vec<[E; 4]> = (stats.iter().enumerate())
             .map(|(c, &(mean, var))| {
@@ -770,6 +791,48 @@ impl<E: FloatElement> VectorLoop for ColumnAffineRows<'_, E> {
             for (((o, &x), &w), &b) in out.iter_mut().zip(x).zip(weight).zip(bias) {
                 *o = (x - mean) * scale * w + b;
             }
+        }
+    }
+}
+
+/// The forward of standardisation where every group is one row of `inner`
+/// elements (layer norm), one row at a time: its mean and variance (of the
+/// deviations from the mean, as PyTorch's CPU kernel: `E[x²] − mean²`
+/// cancels), then `out = (x − mean) / sqrt(var + eps) · weight + bias`
+/// with the weight and bias indexed by the position in the row, when given.
+struct NormRows<'a, E> {
+    out: &'a mut [E],
+    x: &'a [E],
+    means: &'a mut [E],
+    vars: &'a mut [E],
+    inner: usize,
+    count: E,
+    eps: E,
+    columns: Option<(&'a [E], &'a [E])>,
+}
+
+impl<E: FloatElement> VectorLoop for NormRows<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        let rows = self.out.chunks_mut(self.inner).zip(self.x.chunks(self.inner));
+        for ((out, x), (mean_of, var_of)) in rows.zip(self.means.iter_mut().zip(self.vars.iter_mut())) {
+            let mean = sum_zip(x, x, |v, _| v) / self.count;
+            let var = sum_zip(x, x, |v, _| (v - mean) * (v - mean)) / self.count;
+            let scale = E::ONE / (var + self.eps).sqrt();
+            match self.columns {
+                Some((weight, bias)) => {
+                    for (((o, &x), &w), &b) in out.iter_mut().zip(x).zip(weight).zip(bias) {
+                        *o = (x - mean) * scale * w + b;
+                    }
+                }
+                None => {
+                    for (o, &x) in out.iter_mut().zip(x) {
+                        *o = (x - mean) * scale;
+                    }
+                }
+            }
+            (*mean_of, *var_of) = (mean, var);
         }
     }
 }
