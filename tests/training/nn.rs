@@ -39,9 +39,13 @@ device_proptests! {
             })
             .collect();
         assert_close(&layer.forward(&x).to_vec(), &expected, 1e-12, 1e-12);
-        // With no gradient to record the product starts from the bias
-        // (PyTorch's addmm): the same numbers, [B, in] and [2, B, in], with
-        // fewer rows than outputs and more (two paths of the CPU product).
+        // The weight's gradient is dense, as PyTorch's: clipping and the
+        // optimiser read it in order.
+        let grads = layer.forward(&x).sum().backward();
+        prop_assert!(grads.get(&layer.weight).expect("the weight's gradient").is_contiguous());
+        // With no gradient to record, the same numbers, [B, in] and
+        // [2, B, in], with fewer rows than outputs and more (two paths of
+        // the CPU product, which starts from the bias: PyTorch's addmm).
         let untracked = devtensor::no_grad(|| layer.forward(&x));
         assert_close(&untracked.to_vec(), &expected, 1e-12, 1e-12);
         let stacked = Tensor::cat(&[&x, &x.neg()], 0).reshape([2, batch, inputs]);

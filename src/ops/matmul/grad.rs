@@ -51,14 +51,21 @@ fn product_grads<D: Device, F: FloatElement>(
         g2.try_matmul(&b2.try_transpose(-1, -2)?)?.try_sum_to_shape(a2.shape())?.try_reshape(a.shape().clone())
     })?;
     let gb = needs.then(1, || {
-        if b2.rank() == 2 && a2.rank() > 2 {
-            // One matrix against a stack (a `Linear` on `[batch, seq,
-            // features]`): the batch sum of `aᵀ · g` is one product over
-            // all rows, `[k, batch·m] · [batch·m, n]`, with no
+        if b2.rank() == 2 {
+            // One matrix against a matrix or a stack (a `Linear` on `[batch,
+            // seq, features]`): the batch sum of `aᵀ · g` is one product
+            // over all rows, `[k, batch·m] · [batch·m, n]`, with no
             // `[batch.., k, n]` stack to materialise and sum.
             let (rows, k, n) = (count_of(&a2.dims()[..a2.rank() - 1]), b2.dims()[0], b2.dims()[1]);
-            let a_rows = a2.try_reshape([rows, k])?;
-            return a_rows.try_t()?.try_matmul(&g2.try_reshape([rows, n])?)?.try_reshape(b.shape().clone());
+            let (a_rows, g_rows) = (a2.try_reshape([rows, k])?, g2.try_reshape([rows, n])?);
+            if !b_vector && b2.try_t()?.is_contiguous() {
+                // A transposed matrix (a `Linear`'s `x · wᵀ`): the gradient
+                // as the transpose of `gᵀ · a`, so that the weight's own
+                // (the transpose's) is dense, as PyTorch's is, and clipping
+                // and the optimiser read it in order, not a column apart.
+                return g_rows.try_t()?.try_matmul(&a_rows)?.try_t();
+            }
+            return a_rows.try_t()?.try_matmul(&g_rows)?.try_reshape(b.shape().clone());
         }
         a2.try_transpose(-1, -2)?.try_matmul(&g2)?.try_sum_to_shape(b2.shape())?.try_reshape(b.shape().clone())
     })?;
