@@ -657,16 +657,11 @@ impl ReduceKernel for Cpu {
                 [mean, weight / (var + eps).sqrt(), E::ZERO, bias]
             })
             .collect();
+        // An affine step along `inner` comes with `outer == 1` (checked by
+        // the operation), which the row pass above took unless the rows are
+        // empty: here it writes nothing.
         let mut out = output_buffer(OP, x.len())?;
-        match affine {
-            Some((w, b, AffineAxis::Inner)) => {
-                let columns = (w.as_slice(), b.as_slice());
-                for_row_chunks(&mut out, x, x, inner, |first_row, out, x, _| {
-                    vectorized(ColumnAffineRows { out, x, first_row, inner, coefficients: &coefficients, columns });
-                });
-            }
-            _ => by_rows::<E, false>(&mut out, x, x, dims, &coefficients),
-        }
+        by_rows::<E, false>(&mut out, x, x, dims, &coefficients);
         let (means, vars) = stats.into_iter().unzip();
         Ok([CpuStorage::from_vec(out), CpuStorage::from_vec(means), CpuStorage::from_vec(vars)])
     }
@@ -765,33 +760,6 @@ fn for_row_chunks<E: FloatElement>(
         parts.for_each(|(i, ((out, a), b))| write(i * chunk / inner, out, a, b));
     } else {
         write(0, out, a, b);
-    }
-}
-
-/// The forward of standardisation with an affine step along `inner`
-/// (layer norm), per row: `out = (x − c0) · c1 · weight + bias`, with
-/// `[c0, c1, ..]` the row's coefficients (its mean and scale) and the
-/// weight and bias indexed by the position in the row.
-struct ColumnAffineRows<'a, E> {
-    out: &'a mut [E],
-    x: &'a [E],
-    first_row: usize,
-    inner: usize,
-    coefficients: &'a [[E; 4]],
-    columns: (&'a [E], &'a [E]),
-}
-
-impl<E: FloatElement> VectorLoop for ColumnAffineRows<'_, E> {
-    type Output = ();
-    #[inline(always)]
-    fn run<const FMA: bool>(self) {
-        let (weight, bias) = self.columns;
-        for (row, (out, x)) in self.out.chunks_mut(self.inner).zip(self.x.chunks(self.inner)).enumerate() {
-            let [mean, scale, ..] = self.coefficients[self.first_row + row];
-            for (((o, &x), &w), &b) in out.iter_mut().zip(x).zip(weight).zip(bias) {
-                *o = (x - mean) * scale * w + b;
-            }
-        }
     }
 }
 
