@@ -12,7 +12,11 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
 export CARGO_PROFILE_TEST_DEBUG="${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}"
 
-echo "== property-test seed"
+# Each section's header says when it started, so that a slow CI run shows
+# which step grew (CI has 90 minutes; a quiet run should take under 25).
+section() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
+
+section "property-test seed"
 # Every property test draws its cases from this seed (proptest reads
 # PROPTEST_RNG_SEED itself), so a failure here is reproduced by running the
 # failing test with the same value, e.g.
@@ -28,9 +32,9 @@ if [[ ! "$PROPTEST_RNG_SEED" =~ ^[0-9]{1,20}$ ]] \
 fi
 export PROPTEST_RNG_SEED
 echo "PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED"
-trap 'status=$?; ((status == 0)) || echo "FAILED; this run drew its property tests from PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED" >&2' EXIT
+trap 'status=$?; section "end, status $status"; ((status == 0)) || echo "FAILED; this run drew its property tests from PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED" >&2' EXIT
 
-echo "== CUDA tools (NVRTC, ptxas, headers; pinned PyPI wheels, installed once into .cache/)"
+section "CUDA tools (NVRTC, ptxas, headers; pinned PyPI wheels, installed once into .cache/)"
 # The kernels test compiles every kernels/*.cu with these; it skips without
 # them, unless REQUIRE_NVRTC=1 (set by CI in .ci/run).
 if DEVTENSOR_CUDA_TOOLS="$(bash scripts/install-cuda-tools.sh)"; then
@@ -46,24 +50,24 @@ else
     echo "installing the CUDA tools failed; the kernels test will skip" >&2
 fi
 
-echo "== layers: no new import cycle between the top-level modules of src/"
+section "layers: no new import cycle between the top-level modules of src/"
 python3 scripts/check-layers.py
 
-echo "== every gradient check goes through the shared helper (tests/common/gradcheck.rs)"
+section "every gradient check goes through the shared helper (tests/common/gradcheck.rs)"
 python3 scripts/check-tests.py
 
-echo "== formatting (rustfmt.toml) and lints (clippy, warnings are errors)"
+section "formatting (rustfmt.toml) and lints (clippy, warnings are errors)"
 cargo fmt --all --check
 (cd emu && cargo fmt --all --check)
 cargo clippy --all-targets --quiet -- -D warnings
 
-echo "== no fallible body calls a panicking form (scripts/check-fallible.py)"
+section "no fallible body calls a panicking form (scripts/check-fallible.py)"
 python3 scripts/check-fallible.py
 
-echo "== unit, integration, property and compile-fail tests"
+section "unit, integration, property and compile-fail tests"
 cargo test --all-targets
 
-echo "== the CPU suites again below this CPU's instruction set (DEVTENSOR_CPU_ISA)"
+section "the CPU suites again below this CPU's instruction set (DEVTENSOR_CPU_ISA)"
 # The element-wise loops, convolutions and gemm's products have AVX-512,
 # AVX2 and scalar paths, picked at run time; a machine with AVX-512 would
 # otherwise never run the other two, and AVX2 is what most users' CPUs have.
@@ -74,16 +78,16 @@ for isa in avx2 scalar; do
         --skip ::cuda0 --skip ::cuda1 --skip distributed:: --skip store_attacks:: --skip parallel:: --skip data::
 done
 
-echo "== doc tests"
+section "doc tests"
 cargo test --doc
 
-echo "== docs build without warnings"
+section "docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 
-echo "== emulated CUDA driver (emu/): kernels on the CPU, driver and cuBLAS calls through cudarc"
+section "emulated CUDA driver (emu/): kernels on the CPU, driver and cuBLAS calls through cudarc"
 bash scripts/test-emu.sh
 
-echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
+section "the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 # Every check in these suites runs on all three devices (tests/common/mod.rs);
 # tests/ops/cuda_backend.rs compares every op on the GPUs with the CPU, and
 # tests/ops/async_transfer.rs provokes the races of asynchronous transfers.
@@ -95,10 +99,10 @@ echo "== the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> an
 # above the five minutes it takes on a quiet machine.
 DEVTENSOR_REQUIRE_CUDA=1 timeout 2700 bash scripts/with-emu.sh cargo test --test ops --test training
 
-echo "== a custom op (examples/custom_op.rs) on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
+section "a custom op (examples/custom_op.rs) on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo run --quiet --example custom_op
 
-echo "== distributed data parallel (examples/ddp.rs): two processes through devtensor-run, under the emulated driver"
+section "distributed data parallel (examples/ddp.rs): two processes through devtensor-run, under the emulated driver"
 # What a new user runs, on the emulated GPUs: the launcher starts two
 # processes, each trains on its shard on its own GPU; --compare makes rank 0
 # fail unless one device with the same batches gets the same test accuracy,
