@@ -227,6 +227,57 @@ mod tests {
         assert!(Layout::new(Shape::from([1, 3]), smallvec::smallvec![99, 1], 4).is_contiguous());
     }
 
+    /// `dense_like` gives every element its own place in `0..n` (checked by
+    /// listing them), keeps `like`'s memory order, and the last axis
+    /// innermost even where `like`'s is not; `is_dense` tells such layouts
+    /// from views with gaps, overlaps or repeats.
+    #[test]
+    fn dense_layouts_in_another_layouts_order() {
+        let dense = |l: &Layout| {
+            let mut offsets = l.offsets();
+            offsets.sort_unstable();
+            offsets == (0..l.elem_count()).collect::<Vec<_>>()
+        };
+        let cases: [(&[usize], &[usize], &[usize]); 5] = [
+            // Heads split off a projection: [B, T, 3·H·D] read as [B, H, T, D].
+            (&[2, 3, 4, 5], &[180, 5, 45, 1], &[60, 5, 15, 1]),
+            (&[2, 3, 4], &[12, 4, 1], &[12, 4, 1]),
+            // Reversed axes; the last one still innermost.
+            (&[2, 3, 4], &[1, 2, 6], &[4, 8, 1]),
+            // A broadcast batch axis goes inside the others.
+            (&[2, 3, 4], &[0, 4, 1], &[4, 8, 1]),
+            (&[1, 3, 1, 2], &[7, 2, 7, 1], &[6, 2, 6, 1]),
+        ];
+        for (dims, like, expected) in cases {
+            let like = Layout::new(Shape::from(dims), like.iter().copied().collect(), 3);
+            let got = Layout::dense_like(Shape::from(dims), &like);
+            assert_eq!(got.strides(), expected, "{like:?}");
+            assert!(dense(&got) && got.is_dense(), "{got:?}");
+        }
+        let gpt = Layout::dense_like(
+            Shape::from([2, 3, 4, 5]),
+            &Layout::new(Shape::from([2, 3, 4, 5]), smallvec::smallvec![180, 5, 45, 1], 0),
+        );
+        let back = Layout::new(
+            Shape::from([2, 4, 3, 5]),
+            smallvec::smallvec![gpt.strides()[0], gpt.strides()[2], gpt.strides()[1], 1],
+            0,
+        );
+        assert!(back.is_contiguous());
+        for (dims, strides, is_dense) in [
+            (&[3, 2][..], &[1, 3][..], true),
+            (&[3, 2], &[2, 1], true),
+            (&[3, 2], &[3, 1], false), // a gap
+            (&[3, 2], &[1, 1], false), // overlaps
+            (&[3, 2], &[0, 1], false), // repeats
+            (&[3, 1, 2], &[2, 0, 1], true),
+        ] {
+            let l = Layout::new(Shape::from(dims), strides.iter().copied().collect(), 0);
+            assert_eq!(l.is_dense(), is_dense, "{l:?}");
+            assert_eq!(dense(&l), is_dense, "{l:?}");
+        }
+    }
+
     #[test]
     fn broadcast_layout_sets_zero_strides() {
         let l = Layout::contiguous(Shape::from([3, 1])).broadcast_to(&Shape::from([2, 3, 4])).unwrap();

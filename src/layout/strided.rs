@@ -21,6 +21,44 @@ impl Layout {
         Layout { shape, strides, offset: 0 }
     }
 
+    /// A dense layout of `shape` (offset 0, each element at its own place)
+    /// whose axes lie in memory in the order of `like`'s strides, largest
+    /// first, ties in axis order; the last axis always innermost. This is
+    /// how PyTorch's `empty_like` keeps a permuted tensor's memory order: for
+    /// heads split off a projection (`[B, T, H, D]` viewed as
+    /// `[B, H, T, D]`) it is `[B, T, H, D]` again, which transposes back
+    /// with no copy. `like` has `shape`'s rank.
+    pub(crate) fn dense_like(shape: Shape, like: &Layout) -> Self {
+        let rank = shape.rank();
+        debug_assert_eq!(rank, like.strides.len());
+        let mut order: Vec<usize> = (0..rank.saturating_sub(1)).collect();
+        order.sort_by(|&a, &b| like.strides[b].cmp(&like.strides[a]));
+        let mut strides: Dims = SmallVec::from_elem(1, rank);
+        let mut step = shape.dims().last().copied().unwrap_or(1);
+        for &axis in order.iter().rev() {
+            strides[axis] = step;
+            // Saturating: only a shape too large to allocate overflows.
+            step = step.saturating_mul(shape.dims()[axis]);
+        }
+        Layout { shape, strides, offset: 0 }
+    }
+
+    /// Whether every element has a place of its own and the places are
+    /// `offset..offset + elem_count`: some order of the axes is contiguous.
+    pub(crate) fn is_dense(&self) -> bool {
+        let mut axes: SmallVec<[(usize, usize); 6]> =
+            self.dims().iter().zip(&self.strides).filter(|&(&d, _)| d > 1).map(|(&d, &s)| (s, d)).collect();
+        axes.sort_unstable();
+        let mut expected = 1usize;
+        for (stride, dim) in axes {
+            if stride != expected {
+                return false;
+            }
+            expected = expected.saturating_mul(dim);
+        }
+        true
+    }
+
     /// A layout from its parts; the caller guarantees every element is in bounds.
     pub(crate) fn new(shape: Shape, strides: Dims, offset: usize) -> Self {
         debug_assert_eq!(shape.rank(), strides.len());

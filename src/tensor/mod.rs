@@ -61,6 +61,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Tensor { storage: Arc::new(storage), layout: Layout::contiguous(shape), node: None }
     }
 
+    /// Wraps fresh storage laid out as `layout`, which a kernel chose and
+    /// wrote; it lies inside the storage.
+    pub(crate) fn from_storage_with(storage: D::Storage<E>, layout: Layout) -> Self {
+        assert!(layout.fits_in(D::storage_len(&storage)), "a kernel's result reaches past its storage: {layout:?}");
+        Tensor { storage: Arc::new(storage), layout, node: None }
+    }
+
     /// A tensor sharing this one's storage under another layout. The view
     /// tracks nothing: a view op records its own gradient rule.
     ///

@@ -53,6 +53,46 @@ pub(crate) fn gemm_scaled<E: FloatElement>(
     parallelism: gemm::Parallelism,
 ) {
     assert_eq!(dst.len(), m * n, "dst holds the m × n product");
+    // SAFETY: `dst` is a unique borrow of exactly the m rows of n elements,
+    // n apart, that the product writes (asserted above), so no one else
+    // reads or writes them during the call and neither operand (shared
+    // borrows) overlaps them.
+    unsafe {
+        gemm_scaled_rows(
+            (dst.as_mut_ptr(), n),
+            (m, n, k),
+            lhs,
+            lhs_offset,
+            rhs,
+            rhs_offset,
+            (scale, accumulate),
+            parallelism,
+        )
+    }
+}
+
+/// [`gemm_scaled`] into `m` rows of `n` elements that lie `row_stride`
+/// elements apart from `dst.0`: rows that interleave with other rows that
+/// other threads write at the same time (one head's rows among the
+/// others'), where no `&mut` slice could be cut for each thread.
+///
+/// # Safety
+///
+/// Every element `dst.0 + i * row_stride + j` (`i < m`, `j < n`) lies in
+/// one allocation and may be written; for the length of the call no other
+/// thread or reference reads or writes those elements, and neither operand
+/// overlaps them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_scaled_rows<E: FloatElement>(
+    (dst, row_stride): (*mut E, usize),
+    (m, n, k): (usize, usize, usize),
+    lhs: &Operand<'_, E>,
+    lhs_offset: usize,
+    rhs: &Operand<'_, E>,
+    rhs_offset: usize,
+    (scale, accumulate): (E, bool),
+    parallelism: gemm::Parallelism,
+) {
     // Checked arithmetic: a wrapped offset would pass the bound below.
     let last = |op: &Operand<'_, E>, offset: usize, rows: usize, cols: usize| {
         let row = (rows - 1).checked_mul(op.row_stride)?;
@@ -68,14 +108,14 @@ pub(crate) fn gemm_scaled<E: FloatElement>(
     // for i < m, p < k, and likewise rhs for p < k, j < n: the largest such
     // offsets were checked against the slices' lengths just above, and all
     // strides are non-negative, so every read is in bounds. It writes
-    // dst[i, j] at `i * n + j < m * n = dst.len()` (asserted above). Unless
-    // `accumulate` (`read_dst`), the stale contents of `dst` are never read. `dst`
-    // is a unique borrow, so it aliases neither input. Strides fit `isize`
-    // because they address elements of allocated slices.
+    // dst[i, j] at `i * row_stride + j`, which the caller lets it write and
+    // which aliases neither input. Unless `accumulate` (`read_dst`), the
+    // stale contents of `dst` are never read. Strides fit `isize` because
+    // they address elements of allocated slices.
     unsafe {
         product_at_level(
             (m, n, k),
-            (dst.as_mut_ptr(), 1, n as isize),
+            (dst, 1, row_stride as isize),
             accumulate,
             (lhs.data.as_ptr().add(lhs_offset), lhs.col_stride as isize, lhs.row_stride as isize),
             (rhs.data.as_ptr().add(rhs_offset), rhs.col_stride as isize, rhs.row_stride as isize),

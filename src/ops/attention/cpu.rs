@@ -9,6 +9,7 @@
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
+use crate::backend::cpu::gemm_scaled_rows;
 use crate::backend::cpu::{
     CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, output_buffer, split_across_threads, vectorized,
     zeroed_buffer,
@@ -17,12 +18,8 @@ use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Layout, count_of};
 use rayon::prelude::*;
-
-/// The dense elements of a contiguous tensor.
-fn dense<'a, E: Element>(storage: &'a CpuStorage<E>, layout: &Layout) -> &'a [E] {
-    let range = layout.contiguous_range().expect("the attention kernels are given contiguous tensors");
-    &storage.as_slice()[range]
-}
+use std::marker::PhantomData;
+use std::ops::Range;
 
 /// Where problem `problem`'s matrix (the last two axes of `layout`) starts
 /// in storage, and its row and column strides.
@@ -60,6 +57,101 @@ impl<'a, E: Element> Rows<'a, E> {
     /// The rows from `row` on.
     fn from(self, row: usize) -> &'a [E] {
         &self.data[row * self.stride..]
+    }
+}
+
+/// A fresh result that the threads write at once, each to the rows of the
+/// problems it was given, in the dense layout the operation asked for. One
+/// problem's rows may interleave with another's there (a head's rows among
+/// the other heads', `[B, T, H, D]`), so no `&mut` slice can be cut per
+/// thread: the rows are reached through a raw pointer instead.
+struct SharedResult<'a, E> {
+    ptr: *mut E,
+    len: usize,
+    layout: &'a Layout,
+    _buffer: PhantomData<&'a mut [E]>,
+}
+
+// SAFETY: the threads reach the buffer only through `rows`, whose callers
+// hand each problem's rows to one thread at a time, and the rows of a dense
+// layout are disjoint; the elements themselves are `Send`.
+unsafe impl<E: Send> Sync for SharedResult<'_, E> {}
+
+impl<'a, E: Element> SharedResult<'a, E> {
+    /// `buffer`, borrowed for as long as the threads write it, laid out as
+    /// `layout`, which must be dense (every element at its own place).
+    fn new(buffer: &'a mut [E], layout: &'a Layout) -> Self {
+        assert!(
+            layout.is_dense() && layout.elem_count() == buffer.len() && layout.fits_in(buffer.len()),
+            "an attention result's layout is dense over its buffer: {layout:?}"
+        );
+        SharedResult { ptr: buffer.as_mut_ptr(), len: buffer.len(), layout, _buffer: PhantomData }
+    }
+
+    /// Problem `problem`'s rows `rows`, each of `cols` elements.
+    ///
+    /// # Safety
+    ///
+    /// No rows of this result that overlap these (the same problem, an
+    /// overlapping range of rows) are in use at the same time.
+    unsafe fn rows(&self, problem: usize, rows: Range<usize>, cols: usize) -> RowsMut<'_, E> {
+        let (base, stride, col) = place(self.layout, problem);
+        assert!(col == 1 && cols == self.layout.dims()[self.layout.dims().len() - 1], "rows of stride-1 elements");
+        let start = base + rows.start * stride;
+        assert!(
+            !rows.is_empty() && start + (rows.len() - 1) * stride + cols <= self.len,
+            "the rows lie inside the result"
+        );
+        // SAFETY: `start` is inside the buffer (checked just above).
+        let ptr = unsafe { self.ptr.add(start) };
+        RowsMut { ptr, stride, rows: rows.len(), cols, _rows: PhantomData }
+    }
+}
+
+/// Rows of a [`SharedResult`] that one thread writes: `rows` rows of `cols`
+/// elements, `stride` apart from `ptr`.
+struct RowsMut<'a, E> {
+    ptr: *mut E,
+    stride: usize,
+    rows: usize,
+    cols: usize,
+    _rows: PhantomData<&'a mut E>,
+}
+
+impl<E: FloatElement> RowsMut<'_, E> {
+    /// Rows `first..first + m` set to `scale · lhs · rhs` (or added to,
+    /// when `accumulate`) on this thread, the operands `(data, row stride,
+    /// column stride)` as in [`product`].
+    #[inline(always)]
+    fn product(
+        &mut self,
+        first: usize,
+        (m, n, k): (usize, usize, usize),
+        (lhs, lhs_rows, lhs_cols): (&[E], usize, usize),
+        (rhs, rhs_rows, rhs_cols): (&[E], usize, usize),
+        scale: E,
+        accumulate: bool,
+    ) {
+        assert!(first + m <= self.rows && n == self.cols, "the product's rows are among these");
+        let lhs = Operand { data: lhs, row_stride: lhs_rows, col_stride: lhs_cols };
+        let rhs = Operand { data: rhs, row_stride: rhs_rows, col_stride: rhs_cols };
+        // SAFETY: rows `first..first + m` of `n` elements lie inside the
+        // result (checked when these rows were handed out, and just above),
+        // this thread alone uses them (`SharedResult::rows`' contract), and
+        // the operands are other tensors' storage or this thread's scratch.
+        unsafe {
+            let dst = self.ptr.add(first * self.stride);
+            gemm_scaled_rows(
+                (dst, self.stride),
+                (m, n, k),
+                &lhs,
+                0,
+                &rhs,
+                0,
+                (scale, accumulate),
+                gemm::Parallelism::None,
+            );
+        }
     }
 }
 
@@ -189,9 +281,9 @@ struct Forward<'a, E> {
     k: Rows<'a, E>,
     v: Rows<'a, E>,
     scores: &'a mut [E],
-    out: &'a mut [E],
+    out: RowsMut<'a, E>,
     lse: &'a mut [E],
-    rows: std::ops::Range<usize>,
+    rows: Range<usize>,
     dims: AttentionDims,
     mask: RowMask<'a, E>,
     scale: E,
@@ -222,7 +314,8 @@ impl<E: FloatElement> VectorLoop for Forward<'_, E> {
             row.iter_mut().for_each(|p| *p = *p * inv);
             self.lse[r] = max + sum.ln();
         }
-        product(self.out, (rows, value_width, n), (scores, n, 1), (v.data, v.stride, 1), E::ONE, false);
+        let mut out = self.out;
+        out.product(0, (rows, value_width, n), (scores, n, 1), (v.data, v.stride, 1), E::ONE, false);
     }
 }
 
@@ -233,12 +326,12 @@ struct Backward<'a, E> {
     q: Rows<'a, E>,
     k: Rows<'a, E>,
     v: Rows<'a, E>,
-    out: &'a [E],
+    out: Rows<'a, E>,
     lse: &'a [E],
-    g: &'a [E],
-    dq: &'a mut [E],
-    dk: &'a mut [E],
-    dv: &'a mut [E],
+    g: Rows<'a, E>,
+    dq: RowsMut<'a, E>,
+    dk: RowsMut<'a, E>,
+    dv: RowsMut<'a, E>,
     scratch: &'a mut [E],
     dims: AttentionDims,
     mask: RowMask<'a, E>,
@@ -248,7 +341,7 @@ struct Backward<'a, E> {
 impl<E: FloatElement> VectorLoop for Backward<'_, E> {
     type Output = ();
     #[inline(always)]
-    fn run<const FMA: bool>(self) {
+    fn run<const FMA: bool>(mut self) {
         let AttentionDims { queries, keys, width, value_width, .. } = self.dims;
         let (weights, dp) = self.scratch.split_at_mut(BLOCK_ROWS.min(queries) * keys);
         for start in (0..queries).step_by(BLOCK_ROWS) {
@@ -257,10 +350,10 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
             let n = self.mask.visible(end - 1, keys);
             let (p, dp) = (&mut weights[..rows * n], &mut dp[..rows * n]);
             let (q, k, v) = ((self.q.from(start), self.q.stride), self.k, self.v);
-            let g = &self.g[start * value_width..end * value_width];
+            let (g, gs) = (self.g.from(start), self.g.stride);
             product(p, (rows, n, width), (q.0, q.1, 1), (k.data, 1, k.stride), self.scale, false);
             // dp = g · vᵀ: each weight's gradient.
-            product(dp, (rows, n, value_width), (g, value_width, 1), (v.data, 1, v.stride), E::ONE, false);
+            product(dp, (rows, n, value_width), (g, gs, 1), (v.data, 1, v.stride), E::ONE, false);
             for (r, (p, dp)) in p.chunks_exact_mut(n).zip(dp.chunks_exact_mut(n)).enumerate() {
                 let i = start + r;
                 let lse = self.lse[i];
@@ -276,19 +369,15 @@ impl<E: FloatElement> VectorLoop for Backward<'_, E> {
                 // k; 0 for the keys the row cannot see.
                 let (dp, hidden) = dp.split_at_mut(p.len());
                 hidden.fill(E::ZERO);
-                let out = &self.out[i * value_width..(i + 1) * value_width];
-                let offset =
-                    g[r * value_width..(r + 1) * value_width].iter().zip(out).fold(E::ZERO, |a, (&x, &y)| a + x * y);
+                let out = &self.out.from(i)[..value_width];
+                let offset = g[r * gs..r * gs + value_width].iter().zip(out).fold(E::ZERO, |a, (&x, &y)| a + x * y);
                 for (d, &w) in dp.iter_mut().zip(p.iter()) {
                     *d = w * (*d - offset) * self.scale;
                 }
             }
-            let dq = &mut self.dq[start * width..end * width];
-            product(dq, (rows, width, n), (dp, n, 1), (k.data, k.stride, 1), E::ONE, false);
-            let dk = &mut self.dk[..n * width];
-            product(dk, (n, width, rows), (dp, 1, n), (q.0, q.1, 1), E::ONE, true);
-            let dv = &mut self.dv[..n * value_width];
-            product(dv, (n, value_width, rows), (p, 1, n), (g, value_width, 1), E::ONE, true);
+            self.dq.product(start, (rows, width, n), (dp, n, 1), (k.data, k.stride, 1), E::ONE, false);
+            self.dk.product(0, (n, width, rows), (dp, 1, n), (q.0, q.1, 1), E::ONE, true);
+            self.dv.product(0, (n, value_width, rows), (p, 1, n), (g, gs, 1), E::ONE, true);
         }
     }
 }
@@ -300,6 +389,7 @@ impl AttentionKernel for Cpu {
         q: (&CpuStorage<E>, &Layout),
         k: (&CpuStorage<E>, &Layout),
         v: (&CpuStorage<E>, &Layout),
+        out_layout: &Layout,
         dims: AttentionDims,
         mask: KernelMask<'_, CpuStorage<u8>, CpuStorage<E>>,
         scale: f64,
@@ -311,17 +401,15 @@ impl AttentionKernel for Cpu {
         let mut lse = output_buffer::<E>(OP, batch * queries)?;
         let scale = E::from_f64(scale);
         // Blocks of query rows, each a task.
-        let tasks: Vec<(usize, std::ops::Range<usize>)> = (0..batch)
+        let tasks: Vec<(usize, Range<usize>)> = (0..batch)
             .flat_map(|b| (0..queries).step_by(BLOCK_ROWS).map(move |r| (b, r..queries.min(r + BLOCK_ROWS))))
             .collect();
-        let mut outs: Vec<&mut [E]> = Vec::with_capacity(tasks.len());
-        let mut lses: Vec<&mut [E]> = Vec::with_capacity(tasks.len());
-        for (o, l) in out.chunks_mut(queries * value_width).zip(lse.chunks_mut(queries)) {
-            outs.extend(o.chunks_mut(BLOCK_ROWS * value_width));
-            lses.extend(l.chunks_mut(BLOCK_ROWS));
-        }
-        let run = |((b, rows), (out, lse)): ((usize, std::ops::Range<usize>), (&mut [E], &mut [E]))| -> Result<()> {
+        let lses = lse.chunks_mut(queries).flat_map(|l| l.chunks_mut(BLOCK_ROWS));
+        let result = SharedResult::new(&mut out, out_layout);
+        let run = |((b, rows), lse): ((usize, Range<usize>), &mut [E])| -> Result<()> {
             let mut scores = CpuStorage::from_vec(zeroed_buffer::<E>(OP, rows.len() * keys)?);
+            // SAFETY: each task is its own block of one problem's rows.
+            let out = unsafe { result.rows(b, rows.clone(), value_width) };
             vectorized(Forward {
                 q: Rows::of(q.0, q.1, b, queries, width),
                 k: Rows::of(k.0, k.1, b, keys, width),
@@ -336,7 +424,7 @@ impl AttentionKernel for Cpu {
             });
             Ok(())
         };
-        let jobs: Vec<_> = tasks.into_iter().zip(outs.into_iter().zip(lses)).collect();
+        let jobs: Vec<_> = tasks.into_iter().zip(lses).collect();
         if split_across_threads(count_of(&[batch, queries, keys, width.max(value_width)])) && jobs.len() > 1 {
             jobs.into_par_iter().try_for_each(run)?;
         } else {
@@ -352,27 +440,41 @@ impl AttentionKernel for Cpu {
         out: (&CpuStorage<E>, &Layout),
         lse: &CpuStorage<E>,
         g: (&CpuStorage<E>, &Layout),
+        [dq_layout, dk_layout, dv_layout]: [&Layout; 3],
         dims: AttentionDims,
         mask: KernelMask<'_, CpuStorage<u8>, CpuStorage<E>>,
         scale: f64,
     ) -> Result<Option<[CpuStorage<E>; 3]>> {
         const OP: &str = "scaled_dot_product_attention_backward";
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
-        let (out, g, lse) = (dense(out.0, out.1), dense(g.0, g.1), lse.as_slice());
+        let lse = lse.as_slice();
         // dq is written in full; dk and dv are sums, so they start at 0.
         let mut dq = output_buffer::<E>(OP, count_of(&[batch, queries, width]))?;
         let mut dk = zeroed_buffer::<E>(OP, count_of(&[batch, keys, width]))?;
         let mut dv = zeroed_buffer::<E>(OP, count_of(&[batch, keys, value_width]))?;
         let scale = E::from_f64(scale);
-        let run = |(b, ((dq, dk), dv)): (usize, ((&mut [E], &mut [E]), &mut [E]))| -> Result<()> {
+        let results = [
+            SharedResult::new(&mut dq, dq_layout),
+            SharedResult::new(&mut dk, dk_layout),
+            SharedResult::new(&mut dv, dv_layout),
+        ];
+        let run = |b: usize| -> Result<()> {
             let mut scratch = CpuStorage::from_vec(zeroed_buffer::<E>(OP, 2 * BLOCK_ROWS.min(queries) * keys)?);
+            // SAFETY: each task is a problem of its own, with all its rows.
+            let [dq, dk, dv] = unsafe {
+                [
+                    results[0].rows(b, 0..queries, width),
+                    results[1].rows(b, 0..keys, width),
+                    results[2].rows(b, 0..keys, value_width),
+                ]
+            };
             vectorized(Backward {
                 q: Rows::of(q.0, q.1, b, queries, width),
                 k: Rows::of(k.0, k.1, b, keys, width),
                 v: Rows::of(v.0, v.1, b, keys, value_width),
-                out: &out[b * queries * value_width..(b + 1) * queries * value_width],
+                out: Rows::of(out.0, out.1, b, queries, value_width),
                 lse: &lse[b * queries..(b + 1) * queries],
-                g: &g[b * queries * value_width..(b + 1) * queries * value_width],
+                g: Rows::of(g.0, g.1, b, queries, value_width),
                 dq,
                 dk,
                 dv,
@@ -383,13 +485,10 @@ impl AttentionKernel for Cpu {
             });
             Ok(())
         };
-        let parts =
-            dq.chunks_mut(queries * width).zip(dk.chunks_mut(keys * width)).zip(dv.chunks_mut(keys * value_width));
-        let jobs: Vec<_> = parts.enumerate().collect();
         if split_across_threads(count_of(&[batch, queries, keys, width.max(value_width)])) && batch > 1 {
-            jobs.into_par_iter().try_for_each(run)?;
+            (0..batch).into_par_iter().try_for_each(run)?;
         } else {
-            jobs.into_iter().try_for_each(run)?;
+            (0..batch).try_for_each(run)?;
         }
         Ok(Some([CpuStorage::from_vec(dq), CpuStorage::from_vec(dk), CpuStorage::from_vec(dv)]))
     }

@@ -49,37 +49,45 @@ pub type MaskOf<'a, B, E> = KernelMask<'a, <B as Backend>::Storage<u8>, <B as Ba
 ///
 /// Every tensor argument is a storage with a contiguous layout: queries
 /// `[batch, queries, width]`, keys `[batch, keys, width]`, values
-/// `[batch, keys, value_width]`; but see [`STRIDED_ROWS`](Self::STRIDED_ROWS).
+/// `[batch, keys, value_width]`, and so are the results' layouts; but see
+/// [`STRIDED_ROWS`](Self::STRIDED_ROWS).
 /// Every size in [`AttentionDims`] is at least 1 (the operation handles
 /// empty tensors itself).
 pub trait AttentionKernel: Backend {
-    /// Whether the kernels take queries, keys and values in any layout
-    /// whose last axis has stride 1 (each problem's matrix anywhere in
-    /// storage, its rows at any stride), such as the heads split off one
-    /// projection (`[B, T, H, D]` viewed as `[B, H, T, D]`). Without it, the
-    /// operation copies them contiguous first.
+    /// Whether the kernels take queries, keys, values, and the backward's
+    /// result and gradient, in any layout whose last axis has stride 1
+    /// (each problem's matrix anywhere in storage, its rows at any stride),
+    /// such as the heads split off one projection (`[B, T, H, D]` viewed
+    /// as `[B, H, T, D]`), and write their results in any dense layout the
+    /// operation gives (the operands' memory order). Without it, the
+    /// operation copies the operands contiguous first, and asks for
+    /// contiguous results.
     const STRIDED_ROWS: bool = false;
 
-    /// `softmax(q · kᵀ · scale + mask) · v` and each query row's
-    /// log-sum-exp of its masked, scaled scores (minus infinity for a row
-    /// that sees no key, whose output is 0), or `None` without a fused
-    /// kernel for `E`.
+    /// `softmax(q · kᵀ · scale + mask) · v`, in a fresh storage of
+    /// `batch * queries * value_width` elements laid out as `out` (dense,
+    /// `[batch.., queries, value_width]`), and each query row's log-sum-exp
+    /// of its masked, scaled scores (minus infinity for a row that sees no
+    /// key, whose output is 0), `[batch, queries]`; or `None` without a
+    /// fused kernel for `E`.
     fn attention_forward<E: FloatElement>(
         q: (&Self::Storage<E>, &Layout),
         k: (&Self::Storage<E>, &Layout),
         v: (&Self::Storage<E>, &Layout),
+        out: &Layout,
         dims: AttentionDims,
         mask: MaskOf<'_, Self, E>,
         scale: f64,
     ) -> Result<Option<[Self::Storage<E>; 2]>> {
-        let _ = (q, k, v, dims, mask, scale);
+        let _ = (q, k, v, out, dims, mask, scale);
         Ok(None)
     }
 
     /// The gradients of queries, keys and values, given the forward's
     /// result `out`, its row log-sum-exps `lse` (`[batch, queries]`) and the
-    /// result's gradient `g`, recomputing the weights row by row; `None`
-    /// without a fused kernel for `E`.
+    /// result's gradient `g`, recomputing the weights row by row, each in a
+    /// fresh storage laid out as its entry of `grads` (dense, the shapes of
+    /// `q`, `k` and `v`); `None` without a fused kernel for `E`.
     #[allow(clippy::too_many_arguments)]
     fn attention_backward<E: FloatElement>(
         q: (&Self::Storage<E>, &Layout),
@@ -88,11 +96,12 @@ pub trait AttentionKernel: Backend {
         out: (&Self::Storage<E>, &Layout),
         lse: &Self::Storage<E>,
         g: (&Self::Storage<E>, &Layout),
+        grads: [&Layout; 3],
         dims: AttentionDims,
         mask: MaskOf<'_, Self, E>,
         scale: f64,
     ) -> Result<Option<[Self::Storage<E>; 3]>> {
-        let _ = (q, k, v, out, lse, g, dims, mask, scale);
+        let _ = (q, k, v, out, lse, g, grads, dims, mask, scale);
         Ok(None)
     }
 }

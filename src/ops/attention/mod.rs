@@ -25,7 +25,7 @@ pub use kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
 use crate::autograd::{self, no_grad, rule};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
-use crate::layout::Shape;
+use crate::layout::{Layout, Shape};
 use crate::tensor::{Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
@@ -190,24 +190,36 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     ) -> Result<Option<Self>> {
         // Detached: the gradient rule keeps these, not the inputs' graph.
         // Copied contiguous unless the kernels read their rows in place.
-        let dense = |t: &Self| {
+        let readable = |t: &Self| {
             let rows_in_place = D::STRIDED_ROWS && t.layout().strides().last() == Some(&1);
             if rows_in_place { Ok(t.detach()) } else { no_grad(|| t.try_contiguous()).map(|t| t.detach()) }
         };
-        let (q, k, v) = (dense(self)?, dense(key)?, dense(value)?);
+        let (q, k, v) = (readable(self)?, readable(key)?, readable(value)?);
+        // Results in the memory order of the operands they belong to, where
+        // the kernels can write rows at a stride: attention over heads split
+        // off a projection then gives `[B, T, H, D]` in memory, which
+        // `transpose(1, 2).reshape([B, T, H * D])` reads with no copy, as
+        // PyTorch's CPU attention does; and so do the gradients.
+        let like = |t: &Self, last: usize| {
+            let mut dims = t.dims().to_vec();
+            dims[t.rank() - 1] = last;
+            let shape = Shape::from(dims);
+            if D::STRIDED_ROWS { Layout::dense_like(shape, t.layout()) } else { Layout::contiguous(shape) }
+        };
+        let out_layout = like(self, dims.value_width);
         let forward = D::attention_forward(
             (q.storage(), q.layout()),
             (k.storage(), k.layout()),
             (v.storage(), v.layout()),
+            &out_layout,
             dims,
             mask.kernel(),
             scale,
         )?;
         let Some([out, lse]) = forward else { return Ok(None) };
-        let mut out_dims = self.dims().to_vec();
-        out_dims[self.rank() - 1] = dims.value_width;
-        let out = Tensor::from_storage(out, Shape::from(out_dims));
+        let out = Tensor::from_storage_with(out, out_layout);
         let lse = Tensor::<D, E>::from_storage(lse, Shape::from(dims.batch * dims.queries));
+        let grad_layouts = [like(self, dims.width), like(key, dims.width), like(value, dims.value_width)];
         let inputs = [self.node(), key.node(), value.node()];
         autograd::track(
             OP,
@@ -216,7 +228,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             |out| {
                 let out = out.clone();
                 rule(move |g: &Tensor<D, E>, _| {
-                    let g = g.try_contiguous()?;
+                    let g = readable(g)?;
                     let grads = D::attention_backward(
                         (q.storage(), q.layout()),
                         (k.storage(), k.layout()),
@@ -224,19 +236,23 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                         (out.storage(), out.layout()),
                         lse.storage(),
                         (g.storage(), g.layout()),
+                        [&grad_layouts[0], &grad_layouts[1], &grad_layouts[2]],
                         dims,
                         mask.kernel(),
                         scale,
                     )?;
-                    let Some([dq, dk, dv]) = grads else {
+                    let Some(grads) = grads else {
                         return Err(Error::Argument {
                             op: OP,
                             device: D::name(),
                             reason: "the device ran the fused forward but has no fused backward".into(),
                         });
                     };
-                    let shaped = |storage, like: &Self| Some(Tensor::from_storage(storage, like.shape().clone()));
-                    Ok(vec![shaped(dq, &q), shaped(dk, &k), shaped(dv, &v)])
+                    Ok(grads
+                        .into_iter()
+                        .zip(&grad_layouts)
+                        .map(|(g, l)| Some(Tensor::from_storage_with(g, l.clone())))
+                        .collect())
                 })
             },
         )
