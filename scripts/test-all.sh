@@ -50,6 +50,11 @@ else
     echo "installing the CUDA tools failed; the kernels test will skip" >&2
 fi
 
+# The PTX NVRTC compiles is kept here (src/backend/cuda/kernel_cache.rs),
+# inside the clone: each process of the emulated multi-process tests would
+# otherwise compile every kernel file again (most of their time).
+export DEVTENSOR_KERNEL_CACHE="${DEVTENSOR_KERNEL_CACHE:-$PWD/.cache/kernels}"
+
 section "layers: no new import cycle between the top-level modules of src/"
 python3 scripts/check-layers.py
 

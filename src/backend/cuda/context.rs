@@ -7,12 +7,13 @@
 //! (`backend/cuda/transfer.rs`). Ordering between the two is done by hand,
 //! so cudarc's per-buffer event tracking is switched off.
 
+use super::kernel_cache;
 use crate::error::{Error, Result};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, sys,
 };
-use cudarc::nvrtc::{CompileOptions, Ptx};
+use cudarc::nvrtc::CompileOptions;
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -299,7 +300,7 @@ impl CudaDevice {
             }),
             ..Default::default()
         };
-        let ptx: Ptx = cudarc::nvrtc::compile_ptx_with_opts(text, options)
+        let ptx = kernel_cache::compile(&text, options)
             .map_err(|e| self.error(op, format_args!("NVRTC could not compile {what}: {e}")))?;
         let module = self.ctx.load_module(ptx).map_err(|e| self.error(op, format_args!("cannot load {what}: {e}")))?;
         modules.insert(file, module.clone());

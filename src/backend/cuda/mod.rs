@@ -2,7 +2,8 @@
 //!
 //! Each GPU gets, on first use, a context with one stream, the kernels of
 //! `kernels/*.cu` compiled by NVRTC (one file per op family, on the first use
-//! of that family), a cuBLAS handle and a caching allocator. Every operation
+//! of that family; the PTX is kept for the other GPUs and the next process,
+//! see `kernel_cache.rs`), a cuBLAS handle and a caching allocator. Every operation
 //! is queued on the device's stream; reading data back to the host waits for
 //! it. Without a driver, a GPU of that ordinal or NVRTC, creating a tensor
 //! returns [`Error::DeviceUnavailable`]
@@ -11,6 +12,7 @@
 //! use the driver's peer copy, without a trip through the host.
 
 pub(crate) mod context;
+mod kernel_cache;
 pub(crate) mod launch;
 pub(crate) mod nccl;
 pub(crate) mod pinned;
