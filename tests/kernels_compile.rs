@@ -10,8 +10,8 @@
 //! (every `extern "C" __global__` function declared in the source must be an
 //! `.entry` of the PTX, and every `.entry` must be such a function), and on
 //! constructs outside the kernel contract that the emulated GPU cannot run.
-//! Each file is also compiled once in its run-time form, with common.cuh
-//! prepended and no include path, as the backend embeds it.
+//! Each file is compiled in its run-time form, with common.cuh prepended
+//! and no include path, as the backend embeds it.
 //!
 //! NVRTC, ptxas and the CUDA headers come from pinned PyPI wheels installed
 //! by `scripts/install-cuda-tools.sh` into `.cache/cuda-tools` (or
@@ -81,19 +81,14 @@ fn find_tools() -> Result<Tools, String> {
     Ok(Tools { ptxas, include })
 }
 
-/// Compiles `src` to PTX with NVRTC. Ok((ptx, log)) or Err(log). With
-/// `include_paths`, `#include "common.cuh"` and the CUDA headers resolve
-/// from disk; without, the source must stand alone, as it does at run time
-/// where the backend prepends common.cuh to each embedded file.
-fn nvrtc(name: &str, src: &str, arch: &str, tools: &Tools, include_paths: bool) -> Result<(String, String), String> {
+/// Compiles `src` to PTX with NVRTC. Ok((ptx, log)) or Err(log). No
+/// include path is given: the source must stand alone, as it does at run
+/// time, where the backend prepends common.cuh to each embedded file.
+fn nvrtc(name: &str, src: &str, arch: &str) -> Result<(String, String), String> {
     let src = CString::new(src).map_err(|_| "the source contains a NUL byte".to_string())?;
     let name = CString::new(name).expect("file names have no NUL byte");
     let prog = result::create_program(&src, Some(&name)).map_err(|e| format!("nvrtcCreateProgram: {e}"))?;
-    let mut options = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
-    if include_paths {
-        options.push(format!("--include-path={}", repo().join("kernels").display()));
-        options.push(format!("--include-path={}", tools.include.display()));
-    }
+    let options = [format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
     // SAFETY: `prog` is a live program created above, used by this thread
     // only, and destroyed exactly once at the end of this function.
     let compiled = unsafe { result::compile_program(prog, &options) };
@@ -344,30 +339,26 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
     }
     report.failures.extend(contract_violations(&file, &src));
 
-    // The run-time form: common.cuh prepended, no include path at all.
-    match std::fs::read_to_string(repo().join("kernels/common.cuh")) {
-        // NVRTC looks for quoted includes beside the program's name, so the
-        // name must not point into kernels/.
-        Ok(common) => {
-            match nvrtc(&format!("/embedded/{file}"), &format!("{common}\n{src}"), ARCHS[0].0, tools, false) {
-                Ok((_, log)) if log.trim().is_empty() => {}
-                Ok((_, log)) => {
-                    report.failures.push(format!("{file} with common.cuh prepended: NVRTC warnings:\n{log}"))
-                }
-                Err(e) => report.failures.push(format!(
-                    "{file} with common.cuh prepended and no include path (how the backend compiles it): {e}"
-                )),
-            }
+    // Compiled in the run-time form, the one the backend hands NVRTC:
+    // common.cuh prepended, no include path at all.
+    let common = match std::fs::read_to_string(repo().join("kernels/common.cuh")) {
+        Ok(common) => common,
+        Err(e) => {
+            report.failures.push(format!("cannot read kernels/common.cuh: {e}"));
+            return report;
         }
-        Err(e) => report.failures.push(format!("cannot read kernels/common.cuh: {e}")),
-    }
-
+    };
+    let text = format!("{common}\n{src}");
     let mut entries_seen: Option<BTreeSet<String>> = None;
     for (arch, sm) in ARCHS {
-        let (ptx, log) = match nvrtc(&file, &src, arch, tools, true) {
+        // NVRTC looks for quoted includes beside the program's name, so the
+        // name must not point into kernels/.
+        let (ptx, log) = match nvrtc(&format!("/embedded/{file}"), &text, arch) {
             Ok(ok) => ok,
             Err(e) => {
-                report.failures.push(format!("{file} for {arch}: {e}"));
+                report.failures.push(format!(
+                    "{file} for {arch}, with common.cuh prepended and no include path (how the backend compiles it): {e}"
+                ));
                 continue;
             }
         };
