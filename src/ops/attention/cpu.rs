@@ -9,10 +9,9 @@
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
-use crate::backend::cpu::gemm_scaled_rows;
 use crate::backend::cpu::{
-    CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, output_buffer, split_across_threads, vectorized,
-    zeroed_buffer,
+    CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, gemm_scaled_rows, output_buffer,
+    split_across_threads, vectorized, zeroed_buffer,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
