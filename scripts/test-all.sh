@@ -103,6 +103,9 @@ section "the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> an
 # themselves; the timeout is the step's own backstop against a hang, far
 # above the five minutes it takes on a quiet machine.
 DEVTENSOR_REQUIRE_CUDA=1 timeout 2700 bash scripts/with-emu.sh cargo test --test ops --test training
+# The fixed programs of ui-tests/pass (tests/ui.rs) pick Cuda<0> when there
+# is one.
+bash scripts/with-emu.sh cargo test --quiet --test ui builds_and_runs
 
 section "a custom op (examples/custom_op.rs) on Cpu, Cuda<0> and Cuda<1>, under the emulated driver"
 DEVTENSOR_REQUIRE_CUDA=1 bash scripts/with-emu.sh cargo run --quiet --example custom_op

@@ -1,7 +1,6 @@
 // ui-tests/fail/porting_data.rs with each mistake fixed: batches moved
 // (or iterated with `to_device`), masks, permutations and biases made on
 // the device they meet.
-#![allow(dead_code)]
 use devtensor::data::{DataLoader, TensorDataset};
 use devtensor::nn::{Forward, Linear};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};

@@ -1,6 +1,5 @@
 // ui-tests/fail/porting_models.rs with each mistake fixed by moving the
 // tensor to the model's device.
-#![allow(dead_code)]
 use devtensor::nn::{Embedding, Forward, Linear, Relu, Sequential};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
 

@@ -1,6 +1,5 @@
 // ui-tests/fail/porting_training.rs with each mistake fixed: the optimizer
 // made after the move, tensors and checkpoints moved to the model's device.
-#![allow(dead_code)]
 use devtensor::{io::Checkpoint, nn::{Forward, Linear, Module, Reduction, cross_entropy, mse_loss}};
 use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
