@@ -37,6 +37,7 @@ impl<E: std::fmt::Debug> Outcome for Result<(), E> {
 /// a module of its own) and run as a test. trybuild would build each one as
 /// a crate of its own, and linking 25 binaries against devtensor took
 /// minutes of CI.
+///
 /// The programs pick `Cuda<0>` when a GPU is there, so under
 /// `scripts/with-emu.sh` they run on the emulated GPUs too.
 macro_rules! fixed_programs {
@@ -57,14 +58,13 @@ macro_rules! fixed_programs {
         /// would never be built.
         #[test]
         fn every_fixed_program_is_listed() {
-            let listed: std::collections::BTreeSet<&str> = [$(stringify!($name)),*].into();
+            let listed: std::collections::BTreeSet<String> = [$(stringify!($name)),*].map(String::from).into();
             let on_disk: std::collections::BTreeSet<String> = std::fs::read_dir("ui-tests/pass")
                 .unwrap()
                 .map(|e| e.unwrap().path())
                 .filter(|p| p.extension().is_some_and(|e| e == "rs"))
                 .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
                 .collect();
-            let on_disk: std::collections::BTreeSet<&str> = on_disk.iter().map(String::as_str).collect();
             assert_eq!(listed, on_disk, "list every ui-tests/pass program in tests/ui.rs");
         }
     };
