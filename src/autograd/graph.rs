@@ -298,7 +298,9 @@ macro_rules! float_rule {
                 type $F = f64;
                 $body
             }
-            _ => unreachable!("only float tensors track gradients"),
+            $crate::element::DType::I64 | $crate::element::DType::U8 => {
+                unreachable!("only float tensors track gradients")
+            }
         }
     };
 }

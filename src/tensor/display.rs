@@ -156,7 +156,12 @@ impl<D: Device, E: Element> fmt::Display for Tensor<D, E> {
         if device != "Cpu" {
             write!(f, ", device={device}")?;
         }
-        if matches!(E::DTYPE, DType::F64 | DType::U8) {
+        // PyTorch names the dtype unless it is the default of its kind.
+        let named = match E::DTYPE {
+            DType::F32 | DType::I64 => false,
+            DType::F64 | DType::U8 => true,
+        };
+        if named {
             write!(f, ", dtype={}", E::DTYPE.name())?;
         }
         f.write_str(")")

@@ -81,7 +81,11 @@ fn exp_of_sum<const FMA: bool>(hi: f32, lo: Option<f32>) -> f32 {
 /// constant and vanishes once `E` is known.
 #[inline(always)]
 pub(crate) fn exp_nonpositive<E: FloatElement, const FMA: bool>(x: E) -> E {
-    if E::DTYPE == DType::F32 { E::from_f32(exp_nonpositive_f32::<FMA>(x.cast::<f32>())) } else { x.exp() }
+    match E::DTYPE {
+        DType::F32 => E::from_f32(exp_nonpositive_f32::<FMA>(x.cast::<f32>())),
+        DType::F64 => x.exp(),
+        DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
+    }
 }
 
 /// `erfc(z) = 1 - erf(z)` in `f32`, vectorisable: the Chebyshev fit of
@@ -115,7 +119,8 @@ pub(crate) fn erfc_f32<const FMA: bool>(z: f32) -> f32 {
 pub(crate) fn erfc<E: FloatElement, const FMA: bool>(z: E) -> E {
     match E::DTYPE {
         DType::F32 => E::from_f32(erfc_f32::<FMA>(z.cast::<f32>())),
-        _ => E::from_f64(libm::erfc(z.cast::<f64>())),
+        DType::F64 => E::from_f64(libm::erfc(z.cast::<f64>())),
+        DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
     }
 }
 

@@ -83,7 +83,11 @@ fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) ->
     if dims.width.max(dims.value_width) > TILE_WIDTH {
         return (format!("attention_{pass}_{dtype}"), per_row(dims.batch * rows));
     }
-    let tile = if E::DTYPE == DType::F64 { 16 } else { 32 };
+    let tile = match E::DTYPE {
+        DType::F32 => 32,
+        DType::F64 => 16,
+        DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
+    };
     // The kernels loop over tiles, so the grid only sets how many run at once.
     let blocks = (dims.batch * rows.div_ceil(tile)).clamp(1, 1 << 16) as u32;
     let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (4 * tile as u32, 1, 1), shared_mem_bytes: 0 };

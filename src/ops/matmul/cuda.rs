@@ -148,8 +148,11 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
                     )
                 }
             }
-            // FloatElement is only f32 and f64.
-            other => return Err(device.error(OP, format_args!("no GEMM for {}", other.name()))),
+            // FloatElement is only f32 and f64; spelled out so that a new
+            // element type is a compile error here, not a run-time one.
+            other @ (DType::I64 | DType::U8) => {
+                return Err(device.error(OP, format_args!("no GEMM for {}", other.name())));
+            }
         };
         result.map_err(|e| device.error(OP, format_args!("cuBLAS: {e:?}")))?;
         Ok(out)

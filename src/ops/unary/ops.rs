@@ -414,7 +414,8 @@ impl<F: FloatElement> UnaryOp<F> for Erf {
     fn apply(self, x: F) -> F {
         match F::DTYPE {
             DType::F64 => F::from_f64(libm::erf(Element::to_f64(x))),
-            _ => F::from_f32(libm::erff(Element::to_f64(x) as f32)),
+            DType::F32 => F::from_f32(libm::erff(Element::to_f64(x) as f32)),
+            DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
         }
     }
 
