@@ -5,7 +5,7 @@
 # Copy the repository with .gpu/ there and run `bash scripts/gpu-run.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TESTS=(ops training)
+TESTS=(ops training matmul_precision)
 rm -rf .gpu/bin && mkdir -p .gpu/bin
 executables() { # cargo's JSON messages -> "name path" per executable
     python3 -c '

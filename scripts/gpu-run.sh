@@ -32,7 +32,7 @@ fi
 # A real GPU is fast: more property cases than the emulator's default.
 export DEVTENSOR_CUDA_CASES=${DEVTENSOR_CUDA_CASES:-64}
 status=0
-for t in ${TESTS:-ops training}; do
+for t in ${TESTS:-ops training matmul_precision}; do
     [ -x ".gpu/bin/$t" ] || continue
     start=$(date +%s.%N)
     ".gpu/bin/$t" --test-threads=16 >"$OUT/$t.log" 2>&1

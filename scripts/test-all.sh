@@ -102,7 +102,7 @@ section "the device-generic suites and the CUDA backend suite on Cpu, Cuda<0> an
 # The multi-process tests (tests/training/distributed.rs) bound each job
 # themselves; the timeout is the step's own backstop against a hang, far
 # above the three minutes it takes on a quiet machine.
-DEVTENSOR_REQUIRE_CUDA=1 timeout 2700 bash scripts/with-emu.sh cargo test --test ops --test training
+DEVTENSOR_REQUIRE_CUDA=1 timeout 2700 bash scripts/with-emu.sh cargo test --test ops --test training --test matmul_precision
 # The fixed programs of ui-tests/pass (tests/ui.rs) pick Cuda<0> when there
 # is one.
 bash scripts/with-emu.sh cargo test --quiet --test ui builds_and_runs

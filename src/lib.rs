@@ -82,6 +82,7 @@ pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};
 pub use io::Checkpoint;
 pub use layout::{Layout, Shape};
+pub use ops::matmul::{MatmulPrecision, float32_matmul_precision, set_float32_matmul_precision};
 pub use random::{Generator, manual_seed};
 pub use tensor::{
     Device, OnDevice, PendingTransfer, PinnedTensor, SameDevice, Tensor, TensorData, TransferCompleted, tensor,

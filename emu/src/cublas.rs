@@ -23,6 +23,8 @@ pub(crate) struct Handle {
 /// One (batched) GEMM, queued on a stream: C = alpha op(A) op(B) + beta C, column-major.
 pub(crate) struct GemmOp {
     f64: bool,
+    /// The inputs rounded to TF32 before the products (`CUBLAS_COMPUTE_32F_FAST_TF32`).
+    tf32: bool,
     ta: bool,
     tb: bool,
     m: usize,
@@ -89,8 +91,8 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
                             (*(pa as *const f64).offset(ai as isize), *(pb as *const f64).offset(bi as isize))
                         } else {
                             (
-                                *(pa as *const f32).offset(ai as isize) as f64,
-                                *(pb as *const f32).offset(bi as isize) as f64,
+                                round_inputs(*(pa as *const f32).offset(ai as isize), g.tf32) as f64,
+                                round_inputs(*(pb as *const f32).offset(bi as isize), g.tf32) as f64,
                             )
                         }
                     };
@@ -112,6 +114,18 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
         }
     }
     Ok(())
+}
+
+/// `x` as the tensor cores read it in TF32 when `tf32`: the 10 leading
+/// mantissa bits, rounded to nearest with ties away from zero (PTX's
+/// `cvt.rna.tf32.f32`), still stored as an `f32`; unchanged otherwise.
+fn round_inputs(x: f32, tf32: bool) -> f32 {
+    if !tf32 || !x.is_finite() {
+        return x;
+    }
+    // Adding half of the dropped part's unit to the magnitude's bits rounds
+    // it half away from zero; a carry into the exponent is the right result.
+    f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
 }
 
 /// Creates a handle bound to the current context's device and its default stream.
@@ -209,6 +223,7 @@ fn op_flag(op: c_int) -> Option<bool> {
 fn enqueue_gemm(
     h: *mut c_void,
     f64: bool,
+    tf32: bool,
     ta: c_int,
     tb: c_int,
     m: c_int,
@@ -240,6 +255,7 @@ fn enqueue_gemm(
     }
     let g = GemmOp {
         f64,
+        tf32,
         ta,
         tb,
         m: m as usize,
@@ -297,7 +313,7 @@ pub unsafe extern "C" fn cublasSgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode: alpha and beta are host pointers supplied by the caller.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(h, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
+    enqueue_gemm(h, false, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Double-precision GEMM, column-major.
@@ -320,7 +336,7 @@ pub unsafe extern "C" fn cublasDgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(h, true, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
+    enqueue_gemm(h, true, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Strided batched single-precision GEMM.
@@ -347,7 +363,7 @@ pub unsafe extern "C" fn cublasSgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(h, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, false, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }
 
 /// Strided batched double-precision GEMM.
@@ -374,5 +390,58 @@ pub unsafe extern "C" fn cublasDgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(h, true, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, true, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+}
+
+/// `cudaDataType` for `f32`, `CUDA_R_32F`.
+const R_32F: c_int = 0;
+/// `cublasComputeType_t`: full `f32`, and `f32` with TF32 tensor-core products.
+const COMPUTE_32F: c_int = 68;
+/// See [`COMPUTE_32F`].
+const COMPUTE_32F_FAST_TF32: c_int = 77;
+
+/// Strided batched GEMM with the types as arguments, for the combinations
+/// devtensor uses: A, B and C in `f32` with `f32` scalars, computed in
+/// `f32` (`CUBLAS_COMPUTE_32F`) or with the inputs rounded to TF32 as the
+/// tensor cores read them (`CUBLAS_COMPUTE_32F_FAST_TF32`), so that the
+/// precision setting is seen in tests. Other types are
+/// `CUBLAS_STATUS_NOT_SUPPORTED`; the algorithm hint is ignored.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
+    h: *mut c_void,
+    ta: c_int,
+    tb: c_int,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    a: u64,
+    a_type: c_int,
+    lda: c_int,
+    sa: c_longlong,
+    b: u64,
+    b_type: c_int,
+    ldb: c_int,
+    sb: c_longlong,
+    beta: *const c_void,
+    c: u64,
+    c_type: c_int,
+    ldc: c_int,
+    sc: c_longlong,
+    batch: c_int,
+    compute: c_int,
+    _algo: c_int,
+) -> Status {
+    let tf32 = match compute {
+        COMPUTE_32F => false,
+        COMPUTE_32F_FAST_TF32 => true,
+        _ => return STATUS_NOT_SUPPORTED,
+    };
+    if [a_type, b_type, c_type] != [R_32F; 3] {
+        return STATUS_NOT_SUPPORTED;
+    }
+    // SAFETY: host pointer mode: alpha and beta point to f32 host values
+    // (the scalar type of an f32 compute type), supplied by the caller.
+    let (al, be) = unsafe { (*alpha.cast::<f32>() as f64, *beta.cast::<f32>() as f64) };
+    enqueue_gemm(h, false, tf32, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }

@@ -553,6 +553,93 @@ fn cublas_dgemm_strided_batched_matches_triple_loop() {
     }
 }
 
+/// `x` with its mantissa rounded to 10 bits, half away from zero, in `f64`
+/// arithmetic: TF32 as the tensor cores read it.
+fn tf32_reference(x: f32) -> f64 {
+    let x = x as f64;
+    if x == 0.0 {
+        return 0.0;
+    }
+    let unit = 2f64.powi(x.abs().log2().floor() as i32 - 10);
+    (x / unit).round() * unit
+}
+
+#[test]
+fn cublas_gemm_ex_computes_f32_exactly_or_from_tf32_inputs() {
+    use cudarc::cublas::result::gemm_strided_batched_ex;
+    use cudarc::cublas::sys::{cublasComputeType_t as Compute, cublasGemmAlgo_t, cudaDataType as Type};
+    use cudarc::driver::{DevicePtr, DevicePtrMut};
+    let _errors = shared();
+    let c = ctx(0);
+    let stream = c.new_stream().unwrap();
+    let blas = CudaBlas::new(stream.clone()).unwrap();
+    let (m, n, k, batch) = (6usize, 5usize, 7usize, 2usize);
+    let a: Vec<f32> = inputs(m * k * batch, 9);
+    let b: Vec<f32> = inputs(k * n * batch, 10);
+    let da = stream.clone_htod(&a).unwrap();
+    let db = stream.clone_htod(&b).unwrap();
+    let run = |compute: Compute, a_type: Type| {
+        let mut dc = stream.alloc_zeros::<f32>(m * n * batch).unwrap();
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let status = {
+            let (pa, _ra) = da.device_ptr(&stream);
+            let (pb, _rb) = db.device_ptr(&stream);
+            let (pc, _rc) = dc.device_ptr_mut(&stream);
+            // SAFETY: the buffers hold the sizes named, column-major with no transposes.
+            unsafe {
+                gemm_strided_batched_ex(
+                    *blas.handle(),
+                    op(false),
+                    op(false),
+                    m as i32,
+                    n as i32,
+                    k as i32,
+                    (&alpha as *const f32).cast(),
+                    pa as *const _,
+                    a_type,
+                    m as i32,
+                    (m * k) as i64,
+                    pb as *const _,
+                    Type::CUDA_R_32F,
+                    k as i32,
+                    (k * n) as i64,
+                    (&beta as *const f32).cast(),
+                    pc as *mut _,
+                    Type::CUDA_R_32F,
+                    m as i32,
+                    (m * n) as i64,
+                    batch as i32,
+                    compute,
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+        };
+        status.map(|()| stream.clone_dtoh(&dc).unwrap())
+    };
+    let reference = |round: &dyn Fn(f32) -> f64| -> Vec<f64> {
+        (0..batch)
+            .flat_map(|p| {
+                let a: Vec<f64> = a[p * m * k..][..m * k].iter().map(|&v| round(v)).collect();
+                let b: Vec<f64> = b[p * k * n..][..k * n].iter().map(|&v| round(v)).collect();
+                gemm_reference(false, false, m, n, k, &a, &b)
+            })
+            .collect()
+    };
+    let (exact, tf32) = (reference(&|v| v as f64), reference(&tf32_reference));
+    let full = run(Compute::CUBLAS_COMPUTE_32F, Type::CUDA_R_32F).unwrap();
+    let fast = run(Compute::CUBLAS_COMPUTE_32F_FAST_TF32, Type::CUDA_R_32F).unwrap();
+    for i in 0..m * n * batch {
+        assert!((full[i] as f64 - exact[i]).abs() < 1e-5, "f32 element {i}: {} vs {}", full[i], exact[i]);
+        assert!((fast[i] as f64 - tf32[i]).abs() < 1e-5, "tf32 element {i}: {} vs {}", fast[i], tf32[i]);
+    }
+    // The rounding is visible: TF32 keeps about three decimal digits.
+    let worst = (0..m * n * batch).map(|i| (fast[i] as f64 - exact[i]).abs()).fold(0.0, f64::max);
+    assert!(worst > 1e-4 && worst < 1e-2, "TF32 differs from f32 by {worst}");
+    // Types it does not emulate are refused, as cuBLAS refuses unsupported combinations.
+    assert!(run(Compute::CUBLAS_COMPUTE_64F, Type::CUDA_R_32F).is_err());
+    assert!(run(Compute::CUBLAS_COMPUTE_32F, Type::CUDA_R_16BF).is_err());
+}
+
 #[test]
 fn events_order_work_between_streams() {
     let _errors = shared();

@@ -1,14 +1,17 @@
-//! Matrix products on CUDA, through cuBLAS's strided-batched GEMM.
+//! Matrix products on CUDA, through cuBLAS's strided-batched GEMM (in TF32
+//! where [`set_float32_matmul_precision`](super::set_float32_matmul_precision) allows it).
 
 use super::MatmulKernel;
+use super::float32_matmul_precision;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::{CudaStorage, dense_ptr};
 use crate::backend::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, count_of};
-use cudarc::cublas::{result as blas, sys::cublasOperation_t};
-use std::ffi::{c_int, c_longlong};
+use cudarc::cublas::result as blas;
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+use std::ffi::{c_int, c_longlong, c_void};
 use std::sync::Arc;
 
 /// Whether `layout` (shape `[batch.., r, c]`) is the transpose of a dense
@@ -91,6 +94,39 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         let (op_b, ldb) = (op(b_t), if b_t { ki } else { ni });
         let (op_a, lda) = (op(a_t), if a_t { mi } else { ki });
         let result = match E::DTYPE {
+            DType::F32 if float32_matmul_precision().allows_tf32() => {
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                // SAFETY: as for the f32 product below; the data types say
+                // f32 for A, B and C, and alpha and beta are f32 host values
+                // (the compute type's scalar type is f32).
+                unsafe {
+                    blas::gemm_strided_batched_ex(
+                        handle,
+                        op_b,
+                        op_a,
+                        ni,
+                        mi,
+                        ki,
+                        (&alpha as *const f32).cast(),
+                        b as *const c_void,
+                        cudaDataType::CUDA_R_32F,
+                        ldb,
+                        sa,
+                        a as *const c_void,
+                        cudaDataType::CUDA_R_32F,
+                        lda,
+                        sb,
+                        (&beta as *const f32).cast(),
+                        out.ptr() as *mut c_void,
+                        cudaDataType::CUDA_R_32F,
+                        ni,
+                        sc,
+                        bi,
+                        cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                        cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
+            }
             DType::F32 => {
                 let (alpha, beta) = (1.0f32, 0.0f32);
                 // SAFETY: a, b and out are live device buffers of at least

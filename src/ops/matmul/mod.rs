@@ -4,6 +4,9 @@
 mod cpu;
 mod cuda;
 mod grad;
+mod precision;
+
+pub use precision::{MatmulPrecision, float32_matmul_precision, set_float32_matmul_precision};
 
 use crate::autograd;
 use crate::backend::Backend;
