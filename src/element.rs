@@ -13,6 +13,12 @@ mod sealed {
     pub trait Sealed: cudarc::driver::DeviceRepr {}
 }
 
+/// What the integer arms of a `match` on a [`FloatElement`]'s [`DType`]
+/// say when reached, which they cannot be. Those arms are spelled out
+/// rather than `_`, so that a new element type is a compile error at each
+/// such `match` instead of running the wrong arm.
+pub(crate) const NOT_FLOAT: &str = "a FloatElement is f32 or f64";
+
 /// The run-time tag of an element type, for messages and kernel selection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {

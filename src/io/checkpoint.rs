@@ -291,21 +291,16 @@ fn safetensors_dtype<E: FloatElement>() -> Dtype {
     match E::DTYPE {
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
-        DType::I64 | DType::U8 => unreachable!("{NOT_FLOAT}"),
+        DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }
-
-/// Why the integer arms below cannot run: the functions take a
-/// [`FloatElement`]. They are spelled out, not `_`, so that a new element
-/// type is a compile error here rather than a checkpoint in the wrong format.
-const NOT_FLOAT: &str = "a FloatElement is f32 or f64";
 
 /// The values as little-endian bytes, as safetensors stores them.
 fn to_le_bytes<E: FloatElement>(values: &[E]) -> Vec<u8> {
     match E::DTYPE {
         DType::F64 => values.iter().flat_map(|&v| crate::Element::to_f64(v).to_le_bytes()).collect(),
         DType::F32 => values.iter().flat_map(|&v| (crate::Element::to_f64(v) as f32).to_le_bytes()).collect(),
-        DType::I64 | DType::U8 => unreachable!("{NOT_FLOAT}"),
+        DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }
 
@@ -319,7 +314,7 @@ fn from_le_bytes<E: FloatElement>(bytes: &[u8]) -> Vec<E> {
         DType::F32 => {
             bytes.chunks_exact(4).map(|b| E::from_f32(f32::from_le_bytes(b.try_into().expect("4 bytes")))).collect()
         }
-        DType::I64 | DType::U8 => unreachable!("{NOT_FLOAT}"),
+        DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }
 

@@ -84,7 +84,7 @@ pub(crate) fn exp_nonpositive<E: FloatElement, const FMA: bool>(x: E) -> E {
     match E::DTYPE {
         DType::F32 => E::from_f32(exp_nonpositive_f32::<FMA>(x.cast::<f32>())),
         DType::F64 => x.exp(),
-        DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
+        DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }
 
@@ -120,7 +120,7 @@ pub(crate) fn erfc<E: FloatElement, const FMA: bool>(z: E) -> E {
     match E::DTYPE {
         DType::F32 => E::from_f32(erfc_f32::<FMA>(z.cast::<f32>())),
         DType::F64 => E::from_f64(libm::erfc(z.cast::<f64>())),
-        DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
+        DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }
 

@@ -86,7 +86,7 @@ fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) ->
     let tile = match E::DTYPE {
         DType::F32 => 32,
         DType::F64 => 16,
-        DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
+        DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     };
     // The kernels loop over tiles, so the grid only sets how many run at once.
     let blocks = (dims.batch * rows.div_ceil(tile)).clamp(1, 1 << 16) as u32;

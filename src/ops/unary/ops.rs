@@ -415,7 +415,7 @@ impl<F: FloatElement> UnaryOp<F> for Erf {
         match F::DTYPE {
             DType::F64 => F::from_f64(libm::erf(Element::to_f64(x))),
             DType::F32 => F::from_f32(libm::erff(Element::to_f64(x) as f32)),
-            DType::I64 | DType::U8 => unreachable!("a FloatElement is f32 or f64"),
+            DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
         }
     }
 
