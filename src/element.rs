@@ -1,9 +1,17 @@
 //! Element types a tensor can hold.
 //!
-//! [`Element`] is sealed: `f32`, `f64`, `i64` (labels and indices) and `u8`
-//! (masks, as produced by comparisons). [`FloatElement`] narrows to `f32` and
-//! `f64` for operations that only make sense on real numbers (`exp`, `softmax`).
+//! [`Element`] is sealed: `f32`, `f64`, the half-precision [`bf16`] and
+//! [`f16`](struct@f16), `i64` (labels and indices) and `u8` (masks, as produced by
+//! comparisons). [`FloatElement`] narrows to the four float types for
+//! operations that only make sense on real numbers (`exp`, `softmax`).
+//!
+//! The half types store 16 bits and compute in `f32`, as PyTorch does on
+//! the CPU: each element-wise operation widens its inputs, computes, and
+//! rounds its result once to the nearest half value; sums, means, softmax,
+//! norms, products, convolutions and attention accumulate in `f32` and
+//! round only their results.
 
+use half::{bf16, f16};
 use std::fmt::{Debug, Display};
 
 mod sealed {
@@ -17,7 +25,7 @@ mod sealed {
 /// say when reached, which they cannot be. Those arms are spelled out
 /// rather than `_`, so that a new element type is a compile error at each
 /// such `match` instead of running the wrong arm.
-pub(crate) const NOT_FLOAT: &str = "a FloatElement is f32 or f64";
+pub(crate) const NOT_FLOAT: &str = "a FloatElement is f32, f64, bf16 or f16";
 
 /// The run-time tag of an element type, for messages and kernel selection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -26,6 +34,12 @@ pub enum DType {
     F32,
     /// 64-bit float.
     F64,
+    /// 16-bit brain float ([`bf16`]), PyTorch's `torch.bfloat16`: `f32`'s
+    /// range with 8 bits of precision.
+    BF16,
+    /// 16-bit IEEE 754 half ([`f16`](struct@f16)), PyTorch's `torch.float16`
+    /// (`Half`): 11 bits of precision, finite up to 65504.
+    F16,
     /// 64-bit signed integer, PyTorch's `long`: class labels and indices.
     I64,
     /// 8-bit unsigned integer: boolean masks (0 or 1) and bytes.
@@ -38,6 +52,8 @@ impl DType {
         match self {
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::BF16 => "bf16",
+            DType::F16 => "f16",
             DType::I64 => "i64",
             DType::U8 => "u8",
         }
@@ -48,13 +64,20 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::F64 => 8,
+            DType::BF16 | DType::F16 => 2,
             DType::I64 => 8,
             DType::U8 => 1,
         }
     }
+
+    /// Whether this is one of the 16-bit floats, which compute in `f32`.
+    pub const fn is_half(self) -> bool {
+        matches!(self, DType::BF16 | DType::F16)
+    }
 }
 
-/// A type a tensor can hold. Sealed: implemented for `f32`, `f64`, `i64`, `u8`.
+/// A type a tensor can hold. Sealed: implemented for `f32`, `f64`, [`bf16`],
+/// [`f16`](struct@f16), `i64` and `u8`.
 ///
 /// Integer arithmetic wraps on overflow, as in PyTorch; integer division by
 /// zero is an [`Error`](crate::Error), not a panic.
@@ -71,7 +94,7 @@ pub trait Element:
     const MIN: Self;
     /// The largest value (`+inf` for floats), identity of `min`.
     const MAX: Self;
-    /// Whether this is `f32` or `f64`.
+    /// Whether this is a float type (`f32`, `f64`, `bf16`, `f16`).
     const IS_FLOAT: bool;
 
     /// The element type of a sum: `i64` for the integer types, so that the
@@ -125,7 +148,7 @@ pub trait Element:
     fn to_f64(self) -> f64;
 }
 
-/// Marks the element types `/=` is defined for: `f32` and `f64`.
+/// Marks the element types `/=` is defined for: the float types.
 ///
 /// In PyTorch, `int_tensor /= x` fails at run time ("result type Float
 /// can't be cast to the desired output type Long"); here it does not compile,
@@ -139,6 +162,8 @@ pub trait Element:
 pub trait InPlaceDivision<Rhs>: Element {}
 impl InPlaceDivision<f32> for f32 {}
 impl InPlaceDivision<f64> for f64 {}
+impl InPlaceDivision<bf16> for bf16 {}
+impl InPlaceDivision<f16> for f16 {}
 
 /// The second, never-matching impl of [`InPlaceDivision`]: with a single
 /// impl rustc would settle the bound at once and print a bare E0368 instead
@@ -183,10 +208,11 @@ impl Number for i64 {
     }
 }
 
-/// `f32` or `f64`: the element types of operations on real numbers. Their
-/// sums and quotients stay in the type itself.
+/// `f32`, `f64`, [`bf16`] or [`f16`](struct@f16): the element types of operations on
+/// real numbers. Their sums and quotients stay in the type itself (the half
+/// types accumulate in `f32` and round the result, as PyTorch does).
 #[diagnostic::on_unimplemented(
-    message = "this operation needs a float tensor (`f32` or `f64`), but the elements are `{Self}`",
+    message = "this operation needs a float tensor (`f32`, `f64`, `bf16` or `f16`), but the elements are `{Self}`",
     label = "not defined for `{Self}` elements",
     note = "convert first, e.g. `.to_dtype::<f32>()`, as PyTorch requires a float dtype here too"
 )]
@@ -295,6 +321,91 @@ macro_rules! float_element {
     };
 }
 
+/// The 16-bit floats: stored as themselves, computed in `f32`. Each
+/// operation rounds once, from the exact `f32` result of `+ - * /`: `f32`
+/// carries more than twice a half type's precision plus two bits, so that
+/// rounding twice (to `f32`, then to 16 bits) gives the correctly rounded
+/// half result.
+macro_rules! half_element {
+    ($t:ident, $dtype:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = DType::$dtype;
+            const ZERO: Self = $t::ZERO;
+            const ONE: Self = $t::ONE;
+            const MIN: Self = $t::NEG_INFINITY;
+            const MAX: Self = $t::INFINITY;
+            const IS_FLOAT: bool = true;
+            type Sum = $t;
+            type Quotient = $t;
+            type Number = f64;
+            #[inline(always)]
+            fn add(self, rhs: Self) -> Self {
+                $t::from_f32(self.to_f32() + rhs.to_f32())
+            }
+            #[inline(always)]
+            fn sub(self, rhs: Self) -> Self {
+                $t::from_f32(self.to_f32() - rhs.to_f32())
+            }
+            #[inline(always)]
+            fn mul(self, rhs: Self) -> Self {
+                $t::from_f32(self.to_f32() * rhs.to_f32())
+            }
+            #[inline(always)]
+            fn div(self, rhs: Self) -> Option<Self> {
+                Some($t::from_f32(self.to_f32() / rhs.to_f32()))
+            }
+            #[inline(always)]
+            fn div_trunc(self, rhs: Self) -> Option<Self> {
+                Element::div_trunc(self.to_f32(), rhs.to_f32()).map($t::from_f32)
+            }
+            #[inline(always)]
+            fn div_floor(self, rhs: Self) -> Option<Self> {
+                Element::div_floor(self.to_f32(), rhs.to_f32()).map($t::from_f32)
+            }
+            #[inline(always)]
+            fn max(self, rhs: Self) -> Self {
+                if self.is_nan() || self > rhs { self } else { rhs }
+            }
+            #[inline(always)]
+            fn min(self, rhs: Self) -> Self {
+                if self.is_nan() || self < rhs { self } else { rhs }
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+            #[inline(always)]
+            fn cast<T: Element>(self) -> T {
+                // Exact: every half value is an f32.
+                T::from_f32(self.to_f32())
+            }
+            #[inline(always)]
+            fn from_f32(v: f32) -> Self {
+                $t::from_f32(v)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                $t::from_f64(v)
+            }
+            /// Through `f32`, as PyTorch converts integers to half types.
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                $t::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn from_u8(v: u8) -> Self {
+                $t::from_f32(v as f32)
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                $t::to_f64(self)
+            }
+        }
+        impl FloatElement for $t {}
+    };
+}
+
 macro_rules! int_element {
     ($t:ident, $dtype:ident, $from:ident) => {
         impl sealed::Sealed for $t {}
@@ -356,6 +467,8 @@ macro_rules! int_element {
 
 float_element!(f32, F32, from_f32);
 float_element!(f64, F64, from_f64);
+half_element!(bf16, BF16);
+half_element!(f16, F16);
 int_element!(i64, I64, from_i64);
 int_element!(u8, U8, from_u8);
 

@@ -80,6 +80,9 @@ pub use autograd::{Gradients, LeafId, is_grad_enabled, no_grad};
 pub use backend::{Backend, Cpu, Cuda};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};
+/// The half-precision element types, from the `half` crate: `bf16`
+/// (PyTorch's `torch.bfloat16`) and `f16` (`torch.float16`, `Half`).
+pub use half::{bf16, f16};
 pub use io::Checkpoint;
 pub use layout::{Layout, Shape};
 pub use ops::matmul::{MatmulPrecision, float32_matmul_precision, set_float32_matmul_precision};

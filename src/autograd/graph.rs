@@ -298,6 +298,14 @@ macro_rules! float_rule {
                 type $F = f64;
                 $body
             }
+            $crate::element::DType::BF16 => {
+                type $F = half::bf16;
+                $body
+            }
+            $crate::element::DType::F16 => {
+                type $F = half::f16;
+                $body
+            }
             $crate::element::DType::I64 | $crate::element::DType::U8 => {
                 unreachable!("only float tensors track gradients")
             }

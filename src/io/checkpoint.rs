@@ -11,6 +11,7 @@ use crate::optim::Optimizer;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
+use half::{bf16, f16};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
 use std::path::Path;
@@ -291,6 +292,8 @@ fn safetensors_dtype<E: FloatElement>() -> Dtype {
     match E::DTYPE {
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
+        DType::BF16 => Dtype::BF16,
+        DType::F16 => Dtype::F16,
         DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }
@@ -300,6 +303,9 @@ fn to_le_bytes<E: FloatElement>(values: &[E]) -> Vec<u8> {
     match E::DTYPE {
         DType::F64 => values.iter().flat_map(|&v| crate::Element::to_f64(v).to_le_bytes()).collect(),
         DType::F32 => values.iter().flat_map(|&v| (crate::Element::to_f64(v) as f32).to_le_bytes()).collect(),
+        // Exact: the values are the type's own, passed through `f32`.
+        DType::BF16 => values.iter().flat_map(|&v| bf16::from_f32(v.cast()).to_bits().to_le_bytes()).collect(),
+        DType::F16 => values.iter().flat_map(|&v| f16::from_f32(v.cast()).to_bits().to_le_bytes()).collect(),
         DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }
@@ -314,6 +320,8 @@ fn from_le_bytes<E: FloatElement>(bytes: &[u8]) -> Vec<E> {
         DType::F32 => {
             bytes.chunks_exact(4).map(|b| E::from_f32(f32::from_le_bytes(b.try_into().expect("4 bytes")))).collect()
         }
+        DType::BF16 => bytes.chunks_exact(2).map(|b| E::from_f32(bf16::from_le_bytes([b[0], b[1]]).to_f32())).collect(),
+        DType::F16 => bytes.chunks_exact(2).map(|b| E::from_f32(f16::from_le_bytes([b[0], b[1]]).to_f32())).collect(),
         DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
 }

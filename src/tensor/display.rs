@@ -159,7 +159,7 @@ impl<D: Device, E: Element> fmt::Display for Tensor<D, E> {
         // PyTorch names the dtype unless it is the default of its kind.
         let named = match E::DTYPE {
             DType::F32 | DType::I64 => false,
-            DType::F64 | DType::U8 => true,
+            DType::F64 | DType::BF16 | DType::F16 | DType::U8 => true,
         };
         if named {
             write!(f, ", dtype={}", E::DTYPE.name())?;

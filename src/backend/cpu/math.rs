@@ -76,13 +76,14 @@ fn exp_of_sum<const FMA: bool>(hi: f32, lo: Option<f32>) -> f32 {
     if x < MIN_X { 0.0 } else { value }
 }
 
-/// `exp(x)` for `x <= 0`: the vectorisable kernel for `f32`, libm for `f64`
-/// (whose polynomial would need twice the terms). The branch is on a
+/// `exp(x)` for `x <= 0`: the vectorisable kernel for `f32` (and the half
+/// types, which compute in `f32`), libm for `f64` (whose polynomial would
+/// need twice the terms). The branch is on a
 /// constant and vanishes once `E` is known.
 #[inline(always)]
 pub(crate) fn exp_nonpositive<E: FloatElement, const FMA: bool>(x: E) -> E {
     match E::DTYPE {
-        DType::F32 => E::from_f32(exp_nonpositive_f32::<FMA>(x.cast::<f32>())),
+        DType::F32 | DType::BF16 | DType::F16 => E::from_f32(exp_nonpositive_f32::<FMA>(x.cast::<f32>())),
         DType::F64 => x.exp(),
         DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }
@@ -114,11 +115,11 @@ pub(crate) fn erfc_f32<const FMA: bool>(z: f32) -> f32 {
     if z >= 0.0 { tail } else { 2.0 - tail }
 }
 
-/// `erfc(z)`: [`erfc_f32`] for `f32`, libm for `f64`.
+/// `erfc(z)`: [`erfc_f32`] for `f32` and the half types, libm for `f64`.
 #[inline(always)]
 pub(crate) fn erfc<E: FloatElement, const FMA: bool>(z: E) -> E {
     match E::DTYPE {
-        DType::F32 => E::from_f32(erfc_f32::<FMA>(z.cast::<f32>())),
+        DType::F32 | DType::BF16 | DType::F16 => E::from_f32(erfc_f32::<FMA>(z.cast::<f32>())),
         DType::F64 => E::from_f64(libm::erfc(z.cast::<f64>())),
         DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     }

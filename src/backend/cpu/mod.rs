@@ -9,12 +9,14 @@ mod loops;
 mod math;
 mod pool;
 mod threads;
+mod widen;
 
 pub(crate) use gemm::*;
 pub use isa::CpuIsa;
 pub(crate) use loops::*;
 pub(crate) use math::*;
 pub(crate) use pool::*;
+pub(crate) use widen::*;
 
 use super::{Backend, sealed};
 use crate::element::Element;

@@ -71,6 +71,8 @@ impl<E: Element> BufferPool<E> {
 
 static POOL_F32: BufferPool<f32> = BufferPool::new();
 static POOL_F64: BufferPool<f64> = BufferPool::new();
+static POOL_BF16: BufferPool<half::bf16> = BufferPool::new();
+static POOL_F16: BufferPool<half::f16> = BufferPool::new();
 static POOL_I64: BufferPool<i64> = BufferPool::new();
 static POOL_U8: BufferPool<u8> = BufferPool::new();
 
@@ -79,6 +81,8 @@ pub(super) fn pool_for<E: Element>() -> &'static BufferPool<E> {
     let pool: &'static dyn std::any::Any = match E::DTYPE {
         DType::F32 => &POOL_F32,
         DType::F64 => &POOL_F64,
+        DType::BF16 => &POOL_BF16,
+        DType::F16 => &POOL_F16,
         DType::I64 => &POOL_I64,
         DType::U8 => &POOL_U8,
     };

@@ -84,7 +84,8 @@ fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) ->
         return (format!("attention_{pass}_{dtype}"), per_row(dims.batch * rows));
     }
     let tile = match E::DTYPE {
-        DType::F32 => 32,
+        // The half types compute in f32.
+        DType::F32 | DType::BF16 | DType::F16 => 32,
         DType::F64 => 16,
         DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
     };

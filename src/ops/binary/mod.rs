@@ -688,7 +688,7 @@ macro_rules! scalar_first_operator {
     };
 }
 
-scalar_first_operator!(f32, f64, i64, u8);
+scalar_first_operator!(f32, f64, half::bf16, half::f16, i64, u8);
 
 /// `tensor op= tensor` (owned or borrowed right side) and `tensor op= scalar`,
 /// for the element types the optional `where` bounds allow.

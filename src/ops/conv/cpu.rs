@@ -2,9 +2,9 @@
 
 use super::{ConvKernel, Unfold2d, direct};
 use crate::backend::Cpu;
-use crate::backend::cpu::{CpuStorage, output_buffer, pool_threads};
+use crate::backend::cpu::{CpuStorage, narrowed, narrowed_all, output_buffer, pool_threads, widened};
 use crate::element::FloatElement;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::layout::Layout;
 use rayon::prelude::*;
 use std::any::Any;
@@ -65,6 +65,9 @@ impl ConvKernel for Cpu {
     }
 
     fn fold<E: FloatElement>(columns: &CpuStorage<E>, g: &Unfold2d) -> Result<CpuStorage<E>> {
+        if E::DTYPE.is_half() {
+            return narrowed("conv2d", &Self::fold(&widened("conv2d", columns)?, g)?);
+        }
         let [n, c, h, w] = g.image;
         let ([kh, kw], [sh, sw], [ph, pw], [dh, dw]) =
             (g.window.kernel, g.window.stride, g.window.padding, g.window.dilation);
@@ -121,6 +124,13 @@ impl ConvKernel for Cpu {
         g: &Unfold2d,
         out_channels: usize,
     ) -> Result<Option<CpuStorage<E>>> {
+        if E::DTYPE.is_half() {
+            let (x, w) = (widened("conv2d", image.0)?, widened("conv2d", weight.0)?);
+            let b = bias.map(|(b, layout)| Ok::<_, Error>((widened("conv2d", b)?, layout))).transpose()?;
+            let b = b.as_ref().map(|(b, layout)| (b, *layout));
+            let out = Self::conv2d_direct((&x, image.1), (&w, weight.1), b, g, out_channels)?;
+            return out.map(|out| narrowed("conv2d", &out)).transpose();
+        }
         let (Some(image), Some(weight)) = (dense_f32(image), dense_f32(weight)) else { return Ok(None) };
         let bias = match bias.map(dense_f32) {
             Some(None) => return Ok(None),
@@ -137,6 +147,11 @@ impl ConvKernel for Cpu {
         g: &Unfold2d,
         out_channels: usize,
     ) -> Result<Option<[CpuStorage<E>; 2]>> {
+        if E::DTYPE.is_half() {
+            let (x, dy) = (widened("conv2d_backward", image.0)?, widened("conv2d_backward", grad.0)?);
+            let grads = Self::conv2d_weight_direct((&x, image.1), (&dy, grad.1), g, out_channels)?;
+            return grads.map(|grads| narrowed_all("conv2d_backward", grads)).transpose();
+        }
         let (Some(image), Some(grad)) = (dense_f32(image), dense_f32(grad)) else { return Ok(None) };
         let Some(isa) = direct::weight_gradient_applies(g) else { return Ok(None) };
         let (weight, bias) = direct::weight_gradient(isa, image, grad, g, out_channels)?;

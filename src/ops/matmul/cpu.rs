@@ -8,7 +8,8 @@
 use super::MatmulKernel;
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    CpuStorage, Operand, gemm_dense, gemm_scaled, items_per_task, output_buffer, pool_threads, split_across_threads,
+    CpuStorage, Operand, gemm_dense, gemm_scaled, items_per_task, narrowed, output_buffer, pool_threads,
+    split_across_threads, widened,
 };
 use crate::element::FloatElement;
 use crate::error::Result;
@@ -141,6 +142,10 @@ impl MatmulKernel for Cpu {
         rhs: &CpuStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
+        if E::DTYPE.is_half() {
+            let (lhs, rhs) = (widened("matmul", lhs)?, widened("matmul", rhs)?);
+            return narrowed("matmul", &Self::matmul(&lhs, lhs_layout, &rhs, rhs_layout)?);
+        }
         let rank = lhs_layout.dims().len();
         let (batch_dims, [m, k]) = split_matrix(lhs_layout.dims());
         let (_, [_, n]) = split_matrix(rhs_layout.dims());
@@ -209,6 +214,11 @@ impl MatmulKernel for Cpu {
         bias: &CpuStorage<E>,
         bias_layout: &Layout,
     ) -> Result<Option<CpuStorage<E>>> {
+        if E::DTYPE.is_half() {
+            let (lhs, rhs, bias) = (widened("matmul", lhs)?, widened("matmul", rhs)?, widened("matmul", bias)?);
+            let out = Self::matmul_bias(&lhs, lhs_layout, &rhs, rhs_layout, &bias, bias_layout)?;
+            return out.map(|out| narrowed("matmul", &out)).transpose();
+        }
         let ([], [m, k]) = split_matrix(lhs_layout.dims()) else { return Ok(None) };
         let (_, [_, n]) = split_matrix(rhs_layout.dims());
         let Some(bias) = bias.as_slice().get(bias_layout.offset()..).and_then(|b| b.get(..n)) else {

@@ -184,8 +184,10 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
                     )
                 }
             }
-            // FloatElement is only f32 and f64; spelled out so that a new
-            // element type is a compile error here, not a run-time one.
+            // The half types' products on the tensor cores are not built
+            // yet. Spelled out so that a new element type is a compile
+            // error here, not a run-time one.
+            DType::BF16 | DType::F16 => return Err(device.half_not_yet(OP)),
             other @ (DType::I64 | DType::U8) => {
                 return Err(device.error(OP, format_args!("no GEMM for {}", other.name())));
             }

@@ -18,12 +18,12 @@
 use super::{AffineAxis, ExtremeOp, Max, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    BASELINE_FMA, CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, items_per_task, map_strided, output_buffer,
-    split_across_threads, vectorized,
+    BASELINE_FMA, CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, items_per_task, map_strided, narrowed,
+    narrowed_all, output_buffer, split_across_threads, vectorized, widened,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::layout::{Dims, Layout, count_of, for_each_block};
+use crate::layout::{Dims, Layout, Shape, count_of, for_each_block};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -501,11 +501,15 @@ fn softmax_groups_par<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inn
 
 impl ReduceKernel for Cpu {
     fn reduce<E: Element, Op: ReduceOp>(
-        _: Op,
+        op: Op,
         x: &CpuStorage<E>,
         layout: &Layout,
         axis: usize,
     ) -> Result<CpuStorage<E>> {
+        if E::DTYPE.is_half() {
+            let out = Self::reduce(op, &widened(Op::NAME, x)?, layout, axis)?;
+            return narrowed(Op::NAME, &out);
+        }
         let out = reduce_with(Op::NAME, x.as_slice(), layout, axis, Op::init(), Op::fold)?;
         Ok(CpuStorage::from_vec(out))
     }
@@ -521,12 +525,16 @@ impl ReduceKernel for Cpu {
     }
 
     fn scan<E: Element, Op: ReduceOp>(
-        _: Op,
+        op: Op,
         x: &CpuStorage<E>,
         layout: &Layout,
         axis: usize,
         reverse: bool,
     ) -> Result<CpuStorage<E>> {
+        if E::DTYPE.is_half() {
+            let out = Self::scan(op, &widened(Op::NAME, x)?, layout, axis, reverse)?;
+            return narrowed(Op::NAME, &out);
+        }
         let src = dense_elements(Op::NAME, x, layout)?;
         let src: &[E] = &src;
         let mut out = output_buffer(Op::NAME, src.len())?;
@@ -548,6 +556,10 @@ impl ReduceKernel for Cpu {
     }
 
     fn softmax<E: FloatElement>(x: &CpuStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CpuStorage<E>> {
+        if E::DTYPE.is_half() {
+            let out = Self::softmax(&widened("softmax", x)?, layout, axis, log)?;
+            return narrowed("softmax", &out);
+        }
         let n = layout.elem_count();
         let src = dense_elements("softmax", x, layout)?;
         let src: &[E] = &src;
@@ -587,6 +599,10 @@ impl ReduceKernel for Cpu {
         log: bool,
     ) -> Result<CpuStorage<E>> {
         let op = if log { "log_softmax_backward" } else { "softmax_backward" };
+        if E::DTYPE.is_half() {
+            let (y, g) = (widened(op, y)?, widened(op, g)?);
+            return narrowed(op, &Self::softmax_backward((&y, y_layout), (&g, g_layout), axis, log)?);
+        }
         let (y, g) = (dense_elements(op, y, y_layout)?, dense_elements(op, g, g_layout)?);
         let (y, g): (&[E], &[E]) = (&y, &g);
         let n = y_layout.elem_count();
@@ -614,6 +630,14 @@ impl ReduceKernel for Cpu {
         affine: Option<(&CpuStorage<E>, &CpuStorage<E>, AffineAxis)>,
     ) -> Result<[CpuStorage<E>; 3]> {
         const OP: &str = "standardize";
+        if E::DTYPE.is_half() {
+            let affine = match affine {
+                Some((w, b, axis)) => Some((widened(OP, w)?, widened(OP, b)?, axis)),
+                None => None,
+            };
+            let affine = affine.as_ref().map(|(w, b, axis)| (w, b, *axis));
+            return narrowed_all(OP, Self::standardize((&widened(OP, x)?, layout), dims, eps, affine)?);
+        }
         let x = dense_elements(OP, x, layout)?;
         let x: &[E] = &x;
         let [outer, groups, inner] = dims;
@@ -675,6 +699,21 @@ impl ReduceKernel for Cpu {
         eps: f64,
     ) -> Result<[CpuStorage<E>; 3]> {
         const OP: &str = "standardize_backward";
+        if E::DTYPE.is_half() {
+            let weight = match weight {
+                Some((w, axis)) => Some((widened(OP, w)?, axis)),
+                None => None,
+            };
+            // The statistics again, in f32: the forward pass returned them
+            // rounded to the half type, and a mean rounded to 8 bits
+            // would shift every deviation from it.
+            let (x, g) = (widened(OP, x)?, widened(OP, g)?);
+            let dense = Layout::contiguous(Shape::from(dims));
+            let [_, mean, var] = Self::standardize((&x, &dense), dims, eps, None)?;
+            let weight = weight.as_ref().map(|(w, axis)| (w, *axis));
+            let grads = Self::standardize_backward(&x, [&mean, &var], weight, (&g, g_layout), dims, eps)?;
+            return narrowed_all(OP, grads);
+        }
         let g = dense_elements(OP, g, g_layout)?;
         let g: &[E] = &g;
         let x = x.as_slice();

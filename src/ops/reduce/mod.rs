@@ -747,6 +747,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn mean(&self) -> Self {
+        if E::DTYPE.is_half() {
+            return self.mean_in_f32(|x| x.try_mean());
+        }
         Self::divide_by_count(self.sum_all()?, self.elem_count())
     }
 
@@ -760,6 +763,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn mean_axis(&self, axis: isize) -> Self {
+        if E::DTYPE.is_half() {
+            return self.mean_in_f32(|x| x.try_mean_axis(axis));
+        }
         let sum = self.sum_along("mean_axis", axis, false)?;
         Self::divide_by_count(sum, self.axis_len(axis))
     }
@@ -775,8 +781,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn mean_keepdim(&self, axis: isize) -> Self {
+        if E::DTYPE.is_half() {
+            return self.mean_in_f32(|x| x.try_mean_keepdim(axis));
+        }
         let sum = self.sum_along("mean_keepdim", axis, true)?;
         Self::divide_by_count(sum, self.axis_len(axis))
+    }
+
+    /// A mean of a half-precision tensor, taken in `f32` and rounded once
+    /// (the sum and its division in `f32`), as PyTorch takes it.
+    fn mean_in_f32(&self, mean: impl FnOnce(&Tensor<D, f32>) -> Result<Tensor<D, f32>>) -> Result<Self> {
+        mean(&self.try_to_dtype::<f32>()?)?.try_to_dtype::<E>()
     }
 
     /// Size of an axis the caller has already resolved successfully (1 for

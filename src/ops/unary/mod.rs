@@ -114,6 +114,18 @@ pub trait UnaryOp<E: Element>: Copy + Send + Sync + 'static {
         self.apply(x)
     }
 
+    /// [`apply_in_loop`](Self::apply_in_loop) for a half-precision
+    /// element (`bf16`, `f16`) widened to `f32`: the CPU's half kernels
+    /// compute in `f32` and round once, as PyTorch's do. The built-in ops
+    /// override it with their `f32` function; by default an op computes in
+    /// its own type, which is right, only less accurate for a long body.
+    /// Internal, and not covered by semver.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
+        self.apply_in_loop::<FMA>(E::from_f32(x)).cast::<f32>()
+    }
+
     /// The op's scalar parameters, passed to the CUDA kernel after its input
     /// (`a`, then `b`, in the kernel's expression): `clamp`'s bounds,
     /// `powf`'s exponent. None by default.

@@ -16,6 +16,17 @@ use crate::ops::compare::masked;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 
+/// [`UnaryOp::apply_f32`] for an op that is a `UnaryOp<f32>` itself: its
+/// own `f32` function, so that a half-precision element rounds once.
+macro_rules! apply_in_f32 {
+    () => {
+        #[inline(always)]
+        fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
+            <Self as UnaryOp<f32>>::apply_in_loop::<FMA>(self, x)
+        }
+    };
+}
+
 /// `-x`: floats multiply by `-1`, which maps `0.0` to `-0.0` (`0 - x` would
 /// give `+0.0`); integers subtract from zero, which wraps (`-i64::MIN` is
 /// `i64::MIN`, `-1u8` is `255`).
@@ -25,6 +36,7 @@ pub struct Neg;
 impl<E: Element> UnaryOp<E> for Neg {
     const NAME: &'static str = "neg";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: E) -> E {
@@ -44,6 +56,7 @@ pub struct Abs;
 impl<E: Element> UnaryOp<E> for Abs {
     const NAME: &'static str = "abs";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: E) -> E {
@@ -63,6 +76,7 @@ pub struct ReluOp;
 impl<E: Element> UnaryOp<E> for ReluOp {
     const NAME: &'static str = "relu";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: E) -> E {
@@ -95,6 +109,11 @@ impl<E: Element> UnaryOp<E> for Clamp<E> {
         x.max(self.min).min(self.max)
     }
 
+    #[inline(always)]
+    fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
+        Clamp { min: self.min.cast::<f32>(), max: self.max.cast::<f32>() }.apply(x)
+    }
+
     fn params(self) -> Params<E> {
         Params::two(self.min, self.max)
     }
@@ -114,6 +133,7 @@ pub struct Square;
 impl<E: Element> UnaryOp<E> for Square {
     const NAME: &'static str = "square";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: E) -> E {
@@ -132,6 +152,7 @@ pub struct Exp;
 impl<F: FloatElement> UnaryOp<F> for Exp {
     const NAME: &'static str = "exp";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -150,6 +171,7 @@ pub struct Log;
 impl<F: FloatElement> UnaryOp<F> for Log {
     const NAME: &'static str = "log";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -169,6 +191,7 @@ pub struct Log1p;
 impl<F: FloatElement> UnaryOp<F> for Log1p {
     const NAME: &'static str = "log1p";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -188,6 +211,7 @@ pub struct Expm1;
 impl<F: FloatElement> UnaryOp<F> for Expm1 {
     const NAME: &'static str = "expm1";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -206,6 +230,7 @@ pub struct Sqrt;
 impl<F: FloatElement> UnaryOp<F> for Sqrt {
     const NAME: &'static str = "sqrt";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -225,6 +250,7 @@ pub struct Rsqrt;
 impl<F: FloatElement> UnaryOp<F> for Rsqrt {
     const NAME: &'static str = "rsqrt";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -244,6 +270,7 @@ pub struct TanhOp;
 impl<F: FloatElement> UnaryOp<F> for TanhOp {
     const NAME: &'static str = "tanh";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -263,6 +290,7 @@ pub struct SigmoidOp;
 impl<F: FloatElement> UnaryOp<F> for SigmoidOp {
     const NAME: &'static str = "sigmoid";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -297,6 +325,7 @@ pub struct Silu;
 impl<F: FloatElement> UnaryOp<F> for Silu {
     const NAME: &'static str = "silu";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -333,6 +362,11 @@ impl<F: FloatElement> UnaryOp<F> for Powf<F> {
         x.powf(self.exponent)
     }
 
+    #[inline(always)]
+    fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
+        x.powf(self.exponent.cast::<f32>())
+    }
+
     fn params(self) -> Params<F> {
         Params::one(self.exponent)
     }
@@ -354,6 +388,7 @@ pub struct Sin;
 impl<F: FloatElement> UnaryOp<F> for Sin {
     const NAME: &'static str = "sin";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -372,6 +407,7 @@ pub struct Cos;
 impl<F: FloatElement> UnaryOp<F> for Cos {
     const NAME: &'static str = "cos";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -390,6 +426,7 @@ pub struct Recip;
 impl<F: FloatElement> UnaryOp<F> for Recip {
     const NAME: &'static str = "recip";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -409,12 +446,13 @@ pub struct Erf;
 impl<F: FloatElement> UnaryOp<F> for Erf {
     const NAME: &'static str = "erf";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
         match F::DTYPE {
             DType::F64 => F::from_f64(libm::erf(Element::to_f64(x))),
-            DType::F32 => F::from_f32(libm::erff(Element::to_f64(x) as f32)),
+            DType::F32 | DType::BF16 | DType::F16 => F::from_f32(libm::erff(Element::to_f64(x) as f32)),
             DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
         }
     }
@@ -467,6 +505,7 @@ pub struct GeluErf;
 impl<F: FloatElement> UnaryOp<F> for GeluErf {
     const NAME: &'static str = "gelu";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -491,6 +530,7 @@ pub(crate) struct GeluErfSlope;
 impl<F: FloatElement> UnaryOp<F> for GeluErfSlope {
     const NAME: &'static str = "gelu_slope";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -518,6 +558,7 @@ pub struct GeluTanh;
 impl<F: FloatElement> UnaryOp<F> for GeluTanh {
     const NAME: &'static str = "gelu_tanh";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
@@ -543,6 +584,7 @@ pub(crate) struct GeluTanhSlope;
 impl<F: FloatElement> UnaryOp<F> for GeluTanhSlope {
     const NAME: &'static str = "gelu_tanh_slope";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    apply_in_f32!();
 
     #[inline(always)]
     fn apply(self, x: F) -> F {

@@ -1,0 +1,366 @@
+//! The half-precision element types, `bf16` and `f16`, on the CPU: every
+//! float operation checked against the same operation in `f32` on the same
+//! inputs (half values, which `f32` holds exactly), on random shapes.
+//!
+//! The CPU's half kernels compute in `f32` and round once, as PyTorch's do,
+//! so a kernel's half result must be its `f32` result rounded to the half
+//! type, bit for bit: [`assert_rounded`]. That `f32` result is itself checked
+//! against plain loops by the other suites, so this is a check against an
+//! independent reference once removed. What is computed as several kernels
+//! in a row (gradients, a loss, a model's step) rounds between them, and is
+//! held to a few of the half type's roundoffs instead: [`assert_near`].
+//!
+//! Then the conversions (known values, rounding to nearest even, overflow,
+//! NaN), printing, and checkpoints (safetensors' `BF16` and `F16`, bit for
+//! bit, as PyTorch writes them).
+
+use crate::common::*;
+use devtensor::nn::{LayerNorm, Linear, cross_entropy};
+use devtensor::ops::attention::AttentionMask;
+use devtensor::ops::conv::Window2d;
+use devtensor::{Checkpoint, Cpu, DType, Element, FloatElement, Tensor, bf16, f16};
+use proptest::prelude::*;
+
+/// The half type's unit roundoff: half the distance from 1 to the next value.
+fn unit_roundoff<H: FloatElement>() -> f64 {
+    match H::DTYPE {
+        DType::BF16 => 2f64.powi(-8),
+        DType::F16 => 2f64.powi(-11),
+        other => panic!("{other:?} is not a half type"),
+    }
+}
+
+/// Asserts that each of `got` is `want` rounded to `H` (NaN for NaN).
+#[track_caller]
+fn assert_rounded<H: FloatElement>(op: &str, got: &Tensor<Cpu, H>, want: &Tensor<Cpu, f32>) {
+    assert_eq!(got.dims(), want.dims(), "{op}: shapes differ");
+    for (i, (g, w)) in got.to_vec().into_iter().zip(want.to_vec()).enumerate() {
+        let rounded = <H as Element>::from_f32(w);
+        let bits = |v: H| Element::to_f64(v).to_bits();
+        let same = (Element::is_nan(g) && w.is_nan()) || bits(g) == bits(rounded);
+        assert!(same, "{op} in {:?}, element {i}: got {g}, the f32 result {w} rounds to {rounded}", H::DTYPE);
+    }
+}
+
+/// Asserts `got` within `roundoffs` of `H`'s unit roundoff of `want`, in the
+/// norm of the whole tensor (elements that cancel would make an
+/// element-wise bound meaningless).
+#[track_caller]
+fn assert_near<H: FloatElement>(op: &str, got: &Tensor<Cpu, H>, want: &Tensor<Cpu, f32>, roundoffs: f64) {
+    assert_eq!(got.dims(), want.dims(), "{op}: shapes differ");
+    let (got, want) = (as_f64(&got.to_vec()), as_f64(&want.to_vec()));
+    let error = got.iter().zip(&want).map(|(g, w)| (g - w).powi(2)).sum::<f64>().sqrt();
+    let norm = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    let bound = roundoffs * unit_roundoff::<H>() * norm.max(1e-3);
+    assert!(error <= bound, "{op} in {:?}: error {error:e} above {bound:e} (norm {norm:e})", H::DTYPE);
+}
+
+/// `v` in `E`.
+fn num<E: Element>(v: f64) -> E {
+    E::from_f64(v)
+}
+
+/// `len` values in [-3, 3) from `seed`, with a few exact zeros and ones.
+fn values(len: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            match state % 17 {
+                0 => 0.0,
+                1 => 1.0,
+                _ => (state >> 11) as f64 / (1u64 << 53) as f64 * 6.0 - 3.0,
+            }
+        })
+        .collect()
+}
+
+/// A half tensor of `dims` from `seed`, and its exact `f32` copy.
+fn pair<H: FloatElement>(dims: &[usize], seed: u64) -> (Tensor<Cpu, H>, Tensor<Cpu, f32>) {
+    let count = dims.iter().product();
+    let half = Tensor::<Cpu, H>::from_vec(cast_all(&values(count, seed)), dims);
+    let exact = half.to_dtype::<f32>();
+    (half, exact)
+}
+
+/// Runs `$call` on random inputs of the given shapes in each half type and
+/// on their exact `f32` copies, with `E` naming the element type inside it,
+/// and compares the two results: `rounded` ([`assert_rounded`]) or
+/// `near(roundoffs)` ([`assert_near`]).
+macro_rules! check_half {
+    ($op:expr, $seed:expr, [$($x:ident: $dims:expr),+] => $call:expr, $($assert:tt)+) => {{
+        check_half!(@one bf16, $op, $seed, [$($x: $dims),+] => $call, $($assert)+);
+        check_half!(@one f16, $op, $seed, [$($x: $dims),+] => $call, $($assert)+);
+    }};
+    (@one $H:ty, $op:expr, $seed:expr, [$($x:ident: $dims:expr),+] => $call:expr, $($assert:tt)+) => {{
+        let mut seed: u64 = $seed;
+        $(
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let $x = pair::<$H>(&$dims[..], seed);
+        )+
+        let want = {
+            #[allow(dead_code)] // for calls that name it
+            type E = f32;
+            $(let $x = &$x.1;)+
+            $call
+        };
+        let got = {
+            #[allow(dead_code)]
+            type E = $H;
+            $(let $x = &$x.0;)+
+            $call
+        };
+        check_half!(@check $op, &got, &want, $($assert)+);
+    }};
+    (@check $op:expr, $got:expr, $want:expr, rounded) => {
+        assert_rounded($op, $got, $want)
+    };
+    (@check $op:expr, $got:expr, $want:expr, near($roundoffs:expr)) => {
+        assert_near($op, $got, $want, $roundoffs)
+    };
+}
+
+fn dims(max_rank: usize, max_dim: usize) -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(1..=max_dim, 1..=max_rank)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cpu_cases(12)))]
+
+    /// Every unary op, on every layout the kernels see (a transposed view
+    /// included).
+    #[test]
+    fn unary_ops_round_the_f32_result_once(d in dims(3, 9), seed in any::<u64>()) {
+        macro_rules! unary {
+            ($($name:literal: |$t:ident| $call:expr;)*) => {$(
+                check_half!($name, seed, [x: d] => { let $t = x; $call }, rounded);
+                check_half!(concat!($name, " (transposed)"), seed, [x: d] => { let $t = &x.transpose(0, -1); $call }, rounded);
+            )*};
+        }
+        unary! {
+            "neg": |t| t.neg();
+            "abs": |t| t.abs();
+            "relu": |t| t.relu();
+            "clamp": |t| t.clamp(num::<E>(-0.5), num::<E>(1.25));
+            "square": |t| t.square();
+            "exp": |t| t.exp();
+            "expm1": |t| t.expm1();
+            "log": |t| t.log();
+            "log1p": |t| t.log1p();
+            "sqrt": |t| t.sqrt();
+            "rsqrt": |t| t.rsqrt();
+            "tanh": |t| t.tanh();
+            "sigmoid": |t| t.sigmoid();
+            "silu": |t| t.silu();
+            "gelu": |t| t.gelu();
+            "gelu_tanh": |t| t.gelu_tanh();
+            "sin": |t| t.sin();
+            "cos": |t| t.cos();
+            "erf": |t| t.erf();
+            "recip": |t| t.recip();
+            "powf": |t| t.powf(num::<E>(1.5));
+        }
+    }
+
+    /// Element-wise ops of two tensors, broadcast, and with a scalar.
+    #[test]
+    fn binary_ops_round_the_f32_result_once((a, b) in broadcast_pair(3, 6), seed in any::<u64>()) {
+        check_half!("add", seed, [x: a, y: b] => x + y, rounded);
+        check_half!("sub", seed, [x: a, y: b] => x - y, rounded);
+        check_half!("mul", seed, [x: a, y: b] => x * y, rounded);
+        check_half!("div", seed, [x: a, y: b] => x / y, rounded);
+        check_half!("div_floor", seed, [x: a, y: b] => x.div_floor(y), rounded);
+        check_half!("div_trunc", seed, [x: a, y: b] => x.div_trunc(y), rounded);
+        check_half!("maximum", seed, [x: a, y: b] => x.maximum(y), rounded);
+        check_half!("minimum", seed, [x: a, y: b] => x.minimum(y), rounded);
+        check_half!("pow", seed, [x: a, y: b] => x.abs().pow(y), rounded);
+        check_half!("mul_scalar", seed, [x: a] => x * num::<E>(0.375), rounded);
+        check_half!("rsub_scalar", seed, [x: a] => num::<E>(0.375) - x, rounded);
+    }
+
+    /// Sums, means and scans accumulate in `f32`: one rounding, however
+    /// long the sum (a `bf16` accumulator would stop growing at 256 ones).
+    #[test]
+    fn reductions_accumulate_in_f32(d in dims(3, 12), seed in any::<u64>(), axis in 0usize..3) {
+        let axis = (axis % d.len()) as isize;
+        check_half!("sum", seed, [x: d] => x.sum(), rounded);
+        check_half!("sum_axis", seed, [x: d] => x.sum_axis(axis), rounded);
+        check_half!("mean_axis", seed, [x: d] => x.mean_axis(axis), rounded);
+        check_half!("max_axis", seed, [x: d] => x.max_axis(axis), rounded);
+        check_half!("min_axis", seed, [x: d] => x.min_axis(axis), rounded);
+        check_half!("cumsum", seed, [x: d] => x.cumsum(axis), rounded);
+        check_half!("softmax", seed, [x: d] => x.softmax(axis), rounded);
+        check_half!("log_softmax", seed, [x: d] => x.log_softmax(axis), rounded);
+        check_half!("softmax (transposed)", seed, [x: d] => x.transpose(0, -1).softmax(axis), rounded);
+        // var = Σ(x - mean)² / (n - 1), from kernels that each round.
+        check_half!("var_axis", seed, [x: d] => x.var_axis(axis, 0), near(8.0));
+        // Comparisons are exact in every type.
+        let (h, f) = pair::<bf16>(&d, seed);
+        prop_assert_eq!(h.argmax(axis).to_vec(), f.argmax(axis).to_vec());
+    }
+
+    /// Products with `f32` accumulation: batched, broadcast, transposed,
+    /// and with a bias fused in (`Linear`).
+    #[test]
+    fn products_accumulate_in_f32(m in 1usize..20, k in 1usize..40, n in 1usize..20, batch in 1usize..4, seed in any::<u64>()) {
+        check_half!("matmul", seed, [a: [m, k], b: [k, n]] => a.matmul(b), rounded);
+        check_half!("matmul (batched, transposed)", seed, [a: [batch, m, k], b: [batch, n, k]] => a.matmul(&b.transpose(-1, -2)), rounded);
+        check_half!("matmul (broadcast)", seed, [a: [batch, m, k], b: [k, n]] => a.matmul(b), rounded);
+        check_half!("Linear", seed, [x: [m, k], w: [n, k], b: [n]] => {
+            Linear::from_weights(w.clone(), Some(b.clone())).forward(x)
+        }, rounded);
+    }
+
+    /// Convolutions: forward (direct kernel or unfolded product), and the
+    /// input and weight gradients, which sum many products.
+    #[test]
+    fn convolutions_accumulate_in_f32(c in 1usize..4, o in 1usize..5, hw in 3usize..9, pad in 0usize..2, seed in any::<u64>()) {
+        let window = Window2d { padding: [pad, pad], ..Window2d::new([3, 3]) };
+        // One rounding where the direct kernel applies (stride 1, rows of
+        // 8 or more); else the product rounds before the bias is added.
+        check_half!("conv2d", seed, [x: [2, c, hw, hw], w: [o, c, 3, 3], b: [o]] => x.conv2d(w, Some(b), window, 1), near(4.0));
+        let direct = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
+        check_half!("conv2d (direct)", seed, [x: [2, c, 9, 9], w: [o, c, 3, 3], b: [o]] => x.conv2d(w, Some(b), direct, 1), rounded);
+        for (name, input) in [("conv2d input gradient", 0), ("conv2d weight gradient", 1)] {
+            check_half!(name, seed, [x: [2, c, hw, hw], w: [o, c, 3, 3]] => {
+                let (x, w) = (x.clone().requires_grad(), w.clone().requires_grad());
+                let grads = x.conv2d(&w, None, window, 1).square().sum().backward();
+                grads.get(if input == 0 { &x } else { &w }).unwrap().clone()
+            }, near(16.0));
+        }
+    }
+
+    /// Attention: the fused kernel keeps its scores, running maxima and
+    /// sums in `f32`; every mask kind; and its gradients.
+    #[test]
+    fn attention_accumulates_in_f32(queries in 1usize..12, keys in 1usize..12, width in 1usize..10, seed in any::<u64>()) {
+        let shape = |rows: usize| [2, 2, rows, width];
+        check_half!("attention", seed, [q: shape(queries), k: shape(keys), v: shape(keys)] => {
+            q.scaled_dot_product_attention(k, v, AttentionMask::None, None)
+        }, rounded);
+        check_half!("attention (causal)", seed, [q: shape(keys), k: shape(keys), v: shape(keys)] => {
+            q.scaled_dot_product_attention(k, v, AttentionMask::Causal, None)
+        }, rounded);
+        check_half!("attention (additive mask)", seed, [q: shape(queries), k: shape(keys), v: shape(keys), m: [queries, keys]] => {
+            q.scaled_dot_product_attention(k, v, AttentionMask::Add(m), Some(0.5))
+        }, rounded);
+        for which in 0..3 {
+            check_half!("attention gradients", seed, [q: shape(queries), k: shape(keys), v: shape(keys)] => {
+                let [q, k, v] = [q, k, v].map(|t| t.clone().requires_grad());
+                let grads = q.scaled_dot_product_attention(&k, &v, AttentionMask::None, None).square().sum().backward();
+                grads.get([&q, &k, &v][which]).unwrap().clone()
+            }, near(32.0));
+        }
+    }
+
+    /// Layer norm's statistics in `f32`, forward and backward.
+    #[test]
+    fn layer_norm_computes_in_f32(rows in 1usize..8, width in 1usize..40, seed in any::<u64>()) {
+        check_half!("LayerNorm", seed, [x: [rows, width], w: [width], b: [width]] => {
+            LayerNorm::from_weights(w.clone(), b.clone()).forward(x)
+        }, rounded);
+        check_half!("LayerNorm input gradient", seed, [x: [rows, width], w: [width], b: [width], r: [rows, width]] => {
+            let x = x.clone().requires_grad();
+            let y = LayerNorm::from_weights(w.clone(), b.clone()).forward(&x);
+            (y * r).sum().backward().get(&x).unwrap().clone()
+        }, near(32.0));
+    }
+}
+
+/// A small classifier's gradients in the half types, against `f32`: every
+/// op of a training step, forward and backward, in one chain.
+#[test]
+fn a_training_steps_gradients_follow_f32() {
+    for seed in 0..4u64 {
+        check_half!("MLP weight gradient", seed, [x: [16, 12], w1: [20, 12], b1: [20], w2: [5, 20]] => {
+            let (w1, b1, w2) = (w1.clone().requires_grad(), b1.clone().requires_grad(), w2.clone().requires_grad());
+            let hidden = Linear::from_weights(w1.clone(), Some(b1.clone())).forward(x).gelu();
+            let logits = Linear::from_weights(w2.clone(), None).forward(&hidden);
+            let labels = Tensor::<Cpu, i64>::from_vec((0..16).map(|i| i % 5).collect(), [16]);
+            let grads = cross_entropy(&logits, &labels).backward();
+            grads.get(&w1).unwrap().clone()
+        }, near(24.0));
+    }
+}
+
+#[test]
+fn conversions_round_to_nearest_even_and_keep_special_values() {
+    let values = [1.0f64, 1.0 + 2f64.powi(-8), 1.0 + 3.0 * 2f64.powi(-8), 65504.0, 65520.0, -0.0, 1e-8];
+    let x = Tensor::<Cpu, f64>::from_vec(values.to_vec(), [values.len()]);
+    // bf16 has 8 bits: 1 + 2^-8 is a tie, to even (1); 1 + 3·2^-8 is a tie,
+    // to even (1 + 2^-6). f16 holds these exactly, and overflows past 65504
+    // at 65520 (the tie between 65504 and 65536, to even, which is inf).
+    let bf = x.to_dtype::<bf16>().to_vec();
+    let expected_bf = [1.0, 1.0, 1.0 + 2f64.powi(-6), 65536.0, 65536.0, -0.0, 1.0011717677116394e-8];
+    assert_eq!(as_f64(&bf), expected_bf);
+    let half = x.to_dtype::<f16>().to_vec();
+    let expected_f16 = [1.0, 1.0 + 2f64.powi(-8), 1.0 + 3.0 * 2f64.powi(-8), 65504.0, f64::INFINITY, -0.0, 0.0];
+    assert_eq!(as_f64(&half), expected_f16);
+    assert!(as_f64(&half)[5].is_sign_negative());
+    // Special values survive every conversion, and back to f32 is exact.
+    let special = Tensor::<Cpu, f32>::from_vec(vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY], [3]);
+    for v in [special.to_dtype::<bf16>().to_dtype::<f32>(), special.to_dtype::<f16>().to_dtype::<f32>()] {
+        let v = v.to_vec();
+        assert!(v[0].is_nan() && v[1] == f32::INFINITY && v[2] == f32::NEG_INFINITY);
+    }
+    // f64 -> bf16 goes through f32, as PyTorch's conversion does: f32
+    // drops the 2^-30 of 1 + 2^-8 + 2^-30, and the tie that is left goes
+    // to even, 1 (rounding once would give 1 + 2^-7).
+    let just_above = Tensor::<Cpu, f64>::from_vec(vec![1.0 + 2f64.powi(-8) + 2f64.powi(-30)], [1]);
+    assert_eq!(just_above.to_dtype::<bf16>().to_vec(), vec![bf16::ONE]);
+    // Floats to integers truncate and saturate, NaN to 0, as `as` (and PyTorch on the CPU).
+    let ints = Tensor::<Cpu, bf16>::from_vec(vec![bf16::from_f32(-2.75), bf16::from_f32(3e38), bf16::NAN], [3]);
+    assert_eq!(ints.to_dtype::<i64>().to_vec(), vec![-2, i64::MAX, 0]);
+    assert_eq!(ints.to_dtype::<u8>().to_vec(), vec![0, 255, 0]);
+}
+
+#[test]
+fn half_tensors_print_their_dtype() {
+    let x = Tensor::<Cpu, bf16>::from_vec(vec![bf16::from_f32(1.5), bf16::from_f32(-2.0)], [2]);
+    assert_eq!(format!("{x}"), "tensor([ 1.5000, -2.0000], dtype=bf16)");
+    let y = Tensor::<Cpu, f16>::from_vec(vec![f16::from_f32(0.25)], [1]);
+    assert_eq!(format!("{y}"), "tensor([0.2500], dtype=f16)");
+}
+
+#[test]
+fn checkpoints_store_half_tensors_as_safetensors_bf16_and_f16() {
+    let dir = std::env::temp_dir().join(format!("devtensor-half-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // bf16: 1.5 is 0x3FC0, -2 is 0xC000; f16: 1.5 is 0x3E00, -2 is 0xC000.
+    for (dtype, bits, header_dtype) in
+        [(DType::BF16, [0x3FC0u16, 0xC000], "BF16"), (DType::F16, [0x3E00, 0xC000], "F16")]
+    {
+        let path = dir.join(format!("{}.safetensors", dtype.name()));
+        let layer = match dtype {
+            DType::BF16 => save_and_reload::<bf16>(&path),
+            _ => save_and_reload::<f16>(&path),
+        };
+        assert_eq!(layer, vec![1.5, -2.0]);
+        let bytes = std::fs::read(&path).unwrap();
+        let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+        assert!(header.contains(&format!("\"dtype\":\"{header_dtype}\"")), "{header}");
+        let data: Vec<u16> = bytes[8 + header_len..].chunks(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+        assert_eq!(data, bits, "{header_dtype} bytes");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Saves a bias-free `Linear` of weight `[1.5, -2]` in `H` to `path`, loads
+/// it into a fresh layer, and returns the loaded weight.
+fn save_and_reload<H: FloatElement>(path: &std::path::Path) -> Vec<f64> {
+    let weight = Tensor::<Cpu, H>::from_vec(vec![num::<H>(1.5), num::<H>(-2.0)], [1, 2]);
+    Checkpoint::from_model(&Linear::from_weights(weight, None)).save(path);
+    let mut fresh = Linear::<Cpu, H>::new(2, 1).without_bias();
+    Checkpoint::<Cpu, H>::load(path).load_into(&mut fresh);
+    // The other half type's file is refused, naming both.
+    let (error, other) = match H::DTYPE {
+        DType::BF16 => (Checkpoint::<Cpu, f16>::try_load(path).err(), "f16"),
+        _ => (Checkpoint::<Cpu, bf16>::try_load(path).err(), "bf16"),
+    };
+    let error = error.expect("a file of the other half type is refused").to_string();
+    assert!(error.contains("holds") && error.ends_with(&format!("the model's are {other}")), "{error}");
+    as_f64(&fresh.weight.to_vec())
+}
