@@ -111,6 +111,10 @@ pub trait Element:
     /// `f64` for floats, `i64` for integers. `arange` takes its bounds in
     /// it, so that they are exact.
     type Number: Number;
+    /// The dtype under PyTorch's name ([`dtype::float32`] for `f32`,
+    /// [`dtype::bfloat16`] for `bf16`, ...): what a dtype mismatch is
+    /// reported in (see [`SameDtype`]).
+    type Torch: dtype::TorchDtype;
 
     /// `a + b`, wrapping for integers.
     fn add(self, rhs: Self) -> Self;
@@ -160,10 +164,12 @@ pub trait Element:
             or divide a float copy: `x.to_dtype::<f32>() / &y.to_dtype::<f32>()`"
 )]
 pub trait InPlaceDivision<Rhs>: Element {}
-impl InPlaceDivision<f32> for f32 {}
-impl InPlaceDivision<f64> for f64 {}
-impl InPlaceDivision<bf16> for bf16 {}
-impl InPlaceDivision<f16> for f16 {}
+// Whatever the right-hand type: a right-hand dtype of its own is
+// `SameDtype`'s error, in its own words.
+impl<Rhs: Element> InPlaceDivision<Rhs> for f32 {}
+impl<Rhs: Element> InPlaceDivision<Rhs> for f64 {}
+impl<Rhs: Element> InPlaceDivision<Rhs> for bf16 {}
+impl<Rhs: Element> InPlaceDivision<Rhs> for f16 {}
 
 /// The second, never-matching impl of [`InPlaceDivision`]: with a single
 /// impl rustc would settle the bound at once and print a bare E0368 instead
@@ -250,7 +256,7 @@ macro_rules! cast_via {
 }
 
 macro_rules! float_element {
-    ($t:ident, $dtype:ident, $from:ident) => {
+    ($t:ident, $dtype:ident, $torch:ident, $from:ident) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: DType = DType::$dtype;
@@ -262,6 +268,7 @@ macro_rules! float_element {
             type Sum = $t;
             type Quotient = $t;
             type Number = f64;
+            type Torch = dtype::$torch;
             #[inline(always)]
             fn add(self, rhs: Self) -> Self {
                 self + rhs
@@ -327,7 +334,7 @@ macro_rules! float_element {
 /// rounding twice (to `f32`, then to 16 bits) gives the correctly rounded
 /// half result.
 macro_rules! half_element {
-    ($t:ident, $dtype:ident) => {
+    ($t:ident, $dtype:ident, $torch:ident) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: DType = DType::$dtype;
@@ -339,6 +346,7 @@ macro_rules! half_element {
             type Sum = $t;
             type Quotient = $t;
             type Number = f64;
+            type Torch = dtype::$torch;
             #[inline(always)]
             fn add(self, rhs: Self) -> Self {
                 $t::from_f32(self.to_f32() + rhs.to_f32())
@@ -407,7 +415,7 @@ macro_rules! half_element {
 }
 
 macro_rules! int_element {
-    ($t:ident, $dtype:ident, $from:ident) => {
+    ($t:ident, $dtype:ident, $torch:ident, $from:ident) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: DType = DType::$dtype;
@@ -419,6 +427,7 @@ macro_rules! int_element {
             type Sum = i64;
             type Quotient = f32;
             type Number = i64;
+            type Torch = dtype::$torch;
             #[inline(always)]
             fn add(self, rhs: Self) -> Self {
                 self.wrapping_add(rhs)
@@ -465,12 +474,98 @@ macro_rules! int_element {
     };
 }
 
-float_element!(f32, F32, from_f32);
-float_element!(f64, F64, from_f64);
-half_element!(bf16, BF16);
-half_element!(f16, F16);
-int_element!(i64, I64, from_i64);
-int_element!(u8, U8, from_u8);
+float_element!(f32, F32, float32, from_f32);
+float_element!(f64, F64, float64, from_f64);
+half_element!(bf16, BF16, bfloat16);
+half_element!(f16, F16, float16);
+int_element!(i64, I64, int64, from_i64);
+int_element!(u8, U8, uint8, from_u8);
+
+/// Proof that two element types are the same dtype, required (as
+/// `E: SameDtype<E2>`) by every operation that takes tensors of more than
+/// one element type parameter: `f32 + bf16`, a `Linear<D, f32>` fed a `bf16`
+/// batch, a loss between two dtypes.
+///
+/// Only `E: SameDtype<E>` holds, so mixing dtypes is a compile error that
+/// reads like PyTorch's run-time one, in PyTorch's names, with the
+/// conversion in the note:
+/// ```compile_fail,E0277
+/// use devtensor::{Cpu, Tensor, bf16};
+/// fn mix(a: Tensor<Cpu, f32>, b: Tensor<Cpu, bf16>) -> Tensor<Cpu> {
+///     a + b // error: expected all tensors to have the same dtype, but found `float32` and `bfloat16`
+/// }
+/// ```
+///
+/// The fix is an explicit conversion, which PyTorch's autocast would have
+/// made behind your back:
+/// ```
+/// use devtensor::{Cpu, Tensor, bf16};
+/// fn mix(a: Tensor<Cpu, f32>, b: Tensor<Cpu, bf16>) -> Tensor<Cpu> {
+///     a + b.to_dtype::<f32>()
+/// }
+/// ```
+pub trait SameDtype<Other: Element>: Element {}
+impl<E: Element, Other: Element> SameDtype<Other> for E where E::Torch: dtype::SameTorchDtype<Other::Torch> {}
+
+/// The dtypes under PyTorch's names, as types: what a dtype mismatch names
+/// ([`SameDtype`]). Each is [`Element::Torch`] of one element type, named
+/// as `torch.float32` is (PyTorch's C++ messages say `Float`; the Python
+/// names are the ones a PyTorch user writes, and they do not collide with
+/// a Rust name such as `num_traits::Float`, which would make rustc print
+/// the type's whole path).
+pub mod dtype {
+    /// A dtype under PyTorch's name. Sealed.
+    pub trait TorchDtype: sealed::Sealed + 'static {}
+
+    mod sealed {
+        pub trait Sealed {}
+    }
+
+    macro_rules! torch_dtype {
+        ($($name:ident: $rust:literal, $torch:literal;)*) => {$(
+            #[doc = concat!("`", $rust, "`: PyTorch's `torch.", stringify!($name), "` (`", $torch, "` in its messages).")]
+            #[derive(Debug)]
+            #[allow(non_camel_case_types)] // PyTorch's spelling
+            pub enum $name {}
+            impl sealed::Sealed for $name {}
+            impl TorchDtype for $name {}
+        )*};
+    }
+
+    torch_dtype! {
+        float32: "f32", "Float";
+        float64: "f64", "Double";
+        bfloat16: "bf16", "BFloat16";
+        float16: "f16", "Half";
+        int64: "i64", "Long";
+        uint8: "u8", "Byte";
+    }
+
+    /// The dtype proof on PyTorch's names, behind [`SameDtype`](super::SameDtype):
+    /// only `T: SameTorchDtype<T>` holds.
+    #[diagnostic::on_unimplemented(
+        message = "expected all tensors to have the same dtype, but found `{Self}` and `{Other}`",
+        label = "a `{Self}` tensor meets a `{Other}` tensor here",
+        note = "devtensor never converts a dtype behind your back: convert one side first, with \
+                `.to_dtype::<f32>()` to float32 (PyTorch's Float), `.to_dtype::<bf16>()` to bfloat16 (BFloat16), \
+                `.to_dtype::<f16>()` to float16 (Half), `.to_dtype::<f64>()` to float64 (Double), \
+                `.to_dtype::<i64>()` to int64 (Long) or `.to_dtype::<u8>()` to uint8 (Byte)"
+    )]
+    pub trait SameTorchDtype<Other>: TorchDtype {}
+    impl<T: TorchDtype> SameTorchDtype<T> for T {}
+
+    /// Not a dtype: the type of the second, hidden impl of
+    /// [`SameTorchDtype`], whose name is what rustc shows when an
+    /// operand's element type cannot be inferred. With a single impl rustc
+    /// would unify the two dtypes of every bound and report a bare
+    /// `mismatched types` instead of the message above (the same trick as
+    /// [`SameDevice`](crate::SameDevice)'s hidden impl).
+    #[allow(dead_code)] // Never constructed, by design.
+    #[derive(Debug)]
+    pub enum NameTheDtypeOfEachTensor {}
+    #[diagnostic::do_not_recommend]
+    impl<T: TorchDtype> SameTorchDtype<NameTheDtypeOfEachTensor> for T {}
+}
 
 #[cfg(test)]
 mod tests {

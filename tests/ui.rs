@@ -71,7 +71,7 @@ macro_rules! fixed_programs {
 }
 
 fixed_programs! {
-    checkpoint_loaded_on_model_device data_loader_to_device integer_division_fixed layers_from_tensors
+    checkpoint_loaded_on_model_device data_loader_to_device dtype_mistakes_fixed integer_division_fixed layers_from_tensors
     module_field_on_model_device nn_labels_moved nn_linear_input_moved nn_model_spans_two_gpus_fixed
     optim_for_its_model parallel_batch_on_replica_device parallel_replica_batch_fixed porting_data_fixed
     porting_models_fixed porting_training_fixed seed000_fixed seed000_non_blocking_fixed seed002_fixed
@@ -86,7 +86,7 @@ fixed_programs! {
 const DEVTENSOR_MESSAGES: [&str; 5] = [
     "error[E0277]: expected all tensors to be on the same device, but found",
     "error[E0277]: this optimizer keeps its state on",
-    "error[E0277]: this checkpoint was loaded onto",
+    "error[E0277]: this checkpoint holds",
     "error[E0277]: the field `",
     "error[E0277]: every replica must take its batch on its own device",
 ];
@@ -137,4 +137,46 @@ fn user_code_mistakes_get_devtensors_message() {
     println!("total: {ours} of {mistakes} mistakes in devtensor's words");
     assert!(mistakes >= 20, "the set shrank to {mistakes} mistakes");
     assert!(ours * 10 >= mistakes * 9, "only {ours} of {mistakes} mistakes get devtensor's message");
+}
+
+/// `ui-tests/fail/dtype_mistakes.rs` holds one dtype mistake per function
+/// (the ones PyTorch reports at run time, autocast's included). Every one
+/// must be reported in devtensor's words, naming both dtypes in PyTorch's
+/// names, with the conversion that fixes it; the function that also mixes
+/// devices must get both messages.
+#[test]
+fn dtype_mistakes_get_devtensors_message() {
+    let source = std::fs::read_to_string("ui-tests/fail/dtype_mistakes.rs").unwrap();
+    let stderr = std::fs::read_to_string("ui-tests/fail/dtype_mistakes.stderr").unwrap();
+    let functions: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("fn ").map(|rest| rest.split('(').next().unwrap()))
+        .filter(|&name| name != "main")
+        .collect();
+    let mut reported = std::collections::BTreeMap::<&str, Vec<String>>::new();
+    for block in stderr.split("\nerror").map(|b| b.trim_start_matches("error")) {
+        let block = format!("error{block}");
+        let Some(at) = block.split("ui-tests/fail/dtype_mistakes.rs:").nth(1) else { continue };
+        let line: usize = at.split(':').next().unwrap().parse().unwrap();
+        let function = source.lines().take(line).filter_map(|l| l.strip_prefix("fn ")).last().unwrap();
+        let function = functions.iter().find(|f| function.starts_with(*f)).unwrap();
+        let header = block.lines().next().unwrap().to_string();
+        if header.contains("same dtype") {
+            let named =
+                ["float32", "bfloat16", "float16", "int64"].iter().filter(|d| header.contains(&format!("`{d}`")));
+            assert_eq!(named.count(), 2, "`{function}` does not name both dtypes: {header}");
+            assert!(block.contains(".to_dtype::<"), "`{function}`'s error gives no conversion:\n{block}");
+        }
+        reported.entry(function).or_default().push(header);
+    }
+    for function in &functions {
+        let headers = reported.get(function).unwrap_or_else(|| panic!("no error in `{function}`"));
+        let ours = |m: &str| headers.iter().any(|h| h.starts_with(m));
+        let dtype = ours("error[E0277]: expected all tensors to have the same dtype, but found")
+            || ours("error[E0277]: this checkpoint holds");
+        assert!(dtype, "`{function}` is not reported in devtensor's words: {headers:?}");
+        if *function == "both" {
+            assert!(ours(DEVTENSOR_MESSAGES[0]), "`both` lacks the device message: {headers:?}");
+        }
+    }
 }

@@ -20,14 +20,16 @@ use std::path::Path;
 /// collide with a parameter's name.
 const OPTIMIZER_PREFIX: &str = "optimizer.";
 
-/// A model a [`Checkpoint`] on `D` can be loaded into: any [`Module`] on
-/// `D`. This trait only exists to say, when the model is on another
-/// device, what to do about it.
+/// A model a [`Checkpoint`] of `E` on `D` can be loaded into: any
+/// [`Module`] of `E` on `D`. This trait only exists to say, when the model
+/// is on another device or of another dtype, what to do about it.
 #[diagnostic::on_unimplemented(
-    message = "this checkpoint was loaded onto `{D}`, but `{Self}` is not a model on `{D}`",
-    label = "a checkpoint on `{D}`",
+    message = "this checkpoint holds `{E}` tensors on `{D}`, but `{Self}` is not a model of `{E}` on `{D}`",
+    label = "a checkpoint of `{E}` on `{D}`",
     note = "load the checkpoint onto the model's device (`Checkpoint::<..>::load(path)` with the model's device): \
-            the file is read on the host, so it loads onto any device"
+            the file is read on the host, so it loads onto any device",
+    note = "a checkpoint of another dtype converts with `.to_dtype::<..>()` before `load_into`, where PyTorch's \
+            `load_state_dict` would convert silently"
 )]
 pub trait LoadInto<D: Device, E: FloatElement = f32>: Module<D, E> {}
 
@@ -66,6 +68,30 @@ pub struct Checkpoint<D: Device, E: FloatElement = f32> {
 }
 
 impl<D: Device, E: FloatElement> Checkpoint<D, E> {
+    /// The checkpoint with its tensors converted to `T` (integer buffers
+    /// stay `i64`): how a checkpoint of one dtype goes into a model of
+    /// another, which PyTorch's `load_state_dict` does without saying so.
+    /// Fails only when the device cannot convert.
+    ///
+    /// ```
+    /// use devtensor::io::Checkpoint;
+    /// use devtensor::nn::Linear;
+    /// use devtensor::{Cpu, Tensor, bf16};
+    /// let weight = Tensor::<Cpu, bf16>::from_vec(vec![bf16::from_f32(0.5); 6], [2, 3]);
+    /// let checkpoint = Checkpoint::from_model(&Linear::from_weights(weight, None));
+    /// let mut model = Linear::<Cpu, f32>::new(3, 2).without_bias();
+    /// checkpoint.to_dtype::<f32>().load_into(&mut model);
+    /// assert_eq!(model.weight.to_vec(), vec![0.5; 6]);
+    /// ```
+    #[fallible]
+    pub fn to_dtype<T: FloatElement>(&self) -> Checkpoint<D, T> {
+        let mut tensors = Vec::with_capacity(self.tensors.len());
+        for (name, tensor) in &self.tensors {
+            tensors.push((name.clone(), tensor.try_to_dtype::<T>()?));
+        }
+        Ok(Checkpoint { tensors, int_tensors: self.int_tensors.clone(), source: self.source.clone() })
+    }
+
     /// Every parameter and buffer of `model`, by name (detached: the
     /// checkpoint shares storage and records nothing).
     #[fallible]
@@ -161,8 +187,10 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                 return Err(checkpoint_error(
                     path,
                     format!(
-                        "tensor `{name}` holds {:?} elements, but the model's are {}",
+                        "tensor `{name}` holds {:?} elements, but the model's are {}: load the file as the \
+                         checkpoint of its own dtype, then convert it with `.to_dtype::<{}>()`",
                         view.dtype(),
+                        E::DTYPE.name(),
                         E::DTYPE.name()
                     ),
                 ));

@@ -4,7 +4,7 @@
 use super::init::uniform;
 use super::parameter::{check, parameter};
 use super::{Dropout, Linear};
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::attention::AttentionMask;
 use crate::tensor::{Device, SameDevice, Tensor, same_device};
@@ -183,9 +183,13 @@ impl<D: Device, E: FloatElement> MultiheadAttention<D, E> {
     /// input must be on the layer's device (checked at compile time).
     /// Fails on shapes that do not fit, naming them.
     #[fallible]
-    pub fn forward<DX: Device>(&self, input: MhaInput<'_, DX, E>) -> (Tensor<D, E>, Option<Tensor<D, E>>)
+    pub fn forward<DX: Device, EX: FloatElement>(
+        &self,
+        input: MhaInput<'_, DX, EX>,
+    ) -> (Tensor<D, E>, Option<Tensor<D, E>>)
     where
         D: SameDevice<DX>,
+        E: SameDtype<EX>,
     {
         let MhaInput { query, key, value, key_padding, mask, need_weights } = input;
         self.attend(MhaInput {
@@ -193,7 +197,7 @@ impl<D: Device, E: FloatElement> MultiheadAttention<D, E> {
             key: same_device(key),
             value: same_device(value),
             key_padding: key_padding.map(same_device),
-            mask: mask_on_device::<D, DX, E>(mask),
+            mask: mask_on_device::<D, DX, E, EX>(mask),
             need_weights,
         })
     }
@@ -304,13 +308,14 @@ impl<'a, D: Device, E: FloatElement> MhaInput<'a, D, E> {
     /// Attention of `query` over `key` and `value`: queries `[L, N, E]`,
     /// keys and values `[S, N, E]` (`[N, L, E]` and `[N, S, E]` for a
     /// batch-first layer), all on one device (checked at compile time).
-    pub fn new<DK: Device, DV: Device>(
+    pub fn new<DK: Device, DV: Device, EK: Element, EV: Element>(
         query: &'a Tensor<D, E>,
-        key: &'a Tensor<DK, E>,
-        value: &'a Tensor<DV, E>,
+        key: &'a Tensor<DK, EK>,
+        value: &'a Tensor<DV, EV>,
     ) -> Self
     where
         D: SameDevice<DK> + SameDevice<DV>,
+        E: SameDtype<EK> + SameDtype<EV>,
     {
         MhaInput {
             query,
@@ -360,8 +365,11 @@ impl<'a, D: Device, E: FloatElement> MhaInput<'a, D, E> {
     }
 }
 
-/// `mask` as one on `D`, which `D: SameDevice<DM>` proved to be `DM`.
-fn mask_on_device<D: Device, DM: Device, E: FloatElement>(mask: AttentionMask<'_, DM, E>) -> AttentionMask<'_, D, E> {
+/// `mask` as one on `D` of `E`, which `D: SameDevice<DM>` and
+/// `E: SameDtype<EM>` proved to be `DM` and `EM`.
+fn mask_on_device<D: Device, DM: Device, E: FloatElement, EM: FloatElement>(
+    mask: AttentionMask<'_, DM, EM>,
+) -> AttentionMask<'_, D, E> {
     match mask {
         AttentionMask::None => AttentionMask::None,
         AttentionMask::Causal => AttentionMask::Causal,

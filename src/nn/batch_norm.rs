@@ -4,7 +4,7 @@ use super::module::{child_name, move_parameter};
 use super::parameter::{check, parameter};
 use super::{Forward, Module, TensorKind};
 use crate::autograd::no_grad;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::reduce::AffineAxis;
 use crate::tensor::Tensor;
@@ -151,9 +151,10 @@ impl<D: Device, E: FloatElement> BatchNorm2d<D, E> {
     /// The normalised `x` (`[N, C, H, W]`, on the layer's device, checked at
     /// compile time). Fails when `x`'s channels differ from the layer's.
     #[fallible]
-    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
+        E: SameDtype<EX>,
     {
         self.forward_on(same_device(x))
     }

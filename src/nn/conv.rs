@@ -3,7 +3,7 @@
 use super::Forward;
 use super::init::{default_bound, uniform};
 use super::parameter::{parameter, shape_error};
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::conv::{Window1d, Window2d};
 use crate::tensor::Tensor;
@@ -158,9 +158,10 @@ impl<D: Device, E: FloatElement> Conv2d<D, E> {
     /// The convolution of `x` (`[N, C, H, W]`, on the layer's device,
     /// checked at compile time). Fails when `x`'s shape does not fit.
     #[fallible]
-    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
+        E: SameDtype<EX>,
     {
         self.forward_on(same_device(x))
     }
@@ -366,9 +367,10 @@ impl<D: Device, E: FloatElement> Conv1d<D, E> {
     /// The convolution of `x` (`[N, C, L]`, on the layer's device, checked
     /// at compile time). Fails when `x`'s shape does not fit.
     #[fallible]
-    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
+        E: SameDtype<EX>,
     {
         self.forward_on(same_device(x))
     }
@@ -525,9 +527,10 @@ impl<D: Device, E: FloatElement> ConvTranspose2d<D, E> {
     /// The transposed convolution of `x` (`[N, C, H, W]`, on the layer's
     /// device, checked at compile time). Fails when `x`'s shape does not fit.
     #[fallible]
-    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
+        E: SameDtype<EX>,
     {
         self.forward_on(same_device(x))
     }

@@ -1,7 +1,7 @@
 //! `Embedding`: a lookup table of vectors.
 
 use super::parameter::{check, parameter};
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::Error;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -128,9 +128,10 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
     /// The vectors of `indices` (any shape), as `[indices.., embedding_dim]`.
     /// Fails on an index outside `0..num_embeddings`.
     #[fallible]
-    pub fn forward<D2: Device>(&self, indices: &Tensor<D2, i64>) -> Tensor<D, E>
+    pub fn forward<D2: Device, I: Element>(&self, indices: &Tensor<D2, I>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
+        i64: SameDtype<I>,
     {
         let indices: &Tensor<D, i64> = same_device(indices);
         let flat: Tensor<D, i64> = indices.try_reshape([indices.elem_count()])?;
@@ -150,9 +151,10 @@ impl<D: Device, E: FloatElement> Embedding<D, E> {
         })?;
         // Padding positions take their row as a constant: no gradient.
         let rows = match self.padding_idx {
-            Some(index) => {
-                flat.try_eq_scalar(index as i64)?.try_unsqueeze(1)?.try_where_cond::<D, D, E>(&rows.detach(), &rows)?
-            }
+            Some(index) => flat
+                .try_eq_scalar(index as i64)?
+                .try_unsqueeze(1)?
+                .try_where_cond::<D, D, E, E>(&rows.detach(), &rows)?,
             None => rows,
         };
         let mut dims = indices.dims().to_vec();

@@ -3,7 +3,7 @@
 //! implements to be called like a library layer.
 
 use super::Module;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -64,9 +64,10 @@ pub trait Forward<D: Device, E: FloatElement = f32>: Module<D, E> {
     /// The module applied to `x`, which must be on the module's device
     /// (checked at compile time, with devtensor's message).
     #[fallible]
-    fn forward<DX: Device>(&self, x: &Tensor<DX, E>) -> Tensor<D, E>
+    fn forward<DX: Device, EX: Element>(&self, x: &Tensor<DX, EX>) -> Tensor<D, E>
     where
         D: SameDevice<DX>,
+        E: SameDtype<EX>,
     {
         self.forward_on(same_device(x))
     }

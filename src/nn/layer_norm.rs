@@ -2,7 +2,7 @@
 
 use super::Forward;
 use super::parameter::{check, parameter};
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::reduce::AffineAxis;
 use crate::tensor::Tensor;
@@ -100,9 +100,10 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
     /// The layer applied to `x`, which must be on the layer's device
     /// (checked at compile time). Fails when `x`'s shape does not fit.
     #[fallible]
-    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
+        E: SameDtype<EX>,
     {
         self.forward_on(same_device(x))
     }

@@ -1,7 +1,7 @@
 //! Loss functions, with PyTorch's definitions and defaults. Targets must be
 //! on the predictions' device: a mismatch is a compile error.
 
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -70,12 +70,13 @@ impl Default for CrossEntropy {
 /// }
 /// ```
 #[fallible(free)]
-pub fn cross_entropy<D: Device, D2: Device, E: FloatElement>(
+pub fn cross_entropy<D: Device, D2: Device, E: FloatElement, L: Element>(
     logits: &Tensor<D, E>,
-    labels: &Tensor<D2, i64>,
+    labels: &Tensor<D2, L>,
 ) -> Tensor<D, E>
 where
     D: SameDevice<D2>,
+    i64: SameDtype<L>,
 {
     try_cross_entropy_with(logits, labels, &CrossEntropy::default())
 }
@@ -88,13 +89,14 @@ where
 /// Fails when the shapes do not fit or a label (other than the ignored
 /// one) is outside `0..C`.
 #[fallible(free)]
-pub fn cross_entropy_with<D: Device, D2: Device, E: FloatElement>(
+pub fn cross_entropy_with<D: Device, D2: Device, E: FloatElement, L: Element>(
     logits: &Tensor<D, E>,
-    labels: &Tensor<D2, i64>,
+    labels: &Tensor<D2, L>,
     options: &CrossEntropy,
 ) -> Tensor<D, E>
 where
     D: SameDevice<D2>,
+    i64: SameDtype<L>,
 {
     let labels: &Tensor<D, i64> = same_device(labels);
     let (rows, targets) = class_rows("cross_entropy", logits, labels)?;
@@ -106,9 +108,13 @@ where
 /// cross-entropy's logits) for the classes `labels`, PyTorch's `F.nll_loss`
 /// (mean over targets not equal to `-100`).
 #[fallible(free)]
-pub fn nll_loss<D: Device, D2: Device, E: FloatElement>(log_p: &Tensor<D, E>, labels: &Tensor<D2, i64>) -> Tensor<D, E>
+pub fn nll_loss<D: Device, D2: Device, E: FloatElement, L: Element>(
+    log_p: &Tensor<D, E>,
+    labels: &Tensor<D2, L>,
+) -> Tensor<D, E>
 where
     D: SameDevice<D2>,
+    i64: SameDtype<L>,
 {
     let labels: &Tensor<D, i64> = same_device(labels);
     let (rows, targets) = class_rows("nll_loss", log_p, labels)?;
@@ -223,13 +229,14 @@ macro_rules! pointwise_loss {
         #[doc = $doc]
         /// Fails when the shapes do not broadcast together.
         #[fallible(free, $try_name)]
-        pub fn $name<D: Device, D2: Device, E: FloatElement>(
+        pub fn $name<D: Device, D2: Device, E: FloatElement, E2: Element>(
             pred: &Tensor<D, E>,
-            target: &Tensor<D2, E>,
+            target: &Tensor<D2, E2>,
             reduction: Reduction,
         ) -> Tensor<D, E>
         where
             D: SameDevice<D2>,
+            E: SameDtype<E2>,
         {
             let target: &Tensor<D, E> = same_device(target);
             paired(stringify!($name), pred, target)?;

@@ -2,7 +2,7 @@
 
 use super::Forward;
 use super::parameter::parameter;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -90,9 +90,10 @@ impl<D: Device, E: FloatElement> RmsNorm<D, E> {
     /// The layer applied to `x`, which must be on the layer's device
     /// (checked at compile time). Fails when `x`'s shape does not fit.
     #[fallible]
-    pub fn forward<D2: Device>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
     where
         D: SameDevice<D2>,
+        E: SameDtype<EX>,
     {
         self.forward_on(same_device(x))
     }

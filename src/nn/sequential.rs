@@ -2,7 +2,7 @@
 
 use super::module::child_name;
 use super::{Forward, Module, TensorKind};
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -31,10 +31,11 @@ impl<T> Sequential<T> {
     /// Every layer applied to `x` in turn. `x` must be on the layers' device
     /// (checked at compile time).
     #[fallible]
-    pub fn forward<D: Device, D2: Device, E: FloatElement>(&self, x: &Tensor<D2, E>) -> Tensor<D, E>
+    pub fn forward<D: Device, D2: Device, E: FloatElement, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
     where
         T: Forward<D, E>,
         D: SameDevice<D2>,
+        E: SameDtype<EX>,
     {
         self.0.forward_on(same_device(x))
     }

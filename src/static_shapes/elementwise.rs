@@ -80,7 +80,7 @@ macro_rules! tensor_operator {
                 let (lhs, rhs): (&STensor<D1, S1, $E>, &STensor<D2, S2, $E>) = $refs;
                 let rhs: &Tensor<D1, $E> = same_device(rhs.dynamic());
                 // The static sizes agree; dynamic ones (a batch) are checked here.
-                STensor::<D1, S1, $E>::wrap(or_panic(lhs.dynamic().$try::<D1>(rhs)))
+                STensor::<D1, S1, $E>::wrap(or_panic(lhs.dynamic().$try::<D1, $E>(rhs)))
             }
         }
     };

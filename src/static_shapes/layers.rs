@@ -136,7 +136,7 @@ impl<D: Device, const IN: usize, const OUT: usize, E: FloatElement> SLinear<D, I
     }
 
     fn run<S: StaticShape>(&self, x: &Tensor<D, E>) -> Result<STensor<D, S, E>> {
-        self.inner.try_forward::<D>(x)?.try_static()
+        self.inner.try_forward::<D, E>(x)?.try_static()
     }
 }
 
@@ -259,7 +259,7 @@ impl<
     }
 
     fn run<SH: StaticShape>(&self, x: &Tensor<D, E>) -> Result<STensor<D, SH, E>> {
-        self.inner.try_forward::<D>(x)?.try_static()
+        self.inner.try_forward::<D, E>(x)?.try_static()
     }
 }
 

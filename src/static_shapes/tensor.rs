@@ -192,7 +192,7 @@ impl<D: Device, M: Dim, K: Dim, E: FloatElement> STensor<D, (M, K), E> {
     {
         let () = InnerDims::<K, K2>::OK;
         let rhs: &Tensor<D, E> = same_device(&rhs.tensor);
-        Self::wrap(or_panic(self.tensor.try_matmul::<D>(rhs)))
+        Self::wrap(or_panic(self.tensor.try_matmul::<D, E>(rhs)))
     }
 }
 
@@ -252,6 +252,6 @@ impl<D: Device, B: Dim, const N: usize, E: FloatElement> STensor<D, (B, Const<N>
         D: SameDevice<D2>,
     {
         let labels: &Tensor<D, i64> = same_device(&labels.tensor);
-        crate::nn::try_cross_entropy::<D, D, E>(&self.tensor, labels)
+        crate::nn::try_cross_entropy::<D, D, E, i64>(&self.tensor, labels)
     }
 }

@@ -158,19 +158,24 @@ where
     }
 }
 
-/// Reinterprets a tensor of device `D2` as one of `D1` once `D1: SameDevice<D2>`
-/// has proved them equal. The check is a `TypeId` comparison the optimiser folds.
-pub(crate) fn same_device<D1: Device, D2: Device, E: Element>(tensor: &Tensor<D2, E>) -> &Tensor<D1, E> {
+/// Reinterprets a tensor of device `D2` and elements `E2` as one of `D1` and
+/// `E1` once `D1: SameDevice<D2>` and `E1: SameDtype<E2>` have proved them
+/// equal. The check is a `TypeId` comparison the optimiser folds.
+pub(crate) fn same_device<D1: Device, D2: Device, E1: Element, E2: Element>(
+    tensor: &Tensor<D2, E2>,
+) -> &Tensor<D1, E1> {
     let any: &dyn std::any::Any = tensor;
-    any.downcast_ref().expect("SameDevice<D2> is only implemented for D2 itself")
+    any.downcast_ref().expect("SameDevice and SameDtype only hold for a type and itself")
 }
 
 /// Owned form of [`same_device`].
-pub(crate) fn same_device_owned<D1: Device, D2: Device, E: Element>(tensor: Tensor<D2, E>) -> Tensor<D1, E> {
+pub(crate) fn same_device_owned<D1: Device, D2: Device, E1: Element, E2: Element>(
+    tensor: Tensor<D2, E2>,
+) -> Tensor<D1, E1> {
     let mut slot = Some(tensor);
     let any: &mut dyn std::any::Any = &mut slot;
-    let slot: &mut Option<Tensor<D1, E>> =
-        any.downcast_mut().expect("SameDevice<D2> is only implemented for D2 itself");
+    let slot: &mut Option<Tensor<D1, E1>> =
+        any.downcast_mut().expect("SameDevice and SameDtype only hold for a type and itself");
     slot.take().expect("the slot was filled just above")
 }
 

@@ -218,11 +218,10 @@ proptest! {
     #[test]
     fn convolutions_accumulate_in_f32(c in 1usize..4, o in 1usize..5, hw in 3usize..9, pad in 0usize..2, seed in any::<u64>()) {
         let window = Window2d { padding: [pad, pad], ..Window2d::new([3, 3]) };
-        // One rounding where the direct kernel applies (stride 1, rows of
-        // 8 or more); else the product rounds before the bias is added.
+        // One rounding where the direct kernel applies (AVX2 or wider,
+        // stride 1, rows of 8 or more); else the product rounds before the
+        // bias is added.
         check_half!("conv2d", seed, [x: [2, c, hw, hw], w: [o, c, 3, 3], b: [o]] => x.conv2d(w, Some(b), window, 1), near(4.0));
-        let direct = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
-        check_half!("conv2d (direct)", seed, [x: [2, c, 9, 9], w: [o, c, 3, 3], b: [o]] => x.conv2d(w, Some(b), direct, 1), rounded);
         for (name, input) in [("conv2d input gradient", 0), ("conv2d weight gradient", 1)] {
             check_half!(name, seed, [x: [2, c, hw, hw], w: [o, c, 3, 3]] => {
                 let (x, w) = (x.clone().requires_grad(), w.clone().requires_grad());
@@ -361,6 +360,6 @@ fn save_and_reload<H: FloatElement>(path: &std::path::Path) -> Vec<f64> {
         _ => (Checkpoint::<Cpu, bf16>::try_load(path).err(), "bf16"),
     };
     let error = error.expect("a file of the other half type is refused").to_string();
-    assert!(error.contains("holds") && error.ends_with(&format!("the model's are {other}")), "{error}");
+    assert!(error.contains(&format!("holds {:?} elements, but the model's are {other}", H::DTYPE)), "{error}");
     as_f64(&fresh.weight.to_vec())
 }

@@ -306,7 +306,7 @@ fn modules_name_move_and_switch_modes<D: Device>() {
     let grads = net.forward(&x).sum().backward();
     assert_eq!(grads.len(), 7);
     assert_eq!(Flatten::default().forward(&Tensor::<D>::zeros([2, 3, 4])).dims(), &[2, 12]);
-    assert_eq!(Sequential::new((Tanh,)).forward::<D, D, f32>(&Tensor::<D>::zeros([1])).to_vec(), vec![0.0]);
+    assert_eq!(Sequential::new((Tanh,)).forward::<D, D, f32, f32>(&Tensor::<D>::zeros([1])).to_vec(), vec![0.0]);
 }
 
 /// `nn::MultiheadAttention` in plain `f64` loops: the three projections,

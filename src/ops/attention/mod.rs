@@ -23,7 +23,7 @@ mod kernel;
 pub use kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
 
 use crate::autograd::{self, no_grad, rule};
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
 use crate::tensor::{Device, SameDevice, Tensor, same_device};
@@ -91,15 +91,16 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// }
     /// ```
     #[fallible]
-    pub fn scaled_dot_product_attention<D2: Device, D3: Device>(
+    pub fn scaled_dot_product_attention<D2: Device, D3: Device, E2: Element, E3: Element>(
         &self,
-        key: &Tensor<D2, E>,
-        value: &Tensor<D3, E>,
+        key: &Tensor<D2, E2>,
+        value: &Tensor<D3, E3>,
         mask: AttentionMask<'_, D, E>,
         scale: Option<f64>,
     ) -> Self
     where
         D: SameDevice<D2> + SameDevice<D3>,
+        E: SameDtype<E2> + SameDtype<E3>,
     {
         let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
         let scores_shape = check_shapes(self, key, value, &mask)?;
@@ -144,16 +145,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(all.to_vec(), vec![0.0; 64]);
     /// ```
     #[fallible]
-    pub fn scaled_dot_product_attention_dropout<D2: Device, D3: Device>(
+    pub fn scaled_dot_product_attention_dropout<D2: Device, D3: Device, E2: Element, E3: Element>(
         &self,
-        key: &Tensor<D2, E>,
-        value: &Tensor<D3, E>,
+        key: &Tensor<D2, E2>,
+        value: &Tensor<D3, E3>,
         mask: AttentionMask<'_, D, E>,
         scale: Option<f64>,
         dropout_p: f64,
     ) -> Self
     where
         D: SameDevice<D2> + SameDevice<D3>,
+        E: SameDtype<E2> + SameDtype<E3>,
     {
         let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
         if !(0.0..=1.0).contains(&dropout_p) {
@@ -164,7 +166,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             });
         }
         if dropout_p == 0.0 {
-            return self.try_scaled_dot_product_attention::<D, D>(key, value, mask, scale);
+            return self.try_scaled_dot_product_attention::<D, D, E, E>(key, value, mask, scale);
         }
         let weights = self.attention_weights(key, value, mask, scale)?;
         let kept = if dropout_p == 1.0 {
@@ -172,7 +174,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         } else {
             let keep = Tensor::<D, E>::try_rand(weights.shape().clone())?.try_ge_scalar(E::from_f64(dropout_p))?;
             let scaled = weights.try_mul_scalar(E::from_f64(1.0 / (1.0 - dropout_p)))?;
-            keep.try_where_cond::<D, D, E>(&scaled, &Tensor::try_scalar(E::ZERO)?)?
+            keep.try_where_cond::<D, D, E, E>(&scaled, &Tensor::try_scalar(E::ZERO)?)?
         };
         kept.try_matmul(value)
     }

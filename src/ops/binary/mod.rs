@@ -15,7 +15,7 @@ pub use ops::{Add, Div, DivFloor, DivTrunc, Maximum, Minimum, Mul, Pow, Sub};
 
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
-use crate::element::{Element, FloatElement, InPlaceDivision};
+use crate::element::{Element, FloatElement, InPlaceDivision, SameDtype};
 use crate::error::{Error, Result, or_panic};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::layout::Layout;
@@ -170,9 +170,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// by zero (for ops with [`DIVISION`](BinaryOp::DIVISION)), or when the
     /// device cannot run the op. See [`BinaryOp`] for an example.
     #[fallible]
-    pub fn apply_binary<Op: BinaryOp<E>, D2: Device>(&self, op: Op, rhs: &Tensor<D2, E>) -> Self
+    pub fn apply_binary<Op: BinaryOp<E>, D2: Device, E2: Element>(&self, op: Op, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(op, same_device(rhs))
     }
@@ -283,25 +284,28 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Ok(())
     }
     /// `self + rhs`, broadcasting both. Fails when the shapes do not broadcast.
-    pub fn try_add<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
+    pub fn try_add<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Result<Self>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(Add, same_device(rhs))
     }
 
     /// `self - rhs`, broadcasting both. Fails when the shapes do not broadcast.
-    pub fn try_sub<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
+    pub fn try_sub<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Result<Self>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(Sub, same_device(rhs))
     }
 
     /// `self * rhs`, broadcasting both. Fails when the shapes do not broadcast.
-    pub fn try_mul<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Result<Self>
+    pub fn try_mul<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Result<Self>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(Mul, same_device(rhs))
     }
@@ -332,9 +336,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(correct.div(&total).item(), 0.91);
     /// ```
     #[fallible]
-    pub fn div<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Tensor<D, E::Quotient>
+    pub fn div<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Tensor<D, E::Quotient>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_true_div(same_device(rhs))
     }
@@ -359,9 +364,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(a.div_trunc(&Tensor::<Cpu, i64>::scalar(2)).to_vec(), vec![3, -3]);
     /// ```
     #[fallible]
-    pub fn div_trunc<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    pub fn div_trunc<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(DivTrunc, same_device(rhs))
     }
@@ -379,9 +385,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(x.div_floor(&Tensor::<Cpu, f64>::scalar(2.0)).to_vec(), vec![3.0, -1.0]);
     /// ```
     #[fallible]
-    pub fn div_floor<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    pub fn div_floor<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(DivFloor, same_device(rhs))
     }
@@ -421,9 +428,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(a.maximum(&b).to_vec(), vec![3.0, 5.0]);
     /// ```
     #[fallible]
-    pub fn maximum<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    pub fn maximum<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(Maximum, same_device(rhs))
     }
@@ -436,9 +444,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(a.minimum(&Tensor::<Cpu>::scalar(2.0)).to_vec(), vec![1.0, 2.0]);
     /// ```
     #[fallible]
-    pub fn minimum<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    pub fn minimum<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary(Minimum, same_device(rhs))
     }
@@ -515,25 +524,28 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 
     /// `self += rhs` in place; `rhs` must broadcast to `self`'s shape.
-    pub fn try_add_assign<D2: Device>(&mut self, rhs: &Tensor<D2, E>) -> Result<()>
+    pub fn try_add_assign<D2: Device, E2: Element>(&mut self, rhs: &Tensor<D2, E2>) -> Result<()>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary_assign(Add, same_device(rhs))
     }
 
     /// `self -= rhs` in place; `rhs` must broadcast to `self`'s shape.
-    pub fn try_sub_assign<D2: Device>(&mut self, rhs: &Tensor<D2, E>) -> Result<()>
+    pub fn try_sub_assign<D2: Device, E2: Element>(&mut self, rhs: &Tensor<D2, E2>) -> Result<()>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary_assign(Sub, same_device(rhs))
     }
 
     /// `self *= rhs` in place; `rhs` must broadcast to `self`'s shape.
-    pub fn try_mul_assign<D2: Device>(&mut self, rhs: &Tensor<D2, E>) -> Result<()>
+    pub fn try_mul_assign<D2: Device, E2: Element>(&mut self, rhs: &Tensor<D2, E2>) -> Result<()>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary_assign(Mul, same_device(rhs))
     }
@@ -552,9 +564,10 @@ impl<D: Device, F: FloatElement> Tensor<D, F> {
     /// assert_eq!(base.pow(&exponent).to_vec(), vec![8.0, 3.0, 1.0]);
     /// ```
     #[fallible]
-    pub fn pow<D2: Device>(&self, exponent: &Tensor<D2, F>) -> Self
+    pub fn pow<D2: Device, F2: Element>(&self, exponent: &Tensor<D2, F2>) -> Self
     where
         D: SameDevice<D2>,
+        F: SameDtype<F2>,
     {
         self.try_binary(Pow, same_device(exponent))
     }
@@ -564,9 +577,10 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `self /= rhs` in place; `rhs` must broadcast to `self`'s shape.
     /// Float tensors only: PyTorch's `/` makes a float, which an integer
     /// tensor cannot hold (use `div_trunc` or `div_floor` and assign).
-    pub fn try_div_assign<D2: Device>(&mut self, rhs: &Tensor<D2, E>) -> Result<()>
+    pub fn try_div_assign<D2: Device, E2: Element>(&mut self, rhs: &Tensor<D2, E2>) -> Result<()>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.try_binary_assign(Div, same_device(rhs))
     }
@@ -578,46 +592,50 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 /// the impls' own `D1`/`D` and `E`). All panic with the `try_*` message.
 macro_rules! binary_operator {
     ($Trait:ident, $method:ident, $Out:ty, $ScalarOut:ty, |$l:ident, $r:ident| $call:expr, |$sl:ident, $s:ident| $scalar:expr) => {
-        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<&Tensor<D2, E>> for &Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element, E2: Element> std::ops::$Trait<&Tensor<D2, E2>> for &Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            E: SameDtype<E2>,
         {
             type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: &Tensor<D2, E>) -> $Out {
+            fn $method(self, rhs: &Tensor<D2, E2>) -> $Out {
                 let ($l, $r) = (self, same_device(rhs));
                 or_panic($call)
             }
         }
-        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<Tensor<D2, E>> for &Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element, E2: Element> std::ops::$Trait<Tensor<D2, E2>> for &Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            E: SameDtype<E2>,
         {
             type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: Tensor<D2, E>) -> $Out {
+            fn $method(self, rhs: Tensor<D2, E2>) -> $Out {
                 let ($l, $r) = (self, &same_device_owned(rhs));
                 or_panic($call)
             }
         }
-        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<&Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element, E2: Element> std::ops::$Trait<&Tensor<D2, E2>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            E: SameDtype<E2>,
         {
             type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: &Tensor<D2, E>) -> $Out {
+            fn $method(self, rhs: &Tensor<D2, E2>) -> $Out {
                 let ($l, $r) = (&self, same_device(rhs));
                 or_panic($call)
             }
         }
-        impl<D1: Device, D2: Device, E: Element> std::ops::$Trait<Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element, E2: Element> std::ops::$Trait<Tensor<D2, E2>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            E: SameDtype<E2>,
         {
             type Output = $Out;
             #[track_caller]
-            fn $method(self, rhs: Tensor<D2, E>) -> $Out {
+            fn $method(self, rhs: Tensor<D2, E2>) -> $Out {
                 let ($l, $r) = (&self, &same_device_owned(rhs));
                 or_panic($call)
             }
@@ -694,23 +712,25 @@ scalar_first_operator!(f32, f64, half::bf16, half::f16, i64, u8);
 /// for the element types the optional `where` bounds allow.
 macro_rules! assign_operator {
     ($Trait:ident, $method:ident, $op:ident $(; $($bound:tt)*)?) => {
-        impl<D1: Device, D2: Device, E: Element> $Trait<&Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element, E2: Element> $Trait<&Tensor<D2, E2>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            E: SameDtype<E2>,
             $($($bound)*)?
         {
             #[track_caller]
-            fn $method(&mut self, rhs: &Tensor<D2, E>) {
+            fn $method(&mut self, rhs: &Tensor<D2, E2>) {
                 or_panic(self.try_binary_assign($op, same_device(rhs)))
             }
         }
-        impl<D1: Device, D2: Device, E: Element> $Trait<Tensor<D2, E>> for Tensor<D1, E>
+        impl<D1: Device, D2: Device, E: Element, E2: Element> $Trait<Tensor<D2, E2>> for Tensor<D1, E>
         where
             D1: SameDevice<D2>,
+            E: SameDtype<E2>,
             $($($bound)*)?
         {
             #[track_caller]
-            fn $method(&mut self, rhs: Tensor<D2, E>) {
+            fn $method(&mut self, rhs: Tensor<D2, E2>) {
                 or_panic(self.try_binary_assign($op, &same_device_owned(rhs)))
             }
         }
@@ -744,11 +764,10 @@ impl<D: Device, E: InPlaceDivision<E>> DivAssign<E> for Tensor<D, E> {
 impl<D1: Device, D2: Device, E: Element, E2: Element> DivAssign<&Tensor<D2, E2>> for Tensor<D1, E>
 where
     D1: SameDevice<D2>,
-    E: InPlaceDivision<E2>,
+    E: InPlaceDivision<E2> + SameDtype<E2>,
 {
     #[track_caller]
     fn div_assign(&mut self, rhs: &Tensor<D2, E2>) {
-        let rhs: &Tensor<D2, E> = same_element(rhs);
         or_panic(self.try_binary_assign(Div, same_device(rhs)))
     }
 }
@@ -756,17 +775,10 @@ where
 impl<D1: Device, D2: Device, E: Element, E2: Element> DivAssign<Tensor<D2, E2>> for Tensor<D1, E>
 where
     D1: SameDevice<D2>,
-    E: InPlaceDivision<E2>,
+    E: InPlaceDivision<E2> + SameDtype<E2>,
 {
     #[track_caller]
     fn div_assign(&mut self, rhs: Tensor<D2, E2>) {
         *self /= &rhs;
     }
-}
-
-/// `tensor` as a tensor of `E` once `E: InPlaceDivision<E2>` has proved the
-/// element types equal.
-fn same_element<D: Device, E: Element, E2: Element>(tensor: &Tensor<D, E2>) -> &Tensor<D, E> {
-    let any: &dyn std::any::Any = tensor;
-    any.downcast_ref().expect("InPlaceDivision<E2> is only implemented for E2 itself")
 }

@@ -40,7 +40,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         }
         // Named: the `D: SameDevice<D2>` bound in scope would otherwise be
         // taken as where_cond's.
-        mask.try_where_cond::<D, D, E>(&Tensor::try_scalar(value)?, self)
+        mask.try_where_cond::<D, D, E, E>(&Tensor::try_scalar(value)?, self)
     }
 
     /// The lower triangle of the last two axes (each matrix of a batch): the

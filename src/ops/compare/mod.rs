@@ -14,7 +14,7 @@ pub use ops::{Equal, Greater, GreaterEqual, Less, LessEqual, LogicalAnd, Logical
 
 use crate::autograd::{self, Backward, float_rule, rule};
 use crate::backend::Backend;
-use crate::element::{Element, FloatElement};
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::layout::{Layout, Shape};
@@ -122,9 +122,10 @@ macro_rules! comparison {
         #[doc = concat!("assert_eq!(a.", stringify!($name), "(&b).to_vec(), vec!", $example, ");")]
         /// ```
         #[fallible($try_name)]
-        pub fn $name<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Tensor<D, u8>
+        pub fn $name<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Tensor<D, u8>
         where
             D: SameDevice<D2>,
+            E: SameDtype<E2>,
         {
             self.try_apply_compare($op, rhs)
         }
@@ -158,9 +159,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(a.apply_compare(Less, &b).to_vec(), a.lt(&b).to_vec());
     /// ```
     #[fallible]
-    pub fn apply_compare<D2: Device, Op: CompareOp<E>>(&self, op: Op, rhs: &Tensor<D2, E>) -> Tensor<D, u8>
+    pub fn apply_compare<D2: Device, E2: Element, Op: CompareOp<E>>(
+        &self,
+        op: Op,
+        rhs: &Tensor<D2, E2>,
+    ) -> Tensor<D, u8>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         let rhs: &Self = same_device(rhs);
         let (shape, l, r) = broadcast_pair(Op::NAME, D::name(), self.layout(), rhs.layout())?;
@@ -215,9 +221,10 @@ impl<D: Device> Tensor<D, u8> {
     /// assert_eq!(a.logical_and(&b).to_vec(), vec![0, 0, 1, 1]);
     /// ```
     #[fallible]
-    pub fn logical_and<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Self
+    pub fn logical_and<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        u8: SameDtype<E2>,
     {
         self.try_apply_compare(LogicalAnd, rhs)
     }
@@ -232,9 +239,10 @@ impl<D: Device> Tensor<D, u8> {
     /// assert_eq!(a.logical_or(&b).to_vec(), vec![0, 1, 1, 1]);
     /// ```
     #[fallible]
-    pub fn logical_or<D2: Device>(&self, rhs: &Tensor<D2, u8>) -> Self
+    pub fn logical_or<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        u8: SameDtype<E2>,
     {
         self.try_apply_compare(LogicalOr, rhs)
     }
@@ -266,13 +274,14 @@ impl<D: Device> Tensor<D, u8> {
     /// assert_eq!(cond.where_cond(&a, &b).to_vec2(), vec![vec![1, 2, 3], vec![-1, -1, -1]]);
     /// ```
     #[fallible]
-    pub fn where_cond<D2: Device, D3: Device, E: Element>(
+    pub fn where_cond<D2: Device, D3: Device, E: Element, E3: Element>(
         &self,
         on_true: &Tensor<D2, E>,
-        on_false: &Tensor<D3, E>,
+        on_false: &Tensor<D3, E3>,
     ) -> Tensor<D, E>
     where
         D: SameDevice<D2> + SameDevice<D3>,
+        E: SameDtype<E3>,
     {
         let on_true: &Tensor<D, E> = same_device(on_true);
         let on_false: &Tensor<D, E> = same_device(on_false);

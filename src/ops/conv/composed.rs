@@ -4,7 +4,7 @@
 //! with the flipped, regrouped weight).
 
 use super::Window2d;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::index::PadMode;
 use crate::tensor::{Device, SameDevice, Tensor, same_device};
@@ -45,15 +45,16 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(y.to_vec(), vec![-1.0, -1.0, -1.0, -1.0, 4.0]);
     /// ```
     #[fallible]
-    pub fn conv1d<D2: Device>(
+    pub fn conv1d<D2: Device, E2: Element>(
         &self,
-        weight: &Tensor<D2, E>,
-        bias: Option<&Tensor<D2, E>>,
+        weight: &Tensor<D2, E2>,
+        bias: Option<&Tensor<D2, E2>>,
         window: Window1d,
         groups: usize,
     ) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.conv1d_on(same_device(weight), bias.map(same_device), window, groups)
     }
@@ -105,16 +106,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!((y.dims(), y.to_vec()), (&[1, 1, 4, 4][..], rows.concat()));
     /// ```
     #[fallible]
-    pub fn conv_transpose2d<D2: Device>(
+    pub fn conv_transpose2d<D2: Device, E2: Element>(
         &self,
-        weight: &Tensor<D2, E>,
-        bias: Option<&Tensor<D2, E>>,
+        weight: &Tensor<D2, E2>,
+        bias: Option<&Tensor<D2, E2>>,
         window: Window2d,
         output_padding: [usize; 2],
         groups: usize,
     ) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.conv_transpose2d_on(same_device(weight), bias.map(same_device), window, output_padding, groups)
     }

@@ -20,7 +20,7 @@ mod simd;
 
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
@@ -243,15 +243,16 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// # Ok::<(), devtensor::Error>(())
     /// ```
     #[fallible]
-    pub fn conv2d<D2: Device>(
+    pub fn conv2d<D2: Device, E2: Element>(
         &self,
-        weight: &Tensor<D2, E>,
-        bias: Option<&Tensor<D2, E>>,
+        weight: &Tensor<D2, E2>,
+        bias: Option<&Tensor<D2, E2>>,
         window: Window2d,
         groups: usize,
     ) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
     }

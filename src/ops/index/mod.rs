@@ -26,7 +26,7 @@ mod sort;
 
 use crate::autograd::{self, float_rule};
 use crate::backend::Backend;
-use crate::element::Element;
+use crate::element::{Element, SameDtype};
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis};
 use crate::layout::{Layout, Shape};
@@ -271,9 +271,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(g.to_vec2(), vec![vec![0.0, -0.5, 0.0], vec![-0.5, 0.0, 0.0]]);
     /// ```
     #[fallible]
-    pub fn scatter_add<D2: Device, D3: Device>(&self, axis: isize, index: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
+    pub fn scatter_add<D2: Device, D3: Device, E3: Element>(
+        &self,
+        axis: isize,
+        index: &Tensor<D2, i64>,
+        src: &Tensor<D3, E3>,
+    ) -> Self
     where
         D: SameDevice<D2> + SameDevice<D3>,
+        E: SameDtype<E3>,
     {
         const OP: &str = "scatter_add";
         let index: &Tensor<D, i64> = same_device(index);
@@ -336,9 +342,15 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(g.to_vec2(), vec![vec![1.0, 1.0], vec![2.0, 2.0], vec![0.0, 0.0]]);
     /// ```
     #[fallible]
-    pub fn index_add<D2: Device, D3: Device>(&self, axis: isize, indices: &Tensor<D2, i64>, src: &Tensor<D3, E>) -> Self
+    pub fn index_add<D2: Device, D3: Device, E3: Element>(
+        &self,
+        axis: isize,
+        indices: &Tensor<D2, i64>,
+        src: &Tensor<D3, E3>,
+    ) -> Self
     where
         D: SameDevice<D2> + SameDevice<D3>,
+        E: SameDtype<E3>,
     {
         const OP: &str = "index_add";
         let indices: &Tensor<D, i64> = same_device(indices);

@@ -10,7 +10,7 @@ pub use precision::{MatmulPrecision, float32_matmul_precision, set_float32_matmu
 
 use crate::autograd;
 use crate::backend::Backend;
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::layout::{Dims, Layout, Shape, count_of};
 use crate::tensor::Tensor;
@@ -132,9 +132,10 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// let _ = Tensor::<Cpu>::zeros([2, 3]).matmul(&Tensor::<Cpu>::zeros([4, 5]));
     /// ```
     #[fallible]
-    pub fn matmul<D2: Device>(&self, rhs: &Tensor<D2, E>) -> Self
+    pub fn matmul<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         let rhs: &Self = same_device(rhs);
         let forward = || {
