@@ -66,6 +66,11 @@ def matmul(t, _):
     return lambda: a @ b, a @ b
 
 
+def matmul_bf16(t, _):
+    a, b = t["a"].bfloat16(), t["b"].bfloat16()
+    return lambda: a @ b, a @ b
+
+
 def add(t, _):
     a, b = t["a"], t["b"]
     return lambda: a + b, a + b
@@ -395,7 +400,7 @@ def gpt_generate(t, args):
 
 
 KINDS = {f.__name__: f for f in [
-    matmul, add, mul_scalar, sum_all, softmax, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
+    matmul, matmul_bf16, add, mul_scalar, sum_all, softmax, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
     layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, sdpa_fwd, sdpa_fwd_bwd, max_pool_fwd_bwd,
     train_step, inference, gpt_train_step, gpt_inference, gpt_generate,
 ]}

@@ -24,7 +24,7 @@ mod training;
 
 use candle_core::{Device as CandleDevice, Tensor as CandleTensor};
 use devtensor::backend::cpu::CpuIsa;
-use devtensor::{Cpu, Tensor};
+use devtensor::{Cpu, Tensor, bf16};
 use rayon::prelude::*;
 use serde_json::json;
 use std::hint::black_box;
@@ -428,6 +428,38 @@ fn main() -> candle_core::Result<()> {
             torch,
             &mut || drop(black_box(da.matmul(&db))),
             Some(&mut || drop(black_box(ca.matmul(&cb).unwrap()))),
+        );
+    }
+
+    // bf16 products: devtensor's bf16 against PyTorch's bf16 `a @ b` on the
+    // same (rounded) values, both rounded once from f32 sums; the share is
+    // of the bf16 dot-product peak where the CPU has one.
+    for n in [1024usize, 2048] {
+        let op = format!("matmul bf16 {n}");
+        if !wanted(&op) {
+            continue;
+        }
+        let (a, b) = (data(n * n, 1), data(n * n, 2));
+        let da = Tensor::<Cpu>::from_slice(&a, [n, n]).to_dtype::<bf16>();
+        let db = Tensor::<Cpu>::from_slice(&b, [n, n]).to_dtype::<bf16>();
+        let product = da.matmul(&db).to_dtype::<f32>().to_vec();
+        // Capped at AVX2, PyTorch 2.15's bf16 product falls back to a
+        // kernel of 1-3 GFLOP/s (2.4 s for one product at 1024), which the
+        // timing rounds would take an hour to sample: not run.
+        let torch = !capped() && {
+            contest.torch.tensor("a", &da.to_dtype::<f32>());
+            contest.torch.tensor("b", &db.to_dtype::<f32>());
+            contest.torch.setup(&op, "matmul_bf16", json!({}), &product, 2f64.powi(-7))
+        };
+        let peak = bf16_peak(threads);
+        contest.row(
+            &op,
+            2.0 * (n as f64).powi(3),
+            peak,
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(da.matmul(&db))),
+            None,
         );
     }
 

@@ -3,6 +3,7 @@
 //! the threads they run on (`threads.rs`), and the instruction set they
 //! use (`isa.rs`).
 
+pub(crate) mod bf16_gemm;
 mod gemm;
 mod isa;
 mod loops;

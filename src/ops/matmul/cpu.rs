@@ -7,14 +7,17 @@
 
 use super::MatmulKernel;
 use crate::backend::Cpu;
+use crate::backend::cpu::bf16_gemm::{self, Bf16Matrix};
 use crate::backend::cpu::{
     CpuStorage, Operand, gemm_dense, gemm_scaled, items_per_task, narrowed, output_buffer, pool_threads,
     split_across_threads, widened,
 };
-use crate::element::FloatElement;
+use crate::element::{DType, FloatElement};
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
+use half::bf16;
 use rayon::prelude::*;
+use std::any::{Any, TypeId};
 
 /// Multiply-adds (`m * n * k`) from which one product is worth splitting
 /// across threads: below about 96³, handing panels to other threads costs
@@ -142,11 +145,13 @@ impl MatmulKernel for Cpu {
         rhs: &CpuStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
+        if on_bf16_kernel::<E>() {
+            return bf16_product((lhs, lhs_layout), (rhs, rhs_layout), None);
+        }
         if E::DTYPE.is_half() {
             let (lhs, rhs) = (widened("matmul", lhs)?, widened("matmul", rhs)?);
             return narrowed("matmul", &Self::matmul(&lhs, lhs_layout, &rhs, rhs_layout)?);
         }
-        let rank = lhs_layout.dims().len();
         let (batch_dims, [m, k]) = split_matrix(lhs_layout.dims());
         let (_, [_, n]) = split_matrix(rhs_layout.dims());
         let batch = count_of(batch_dims);
@@ -165,16 +170,7 @@ impl MatmulKernel for Cpu {
             return Ok(CpuStorage::from_vec(out));
         }
         let (a, b) = (operand(lhs, lhs_layout), operand(rhs, rhs_layout));
-
-        // Where each batch's matrices start, in row-major batch order.
-        let mut starts = Vec::with_capacity(batch);
-        for_each_block(
-            batch_dims,
-            [&lhs_layout.strides()[..rank - 2], &rhs_layout.strides()[..rank - 2]],
-            [lhs_layout.offset(), rhs_layout.offset()],
-            |[x, y], len, [sx, sy]| starts.extend((0..len).map(|i| (x + i * sx, y + i * sy))),
-        );
-        debug_assert_eq!(starts.len(), batch);
+        let starts = batch_starts(lhs_layout, rhs_layout);
 
         // Saturating: broadcast views can be logically huge without memory.
         let macs = m.saturating_mul(n).saturating_mul(k);
@@ -214,7 +210,7 @@ impl MatmulKernel for Cpu {
         bias: &CpuStorage<E>,
         bias_layout: &Layout,
     ) -> Result<Option<CpuStorage<E>>> {
-        if E::DTYPE.is_half() {
+        if E::DTYPE.is_half() && !on_bf16_kernel::<E>() {
             let (lhs, rhs, bias) = (widened("matmul", lhs)?, widened("matmul", rhs)?, widened("matmul", bias)?);
             let out = Self::matmul_bias(&lhs, lhs_layout, &rhs, rhs_layout, &bias, bias_layout)?;
             return out.map(|out| narrowed("matmul", &out)).transpose();
@@ -224,6 +220,9 @@ impl MatmulKernel for Cpu {
         let Some(bias) = bias.as_slice().get(bias_layout.offset()..).and_then(|b| b.get(..n)) else {
             return Ok(None);
         };
+        if on_bf16_kernel::<E>() {
+            return bf16_product((lhs, lhs_layout), (rhs, rhs_layout), Some(bias)).map(Some);
+        }
         // The API checked that the output's element count fits.
         let mut out = output_buffer::<E>("matmul", count_of(&[m, n]))?;
         if n == 0 {
@@ -237,6 +236,57 @@ impl MatmulKernel for Cpu {
         }
         Ok(Some(CpuStorage::from_vec(out)))
     }
+}
+
+/// Where each batch's two matrices start, in row-major batch order.
+fn batch_starts(lhs_layout: &Layout, rhs_layout: &Layout) -> Vec<(usize, usize)> {
+    let rank = lhs_layout.dims().len();
+    let (batch_dims, _) = split_matrix(lhs_layout.dims());
+    let mut starts = Vec::with_capacity(count_of(batch_dims));
+    for_each_block(
+        batch_dims,
+        [&lhs_layout.strides()[..rank - 2], &rhs_layout.strides()[..rank - 2]],
+        [lhs_layout.offset(), rhs_layout.offset()],
+        |[x, y], len, [sx, sy]| starts.extend((0..len).map(|i| (x + i * sx, y + i * sy))),
+    );
+    starts
+}
+
+/// Whether products of `E` run on [`bf16_product`]: `bf16` elements on a
+/// CPU with `bf16` dot products. Other half types widen to `f32`.
+fn on_bf16_kernel<E: FloatElement>() -> bool {
+    E::DTYPE == DType::BF16 && bf16_gemm::available()
+}
+
+/// The product of `bf16` operands on the CPU's `bf16` dot products
+/// (`backend/cpu/bf16_gemm.rs`): each batch's `f32` sums plus the bias (one
+/// per column) rounded once to `bf16`. `E` is `bf16`.
+fn bf16_product<E: FloatElement>(
+    (lhs, lhs_layout): (&CpuStorage<E>, &Layout),
+    (rhs, rhs_layout): (&CpuStorage<E>, &Layout),
+    bias: Option<&[E]>,
+) -> Result<CpuStorage<E>> {
+    fn bf16s<E: FloatElement>(x: &[E]) -> &[bf16] {
+        assert_eq!(TypeId::of::<E>(), TypeId::of::<bf16>(), "the caller checked that E is bf16");
+        // SAFETY: `E` is `bf16` (the `TypeId`s are equal), so the slice is
+        // one of `bf16` values, with their layout.
+        unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<bf16>(), x.len()) }
+    }
+    fn matrix<'a, E: FloatElement>(x: &'a CpuStorage<E>, layout: &Layout, offset: usize) -> Bf16Matrix<'a> {
+        let (s, r) = (layout.strides(), layout.strides().len());
+        Bf16Matrix { data: bf16s(x.as_slice()), offset, row_stride: s[r - 2], col_stride: s[r - 1] }
+    }
+    let (_, [m, k]) = split_matrix(lhs_layout.dims());
+    let (_, [_, n]) = split_matrix(rhs_layout.dims());
+    let starts = batch_starts(lhs_layout, rhs_layout);
+    // The API checked that the output's element count fits.
+    let mut out = output_buffer::<bf16>("matmul", count_of(&[starts.len(), m, n]))?;
+    for (dst, &(x, y)) in out.chunks_exact_mut((m * n).max(1)).zip(&starts) {
+        let (a, b) = (matrix(lhs, lhs_layout, x), matrix(rhs, rhs_layout, y));
+        bf16_gemm::product(dst, (m, n, k), a, b, bias.map(bf16s));
+    }
+    let out: Box<dyn Any> = Box::new(CpuStorage::from_vec(out));
+    Ok(*out.downcast::<CpuStorage<E>>().expect("E is bf16"))
 }
 
 /// The matrix of a layout's last two axes, as `gemm` reads it.

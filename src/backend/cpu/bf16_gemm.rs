@@ -1,0 +1,304 @@
+//! `bf16` matrix products on AVX512-BF16's dot-product instruction
+//! (`vdpbf16ps`: in each 32-bit lane, two `bf16` products added to an `f32`
+//! sum, exactly rounded once), twice the rate of `f32` FMAs on the same
+//! vectors. The `gemm` crate has no `bf16` kernels, and widening to `f32`
+//! first runs at the `f32` rate, so this is the product's own kernel.
+//!
+//! Layout: the right operand is packed in panels of [`COLS`] columns, each
+//! column's `k` values in pairs (`k`, `k + 1`) in one 32-bit word, so that a
+//! vector load gives 16 columns' pairs; the left operand in blocks of
+//! [`ROWS`] rows, each row's pair a 32-bit word that is broadcast to every
+//! lane. A micro-tile of `ROWS × COLS` keeps its 24 accumulators in
+//! registers over the whole of `k`, and rounds once at the end: the sums
+//! are `f32` sums of exact products, as the `f32` product's are.
+//!
+//! Threads take column panels (each packs its own, which stays in L2 while
+//! every row block passes over it), and split the rows too when there are
+//! fewer panels than threads.
+//!
+//! `vdpbf16ps` treats `bf16` subnormal inputs (below 1.2e-38) as zero and
+//! flushes subnormal sums, as oneDNN's `bf16` products (PyTorch's) do.
+
+use super::{Cpu, CpuIsa, pool_threads};
+use half::bf16;
+use rayon::prelude::*;
+
+/// Rows of a micro-tile.
+const ROWS: usize = 6;
+/// Columns of a micro-tile and of a packed panel: four vectors of 16 lanes.
+/// 6 × 4 accumulators, 4 right-hand vectors and one broadcast use 29 of
+/// the 32 vector registers.
+const COLS: usize = 64;
+
+/// One operand of a product: `data[offset + i * row_stride + j * col_stride]`
+/// is element `(i, j)`.
+#[derive(Clone, Copy)]
+pub(crate) struct Bf16Matrix<'a> {
+    pub data: &'a [bf16],
+    pub offset: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl Bf16Matrix<'_> {
+    fn bits(&self, i: usize, j: usize) -> u32 {
+        self.data[self.offset + i * self.row_stride + j * self.col_stride].to_bits() as u32
+    }
+
+    /// Row `i` from column `j` on, `len` values, where the columns are
+    /// dense (`col_stride == 1`).
+    fn dense_row(&self, i: usize, j: usize, len: usize) -> &[bf16] {
+        let start = self.offset + i * self.row_stride + j;
+        &self.data[start..start + len]
+    }
+}
+
+/// Two `bf16` values as the word `vdpbf16ps` reads: `low` in bits 0..16.
+fn pair(low: bf16, high: bf16) -> u32 {
+    low.to_bits() as u32 | (high.to_bits() as u32) << 16
+}
+
+/// Whether [`product`] can run: the CPU has AVX512-BF16 and the instruction
+/// set in use (`DEVTENSOR_CPU_ISA`) is AVX-512.
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        Cpu::isa() >= CpuIsa::Avx512 && std::arch::is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `out = a · b (+ bias)` for `a` of `m × k`, `b` of `k × n` and `bias` of
+/// `n` (one per column), into the dense row-major `out` of `m × n`: `f32`
+/// sums, plus the bias, rounded once to `bf16`. Only where [`available`]
+/// says so.
+pub(crate) fn product(
+    out: &mut [bf16],
+    (m, n, k): (usize, usize, usize),
+    a: Bf16Matrix<'_>,
+    b: Bf16Matrix<'_>,
+    bias: Option<&[bf16]>,
+) {
+    assert!(available(), "the bf16 product needs AVX512-BF16");
+    assert_eq!(out.len(), m * n, "the output holds m × n sums");
+    assert!(bias.is_none_or(|bias| bias.len() >= n), "one bias per column");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let pairs = k.div_ceil(2);
+    let blocks = m.div_ceil(ROWS);
+    let packed_a = pack_rows(a, m, k);
+    let panels = n.div_ceil(COLS);
+    // Enough tasks for every thread: each panel's rows in `parts` runs.
+    let parts = (pool_threads() * 2).div_ceil(panels).clamp(1, blocks);
+    let per_part = blocks.div_ceil(parts);
+    let out = SharedOut { ptr: out.as_mut_ptr(), n };
+    let run = |(panel, part): (usize, usize)| {
+        let columns = panel * COLS..(n.min((panel + 1) * COLS));
+        let packed_b = pack_panel(b, k, columns.clone());
+        let mut panel_bias = [0f32; COLS];
+        if let Some(bias) = bias {
+            panel_bias.iter_mut().zip(&bias[columns.clone()]).for_each(|(to, b)| *to = b.to_f32());
+        }
+        for block in part * per_part..blocks.min((part + 1) * per_part) {
+            let rows = block * ROWS..m.min((block + 1) * ROWS);
+            let a_block = &packed_a[block * ROWS * pairs..(block + 1) * ROWS * pairs];
+            let mut tile = [[bf16::ZERO; COLS]; ROWS];
+            // SAFETY: `available` checked the CPU's features (asserted above).
+            unsafe { micro_tile(a_block, &packed_b, pairs, &panel_bias, &mut tile) };
+            for (r, row) in rows.clone().zip(&tile) {
+                // SAFETY: tasks write disjoint tiles: each (panel, part)
+                // owns its columns of its own row blocks.
+                unsafe { out.write(r, columns.start, &row[..columns.len()]) };
+            }
+        }
+    };
+    let tasks: Vec<(usize, usize)> = (0..panels).flat_map(|p| (0..parts).map(move |q| (p, q))).collect();
+    if tasks.len() > 1 && pool_threads() > 1 && m * n * k >= 1 << 18 {
+        tasks.into_par_iter().for_each(run);
+    } else {
+        tasks.into_iter().for_each(run);
+    }
+}
+
+/// The output, written by several tasks at disjoint places.
+struct SharedOut {
+    ptr: *mut bf16,
+    n: usize,
+}
+
+// SAFETY: the tasks that share it write disjoint elements (see `product`).
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// Writes `values` to row `r` from column `col`.
+    ///
+    /// # Safety
+    /// The elements lie inside the output, and no other task touches them.
+    unsafe fn write(&self, r: usize, col: usize, values: &[bf16]) {
+        // SAFETY: as the caller promises.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(r * self.n + col), values.len()) };
+    }
+}
+
+/// `a` as rows of pairs, padded to whole blocks of `ROWS` rows: row `i`,
+/// pair `p` at `i * pairs + p`, the word of `a[i][2p]` and `a[i][2p + 1]`;
+/// zeros past `m` and `k`. For dense rows, a copy.
+fn pack_rows(a: Bf16Matrix<'_>, m: usize, k: usize) -> Vec<u32> {
+    let pairs = k.div_ceil(2);
+    let mut packed = vec![0u32; m.div_ceil(ROWS) * ROWS * pairs];
+    packed.par_chunks_mut(pairs.max(1)).take(m).enumerate().for_each(|(i, words)| {
+        if a.col_stride == 1 {
+            let row = a.dense_row(i, 0, k);
+            for (word, two) in words.iter_mut().zip(row.chunks_exact(2)) {
+                *word = pair(two[0], two[1]);
+            }
+            if k % 2 == 1 {
+                words[pairs - 1] = pair(row[k - 1], bf16::ZERO);
+            }
+        } else {
+            for (p, word) in words.iter_mut().enumerate() {
+                let high = if 2 * p + 1 < k { a.bits(i, 2 * p + 1) } else { 0 };
+                *word = a.bits(i, 2 * p) | high << 16;
+            }
+        }
+    });
+    packed
+}
+
+/// Columns `columns` of `b` as one panel: pair `p`, column `j` at
+/// `p * COLS + j`, the word `b[2p][j] | b[2p + 1][j] << 16`; zeros past the
+/// columns and `k`.
+fn pack_panel(b: Bf16Matrix<'_>, k: usize, columns: std::ops::Range<usize>) -> Vec<u32> {
+    let pairs = k.div_ceil(2);
+    let mut packed = vec![0u32; pairs * COLS];
+    let width = columns.len();
+    if b.col_stride == 1 {
+        // Dense rows: two rows' runs, interleaved.
+        for (p, words) in packed.chunks_mut(COLS).enumerate() {
+            let low = b.dense_row(2 * p, columns.start, width);
+            if 2 * p + 1 < k {
+                let high = b.dense_row(2 * p + 1, columns.start, width);
+                words.iter_mut().zip(low.iter().zip(high)).for_each(|(w, (&l, &h))| *w = pair(l, h));
+            } else {
+                words.iter_mut().zip(low).for_each(|(w, &l)| *w = pair(l, bf16::ZERO));
+            }
+        }
+    } else if b.row_stride == 1 {
+        // Dense columns (a transposed operand, as `Linear`'s weight): each
+        // column's pairs are adjacent.
+        let transposed = Bf16Matrix { row_stride: b.col_stride, col_stride: 1, ..b };
+        for (c, j) in columns.enumerate() {
+            let column = transposed.dense_row(j, 0, k);
+            for (p, two) in column.chunks_exact(2).enumerate() {
+                packed[p * COLS + c] = pair(two[0], two[1]);
+            }
+            if k % 2 == 1 {
+                packed[(pairs - 1) * COLS + c] = pair(column[k - 1], bf16::ZERO);
+            }
+        }
+    } else {
+        for (p, words) in packed.chunks_mut(COLS).enumerate() {
+            for (word, j) in words.iter_mut().zip(columns.clone()) {
+                let high = if 2 * p + 1 < k { b.bits(2 * p + 1, j) } else { 0 };
+                *word = b.bits(2 * p, j) | high << 16;
+            }
+        }
+    }
+    packed
+}
+
+/// `tile = a_block · panel + bias` over `pairs` pairs of `k`, the `f32`
+/// sums rounded once to `bf16` (to nearest even, `vcvtneps2bf16`).
+///
+/// # Safety
+/// The CPU has AVX-512F and AVX512-BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn micro_tile(
+    a_block: &[u32],
+    panel: &[u32],
+    pairs: usize,
+    bias: &[f32; COLS],
+    tile: &mut [[bf16; COLS]; ROWS],
+) {
+    use std::arch::x86_64::*;
+    assert!(a_block.len() >= pairs * ROWS && panel.len() >= pairs * COLS);
+    // Each row's pairs as a slice of exactly `pairs` words, so that the
+    // loop below carries no bounds checks.
+    let rows: [&[u32]; ROWS] = std::array::from_fn(|r| &a_block[r * pairs..(r + 1) * pairs]);
+    let mut acc = [[_mm512_setzero_ps(); COLS / 16]; ROWS];
+    for (p, words) in panel.chunks_exact(COLS).take(pairs).enumerate() {
+        // SAFETY: `words` holds COLS = 4 × 16 words, so the four unaligned
+        // loads of 16 are in bounds; 16 words are 32 bf16 values, which
+        // is what the instruction reads.
+        let b: [__m512bh; COLS / 16] = std::array::from_fn(|c| unsafe {
+            std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(words.as_ptr().add(c * 16).cast()))
+        });
+        for (acc, row) in acc.iter_mut().zip(&rows) {
+            // SAFETY: as above, one word broadcast to 16 lanes.
+            let a = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(row[p] as i32)) };
+            for (sum, &b) in acc.iter_mut().zip(&b) {
+                *sum = _mm512_dpbf16_ps(*sum, a, b);
+            }
+        }
+    }
+    for (row, acc) in tile.iter_mut().zip(&acc) {
+        for (c, &sum) in acc.iter().enumerate() {
+            // SAFETY: `bias` and each row of the tile hold COLS = 4 × 16
+            // values, so the loads and stores of 16 at `c * 16` are in
+            // bounds; 16 bf16 values are the 256 bits stored.
+            unsafe {
+                let sum = _mm512_add_ps(sum, _mm512_loadu_ps(bias.as_ptr().add(c * 16)));
+                let rounded: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(sum));
+                _mm256_storeu_si256(row.as_mut_ptr().add(c * 16).cast(), rounded);
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn micro_tile(_: &[u32], _: &[u32], _: usize, _: &[f32; COLS], _: &mut [[bf16; COLS]; ROWS]) {
+    unreachable!("`available` is false off x86-64")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel against a plain loop of `f64` sums of the same `bf16`
+    /// values plus a bias, on shapes that leave partial tiles and panels
+    /// and an odd `k`, with a transposed (column-major) right operand.
+    #[test]
+    fn products_match_a_plain_loop() {
+        if !available() {
+            return;
+        }
+        let value = |i: usize| bf16::from_f32(((i * 7919 % 211) as f32 - 105.0) / 37.0);
+        for (m, n, k) in [(1, 1, 1), (6, 64, 2), (7, 65, 3), (13, 130, 31), (40, 200, 257)] {
+            let a: Vec<bf16> = (0..m * k).map(value).collect();
+            let b: Vec<bf16> = (0..k * n).map(|i| value(i + 5)).collect();
+            // b stored transposed: element (i, j) at j * k + i.
+            let a_matrix = Bf16Matrix { data: &a, offset: 0, row_stride: k, col_stride: 1 };
+            let b_matrix = Bf16Matrix { data: &b, offset: 0, row_stride: 1, col_stride: k };
+            let bias: Vec<bf16> = (0..n).map(|j| value(j + 11)).collect();
+            let mut out = vec![bf16::ZERO; m * n];
+            product(&mut out, (m, n, k), a_matrix, b_matrix, Some(&bias));
+            for i in 0..m {
+                for j in 0..n {
+                    let terms = (0..k).map(|p| a[i * k + p].to_f64() * b[j * k + p].to_f64());
+                    let exact = terms.clone().sum::<f64>() + bias[j].to_f64();
+                    let scale = terms.map(f64::abs).sum::<f64>() + bias[j].to_f64().abs();
+                    // The f32 sum within 1e-6 of the terms' scale, then
+                    // rounded once to bf16 (the unit roundoff, 2^-8 relative).
+                    let got = out[i * n + j].to_f64();
+                    let bound = 1e-6 * scale + exact.abs() * 2f64.powi(-8) * (1.0 + 1e-6);
+                    assert!((got - exact).abs() <= bound, "({m}, {n}, {k}) at ({i}, {j}): {got} vs {exact}");
+                }
+            }
+        }
+    }
+}
