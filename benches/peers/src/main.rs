@@ -538,8 +538,9 @@ fn main() -> candle_core::Result<()> {
     println!();
     println!("rates: GFLOP/s = 2·n³ / time; GB/s counts each input read once and the output written once.");
     println!(
-        "% pk: of the {threads}-thread FMA peak (products, convolutions, models) or of the triad bandwidth \
-         (element-wise operations), measured in this run (the machine may be shared)."
+        "% pk: of the {threads}-thread FMA peak (products, convolutions, models), of the bf16 dot-product \
+         peak (bf16 products) or of the triad bandwidth (element-wise operations), measured in this run \
+         (the machine may be shared)."
     );
     println!("The three libraries are timed in turn, four rounds each, so all see the same load; '-': not run.");
     Ok(())
