@@ -255,6 +255,25 @@ macro_rules! cast_via {
     };
 }
 
+/// `max`, `min` and `is_nan` of a float element type: NaN wins, as in
+/// `torch.maximum`.
+macro_rules! nan_propagating_order {
+    ($t:ident) => {
+        #[inline(always)]
+        fn max(self, rhs: Self) -> Self {
+            if self.is_nan() || self > rhs { self } else { rhs }
+        }
+        #[inline(always)]
+        fn min(self, rhs: Self) -> Self {
+            if self.is_nan() || self < rhs { self } else { rhs }
+        }
+        #[inline(always)]
+        fn is_nan(self) -> bool {
+            $t::is_nan(self)
+        }
+    };
+}
+
 macro_rules! float_element {
     ($t:ident, $dtype:ident, $torch:ident, $from:ident) => {
         impl sealed::Sealed for $t {}
@@ -309,18 +328,7 @@ macro_rules! float_element {
                     if div - floor > 0.5 { floor + 1.0 } else { floor }
                 })
             }
-            #[inline(always)]
-            fn max(self, rhs: Self) -> Self {
-                if self.is_nan() || self > rhs { self } else { rhs }
-            }
-            #[inline(always)]
-            fn min(self, rhs: Self) -> Self {
-                if self.is_nan() || self < rhs { self } else { rhs }
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
-            }
+            nan_propagating_order!($t);
             cast_via!($from);
             from_as!($t);
         }
@@ -371,18 +379,7 @@ macro_rules! half_element {
             fn div_floor(self, rhs: Self) -> Option<Self> {
                 Element::div_floor(self.to_f32(), rhs.to_f32()).map($t::from_f32)
             }
-            #[inline(always)]
-            fn max(self, rhs: Self) -> Self {
-                if self.is_nan() || self > rhs { self } else { rhs }
-            }
-            #[inline(always)]
-            fn min(self, rhs: Self) -> Self {
-                if self.is_nan() || self < rhs { self } else { rhs }
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
-            }
+            nan_propagating_order!($t);
             #[inline(always)]
             fn cast<T: Element>(self) -> T {
                 // Exact: every half value is an f32.
