@@ -18,7 +18,11 @@
 //
 // Conventions shared by every family (the host side relies on them):
 //   * Element types and their names in kernel names:
-//       f32 = float, f64 = double, i64 = long long, u8 = unsigned char.
+//       f32 = float, f64 = double, i64 = long long, u8 = unsigned char,
+//       bf16 = dt_bf16, f16 = dt_f16 (the half types, below: stored in 16
+//       bits, computed in float). A kernel's scalar parameters have the
+//       element's compute type, dt_compute<T>::type: float for the half
+//       types, the element type itself otherwise.
 //   * Sizes, strides and offsets are size_t and count elements, not bytes.
 //   * A strided operand is described by (rank, dims, strides, offset): the
 //     element at row-major position i of `dims` lives at
@@ -55,6 +59,7 @@
 #else
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #endif
 
 /// Largest rank the host passes for a strided operand (it merges contiguous
@@ -63,8 +68,16 @@
 #define DT_MAX_RANK 8
 
 /// X(name, type) for every element type, in the order of the Rust DType enum.
-#define DT_FOR_EACH_DTYPE(X) X(f32, float) X(f64, double) X(i64, long long) X(u8, unsigned char)
-/// X(name, type) for the float element types (Rust's FloatElement).
+#define DT_FOR_EACH_DTYPE(X) DT_FOR_EACH_WIDE(X) DT_FOR_EACH_HALF(X)
+/// X(name, type) for the element types that kernels compute in directly.
+/// The families that sum (reduce.cu, softmax.cu, conv.cu, attention.cu)
+/// have kernels for these only: the host widens half inputs to f32 for
+/// them and rounds the outputs once, as the CPU backend does.
+#define DT_FOR_EACH_WIDE(X) X(f32, float) X(f64, double) X(i64, long long) X(u8, unsigned char)
+/// X(name, type) for the half types.
+#define DT_FOR_EACH_HALF(X) X(bf16, dt_bf16) X(f16, dt_f16)
+/// X(name, type) for the float element types the summing families compute
+/// in (see DT_FOR_EACH_WIDE).
 #define DT_FOR_EACH_FLOAT(X) X(f32, float) X(f64, double)
 /// X(name, type) for the integer element types, which can divide by zero.
 #define DT_FOR_EACH_INT(X) X(i64, long long) X(u8, unsigned char)
@@ -118,6 +131,105 @@ __device__ inline T dt_fold(size_t first, size_t end, size_t step, L load) {
     for (; k < end; k += step) a0 = Op::apply(a0, load(k));
     return Op::apply(Op::apply(a0, a1), Op::apply(a2, a3));
 }
+
+// ---------------------------------------------------------------------------
+// The half types
+//
+// bf16 and f16 elements are stored as their 16 bits and computed in float: a
+// kernel widens each element it loads (exact), computes in float, and rounds
+// its result once to the nearest half value, ties to even, as the CPU
+// backend's half arithmetic does. The conversions are plain bit arithmetic
+// rather than the GPU's cvt instructions, so that the emulated GPU runs the
+// very code the real one does; the kernels they sit in are memory-bound.
+
+/// The float whose bits are `b`, and back.
+__device__ inline float dt_bits_as_float(unsigned int b) {
+#ifdef DEVTENSOR_EMULATED
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+#else
+    return __uint_as_float(b);
+#endif
+}
+__device__ inline unsigned int dt_float_as_bits(float f) {
+#ifdef DEVTENSOR_EMULATED
+    unsigned int b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+#else
+    return __float_as_uint(f);
+#endif
+}
+
+/// `f` rounded to bf16 (the top 16 bits of a float), nearest, ties to even;
+/// a NaN stays a quiet NaN of the same sign.
+__device__ inline unsigned short dt_float_to_bf16_bits(float f) {
+    unsigned int x = dt_float_as_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
+    // Adding 0x7fff plus the kept part's lowest bit rounds to nearest with
+    // ties to even; a carry into the exponent is the right result (up to inf).
+    return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/// `f` rounded to IEEE half, nearest, ties to even: overflow gives inf,
+/// small values become subnormal or signed zero, a NaN stays a quiet NaN.
+__device__ inline unsigned short dt_float_to_f16_bits(float f) {
+    unsigned int x = dt_float_as_bits(f);
+    unsigned int sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+    if (exp == 0xffu) return (unsigned short)(sign | 0x7c00u | (man != 0 ? 0x200u | (man >> 13) : 0u));
+    int e = (int)exp - 112;  // half's biased exponent
+    if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);
+    unsigned int bits, rem, half;
+    if (e >= 1) {
+        bits = ((unsigned int)e << 10) | (man >> 13);
+        rem = man & 0x1fffu;
+        half = 0x1000u;
+    } else {
+        unsigned int shift = 126u - exp;  // at least 14
+        if (shift > 24u) return (unsigned short)sign;
+        unsigned int m = man | 0x800000u;
+        bits = m >> shift;
+        rem = m & ((1u << shift) - 1u);
+        half = 1u << (shift - 1u);
+    }
+    // A carry out of the mantissa moves to the next binade (or to inf).
+    bits += (rem > half || (rem == half && (bits & 1u))) ? 1u : 0u;
+    return (unsigned short)(sign | bits);
+}
+
+__device__ inline float dt_f16_bits_to_float(unsigned short h) {
+    unsigned int sign = ((unsigned int)h & 0x8000u) << 16, exp = ((unsigned int)h >> 10) & 0x1fu,
+                 man = (unsigned int)h & 0x3ffu;
+    if (exp == 0) {
+        float m = (float)man * 5.9604644775390625e-8f;  // man * 2^-24, exact
+        return sign ? -m : m;
+    }
+    if (exp == 0x1fu) return dt_bits_as_float(sign | 0x7f800000u | (man != 0 ? 0x400000u : 0u) | (man << 13));
+    return dt_bits_as_float(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+/// A bf16 element: converts to float exactly and implicitly, from float
+/// only explicitly (a rounding).
+struct dt_bf16 {
+    unsigned short bits;
+    dt_bf16() = default;
+    __device__ explicit dt_bf16(float f) : bits(dt_float_to_bf16_bits(f)) {}
+    __device__ operator float() const { return dt_bits_as_float((unsigned int)bits << 16); }
+};
+
+/// An IEEE half (f16) element, as dt_bf16.
+struct dt_f16 {
+    unsigned short bits;
+    dt_f16() = default;
+    __device__ explicit dt_f16(float f) : bits(dt_float_to_f16_bits(f)) {}
+    __device__ operator float() const { return dt_f16_bits_to_float(bits); }
+};
+
+/// The type an element computes in, and its kernels' scalar parameters.
+template <typename T> struct dt_compute { typedef T type; };
+template <> struct dt_compute<dt_bf16> { typedef float type; };
+template <> struct dt_compute<dt_f16> { typedef float type; };
 
 // ---------------------------------------------------------------------------
 // Strided addressing
@@ -207,6 +319,10 @@ __device__ inline long long dt_mul(long long a, long long b) {
 }
 // unsigned char operands promote to int; 255 * 255 fits, and the cast wraps.
 __device__ inline unsigned char dt_mul(unsigned char a, unsigned char b) { return (unsigned char)(a * b); }
+// The half types' sums (index_add, scatter_add) round each step, as the
+// CPU backend's half arithmetic does.
+__device__ inline dt_bf16 dt_add(dt_bf16 a, dt_bf16 b) { return dt_bf16((float)a + (float)b); }
+__device__ inline dt_f16 dt_add(dt_f16 a, dt_f16 b) { return dt_f16((float)a + (float)b); }
 
 /// Division. Integer division truncates toward zero like Rust's
 /// wrapping_div (i64::MIN / -1 == i64::MIN). A zero integer divisor gives 0:
@@ -326,6 +442,17 @@ template <> __device__ inline long long dt_cast<long long, float>(float v) { ret
 template <> __device__ inline long long dt_cast<long long, double>(double v) { return dt_float_to_i64(v); }
 template <> __device__ inline unsigned char dt_cast<unsigned char, float>(float v) { return dt_float_to_u8(v); }
 template <> __device__ inline unsigned char dt_cast<unsigned char, double>(double v) { return dt_float_to_u8(v); }
+// The half types widen exactly to float, then convert as float does. The
+// general case takes every type to a half type through float (the
+// constructor's parameter), as PyTorch converts.
+template <> __device__ inline long long dt_cast<long long, dt_bf16>(dt_bf16 v) { return dt_float_to_i64((float)v); }
+template <> __device__ inline long long dt_cast<long long, dt_f16>(dt_f16 v) { return dt_float_to_i64((float)v); }
+template <> __device__ inline unsigned char dt_cast<unsigned char, dt_bf16>(dt_bf16 v) { return dt_float_to_u8((float)v); }
+template <> __device__ inline unsigned char dt_cast<unsigned char, dt_f16>(dt_f16 v) { return dt_float_to_u8((float)v); }
+
+/// A value of the compute type stored as element type `S`: rounded once
+/// for the half types, unchanged otherwise.
+template <typename S> __device__ inline S dt_narrow(typename dt_compute<S>::type v) { return (S)v; }
 
 // ---------------------------------------------------------------------------
 // Reductions within a warp and a block
@@ -458,9 +585,11 @@ __device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long lon
 //   DT_UNARY_ALL_2(clamp, dt_min(dt_max(x, a), b))  // two, `a` and `b`
 //
 // define `unary_<op>_<T>(size_t n, size_t rank, const size_t* dims,
-// const size_t* strides, size_t offset, const T* x, [T a, [T b,]] T* out)`
+// const size_t* strides, size_t offset, const T* x, [C a, [C b,]] T* out)`
 // with out[i] = the expression, for the element `x` at row-major position i
-// of the strided input; `T` names the element type in the expression. The scalar parameters come
+// of the strided input. In the expression, `x`, `a`, `b` and `T` have the
+// compute type C (float for bf16 and f16, whose FLOAT lines also define
+// kernels: the result is rounded once). The scalar parameters come
 // in the order of `UnaryOp::params`. Integer expressions must wrap (use
 // dt_add, dt_sub, dt_mul).
 
@@ -471,16 +600,19 @@ __device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long lon
 #define DT_UNARY_KERNEL(op, name, TYPE, PARAMS, ...)                                                       \
     extern "C" __global__ void unary_##op##_##name(size_t n, size_t rank, const size_t* dims,             \
                                                    const size_t* strides, size_t offset,                  \
-                                                   const TYPE* xs PARAMS(TYPE), TYPE* out) {              \
-        typedef TYPE T;                                                                                   \
+                                                   const TYPE* xs PARAMS(dt_compute<TYPE>::type),         \
+                                                   TYPE* out) {                                           \
+        typedef dt_compute<TYPE>::type T;                                                                 \
         dt_map(n, out, [&](size_t i) {                                                                    \
             T x = xs[dt_offset(i, rank, dims, strides, offset)];                                          \
-            return (T)(__VA_ARGS__);                                                                      \
+            return dt_narrow<TYPE>((T)(__VA_ARGS__));                                                     \
         });                                                                                               \
     }
 #define DT_UNARY_FLOATS(op, PARAMS, ...)                                                                   \
     DT_UNARY_KERNEL(op, f32, float, PARAMS, __VA_ARGS__)                                                   \
-    DT_UNARY_KERNEL(op, f64, double, PARAMS, __VA_ARGS__)
+    DT_UNARY_KERNEL(op, f64, double, PARAMS, __VA_ARGS__)                                                  \
+    DT_UNARY_KERNEL(op, bf16, dt_bf16, PARAMS, __VA_ARGS__)                                                \
+    DT_UNARY_KERNEL(op, f16, dt_f16, PARAMS, __VA_ARGS__)
 #define DT_UNARY_INTS(op, PARAMS, ...)                                                                     \
     DT_UNARY_KERNEL(op, i64, long long, PARAMS, __VA_ARGS__)                                               \
     DT_UNARY_KERNEL(op, u8, unsigned char, PARAMS, __VA_ARGS__)
@@ -503,7 +635,9 @@ __device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long lon
 //   DT_BINARY_FLOAT(hypot, sqrt(a * a + b * b)) // f32 and f64
 //
 // define, for each type T, with out = the expression of the elements `a`
-// (left) and `b` (right), and `T` naming the element type in it:
+// (left) and `b` (right), and `T` naming the compute type in it (float for
+// bf16 and f16, whose FLOAT lines also define kernels, rounded once; the
+// scalar parameter has the compute type too):
 //   binary_<op>_<T>(size_t n, size_t rank, const size_t* dims,
 //                   const size_t* lhs_strides, size_t lhs_offset,
 //                   const size_t* rhs_strides, size_t rhs_offset,
@@ -556,7 +690,8 @@ __device__ void dt_binary_rows(size_t rows, size_t cols, size_t lhs_row, size_t 
 
 template <typename Op, typename T>
 __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, const size_t* strides,
-                                 size_t offset, const T* x, T scalar, int scalar_first, T* out) {
+                                 size_t offset, const T* x, typename dt_compute<T>::type scalar,
+                                 int scalar_first, T* out) {
     // Two loops, so the operand order is not re-tested per element.
     if (scalar_first) {
         dt_map(n, out, [&](size_t i) { return Op::apply(scalar, x[dt_offset(i, rank, dims, strides, offset)]); });
@@ -567,8 +702,8 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
 
 #define DT_BINARY_KERNELS(op, name, TYPE, ...)                                                             \
     struct dt_binary_##op##_##name {                                                                       \
-        typedef TYPE T;                                                                                   \
-        __device__ static T apply(T a, T b) { return (T)(__VA_ARGS__); }                                  \
+        typedef dt_compute<TYPE>::type T;                                                                 \
+        __device__ static TYPE apply(T a, T b) { return dt_narrow<TYPE>((T)(__VA_ARGS__)); }              \
     };                                                                                                     \
     extern "C" __global__ void binary_##op##_##name(                                                       \
         size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides, size_t lhs_offset,          \
@@ -584,15 +719,17 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
     }                                                                                                      \
     extern "C" __global__ void binary_##op##_scalar_##name(size_t n, size_t rank, const size_t* dims,     \
                                                            const size_t* strides, size_t offset,          \
-                                                           const TYPE* x, TYPE scalar, int scalar_first,  \
-                                                           TYPE* out) {                                   \
+                                                           const TYPE* x, dt_compute<TYPE>::type scalar,  \
+                                                           int scalar_first, TYPE* out) {                 \
         dt_binary_scalar<dt_binary_##op##_##name>(n, rank, dims, strides, offset, x, scalar, scalar_first, \
                                                    out);                                                   \
     }
 
 #define DT_BINARY_FLOAT(op, ...)                                                                           \
     DT_BINARY_KERNELS(op, f32, float, __VA_ARGS__)                                                         \
-    DT_BINARY_KERNELS(op, f64, double, __VA_ARGS__)
+    DT_BINARY_KERNELS(op, f64, double, __VA_ARGS__)                                                        \
+    DT_BINARY_KERNELS(op, bf16, dt_bf16, __VA_ARGS__)                                                      \
+    DT_BINARY_KERNELS(op, f16, dt_f16, __VA_ARGS__)
 #define DT_BINARY_ALL(op, ...)                                                                             \
     DT_BINARY_FLOAT(op, __VA_ARGS__)                                                                       \
     DT_BINARY_KERNELS(op, i64, long long, __VA_ARGS__)                                                     \
@@ -609,7 +746,8 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
 //   DT_COMPARE_FLOAT(near, fabs(a - b) <= 0.1) // f32 and f64
 //
 // define, for each type T, with the predicate of the elements `a` (left)
-// and `b` (right), and `T` naming the element type in it:
+// and `b` (right), and `T` naming the compute type in it (as for binary
+// ops; the scalar parameter has the compute type):
 //   compare_<op>_<T>(size_t n, size_t rank, const size_t* dims,
 //                    const size_t* lhs_strides, size_t lhs_offset,
 //                    const size_t* rhs_strides, size_t rhs_offset,
@@ -624,7 +762,7 @@ __device__ void dt_binary_scalar(size_t n, size_t rank, const size_t* dims, cons
 template <typename Op>
 __device__ void dt_compare(size_t n, size_t rank, const size_t* dims, const size_t* lhs_strides,
                            size_t lhs_offset, const size_t* rhs_strides, size_t rhs_offset,
-                           const typename Op::T* lhs, const typename Op::T* rhs, unsigned char* out) {
+                           const typename Op::S* lhs, const typename Op::S* rhs, unsigned char* out) {
     dt_map(n, out, [&](size_t i) {
         size_t a = lhs_offset, b = rhs_offset;
         dt_offset2(i, rank, dims, lhs_strides, &a, rhs_strides, &b);
@@ -634,7 +772,7 @@ __device__ void dt_compare(size_t n, size_t rank, const size_t* dims, const size
 
 template <typename Op>
 __device__ void dt_compare_scalar(size_t n, size_t rank, const size_t* dims, const size_t* strides,
-                                  size_t offset, const typename Op::T* x, typename Op::T scalar,
+                                  size_t offset, const typename Op::S* x, typename Op::T scalar,
                                   unsigned char* out) {
     dt_map(n, out, [&](size_t i) {
         return (unsigned char)(Op::apply(x[dt_offset(i, rank, dims, strides, offset)], scalar) ? 1 : 0);
@@ -643,7 +781,8 @@ __device__ void dt_compare_scalar(size_t n, size_t rank, const size_t* dims, con
 
 #define DT_COMPARE_KERNELS(op, name, TYPE, ...)                                                            \
     struct dt_compare_##op##_##name {                                                                      \
-        typedef TYPE T;                                                                                   \
+        typedef TYPE S;                                                                                   \
+        typedef dt_compute<TYPE>::type T;                                                                 \
         __device__ static bool apply(T a, T b) { return (__VA_ARGS__); }                                  \
     };                                                                                                     \
     extern "C" __global__ void compare_##op##_##name(                                                      \
@@ -655,14 +794,16 @@ __device__ void dt_compare_scalar(size_t n, size_t rank, const size_t* dims, con
     }                                                                                                      \
     extern "C" __global__ void compare_##op##_scalar_##name(size_t n, size_t rank, const size_t* dims,     \
                                                             const size_t* strides, size_t offset,         \
-                                                            const TYPE* x, TYPE scalar,                   \
+                                                            const TYPE* x, dt_compute<TYPE>::type scalar, \
                                                             unsigned char* out) {                         \
         dt_compare_scalar<dt_compare_##op##_##name>(n, rank, dims, strides, offset, x, scalar, out);       \
     }
 
 #define DT_COMPARE_FLOAT(op, ...)                                                                          \
     DT_COMPARE_KERNELS(op, f32, float, __VA_ARGS__)                                                        \
-    DT_COMPARE_KERNELS(op, f64, double, __VA_ARGS__)
+    DT_COMPARE_KERNELS(op, f64, double, __VA_ARGS__)                                                       \
+    DT_COMPARE_KERNELS(op, bf16, dt_bf16, __VA_ARGS__)                                                     \
+    DT_COMPARE_KERNELS(op, f16, dt_f16, __VA_ARGS__)
 #define DT_COMPARE_ALL(op, ...)                                                                            \
     DT_COMPARE_FLOAT(op, __VA_ARGS__)                                                                      \
     DT_COMPARE_KERNELS(op, i64, long long, __VA_ARGS__)                                                    \

@@ -2,8 +2,9 @@
 // `storage_full`, `copy_strided` (also `storage_to_vec` of a strided view,
 // which copies to a dense buffer first) and `cast`.
 //
-// Kernels (T = f32, f64, i64, u8; see common.cuh for the strided convention):
-//   copy_fill_<T>(size_t n, T value, T* out)
+// Kernels (T = f32, f64, i64, u8, bf16, f16; see common.cuh for the strided
+// convention):
+//   copy_fill_<T>(size_t n, C value, T* out)      (C: T's compute type)
 //       out[i] = value for i < n.
 //   copy_strided_<T>(size_t n, size_t rank, const size_t* dims,
 //                    const size_t* strides, size_t offset, const T* src, T* out)
@@ -12,14 +13,16 @@
 //                        const size_t* strides, size_t offset, const S* src, D* out)
 //       as copy_strided, converting with Rust's `as` semantics: floats to
 //       integers truncate toward zero and saturate (NaN gives 0), integers
-//       to narrower integers wrap, i64 to float rounds to nearest. One kernel
-//       per ordered pair of distinct dtypes; a same-type cast is copy_strided.
+//       to narrower integers wrap, i64 to float rounds to nearest; the half
+//       types convert through float (see dt_cast). One kernel per ordered
+//       pair of distinct dtypes; a same-type cast is copy_strided.
 #ifndef DEVTENSOR_COMMON_CUH
 #include "common.cuh"
 #endif
 
-template <typename T> __device__ void dt_fill(size_t n, T value, T* out) {
-    dt_map(n, out, [&](size_t) { return value; });
+template <typename T> __device__ void dt_fill(size_t n, typename dt_compute<T>::type value, T* out) {
+    const T stored = dt_narrow<T>(value);
+    dt_map(n, out, [&](size_t) { return stored; });
 }
 
 template <typename S, typename D>
@@ -29,7 +32,9 @@ __device__ void dt_copy_cast(size_t n, size_t rank, const size_t* dims, const si
 }
 
 #define COPY_KERNELS(name, T)                                                                              \
-    extern "C" __global__ void copy_fill_##name(size_t n, T value, T* out) { dt_fill(n, value, out); }    \
+    extern "C" __global__ void copy_fill_##name(size_t n, dt_compute<T>::type value, T* out) {             \
+        dt_fill(n, value, out);                                                                           \
+    }                                                                                                      \
     extern "C" __global__ void copy_strided_##name(size_t n, size_t rank, const size_t* dims,             \
                                                    const size_t* strides, size_t offset, const T* src,    \
                                                    T* out) {                                              \
@@ -48,12 +53,30 @@ DT_FOR_EACH_DTYPE(COPY_KERNELS)
 CAST_KERNEL(f32, float, f64, double)
 CAST_KERNEL(f32, float, i64, long long)
 CAST_KERNEL(f32, float, u8, unsigned char)
+CAST_KERNEL(f32, float, bf16, dt_bf16)
+CAST_KERNEL(f32, float, f16, dt_f16)
 CAST_KERNEL(f64, double, f32, float)
 CAST_KERNEL(f64, double, i64, long long)
 CAST_KERNEL(f64, double, u8, unsigned char)
+CAST_KERNEL(f64, double, bf16, dt_bf16)
+CAST_KERNEL(f64, double, f16, dt_f16)
 CAST_KERNEL(i64, long long, f32, float)
 CAST_KERNEL(i64, long long, f64, double)
 CAST_KERNEL(i64, long long, u8, unsigned char)
+CAST_KERNEL(i64, long long, bf16, dt_bf16)
+CAST_KERNEL(i64, long long, f16, dt_f16)
 CAST_KERNEL(u8, unsigned char, f32, float)
 CAST_KERNEL(u8, unsigned char, f64, double)
 CAST_KERNEL(u8, unsigned char, i64, long long)
+CAST_KERNEL(u8, unsigned char, bf16, dt_bf16)
+CAST_KERNEL(u8, unsigned char, f16, dt_f16)
+CAST_KERNEL(bf16, dt_bf16, f32, float)
+CAST_KERNEL(bf16, dt_bf16, f64, double)
+CAST_KERNEL(bf16, dt_bf16, i64, long long)
+CAST_KERNEL(bf16, dt_bf16, u8, unsigned char)
+CAST_KERNEL(bf16, dt_bf16, f16, dt_f16)
+CAST_KERNEL(f16, dt_f16, f32, float)
+CAST_KERNEL(f16, dt_f16, f64, double)
+CAST_KERNEL(f16, dt_f16, i64, long long)
+CAST_KERNEL(f16, dt_f16, u8, unsigned char)
+CAST_KERNEL(f16, dt_f16, bf16, dt_bf16)

@@ -254,7 +254,7 @@ __device__ void dt_arg_all(size_t n, const T* src, const long long* src_idx, T* 
     REDUCE_OP(min, DtMin, name, T)       \
     ARG_OP(argmax, true, name, T)        \
     ARG_OP(argmin, false, name, T)
-DT_FOR_EACH_DTYPE(REDUCE_KERNELS)
+DT_FOR_EACH_WIDE(REDUCE_KERNELS)
 
 /// Standardisation per group (batch norm's channels, layer norm's rows) of
 /// x viewed as dense [outer, groups, inner]; element k of group c is

@@ -33,7 +33,7 @@ const ARCHS: [(&str, &str); 2] = [("compute_80", "sm_80"), ("compute_90", "sm_90
 const NVRTC_VERSION: (c_int, c_int) = (13, 0);
 
 /// Element-type suffixes of kernel names, as in the Rust `DType` enum.
-const DTYPES: [&str; 4] = ["f32", "f64", "i64", "u8"];
+const DTYPES: [&str; 6] = ["f32", "f64", "i64", "u8", "bf16", "f16"];
 /// The op families whose ops may bring their own CUDA source.
 const CUSTOM_OP_FAMILIES: [&str; 3] = ["unary", "binary", "compare"];
 
@@ -525,7 +525,7 @@ fn kernels_the_ops_request() -> BTreeSet<(String, String)> {
             let op = rest.1.split(" for ").nth(1).unwrap_or_default().trim_end_matches(" {").to_string();
             // The element types the impl covers: every `Element`, or the floats.
             let dtypes: &[&str] = if header.contains("FloatElement") {
-                &["f32", "f64"]
+                &["f32", "f64", "bf16", "f16"]
             } else if header.contains("Element") {
                 &DTYPES
             } else {

@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, c_longlong, c_void};
 
+use crate::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::memory;
 use crate::state::*;
 
@@ -20,11 +21,65 @@ pub(crate) struct Handle {
     stream: u64,
 }
 
+/// The element type of A, B and C, and how the products read them.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum GemmType {
+    F32,
+    /// `f32` with the inputs rounded to TF32 before the products
+    /// (`CUBLAS_COMPUTE_32F_FAST_TF32`).
+    Tf32,
+    F64,
+    /// bfloat16 and IEEE half, summed in `f32` precision or better and
+    /// each output rounded once (`CUBLAS_COMPUTE_32F`).
+    Bf16,
+    F16,
+}
+
+impl GemmType {
+    fn size(self) -> usize {
+        match self {
+            GemmType::F32 | GemmType::Tf32 => 4,
+            GemmType::F64 => 8,
+            GemmType::Bf16 | GemmType::F16 => 2,
+        }
+    }
+
+    /// Element `i` of the array at host address `p`, as stored.
+    ///
+    /// # Safety
+    /// `p` points to at least `i + 1` elements of this type, aligned.
+    unsafe fn read(self, p: *mut u8, i: isize) -> f64 {
+        // SAFETY: the caller's promise.
+        unsafe {
+            match self {
+                GemmType::F32 | GemmType::Tf32 => *(p as *const f32).offset(i) as f64,
+                GemmType::F64 => *(p as *const f64).offset(i),
+                GemmType::Bf16 => bf16_to_f32(*(p as *const u16).offset(i)) as f64,
+                GemmType::F16 => f16_to_f32(*(p as *const u16).offset(i)) as f64,
+            }
+        }
+    }
+
+    /// Stores `v` rounded to this type as element `i` at `p`.
+    ///
+    /// # Safety
+    /// As [`read`](Self::read).
+    unsafe fn write(self, p: *mut u8, i: isize, v: f64) {
+        // SAFETY: the caller's promise.
+        unsafe {
+            match self {
+                GemmType::F32 | GemmType::Tf32 => *(p as *mut f32).offset(i) = v as f32,
+                GemmType::F64 => *(p as *mut f64).offset(i) = v,
+                GemmType::Bf16 => *(p as *mut u16).offset(i) = f32_to_bf16(v as f32),
+                GemmType::F16 => *(p as *mut u16).offset(i) = f32_to_f16(v as f32),
+            }
+        }
+    }
+}
+
 /// One (batched) GEMM, queued on a stream: C = alpha op(A) op(B) + beta C, column-major.
 pub(crate) struct GemmOp {
-    f64: bool,
-    /// The inputs rounded to TF32 before the products (`CUBLAS_COMPUTE_32F_FAST_TF32`).
-    tf32: bool,
+    ty: GemmType,
     ta: bool,
     tb: bool,
     m: usize,
@@ -46,7 +101,7 @@ pub(crate) struct GemmOp {
 
 impl GemmOp {
     fn elem(&self) -> usize {
-        if self.f64 { 8 } else { 4 }
+        self.ty.size()
     }
     /// (rows, cols) as stored of A, B, C.
     fn shapes(&self) -> [(usize, usize); 3] {
@@ -86,29 +141,18 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
                     let ai = if g.ta { l + i * g.lda } else { i + l * g.lda } as i64 + batch as i64 * g.sa;
                     let bi = if g.tb { j + l * g.ldb } else { l + j * g.ldb } as i64 + batch as i64 * g.sb;
                     // SAFETY: every index is below the extent translated above.
-                    let (x, y) = unsafe {
-                        if g.f64 {
-                            (*(pa as *const f64).offset(ai as isize), *(pb as *const f64).offset(bi as isize))
-                        } else {
-                            (
-                                round_inputs(*(pa as *const f32).offset(ai as isize), g.tf32) as f64,
-                                round_inputs(*(pb as *const f32).offset(bi as isize), g.tf32) as f64,
-                            )
-                        }
+                    let (x, y) = unsafe { (g.ty.read(pa, ai as isize), g.ty.read(pb, bi as isize)) };
+                    let (x, y) = match g.ty {
+                        GemmType::Tf32 => (round_inputs(x as f32, true) as f64, round_inputs(y as f32, true) as f64),
+                        _ => (x, y),
                     };
                     acc += x * y;
                 }
                 let ci = (i + j * g.ldc) as isize + (batch as i64 * g.sc) as isize;
                 // SAFETY: as above. With beta == 0, C is not read (cuBLAS semantics: NaNs in C vanish).
                 unsafe {
-                    if g.f64 {
-                        let p = (pc as *mut f64).offset(ci);
-                        *p = g.alpha * acc + if g.beta == 0.0 { 0.0 } else { g.beta * *p };
-                    } else {
-                        let p = (pc as *mut f32).offset(ci);
-                        let v = g.alpha * acc + if g.beta == 0.0 { 0.0 } else { g.beta * *p as f64 };
-                        *p = v as f32;
-                    }
+                    let old = if g.beta == 0.0 { 0.0 } else { g.beta * g.ty.read(pc, ci) };
+                    g.ty.write(pc, ci, g.alpha * acc + old);
                 }
             }
         }
@@ -222,8 +266,7 @@ fn op_flag(op: c_int) -> Option<bool> {
 #[allow(clippy::too_many_arguments)]
 fn enqueue_gemm(
     h: *mut c_void,
-    f64: bool,
-    tf32: bool,
+    ty: GemmType,
     ta: c_int,
     tb: c_int,
     m: c_int,
@@ -254,8 +297,7 @@ fn enqueue_gemm(
         return STATUS_INVALID_VALUE;
     }
     let g = GemmOp {
-        f64,
-        tf32,
+        ty,
         ta,
         tb,
         m: m as usize,
@@ -313,7 +355,7 @@ pub unsafe extern "C" fn cublasSgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode: alpha and beta are host pointers supplied by the caller.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(h, false, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
+    enqueue_gemm(h, GemmType::F32, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Double-precision GEMM, column-major.
@@ -336,7 +378,7 @@ pub unsafe extern "C" fn cublasDgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(h, true, false, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
+    enqueue_gemm(h, GemmType::F64, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Strided batched single-precision GEMM.
@@ -363,7 +405,7 @@ pub unsafe extern "C" fn cublasSgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(h, false, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, GemmType::F32, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }
 
 /// Strided batched double-precision GEMM.
@@ -390,21 +432,25 @@ pub unsafe extern "C" fn cublasDgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(h, true, false, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, GemmType::F64, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }
 
-/// `cudaDataType` for `f32`, `CUDA_R_32F`.
+/// `cudaDataType`s: `CUDA_R_32F`, `CUDA_R_16F` and `CUDA_R_16BF`.
 const R_32F: c_int = 0;
+const R_16F: c_int = 2;
+const R_16BF: c_int = 14;
 /// `cublasComputeType_t`: full `f32`, and `f32` with TF32 tensor-core products.
 const COMPUTE_32F: c_int = 68;
 /// See [`COMPUTE_32F`].
 const COMPUTE_32F_FAST_TF32: c_int = 77;
 
 /// Strided batched GEMM with the types as arguments, for the combinations
-/// devtensor uses: A, B and C in `f32` with `f32` scalars, computed in
+/// devtensor uses, all with `f32` scalars: A, B and C in `f32`, computed in
 /// `f32` (`CUBLAS_COMPUTE_32F`) or with the inputs rounded to TF32 as the
 /// tensor cores read them (`CUBLAS_COMPUTE_32F_FAST_TF32`), so that the
-/// precision setting is seen in tests. Other types are
+/// precision setting is seen in tests; and A, B and C in `bf16` or `f16`,
+/// computed in `f32` (the tensor cores' products of half inputs are exact,
+/// and the sums here are exact to f64). Other combinations are
 /// `CUBLAS_STATUS_NOT_SUPPORTED`; the algorithm hint is ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
@@ -432,16 +478,18 @@ pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
     compute: c_int,
     _algo: c_int,
 ) -> Status {
-    let tf32 = match compute {
-        COMPUTE_32F => false,
-        COMPUTE_32F_FAST_TF32 => true,
-        _ => return STATUS_NOT_SUPPORTED,
-    };
-    if [a_type, b_type, c_type] != [R_32F; 3] {
+    if a_type != b_type || a_type != c_type {
         return STATUS_NOT_SUPPORTED;
     }
+    let ty = match (a_type, compute) {
+        (R_32F, COMPUTE_32F) => GemmType::F32,
+        (R_32F, COMPUTE_32F_FAST_TF32) => GemmType::Tf32,
+        (R_16BF, COMPUTE_32F) => GemmType::Bf16,
+        (R_16F, COMPUTE_32F) => GemmType::F16,
+        _ => return STATUS_NOT_SUPPORTED,
+    };
     // SAFETY: host pointer mode: alpha and beta point to f32 host values
     // (the scalar type of an f32 compute type), supplied by the caller.
     let (al, be) = unsafe { (*alpha.cast::<f32>() as f64, *beta.cast::<f32>() as f64) };
-    enqueue_gemm(h, false, tf32, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, ty, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }

@@ -18,6 +18,7 @@
 
 mod cublas;
 mod driver;
+mod half;
 mod kernels;
 mod memory;
 mod nccl;

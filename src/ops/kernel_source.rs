@@ -33,15 +33,19 @@ impl KernelSource {
     /// The source sees `kernels/common.cuh`, so one line per op usually
     /// does:
     ///
-    /// - `DT_UNARY_FLOAT(cube, x * x * x)` defines `unary_cube_f32` and
-    ///   `unary_cube_f64`; `DT_UNARY_ALL` adds `i64` and `u8`, and the `_1`
-    ///   and `_2` forms take the scalar parameters `a` and `b`;
+    /// - `DT_UNARY_FLOAT(cube, x * x * x)` defines `unary_cube_f32`,
+    ///   `unary_cube_f64`, `unary_cube_bf16` and `unary_cube_f16`;
+    ///   `DT_UNARY_ALL` adds `i64` and `u8`, and the `_1` and `_2` forms
+    ///   take the scalar parameters `a` and `b`;
     /// - `DT_BINARY_FLOAT(hypot, sqrt(a * a + b * b))` defines the three
-    ///   kernels of a binary op (broadcast, rows and scalar) for `f32` and
-    ///   `f64`; `DT_BINARY_ALL` adds `i64` and `u8`;
+    ///   kernels of a binary op (broadcast, rows and scalar) for the four
+    ///   float types; `DT_BINARY_ALL` adds `i64` and `u8`;
     /// - `DT_COMPARE_FLOAT(near, fabs(a - b) < 0.1)` defines the two kernels
-    ///   of a comparison (broadcast and scalar), giving masks, for `f32` and
-    ///   `f64`; `DT_COMPARE_ALL` adds `i64` and `u8`.
+    ///   of a comparison (broadcast and scalar), giving masks, for the four
+    ///   float types; `DT_COMPARE_ALL` adds `i64` and `u8`.
+    ///
+    /// For `bf16` and `f16` the expression computes in `float` (the
+    /// operands and `T` are `float`) and its result is rounded once.
     ///
     /// # Safety
     ///

@@ -1,10 +1,12 @@
-//! The half-precision element types, `bf16` and `f16`, on the CPU: every
-//! float operation checked against the same operation in `f32` on the same
-//! inputs (half values, which `f32` holds exactly), on random shapes.
+//! The half-precision element types, `bf16` and `f16`, on every device:
+//! every float operation checked against the same operation in `f32` on the
+//! same inputs (half values, which `f32` holds exactly) on the same device,
+//! on random shapes.
 //!
-//! The CPU's half kernels compute in `f32` and round once, as PyTorch's do,
-//! so a kernel's half result must be its `f32` result rounded to the half
-//! type, bit for bit: [`assert_rounded`]. That `f32` result is itself checked
+//! The half kernels compute in `f32` and round once, as PyTorch's do (on
+//! CUDA: element-wise kernels in `float`, the summing families on `f32`
+//! copies), so a kernel's half result must be its `f32` result rounded to
+//! the half type, bit for bit: [`assert_rounded`]. That `f32` result is itself checked
 //! against plain loops by the other suites, so this is a check against an
 //! independent reference once removed. What is computed as several kernels
 //! in a row (gradients, a loss, a model's step) rounds between them, and is
@@ -18,7 +20,7 @@ use crate::common::*;
 use devtensor::nn::{LayerNorm, Linear, cross_entropy};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
-use devtensor::{Checkpoint, Cpu, DType, Element, FloatElement, Tensor, bf16, f16};
+use devtensor::{Checkpoint, Cpu, DType, Device, Element, FloatElement, Tensor, bf16, f16};
 use proptest::prelude::*;
 
 /// The half type's unit roundoff: half the distance from 1 to the next value.
@@ -32,7 +34,7 @@ fn unit_roundoff<H: FloatElement>() -> f64 {
 
 /// Asserts that each of `got` is `want` rounded to `H` (NaN for NaN).
 #[track_caller]
-fn assert_rounded<H: FloatElement>(op: &str, got: &Tensor<Cpu, H>, want: &Tensor<Cpu, f32>) {
+fn assert_rounded<D: Device, H: FloatElement>(op: &str, got: &Tensor<D, H>, want: &Tensor<D, f32>) {
     assert_eq!(got.dims(), want.dims(), "{op}: shapes differ");
     for (i, (g, w)) in got.to_vec().into_iter().zip(want.to_vec()).enumerate() {
         let rounded = <H as Element>::from_f32(w);
@@ -47,7 +49,7 @@ fn assert_rounded<H: FloatElement>(op: &str, got: &Tensor<Cpu, H>, want: &Tensor
 /// with `u` `H`'s unit roundoff. For products whose half kernel sums in its
 /// own order (the `bf16` dot-product kernel).
 #[track_caller]
-fn assert_rounded_reordered<H: FloatElement>(op: &str, got: &Tensor<Cpu, H>, want: &Tensor<Cpu, f32>) {
+fn assert_rounded_reordered<D: Device, H: FloatElement>(op: &str, got: &Tensor<D, H>, want: &Tensor<D, f32>) {
     assert_eq!(got.dims(), want.dims(), "{op}: shapes differ");
     let (got, want) = (as_f64(&got.to_vec()), as_f64(&want.to_vec()));
     let largest = want.iter().fold(0f64, |m, w| m.max(w.abs()));
@@ -62,7 +64,7 @@ fn assert_rounded_reordered<H: FloatElement>(op: &str, got: &Tensor<Cpu, H>, wan
 /// norm of the whole tensor (elements that cancel would make an
 /// element-wise bound meaningless).
 #[track_caller]
-fn assert_near<H: FloatElement>(op: &str, got: &Tensor<Cpu, H>, want: &Tensor<Cpu, f32>, roundoffs: f64) {
+fn assert_near<D: Device, H: FloatElement>(op: &str, got: &Tensor<D, H>, want: &Tensor<D, f32>, roundoffs: f64) {
     assert_eq!(got.dims(), want.dims(), "{op}: shapes differ");
     let (got, want) = (as_f64(&got.to_vec()), as_f64(&want.to_vec()));
     let error = got.iter().zip(&want).map(|(g, w)| (g - w).powi(2)).sum::<f64>().sqrt();
@@ -94,9 +96,9 @@ fn values(len: usize, seed: u64) -> Vec<f64> {
 }
 
 /// A half tensor of `dims` from `seed`, and its exact `f32` copy.
-fn pair<H: FloatElement>(dims: &[usize], seed: u64) -> (Tensor<Cpu, H>, Tensor<Cpu, f32>) {
+fn pair<D: Device, H: FloatElement>(dims: &[usize], seed: u64) -> (Tensor<D, H>, Tensor<D, f32>) {
     let count = dims.iter().product();
-    let half = Tensor::<Cpu, H>::from_vec(cast_all(&values(count, seed)), dims);
+    let half = Tensor::<D, H>::from_vec(cast_all(&values(count, seed)), dims);
     let exact = half.to_dtype::<f32>();
     (half, exact)
 }
@@ -104,7 +106,8 @@ fn pair<H: FloatElement>(dims: &[usize], seed: u64) -> (Tensor<Cpu, H>, Tensor<C
 /// Runs `$call` on random inputs of the given shapes in each half type and
 /// on their exact `f32` copies, with `E` naming the element type inside it,
 /// and compares the two results: `rounded` ([`assert_rounded`]) or
-/// `near(roundoffs)` ([`assert_near`]).
+/// `near(roundoffs)` ([`assert_near`]). The tensors are on the device `D`
+/// names where the macro is called.
 macro_rules! check_half {
     ($op:expr, $seed:expr, [$($x:ident: $dims:expr),+] => $call:expr, $($assert:tt)+) => {{
         check_half!(@one bf16, $op, $seed, [$($x: $dims),+] => $call, $($assert)+);
@@ -114,7 +117,7 @@ macro_rules! check_half {
         let mut seed: u64 = $seed;
         $(
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let $x = pair::<$H>(&$dims[..], seed);
+            let $x = pair::<D, $H>(&$dims[..], seed);
         )+
         let want = {
             #[allow(dead_code)] // for calls that name it
@@ -145,13 +148,12 @@ fn dims(max_rank: usize, max_dim: usize) -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(1..=max_dim, 1..=max_rank)
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cpu_cases(12)))]
+device_proptests! {
+    cases = 12;
 
     /// Every unary op, on every layout the kernels see (a transposed view
     /// included).
-    #[test]
-    fn unary_ops_round_the_f32_result_once(d in dims(3, 9), seed in any::<u64>()) {
+    fn unary_ops_round_the_f32_result_once<D>(d in dims(3, 9), seed in any::<u64>()) {
         macro_rules! unary {
             ($($name:literal: |$t:ident| $call:expr;)*) => {$(
                 check_half!($name, seed, [x: d] => { let $t = x; $call }, rounded);
@@ -184,8 +186,7 @@ proptest! {
     }
 
     /// Element-wise ops of two tensors, broadcast, and with a scalar.
-    #[test]
-    fn binary_ops_round_the_f32_result_once((a, b) in broadcast_pair(3, 6), seed in any::<u64>()) {
+    fn binary_ops_round_the_f32_result_once<D>((a, b) in broadcast_pair(3, 6), seed in any::<u64>()) {
         check_half!("add", seed, [x: a, y: b] => x + y, rounded);
         check_half!("sub", seed, [x: a, y: b] => x - y, rounded);
         check_half!("mul", seed, [x: a, y: b] => x * y, rounded);
@@ -201,8 +202,7 @@ proptest! {
 
     /// Sums, means and scans accumulate in `f32`: one rounding, however
     /// long the sum (a `bf16` accumulator would stop growing at 256 ones).
-    #[test]
-    fn reductions_accumulate_in_f32(d in dims(3, 12), seed in any::<u64>(), axis in 0usize..3) {
+    fn reductions_accumulate_in_f32<D>(d in dims(3, 12), seed in any::<u64>(), axis in 0usize..3) {
         let axis = (axis % d.len()) as isize;
         check_half!("sum", seed, [x: d] => x.sum(), rounded);
         check_half!("sum_axis", seed, [x: d] => x.sum_axis(axis), rounded);
@@ -216,15 +216,14 @@ proptest! {
         // var = Σ(x - mean)² / (n - 1), from kernels that each round.
         check_half!("var_axis", seed, [x: d] => x.var_axis(axis, 0), near(8.0));
         // Comparisons are exact in every type.
-        let (h, f) = pair::<bf16>(&d, seed);
+        let (h, f) = pair::<D, bf16>(&d, seed);
         prop_assert_eq!(h.argmax(axis).to_vec(), f.argmax(axis).to_vec());
     }
 
     /// Products with `f32` accumulation: batched, broadcast, transposed,
     /// and with a bias fused in (`Linear`). On a CPU with AVX512-BF16 the
     /// `bf16` kernel sums in its own order.
-    #[test]
-    fn products_accumulate_in_f32(m in 1usize..20, k in 0usize..40, n in 1usize..80, batch in 1usize..4, seed in any::<u64>()) {
+    fn products_accumulate_in_f32<D>(m in 1usize..20, k in 0usize..40, n in 1usize..80, batch in 1usize..4, seed in any::<u64>()) {
         check_half!("matmul", seed, [a: [m, k], b: [k, n]] => a.matmul(b), reordered);
         check_half!("matmul (batched, transposed)", seed, [a: [batch, m, k], b: [batch, n, k]] => a.matmul(&b.transpose(-1, -2)), reordered);
         check_half!("matmul (broadcast)", seed, [a: [batch, m, k], b: [k, n]] => a.matmul(b), reordered);
@@ -235,8 +234,7 @@ proptest! {
 
     /// Convolutions: forward (direct kernel or unfolded product), and the
     /// input and weight gradients, which sum many products.
-    #[test]
-    fn convolutions_accumulate_in_f32(c in 1usize..4, o in 1usize..5, hw in 3usize..9, pad in 0usize..2, seed in any::<u64>()) {
+    fn convolutions_accumulate_in_f32<D>(c in 1usize..4, o in 1usize..5, hw in 3usize..9, pad in 0usize..2, seed in any::<u64>()) {
         let window = Window2d { padding: [pad, pad], ..Window2d::new([3, 3]) };
         // One rounding where the direct kernel applies (AVX2 or wider,
         // stride 1, rows of 8 or more); else the product rounds before the
@@ -253,8 +251,7 @@ proptest! {
 
     /// Attention: the fused kernel keeps its scores, running maxima and
     /// sums in `f32`; every mask kind; and its gradients.
-    #[test]
-    fn attention_accumulates_in_f32(queries in 1usize..12, keys in 1usize..12, width in 1usize..10, seed in any::<u64>()) {
+    fn attention_accumulates_in_f32<D>(queries in 1usize..12, keys in 1usize..12, width in 1usize..10, seed in any::<u64>()) {
         let shape = |rows: usize| [2, 2, rows, width];
         check_half!("attention", seed, [q: shape(queries), k: shape(keys), v: shape(keys)] => {
             q.scaled_dot_product_attention(k, v, AttentionMask::None, None)
@@ -274,9 +271,32 @@ proptest! {
         }
     }
 
+    /// Indexing, joining, sorting and selecting move half values as they
+    /// are; comparisons are exact; `scatter_add` and `index_add` round each
+    /// addition, as the element type's own arithmetic does.
+    fn indexing_and_comparisons_keep_half_values<D>(rows in 1usize..9, cols in 1usize..9, seed in any::<u64>()) {
+        let index = |len: usize| -> Tensor<D, i64> {
+            Tensor::from_vec((0..len).map(|i| ((i as u64 * 7 + seed) % rows as u64) as i64).collect(), [len])
+        };
+        let picks = index(2 * rows + 1);
+        let grid = Tensor::<D, i64>::from_vec(
+            (0..rows * cols).map(|i| ((i as u64 * 5 + seed) % rows as u64) as i64).collect(),
+            [rows, cols],
+        );
+        check_half!("index_select", seed, [x: [rows, cols]] => x.index_select(0, &picks), rounded);
+        check_half!("gather", seed, [x: [rows, cols]] => x.gather(0, &grid), rounded);
+        check_half!("cat", seed, [x: [rows, cols], y: [rows, cols]] => Tensor::cat(&[x, &y.t().contiguous().t()], 1), rounded);
+        check_half!("sort", seed, [x: [rows, cols]] => x.sort(1, true).0, rounded);
+        check_half!("where_cond", seed, [x: [rows, cols], y: [cols]] => x.gt(y).where_cond(x, y), rounded);
+        check_half!("lt_scalar as a mask", seed, [x: [rows, cols]] => x.lt_scalar(num::<E>(0.5)).to_dtype::<E>(), rounded);
+        check_half!("full", seed, [x: [rows]] => Tensor::<D, E>::full([rows, 2], num::<E>(-1.75)) + x.unsqueeze(1), rounded);
+        // Sums of magnitudes, which cannot cancel: a few roundings of the result.
+        check_half!("scatter_add", seed, [x: [rows, cols], s: [rows, cols]] => x.abs().scatter_add(0, &grid, &s.abs()), near(8.0));
+        check_half!("index_add", seed, [x: [rows, cols], s: [2 * rows + 1, cols]] => x.abs().index_add(0, &picks, &s.abs()), near(8.0));
+    }
+
     /// Layer norm's statistics in `f32`, forward and backward.
-    #[test]
-    fn layer_norm_computes_in_f32(rows in 1usize..8, width in 1usize..40, seed in any::<u64>()) {
+    fn layer_norm_computes_in_f32<D>(rows in 1usize..8, width in 1usize..40, seed in any::<u64>()) {
         check_half!("LayerNorm", seed, [x: [rows, width], w: [width], b: [width]] => {
             LayerNorm::from_weights(w.clone(), b.clone()).forward(x)
         }, rounded);
@@ -288,33 +308,36 @@ proptest! {
     }
 }
 
+device_tests! {
+    a_large_half_product_matches_f32 => large_half_product_matches_f32,
+    a_training_steps_gradients_follow_f32 => training_steps_gradients_follow_f32,
+    conversions_round_to_nearest_even_and_keep_special_values => conversions_round_to_nearest_even,
+}
+
 /// A product large enough to split across threads, in row blocks and
 /// column panels that do not divide it evenly, with a strided operand.
-#[test]
-fn a_large_half_product_matches_f32() {
+fn large_half_product_matches_f32<D: Device>() {
     check_half!("matmul (large)", 7, [a: [203, 301], b: [131, 301]] => a.matmul(&b.t()), reordered);
 }
 
 /// A small classifier's gradients in the half types, against `f32`: every
 /// op of a training step, forward and backward, in one chain.
-#[test]
-fn a_training_steps_gradients_follow_f32() {
+fn training_steps_gradients_follow_f32<D: Device>() {
     for seed in 0..4u64 {
         check_half!("MLP weight gradient", seed, [x: [16, 12], w1: [20, 12], b1: [20], w2: [5, 20]] => {
             let (w1, b1, w2) = (w1.clone().requires_grad(), b1.clone().requires_grad(), w2.clone().requires_grad());
             let hidden = Linear::from_weights(w1.clone(), Some(b1.clone())).forward(x).gelu();
             let logits = Linear::from_weights(w2.clone(), None).forward(&hidden);
-            let labels = Tensor::<Cpu, i64>::from_vec((0..16).map(|i| i % 5).collect(), [16]);
+            let labels = Tensor::<D, i64>::from_vec((0..16).map(|i| i % 5).collect(), [16]);
             let grads = cross_entropy(&logits, &labels).backward();
             grads.get(&w1).unwrap().clone()
         }, near(24.0));
     }
 }
 
-#[test]
-fn conversions_round_to_nearest_even_and_keep_special_values() {
+fn conversions_round_to_nearest_even<D: Device>() {
     let values = [1.0f64, 1.0 + 2f64.powi(-8), 1.0 + 3.0 * 2f64.powi(-8), 65504.0, 65520.0, -0.0, 1e-8];
-    let x = Tensor::<Cpu, f64>::from_vec(values.to_vec(), [values.len()]);
+    let x = Tensor::<D, f64>::from_vec(values.to_vec(), [values.len()]);
     // bf16 has 8 bits: 1 + 2^-8 is a tie, to even (1); 1 + 3·2^-8 is a tie,
     // to even (1 + 2^-6). f16 holds these exactly, and overflows past 65504
     // at 65520 (the tie between 65504 and 65536, to even, which is inf).
@@ -326,7 +349,7 @@ fn conversions_round_to_nearest_even_and_keep_special_values() {
     assert_eq!(as_f64(&half), expected_f16);
     assert!(as_f64(&half)[5].is_sign_negative());
     // Special values survive every conversion, and back to f32 is exact.
-    let special = Tensor::<Cpu, f32>::from_vec(vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY], [3]);
+    let special = Tensor::<D, f32>::from_vec(vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY], [3]);
     for v in [special.to_dtype::<bf16>().to_dtype::<f32>(), special.to_dtype::<f16>().to_dtype::<f32>()] {
         let v = v.to_vec();
         assert!(v[0].is_nan() && v[1] == f32::INFINITY && v[2] == f32::NEG_INFINITY);
@@ -334,10 +357,10 @@ fn conversions_round_to_nearest_even_and_keep_special_values() {
     // f64 -> bf16 goes through f32, as PyTorch's conversion does: f32
     // drops the 2^-30 of 1 + 2^-8 + 2^-30, and the tie that is left goes
     // to even, 1 (rounding once would give 1 + 2^-7).
-    let just_above = Tensor::<Cpu, f64>::from_vec(vec![1.0 + 2f64.powi(-8) + 2f64.powi(-30)], [1]);
+    let just_above = Tensor::<D, f64>::from_vec(vec![1.0 + 2f64.powi(-8) + 2f64.powi(-30)], [1]);
     assert_eq!(just_above.to_dtype::<bf16>().to_vec(), vec![bf16::ONE]);
     // Floats to integers truncate and saturate, NaN to 0, as `as` (and PyTorch on the CPU).
-    let ints = Tensor::<Cpu, bf16>::from_vec(vec![bf16::from_f32(-2.75), bf16::from_f32(3e38), bf16::NAN], [3]);
+    let ints = Tensor::<D, bf16>::from_vec(vec![bf16::from_f32(-2.75), bf16::from_f32(3e38), bf16::NAN], [3]);
     assert_eq!(ints.to_dtype::<i64>().to_vec(), vec![-2, i64::MAX, 0]);
     assert_eq!(ints.to_dtype::<u8>().to_vec(), vec![0, 255, 0]);
 }

@@ -236,13 +236,6 @@ impl CudaDevice {
         Error::Driver { op, device: self.name.clone(), reason: what.to_string() }
     }
 
-    /// What a half-precision kernel's launch says until the CUDA kernels
-    /// for `bf16` and `f16` exist (issue 37): a clear error, not a failed
-    /// lookup.
-    pub(crate) fn half_not_yet(&self, op: &'static str) -> Error {
-        self.error(op, HALF_NOT_YET)
-    }
-
     /// The kernel `name` of the file `family`, compiling and loading the
     /// file on its first use on this device.
     pub(crate) fn function(&self, op: &'static str, family: &'static str, name: &str) -> Result<CudaFunction> {
@@ -275,9 +268,6 @@ impl CudaDevice {
     ) -> Result<CudaFunction> {
         if let Some(f) = lock(&self.functions).get(&file).and_then(|functions| functions.get(name)) {
             return Ok(f.clone());
-        }
-        if name.split('_').any(|part| part == "bf16" || part == "f16") {
-            return Err(self.error(op, HALF_NOT_YET));
         }
         let (module, what) = self.module(op, file, source)?;
         let f = module
@@ -496,10 +486,6 @@ impl Block {
         self.slice.as_mut().expect("a live block holds its slice")
     }
 }
-
-/// See [`CudaDevice::half_not_yet`].
-const HALF_NOT_YET: &str = "bf16 and f16 tensors have no CUDA kernels yet; \
-    compute in f32 on the GPU (`.to_dtype::<f32>()`), or in bf16/f16 on the CPU";
 
 #[cfg(test)]
 mod tests {

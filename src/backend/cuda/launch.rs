@@ -3,7 +3,7 @@
 
 use super::CudaStorage;
 use super::context::{Block, CudaDevice};
-use crate::element::Element;
+use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
 use cudarc::driver::LaunchConfig;
@@ -192,10 +192,34 @@ pub(crate) fn map_setup<T: Element>(
     Ok((out, Some(geo)))
 }
 
+/// A scalar kernel argument of element type `E`, as the kernels declare
+/// it: the element itself, or for the half types the `float` they compute
+/// in (`dt_compute` in `kernels/common.cuh`). Eight bytes, of which the
+/// driver reads as many as the kernel's parameter has.
+#[repr(C, align(8))]
+pub(crate) struct KernelScalar([u8; 8]);
+
+// SAFETY: plain bytes, with no padding or pointers.
+unsafe impl cudarc::driver::DeviceRepr for KernelScalar {}
+
+/// `x` as its kernels' scalar parameter (see [`KernelScalar`]).
+pub(crate) fn kernel_scalar<E: Element>(x: E) -> KernelScalar {
+    let mut bytes = [0u8; 8];
+    match E::DTYPE {
+        DType::F64 => bytes.copy_from_slice(&x.cast::<f64>().to_ne_bytes()),
+        DType::I64 => bytes.copy_from_slice(&x.cast::<i64>().to_ne_bytes()),
+        DType::U8 => bytes[0] = x.cast::<u8>(),
+        // f32, and the half types widened exactly.
+        DType::F32 | DType::BF16 | DType::F16 => bytes[..4].copy_from_slice(&x.cast::<f32>().to_ne_bytes()),
+    }
+    KernelScalar(bytes)
+}
+
 /// `launch_kernel!(device, op, family, name, config; args..)` launches kernel
 /// `name` of `kernels/<family>.cu` on the device's stream with the given
 /// arguments, each passed by value as the kernel's parameter (device
-/// pointers as `u64`, sizes as `usize`, scalars as their element type),
+/// pointers as `u64`, sizes as `usize`, element scalars through
+/// [`kernel_scalar`]),
 /// and maps a failure to an error naming `op` and the device.
 ///
 /// Each argument is bound to its own local first, because the driver reads

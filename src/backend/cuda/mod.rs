@@ -17,6 +17,9 @@ pub(crate) mod launch;
 pub(crate) mod nccl;
 pub(crate) mod pinned;
 pub(crate) mod transfer;
+mod widen;
+
+pub(crate) use widen::{narrowed, narrowed_all, widened};
 
 use super::{Backend, sealed};
 use crate::element::Element;
@@ -270,7 +273,7 @@ impl<const N: usize> Backend for Cuda<N> {
         let out = CudaStorage::alloc(&device, op, len)?;
         if len > 0 {
             let name = format!("copy_fill_{}", E::DTYPE.name());
-            launch_kernel!(device, op, "copy", name, elementwise(len); len, value, out.ptr())?;
+            launch_kernel!(device, op, "copy", name, elementwise(len); len, launch::kernel_scalar(value), out.ptr())?;
         }
         Ok(out)
     }

@@ -7,7 +7,7 @@
 //! for a long sequence. Forward, every block is a task; backward, whole
 //! problems are, since their blocks add to the same key and value gradients.
 
-use super::kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
+use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
     CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, gemm_scaled_rows, narrowed_all, output_buffer,
@@ -396,9 +396,10 @@ impl AttentionKernel for Cpu {
         const OP: &str = "scaled_dot_product_attention";
         if E::DTYPE.is_half() {
             let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
-            let additive = widened_mask(OP, &mask)?;
+            let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
             let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
-            let outputs = Self::attention_forward(q, k, v, out_layout, dims, mask_f32(&mask, &additive), scale)?;
+            let mask = mask.with_additive(additive.as_ref());
+            let outputs = Self::attention_forward(q, k, v, out_layout, dims, mask, scale)?;
             return outputs.map(|outputs| narrowed_all(OP, outputs)).transpose();
         }
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
@@ -455,10 +456,10 @@ impl AttentionKernel for Cpu {
         if E::DTYPE.is_half() {
             let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
             let [out32, lse32, g32] = [widened(OP, out.0)?, widened(OP, lse)?, widened(OP, g.0)?];
-            let additive = widened_mask(OP, &mask)?;
+            let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
             let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
             let (out, g) = ((&out32, out.1), (&g32, g.1));
-            let mask = mask_f32(&mask, &additive);
+            let mask = mask.with_additive(additive.as_ref());
             let layouts = [dq_layout, dk_layout, dv_layout];
             let grads = Self::attention_backward(q, k, v, out, &lse32, g, layouts, dims, mask, scale)?;
             return grads.map(|grads| narrowed_all(OP, grads)).transpose();
@@ -508,23 +509,5 @@ impl AttentionKernel for Cpu {
             (0..batch).try_for_each(run)?;
         }
         Ok(Some([CpuStorage::from_vec(dq), CpuStorage::from_vec(dk), CpuStorage::from_vec(dv)]))
-    }
-}
-
-/// An additive mask's values as `f32`, for a half-precision attention.
-fn widened_mask<E: Element>(op: &'static str, mask: &MaskOf<'_, Cpu, E>) -> Result<Option<CpuStorage<f32>>> {
-    match mask {
-        KernelMask::Add(values, _) => Ok(Some(widened(op, values)?)),
-        KernelMask::None | KernelMask::Causal | KernelMask::Keep(..) => Ok(None),
-    }
-}
-
-/// `mask` with its additive values read from `additive`, their `f32` copy.
-fn mask_f32<'a, E: Element>(mask: &MaskOf<'a, Cpu, E>, additive: &'a Option<CpuStorage<f32>>) -> MaskOf<'a, Cpu, f32> {
-    match (mask, additive) {
-        (KernelMask::Add(_, layout), Some(values)) => KernelMask::Add(values, layout),
-        (KernelMask::Keep(keep, layout), _) => KernelMask::Keep(keep, layout),
-        (KernelMask::Causal, _) => KernelMask::Causal,
-        (KernelMask::None | KernelMask::Add(..), _) => KernelMask::None,
     }
 }

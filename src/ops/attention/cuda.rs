@@ -8,9 +8,9 @@
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cuda;
-use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, launch_kernel, per_row};
+use crate::backend::cuda::{CudaStorage, narrowed_all, widened};
 use crate::element::{DType, FloatElement};
 use crate::error::Result;
 use crate::layout::{Layout, count_of};
@@ -84,10 +84,10 @@ fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) ->
         return (format!("attention_{pass}_{dtype}"), per_row(dims.batch * rows));
     }
     let tile = match E::DTYPE {
-        // The half types compute in f32.
-        DType::F32 | DType::BF16 | DType::F16 => 32,
+        DType::F32 => 32,
         DType::F64 => 16,
-        DType::I64 | DType::U8 => unreachable!("{}", crate::element::NOT_FLOAT),
+        // The half types run the f32 kernels (see `backend/cuda/widen.rs`).
+        DType::BF16 | DType::F16 | DType::I64 | DType::U8 => unreachable!("no {} attention kernels", E::DTYPE.name()),
     };
     // The kernels loop over tiles, so the grid only sets how many run at once.
     let blocks = (dims.batch * rows.div_ceil(tile)).clamp(1, 1 << 16) as u32;
@@ -106,7 +106,7 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         q: (&CudaStorage<E>, &Layout),
         k: (&CudaStorage<E>, &Layout),
         v: (&CudaStorage<E>, &Layout),
-        _contiguous_out: &Layout,
+        contiguous_out: &Layout,
         dims: AttentionDims,
         mask: KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
         scale: f64,
@@ -114,6 +114,14 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         const OP: &str = "scaled_dot_product_attention";
         if !fits(&dims) {
             return Ok(None);
+        }
+        if E::DTYPE.is_half() {
+            let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
+            let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
+            let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
+            let mask = mask.with_additive(additive.as_ref());
+            let outputs = Self::attention_forward(q, k, v, contiguous_out, dims, mask, scale)?;
+            return outputs.map(|outputs| narrowed_all(OP, outputs)).transpose();
         }
         let device = Self::device()?;
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
@@ -135,7 +143,7 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         out: (&CudaStorage<E>, &Layout),
         lse: &CudaStorage<E>,
         g: (&CudaStorage<E>, &Layout),
-        _contiguous_grads: [&Layout; 3],
+        contiguous_grads: [&Layout; 3],
         dims: AttentionDims,
         mask: KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
         scale: f64,
@@ -143,6 +151,16 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         const OP: &str = "scaled_dot_product_attention_backward";
         if !fits(&dims) {
             return Ok(None);
+        }
+        if E::DTYPE.is_half() {
+            let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
+            let [out32, lse32, g32] = [widened(OP, out.0)?, widened(OP, lse)?, widened(OP, g.0)?];
+            let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
+            let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
+            let (out, g) = ((&out32, out.1), (&g32, g.1));
+            let mask = mask.with_additive(additive.as_ref());
+            let grads = Self::attention_backward(q, k, v, out, &lse32, g, contiguous_grads, dims, mask, scale)?;
+            return grads.map(|grads| narrowed_all(OP, grads)).transpose();
         }
         let device = Self::device()?;
         let AttentionDims { batch, queries, keys, width, value_width } = dims;

@@ -40,6 +40,30 @@ pub enum KernelMask<'a, K, A> {
     Add(&'a A, &'a Layout),
 }
 
+impl<'a, K, A> KernelMask<'a, K, A> {
+    /// The additive values, if the mask has them.
+    pub(crate) fn additive(&self) -> Option<&'a A> {
+        match *self {
+            KernelMask::Add(values, _) => Some(values),
+            KernelMask::None | KernelMask::Causal | KernelMask::Keep(..) => None,
+        }
+    }
+
+    /// The same mask with its additive values read from `values` instead:
+    /// their `f32` copy, for a half-precision kernel that widens.
+    pub(crate) fn with_additive<'b, B>(self, values: Option<&'b B>) -> KernelMask<'b, K, B>
+    where
+        'a: 'b,
+    {
+        match (self, values) {
+            (KernelMask::Add(_, layout), Some(values)) => KernelMask::Add(values, layout),
+            (KernelMask::Keep(keep, layout), _) => KernelMask::Keep(keep, layout),
+            (KernelMask::Causal, _) => KernelMask::Causal,
+            (KernelMask::None | KernelMask::Add(..), _) => KernelMask::None,
+        }
+    }
+}
+
 /// A mask of device `B` with elements `E`, as the kernels take it.
 pub type MaskOf<'a, B, E> = KernelMask<'a, <B as Backend>::Storage<u8>, <B as Backend>::Storage<E>>;
 

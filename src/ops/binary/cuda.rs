@@ -6,7 +6,7 @@ use super::{BinaryKernel, BinaryOp};
 use crate::backend::Cuda;
 use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::context::CudaDevice;
-use crate::backend::cuda::launch::{Merged, Strided, elementwise, launch_kernel, per_row};
+use crate::backend::cuda::launch::{Merged, Strided, elementwise, kernel_scalar, launch_kernel, per_row};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, count_of};
@@ -124,7 +124,7 @@ impl<const N: usize> BinaryKernel for Cuda<N> {
         let geo = Strided::new(&device, Op::NAME, layout.dims(), [layout.strides()], [layout.offset()])?;
         let function = function::<E, Op>(&device, "scalar_")?;
         launch_kernel!(function function, device, Op::NAME, elementwise(n);
-            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), scalar,
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), kernel_scalar(scalar),
             i32::from(scalar_first), out.ptr())?;
         Ok(out)
     }

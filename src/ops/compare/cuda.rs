@@ -4,7 +4,7 @@ use super::{CompareKernel, CompareOp};
 use crate::backend::Cuda;
 use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::context::CudaDevice;
-use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, map_setup};
+use crate::backend::cuda::launch::{Strided, elementwise, kernel_scalar, launch_kernel, map_setup};
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::Layout;
@@ -58,7 +58,7 @@ impl<const N: usize> CompareKernel for Cuda<N> {
         let n = layout.elem_count();
         let function = function::<E, Op>(&device, "scalar_")?;
         launch_kernel!(function function, device, Op::NAME, elementwise(n);
-            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), scalar, out.ptr())?;
+            n, geo.rank, geo.dims(), geo.strides(0), geo.offsets[0], x.ptr(), kernel_scalar(scalar), out.ptr())?;
         Ok(out)
     }
 

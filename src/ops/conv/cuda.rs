@@ -2,14 +2,18 @@
 
 use super::{ConvKernel, Unfold2d};
 use crate::backend::Cuda;
-use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::launch::{elementwise, launch_kernel};
+use crate::backend::cuda::{CudaStorage, narrowed, widened};
 use crate::element::FloatElement;
 use crate::error::Result;
 
 impl<const N: usize> ConvKernel for Cuda<N> {
     fn unfold<E: FloatElement>(image: &CudaStorage<E>, offset: usize, g: &Unfold2d, pad: E) -> Result<CudaStorage<E>> {
         const OP: &str = "unfold";
+        if E::DTYPE.is_half() {
+            // A copy: exact through f32.
+            return narrowed(OP, &Self::unfold(&widened(OP, image)?, offset, g, pad.cast::<f32>())?);
+        }
         let device = Self::device()?;
         let total = g.columns_len();
         let out = CudaStorage::alloc(&device, OP, total)?;
@@ -26,6 +30,9 @@ impl<const N: usize> ConvKernel for Cuda<N> {
 
     fn fold<E: FloatElement>(columns: &CudaStorage<E>, g: &Unfold2d) -> Result<CudaStorage<E>> {
         const OP: &str = "fold";
+        if E::DTYPE.is_half() {
+            return narrowed(OP, &Self::fold(&widened(OP, columns)?, g)?);
+        }
         let device = Self::device()?;
         let ([n, c, h, w], win, [oh, ow]) = (g.image, g.window, g.output);
         let total = n * c * h * w;

@@ -1,14 +1,15 @@
 //! Matrix products on CUDA, through cuBLAS's strided-batched GEMM (in TF32
-//! where [`set_float32_matmul_precision`](super::set_float32_matmul_precision) allows it).
+//! where [`set_float32_matmul_precision`](super::set_float32_matmul_precision) allows it;
+//! `bf16` and `f16` on the tensor cores with `f32` sums).
 
 use super::MatmulKernel;
 use super::float32_matmul_precision;
 use crate::backend::cuda::context::CudaDevice;
-use crate::backend::cuda::{CudaStorage, dense_ptr};
+use crate::backend::cuda::{CudaStorage, copy_into, dense_ptr};
 use crate::backend::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
-use crate::layout::{Layout, count_of};
+use crate::layout::{Dims, Layout, Shape, count_of};
 use cudarc::cublas::result as blas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use std::ffi::{c_int, c_longlong, c_void};
@@ -53,146 +54,189 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         rhs: &CudaStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        const OP: &str = "matmul";
-        let device = Self::device()?;
-        let dims = lhs_layout.dims();
-        let r = dims.len();
-        let (m, k, n) = (dims[r - 2], dims[r - 1], rhs_layout.dims()[r - 1]);
-        let batch = count_of(&dims[..r - 2]);
-        // The API checked that the output's element count fits.
-        let len = count_of(&[batch, m, n]);
-        if len == 0 {
-            return CudaStorage::alloc(&device, OP, 0);
-        }
-        if k == 0 {
-            return Self::storage_full(OP, len, E::ZERO);
-        }
-        let out = CudaStorage::<E>::alloc(&device, OP, len)?;
-        // cuBLAS wants each matrix dense with one stride between batch
-        // entries, row-major or transposed (it transposes on the fly); any
-        // other operand (a broadcast batch, a narrowed view) is copied dense.
-        let (_lhs_copy, a, a_t) = operand(&device, lhs, lhs_layout)?;
-        let (_rhs_copy, b, b_t) = operand(&device, rhs, rhs_layout)?;
-        let too_big = || Error::Argument {
-            op: OP,
-            device: device.name.clone(),
-            reason: format!("cuBLAS takes sizes below 2^31, got m = {m}, k = {k}, n = {n}, batch = {batch}"),
-        };
-        let int = |v: usize| c_int::try_from(v).map_err(|_| too_big());
-        let (mi, ki, ni, bi) = (int(m)?, int(k)?, int(n)?, int(batch)?);
-        let (sa, sb, sc) = ((k * n) as c_longlong, (m * k) as c_longlong, (m * n) as c_longlong);
-        let handle = *device.blas()?.handle();
-        device.ctx.bind_to_thread().map_err(|e| device.error(OP, e))?;
-        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS reads the
-        // row-major B (k×n) as the column-major n×k matrix Bᵀ, so passing B
-        // first and A second, with no transposes, yields Cᵀ in column-major
-        // order, which is C in row-major order.
-        // A transposed operand is stored as its transpose, dense: read in
-        // column-major order it is the matrix itself, so cuBLAS transposes
-        // it, with the other dimension as its leading one.
-        let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
-        let (op_b, ldb) = (op(b_t), if b_t { ki } else { ni });
-        let (op_a, lda) = (op(a_t), if a_t { mi } else { ki });
-        let result = match E::DTYPE {
-            DType::F32 if float32_matmul_precision().allows_tf32() => {
-                let (alpha, beta) = (1.0f32, 0.0f32);
-                // SAFETY: as for the f32 product below; the data types say
-                // f32 for A, B and C, and alpha and beta are f32 host values
-                // (the compute type's scalar type is f32).
-                unsafe {
-                    blas::gemm_strided_batched_ex(
-                        handle,
-                        op_b,
-                        op_a,
-                        ni,
-                        mi,
-                        ki,
-                        (&alpha as *const f32).cast(),
-                        b as *const c_void,
-                        cudaDataType::CUDA_R_32F,
-                        ldb,
-                        sa,
-                        a as *const c_void,
-                        cudaDataType::CUDA_R_32F,
-                        lda,
-                        sb,
-                        (&beta as *const f32).cast(),
-                        out.ptr() as *mut c_void,
-                        cudaDataType::CUDA_R_32F,
-                        ni,
-                        sc,
-                        bi,
-                        cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-                        cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                    )
-                }
-            }
-            DType::F32 => {
-                let (alpha, beta) = (1.0f32, 0.0f32);
-                // SAFETY: a, b and out are live device buffers of at least
-                // batch·m·k, batch·k·n and batch·m·n f32 elements, each dense
-                // (row-major, or transposed where op_a/op_b say so) as the
-                // leading dimensions and batch strides describe; alpha and beta are host values (the
-                // handle is in host pointer mode) read before the call
-                // returns; the handle is bound to this device's stream.
-                unsafe {
-                    blas::sgemm_strided_batched(
-                        handle,
-                        op_b,
-                        op_a,
-                        ni,
-                        mi,
-                        ki,
-                        &alpha,
-                        b as *const f32,
-                        ldb,
-                        sa,
-                        a as *const f32,
-                        lda,
-                        sb,
-                        &beta,
-                        out.ptr() as *mut f32,
-                        ni,
-                        sc,
-                        bi,
-                    )
-                }
-            }
-            DType::F64 => {
-                let (alpha, beta) = (1.0f64, 0.0f64);
-                // SAFETY: as above, for f64.
-                unsafe {
-                    blas::dgemm_strided_batched(
-                        handle,
-                        op_b,
-                        op_a,
-                        ni,
-                        mi,
-                        ki,
-                        &alpha,
-                        b as *const f64,
-                        ldb,
-                        sa,
-                        a as *const f64,
-                        lda,
-                        sb,
-                        &beta,
-                        out.ptr() as *mut f64,
-                        ni,
-                        sc,
-                        bi,
-                    )
-                }
-            }
-            // The half types' products on the tensor cores are not built
-            // yet. Spelled out so that a new element type is a compile
-            // error here, not a run-time one.
-            DType::BF16 | DType::F16 => return Err(device.half_not_yet(OP)),
-            other @ (DType::I64 | DType::U8) => {
-                return Err(device.error(OP, format_args!("no GEMM for {}", other.name())));
-            }
-        };
-        result.map_err(|e| device.error(OP, format_args!("cuBLAS: {e:?}")))?;
-        Ok(out)
+        product::<N, E>(lhs, lhs_layout, rhs, rhs_layout, None)
     }
+
+    /// The output starts as the bias, broadcast down its rows, and cuBLAS
+    /// adds the product to it (beta = 1), PyTorch's `addmm`: the half types
+    /// add the bias to the `f32` sums and round once.
+    fn matmul_bias<E: FloatElement>(
+        lhs: &CudaStorage<E>,
+        lhs_layout: &Layout,
+        rhs: &CudaStorage<E>,
+        rhs_layout: &Layout,
+        bias: &CudaStorage<E>,
+        bias_layout: &Layout,
+    ) -> Result<Option<CudaStorage<E>>> {
+        let dims = lhs_layout.dims();
+        let (m, n) = (dims[dims.len() - 2], rhs_layout.dims()[1]);
+        let rows = Layout::new(Shape::from([m, n]), Dims::from(&[0usize, 1][..]), bias_layout.offset());
+        let start = copy_into::<E, E>(&Self::device()?, "matmul", bias, &rows)?;
+        product::<N, E>(lhs, lhs_layout, rhs, rhs_layout, Some(start)).map(Some)
+    }
+}
+
+/// `lhs · rhs` (batched), added to `start` where given (dense, of the
+/// output's shape), else into a new output.
+fn product<const N: usize, E: FloatElement>(
+    lhs: &CudaStorage<E>,
+    lhs_layout: &Layout,
+    rhs: &CudaStorage<E>,
+    rhs_layout: &Layout,
+    start: Option<CudaStorage<E>>,
+) -> Result<CudaStorage<E>> {
+    const OP: &str = "matmul";
+    let device = Cuda::<N>::device()?;
+    let dims = lhs_layout.dims();
+    let r = dims.len();
+    let (m, k, n) = (dims[r - 2], dims[r - 1], rhs_layout.dims()[r - 1]);
+    let batch = count_of(&dims[..r - 2]);
+    // The API checked that the output's element count fits.
+    let len = count_of(&[batch, m, n]);
+    if len == 0 {
+        return CudaStorage::alloc(&device, OP, 0);
+    }
+    if k == 0 {
+        return match start {
+            Some(start) => Ok(start),
+            None => Cuda::<N>::storage_full(OP, len, E::ZERO),
+        };
+    }
+    // Added to the starting output where there is one.
+    let beta = if start.is_some() { 1.0 } else { 0.0 };
+    let out = match start {
+        Some(start) => start,
+        None => CudaStorage::<E>::alloc(&device, OP, len)?,
+    };
+    // cuBLAS wants each matrix dense with one stride between batch
+    // entries, row-major or transposed (it transposes on the fly); any
+    // other operand (a broadcast batch, a narrowed view) is copied dense.
+    let (_lhs_copy, a, a_t) = operand(&device, lhs, lhs_layout)?;
+    let (_rhs_copy, b, b_t) = operand(&device, rhs, rhs_layout)?;
+    let too_big = || Error::Argument {
+        op: OP,
+        device: device.name.clone(),
+        reason: format!("cuBLAS takes sizes below 2^31, got m = {m}, k = {k}, n = {n}, batch = {batch}"),
+    };
+    let int = |v: usize| c_int::try_from(v).map_err(|_| too_big());
+    let (mi, ki, ni, bi) = (int(m)?, int(k)?, int(n)?, int(batch)?);
+    let (sa, sb, sc) = ((k * n) as c_longlong, (m * k) as c_longlong, (m * n) as c_longlong);
+    let handle = *device.blas()?.handle();
+    device.ctx.bind_to_thread().map_err(|e| device.error(OP, e))?;
+    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS reads the
+    // row-major B (k×n) as the column-major n×k matrix Bᵀ, so passing B
+    // first and A second, with no transposes, yields Cᵀ in column-major
+    // order, which is C in row-major order.
+    // A transposed operand is stored as its transpose, dense: read in
+    // column-major order it is the matrix itself, so cuBLAS transposes
+    // it, with the other dimension as its leading one.
+    let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
+    let (op_b, ldb) = (op(b_t), if b_t { ki } else { ni });
+    let (op_a, lda) = (op(a_t), if a_t { mi } else { ki });
+    // The products with the types as arguments: f32 in TF32 on the
+    // tensor cores, and the half types on the tensor cores, summed in
+    // f32 and each output rounded once (as PyTorch's default, which
+    // allows no reduced-precision sums).
+    let gemm_ex = |data: cudaDataType, compute: cublasComputeType_t| {
+        let (alpha, beta) = (1.0f32, beta as f32);
+        // SAFETY: as for the f32 product below, with A, B and C of the
+        // element type that `data` names; alpha and beta are f32 host
+        // values, the scalar type of both compute types used here.
+        unsafe {
+            blas::gemm_strided_batched_ex(
+                handle,
+                op_b,
+                op_a,
+                ni,
+                mi,
+                ki,
+                (&alpha as *const f32).cast(),
+                b as *const c_void,
+                data,
+                ldb,
+                sa,
+                a as *const c_void,
+                data,
+                lda,
+                sb,
+                (&beta as *const f32).cast(),
+                out.ptr() as *mut c_void,
+                data,
+                ni,
+                sc,
+                bi,
+                compute,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+    };
+    let result = match E::DTYPE {
+        DType::F32 if float32_matmul_precision().allows_tf32() => {
+            gemm_ex(cudaDataType::CUDA_R_32F, cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32)
+        }
+        DType::BF16 => gemm_ex(cudaDataType::CUDA_R_16BF, cublasComputeType_t::CUBLAS_COMPUTE_32F),
+        DType::F16 => gemm_ex(cudaDataType::CUDA_R_16F, cublasComputeType_t::CUBLAS_COMPUTE_32F),
+        DType::F32 => {
+            let (alpha, beta) = (1.0f32, beta as f32);
+            // SAFETY: a, b and out are live device buffers of at least
+            // batch·m·k, batch·k·n and batch·m·n f32 elements, each dense
+            // (row-major, or transposed where op_a/op_b say so) as the
+            // leading dimensions and batch strides describe; alpha and beta are host values (the
+            // handle is in host pointer mode) read before the call
+            // returns; the handle is bound to this device's stream.
+            unsafe {
+                blas::sgemm_strided_batched(
+                    handle,
+                    op_b,
+                    op_a,
+                    ni,
+                    mi,
+                    ki,
+                    &alpha,
+                    b as *const f32,
+                    ldb,
+                    sa,
+                    a as *const f32,
+                    lda,
+                    sb,
+                    &beta,
+                    out.ptr() as *mut f32,
+                    ni,
+                    sc,
+                    bi,
+                )
+            }
+        }
+        DType::F64 => {
+            let alpha = 1.0f64;
+            // SAFETY: as above, for f64.
+            unsafe {
+                blas::dgemm_strided_batched(
+                    handle,
+                    op_b,
+                    op_a,
+                    ni,
+                    mi,
+                    ki,
+                    &alpha,
+                    b as *const f64,
+                    ldb,
+                    sa,
+                    a as *const f64,
+                    lda,
+                    sb,
+                    &beta,
+                    out.ptr() as *mut f64,
+                    ni,
+                    sc,
+                    bi,
+                )
+            }
+        }
+        other @ (DType::I64 | DType::U8) => {
+            return Err(device.error(OP, format_args!("no GEMM for {}", other.name())));
+        }
+    };
+    result.map_err(|e| device.error(OP, format_args!("cuBLAS: {e:?}")))?;
+    Ok(out)
 }

@@ -5,10 +5,10 @@ use super::{AffineAxis, ExtremeOp, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
-use crate::backend::cuda::{CudaStorage, dense_ptr};
+use crate::backend::cuda::{CudaStorage, dense_ptr, narrowed, narrowed_all, widened};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::layout::{Layout, count_of};
+use crate::layout::{Layout, Shape, count_of};
 use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 
@@ -108,13 +108,16 @@ fn arg_reduce_all<E: Element>(
 
 impl<const N: usize> ReduceKernel for Cuda<N> {
     fn reduce<E: Element, Op: ReduceOp>(
-        _: Op,
+        op: Op,
         x: &CudaStorage<E>,
         layout: &Layout,
         axis: usize,
     ) -> Result<CudaStorage<E>> {
-        let device = Self::device()?;
         let name = Op::NAME;
+        if E::DTYPE.is_half() {
+            return narrowed(name, &Self::reduce(op, &widened(name, x)?, layout, axis)?);
+        }
+        let device = Self::device()?;
         if let Some(start) = whole_dense(layout, axis) {
             return reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
         }
@@ -130,13 +133,17 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
     }
 
     fn arg_reduce<E: Element, Op: ExtremeOp>(
-        _: Op,
+        op: Op,
         x: &CudaStorage<E>,
         layout: &Layout,
         axis: usize,
     ) -> Result<CudaStorage<i64>> {
-        let device = Self::device()?;
         let name = Op::ARG_NAME;
+        if E::DTYPE.is_half() {
+            // Exact: widening keeps every value and its order.
+            return Self::arg_reduce(op, &widened(name, x)?, layout, axis);
+        }
+        let device = Self::device()?;
         if let Some(start) = whole_dense(layout, axis) {
             return arg_reduce_all::<E>(&device, name, x.ptr_at(start), layout.elem_count());
         }
@@ -152,14 +159,17 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
     }
 
     fn scan<E: Element, Op: ReduceOp>(
-        _: Op,
+        op: Op,
         x: &CudaStorage<E>,
         layout: &Layout,
         axis: usize,
         reverse: bool,
     ) -> Result<CudaStorage<E>> {
-        let device = Self::device()?;
         let name = Op::NAME;
+        if E::DTYPE.is_half() {
+            return narrowed(name, &Self::scan(op, &widened(name, x)?, layout, axis, reverse)?);
+        }
+        let device = Self::device()?;
         let n = layout.elem_count();
         let out = CudaStorage::alloc(&device, name, n)?;
         if n == 0 {
@@ -175,8 +185,11 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
     }
 
     fn softmax<E: FloatElement>(x: &CudaStorage<E>, layout: &Layout, axis: usize, log: bool) -> Result<CudaStorage<E>> {
-        let device = Self::device()?;
         let op = if log { "log_softmax" } else { "softmax" };
+        if E::DTYPE.is_half() {
+            return narrowed(op, &Self::softmax(&widened(op, x)?, layout, axis, log)?);
+        }
+        let device = Self::device()?;
         let n = layout.elem_count();
         let out = CudaStorage::alloc(&device, op, n)?;
         if n == 0 {
@@ -207,8 +220,12 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         axis: usize,
         log: bool,
     ) -> Result<CudaStorage<E>> {
-        let device = Self::device()?;
         let op = if log { "log_softmax_backward" } else { "softmax_backward" };
+        if E::DTYPE.is_half() {
+            let (y, g) = (widened(op, y)?, widened(op, g)?);
+            return narrowed(op, &Self::softmax_backward((&y, y_layout), (&g, g_layout), axis, log)?);
+        }
+        let device = Self::device()?;
         let n = y_layout.elem_count();
         let out = CudaStorage::alloc(&device, op, n)?;
         if n == 0 {
@@ -230,6 +247,15 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         affine: Option<(&CudaStorage<E>, &CudaStorage<E>, AffineAxis)>,
     ) -> Result<[CudaStorage<E>; 3]> {
         const OP: &str = "standardize";
+        if E::DTYPE.is_half() {
+            let affine = match affine {
+                Some((w, b, axis)) => Some((widened(OP, w)?, widened(OP, b)?, axis)),
+                None => None,
+            };
+            let affine = affine.as_ref().map(|(w, b, axis)| (w, b, *axis));
+            let dims = [outer, groups, inner];
+            return narrowed_all(OP, Self::standardize((&widened(OP, x)?, layout), dims, eps, affine)?);
+        }
         let device = Self::device()?;
         let n = layout.elem_count();
         let (out, mean, var) = (
@@ -264,6 +290,21 @@ impl<const N: usize> ReduceKernel for Cuda<N> {
         eps: f64,
     ) -> Result<[CudaStorage<E>; 3]> {
         const OP: &str = "standardize_backward";
+        if E::DTYPE.is_half() {
+            let weight = match weight {
+                Some((w, axis)) => Some((widened(OP, w)?, axis)),
+                None => None,
+            };
+            // The statistics again, in f32, as on the CPU: the forward pass
+            // returned them rounded to the half type.
+            let (x, g) = (widened(OP, x)?, widened(OP, g)?);
+            let dims = [outer, groups, inner];
+            let dense = Layout::contiguous(Shape::from(dims));
+            let [_, mean, var] = Self::standardize((&x, &dense), dims, eps, None)?;
+            let weight = weight.as_ref().map(|(w, axis)| (w, *axis));
+            let grads = Self::standardize_backward(&x, [&mean, &var], weight, (&g, g_layout), dims, eps)?;
+            return narrowed_all(OP, grads);
+        }
         let device = Self::device()?;
         let n = g_layout.elem_count();
         let per_inner = weight.is_some_and(|(_, axis)| axis == AffineAxis::Inner);
