@@ -85,6 +85,7 @@ pub use error::{Error, Result};
 pub use half::{bf16, f16};
 pub use io::Checkpoint;
 pub use layout::{Layout, Shape};
+pub use ops::autocast::{autocast, autocast_dtype};
 pub use ops::matmul::{MatmulPrecision, float32_matmul_precision, set_float32_matmul_precision};
 pub use random::{Generator, manual_seed};
 pub use tensor::{

@@ -7,7 +7,8 @@ use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
 use crate::layout::Shape;
 use crate::nn::{Module, TensorKind};
-use crate::optim::Optimizer;
+use crate::optim::scaler::SCALER_STATE;
+use crate::optim::{GradScaler, Optimizer};
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 use devtensor_macros::fallible;
@@ -109,6 +110,46 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         let state = optimizer.state().into_iter().map(|(name, t)| (format!("{OPTIMIZER_PREFIX}{name}"), t.detach()));
         self.tensors.extend(state);
         self
+    }
+
+    /// Adds `scaler`'s state (as integer tensors under names starting with
+    /// `scaler.`), so that mixed-precision training resumes with its loss
+    /// scale; read it back with [`scaler`](Self::scaler).
+    ///
+    /// ```
+    /// use devtensor::io::Checkpoint;
+    /// use devtensor::nn::Linear;
+    /// use devtensor::optim::GradScaler;
+    /// use devtensor::Cpu;
+    /// let scaler = GradScaler::new().with_init_scale(1024.0);
+    /// let checkpoint = Checkpoint::from_model(&Linear::<Cpu>::new(2, 1)).with_scaler(&scaler);
+    /// assert_eq!(checkpoint.scaler(), scaler);
+    /// ```
+    #[fallible]
+    pub fn with_scaler(mut self, scaler: &GradScaler) -> Self {
+        for (name, value) in SCALER_STATE.iter().zip(scaler.state()) {
+            self.int_tensors.push((name.to_string(), Tensor::try_from_vec(vec![value], [1])?));
+        }
+        Ok(self)
+    }
+
+    /// The loss scaler saved with [`with_scaler`](Self::with_scaler).
+    /// Fails when the checkpoint holds none (or a damaged one).
+    #[fallible]
+    pub fn scaler(&self) -> GradScaler {
+        let missing = |reason: &str| Error::Checkpoint { path: self.source.clone(), reason: reason.to_string() };
+        let mut state = [0i64; 5];
+        for (slot, name) in state.iter_mut().zip(SCALER_STATE) {
+            let Some((_, tensor)) = self.int_tensors.iter().find(|(n, _)| n == name) else {
+                return Err(missing(&format!("no `{name}`: the checkpoint was saved without with_scaler")));
+            };
+            let values = tensor.try_to_vec()?;
+            *slot = match values.as_slice() {
+                [value] => *value,
+                _ => return Err(missing(&format!("`{name}` holds {} values, not 1", values.len()))),
+            };
+        }
+        GradScaler::from_state(state).ok_or_else(|| missing("the scaler's counts do not fit 32 bits"))
     }
 
     /// The float tensors, by name, in the order they were saved.
@@ -220,7 +261,7 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// `load_state_dict` does for such a file.
     #[fallible]
     pub fn load_into<M: LoadInto<D, E>>(&self, model: &mut M) {
-        let is_model_tensor = |n: &&String| !n.starts_with(OPTIMIZER_PREFIX);
+        let is_model_tensor = |n: &&String| !n.starts_with(OPTIMIZER_PREFIX) && !SCALER_STATE.contains(&n.as_str());
         let saved: HashMap<&str, &Tensor<D, E>> =
             self.tensors.iter().filter(|(n, _)| is_model_tensor(&n)).map(|(n, t)| (n.as_str(), t)).collect();
         let saved_int: HashMap<&str, &Tensor<D, i64>> = self.int_tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();

@@ -14,6 +14,7 @@
 //! [`SameDevice`](crate::SameDevice), checked at compile time.
 
 pub mod attention;
+pub mod autocast;
 pub mod binary;
 pub mod compare;
 pub mod conv;

@@ -153,7 +153,7 @@ pub(crate) fn check_max_norm(op: &'static str, device: impl FnOnce() -> String, 
 /// The parameters of `model` that have a gradient in `grads`, each with it
 /// (a tied parameter once). Fails when none has one, as an optimizer's step
 /// does ([`no_gradient_reaches`]).
-fn parameters_with_gradients<D: Device, E: FloatElement, M: Module<D, E>>(
+pub(crate) fn parameters_with_gradients<D: Device, E: FloatElement, M: Module<D, E>>(
     op: &'static str,
     model: &M,
     grads: &Gradients,

@@ -24,12 +24,14 @@
 mod adam;
 pub(crate) mod clip;
 mod groups;
+pub(crate) mod scaler;
 mod schedule;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_grad_value};
 pub use groups::{GroupConfig, ParamGroup};
+pub use scaler::GradScaler;
 pub use schedule::{CosineAnnealingLr, LinearLr, LrSchedule, OneCycleLr, SequentialLr, StepLr};
 pub use sgd::{Sgd, SgdConfig};
 

@@ -16,6 +16,7 @@ mod distributed;
 use common::gradcheck;
 mod gpt;
 mod layers;
+mod mixed_precision;
 mod nn;
 mod optim;
 mod parallel;

@@ -22,6 +22,7 @@ mod kernel;
 
 pub use kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
 
+use super::autocast::{self, autocast_in};
 use crate::autograd::{self, no_grad, rule};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
@@ -103,6 +104,23 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
+        if let Some(half) = autocast::lowered::<E>() {
+            return autocast_in!(half, H => {
+                let (q, k, v) = (self.try_to_dtype::<H>()?, key.try_to_dtype::<H>()?, value.try_to_dtype::<H>()?);
+                let additive = match mask {
+                    AttentionMask::Add(m) => Some(m.try_to_dtype::<H>()?),
+                    _ => None,
+                };
+                let mask = match (mask, &additive) {
+                    (AttentionMask::Add(_), Some(m)) => AttentionMask::Add(m),
+                    (AttentionMask::Keep(m), _) => AttentionMask::Keep(m),
+                    (AttentionMask::Hide(m), _) => AttentionMask::Hide(m),
+                    (AttentionMask::Causal, _) => AttentionMask::Causal,
+                    (AttentionMask::None | AttentionMask::Add(_), _) => AttentionMask::None,
+                };
+                q.try_scaled_dot_product_attention::<D, D, H, H>(&k, &v, mask, scale)?.try_to_dtype::<E>()
+            });
+        }
         let scores_shape = check_shapes(self, key, value, &mask)?;
         let rank = self.rank();
         let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[rank - 1] as f64).sqrt());

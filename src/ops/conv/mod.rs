@@ -18,6 +18,7 @@ mod cuda;
 mod direct;
 mod simd;
 
+use super::autocast::{self, autocast_in};
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
 use crate::element::{Element, FloatElement, SameDtype};
@@ -184,6 +185,13 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 
     fn conv2d_on(&self, weight: &Self, bias: Option<&Self>, window: Window2d, groups: usize) -> Result<Self> {
+        if let Some(half) = autocast::lowered::<E>() {
+            return autocast_in!(half, H => {
+                let (x, weight) = (self.try_to_dtype::<H>()?, weight.try_to_dtype::<H>()?);
+                let bias = bias.map(|b| b.try_to_dtype::<H>()).transpose()?;
+                x.conv2d_on(&weight, bias.as_ref(), window, groups)?.try_to_dtype::<E>()
+            });
+        }
         const OP: &str = "conv2d";
         let error = |reason: String| {
             let mut shapes = vec![self.shape().clone(), weight.shape().clone()];

@@ -8,6 +8,7 @@ mod precision;
 
 pub use precision::{MatmulPrecision, float32_matmul_precision, set_float32_matmul_precision};
 
+use super::autocast::{self, autocast_in};
 use crate::autograd;
 use crate::backend::Backend;
 use crate::element::{Element, FloatElement, SameDtype};
@@ -68,6 +69,12 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         let n = rhs.dims()[1];
         if plan.lhs.dims().len() != 2 || bias.dims()[0] != n || !bias.layout().is_contiguous() {
             return Ok(None);
+        }
+        if let Some(half) = autocast::lowered::<E>() {
+            return autocast_in!(half, H => {
+                let [lhs, rhs, bias] = [self.try_to_dtype::<H>()?, rhs.try_to_dtype::<H>()?, bias.try_to_dtype::<H>()?];
+                lhs.try_matmul_bias(&rhs, &bias)?.map(|out| out.try_to_dtype::<E>()).transpose()
+            });
         }
         let storage =
             D::matmul_bias(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs, bias.storage(), bias.layout())?;
@@ -138,6 +145,11 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2>,
     {
         let rhs: &Self = same_device(rhs);
+        if let Some(half) = autocast::lowered::<E>() {
+            return autocast_in!(half, H => {
+                self.try_to_dtype::<H>()?.try_matmul::<D, H>(&rhs.try_to_dtype::<H>()?)?.try_to_dtype::<E>()
+            });
+        }
         let forward = || {
             let plan = plan(self.layout(), rhs.layout(), D::name)?;
             let storage = D::matmul(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs)?;

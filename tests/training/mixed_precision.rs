@@ -1,0 +1,236 @@
+//! Mixed precision: `autocast` runs the products of `f32` tensors in a half
+//! type (checked against the same products written out with explicit
+//! casts, bit for bit, forward and backward, on every device), and
+//! `GradScaler` follows PyTorch's `GradScaler` through injected overflows,
+//! growth, unscaling before clipping, and a checkpoint round trip. Then
+//! seed 002's CNN trained with `bf16` and `f16` products reaches the `f32`
+//! run's accuracy.
+
+use devtensor::nn::{Conv2d, Conv2dConfig, Linear};
+use devtensor::ops::attention::AttentionMask;
+use devtensor::ops::conv::Window2d;
+use devtensor::optim::{GradScaler, Sgd, SgdConfig, clip_grad_norm};
+use devtensor::{Checkpoint, Cpu, DType, Device, Generator, Tensor, autocast, autocast_dtype, bf16, f16};
+
+fn random<D: Device>(dims: &[usize], seed: u64) -> Tensor<D> {
+    Tensor::<Cpu>::randn_with(dims, &mut Generator::new(seed)).to::<D>()
+}
+
+/// Asserts the two tensors equal element for element.
+#[track_caller]
+fn assert_same<D: Device>(what: &str, got: &Tensor<D>, want: &Tensor<D>) {
+    assert_eq!(got.dims(), want.dims(), "{what}");
+    assert_eq!(got.to_vec(), want.to_vec(), "{what}");
+}
+
+/// Under `autocast::<H>`, each product equals the same product written with
+/// explicit casts to `H` and back, forward and in every gradient; and it
+/// differs from the `f32` product, so the cast really happened.
+fn products_follow_explicit_casts<D: Device, H: devtensor::ops::autocast::LowerPrecision>() {
+    let x = random::<D>(&[3, 2, 6, 6], 1).requires_grad();
+    let config = Conv2dConfig { padding: [1, 1], ..Default::default() };
+    let conv = Conv2d::<D>::from_weights(random(&[4, 2, 3, 3], 2), Some(random(&[4], 3)), config);
+    let linear = Linear::<D>::from_weights(random(&[5, 24], 4), None);
+    let q = random::<D>(&[2, 7, 8], 6).requires_grad();
+    let kv = random::<D>(&[2, 9, 8], 7).requires_grad();
+
+    let auto = autocast::<H, _>(|| {
+        let y = conv.forward(&x).relu();
+        let z = linear.forward(&y.reshape([3, 2, 72]).narrow(2, 0, 24));
+        let a = q.scaled_dot_product_attention(&kv, &kv, AttentionMask::None, None);
+        (z, a)
+    });
+    let cast = |t: &Tensor<D>| t.to_dtype::<H>();
+    let explicit = {
+        let y = cast(&x).conv2d(&cast(&conv.weight), Some(&cast(conv.bias.as_ref().unwrap())), conv_window(), 1);
+        let y = y.to_dtype::<f32>().relu();
+        let flat = cast(&y.reshape([3, 2, 72]).narrow(2, 0, 24));
+        // `Linear` multiplies by its weight's transpose, which autocast
+        // casts as a dense copy: the same layout here.
+        let z = flat.matmul(&cast(&linear.weight.t()));
+        let a = cast(&q).scaled_dot_product_attention(&cast(&kv), &cast(&kv), AttentionMask::None, None);
+        (z.to_dtype::<f32>(), a.to_dtype::<f32>())
+    };
+    assert_same("Linear of a convolution", &auto.0, &explicit.0);
+    assert_same("attention", &auto.1, &explicit.1);
+    let full = linear.forward(&conv.forward(&x).relu().reshape([3, 2, 72]).narrow(2, 0, 24));
+    assert_ne!(auto.0.to_vec(), full.to_vec(), "autocast must change the products");
+
+    // With a bias, `Linear` adds it to the product's f32 sums and rounds once.
+    let biased = Linear::<D>::from_weights(linear.weight.clone(), Some(random(&[5], 5)));
+    let input = random::<D>(&[3, 24], 14);
+    let half_layer = Linear::from_weights(cast(&biased.weight.t()).t(), Some(cast(biased.bias.as_ref().unwrap())));
+    let want = half_layer.forward(&cast(&input)).to_dtype::<f32>();
+    assert_same("Linear with a bias", &autocast::<H, _>(|| biased.forward(&input)), &want);
+
+    // The gradients reach the f32 parameters in f32, as the explicit casts' do.
+    let loss = |(z, a): &(Tensor<D>, Tensor<D>)| z.square().sum() + a.square().sum();
+    let (auto_grads, explicit_grads) = (loss(&auto).backward(), loss(&explicit).backward());
+    for (name, leaf) in
+        [("x", &x), ("conv.weight", &conv.weight), ("linear.weight", &linear.weight), ("q", &q), ("kv", &kv)]
+    {
+        let got = auto_grads.get(leaf).unwrap_or_else(|| panic!("{name} has a gradient"));
+        assert_same(name, got, explicit_grads.get(leaf).unwrap());
+    }
+}
+
+fn conv_window() -> Window2d {
+    Window2d { padding: [1, 1], ..Window2d::new([3, 3]) }
+}
+
+fn products_follow_explicit_casts_in_both_half_types<D: Device>() {
+    products_follow_explicit_casts::<D, bf16>();
+    products_follow_explicit_casts::<D, f16>();
+}
+
+/// The scope is per thread and nests; `f64` products and other ops are
+/// left as they are.
+fn scopes_nest_and_leave_other_ops_alone<D: Device>() {
+    assert_eq!(autocast_dtype(), None);
+    autocast::<bf16, _>(|| {
+        assert_eq!(autocast_dtype(), Some(DType::BF16));
+        autocast::<f16, _>(|| assert_eq!(autocast_dtype(), Some(DType::F16)));
+        assert_eq!(autocast_dtype(), Some(DType::BF16));
+        let other_thread = std::thread::spawn(autocast_dtype).join().unwrap();
+        assert_eq!(other_thread, None, "a new thread starts without a scope");
+        let a = random::<D>(&[4, 5], 8).to_dtype::<f64>();
+        let b = random::<D>(&[5, 3], 9).to_dtype::<f64>();
+        let outside = no_autocast(|| a.matmul(&b));
+        assert_eq!(a.matmul(&b).to_vec(), outside.to_vec(), "f64 products stay f64");
+        let x = random::<D>(&[6], 10);
+        assert_eq!(x.softmax(0).to_vec(), no_autocast(|| x.softmax(0)).to_vec(), "softmax stays f32");
+    });
+    assert_eq!(autocast_dtype(), None);
+    // A panic inside the scope does not leave it set.
+    let caught = std::panic::catch_unwind(|| autocast::<bf16, _>(|| panic!("inside")));
+    assert!(caught.is_err());
+    assert_eq!(autocast_dtype(), None);
+}
+
+/// `f` on a fresh thread, outside any scope.
+fn no_autocast<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join().unwrap())
+}
+
+device_tests! {
+    autocast_products_follow_explicit_casts => products_follow_explicit_casts_in_both_half_types,
+    autocast_scopes_nest_and_leave_other_ops_alone => scopes_nest_and_leave_other_ops_alone,
+    grad_scaler_follows_pytorch_through_overflows => grad_scaler_follows_pytorch,
+}
+
+/// A linear model, a batch and its scaled gradients.
+fn scaled_step<D: Device>(scaler: &GradScaler) -> (Linear<D>, devtensor::Gradients) {
+    let model = Linear::<D>::from_weights(random(&[2, 3], 11), Some(random(&[2], 12)));
+    let x = random::<D>(&[4, 3], 13);
+    let grads = scaler.scale_loss(&model.forward(&x).square().mean()).backward();
+    (model, grads)
+}
+
+fn grad_scaler_follows_pytorch<D: Device>() {
+    let sgd = SgdConfig { lr: 0.5, ..Default::default() };
+    let mut scaler = GradScaler::new().with_init_scale(1024.0).with_growth_interval(3);
+
+    // Unscaled gradients are the true ones (scales are powers of two: exact).
+    let (model, mut grads) = scaled_step::<D>(&scaler);
+    let truth = model.forward(&random::<D>(&[4, 3], 13)).square().mean().backward();
+    assert_eq!(grads.get(&model.weight).unwrap().to_vec(), (truth.get(&model.weight).unwrap() * 1024.0).to_vec());
+    scaler.unscale(&model, &mut grads);
+    assert_same("unscaled", grads.get(&model.weight).unwrap(), truth.get(&model.weight).unwrap());
+    // Clipping after unscaling clips the true gradients.
+    let mut clipped_truth = truth;
+    let norm = clip_grad_norm(&model, &mut grads, 0.1, 2.0);
+    assert_eq!(norm.to_vec(), clip_grad_norm(&model, &mut clipped_truth, 0.1, 2.0).to_vec());
+    let err = scaler.try_unscale(&model, &mut grads).unwrap_err().to_string();
+    assert!(err.contains("already unscaled"), "{err}");
+
+    // A good step: taken; the scale grows after 3 good steps in a row.
+    let mut model = model;
+    let mut opt = Sgd::new(&model, sgd);
+    assert!(scaler.step(&mut opt, &mut model, &mut grads));
+    scaler.update();
+    for _ in 0..2 {
+        let (mut m, mut g) = scaled_step::<D>(&scaler);
+        let mut o = Sgd::new(&m, sgd);
+        assert!(scaler.step(&mut o, &mut m, &mut g));
+        scaler.update();
+    }
+    assert_eq!(scaler.scale(), 2048.0, "doubled after 3 good steps");
+
+    // Injected overflows: an inf, then a NaN. Each step is skipped (the
+    // parameters stay as they were) and halves the scale; the good-step
+    // count starts again.
+    for bad in [f32::INFINITY, f32::NAN] {
+        let (mut model, mut grads) = scaled_step::<D>(&scaler);
+        let before = model.weight.to_vec();
+        let mut poisoned = grads.get(&model.bias.clone().unwrap()).unwrap().to_vec();
+        poisoned[1] = bad;
+        grads.insert(model.bias.as_ref().unwrap(), Tensor::<D>::from_vec(poisoned, [2])).unwrap();
+        let mut opt = Sgd::new(&model, sgd);
+        assert!(!scaler.step(&mut opt, &mut model, &mut grads), "an overflow skips the step");
+        assert_eq!(model.weight.to_vec(), before, "a skipped step changes nothing");
+        scaler.update();
+    }
+    assert_eq!(scaler.scale(), 512.0, "halved on each overflow");
+    for expected in [512.0, 512.0, 1024.0] {
+        let (mut m, mut g) = scaled_step::<D>(&scaler);
+        let mut o = Sgd::new(&m, sgd);
+        assert!(scaler.step(&mut o, &mut m, &mut g));
+        scaler.update();
+        assert_eq!(scaler.scale(), expected);
+    }
+    let err = scaler.try_update().unwrap_err().to_string();
+    assert!(err.contains("no inf checks"), "{err}");
+
+    // The state survives a checkpoint file, exactly, beside the model's.
+    let (model, mut grads) = scaled_step::<D>(&scaler);
+    scaler.unscale(&model, &mut grads);
+    let mut opt = Sgd::new(&model, sgd);
+    let mut model = model;
+    scaler.step(&mut opt, &mut model, &mut grads);
+    scaler.update();
+    let path = std::env::temp_dir().join(format!("devtensor-scaler-{}-{}.safetensors", std::process::id(), D::name()));
+    Checkpoint::from_model(&model).with_scaler(&scaler).save(&path);
+    let loaded = Checkpoint::<D>::load(&path);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(loaded.scaler(), scaler);
+    let mut fresh = Linear::<D>::new(3, 2);
+    loaded.load_into(&mut fresh); // the scaler's entries are not the model's
+    assert_eq!(fresh.weight.to_vec(), model.weight.to_vec());
+    let err = Checkpoint::from_model(&model).try_scaler().unwrap_err().to_string();
+    assert!(err.contains("without with_scaler"), "{err}");
+}
+
+/// A scaled `f16` product: its gradients underflow without the scale and
+/// survive with it.
+#[test]
+fn loss_scaling_keeps_small_f16_gradients() {
+    let w = Tensor::<Cpu>::from_vec(vec![1e-3; 16], [4, 4]).requires_grad();
+    let x = Tensor::<Cpu>::from_vec(vec![1e-4; 8], [2, 4]);
+    let gradient = |scale: f32| {
+        let y = autocast::<f16, _>(|| x.matmul(&w));
+        let grads = (y * (scale * 1e-5)).sum().backward();
+        (grads.get(&w).unwrap() / scale).to_vec()
+    };
+    // Each weight's gradient is two terms of 1e-4 · 1e-5 = 2e-9, below
+    // half of f16's smallest subnormal (2^-24, about 6e-8): the f16
+    // product of the backward pass rounds it to zero.
+    assert!(gradient(1.0).iter().all(|&g| g == 0.0));
+    // Scaled by 2^16 it is a normal f16 number, and unscaled in f32 it is
+    // 2e-9 to f16's rounding of the inputs.
+    let scaled = gradient(65536.0);
+    assert!(scaled.iter().all(|&g| (g - 2e-9).abs() < 2e-11), "{scaled:?}");
+}
+
+/// Seed 002's CNN with `bf16` and with `f16` products (and loss scaling)
+/// reaches the accuracy of its `f32` run within half a point, as the
+/// example's `--bf16` and `--f16` flags run it.
+#[test]
+fn the_cnn_trains_to_the_f32_accuracy_with_half_products() {
+    use crate::nn::train_cnn::{self, Precision, run_in};
+    let (pixels, labels) = train_cnn::digits::load_digits();
+    let full = run_in::<Cpu>(&pixels, &labels, Precision::F32);
+    for precision in [Precision::Bf16, Precision::F16] {
+        let mixed = run_in::<Cpu>(&pixels, &labels, precision);
+        assert!((mixed - full).abs() <= 0.005, "{precision:?}: {mixed} against f32's {full}");
+    }
+}
