@@ -16,14 +16,18 @@
 //! alone.
 //!
 //! Run with `cargo run --release --example train_gpt`; `-- --steps N`
-//! trains for fewer steps (the schedule is then N long).
+//! trains for fewer steps (the schedule is then N long). `-- --bf16` runs
+//! the products (the linear layers and attention) in `bf16` under
+//! [`autocast`](devtensor::autocast), the parameters, the optimizer and
+//! everything else staying `f32`; `-- --f16` runs them in `f16`, with the
+//! loss scaled by a [`GradScaler`](devtensor::optim::GradScaler).
 //! `scripts/train_gpt_torch.py` trains PyTorch's version of the same model
 //! on the same batches, for comparison.
 
 use devtensor::io::Checkpoint;
 use devtensor::nn::Module;
-use devtensor::optim::{CosineAnnealingLr, LinearLr, LrSchedule, Optimizer, SequentialLr, clip_grad_norm};
-use devtensor::{Cpu, Device, Tensor, no_grad};
+use devtensor::optim::{CosineAnnealingLr, GradScaler, LinearLr, LrSchedule, Optimizer, SequentialLr, clip_grad_norm};
+use devtensor::{Cpu, Device, Tensor, autocast, bf16, f16, no_grad};
 use flate2::read::GzDecoder;
 use std::io::{IsTerminal, Read, Write};
 use std::time::Instant;
@@ -57,6 +61,25 @@ fn splitmix(x: u64) -> u64 {
 }
 
 /// A split of the encoded text on `D`, and how to cut batches from it.
+/// What the products compute in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Precision {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl Precision {
+    /// `f()` with the products in this precision.
+    fn run<T>(self, f: impl FnOnce() -> T) -> T {
+        match self {
+            Precision::F32 => f(),
+            Precision::Bf16 => autocast::<bf16, _>(f),
+            Precision::F16 => autocast::<f16, _>(f),
+        }
+    }
+}
+
 struct Split<D: Device> {
     tokens: Tensor<D, i64>,
     /// Distinguishes the splits' batch streams.
@@ -79,12 +102,12 @@ impl<D: Device> Split<D> {
     }
 
     /// The mean loss of `EVAL_BATCHES` batches from `first`.
-    fn loss(&self, model: &Gpt<D>, first: u64) -> f32 {
+    fn loss(&self, model: &Gpt<D>, first: u64, precision: Precision) -> f32 {
         no_grad(|| {
             let total: f32 = (0..EVAL_BATCHES as u64)
                 .map(|i| {
                     let (x, y) = self.batch(first + i);
-                    model.loss(&x, &y).expect("the model runs").item()
+                    precision.run(|| model.loss(&x, &y)).expect("the model runs").item()
                 })
                 .sum();
             total / EVAL_BATCHES as f32
@@ -119,7 +142,7 @@ fn progress(step: usize, steps: usize, loss: f32, tokens_per_second: f64, starte
     }
 }
 
-fn train<D: Device>(text: &[u8], steps: usize) {
+fn train<D: Device>(text: &[u8], steps: usize, precision: Precision) {
     // The characters, in byte order, are the vocabulary.
     let mut vocab: Vec<u8> = text.to_vec();
     vocab.sort_unstable();
@@ -137,7 +160,7 @@ fn train<D: Device>(text: &[u8], steps: usize) {
     let config = GptConfig { block_size: BLOCK, vocab_size: vocab.len(), n_layer: 4, n_head: 4, n_embd: 128 };
     let mut model = Gpt::<D>::new(config).expect("the model fits");
     println!(
-        "{} characters ({} distinct; {} to train on, {} to validate), {} parameters, on {}",
+        "{} characters ({} distinct; {} to train on, {} to validate), {} parameters, on {}, products in {precision:?}",
         text.len(),
         vocab.len(),
         cut,
@@ -146,6 +169,7 @@ fn train<D: Device>(text: &[u8], steps: usize) {
         D::name()
     );
     let mut opt = model.optimizer(1e-3, 0.1, (0.9, 0.99));
+    let mut scaler = GradScaler::new();
     let warmup = (steps / 20).min(100);
     let schedule = SequentialLr {
         first: LinearLr {
@@ -167,7 +191,7 @@ fn train<D: Device>(text: &[u8], steps: usize) {
                 eprintln!();
             }
             // The same evaluation batches every time, so the figures compare.
-            let (train_loss, val_loss) = (train.loss(&model, 1 << 40), val.loss(&model, 0));
+            let (train_loss, val_loss) = (train.loss(&model, 1 << 40, precision), val.loss(&model, 0, precision));
             println!(
                 "step {step:5}: train loss {train_loss:.4}, val loss {val_loss:.4}, {tokens_per_second:.0} tokens/s"
             );
@@ -179,10 +203,19 @@ fn train<D: Device>(text: &[u8], steps: usize) {
         }
         schedule.apply(&mut opt, step);
         let (x, y) = train.batch(step as u64);
-        let loss = model.loss(&x, &y).expect("the model runs");
-        let mut grads = loss.backward();
-        clip_grad_norm(&model, &mut grads, 1.0, 2.0);
-        opt.step(&mut model, &grads);
+        let loss = precision.run(|| model.loss(&x, &y)).expect("the model runs");
+        if precision == Precision::F16 {
+            // Unscaled before clipping, which needs the true gradients.
+            let mut grads = scaler.scale_loss(&loss).backward();
+            scaler.unscale(&model, &mut grads);
+            clip_grad_norm(&model, &mut grads, 1.0, 2.0);
+            scaler.step(&mut opt, &mut model, &mut grads);
+            scaler.update();
+        } else {
+            let mut grads = loss.backward();
+            clip_grad_norm(&model, &mut grads, 1.0, 2.0);
+            opt.step(&mut model, &grads);
+        }
         window_tokens += BATCH * BLOCK;
         tokens_per_second = window_tokens as f64 / window_start.elapsed().as_secs_f64();
         progress(step + 1, steps, loss.item(), tokens_per_second, started);
@@ -190,7 +223,9 @@ fn train<D: Device>(text: &[u8], steps: usize) {
     println!("trained {steps} steps in {:.1} s", started.elapsed().as_secs_f64());
 
     let path = std::env::temp_dir().join(format!("devtensor-train-gpt-{}.safetensors", std::process::id()));
-    Checkpoint::try_from_model(&model).expect("the model's tensors").with_optimizer(&opt).save(&path);
+    let checkpoint = Checkpoint::try_from_model(&model).expect("the model's tensors").with_optimizer(&opt);
+    let checkpoint = if precision == Precision::F16 { checkpoint.with_scaler(&scaler) } else { checkpoint };
+    checkpoint.save(&path);
     let mut reloaded = Gpt::<Cpu>::new(config).expect("the model fits");
     Checkpoint::<Cpu>::load(&path).load_into(&mut reloaded);
     println!("checkpoint {} reloaded on Cpu; a sample (temperature 0.8, top-k 20):\n", path.display());
@@ -206,16 +241,24 @@ fn train<D: Device>(text: &[u8], steps: usize) {
 
 fn main() {
     let mut steps = 2000;
+    let mut precision = Precision::F32;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        match (arg.as_str(), args.next().and_then(|n| n.parse().ok())) {
-            ("--steps", Some(n)) if n > 0 => steps = n,
-            _ => {
-                eprintln!("usage: train_gpt [--steps N]");
-                std::process::exit(2);
-            }
+        match arg.as_str() {
+            "--bf16" => precision = Precision::Bf16,
+            "--f16" => precision = Precision::F16,
+            "--steps" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) if n > 0 => steps = n,
+                _ => usage(),
+            },
+            _ => usage(),
         }
     }
     let text = load_text();
-    devtensor::on_best_device!(D => train::<D>(&text, steps));
+    devtensor::on_best_device!(D => train::<D>(&text, steps, precision));
+}
+
+fn usage() -> ! {
+    eprintln!("usage: train_gpt [--steps N] [--bf16 | --f16]");
+    std::process::exit(2);
 }

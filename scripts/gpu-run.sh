@@ -7,7 +7,7 @@
 # examples/train_gpt.rs (scripts/train_gpt_torch.py). Logs go to $OUT (default
 # .gpu/out), and examples/ddp.rs through devtensor-run over the real NCCL.
 # TESTS, EXAMPLES, BENCH_FILTER and TORCH_FILTER narrow the run; NO_BENCH=1,
-# NO_TORCH=1 and NO_DDP=1 skip parts.
+# NO_TORCH=1, NO_DDP=1 and NO_MIXED=1 skip parts.
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/.gpu/out}"
 mkdir -p "$OUT"
@@ -50,6 +50,19 @@ for ex in ${EXAMPLES:-quickstart prefetch train_cnn static_cnn data_parallel tra
     echo "== example $ex"
     timeout 200 ".gpu/bin/$ex" 2>&1 | tee "$OUT/example-$ex.log" | tail -8
 done
+# Mixed precision (issue 37): bf16 products under autocast, beside PyTorch's
+# autocast on the same batches.
+if [ -z "${NO_MIXED:-}" ]; then
+    for ex in train_cnn train_gpt; do
+        [ -x ".gpu/bin/$ex" ] || continue
+        echo "== example $ex --bf16"
+        timeout 200 ".gpu/bin/$ex" --bf16 2>&1 | tee "$OUT/example-$ex-bf16.log" | tail -6
+    done
+    if [ -z "${NO_TORCH:-}" ]; then
+        echo "== PyTorch's GPT under autocast bf16 (scripts/train_gpt_torch.py --device cuda --bf16)"
+        timeout 200 python3 scripts/train_gpt_torch.py --device cuda --bf16 2>&1 | tee "$OUT/torch-gpt-bf16.log" | tail -4
+    fi
+fi
 if [ -x .gpu/bin/devtensor-run ] && [ -x .gpu/bin/ddp ] && [ -z "${NO_DDP:-}" ]; then
     # One process per GPU present, over the real NCCL (one GPU: a job of one).
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l)

@@ -5,7 +5,10 @@ text and the same batches (SplitMix64 positions), so that the two runs'
 losses compare step for step. Only the initial weights differ (each
 library draws its own from the same distributions).
 
-    python3 scripts/train_gpt_torch.py [--steps N] [--threads T] [--device cuda]
+    python3 scripts/train_gpt_torch.py [--steps N] [--threads T] [--device cuda] [--bf16]
+
+`--bf16` runs the forward under `torch.autocast(device, dtype=torch.bfloat16)`,
+the example's `--bf16`.
 
 Run it with the Python that `benches/peers/torch-env.sh` prints (it
 installs PyTorch's wheel once). `tests/fixtures/pytorch/make_fixtures.py`
@@ -138,7 +141,9 @@ def main():
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU")
+    parser.add_argument("--bf16", action="store_true", help="the forward under torch.autocast in bfloat16")
     args = parser.parse_args()
+    amp = lambda: torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.bf16)
     torch.set_num_threads(args.threads)
     torch.manual_seed(1337)
     with gzip.open(os.path.join(ROOT, "examples/data/shakespeare.txt.gz"), "rb") as f:
@@ -151,10 +156,10 @@ def main():
     model = Gpt(BLOCK, len(vocab), 4, 4, 128).to(args.device)
     opt = model.optimizer(1e-3, 0.1, (0.9, 0.99))
     print(f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, "
-          f"{sum(p.numel() for p in model.parameters())} parameters", flush=True)
+          f"{sum(p.numel() for p in model.parameters())} parameters, autocast bf16 {args.bf16}", flush=True)
 
     def loss_of(split, stream, first):
-        with torch.no_grad():
+        with torch.no_grad(), amp():
             return sum(model(*batch(split, stream, first + i)).item() for i in range(EVAL_BATCHES)) / EVAL_BATCHES
 
     started = time.perf_counter()
@@ -169,7 +174,8 @@ def main():
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps)
-        loss = model(*batch(train, 1, step))
+        with amp():
+            loss = model(*batch(train, 1, step))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

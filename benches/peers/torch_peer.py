@@ -255,6 +255,13 @@ def load_model(t, name):
     return model
 
 
+def autocast_of(args):
+    """The step's `torch.autocast("cpu", dtype=torch.bfloat16)` when the
+    row asks for it (`"autocast": "bf16"`), else a scope that does nothing."""
+    enabled = args.get("autocast") == "bf16"
+    return lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+
+
 def train_step(t, args):
     model = load_model(t, args["model"])
     x, y = t["x"], t["y"]
@@ -263,9 +270,11 @@ def train_step(t, args):
     else:
         opt = torch.optim.SGD(model.parameters(), lr=args["lr"], momentum=args["momentum"])
     logits = model(x)
+    amp = autocast_of(args)
 
     def step():
-        loss = F.cross_entropy(model(x), y)
+        with amp():
+            loss = F.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -336,9 +345,11 @@ def gpt_train_step(t, args):
     idx, y = t["idx"], t["y"]
     opt = model.optimizer(1e-3, 0.1, (0.9, 0.99))
     logits = model(idx)
+    amp = autocast_of(args)
 
     def step():
-        loss = model(idx, y)
+        with amp():
+            loss = model(idx, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -18,8 +18,10 @@
 //! and the casts take a pass each; the products, which dominate, run at
 //! the half type's rate.
 //!
-//! The setting is per thread and per scope, as PyTorch's: a closure run on
-//! another thread (a data-parallel replica) calls `autocast` itself.
+//! The setting is per thread and per scope, as PyTorch's. A
+//! [`DataParallel`](crate::parallel::DataParallel) step taken inside a
+//! scope runs its replicas' threads inside it too; a thread of your own
+//! calls `autocast` itself.
 
 use crate::element::{DType, Element, FloatElement};
 use half::{bf16, f16};
@@ -58,13 +60,21 @@ thread_local! {
 /// assert_eq!(grads.get(&layer.weight).unwrap().dims(), [8, 64]); // an f32 gradient
 /// ```
 pub fn autocast<H: LowerPrecision, T>(f: impl FnOnce() -> T) -> T {
+    autocast_as(Some(H::DTYPE), f)
+}
+
+/// `f` with this thread's autocast setting `dtype` (`None`: products in
+/// their own type), restored afterwards even if `f` panics: what
+/// [`autocast`] does, and how a data-parallel step carries its caller's
+/// setting to the replicas' threads.
+pub(crate) fn autocast_as<T>(dtype: Option<DType>, f: impl FnOnce() -> T) -> T {
     struct Restore(Option<DType>);
     impl Drop for Restore {
         fn drop(&mut self) {
             AUTOCAST.with(|a| a.set(self.0));
         }
     }
-    let _restore = Restore(AUTOCAST.with(|a| a.replace(Some(H::DTYPE))));
+    let _restore = Restore(AUTOCAST.with(|a| a.replace(dtype)));
     f()
 }
 

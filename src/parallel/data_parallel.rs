@@ -9,6 +9,7 @@ use super::replica::{BucketPlan, OnDevice, Replicas};
 use crate::backend::cuda::nccl::NcclClique;
 use crate::error::{Error, Result};
 use crate::nn::TensorKind;
+use crate::ops::autocast::{autocast_as, autocast_dtype};
 use crate::optim::OptimizerConfig;
 use crate::optim::clip::check_max_norm;
 use crate::tensor::Device;
@@ -48,6 +49,10 @@ static NCCL_STEPS: Mutex<()> = Mutex::new(());
 /// uses batch statistics, so they do not make the replicas drift, and
 /// [`model`](Self::model) returns the root's (PyTorch DDP keeps rank 0's
 /// too).
+///
+/// A step taken inside an [`autocast`](crate::autocast) scope runs every
+/// replica inside it (the scope is per thread), so mixed precision needs
+/// nothing more; the gradients are summed in `f32`.
 ///
 /// Replicas are typed: the model on `Cuda<1>` is an `M::On<Cuda<1>>`, and
 /// its rows arrive as the batch type on `Cuda<1>`, so no replica can be
@@ -235,6 +240,8 @@ where
         let _one_at_a_time = self.clique.as_ref().map(|_| NCCL_STEPS.lock().unwrap_or_else(PoisonError::into_inner));
         let reducer =
             Exchange::<L::Root>::new(self.buckets.len(), n, self.clique.as_ref().map(|c| c as &dyn Collective));
+        // The caller's autocast scope, for the replicas' threads.
+        let precision = autocast_dtype();
         let results: Vec<std::result::Result<(f32, usize), Stop>> = std::thread::scope(|scope| {
             let handles: Vec<_> = self
                 .replicas
@@ -245,7 +252,7 @@ where
                     let reducer = &reducer;
                     scope.spawn(move || {
                         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            replica.step(batch, start..end, total, reducer, rank)
+                            autocast_as(precision, || replica.step(batch, start..end, total, reducer, rank))
                         }));
                         let result = outcome.unwrap_or_else(|panic| {
                             let message = panic

@@ -6,10 +6,11 @@
 //! seed 002's CNN trained with `bf16` and `f16` products reaches the `f32`
 //! run's accuracy.
 
-use devtensor::nn::{Conv2d, Conv2dConfig, Linear};
+use devtensor::nn::{Conv2d, Conv2dConfig, Linear, Reduction, try_mse_loss};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
 use devtensor::optim::{GradScaler, Sgd, SgdConfig, clip_grad_norm};
+use devtensor::parallel::{DataParallel, Loss};
 use devtensor::{Checkpoint, Cpu, DType, Device, Generator, Tensor, autocast, autocast_dtype, bf16, f16};
 
 fn random<D: Device>(dims: &[usize], seed: u64) -> Tensor<D> {
@@ -110,6 +111,34 @@ fn scopes_nest_and_leave_other_ops_alone<D: Device>() {
 /// `f` on a fresh thread, outside any scope.
 fn no_autocast<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| s.spawn(f).join().unwrap())
+}
+
+/// A data-parallel step inside a scope runs its replicas inside it: its
+/// loss is the whole batch's loss with the products in `bf16`, not in
+/// `f32`. (Two CPU replicas: the GPU pairs are `tests/training/parallel.rs`'s.)
+#[test]
+fn data_parallel_steps_carry_the_autocast_scope() {
+    type D = Cpu;
+    struct Regression<R: Device> {
+        fc: Linear<R>,
+    }
+    devtensor::module!(Regression { fc });
+    impl<R: Device> Loss<R> for Regression<R> {
+        type Batch = (Tensor<R>, Tensor<R>);
+        fn loss(&self, (x, y): &Self::Batch) -> devtensor::Result<Tensor<R>> {
+            try_mse_loss(&self.fc.try_forward(x)?, y, Reduction::Mean)
+        }
+    }
+    let model = Regression { fc: Linear::<D>::from_weights(random(&[1, 16], 20), None) };
+    let (x, y) = (random::<D>(&[8, 16], 21), random::<D>(&[8, 1], 22));
+    let batch = (x, y);
+    let whole_f32 = model.loss(&batch).unwrap().item();
+    let whole_bf16 = autocast::<bf16, _>(|| model.loss(&batch)).unwrap().item();
+    assert!((whole_f32 - whole_bf16).abs() > 1e-5, "bf16 products change the loss");
+    let mut dp = DataParallel::<(D, D), _, _, _>::try_new(&model, SgdConfig::default()).unwrap();
+    let stepped = autocast::<bf16, _>(|| dp.step(&batch));
+    // Two halves' mean losses, averaged: the whole batch's, to f32 rounding.
+    assert!((stepped - whole_bf16).abs() < 1e-6 * whole_bf16.abs().max(1.0), "{stepped} against {whole_bf16}");
 }
 
 device_tests! {

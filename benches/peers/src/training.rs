@@ -16,7 +16,7 @@ use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig, clip_grad_no
 #[path = "../../../examples/gpt/model.rs"]
 mod gpt;
 use devtensor::static_shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
-use devtensor::{Cpu, Device, Tensor, no_grad};
+use devtensor::{Cpu, Device, Tensor, autocast, bf16, no_grad};
 use gpt::{Gpt, GptConfig, KvCache, Sampling};
 use serde_json::json;
 use std::hint::black_box;
@@ -428,6 +428,27 @@ pub fn rows(
         );
     }
     let op = "train step seed 002 (64x3x64x64)";
+    let mixed_op = "train step seed 002 bf16 autocast (64x3x64x64)";
+    if wanted(mixed_op) && !super::capped() {
+        let mut model = Seed002::<Cpu> {
+            conv: model.conv.clone(),
+            relu: Relu,
+            pool: MaxPool2d::new(2),
+            flatten: Flatten::default(),
+            fc: model.fc.clone(),
+        };
+        contest.torch.model(&model);
+        contest.torch.tensor("x", &x);
+        contest.torch.labels("y", &y);
+        let args = json!({"model": "seed002", "optimizer": "adam", "lr": 1e-3, "autocast": "bf16"});
+        let torch = contest.torch.setup(mixed_op, "train_step", args, &logits.to_vec(), 1e-4);
+        let mut opt = Adam::new(&model, AdamConfig::default());
+        let step = &mut || {
+            let loss = cross_entropy(&autocast::<bf16, _>(|| model.forward(&x)), &y);
+            opt.step(&mut model, &loss.backward());
+        };
+        contest.row(mixed_op, 3.0 * seed_conv_flops, Some(peak), "GFLOP/s", torch, step, None);
+    }
     if wanted(op) {
         let mut model = Seed002::<Cpu> {
             conv: model.conv.clone(),
@@ -485,7 +506,6 @@ fn gpt_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) {
         Tensor::<Cpu, i64>::from_vec(ids, [batch, t])
     };
     let (idx, y) = (tokens(61), tokens(62));
-    let logits = no_grad(|| model.logits(&idx).expect("the model runs"));
     // Multiply-adds of the forward: the blocks' matrices (12 c² per token
     // and layer), the output layer, and causal attention's two products.
     let tokens_in = (batch * t) as f64;
@@ -494,21 +514,37 @@ fn gpt_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) {
     let forward = 2.0 * (matrices + attention);
     let args = json!({"config": {"block_size": t, "vocab_size": config.vocab_size, "n_layer": config.n_layer,
                                  "n_head": config.n_head, "n_embd": c}});
-    for training in [false, true] {
-        let op = if training { "train step GPT 4x4x128 (16x64)" } else { "infer GPT 4x4x128 (16x64)" };
-        if !wanted(op) {
+    for (training, mixed) in [(false, false), (true, false), (true, true)] {
+        let op = match (training, mixed) {
+            (true, true) => "train step GPT bf16 autocast 4x4x128 (16x64)",
+            (true, false) => "train step GPT 4x4x128 (16x64)",
+            _ => "infer GPT 4x4x128 (16x64)",
+        };
+        // PyTorch's bf16 under the AVX2 cap runs at a few GFLOP/s (see the
+        // bf16 product rows): no comparison there.
+        if !wanted(op) || (mixed && super::capped()) {
             continue;
         }
+        // The weights as this row starts (a training row leaves them trained).
+        let logits = no_grad(|| model.logits(&idx).expect("the model runs"));
         contest.torch.model(&model);
         contest.torch.labels("idx", &idx);
         contest.torch.labels("y", &y);
         let kind = if training { "gpt_train_step" } else { "gpt_inference" };
-        let torch = contest.torch.setup(op, kind, args.clone(), &logits.to_vec(), 1e-4);
+        let mut row_args = args.clone();
+        if mixed {
+            row_args["autocast"] = json!("bf16");
+        }
+        let torch = contest.torch.setup(op, kind, row_args, &logits.to_vec(), 1e-4);
         if training {
             let mut opt = model.optimizer(1e-3, 0.1, (0.9, 0.99));
             let model = &mut model;
             let step = &mut || {
-                let mut grads = model.loss(&idx, &y).expect("the model runs").backward();
+                let loss = match mixed {
+                    true => autocast::<bf16, _>(|| model.loss(&idx, &y)),
+                    false => model.loss(&idx, &y),
+                };
+                let mut grads = loss.expect("the model runs").backward();
                 clip_grad_norm(&*model, &mut grads, 1.0, 2.0);
                 opt.step(model, &grads);
             };
