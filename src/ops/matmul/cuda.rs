@@ -133,15 +133,19 @@ fn product<const N: usize, E: FloatElement>(
     let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
     let (op_b, ldb) = (op(b_t), if b_t { ki } else { ni });
     let (op_a, lda) = (op(a_t), if a_t { mi } else { ki });
-    // The products with the types as arguments: f32 in TF32 on the
-    // tensor cores, and the half types on the tensor cores, summed in
-    // f32 and each output rounded once (as PyTorch's default, which
-    // allows no reduced-precision sums).
+    // The products with the element type as an argument: f32 (in TF32 on
+    // the tensor cores where the precision setting allows it), and the half
+    // types on the tensor cores, summed in f32 and each output rounded once
+    // (PyTorch's default, which allows no reduced-precision sums).
     let gemm_ex = |data: cudaDataType, compute: cublasComputeType_t| {
         let (alpha, beta) = (1.0f32, beta as f32);
-        // SAFETY: as for the f32 product below, with A, B and C of the
-        // element type that `data` names; alpha and beta are f32 host
-        // values, the scalar type of both compute types used here.
+        // SAFETY: a, b and out are live device buffers of at least
+        // batch·m·k, batch·k·n and batch·m·n elements of the type `data`
+        // names, each dense (row-major, or transposed where op_a/op_b say
+        // so) as the leading dimensions and batch strides describe; alpha
+        // and beta are f32 host values (the scalar type of both compute
+        // types used here; the handle is in host pointer mode) read before
+        // the call returns; the handle is bound to this device's stream.
         unsafe {
             blas::gemm_strided_batched_ex(
                 handle,
@@ -174,42 +178,13 @@ fn product<const N: usize, E: FloatElement>(
         DType::F32 if float32_matmul_precision().allows_tf32() => {
             gemm_ex(cudaDataType::CUDA_R_32F, cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32)
         }
+        DType::F32 => gemm_ex(cudaDataType::CUDA_R_32F, cublasComputeType_t::CUBLAS_COMPUTE_32F),
         DType::BF16 => gemm_ex(cudaDataType::CUDA_R_16BF, cublasComputeType_t::CUBLAS_COMPUTE_32F),
         DType::F16 => gemm_ex(cudaDataType::CUDA_R_16F, cublasComputeType_t::CUBLAS_COMPUTE_32F),
-        DType::F32 => {
-            let (alpha, beta) = (1.0f32, beta as f32);
-            // SAFETY: a, b and out are live device buffers of at least
-            // batch·m·k, batch·k·n and batch·m·n f32 elements, each dense
-            // (row-major, or transposed where op_a/op_b say so) as the
-            // leading dimensions and batch strides describe; alpha and beta are host values (the
-            // handle is in host pointer mode) read before the call
-            // returns; the handle is bound to this device's stream.
-            unsafe {
-                blas::sgemm_strided_batched(
-                    handle,
-                    op_b,
-                    op_a,
-                    ni,
-                    mi,
-                    ki,
-                    &alpha,
-                    b as *const f32,
-                    ldb,
-                    sa,
-                    a as *const f32,
-                    lda,
-                    sb,
-                    &beta,
-                    out.ptr() as *mut f32,
-                    ni,
-                    sc,
-                    bi,
-                )
-            }
-        }
         DType::F64 => {
             let alpha = 1.0f64;
-            // SAFETY: as above, for f64.
+            // SAFETY: as for `gemm_ex`, with f64 elements and f64 alpha and
+            // beta.
             unsafe {
                 blas::dgemm_strided_batched(
                     handle,
