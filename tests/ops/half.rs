@@ -17,9 +17,12 @@
 //! bit, as PyTorch writes them).
 
 use crate::common::*;
-use devtensor::nn::{LayerNorm, Linear, cross_entropy};
+use devtensor::nn::{
+    BatchNorm2d, Embedding, GroupNorm, LayerNorm, Linear, Reduction, RmsNorm, cross_entropy, mse_loss,
+};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
+use devtensor::ops::index::PadMode;
 use devtensor::{Checkpoint, Cpu, DType, Device, Element, FloatElement, Tensor, bf16, f16};
 use proptest::prelude::*;
 
@@ -213,8 +216,9 @@ device_proptests! {
         check_half!("softmax", seed, [x: d] => x.softmax(axis), rounded);
         check_half!("log_softmax", seed, [x: d] => x.log_softmax(axis), rounded);
         check_half!("softmax (transposed)", seed, [x: d] => x.transpose(0, -1).softmax(axis), rounded);
-        // var = Σ(x - mean)² / (n - 1), from kernels that each round.
-        check_half!("var_axis", seed, [x: d] => x.var_axis(axis, 0), near(8.0));
+        // Variances and standard deviations in f32, rounded once.
+        check_half!("var_axis", seed, [x: d] => x.var_axis(axis, 0), rounded);
+        check_half!("std", seed, [x: d] => x.std(1), rounded);
         // Comparisons are exact in every type.
         let (h, f) = pair::<D, bf16>(&d, seed);
         prop_assert_eq!(h.argmax(axis).to_vec(), f.argmax(axis).to_vec());
@@ -293,6 +297,35 @@ device_proptests! {
         // Sums of magnitudes, which cannot cancel: a few roundings of the result.
         check_half!("scatter_add", seed, [x: [rows, cols], s: [rows, cols]] => x.abs().scatter_add(0, &grid, &s.abs()), near(8.0));
         check_half!("index_add", seed, [x: [rows, cols], s: [2 * rows + 1, cols]] => x.abs().index_add(0, &picks, &s.abs()), near(8.0));
+    }
+
+    /// The rest of a model's layers: pooling, padding and repetition move
+    /// or compare values (exact); average pooling, group, batch and RMS norm
+    /// and the losses sum in `f32` and round once, or after a few kernels
+    /// in a row.
+    fn layers_and_losses_take_half_types<D>(c in 1usize..4, hw in 2usize..7, seed in any::<u64>()) {
+        let window = Window2d::new([2, 2]);
+        check_half!("max_pool2d", seed, [x: [2, c, hw, hw]] => x.max_pool2d(window), rounded);
+        // Means of magnitudes, which cannot cancel: a rounding or two.
+        check_half!("avg_pool2d", seed, [x: [2, c, hw, hw]] => x.abs().avg_pool2d(window), near(4.0));
+        check_half!("adaptive_avg_pool2d", seed, [x: [2, c, hw, hw]] => x.abs().adaptive_avg_pool2d([1, 1]), near(4.0));
+        check_half!("pad (reflect)", seed, [x: [2, c, hw, hw]] => x.pad(&[1, 1], PadMode::Reflect), rounded);
+        check_half!("pad (constant)", seed, [x: [2, c, hw, hw]] => x.pad(&[1, 2], PadMode::Constant(num::<E>(0.5))), rounded);
+        check_half!("repeat", seed, [x: [c, hw]] => x.repeat([2, 1]), rounded);
+        check_half!("GroupNorm", seed, [x: [2, 2 * c, hw, hw], w: [2 * c], b: [2 * c]] => {
+            GroupNorm::from_weights(2, w.clone(), b.clone()).forward(x)
+        }, near(8.0));
+        check_half!("BatchNorm2d (training)", seed, [x: [3, c, hw, hw], w: [c], b: [c], m: [c], v: [c]] => {
+            BatchNorm2d::from_weights(w.clone(), b.clone(), m.clone(), v.abs() + num::<E>(1.0)).forward(x)
+        }, near(8.0));
+        // One eps for both: by default it is the element type's epsilon, as
+        // in PyTorch, which is 2^-7 for bf16.
+        check_half!("RmsNorm", seed, [x: [c, hw], w: [hw]] => RmsNorm::from_weights(w.clone()).eps(1e-6).forward(x), near(8.0));
+        let ids = Tensor::<D, i64>::from_vec((0..2 * hw).map(|i| ((i as u64 + seed) % c as u64) as i64).collect(), [2, hw]);
+        check_half!("Embedding", seed, [w: [c, hw]] => Embedding::from_weights(w.clone(), None).forward(&ids), rounded);
+        let labels = Tensor::<D, i64>::from_vec((0..hw).map(|i| ((i as u64 * 3 + seed) % c as u64) as i64).collect(), [hw]);
+        check_half!("cross_entropy", seed, [x: [hw, c]] => cross_entropy(x, &labels), near(8.0));
+        check_half!("mse_loss", seed, [x: [c, hw], y: [c, hw]] => mse_loss(x, y, Reduction::Mean), near(8.0));
     }
 
     /// Layer norm's statistics in `f32`, forward and backward.

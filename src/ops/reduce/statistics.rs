@@ -96,7 +96,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// The variance (or, with `root`, the standard deviation) over `axis`
     /// or every element: the mean first, then the squared deviations from
     /// it, which stays accurate where the one-pass `E[x^2] - E[x]^2`
-    /// cancels.
+    /// cancels. The half types compute it in `f32` and round once, as
+    /// PyTorch does: a mean rounded to 8 bits would shift every deviation.
     fn spread(
         &self,
         op: &'static str,
@@ -105,6 +106,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         keepdim: bool,
         root: bool,
     ) -> Result<Self> {
+        if E::DTYPE.is_half() {
+            return self.try_to_dtype::<f32>()?.spread(op, axis, correction, keepdim, root)?.try_to_dtype::<E>();
+        }
         let axis = match axis {
             Some(axis) => resolve_axis_or_scalar(op, D::name, self.shape(), axis)?,
             None => None,
