@@ -429,17 +429,22 @@ pub fn rows(
     }
     let op = "train step seed 002 (64x3x64x64)";
     let mixed_op = "train step seed 002 bf16 autocast (64x3x64x64)";
-    if wanted(mixed_op) && !super::capped() {
-        let mut model = Seed002::<Cpu> {
+    // A training row's own copy of the model, sent to PyTorch with the batch.
+    let training_copy = |contest: &mut Contest| {
+        let copy = Seed002::<Cpu> {
             conv: model.conv.clone(),
             relu: Relu,
             pool: MaxPool2d::new(2),
             flatten: Flatten::default(),
             fc: model.fc.clone(),
         };
-        contest.torch.model(&model);
+        contest.torch.model(&copy);
         contest.torch.tensor("x", &x);
         contest.torch.labels("y", &y);
+        copy
+    };
+    if wanted(mixed_op) && !super::capped() {
+        let mut model = training_copy(contest);
         let args = json!({"model": "seed002", "optimizer": "adam", "lr": 1e-3, "autocast": "bf16"});
         let torch = contest.torch.setup(mixed_op, "train_step", args, &logits.to_vec(), 1e-4);
         let mut opt = Adam::new(&model, AdamConfig::default());
@@ -450,16 +455,7 @@ pub fn rows(
         contest.row(mixed_op, 3.0 * seed_conv_flops, Some(peak), "GFLOP/s", torch, step, None);
     }
     if wanted(op) {
-        let mut model = Seed002::<Cpu> {
-            conv: model.conv.clone(),
-            relu: Relu,
-            pool: MaxPool2d::new(2),
-            flatten: Flatten::default(),
-            fc: model.fc.clone(),
-        };
-        contest.torch.model(&model);
-        contest.torch.tensor("x", &x);
-        contest.torch.labels("y", &y);
+        let mut model = training_copy(contest);
         let args = json!({"model": "seed002", "optimizer": "adam", "lr": 1e-3});
         let torch = contest.torch.setup(op, "train_step", args, &logits.to_vec(), 1e-4);
         let mut opt = Adam::new(&model, AdamConfig::default());
