@@ -143,7 +143,7 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
                     // SAFETY: every index is below the extent translated above.
                     let (x, y) = unsafe { (g.ty.read(pa, ai as isize), g.ty.read(pb, bi as isize)) };
                     let (x, y) = match g.ty {
-                        GemmType::Tf32 => (round_inputs(x as f32, true) as f64, round_inputs(y as f32, true) as f64),
+                        GemmType::Tf32 => (as_tf32(x as f32) as f64, as_tf32(y as f32) as f64),
                         _ => (x, y),
                     };
                     acc += x * y;
@@ -160,11 +160,11 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
     Ok(())
 }
 
-/// `x` as the tensor cores read it in TF32 when `tf32`: the 10 leading
-/// mantissa bits, rounded to nearest with ties away from zero (PTX's
-/// `cvt.rna.tf32.f32`), still stored as an `f32`; unchanged otherwise.
-fn round_inputs(x: f32, tf32: bool) -> f32 {
-    if !tf32 || !x.is_finite() {
+/// `x` as the tensor cores read it in TF32: the 10 leading mantissa bits,
+/// rounded to nearest with ties away from zero (PTX's `cvt.rna.tf32.f32`),
+/// still stored as an `f32`; infinities and NaN unchanged.
+fn as_tf32(x: f32) -> f32 {
+    if !x.is_finite() {
         return x;
     }
     // Adding half of the dropped part's unit to the magnitude's bits rounds
