@@ -16,7 +16,8 @@
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use devtensor::ops::attention::AttentionMask;
-use devtensor::{Cpu, Cuda, Element, Generator, Tensor, no_grad};
+use devtensor::ops::matmul::{MatmulPrecision, set_float32_matmul_precision};
+use devtensor::{Cpu, Cuda, Element, FloatElement, Generator, Tensor, bf16, f16, no_grad};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,24 @@ fn matmul(c: &mut Criterion) {
     let (a, b) = (randn::<f64>(&[n, n], 3), randn::<f64>(&[n, n], 4));
     group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
     group.bench_function(BenchmarkId::new("f64", n), |bench| bench.iter_custom(|iters| queued(iters, || a.matmul(&b))));
+    // The half types on the tensor cores (f32 sums), and f32 through TF32.
+    for n in [4096, 8192].map(size) {
+        let (a, b) = (randn::<bf16>(&[n, n], 7), randn::<bf16>(&[n, n], 8));
+        group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+        group.bench_function(BenchmarkId::new("bf16", n), |bench| {
+            bench.iter_custom(|iters| queued(iters, || a.matmul(&b)))
+        });
+    }
+    let n = size(4096);
+    group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+    let (a, b) = (randn::<f16>(&[n, n], 9), randn::<f16>(&[n, n], 10));
+    group.bench_function(BenchmarkId::new("f16", n), |bench| bench.iter_custom(|iters| queued(iters, || a.matmul(&b))));
+    let (a, b) = (randn::<f32>(&[n, n], 11), randn::<f32>(&[n, n], 12));
+    set_float32_matmul_precision(MatmulPrecision::High);
+    group.bench_function(BenchmarkId::new("f32_tf32", n), |bench| {
+        bench.iter_custom(|iters| queued(iters, || a.matmul(&b)))
+    });
+    set_float32_matmul_precision(MatmulPrecision::Highest);
     let (batch, n) = (64, size(512));
     let (a, b) = (randn::<f32>(&[batch, n, n], 5), randn::<f32>(&[batch, n, n], 6));
     group.throughput(Throughput::Elements(2 * batch as u64 * (n as u64).pow(3)));
@@ -146,24 +165,42 @@ fn attention(c: &mut Criterion) {
     let mut group = c.benchmark_group("cuda_attention");
     configure(&mut group);
     for t in [64, 256, 1024] {
-        let (batch, heads, t, d) = ((size(16 * 64) / 64).max(1), 4, (size(t * 8) / 8).max(1), 32);
-        let shape = [batch, heads, t, d];
-        let q = randn::<f32>(&shape, 31).requires_grad();
-        let k = randn::<f32>(&shape, 32).requires_grad();
-        let v = randn::<f32>(&shape, 33).requires_grad();
-        let g = randn::<f32>(&shape, 34);
-        let attend = || q.scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None);
-        let flops = 2 * (batch * heads * t * t * d) as u64;
-        group.throughput(Throughput::Elements(flops));
-        group.bench_function(BenchmarkId::new("causal_fwd_16x4xTx32", t), |bench| {
-            bench.iter_custom(|iters| queued(iters, || no_grad(attend)))
-        });
-        group.throughput(Throughput::Elements(3 * flops));
-        group.bench_function(BenchmarkId::new("causal_fwd_bwd_16x4xTx32", t), |bench| {
-            bench.iter_custom(|iters| queued(iters, || (&attend() * &g).sum().backward()))
-        });
+        causal_attention::<f32>(&mut group, "", [16, 4, t, 32]);
     }
+    // The half types' kernels: bf16 at the same shapes, and at a larger
+    // model's (16 heads of 64).
+    for t in [256, 1024] {
+        causal_attention::<bf16>(&mut group, "bf16_", [16, 4, t, 32]);
+    }
+    causal_attention::<bf16>(&mut group, "bf16_", [4, 16, 2048, 64]);
     group.finish();
+}
+
+/// Causal attention over `[batch, heads, t, d]` (the batch divided by 64
+/// under `DEVTENSOR_BENCH_SMALL=1`, the context by 8), forward, and forward
+/// plus backward, named `causal_fwd_<prefix>BxHxTxD/t`.
+fn causal_attention<E: FloatElement>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    prefix: &str,
+    [batch, heads, t, d]: [usize; 4],
+) {
+    let name = format!("{prefix}{batch}x{heads}xTx{d}");
+    let (batch, t) = ((size(batch * 64) / 64).max(1), (size(t * 8) / 8).max(1));
+    let shape = [batch, heads, t, d];
+    let q = randn::<E>(&shape, 31).requires_grad();
+    let k = randn::<E>(&shape, 32).requires_grad();
+    let v = randn::<E>(&shape, 33).requires_grad();
+    let g = randn::<E>(&shape, 34);
+    let attend = || q.scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None);
+    let flops = 2 * (batch * heads * t * t * d) as u64;
+    group.throughput(Throughput::Elements(flops));
+    group.bench_function(BenchmarkId::new(format!("causal_fwd_{name}"), t), |bench| {
+        bench.iter_custom(|iters| queued(iters, || no_grad(attend)))
+    });
+    group.throughput(Throughput::Elements(3 * flops));
+    group.bench_function(BenchmarkId::new(format!("causal_fwd_bwd_{name}"), t), |bench| {
+        bench.iter_custom(|iters| queued(iters, || (&attend() * &g).sum().backward()))
+    });
 }
 
 /// Copies of 256 MiB: host to device and back, from ordinary and from

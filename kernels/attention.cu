@@ -510,3 +510,195 @@ __device__ void dt_attention_tiled_backward_keys(size_t batch, size_t L, size_t 
 
 ATTENTION_TILED_KERNELS(f32, float, 32)
 ATTENTION_TILED_KERNELS(f64, double, 16)
+
+// ---------------------------------------------------------------------------
+// Tensor-core kernels for the half types (sm_80 and later), for E and Ev up
+// to DT_MMA_WIDTH:
+//   attention_mma_forward_<H>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
+//           const H* q, const H* k, const H* v, MASK, H* out, H* lse)
+// with H = bf16 or f16 (MASK's `add` values are H too). Products run on the
+// tensor cores in f32 (dt_mma_16816), the online softmax in f32 registers;
+// the output is rounded once. A block of four warps takes a tile of 64 query
+// rows, 16 per warp; each warp keeps its rows' query fragments, scores and
+// output in registers, laid out as the mma fragments are, and walks the keys
+// and values 64 rows at a time through shared memory. The weights go from
+// the score fragments (D layout) to the second product's A fragments
+// without leaving registers: the D fragments of two adjacent 8-key slices
+// are exactly the A fragment of their 16 keys. blockDim.x = 128, exactly.
+
+#define DT_MMA_WIDTH 64
+#define DT_MMA_ROWS 64
+#define DT_MMA_KEYS 64
+/// Words (two 16-bit elements) per shared row: 36, so that the 8 rows one
+/// fragment load touches start in 8 different banks (36 mod 32 = 4).
+#define DT_MMA_PITCH 36
+
+/// Elements (row, col) and (row, col + 1) of the dense rows x cols matrix
+/// `x` as one operand register, zeros outside it (cols is even or col + 1
+/// is checked).
+template <typename H>
+__device__ inline unsigned int dt_mma_pair(const H* x, size_t row, size_t col, size_t rows, size_t cols) {
+    if (row >= rows) return 0;
+    H zero = H(0.0f);
+    H lo = col < cols ? x[row * cols + col] : zero, hi = col + 1 < cols ? x[row * cols + col + 1] : zero;
+    return dt_pack2(lo, hi);
+}
+
+/// Rows first..first+DT_MMA_KEYS of the dense rows x cols matrix `x` into
+/// the shared `tile` (DT_MMA_PITCH words a row), zeros past rows and cols.
+template <typename H>
+__device__ inline void dt_mma_load_tile(unsigned int* tile, const H* x, size_t first, size_t rows, size_t cols) {
+    for (unsigned at = threadIdx.x; at < DT_MMA_KEYS * (DT_MMA_WIDTH / 2); at += blockDim.x) {
+        unsigned r = at / (DT_MMA_WIDTH / 2), w = at % (DT_MMA_WIDTH / 2);
+        tile[r * DT_MMA_PITCH + w] = dt_mma_pair(x, first + r, 2 * (size_t)w, rows, cols);
+    }
+}
+
+/// The 16-bit element (row, col) of a shared tile.
+__device__ inline unsigned int dt_mma_half_at(const unsigned int* tile, unsigned row, unsigned col) {
+    return (tile[row * DT_MMA_PITCH + col / 2] >> (16 * (col % 2))) & 0xffffu;
+}
+
+template <typename H>
+__device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
+                                         const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
+                                         const size_t* mdims, const size_t* mstrides, size_t moffset, H* out, H* lse,
+                                         unsigned int* ks, unsigned int* vs) {
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const size_t tiles = (L + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
+    const unsigned slices = (unsigned)((E + 15) / 16);  // 16-wide slices of a query row
+    const unsigned vtiles = (unsigned)((Ev + 7) / 8);   // 8-wide slices of an output row
+    const float lowest = dt_lowest<float>();
+    for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
+        const size_t b = tile / tiles, i0 = (tile % tiles) * DT_MMA_ROWS;
+        // This lane's two query rows: g and g + 8 of its warp's 16.
+        const size_t rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
+        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+        const H* qb = q + b * L * E;
+        unsigned int qa[DT_MMA_WIDTH / 16][4];
+#pragma unroll
+        for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
+            qa[c][0] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t, L, E);
+            qa[c][1] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t, L, E);
+            qa[c][2] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t + 8, L, E);
+            qa[c][3] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t + 8, L, E);
+        }
+        float o[DT_MMA_WIDTH / 8][4];
+#pragma unroll
+        for (unsigned c = 0; c < DT_MMA_WIDTH / 8; ++c) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
+        // Per row: the running maximum, and this lane's part of the running sum.
+        float run_max[2] = {lowest, lowest}, run_sum[2] = {0.0f, 0.0f};
+        const size_t n = m.kind == 1 ? (i0 + DT_MMA_ROWS < S ? i0 + DT_MMA_ROWS : S) : S;
+        for (size_t j0 = 0; j0 < n; j0 += DT_MMA_KEYS) {
+            __syncthreads();  // the last tile's readers are done
+            dt_mma_load_tile(ks, k + b * S * E, j0, S, E);
+            dt_mma_load_tile(vs, v + b * S * Ev, j0, S, Ev);
+            __syncthreads();
+            // Scores of 8 keys per slice: s[j][0..1] row g, keys 8j + 2t..; s[j][2..3] row g + 8.
+            float s[DT_MMA_KEYS / 8][4];
+#pragma unroll
+            for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+                for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
+                    if (c < slices) {
+                        const unsigned int* kr = ks + (8 * j + g) * DT_MMA_PITCH + 8 * c + t;
+                        const unsigned int kb[2] = {kr[0], kr[4]};
+                        dt_mma_16816<H>(s[j], qa[c], kb);
+                    }
+                }
+            }
+            float tile_max[2] = {lowest, lowest};
+#pragma unroll
+            for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
+#pragma unroll
+                for (unsigned e = 0; e < 4; ++e) {
+                    const size_t i = rows[e / 2], key = j0 + 8 * j + 2 * t + e % 2;
+                    float x = lowest;
+                    if (i < L && key < S && dt_attention_sees(m, i, key)) {
+                        x = s[j][e] * scale;
+                        if (m.kind == 3) x += (float)((const H*)m.add)[m.base + i * m.row + key * m.col];
+                    }
+                    s[j][e] = x;
+                    tile_max[e / 2] = dt_max(tile_max[e / 2], x);
+                }
+            }
+            float keep[2];
+#pragma unroll
+            for (unsigned r = 0; r < 2; ++r) {
+                float mx = tile_max[r];
+                mx = dt_max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = dt_max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float new_max = dt_max(run_max[r], mx);
+                // Until a visible key comes, there is nothing to rescale.
+                keep[r] = new_max == lowest ? 1.0f : expf(run_max[r] - new_max);
+                run_max[r] = new_max;
+                run_sum[r] *= keep[r];
+            }
+#pragma unroll
+            for (unsigned c = 0; c < DT_MMA_WIDTH / 8; ++c) {
+                o[c][0] *= keep[0];
+                o[c][1] *= keep[0];
+                o[c][2] *= keep[1];
+                o[c][3] *= keep[1];
+            }
+#pragma unroll
+            for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
+#pragma unroll
+                for (unsigned e = 0; e < 4; ++e) {
+                    const float p = s[j][e] == lowest ? 0.0f : expf(s[j][e] - run_max[e / 2]);
+                    run_sum[e / 2] += p;
+                    s[j][e] = p;
+                }
+            }
+            // out += p v, 16 keys at a time.
+#pragma unroll
+            for (unsigned c = 0; c < DT_MMA_KEYS / 16; ++c) {
+                const unsigned int pa[4] = {
+                    dt_pack2(H(s[2 * c][0]), H(s[2 * c][1])), dt_pack2(H(s[2 * c][2]), H(s[2 * c][3])),
+                    dt_pack2(H(s[2 * c + 1][0]), H(s[2 * c + 1][1])), dt_pack2(H(s[2 * c + 1][2]), H(s[2 * c + 1][3]))};
+                const unsigned key = 16 * c + 2 * t;
+#pragma unroll
+                for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+                    if (j < vtiles) {
+                        const unsigned col = 8 * j + g;
+                        const unsigned int vb[2] = {
+                            dt_mma_half_at(vs, key, col) | (dt_mma_half_at(vs, key + 1, col) << 16),
+                            dt_mma_half_at(vs, key + 8, col) | (dt_mma_half_at(vs, key + 9, col) << 16)};
+                        dt_mma_16816<H>(o[j], pa, vb);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (unsigned r = 0; r < 2; ++r) {
+            run_sum[r] += __shfl_xor_sync(0xffffffffu, run_sum[r], 1);
+            run_sum[r] += __shfl_xor_sync(0xffffffffu, run_sum[r], 2);
+        }
+#pragma unroll
+        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+                const size_t i = rows[e / 2], c = 8 * j + 2 * t + e % 2;
+                const float sum = run_sum[e / 2];
+                if (j < vtiles && i < L && c < Ev) out[(b * L + i) * Ev + c] = H(sum > 0.0f ? o[j][e] / sum : 0.0f);
+            }
+        }
+        if (t == 0) {
+#pragma unroll
+            for (unsigned r = 0; r < 2; ++r)
+                if (rows[r] < L) lse[b * L + rows[r]] = H(run_sum[r] > 0.0f ? run_max[r] + logf(run_sum[r]) : lowest);
+        }
+    }
+}
+
+#define ATTENTION_MMA_KERNELS(name, H)                                                                        \
+    extern "C" __global__ void attention_mma_forward_##name(                                                 \
+        size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
+        const H* v, DT_ATTENTION_MASK_PARAMS, H* out, H* lse) {                                              \
+        __shared__ unsigned int ks[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
+        __shared__ unsigned int vs[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
+        dt_attention_mma_forward<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, ks, vs); \
+    }
+
+DT_FOR_EACH_HALF(ATTENTION_MMA_KERNELS)

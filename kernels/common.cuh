@@ -455,6 +455,48 @@ template <> __device__ inline unsigned char dt_cast<unsigned char, dt_f16>(dt_f1
 template <typename S> __device__ inline S dt_narrow(typename dt_compute<S>::type v) { return (S)v; }
 
 // ---------------------------------------------------------------------------
+// Tensor cores (sm_80 and later)
+//
+// The one inline-PTX instruction of the kernel contract: the warp-wide
+// product `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}`, d += a b with
+// A 16x16, B 16x8 and D 16x8 in f32. Every lane of a warp must call it
+// together. Its fragment layout (which lane holds which element) is the PTX
+// ISA's, spelled out in the emulator's stand-in (emu/shim/cuda_shim.h),
+// which computes the same product from the same registers.
+
+/// Two 16-bit elements in one operand register, `lo` in the low half.
+template <typename H> __device__ inline unsigned int dt_pack2(H lo, H hi) {
+    return (unsigned int)lo.bits | ((unsigned int)hi.bits << 16);
+}
+
+template <typename H> __device__ inline void dt_mma_16816(float d[4], const unsigned int a[4], const unsigned int b[2]);
+#ifdef DEVTENSOR_EMULATED
+template <> inline void dt_mma_16816<dt_bf16>(float d[4], const unsigned int a[4], const unsigned int b[2]) {
+    ::emu::mma_16816(d, a, b, false);
+}
+template <> inline void dt_mma_16816<dt_f16>(float d[4], const unsigned int a[4], const unsigned int b[2]) {
+    ::emu::mma_16816(d, a, b, true);
+}
+#else
+#define DT_MMA_16816(H, ptx_type)                                                                             \
+    template <> __device__ inline void dt_mma_16816<H>(float d[4], const unsigned int a[4], const unsigned int b[2]) { \
+        DT_MMA_16816_BODY(ptx_type)                                                                           \
+    }
+#if __CUDA_ARCH__ >= 800
+#define DT_MMA_16816_BODY(ptx_type)                                                                           \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." ptx_type "." ptx_type ".f32 "                               \
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                             \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                    \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+// Older GPUs have no such instruction; the host never launches these kernels there.
+#define DT_MMA_16816_BODY(ptx_type) __trap();
+#endif
+DT_MMA_16816(dt_bf16, "bf16")
+DT_MMA_16816(dt_f16, "f16")
+#endif
+
+// ---------------------------------------------------------------------------
 // Reductions within a warp and a block
 
 /// Combining functions for reductions: `apply` folds two values, and

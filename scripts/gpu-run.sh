@@ -6,7 +6,8 @@
 # PyTorch peers (benches/peers/torch_cuda.py) and PyTorch's side of
 # examples/train_gpt.rs (scripts/train_gpt_torch.py). Logs go to $OUT (default
 # .gpu/out), and examples/ddp.rs through devtensor-run over the real NCCL.
-# TESTS, EXAMPLES, BENCH_FILTER and TORCH_FILTER narrow the run; NO_BENCH=1,
+# TESTS, EXAMPLES, BENCH_FILTER (a regex, `cuda_matmul|cuda_attention`) and
+# TORCH_FILTER (words, `cuda_matmul cuda_attention`) narrow the run; NO_BENCH=1,
 # NO_TORCH=1, NO_DDP=1 and NO_MIXED=1 skip parts.
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/.gpu/out}"

@@ -279,7 +279,11 @@ fn contract_violations(file: &str, src: &str) -> Vec<String> {
     for (no, line) in code.lines().enumerate() {
         let at = format!("{file}:{}", no + 1);
         for (pattern, what) in FORBIDDEN {
-            if line.contains(pattern) {
+            // The one inline PTX instruction, the tensor cores' product, has
+            // the emulator's stand-in beside it in common.cuh.
+            let tensor_core_product =
+                file == "kernels/common.cuh" && pattern == "asm(" && line.contains("asm(\"mma.sync");
+            if line.contains(pattern) && !tensor_core_product {
                 problems.push(format!("{at}: `{pattern}` ({what}) is outside the kernel contract"));
             }
         }

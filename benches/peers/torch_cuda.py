@@ -62,10 +62,10 @@ def randn(*shape, dtype=torch.float32):
 
 
 def main():
-    # `python3 benches/peers/torch_cuda.py attention` runs only the groups
-    # whose name holds the word.
-    only = sys.argv[1] if len(sys.argv) > 1 else ""
-    want = lambda group: only in group
+    # `python3 benches/peers/torch_cuda.py attention matmul` runs only the
+    # groups whose name holds one of the words.
+    words = sys.argv[1:] or [""]
+    want = lambda group: any(word in group for word in words)
     props = torch.cuda.get_device_properties(0)
     print(f"# {props.name}, {props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB, "
           f"torch {torch.__version__}, CUDA {torch.version.cuda}, python {sys.version.split()[0]}")
@@ -91,6 +91,15 @@ def matmul_rows():
         row("cuda_matmul", f"f32/{n}", timed(lambda: a @ b), 2 * n**3, "FLOP")
     a, b = randn(4096, 4096, dtype=torch.float64), randn(4096, 4096, dtype=torch.float64)
     row("cuda_matmul", "f64/4096", timed(lambda: a @ b), 2 * 4096**3, "FLOP")
+    for n in (4096, 8192):
+        a, b = randn(n, n, dtype=torch.bfloat16), randn(n, n, dtype=torch.bfloat16)
+        row("cuda_matmul", f"bf16/{n}", timed(lambda: a @ b), 2 * n**3, "FLOP")
+    a, b = randn(4096, 4096, dtype=torch.float16), randn(4096, 4096, dtype=torch.float16)
+    row("cuda_matmul", "f16/4096", timed(lambda: a @ b), 2 * 4096**3, "FLOP")
+    a, b = randn(4096, 4096), randn(4096, 4096)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    row("cuda_matmul", "f32_tf32/4096", timed(lambda: a @ b), 2 * 4096**3, "FLOP")
+    torch.backends.cuda.matmul.allow_tf32 = False
     a, b = randn(64, 512, 512), randn(64, 512, 512)
     row("cuda_matmul", "f32_batched_64/512", timed(lambda: a @ b), 2 * 64 * 512**3, "FLOP")
 
@@ -134,14 +143,19 @@ def transfer_rows():
 
 def attention_rows():
     # Causal attention, as benches/cuda.rs's cuda_attention group: batch 16,
-    # 4 heads, head width 32; FLOP of the two products over the causal half.
-    for t in (64, 256, 1024):
-        q, k, v, g = (randn(16, 4, t, 32).requires_grad_(i < 3) for i in range(4))
-        flops = 2 * 16 * 4 * t * t * 32
+    # 4 heads, head width 32, in f32 and bf16, and bf16 at 4 x 16 heads of
+    # 64; FLOP of the two products over the causal half.
+    shapes = [("", torch.float32, (16, 4, t, 32)) for t in (64, 256, 1024)]
+    shapes += [("bf16_", torch.bfloat16, (16, 4, t, 32)) for t in (256, 1024)]
+    shapes += [("bf16_", torch.bfloat16, (4, 16, 2048, 64))]
+    for prefix, dtype, (b, h, t, d) in shapes:
+        q, k, v, g = (randn(b, h, t, d, dtype=dtype).requires_grad_(i < 3) for i in range(4))
+        flops = 2 * b * h * t * t * d
+        name = f"{prefix}{b}x{h}xTx{d}/{t}"
         with torch.no_grad():
-            row("cuda_attention", f"causal_fwd_16x4xTx32/{t}",
+            row("cuda_attention", f"causal_fwd_{name}",
                 timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), flops, "FLOP")
-        row("cuda_attention", f"causal_fwd_bwd_16x4xTx32/{t}",
+        row("cuda_attention", f"causal_fwd_bwd_{name}",
             timed(lambda: (F.scaled_dot_product_attention(q, k, v, is_causal=True) * g).sum().backward()),
             3 * flops, "FLOP")
 

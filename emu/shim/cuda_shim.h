@@ -123,6 +123,86 @@ inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
     return ::emu::shuffle(mask, var, 1, lane_mask, width);
 }
 
+// ---- tensor cores -------------------------------------------------------------
+// The one tensor-core instruction kernels use, PTX's warp-wide
+// `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32`, reached
+// only through common.cuh's dt_mma_16816. Each lane holds its part of the
+// operands in the PTX ISA's fragment layout (lane = 4 g + t; two 16-bit
+// values per register, the lower column or row in the low half):
+//   A (16x16, row-major): a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..2t+1],
+//                         a[2] = A[g][2t+8..2t+9], a[3] = A[g+8][2t+8..2t+9]
+//   B (16x8, column-major): b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g]
+//   C, D (16x8, f32): d[0..1] = D[g][2t..2t+1], d[2..3] = D[g+8][2t..2t+1]
+// The stand-in gathers every lane's registers through a block scratch and
+// each lane computes its own four sums, so a kernel that puts an element in
+// the wrong register computes a wrong product here as it would on the GPU.
+// Products of 16-bit values are exact in float; the sums run in float, in
+// order of k (the hardware's order and internal rounding are unspecified).
+namespace emu {
+extern thread_local uint32_t mma_slots[1024][6];
+extern thread_local uint64_t mma_calls[1024];
+
+inline float bf16_bits_to_float(uint32_t b) {
+    uint32_t x = b << 16;
+    float f;
+    std::memcpy(&f, &x, sizeof f);
+    return f;
+}
+inline float f16_bits_to_float(uint32_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t x;
+    if (exp == 0x1fu) {
+        x = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        x = sign | ((exp + 112u) << 23) | (man << 13);
+    } else {
+        // Zero or subnormal: exactly man * 2^-24.
+        float f = std::ldexp(static_cast<float>(man), -24);
+        return sign ? -f : f;
+    }
+    float f;
+    std::memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+inline void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2], bool f16) {
+    const unsigned nthreads = cur_block_dim.x * cur_block_dim.y * cur_block_dim.z;
+    if (nthreads % 32u != 0) fail("mma.sync needs whole warps: the block size is not a multiple of 32");
+    const unsigned tid = cur_flat_tid, lane = tid % 32u, first = tid - lane;
+    for (int r = 0; r < 4; ++r) mma_slots[tid][r] = a[r];
+    mma_slots[tid][4] = b[0];
+    mma_slots[tid][5] = b[1];
+    const uint64_t call = ++mma_calls[tid];
+    warp_barrier();
+    for (unsigned l = 0; l < 32; ++l)
+        if (mma_calls[first + l] != call) fail("mma.sync reached by only part of a warp (divergent or exited lanes)");
+    auto value = [f16](uint32_t reg, unsigned high) {
+        const uint32_t bits = (reg >> (16 * high)) & 0xffffu;
+        return f16 ? f16_bits_to_float(bits) : bf16_bits_to_float(bits);
+    };
+    // A[r][k] and B[k][n], found in the lane and register the layout puts them.
+    auto a_at = [&](unsigned r, unsigned k) {
+        const unsigned owner = 4 * (r % 8) + (k % 8) / 2, reg = r / 8 + 2 * (k / 8);
+        return value(mma_slots[first + owner][reg], k % 2);
+    };
+    auto b_at = [&](unsigned k, unsigned n) {
+        const unsigned owner = 4 * n + (k % 8) / 2, reg = 4 + k / 8;
+        return value(mma_slots[first + owner][reg], k % 2);
+    };
+    const unsigned g = lane / 4, t = lane % 4;
+    float out[4];
+    for (int i = 0; i < 4; ++i) {
+        const unsigned r = g + 8 * (i / 2), n = 2 * t + i % 2;
+        float s = d[i];
+        for (unsigned k = 0; k < 16; ++k) s += a_at(r, k) * b_at(k, n);
+        out[i] = s;
+    }
+    // Nobody may overwrite a slot before every lane has read it.
+    warp_barrier();
+    for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+}  // namespace emu
+
 // ---- atomics ----------------------------------------------------------------
 // Blocks run in parallel on OS threads, so atomics must be real atomics.
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

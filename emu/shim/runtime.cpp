@@ -34,6 +34,8 @@ thread_local uint3 cur_block_idx = {0, 0, 0};
 thread_local dim3 cur_block_dim = {1, 1, 1};
 thread_local dim3 cur_grid_dim = {1, 1, 1};
 thread_local uint64_t shfl_slots[1024];
+thread_local uint32_t mma_slots[1024][6];
+thread_local uint64_t mma_calls[1024];
 
 void set_error(LaunchError* e, int code, const char* fmt, ...) {
     e->code = code;
@@ -201,6 +203,7 @@ bool run_block(Worker* w, unsigned bx, unsigned by, unsigned bz) {
         Fiber& f = w->fibers[i];
         f.tid = {i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y)};
         f.flat = i;
+        mma_calls[i] = 0;
         f.st = kReady;
     }
     const unsigned nwarps = (w->n + 31) / 32;

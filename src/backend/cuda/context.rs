@@ -231,6 +231,12 @@ pub(crate) fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
 }
 
 impl CudaDevice {
+    /// Whether the device has the tensor cores' `mma.sync` products of the
+    /// half types (compute capability 8.0 or later).
+    pub(crate) fn tensor_cores(&self) -> bool {
+        self.arch.strip_prefix("compute_").and_then(|cc| cc.parse::<u32>().ok()).is_some_and(|cc| cc >= 80)
+    }
+
     /// Wraps a driver error into one naming the operation and the device.
     pub(crate) fn error(&self, op: &'static str, what: impl std::fmt::Display) -> Error {
         Error::Driver { op, device: self.name.clone(), reason: what.to_string() }

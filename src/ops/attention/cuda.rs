@@ -4,7 +4,9 @@
 //! one block per query row for wider ones. The backward runs one kernel
 //! over query rows (their gradients and each row's softmax offset) and one
 //! over key rows (the keys' and values' gradients, summed over the queries
-//! without atomics).
+//! without atomics). The half types' forward runs on the tensor cores
+//! (`attention_mma_forward_*`, sm_80 and later, heads up to 64 wide);
+//! elsewhere, and in their backward, they widen to the f32 kernels.
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cuda;
@@ -95,6 +97,48 @@ fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) ->
     (format!("attention_tiled_{pass}_{dtype}"), launch)
 }
 
+/// Widest rows the tensor-core kernels take (`DT_MMA_WIDTH`).
+const MMA_WIDTH: usize = 64;
+
+/// Query rows per block of the tensor-core kernels (`DT_MMA_ROWS`), 16 for
+/// each of its four warps.
+const MMA_ROWS: usize = 64;
+
+/// Whether the tensor-core kernels (`attention_mma_*`) serve `E` and
+/// `dims` on `device`: the half types, rows up to [`MMA_WIDTH`] wide, on
+/// compute capability 8.0 or later.
+fn on_tensor_cores<E: FloatElement>(device: &CudaDevice, dims: &AttentionDims) -> bool {
+    E::DTYPE.is_half() && dims.width.max(dims.value_width) <= MMA_WIDTH && device.tensor_cores()
+}
+
+/// The forward pass of `attention_mma_forward_<E>`: products on the tensor
+/// cores in f32, the softmax in f32, the result rounded once. Its scale is
+/// an f32 parameter, as PyTorch's, not rounded to the half type.
+fn forward_on_tensor_cores<E: FloatElement>(
+    device: &Arc<CudaDevice>,
+    q: (&CudaStorage<E>, &Layout),
+    k: (&CudaStorage<E>, &Layout),
+    v: (&CudaStorage<E>, &Layout),
+    dims: AttentionDims,
+    mask: &KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
+    scale: f64,
+) -> Result<[CudaStorage<E>; 2]> {
+    const OP: &str = "scaled_dot_product_attention";
+    let AttentionDims { batch, queries, keys, width, value_width } = dims;
+    let out = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, queries, value_width]))?;
+    let lse = CudaStorage::<E>::alloc(device, OP, batch * queries)?;
+    let m = MaskArgs::new(device, OP, mask)?;
+    // The kernel loops over tiles, so the grid only sets how many run at once.
+    let blocks = (batch * queries.div_ceil(MMA_ROWS)).clamp(1, 1 << 16) as u32;
+    let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    let kernel = format!("attention_mma_forward_{}", E::DTYPE.name());
+    launch_kernel!(device, OP, "attention", kernel, launch;
+        batch, queries, keys, width, value_width, scale as f32, start(q), start(k), start(v),
+        m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
+        m.batch_axes.offsets[0], m.row, m.col, out.ptr(), lse.ptr())?;
+    Ok([out, lse])
+}
+
 /// The dense start of a contiguous tensor.
 fn start<E: FloatElement>((storage, layout): (&CudaStorage<E>, &Layout)) -> u64 {
     let range = layout.contiguous_range().expect("the attention kernels are given contiguous tensors");
@@ -115,6 +159,10 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         if !fits(&dims) {
             return Ok(None);
         }
+        let device = Self::device()?;
+        if on_tensor_cores::<E>(&device, &dims) {
+            return forward_on_tensor_cores(&device, q, k, v, dims, &mask, scale).map(Some);
+        }
         if E::DTYPE.is_half() {
             let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
             let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
@@ -123,7 +171,6 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
             let outputs = Self::attention_forward(q, k, v, contiguous_out, dims, mask, scale)?;
             return outputs.map(|outputs| narrowed_all(OP, outputs)).transpose();
         }
-        let device = Self::device()?;
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
         let out = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, value_width]))?;
         let lse = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
