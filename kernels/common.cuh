@@ -14,7 +14,9 @@
 // at run time. Nothing here needs a CUDA header either.
 // So everything below keeps to the kernel contract: plain C++ templates and
 // inline __device__ functions, static __shared__ arrays only at the top of
-// kernel bodies, full-mask warp shuffles, and <cmath> math functions.
+// kernel bodies, full-mask warp shuffles, <cmath> math functions, and one
+// inline PTX instruction, the tensor cores' product (dt_mma_16816), which
+// the emulator implements in its shim.
 //
 // Conventions shared by every family (the host side relies on them):
 //   * Element types and their names in kernel names:

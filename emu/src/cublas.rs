@@ -60,6 +60,20 @@ impl GemmType {
         }
     }
 
+    fn is_half(self) -> bool {
+        matches!(self, GemmType::Bf16 | GemmType::F16)
+    }
+
+    /// `v` rounded to this type.
+    fn rounded(self, v: f64) -> f64 {
+        match self {
+            GemmType::F32 | GemmType::Tf32 => v as f32 as f64,
+            GemmType::F64 => v,
+            GemmType::Bf16 => bf16_to_f32(f32_to_bf16(v as f32)) as f64,
+            GemmType::F16 => f16_to_f32(f32_to_f16(v as f32)) as f64,
+        }
+    }
+
     /// Stores `v` rounded to this type as element `i` at `p`.
     ///
     /// # Safety
@@ -79,7 +93,10 @@ impl GemmType {
 
 /// One (batched) GEMM, queued on a stream: C = alpha op(A) op(B) + beta C, column-major.
 pub(crate) struct GemmOp {
+    /// The type of A and B.
     ty: GemmType,
+    /// The type of C: A's, or `f32` for half A and B.
+    c_ty: GemmType,
     ta: bool,
     tb: bool,
     m: usize,
@@ -100,9 +117,6 @@ pub(crate) struct GemmOp {
 }
 
 impl GemmOp {
-    fn elem(&self) -> usize {
-        self.ty.size()
-    }
     /// (rows, cols) as stored of A, B, C.
     fn shapes(&self) -> [(usize, usize); 3] {
         let a = if self.ta { (self.k, self.m) } else { (self.m, self.k) };
@@ -116,7 +130,8 @@ impl GemmOp {
         let mut out = [0; 3];
         for (i, &(r, c)) in self.shapes().iter().enumerate() {
             let one = if r == 0 || c == 0 { 0 } else { lds[i] * (c - 1) + r };
-            out[i] = if one == 0 { 0 } else { ((self.batch - 1) * strides[i] as usize + one) * self.elem() };
+            let elem = if i == 2 { self.c_ty.size() } else { self.ty.size() };
+            out[i] = if one == 0 { 0 } else { ((self.batch - 1) * strides[i] as usize + one) * elem };
         }
         out
     }
@@ -151,8 +166,17 @@ pub(crate) fn run_gemm(dev: usize, g: &GemmOp) -> Result<(), CUresult> {
                 let ci = (i + j * g.ldc) as isize + (batch as i64 * g.sc) as isize;
                 // SAFETY: as above. With beta == 0, C is not read (cuBLAS semantics: NaNs in C vanish).
                 unsafe {
-                    let old = if g.beta == 0.0 { 0.0 } else { g.beta * g.ty.read(pc, ci) };
-                    g.ty.write(pc, ci, g.alpha * acc + old);
+                    let product = g.alpha * acc;
+                    if g.beta == 0.0 {
+                        g.c_ty.write(pc, ci, product);
+                    } else {
+                        // cuBLAS rounds a half C's product to the half type
+                        // before it adds beta C (seen on an H100, cuBLAS 13,
+                        // 2026-11-28): two roundings, which cancellation
+                        // between the two makes visible.
+                        let product = if g.c_ty.is_half() { g.c_ty.rounded(product) } else { product };
+                        g.c_ty.write(pc, ci, product + g.beta * g.c_ty.read(pc, ci));
+                    }
                 }
             }
         }
@@ -266,7 +290,7 @@ fn op_flag(op: c_int) -> Option<bool> {
 #[allow(clippy::too_many_arguments)]
 fn enqueue_gemm(
     h: *mut c_void,
-    ty: GemmType,
+    (ty, c_ty): (GemmType, GemmType),
     ta: c_int,
     tb: c_int,
     m: c_int,
@@ -298,6 +322,7 @@ fn enqueue_gemm(
     }
     let g = GemmOp {
         ty,
+        c_ty,
         ta,
         tb,
         m: m as usize,
@@ -355,7 +380,7 @@ pub unsafe extern "C" fn cublasSgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode: alpha and beta are host pointers supplied by the caller.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(h, GemmType::F32, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
+    enqueue_gemm(h, (GemmType::F32, GemmType::F32), ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Double-precision GEMM, column-major.
@@ -378,7 +403,7 @@ pub unsafe extern "C" fn cublasDgemm_v2(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(h, GemmType::F64, ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
+    enqueue_gemm(h, (GemmType::F64, GemmType::F64), ta, tb, m, n, k, al, be, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
 }
 
 /// Strided batched single-precision GEMM.
@@ -405,7 +430,7 @@ pub unsafe extern "C" fn cublasSgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha as f64, *beta as f64) };
-    enqueue_gemm(h, GemmType::F32, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, (GemmType::F32, GemmType::F32), ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }
 
 /// Strided batched double-precision GEMM.
@@ -432,7 +457,7 @@ pub unsafe extern "C" fn cublasDgemmStridedBatched(
 ) -> Status {
     // SAFETY: host pointer mode, as above.
     let (al, be) = unsafe { (*alpha, *beta) };
-    enqueue_gemm(h, GemmType::F64, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, (GemmType::F64, GemmType::F64), ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }
 
 /// `cudaDataType`s: `CUDA_R_32F`, `CUDA_R_16F` and `CUDA_R_16BF`.
@@ -450,7 +475,9 @@ const COMPUTE_32F_FAST_TF32: c_int = 77;
 /// tensor cores read them (`CUBLAS_COMPUTE_32F_FAST_TF32`), so that the
 /// precision setting is seen in tests; and A, B and C in `bf16` or `f16`,
 /// computed in `f32` (the tensor cores' products of half inputs are exact,
-/// and the sums here are exact to f64). Other combinations are
+/// and the sums here are exact to f64), with C of their type or `f32`; a
+/// half C with beta non-zero gets the product rounded before beta C is
+/// added, as cuBLAS does. Other combinations are
 /// `CUBLAS_STATUS_NOT_SUPPORTED`; the algorithm hint is ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
@@ -478,7 +505,7 @@ pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
     compute: c_int,
     _algo: c_int,
 ) -> Status {
-    if a_type != b_type || a_type != c_type {
+    if a_type != b_type {
         return STATUS_NOT_SUPPORTED;
     }
     let ty = match (a_type, compute) {
@@ -488,8 +515,13 @@ pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
         (R_16F, COMPUTE_32F) => GemmType::F16,
         _ => return STATUS_NOT_SUPPORTED,
     };
+    let c_ty = match c_type {
+        _ if c_type == a_type => ty,
+        R_32F if ty.is_half() => GemmType::F32,
+        _ => return STATUS_NOT_SUPPORTED,
+    };
     // SAFETY: host pointer mode: alpha and beta point to f32 host values
     // (the scalar type of an f32 compute type), supplied by the caller.
     let (al, be) = unsafe { (*alpha.cast::<f32>() as f64, *beta.cast::<f32>() as f64) };
-    enqueue_gemm(h, ty, ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
+    enqueue_gemm(h, (ty, c_ty), ta, tb, m, n, k, al, be, a, lda, sa, b, ldb, sb, c, ldc, sc, batch)
 }

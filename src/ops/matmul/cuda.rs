@@ -5,7 +5,7 @@
 use super::MatmulKernel;
 use super::float32_matmul_precision;
 use crate::backend::cuda::context::CudaDevice;
-use crate::backend::cuda::{CudaStorage, copy_into, dense_ptr};
+use crate::backend::cuda::{CudaStorage, copy_into, dense_ptr, narrowed};
 use crate::backend::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
@@ -54,12 +54,15 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         rhs: &CudaStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        product::<N, E>(lhs, lhs_layout, rhs, rhs_layout, None)
+        product::<N, E, E>(lhs, lhs_layout, rhs, rhs_layout, None)
     }
 
     /// The output starts as the bias, broadcast down its rows, and cuBLAS
-    /// adds the product to it (beta = 1), PyTorch's `addmm`: the half types
-    /// add the bias to the `f32` sums and round once.
+    /// adds the product to it (beta = 1), PyTorch's `addmm`. The half types
+    /// do so in an `f32` output, rounded once at the end: cuBLAS rounds the
+    /// product of a half output to the half type before it adds beta C
+    /// (seen on an H100), which a bias that cancels the product makes a
+    /// large relative error.
     fn matmul_bias<E: FloatElement>(
         lhs: &CudaStorage<E>,
         lhs_layout: &Layout,
@@ -68,23 +71,31 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         bias: &CudaStorage<E>,
         bias_layout: &Layout,
     ) -> Result<Option<CudaStorage<E>>> {
+        const OP: &str = "matmul";
+        let device = Self::device()?;
         let dims = lhs_layout.dims();
         let (m, n) = (dims[dims.len() - 2], rhs_layout.dims()[1]);
         let rows = Layout::new(Shape::from([m, n]), Dims::from(&[0usize, 1][..]), bias_layout.offset());
-        let start = copy_into::<E, E>(&Self::device()?, "matmul", bias, &rows)?;
-        product::<N, E>(lhs, lhs_layout, rhs, rhs_layout, Some(start)).map(Some)
+        if E::DTYPE.is_half() {
+            let start = copy_into::<E, f32>(&device, OP, bias, &rows)?;
+            let sums = product::<N, E, f32>(lhs, lhs_layout, rhs, rhs_layout, Some(start))?;
+            return narrowed(OP, &sums).map(Some);
+        }
+        let start = copy_into::<E, E>(&device, OP, bias, &rows)?;
+        product::<N, E, E>(lhs, lhs_layout, rhs, rhs_layout, Some(start)).map(Some)
     }
 }
 
-/// `lhs · rhs` (batched), added to `start` where given (dense, of the
-/// output's shape), else into a new output.
-fn product<const N: usize, E: FloatElement>(
+/// `lhs · rhs` (batched) in elements `O` (`E`, or `f32` for the half
+/// types), added to `start` where given (dense, of the output's shape),
+/// else into a new output.
+fn product<const N: usize, E: FloatElement, O: FloatElement>(
     lhs: &CudaStorage<E>,
     lhs_layout: &Layout,
     rhs: &CudaStorage<E>,
     rhs_layout: &Layout,
-    start: Option<CudaStorage<E>>,
-) -> Result<CudaStorage<E>> {
+    start: Option<CudaStorage<O>>,
+) -> Result<CudaStorage<O>> {
     const OP: &str = "matmul";
     let device = Cuda::<N>::device()?;
     let dims = lhs_layout.dims();
@@ -99,14 +110,14 @@ fn product<const N: usize, E: FloatElement>(
     if k == 0 {
         return match start {
             Some(start) => Ok(start),
-            None => Cuda::<N>::storage_full(OP, len, E::ZERO),
+            None => Cuda::<N>::storage_full(OP, len, O::ZERO),
         };
     }
     // Added to the starting output where there is one.
     let beta = if start.is_some() { 1.0 } else { 0.0 };
     let out = match start {
         Some(start) => start,
-        None => CudaStorage::<E>::alloc(&device, OP, len)?,
+        None => CudaStorage::<O>::alloc(&device, OP, len)?,
     };
     // cuBLAS wants each matrix dense with one stride between batch
     // entries, row-major or transposed (it transposes on the fly); any
@@ -137,11 +148,17 @@ fn product<const N: usize, E: FloatElement>(
     // the tensor cores where the precision setting allows it), and the half
     // types on the tensor cores, summed in f32 and each output rounded once
     // (PyTorch's default, which allows no reduced-precision sums).
+    let out_type = match O::DTYPE {
+        DType::BF16 => cudaDataType::CUDA_R_16BF,
+        DType::F16 => cudaDataType::CUDA_R_16F,
+        _ => cudaDataType::CUDA_R_32F,
+    };
     let gemm_ex = |data: cudaDataType, compute: cublasComputeType_t| {
         let (alpha, beta) = (1.0f32, beta as f32);
         // SAFETY: a, b and out are live device buffers of at least
-        // batch·m·k, batch·k·n and batch·m·n elements of the type `data`
-        // names, each dense (row-major, or transposed where op_a/op_b say
+        // batch·m·k, batch·k·n and batch·m·n elements of the types `data`
+        // and `out_type` name (a combination cuBLAS takes with an f32
+        // compute type: equal types, or half inputs into f32), each dense (row-major, or transposed where op_a/op_b say
         // so) as the leading dimensions and batch strides describe; alpha
         // and beta are f32 host values (the scalar type of both compute
         // types used here; the handle is in host pointer mode) read before
@@ -165,7 +182,7 @@ fn product<const N: usize, E: FloatElement>(
                 sb,
                 (&beta as *const f32).cast(),
                 out.ptr() as *mut c_void,
-                data,
+                out_type,
                 ni,
                 sc,
                 bi,
