@@ -692,6 +692,258 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
     }
 }
 
+/// Whether key `key` is visible to query `i` with score `x` (its scaled
+/// product), and the score with the additive mask added; -inf if hidden.
+template <typename H>
+__device__ inline float dt_mma_masked(float x, float scale, const DtAttentionMask& m, size_t i, size_t key, size_t L,
+                                      size_t S) {
+    if (i >= L || key >= S || !dt_attention_sees(m, i, key)) return dt_lowest<float>();
+    x *= scale;
+    if (m.kind == 3) x += (float)((const H*)m.add)[m.base + i * m.row + key * m.col];
+    return x;
+}
+
+/// The gradient of the queries, and each query row's softmax offset
+/// d = g . out (f32), for the rows of a tile of DT_MMA_ROWS queries:
+/// each warp recomputes its 16 rows' scores and weights for a tile of keys
+/// at a time, 16 keys at a time, and adds ds K to its dq fragments.
+template <typename H>
+__device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
+                                                  const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
+                                                  const size_t* mdims, const size_t* mstrides, size_t moffset,
+                                                  const H* out, const H* lse, const H* g, H* dq, float* d,
+                                                  unsigned int* ks, unsigned int* vs) {
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, t = lane % 4;
+    const size_t tiles = (L + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
+    const unsigned slices = (unsigned)((E + 15) / 16), vslices = (unsigned)((Ev + 15) / 16);
+    const unsigned etiles = (unsigned)((E + 7) / 8);
+    const float lowest = dt_lowest<float>();
+    for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
+        const size_t b = tile / tiles, i0 = (tile % tiles) * DT_MMA_ROWS;
+        const size_t rows[2] = {i0 + warp * 16 + gr, i0 + warp * 16 + gr + 8};
+        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+        const H *qb = q + b * L * E, *gb = g + b * L * Ev;
+        unsigned int qa[DT_MMA_WIDTH / 16][4], ga[DT_MMA_WIDTH / 16][4];
+#pragma unroll
+        for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
+            qa[c][0] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t, L, E);
+            qa[c][1] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t, L, E);
+            qa[c][2] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t + 8, L, E);
+            qa[c][3] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t + 8, L, E);
+            ga[c][0] = dt_mma_pair(gb, rows[0], 16 * c + 2 * t, L, Ev);
+            ga[c][1] = dt_mma_pair(gb, rows[1], 16 * c + 2 * t, L, Ev);
+            ga[c][2] = dt_mma_pair(gb, rows[0], 16 * c + 2 * t + 8, L, Ev);
+            ga[c][3] = dt_mma_pair(gb, rows[1], 16 * c + 2 * t + 8, L, Ev);
+        }
+        // Per row: the softmax offset (the four lanes of a row split its
+        // columns) and the log-sum-exp.
+        float offset[2], row_lse[2];
+#pragma unroll
+        for (unsigned r = 0; r < 2; ++r) {
+            float partial = 0.0f;
+            if (rows[r] < L)
+                for (size_t c = t; c < Ev; c += 4)
+                    partial += (float)gb[rows[r] * Ev + c] * (float)out[(b * L + rows[r]) * Ev + c];
+            partial += __shfl_xor_sync(0xffffffffu, partial, 1);
+            partial += __shfl_xor_sync(0xffffffffu, partial, 2);
+            offset[r] = partial;
+            row_lse[r] = rows[r] < L ? (float)lse[b * L + rows[r]] : lowest;
+            if (t == 0 && rows[r] < L) d[b * L + rows[r]] = partial;
+        }
+        float acc[DT_MMA_WIDTH / 8][4];
+#pragma unroll
+        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        const size_t n = m.kind == 1 ? (i0 + DT_MMA_ROWS < S ? i0 + DT_MMA_ROWS : S) : S;
+        for (size_t j0 = 0; j0 < n; j0 += DT_MMA_KEYS) {
+            __syncthreads();
+            dt_mma_load_tile(ks, k + b * S * E, j0, S, E);
+            dt_mma_load_tile(vs, v + b * S * Ev, j0, S, Ev);
+            __syncthreads();
+#pragma unroll
+            for (unsigned c = 0; c < DT_MMA_KEYS / 16; ++c) {
+                // Scores and dp = g v^T for keys 16c..16c+15: two 8-key slices.
+                float s[2][4], dp[2][4];
+#pragma unroll
+                for (unsigned h = 0; h < 2; ++h) {
+                    const unsigned key = 16 * c + 8 * h + gr;
+                    s[h][0] = s[h][1] = s[h][2] = s[h][3] = 0.0f;
+                    dp[h][0] = dp[h][1] = dp[h][2] = dp[h][3] = 0.0f;
+#pragma unroll
+                    for (unsigned e = 0; e < DT_MMA_WIDTH / 16; ++e) {
+                        if (e < slices) {
+                            const unsigned int* kr = ks + key * DT_MMA_PITCH + 8 * e + t;
+                            const unsigned int kb[2] = {kr[0], kr[4]};
+                            dt_mma_16816<H>(s[h], qa[e], kb);
+                        }
+                        if (e < vslices) {
+                            const unsigned int* vr = vs + key * DT_MMA_PITCH + 8 * e + t;
+                            const unsigned int vb[2] = {vr[0], vr[4]};
+                            dt_mma_16816<H>(dp[h], ga[e], vb);
+                        }
+                    }
+                }
+                // ds = p (dp - offset) scale, as the next product's A fragment.
+                unsigned int dsa[4];
+#pragma unroll
+                for (unsigned h = 0; h < 2; ++h) {
+                    float ds[4];
+#pragma unroll
+                    for (unsigned e = 0; e < 4; ++e) {
+                        const unsigned r = e / 2;
+                        const size_t key = j0 + 16 * c + 8 * h + 2 * t + e % 2;
+                        const float x = dt_mma_masked<H>(s[h][e], scale, m, rows[r], key, L, S);
+                        const float p = x == lowest || row_lse[r] == lowest ? 0.0f : expf(x - row_lse[r]);
+                        ds[e] = p * (dp[h][e] - offset[r]) * scale;
+                    }
+                    dsa[2 * h] = dt_pack2(H(ds[0]), H(ds[1]));
+                    dsa[2 * h + 1] = dt_pack2(H(ds[2]), H(ds[3]));
+                }
+                // dq += ds k, over 8-wide slices of the query width.
+                const unsigned key = 16 * c + 2 * t;
+#pragma unroll
+                for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+                    if (j < etiles) {
+                        const unsigned col = 8 * j + gr;
+                        const unsigned int kb[2] = {
+                            dt_mma_half_at(ks, key, col) | (dt_mma_half_at(ks, key + 1, col) << 16),
+                            dt_mma_half_at(ks, key + 8, col) | (dt_mma_half_at(ks, key + 9, col) << 16)};
+                        dt_mma_16816<H>(acc[j], dsa, kb);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+                const size_t i = rows[e / 2], c = 8 * j + 2 * t + e % 2;
+                if (j < etiles && i < L && c < E) dq[(b * L + i) * E + c] = H(acc[j][e]);
+            }
+        }
+    }
+}
+
+/// The gradients of the keys and values for a tile of DT_MMA_KEYS keys:
+/// each warp holds its 16 keys' and values' fragments and walks the queries
+/// that see them, a tile at a time through shared memory, recomputing the
+/// transposed scores and weights 16 queries at a time, adding p^T g to dv
+/// and ds^T q to dk.
+template <typename H>
+__device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
+                                               const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
+                                               const size_t* mdims, const size_t* mstrides, size_t moffset,
+                                               const H* lse, const H* g, const float* d, H* dk, H* dv,
+                                               unsigned int* qs, unsigned int* gs, float* row_lse, float* row_d) {
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, t = lane % 4;
+    const size_t tiles = (S + DT_MMA_KEYS - 1) / DT_MMA_KEYS;
+    const unsigned slices = (unsigned)((E + 15) / 16), vslices = (unsigned)((Ev + 15) / 16);
+    const unsigned etiles = (unsigned)((E + 7) / 8), vtiles = (unsigned)((Ev + 7) / 8);
+    const float lowest = dt_lowest<float>();
+    for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
+        const size_t b = tile / tiles, j0 = (tile % tiles) * DT_MMA_KEYS;
+        const size_t keys[2] = {j0 + warp * 16 + gr, j0 + warp * 16 + gr + 8};
+        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+        const H *kb_ = k + b * S * E, *vb_ = v + b * S * Ev;
+        unsigned int ka[DT_MMA_WIDTH / 16][4], va[DT_MMA_WIDTH / 16][4];
+#pragma unroll
+        for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
+            ka[c][0] = dt_mma_pair(kb_, keys[0], 16 * c + 2 * t, S, E);
+            ka[c][1] = dt_mma_pair(kb_, keys[1], 16 * c + 2 * t, S, E);
+            ka[c][2] = dt_mma_pair(kb_, keys[0], 16 * c + 2 * t + 8, S, E);
+            ka[c][3] = dt_mma_pair(kb_, keys[1], 16 * c + 2 * t + 8, S, E);
+            va[c][0] = dt_mma_pair(vb_, keys[0], 16 * c + 2 * t, S, Ev);
+            va[c][1] = dt_mma_pair(vb_, keys[1], 16 * c + 2 * t, S, Ev);
+            va[c][2] = dt_mma_pair(vb_, keys[0], 16 * c + 2 * t + 8, S, Ev);
+            va[c][3] = dt_mma_pair(vb_, keys[1], 16 * c + 2 * t + 8, S, Ev);
+        }
+        float acc_k[DT_MMA_WIDTH / 8][4], acc_v[DT_MMA_WIDTH / 8][4];
+#pragma unroll
+        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+            acc_k[j][0] = acc_k[j][1] = acc_k[j][2] = acc_k[j][3] = 0.0f;
+            acc_v[j][0] = acc_v[j][1] = acc_v[j][2] = acc_v[j][3] = 0.0f;
+        }
+        // Under a causal mask only queries j0.. see the tile's keys.
+        const size_t first = m.kind == 1 ? (j0 / DT_MMA_ROWS) * DT_MMA_ROWS : 0;
+        for (size_t i0 = first; i0 < L; i0 += DT_MMA_ROWS) {
+            __syncthreads();
+            dt_mma_load_tile(qs, q + b * L * E, i0, L, E);
+            dt_mma_load_tile(gs, g + b * L * Ev, i0, L, Ev);
+            for (unsigned r = threadIdx.x; r < DT_MMA_ROWS; r += blockDim.x) {
+                row_lse[r] = i0 + r < L ? (float)lse[b * L + i0 + r] : lowest;
+                row_d[r] = i0 + r < L ? d[b * L + i0 + r] : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (unsigned c = 0; c < DT_MMA_ROWS / 16; ++c) {
+                // Transposed scores and dp^T = v g^T for queries 16c..16c+15.
+                float s[2][4], dp[2][4];
+#pragma unroll
+                for (unsigned h = 0; h < 2; ++h) {
+                    const unsigned query = 16 * c + 8 * h + gr;
+                    s[h][0] = s[h][1] = s[h][2] = s[h][3] = 0.0f;
+                    dp[h][0] = dp[h][1] = dp[h][2] = dp[h][3] = 0.0f;
+#pragma unroll
+                    for (unsigned e = 0; e < DT_MMA_WIDTH / 16; ++e) {
+                        if (e < slices) {
+                            const unsigned int* qr = qs + query * DT_MMA_PITCH + 8 * e + t;
+                            const unsigned int qb[2] = {qr[0], qr[4]};
+                            dt_mma_16816<H>(s[h], ka[e], qb);
+                        }
+                        if (e < vslices) {
+                            const unsigned int* gq = gs + query * DT_MMA_PITCH + 8 * e + t;
+                            const unsigned int gb2[2] = {gq[0], gq[4]};
+                            dt_mma_16816<H>(dp[h], va[e], gb2);
+                        }
+                    }
+                }
+                unsigned int pa[4], dsa[4];
+#pragma unroll
+                for (unsigned h = 0; h < 2; ++h) {
+                    float p[4], ds[4];
+#pragma unroll
+                    for (unsigned e = 0; e < 4; ++e) {
+                        const unsigned local = 16 * c + 8 * h + 2 * t + e % 2;
+                        const float x = dt_mma_masked<H>(s[h][e], scale, m, i0 + local, keys[e / 2], L, S);
+                        const float l = row_lse[local];
+                        p[e] = x == lowest || l == lowest ? 0.0f : expf(x - l);
+                        ds[e] = p[e] * (dp[h][e] - row_d[local]) * scale;
+                    }
+                    pa[2 * h] = dt_pack2(H(p[0]), H(p[1]));
+                    pa[2 * h + 1] = dt_pack2(H(p[2]), H(p[3]));
+                    dsa[2 * h] = dt_pack2(H(ds[0]), H(ds[1]));
+                    dsa[2 * h + 1] = dt_pack2(H(ds[2]), H(ds[3]));
+                }
+                const unsigned query = 16 * c + 2 * t;
+#pragma unroll
+                for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+                    const unsigned col = 8 * j + gr;
+                    if (j < vtiles) {
+                        const unsigned int gb2[2] = {
+                            dt_mma_half_at(gs, query, col) | (dt_mma_half_at(gs, query + 1, col) << 16),
+                            dt_mma_half_at(gs, query + 8, col) | (dt_mma_half_at(gs, query + 9, col) << 16)};
+                        dt_mma_16816<H>(acc_v[j], pa, gb2);
+                    }
+                    if (j < etiles) {
+                        const unsigned int qb[2] = {
+                            dt_mma_half_at(qs, query, col) | (dt_mma_half_at(qs, query + 1, col) << 16),
+                            dt_mma_half_at(qs, query + 8, col) | (dt_mma_half_at(qs, query + 9, col) << 16)};
+                        dt_mma_16816<H>(acc_k[j], dsa, qb);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+                const size_t key = keys[e / 2], c = 8 * j + 2 * t + e % 2;
+                if (key < S && j < etiles && c < E) dk[(b * S + key) * E + c] = H(acc_k[j][e]);
+                if (key < S && j < vtiles && c < Ev) dv[(b * S + key) * Ev + c] = H(acc_v[j][e]);
+            }
+        }
+    }
+}
+
 #define ATTENTION_MMA_KERNELS(name, H)                                                                        \
     extern "C" __global__ void attention_mma_forward_##name(                                                 \
         size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
@@ -699,6 +951,24 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
         __shared__ unsigned int ks[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
         __shared__ unsigned int vs[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
         dt_attention_mma_forward<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, ks, vs); \
+    }                                                                                                         \
+    extern "C" __global__ void attention_mma_backward_queries_##name(                                        \
+        size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
+        const H* v, DT_ATTENTION_MASK_PARAMS, const H* out, const H* lse, const H* g, H* dq, float* d) {     \
+        __shared__ unsigned int ks[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
+        __shared__ unsigned int vs[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
+        dt_attention_mma_backward_queries<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, \
+                                             g, dq, d, ks, vs);                                               \
+    }                                                                                                         \
+    extern "C" __global__ void attention_mma_backward_keys_##name(                                           \
+        size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
+        const H* v, DT_ATTENTION_MASK_PARAMS, const H* lse, const H* g, const float* d, H* dk, H* dv) {      \
+        __shared__ unsigned int qs[DT_MMA_ROWS * DT_MMA_PITCH];                                              \
+        __shared__ unsigned int gs[DT_MMA_ROWS * DT_MMA_PITCH];                                              \
+        __shared__ float row_lse[DT_MMA_ROWS];                                                               \
+        __shared__ float row_d[DT_MMA_ROWS];                                                                 \
+        dt_attention_mma_backward_keys<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, g, d,   \
+                                          dk, dv, qs, gs, row_lse, row_d);                                    \
     }
 
 DT_FOR_EACH_HALF(ATTENTION_MMA_KERNELS)

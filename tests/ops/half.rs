@@ -147,6 +147,24 @@ macro_rules! check_half {
     };
 }
 
+/// Attention under the mask kind `seed` picks: none, causal, the kept keys
+/// `keep`, or the additive mask `add` (scale 0.3).
+fn masked_attention<D: Device, E: FloatElement>(
+    q: &Tensor<D, E>,
+    k: &Tensor<D, E>,
+    v: &Tensor<D, E>,
+    seed: u64,
+    keep: &Tensor<D, u8>,
+    add: &Tensor<D, E>,
+) -> Tensor<D, E> {
+    match seed % 4 {
+        0 => q.scaled_dot_product_attention(k, v, AttentionMask::None, None),
+        1 => q.scaled_dot_product_attention(k, v, AttentionMask::Causal, None),
+        2 => q.scaled_dot_product_attention(k, v, AttentionMask::Keep(keep), None),
+        _ => q.scaled_dot_product_attention(k, v, AttentionMask::Add(add), Some(0.3)),
+    }
+}
+
 fn dims(max_rank: usize, max_dim: usize) -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(1..=max_dim, 1..=max_rank)
 }
@@ -281,27 +299,24 @@ device_proptests! {
 
     /// Attention past one tile of the tensor-core kernels (64 queries and
     /// 64 keys a tile, rows up to 64 wide): several query tiles, the online
-    /// softmax across key tiles, values of another width than the keys, and
-    /// one mask kind per case, a partial last tile everywhere.
+    /// softmax across key tiles, values of another width than the keys, one
+    /// mask kind per case, a partial last tile everywhere; and the three
+    /// gradients, whose passes walk the tiles the other way too.
     fn attention_walks_tiles<D>(queries in 1usize..140, keys in 1usize..140, width in 1usize..=64, value_width in 1usize..=64, seed in any::<u64>()) {
         let keep = Tensor::<D, u8>::from_vec(
             (0..queries * keys).map(|i| u8::from(!(i as u64 * 7 + seed).is_multiple_of(5))).collect(),
             [queries, keys],
         );
-        let [q, k, v] = [[1, queries, width], [1, keys, width], [1, keys, value_width]];
-        match seed % 4 {
-            0 => check_half!("attention over tiles", seed, [q: q, k: k, v: v] => {
-                q.scaled_dot_product_attention(k, v, AttentionMask::None, None)
-            }, near(4.0)),
-            1 => check_half!("attention over tiles (causal)", seed, [q: q, k: k, v: v] => {
-                q.scaled_dot_product_attention(k, v, AttentionMask::Causal, None)
-            }, near(4.0)),
-            2 => check_half!("attention over tiles (kept keys)", seed, [q: q, k: k, v: v] => {
-                q.scaled_dot_product_attention(k, v, AttentionMask::Keep(&keep), None)
-            }, near(4.0)),
-            _ => check_half!("attention over tiles (additive mask)", seed, [q: q, k: k, v: v, m: [queries, keys]] => {
-                q.scaled_dot_product_attention(k, v, AttentionMask::Add(m), Some(0.3))
-            }, near(4.0)),
+        let [q, k, v, m] = [[1, queries, width], [1, keys, width], [1, keys, value_width], [1, queries, keys]];
+        check_half!("attention over tiles", seed, [q: q, k: k, v: v, m: m] => {
+            masked_attention(q, k, v, seed, &keep, m)
+        }, near(4.0));
+        for which in 0..3 {
+            check_half!("attention gradients over tiles", seed, [q: q, k: k, v: v, m: m] => {
+                let [q, k, v] = [q, k, v].map(|t| t.clone().requires_grad());
+                let grads = masked_attention(&q, &k, &v, seed, &keep, m).square().sum().backward();
+                grads.get([&q, &k, &v][which]).unwrap().clone()
+            }, near(32.0));
         }
     }
 

@@ -4,9 +4,9 @@
 //! one block per query row for wider ones. The backward runs one kernel
 //! over query rows (their gradients and each row's softmax offset) and one
 //! over key rows (the keys' and values' gradients, summed over the queries
-//! without atomics). The half types' forward runs on the tensor cores
-//! (`attention_mma_forward_*`, sm_80 and later, heads up to 64 wide);
-//! elsewhere, and in their backward, they widen to the f32 kernels.
+//! without atomics). The half types run on the tensor cores
+//! (`attention_mma_*`, sm_80 and later, heads up to 64 wide), with the same
+//! three passes; elsewhere they widen to the f32 kernels.
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cuda;
@@ -139,6 +139,41 @@ fn forward_on_tensor_cores<E: FloatElement>(
     Ok([out, lse])
 }
 
+/// The backward pass on the tensor cores: `attention_mma_backward_queries_<E>`
+/// (the queries' gradient and each row's softmax offset, kept in f32) then
+/// `attention_mma_backward_keys_<E>` (the keys' and values' gradients).
+fn backward_on_tensor_cores<E: FloatElement>(
+    device: &Arc<CudaDevice>,
+    [q, k, v, out, g]: [(&CudaStorage<E>, &Layout); 5],
+    lse: &CudaStorage<E>,
+    dims: AttentionDims,
+    mask: &KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
+    scale: f64,
+) -> Result<[CudaStorage<E>; 3]> {
+    const OP: &str = "scaled_dot_product_attention_backward";
+    let AttentionDims { batch, queries, keys, width, value_width } = dims;
+    let dq = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, queries, width]))?;
+    let dk = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, keys, width]))?;
+    let dv = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, keys, value_width]))?;
+    let offsets = CudaStorage::<f32>::alloc(device, OP, batch * queries)?;
+    let m = MaskArgs::new(device, OP, mask)?;
+    let scale = scale as f32;
+    let dtype = E::DTYPE.name();
+    let launch = |rows: usize| {
+        let blocks = (batch * rows.div_ceil(MMA_ROWS)).clamp(1, 1 << 16) as u32;
+        LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 }
+    };
+    launch_kernel!(device, OP, "attention", format!("attention_mma_backward_queries_{dtype}"), launch(queries);
+        batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+        m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
+        m.batch_axes.offsets[0], m.row, m.col, start(out), lse.ptr(), start(g), dq.ptr(), offsets.ptr())?;
+    launch_kernel!(device, OP, "attention", format!("attention_mma_backward_keys_{dtype}"), launch(keys);
+        batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+        m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
+        m.batch_axes.offsets[0], m.row, m.col, lse.ptr(), start(g), offsets.ptr(), dk.ptr(), dv.ptr())?;
+    Ok([dq, dk, dv])
+}
+
 /// The dense start of a contiguous tensor.
 fn start<E: FloatElement>((storage, layout): (&CudaStorage<E>, &Layout)) -> u64 {
     let range = layout.contiguous_range().expect("the attention kernels are given contiguous tensors");
@@ -199,6 +234,10 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         if !fits(&dims) {
             return Ok(None);
         }
+        let device = Self::device()?;
+        if on_tensor_cores::<E>(&device, &dims) {
+            return backward_on_tensor_cores(&device, [q, k, v, out, g], lse, dims, &mask, scale).map(Some);
+        }
         if E::DTYPE.is_half() {
             let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
             let [out32, lse32, g32] = [widened(OP, out.0)?, widened(OP, lse)?, widened(OP, g.0)?];
@@ -209,7 +248,6 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
             let grads = Self::attention_backward(q, k, v, out, &lse32, g, contiguous_grads, dims, mask, scale)?;
             return grads.map(|grads| narrowed_all(OP, grads)).transpose();
         }
-        let device = Self::device()?;
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
         let dq = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, width]))?;
         let dk = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, keys, width]))?;
