@@ -515,7 +515,7 @@ ATTENTION_TILED_KERNELS(f64, double, 16)
 // Tensor-core kernels for the half types (sm_80 and later), for E and Ev up
 // to DT_MMA_WIDTH:
 //   attention_mma_forward_<H>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
-//           const H* q, const H* k, const H* v, MASK, H* out, H* lse)
+//           const H* q, const H* k, const H* v, MASK, H* out, float* lse)
 // with H = bf16 or f16 (MASK's `add` values are H too). Products run on the
 // tensor cores in f32 (dt_mma_16816), the online softmax in f32 registers;
 // the output is rounded once. A block of four warps takes a tile of 64 query
@@ -562,8 +562,8 @@ __device__ inline unsigned int dt_mma_half_at(const unsigned int* tile, unsigned
 template <typename H>
 __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                          const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
-                                         const size_t* mdims, const size_t* mstrides, size_t moffset, H* out, H* lse,
-                                         unsigned int* ks, unsigned int* vs) {
+                                         const size_t* mdims, const size_t* mstrides, size_t moffset, H* out,
+                                         float* lse, unsigned int* ks, unsigned int* vs) {
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const size_t tiles = (L + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
     const unsigned slices = (unsigned)((E + 15) / 16);  // 16-wide slices of a query row
@@ -687,7 +687,7 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
         if (t == 0) {
 #pragma unroll
             for (unsigned r = 0; r < 2; ++r)
-                if (rows[r] < L) lse[b * L + rows[r]] = H(run_sum[r] > 0.0f ? run_max[r] + logf(run_sum[r]) : lowest);
+                if (rows[r] < L) lse[b * L + rows[r]] = run_sum[r] > 0.0f ? run_max[r] + logf(run_sum[r]) : lowest;
         }
     }
 }
@@ -711,7 +711,7 @@ template <typename H>
 __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                                   const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
                                                   const size_t* mdims, const size_t* mstrides, size_t moffset,
-                                                  const H* out, const H* lse, const H* g, H* dq, float* d,
+                                                  const H* out, const float* lse, const H* g, H* dq, float* d,
                                                   unsigned int* ks, unsigned int* vs) {
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, t = lane % 4;
     const size_t tiles = (L + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
@@ -747,7 +747,7 @@ __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t
             partial += __shfl_xor_sync(0xffffffffu, partial, 1);
             partial += __shfl_xor_sync(0xffffffffu, partial, 2);
             offset[r] = partial;
-            row_lse[r] = rows[r] < L ? (float)lse[b * L + rows[r]] : lowest;
+            row_lse[r] = rows[r] < L ? lse[b * L + rows[r]] : lowest;
             if (t == 0 && rows[r] < L) d[b * L + rows[r]] = partial;
         }
         float acc[DT_MMA_WIDTH / 8][4];
@@ -832,7 +832,7 @@ template <typename H>
 __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                                const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
                                                const size_t* mdims, const size_t* mstrides, size_t moffset,
-                                               const H* lse, const H* g, const float* d, H* dk, H* dv,
+                                               const float* lse, const H* g, const float* d, H* dk, H* dv,
                                                unsigned int* qs, unsigned int* gs, float* row_lse, float* row_d) {
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, t = lane % 4;
     const size_t tiles = (S + DT_MMA_KEYS - 1) / DT_MMA_KEYS;
@@ -869,7 +869,7 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
             dt_mma_load_tile(qs, q + b * L * E, i0, L, E);
             dt_mma_load_tile(gs, g + b * L * Ev, i0, L, Ev);
             for (unsigned r = threadIdx.x; r < DT_MMA_ROWS; r += blockDim.x) {
-                row_lse[r] = i0 + r < L ? (float)lse[b * L + i0 + r] : lowest;
+                row_lse[r] = i0 + r < L ? lse[b * L + i0 + r] : lowest;
                 row_d[r] = i0 + r < L ? d[b * L + i0 + r] : 0.0f;
             }
             __syncthreads();
@@ -947,14 +947,14 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
 #define ATTENTION_MMA_KERNELS(name, H)                                                                        \
     extern "C" __global__ void attention_mma_forward_##name(                                                 \
         size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, H* out, H* lse) {                                              \
+        const H* v, DT_ATTENTION_MASK_PARAMS, H* out, float* lse) {                                              \
         __shared__ unsigned int ks[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
         __shared__ unsigned int vs[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
         dt_attention_mma_forward<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, ks, vs); \
     }                                                                                                         \
     extern "C" __global__ void attention_mma_backward_queries_##name(                                        \
         size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, const H* out, const H* lse, const H* g, H* dq, float* d) {     \
+        const H* v, DT_ATTENTION_MASK_PARAMS, const H* out, const float* lse, const H* g, H* dq, float* d) {     \
         __shared__ unsigned int ks[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
         __shared__ unsigned int vs[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
         dt_attention_mma_backward_queries<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, \
@@ -962,7 +962,7 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
     }                                                                                                         \
     extern "C" __global__ void attention_mma_backward_keys_##name(                                           \
         size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, const H* lse, const H* g, const float* d, H* dk, H* dv) {      \
+        const H* v, DT_ATTENTION_MASK_PARAMS, const float* lse, const H* g, const float* d, H* dk, H* dv) {      \
         __shared__ unsigned int qs[DT_MMA_ROWS * DT_MMA_PITCH];                                              \
         __shared__ unsigned int gs[DT_MMA_ROWS * DT_MMA_PITCH];                                              \
         __shared__ float row_lse[DT_MMA_ROWS];                                                               \

@@ -225,6 +225,10 @@ impl Number for i64 {
 pub trait FloatElement:
     Element<Sum = Self, Quotient = Self, Number = f64> + InPlaceDivision<Self> + num_traits::Float
 {
+    /// The type a kernel accumulates in and keeps its statistics in (an
+    /// attention row's log-sum-exp, say): `f32` for the half types, as
+    /// PyTorch's kernels keep them, the type itself otherwise.
+    type Accumulator: FloatElement;
 }
 
 macro_rules! from_as {
@@ -332,7 +336,9 @@ macro_rules! float_element {
             cast_via!($from);
             from_as!($t);
         }
-        impl FloatElement for $t {}
+        impl FloatElement for $t {
+            type Accumulator = $t;
+        }
     };
 }
 
@@ -407,7 +413,9 @@ macro_rules! half_element {
                 $t::to_f64(self)
             }
         }
-        impl FloatElement for $t {}
+        impl FloatElement for $t {
+            type Accumulator = f32;
+        }
     };
 }
 

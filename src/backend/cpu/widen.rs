@@ -26,6 +26,13 @@ pub(crate) fn narrowed<E: Element>(op: &'static str, x: &CpuStorage<f32>) -> Res
     Ok(CpuStorage::from_vec(map_strided(op, x.as_slice(), &all, |v: f32| E::from_f32(v))?))
 }
 
+/// Every element of `x` converted to `T` (a copy where the types are the
+/// same): for storages whose type is only known to be equal at run time.
+pub(crate) fn converted<S: Element, T: Element>(op: &'static str, x: &CpuStorage<S>) -> Result<CpuStorage<T>> {
+    let all = Layout::contiguous(Shape::from([x.as_slice().len()]));
+    Ok(CpuStorage::from_vec(map_strided(op, x.as_slice(), &all, |v: S| v.cast::<T>())?))
+}
+
 /// [`narrowed`] for a kernel's several outputs.
 pub(crate) fn narrowed_all<E: Element, const N: usize>(
     op: &'static str,

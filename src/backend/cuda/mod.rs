@@ -19,7 +19,7 @@ pub(crate) mod pinned;
 pub(crate) mod transfer;
 mod widen;
 
-pub(crate) use widen::{narrowed, narrowed_all, widened};
+pub(crate) use widen::{converted, narrowed, narrowed_all, widened};
 
 use super::{Backend, sealed};
 use crate::element::Element;

@@ -36,7 +36,9 @@ pub(crate) fn narrowed_all<E: Element, const N: usize>(
     Ok(narrowed_outputs.try_into().unwrap_or_else(|_| unreachable!("one output for each of N")))
 }
 
-fn converted<S: Element, T: Element>(op: &'static str, x: &CudaStorage<S>) -> Result<CudaStorage<T>> {
+/// Every element of `x` converted to `T` (a copy where the types are the
+/// same): for storages whose type is only known to be equal at run time.
+pub(crate) fn converted<S: Element, T: Element>(op: &'static str, x: &CudaStorage<S>) -> Result<CudaStorage<T>> {
     let device = context::device(x.ordinal)?;
     copy_into(&device, op, x, &Layout::contiguous(Shape::from([x.len()])))
 }

@@ -10,8 +10,8 @@
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    CpuStorage, Operand, VectorLoop, exp_nonpositive, gemm_scaled, gemm_scaled_rows, narrowed_all, output_buffer,
-    split_across_threads, vectorized, widened, zeroed_buffer,
+    CpuStorage, Operand, VectorLoop, converted, exp_nonpositive, gemm_scaled, gemm_scaled_rows, narrowed, narrowed_all,
+    output_buffer, split_across_threads, vectorized, widened, zeroed_buffer,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
@@ -392,15 +392,17 @@ impl AttentionKernel for Cpu {
         dims: AttentionDims,
         mask: KernelMask<'_, CpuStorage<u8>, CpuStorage<E>>,
         scale: f64,
-    ) -> Result<Option<[CpuStorage<E>; 2]>> {
+    ) -> Result<Option<(CpuStorage<E>, CpuStorage<E::Accumulator>)>> {
         const OP: &str = "scaled_dot_product_attention";
         if E::DTYPE.is_half() {
             let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
             let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
             let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
             let mask = mask.with_additive(additive.as_ref());
-            let outputs = Self::attention_forward(q, k, v, out_layout, dims, mask, scale)?;
-            return outputs.map(|outputs| narrowed_all(OP, outputs)).transpose();
+            let Some((out, lse)) = Self::attention_forward(q, k, v, out_layout, dims, mask, scale)? else {
+                return Ok(None);
+            };
+            return Ok(Some((narrowed(OP, &out)?, converted(OP, &lse)?)));
         }
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
         // Written in full by the blocks: no zeroing.
@@ -437,7 +439,7 @@ impl AttentionKernel for Cpu {
         } else {
             jobs.into_iter().try_for_each(run)?;
         }
-        Ok(Some([CpuStorage::from_vec(out), CpuStorage::from_vec(lse)]))
+        Ok(Some((CpuStorage::from_vec(out), converted(OP, &CpuStorage::from_vec(lse))?)))
     }
 
     fn attention_backward<E: FloatElement>(
@@ -445,7 +447,7 @@ impl AttentionKernel for Cpu {
         k: (&CpuStorage<E>, &Layout),
         v: (&CpuStorage<E>, &Layout),
         out: (&CpuStorage<E>, &Layout),
-        lse: &CpuStorage<E>,
+        lse: &CpuStorage<E::Accumulator>,
         g: (&CpuStorage<E>, &Layout),
         [dq_layout, dk_layout, dv_layout]: [&Layout; 3],
         dims: AttentionDims,
@@ -455,7 +457,7 @@ impl AttentionKernel for Cpu {
         const OP: &str = "scaled_dot_product_attention_backward";
         if E::DTYPE.is_half() {
             let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
-            let [out32, lse32, g32] = [widened(OP, out.0)?, widened(OP, lse)?, widened(OP, g.0)?];
+            let [out32, lse32, g32] = [widened(OP, out.0)?, converted(OP, lse)?, widened(OP, g.0)?];
             let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
             let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
             let (out, g) = ((&out32, out.1), (&g32, g.1));
@@ -465,6 +467,8 @@ impl AttentionKernel for Cpu {
             return grads.map(|grads| narrowed_all(OP, grads)).transpose();
         }
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
+        // `E` itself for the types that get here.
+        let lse = converted::<E::Accumulator, E>(OP, lse)?;
         let lse = lse.as_slice();
         // dq is written in full; dk and dv are sums, so they start at 0.
         let mut dq = output_buffer::<E>(OP, count_of(&[batch, queries, width]))?;

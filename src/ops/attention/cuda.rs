@@ -12,8 +12,8 @@ use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, launch_kernel, per_row};
-use crate::backend::cuda::{CudaStorage, narrowed_all, widened};
-use crate::element::{DType, FloatElement};
+use crate::backend::cuda::{CudaStorage, converted, narrowed, narrowed_all, widened};
+use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Layout, count_of};
 use cudarc::driver::LaunchConfig;
@@ -122,11 +122,12 @@ fn forward_on_tensor_cores<E: FloatElement>(
     dims: AttentionDims,
     mask: &KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
     scale: f64,
-) -> Result<[CudaStorage<E>; 2]> {
+) -> Result<(CudaStorage<E>, CudaStorage<E::Accumulator>)> {
     const OP: &str = "scaled_dot_product_attention";
     let AttentionDims { batch, queries, keys, width, value_width } = dims;
     let out = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, queries, value_width]))?;
-    let lse = CudaStorage::<E>::alloc(device, OP, batch * queries)?;
+    // f32, which the kernel writes.
+    let lse = CudaStorage::<E::Accumulator>::alloc(device, OP, batch * queries)?;
     let m = MaskArgs::new(device, OP, mask)?;
     // The kernel loops over tiles, so the grid only sets how many run at once.
     let blocks = (batch * queries.div_ceil(MMA_ROWS)).clamp(1, 1 << 16) as u32;
@@ -136,7 +137,7 @@ fn forward_on_tensor_cores<E: FloatElement>(
         batch, queries, keys, width, value_width, scale as f32, start(q), start(k), start(v),
         m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
         m.batch_axes.offsets[0], m.row, m.col, out.ptr(), lse.ptr())?;
-    Ok([out, lse])
+    Ok((out, lse))
 }
 
 /// The backward pass on the tensor cores: `attention_mma_backward_queries_<E>`
@@ -145,7 +146,7 @@ fn forward_on_tensor_cores<E: FloatElement>(
 fn backward_on_tensor_cores<E: FloatElement>(
     device: &Arc<CudaDevice>,
     [q, k, v, out, g]: [(&CudaStorage<E>, &Layout); 5],
-    lse: &CudaStorage<E>,
+    lse: &CudaStorage<E::Accumulator>,
     dims: AttentionDims,
     mask: &KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
     scale: f64,
@@ -189,7 +190,7 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         dims: AttentionDims,
         mask: KernelMask<'_, CudaStorage<u8>, CudaStorage<E>>,
         scale: f64,
-    ) -> Result<Option<[CudaStorage<E>; 2]>> {
+    ) -> Result<Option<(CudaStorage<E>, CudaStorage<E::Accumulator>)>> {
         const OP: &str = "scaled_dot_product_attention";
         if !fits(&dims) {
             return Ok(None);
@@ -203,19 +204,23 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
             let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
             let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
             let mask = mask.with_additive(additive.as_ref());
-            let outputs = Self::attention_forward(q, k, v, contiguous_out, dims, mask, scale)?;
-            return outputs.map(|outputs| narrowed_all(OP, outputs)).transpose();
+            let Some((out, lse)) = Self::attention_forward(q, k, v, contiguous_out, dims, mask, scale)? else {
+                return Ok(None);
+            };
+            return Ok(Some((narrowed(OP, &out)?, converted(OP, &lse)?)));
         }
         let AttentionDims { batch, queries, keys, width, value_width } = dims;
         let out = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, value_width]))?;
-        let lse = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
+        // `E` itself for the types that get here, which the kernel writes.
+        debug_assert_eq!(E::DTYPE, <E::Accumulator as Element>::DTYPE);
+        let lse = CudaStorage::<E::Accumulator>::alloc(&device, OP, batch * queries)?;
         let m = MaskArgs::new(&device, OP, &mask)?;
         let (kernel, launch) = kernel_for::<E>("forward", &dims, queries);
         launch_kernel!(device, OP, "attention", kernel, launch;
             batch, queries, keys, width, value_width, E::from_f64(scale), start(q), start(k), start(v),
             m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
             m.batch_axes.offsets[0], m.row, m.col, out.ptr(), lse.ptr())?;
-        Ok(Some([out, lse]))
+        Ok(Some((out, lse)))
     }
 
     fn attention_backward<E: FloatElement>(
@@ -223,7 +228,7 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         k: (&CudaStorage<E>, &Layout),
         v: (&CudaStorage<E>, &Layout),
         out: (&CudaStorage<E>, &Layout),
-        lse: &CudaStorage<E>,
+        lse: &CudaStorage<E::Accumulator>,
         g: (&CudaStorage<E>, &Layout),
         contiguous_grads: [&Layout; 3],
         dims: AttentionDims,
@@ -240,7 +245,7 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         }
         if E::DTYPE.is_half() {
             let [q32, k32, v32] = [widened(OP, q.0)?, widened(OP, k.0)?, widened(OP, v.0)?];
-            let [out32, lse32, g32] = [widened(OP, out.0)?, widened(OP, lse)?, widened(OP, g.0)?];
+            let [out32, lse32, g32] = [widened(OP, out.0)?, converted(OP, lse)?, widened(OP, g.0)?];
             let additive = mask.additive().map(|values| widened(OP, values)).transpose()?;
             let (q, k, v) = ((&q32, q.1), (&k32, k.1), (&v32, v.1));
             let (out, g) = ((&out32, out.1), (&g32, g.1));
@@ -255,6 +260,8 @@ impl<const N: usize> AttentionKernel for Cuda<N> {
         let offsets = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
         let m = MaskArgs::new(&device, OP, &mask)?;
         let scale = E::from_f64(scale);
+        // The kernels read the log-sum-exps as `E`, which they are here.
+        debug_assert_eq!(E::DTYPE, <E::Accumulator as Element>::DTYPE);
         let (kernel, launch) = kernel_for::<E>("backward_queries", &dims, queries);
         launch_kernel!(device, OP, "attention", kernel, launch;
             batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),

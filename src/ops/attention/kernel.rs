@@ -92,7 +92,9 @@ pub trait AttentionKernel: Backend {
     /// `batch * queries * value_width` elements laid out as `out` (dense,
     /// `[batch.., queries, value_width]`), and each query row's log-sum-exp
     /// of its masked, scaled scores (minus infinity for a row that sees no
-    /// key, whose output is 0), `[batch, queries]`; or `None` without a
+    /// key, whose output is 0), `[batch, queries]`, in `E`'s accumulator
+    /// type (`f32` for the half types: rounded to 8 bits, it would scale
+    /// the backward's weights by up to a few percent); or `None` without a
     /// fused kernel for `E`.
     fn attention_forward<E: FloatElement>(
         q: (&Self::Storage<E>, &Layout),
@@ -102,7 +104,7 @@ pub trait AttentionKernel: Backend {
         dims: AttentionDims,
         mask: MaskOf<'_, Self, E>,
         scale: f64,
-    ) -> Result<Option<[Self::Storage<E>; 2]>> {
+    ) -> Result<Option<(Self::Storage<E>, Self::Storage<E::Accumulator>)>> {
         let _ = (q, k, v, out, dims, mask, scale);
         Ok(None)
     }
@@ -118,7 +120,7 @@ pub trait AttentionKernel: Backend {
         k: (&Self::Storage<E>, &Layout),
         v: (&Self::Storage<E>, &Layout),
         out: (&Self::Storage<E>, &Layout),
-        lse: &Self::Storage<E>,
+        lse: &Self::Storage<E::Accumulator>,
         g: (&Self::Storage<E>, &Layout),
         grads: [&Layout; 3],
         dims: AttentionDims,

@@ -236,9 +236,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             mask.kernel(),
             scale,
         )?;
-        let Some([out, lse]) = forward else { return Ok(None) };
+        let Some((out, lse)) = forward else { return Ok(None) };
         let out = Tensor::from_storage_with(out, out_layout);
-        let lse = Tensor::<D, E>::from_storage(lse, Shape::from(dims.batch * dims.queries));
+        let lse = Tensor::<D, E::Accumulator>::from_storage(lse, Shape::from(dims.batch * dims.queries));
         let grad_layouts = [like(self, dims.width), like(key, dims.width), like(value, dims.value_width)];
         let inputs = [self.node(), key.node(), value.node()];
         autograd::track(
