@@ -516,15 +516,22 @@ ATTENTION_TILED_KERNELS(f64, double, 16)
 // to DT_MMA_WIDTH:
 //   attention_mma_forward_<H>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
 //           const H* q, const H* k, const H* v, MASK, H* out, float* lse)
-// with H = bf16 or f16 (MASK's `add` values are H too). Products run on the
-// tensor cores in f32 (dt_mma_16816), the online softmax in f32 registers;
-// the output is rounded once. A block of four warps takes a tile of 64 query
-// rows, 16 per warp; each warp keeps its rows' query fragments, scores and
-// output in registers, laid out as the mma fragments are, and walks the keys
-// and values 64 rows at a time through shared memory. The weights go from
-// the score fragments (D layout) to the second product's A fragments
-// without leaving registers: the D fragments of two adjacent 8-key slices
-// are exactly the A fragment of their 16 keys. blockDim.x = 128, exactly.
+//   attention_mma_backward_queries_<H>(same sizes, scale, q, k, v, MASK,
+//           const H* out, const float* lse, const H* g, H* dq, float* d)
+//   attention_mma_backward_keys_<H>(same sizes, scale, q, k, v, MASK,
+//           const float* lse, const H* g, const float* d, H* dk, H* dv)
+// with H = bf16 or f16 (MASK's `add` values are H too); the log-sum-exps
+// and the row offsets d stay in f32. Products run on the tensor cores with
+// f32 sums (dt_mma_16816), the softmax in f32 registers; each output is
+// rounded once, and the weights (and the backward's ds) are rounded to H
+// before the product they feed, as FlashAttention does. A block of four
+// warps takes a tile of 64 rows, 16 per warp (query rows, or key rows for
+// the keys' pass); each warp keeps its rows' fragments, scores and results
+// in registers, laid out as the mma fragments are, and walks the other side
+// 64 rows at a time through shared memory. Weights go from the score
+// fragments (D layout) to the next product's A fragments without leaving
+// registers: the D fragments of two adjacent 8-column slices are exactly
+// the A fragment of their 16 columns. blockDim.x = 128, exactly.
 
 #define DT_MMA_WIDTH 64
 #define DT_MMA_ROWS 64
@@ -559,6 +566,93 @@ __device__ inline unsigned int dt_mma_half_at(const unsigned int* tile, unsigned
     return (tile[row * DT_MMA_PITCH + col / 2] >> (16 * (col % 2))) & 0xffffu;
 }
 
+/// Lane t's A fragments of rows r0 and r0 + 8 of the dense rows x cols
+/// matrix `x`, one per 16 of DT_MMA_WIDTH columns (zeros outside `x`).
+template <typename H>
+__device__ inline void dt_mma_load_a(unsigned int a[DT_MMA_WIDTH / 16][4], const H* x, size_t r0, size_t rows,
+                                     size_t cols, unsigned t) {
+#pragma unroll
+    for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
+        a[c][0] = dt_mma_pair(x, r0, 16 * c + 2 * t, rows, cols);
+        a[c][1] = dt_mma_pair(x, r0 + 8, 16 * c + 2 * t, rows, cols);
+        a[c][2] = dt_mma_pair(x, r0, 16 * c + 2 * t + 8, rows, cols);
+        a[c][3] = dt_mma_pair(x, r0 + 8, 16 * c + 2 * t + 8, rows, cols);
+    }
+}
+
+/// d += a tile[first..first + 8]ᵀ over the first `slices` 16-column slices:
+/// the products of the warp's 16 rows with 8 rows of a shared tile (whose
+/// rows are the product's columns, so each B register is a pair of
+/// adjacent elements of one tile row).
+template <typename H>
+__device__ inline void dt_mma_times_rows(float d[4], const unsigned int a[DT_MMA_WIDTH / 16][4],
+                                         const unsigned int* tile, unsigned first, unsigned slices, unsigned g,
+                                         unsigned t) {
+#pragma unroll
+    for (unsigned e = 0; e < DT_MMA_WIDTH / 16; ++e) {
+        if (e < slices) {
+            const unsigned int* row = tile + (first + g) * DT_MMA_PITCH + 8 * e + t;
+            const unsigned int b[2] = {row[0], row[4]};
+            dt_mma_16816<H>(d, a[e], b);
+        }
+    }
+}
+
+/// d[j] += a tile[k0..k0 + 16][8j..8j + 8] for the first `tiles` 8-column
+/// slices: a product whose k runs down the tile's rows (so each B register
+/// pairs elements of two tile rows).
+template <typename H>
+__device__ inline void dt_mma_times_columns(float d[DT_MMA_WIDTH / 8][4], const unsigned int a[4],
+                                            const unsigned int* tile, unsigned k0, unsigned tiles, unsigned g,
+                                            unsigned t) {
+    const unsigned k = k0 + 2 * t;
+#pragma unroll
+    for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+        if (j < tiles) {
+            const unsigned col = 8 * j + g;
+            const unsigned int b[2] = {dt_mma_half_at(tile, k, col) | (dt_mma_half_at(tile, k + 1, col) << 16),
+                                       dt_mma_half_at(tile, k + 8, col) | (dt_mma_half_at(tile, k + 9, col) << 16)};
+            dt_mma_16816<H>(d[j], a, b);
+        }
+    }
+}
+
+/// The A fragment of 16 columns from the D fragments of their two 8-column
+/// halves, rounded to H: the layouts agree, so it never leaves registers.
+template <typename H>
+__device__ inline void dt_mma_a_from_d(unsigned int a[4], const float lo[4], const float hi[4]) {
+    a[0] = dt_pack2(H(lo[0]), H(lo[1]));
+    a[1] = dt_pack2(H(lo[2]), H(lo[3]));
+    a[2] = dt_pack2(H(hi[0]), H(hi[1]));
+    a[3] = dt_pack2(H(hi[2]), H(hi[3]));
+}
+
+/// Stores the D fragments `d` (rows r0 and r0 + 8, the first `tiles`
+/// 8-column slices) into the dense rows x cols matrix `x`, rounded to H.
+template <typename H>
+__device__ inline void dt_mma_store(H* x, const float d[DT_MMA_WIDTH / 8][4], size_t r0, size_t rows, size_t cols,
+                                    unsigned tiles, unsigned t) {
+#pragma unroll
+    for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+            const size_t r = r0 + 8 * (e / 2), c = 8 * j + 2 * t + e % 2;
+            if (j < tiles && r < rows && c < cols) x[r * cols + c] = H(d[j][e]);
+        }
+    }
+}
+
+/// The score of query i and key `key` from its product `x`: scaled, with
+/// the additive mask added; -inf where the mask hides it or out of range.
+template <typename H>
+__device__ inline float dt_mma_masked(float x, float scale, const DtAttentionMask& m, size_t i, size_t key, size_t L,
+                                      size_t S) {
+    if (i >= L || key >= S || !dt_attention_sees(m, i, key)) return dt_lowest<float>();
+    x *= scale;
+    if (m.kind == 3) x += (float)((const H*)m.add)[m.base + i * m.row + key * m.col];
+    return x;
+}
+
 template <typename H>
 __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                          const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
@@ -574,18 +668,9 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
         // This lane's two query rows: g and g + 8 of its warp's 16.
         const size_t rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
-        const H* qb = q + b * L * E;
         unsigned int qa[DT_MMA_WIDTH / 16][4];
-#pragma unroll
-        for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
-            qa[c][0] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t, L, E);
-            qa[c][1] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t, L, E);
-            qa[c][2] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t + 8, L, E);
-            qa[c][3] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t + 8, L, E);
-        }
-        float o[DT_MMA_WIDTH / 8][4];
-#pragma unroll
-        for (unsigned c = 0; c < DT_MMA_WIDTH / 8; ++c) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
+        dt_mma_load_a(qa, q + b * L * E, rows[0], L, E, t);
+        float o[DT_MMA_WIDTH / 8][4] = {};
         // Per row: the running maximum, and this lane's part of the running sum.
         float run_max[2] = {lowest, lowest}, run_sum[2] = {0.0f, 0.0f};
         const size_t n = m.kind == 1 ? (i0 + DT_MMA_ROWS < S ? i0 + DT_MMA_ROWS : S) : S;
@@ -595,32 +680,15 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
             dt_mma_load_tile(vs, v + b * S * Ev, j0, S, Ev);
             __syncthreads();
             // Scores of 8 keys per slice: s[j][0..1] row g, keys 8j + 2t..; s[j][2..3] row g + 8.
-            float s[DT_MMA_KEYS / 8][4];
-#pragma unroll
-            for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-                for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
-                    if (c < slices) {
-                        const unsigned int* kr = ks + (8 * j + g) * DT_MMA_PITCH + 8 * c + t;
-                        const unsigned int kb[2] = {kr[0], kr[4]};
-                        dt_mma_16816<H>(s[j], qa[c], kb);
-                    }
-                }
-            }
+            float s[DT_MMA_KEYS / 8][4] = {};
             float tile_max[2] = {lowest, lowest};
 #pragma unroll
             for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
+                dt_mma_times_rows<H>(s[j], qa, ks, 8 * j, slices, g, t);
 #pragma unroll
                 for (unsigned e = 0; e < 4; ++e) {
-                    const size_t i = rows[e / 2], key = j0 + 8 * j + 2 * t + e % 2;
-                    float x = lowest;
-                    if (i < L && key < S && dt_attention_sees(m, i, key)) {
-                        x = s[j][e] * scale;
-                        if (m.kind == 3) x += (float)((const H*)m.add)[m.base + i * m.row + key * m.col];
-                    }
-                    s[j][e] = x;
-                    tile_max[e / 2] = dt_max(tile_max[e / 2], x);
+                    s[j][e] = dt_mma_masked<H>(s[j][e], scale, m, rows[e / 2], j0 + 8 * j + 2 * t + e % 2, L, S);
+                    tile_max[e / 2] = dt_max(tile_max[e / 2], s[j][e]);
                 }
             }
             float keep[2];
@@ -637,10 +705,8 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
             }
 #pragma unroll
             for (unsigned c = 0; c < DT_MMA_WIDTH / 8; ++c) {
-                o[c][0] *= keep[0];
-                o[c][1] *= keep[0];
-                o[c][2] *= keep[1];
-                o[c][3] *= keep[1];
+#pragma unroll
+                for (unsigned e = 0; e < 4; ++e) o[c][e] *= keep[e / 2];
             }
 #pragma unroll
             for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
@@ -654,20 +720,9 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
             // out += p v, 16 keys at a time.
 #pragma unroll
             for (unsigned c = 0; c < DT_MMA_KEYS / 16; ++c) {
-                const unsigned int pa[4] = {
-                    dt_pack2(H(s[2 * c][0]), H(s[2 * c][1])), dt_pack2(H(s[2 * c][2]), H(s[2 * c][3])),
-                    dt_pack2(H(s[2 * c + 1][0]), H(s[2 * c + 1][1])), dt_pack2(H(s[2 * c + 1][2]), H(s[2 * c + 1][3]))};
-                const unsigned key = 16 * c + 2 * t;
-#pragma unroll
-                for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
-                    if (j < vtiles) {
-                        const unsigned col = 8 * j + g;
-                        const unsigned int vb[2] = {
-                            dt_mma_half_at(vs, key, col) | (dt_mma_half_at(vs, key + 1, col) << 16),
-                            dt_mma_half_at(vs, key + 8, col) | (dt_mma_half_at(vs, key + 9, col) << 16)};
-                        dt_mma_16816<H>(o[j], pa, vb);
-                    }
-                }
+                unsigned int pa[4];
+                dt_mma_a_from_d<H>(pa, s[2 * c], s[2 * c + 1]);
+                dt_mma_times_columns<H>(o, pa, vs, 16 * c, vtiles, g, t);
             }
         }
 #pragma unroll
@@ -678,29 +733,15 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
 #pragma unroll
         for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
 #pragma unroll
-            for (unsigned e = 0; e < 4; ++e) {
-                const size_t i = rows[e / 2], c = 8 * j + 2 * t + e % 2;
-                const float sum = run_sum[e / 2];
-                if (j < vtiles && i < L && c < Ev) out[(b * L + i) * Ev + c] = H(sum > 0.0f ? o[j][e] / sum : 0.0f);
-            }
+            for (unsigned e = 0; e < 4; ++e) o[j][e] = run_sum[e / 2] > 0.0f ? o[j][e] / run_sum[e / 2] : 0.0f;
         }
+        dt_mma_store(out + b * L * Ev, o, rows[0], L, Ev, vtiles, t);
         if (t == 0) {
 #pragma unroll
             for (unsigned r = 0; r < 2; ++r)
                 if (rows[r] < L) lse[b * L + rows[r]] = run_sum[r] > 0.0f ? run_max[r] + logf(run_sum[r]) : lowest;
         }
     }
-}
-
-/// Whether key `key` is visible to query `i` with score `x` (its scaled
-/// product), and the score with the additive mask added; -inf if hidden.
-template <typename H>
-__device__ inline float dt_mma_masked(float x, float scale, const DtAttentionMask& m, size_t i, size_t key, size_t L,
-                                      size_t S) {
-    if (i >= L || key >= S || !dt_attention_sees(m, i, key)) return dt_lowest<float>();
-    x *= scale;
-    if (m.kind == 3) x += (float)((const H*)m.add)[m.base + i * m.row + key * m.col];
-    return x;
 }
 
 /// The gradient of the queries, and each query row's softmax offset
@@ -722,19 +763,10 @@ __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t
         const size_t b = tile / tiles, i0 = (tile % tiles) * DT_MMA_ROWS;
         const size_t rows[2] = {i0 + warp * 16 + gr, i0 + warp * 16 + gr + 8};
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
-        const H *qb = q + b * L * E, *gb = g + b * L * Ev;
+        const H* gb = g + b * L * Ev;
         unsigned int qa[DT_MMA_WIDTH / 16][4], ga[DT_MMA_WIDTH / 16][4];
-#pragma unroll
-        for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
-            qa[c][0] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t, L, E);
-            qa[c][1] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t, L, E);
-            qa[c][2] = dt_mma_pair(qb, rows[0], 16 * c + 2 * t + 8, L, E);
-            qa[c][3] = dt_mma_pair(qb, rows[1], 16 * c + 2 * t + 8, L, E);
-            ga[c][0] = dt_mma_pair(gb, rows[0], 16 * c + 2 * t, L, Ev);
-            ga[c][1] = dt_mma_pair(gb, rows[1], 16 * c + 2 * t, L, Ev);
-            ga[c][2] = dt_mma_pair(gb, rows[0], 16 * c + 2 * t + 8, L, Ev);
-            ga[c][3] = dt_mma_pair(gb, rows[1], 16 * c + 2 * t + 8, L, Ev);
-        }
+        dt_mma_load_a(qa, q + b * L * E, rows[0], L, E, t);
+        dt_mma_load_a(ga, gb, rows[0], L, Ev, t);
         // Per row: the softmax offset (the four lanes of a row split its
         // columns) and the log-sum-exp.
         float offset[2], row_lse[2];
@@ -750,9 +782,7 @@ __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t
             row_lse[r] = rows[r] < L ? lse[b * L + rows[r]] : lowest;
             if (t == 0 && rows[r] < L) d[b * L + rows[r]] = partial;
         }
-        float acc[DT_MMA_WIDTH / 8][4];
-#pragma unroll
-        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        float acc[DT_MMA_WIDTH / 8][4] = {};
         const size_t n = m.kind == 1 ? (i0 + DT_MMA_ROWS < S ? i0 + DT_MMA_ROWS : S) : S;
         for (size_t j0 = 0; j0 < n; j0 += DT_MMA_KEYS) {
             __syncthreads();
@@ -761,73 +791,37 @@ __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t
             __syncthreads();
 #pragma unroll
             for (unsigned c = 0; c < DT_MMA_KEYS / 16; ++c) {
-                // Scores and dp = g v^T for keys 16c..16c+15: two 8-key slices.
-                float s[2][4], dp[2][4];
+                // Scores, dp = g vᵀ and then ds = p (dp - offset) scale for
+                // keys 16c..16c+15, two 8-key slices.
+                float s[2][4] = {}, dp[2][4] = {};
 #pragma unroll
                 for (unsigned h = 0; h < 2; ++h) {
-                    const unsigned key = 16 * c + 8 * h + gr;
-                    s[h][0] = s[h][1] = s[h][2] = s[h][3] = 0.0f;
-                    dp[h][0] = dp[h][1] = dp[h][2] = dp[h][3] = 0.0f;
-#pragma unroll
-                    for (unsigned e = 0; e < DT_MMA_WIDTH / 16; ++e) {
-                        if (e < slices) {
-                            const unsigned int* kr = ks + key * DT_MMA_PITCH + 8 * e + t;
-                            const unsigned int kb[2] = {kr[0], kr[4]};
-                            dt_mma_16816<H>(s[h], qa[e], kb);
-                        }
-                        if (e < vslices) {
-                            const unsigned int* vr = vs + key * DT_MMA_PITCH + 8 * e + t;
-                            const unsigned int vb[2] = {vr[0], vr[4]};
-                            dt_mma_16816<H>(dp[h], ga[e], vb);
-                        }
-                    }
-                }
-                // ds = p (dp - offset) scale, as the next product's A fragment.
-                unsigned int dsa[4];
-#pragma unroll
-                for (unsigned h = 0; h < 2; ++h) {
-                    float ds[4];
+                    dt_mma_times_rows<H>(s[h], qa, ks, 16 * c + 8 * h, slices, gr, t);
+                    dt_mma_times_rows<H>(dp[h], ga, vs, 16 * c + 8 * h, vslices, gr, t);
 #pragma unroll
                     for (unsigned e = 0; e < 4; ++e) {
                         const unsigned r = e / 2;
                         const size_t key = j0 + 16 * c + 8 * h + 2 * t + e % 2;
                         const float x = dt_mma_masked<H>(s[h][e], scale, m, rows[r], key, L, S);
                         const float p = x == lowest || row_lse[r] == lowest ? 0.0f : expf(x - row_lse[r]);
-                        ds[e] = p * (dp[h][e] - offset[r]) * scale;
-                    }
-                    dsa[2 * h] = dt_pack2(H(ds[0]), H(ds[1]));
-                    dsa[2 * h + 1] = dt_pack2(H(ds[2]), H(ds[3]));
-                }
-                // dq += ds k, over 8-wide slices of the query width.
-                const unsigned key = 16 * c + 2 * t;
-#pragma unroll
-                for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
-                    if (j < etiles) {
-                        const unsigned col = 8 * j + gr;
-                        const unsigned int kb[2] = {
-                            dt_mma_half_at(ks, key, col) | (dt_mma_half_at(ks, key + 1, col) << 16),
-                            dt_mma_half_at(ks, key + 8, col) | (dt_mma_half_at(ks, key + 9, col) << 16)};
-                        dt_mma_16816<H>(acc[j], dsa, kb);
+                        s[h][e] = p * (dp[h][e] - offset[r]) * scale;
                     }
                 }
+                // dq += ds k.
+                unsigned int dsa[4];
+                dt_mma_a_from_d<H>(dsa, s[0], s[1]);
+                dt_mma_times_columns<H>(acc, dsa, ks, 16 * c, etiles, gr, t);
             }
         }
-#pragma unroll
-        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
-#pragma unroll
-            for (unsigned e = 0; e < 4; ++e) {
-                const size_t i = rows[e / 2], c = 8 * j + 2 * t + e % 2;
-                if (j < etiles && i < L && c < E) dq[(b * L + i) * E + c] = H(acc[j][e]);
-            }
-        }
+        dt_mma_store(dq + b * L * E, acc, rows[0], L, E, etiles, t);
     }
 }
 
 /// The gradients of the keys and values for a tile of DT_MMA_KEYS keys:
 /// each warp holds its 16 keys' and values' fragments and walks the queries
 /// that see them, a tile at a time through shared memory, recomputing the
-/// transposed scores and weights 16 queries at a time, adding p^T g to dv
-/// and ds^T q to dk.
+/// transposed scores and weights 16 queries at a time, adding pᵀ g to dv
+/// and dsᵀ q to dk.
 template <typename H>
 __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                                const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
@@ -843,25 +837,10 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
         const size_t b = tile / tiles, j0 = (tile % tiles) * DT_MMA_KEYS;
         const size_t keys[2] = {j0 + warp * 16 + gr, j0 + warp * 16 + gr + 8};
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
-        const H *kb_ = k + b * S * E, *vb_ = v + b * S * Ev;
         unsigned int ka[DT_MMA_WIDTH / 16][4], va[DT_MMA_WIDTH / 16][4];
-#pragma unroll
-        for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
-            ka[c][0] = dt_mma_pair(kb_, keys[0], 16 * c + 2 * t, S, E);
-            ka[c][1] = dt_mma_pair(kb_, keys[1], 16 * c + 2 * t, S, E);
-            ka[c][2] = dt_mma_pair(kb_, keys[0], 16 * c + 2 * t + 8, S, E);
-            ka[c][3] = dt_mma_pair(kb_, keys[1], 16 * c + 2 * t + 8, S, E);
-            va[c][0] = dt_mma_pair(vb_, keys[0], 16 * c + 2 * t, S, Ev);
-            va[c][1] = dt_mma_pair(vb_, keys[1], 16 * c + 2 * t, S, Ev);
-            va[c][2] = dt_mma_pair(vb_, keys[0], 16 * c + 2 * t + 8, S, Ev);
-            va[c][3] = dt_mma_pair(vb_, keys[1], 16 * c + 2 * t + 8, S, Ev);
-        }
-        float acc_k[DT_MMA_WIDTH / 8][4], acc_v[DT_MMA_WIDTH / 8][4];
-#pragma unroll
-        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
-            acc_k[j][0] = acc_k[j][1] = acc_k[j][2] = acc_k[j][3] = 0.0f;
-            acc_v[j][0] = acc_v[j][1] = acc_v[j][2] = acc_v[j][3] = 0.0f;
-        }
+        dt_mma_load_a(ka, k + b * S * E, keys[0], S, E, t);
+        dt_mma_load_a(va, v + b * S * Ev, keys[0], S, Ev, t);
+        float acc_k[DT_MMA_WIDTH / 8][4] = {}, acc_v[DT_MMA_WIDTH / 8][4] = {};
         // Under a causal mask only queries j0.. see the tile's keys.
         const size_t first = m.kind == 1 ? (j0 / DT_MMA_ROWS) * DT_MMA_ROWS : 0;
         for (size_t i0 = first; i0 < L; i0 += DT_MMA_ROWS) {
@@ -875,72 +854,32 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
             __syncthreads();
 #pragma unroll
             for (unsigned c = 0; c < DT_MMA_ROWS / 16; ++c) {
-                // Transposed scores and dp^T = v g^T for queries 16c..16c+15.
-                float s[2][4], dp[2][4];
+                // Transposed scores, dpᵀ = v gᵀ, the weights pᵀ and dsᵀ for
+                // queries 16c..16c+15, two 8-query slices.
+                float s[2][4] = {}, dp[2][4] = {};
 #pragma unroll
                 for (unsigned h = 0; h < 2; ++h) {
-                    const unsigned query = 16 * c + 8 * h + gr;
-                    s[h][0] = s[h][1] = s[h][2] = s[h][3] = 0.0f;
-                    dp[h][0] = dp[h][1] = dp[h][2] = dp[h][3] = 0.0f;
-#pragma unroll
-                    for (unsigned e = 0; e < DT_MMA_WIDTH / 16; ++e) {
-                        if (e < slices) {
-                            const unsigned int* qr = qs + query * DT_MMA_PITCH + 8 * e + t;
-                            const unsigned int qb[2] = {qr[0], qr[4]};
-                            dt_mma_16816<H>(s[h], ka[e], qb);
-                        }
-                        if (e < vslices) {
-                            const unsigned int* gq = gs + query * DT_MMA_PITCH + 8 * e + t;
-                            const unsigned int gb2[2] = {gq[0], gq[4]};
-                            dt_mma_16816<H>(dp[h], va[e], gb2);
-                        }
-                    }
-                }
-                unsigned int pa[4], dsa[4];
-#pragma unroll
-                for (unsigned h = 0; h < 2; ++h) {
-                    float p[4], ds[4];
+                    dt_mma_times_rows<H>(s[h], ka, qs, 16 * c + 8 * h, slices, gr, t);
+                    dt_mma_times_rows<H>(dp[h], va, gs, 16 * c + 8 * h, vslices, gr, t);
 #pragma unroll
                     for (unsigned e = 0; e < 4; ++e) {
                         const unsigned local = 16 * c + 8 * h + 2 * t + e % 2;
                         const float x = dt_mma_masked<H>(s[h][e], scale, m, i0 + local, keys[e / 2], L, S);
                         const float l = row_lse[local];
-                        p[e] = x == lowest || l == lowest ? 0.0f : expf(x - l);
-                        ds[e] = p[e] * (dp[h][e] - row_d[local]) * scale;
-                    }
-                    pa[2 * h] = dt_pack2(H(p[0]), H(p[1]));
-                    pa[2 * h + 1] = dt_pack2(H(p[2]), H(p[3]));
-                    dsa[2 * h] = dt_pack2(H(ds[0]), H(ds[1]));
-                    dsa[2 * h + 1] = dt_pack2(H(ds[2]), H(ds[3]));
-                }
-                const unsigned query = 16 * c + 2 * t;
-#pragma unroll
-                for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
-                    const unsigned col = 8 * j + gr;
-                    if (j < vtiles) {
-                        const unsigned int gb2[2] = {
-                            dt_mma_half_at(gs, query, col) | (dt_mma_half_at(gs, query + 1, col) << 16),
-                            dt_mma_half_at(gs, query + 8, col) | (dt_mma_half_at(gs, query + 9, col) << 16)};
-                        dt_mma_16816<H>(acc_v[j], pa, gb2);
-                    }
-                    if (j < etiles) {
-                        const unsigned int qb[2] = {
-                            dt_mma_half_at(qs, query, col) | (dt_mma_half_at(qs, query + 1, col) << 16),
-                            dt_mma_half_at(qs, query + 8, col) | (dt_mma_half_at(qs, query + 9, col) << 16)};
-                        dt_mma_16816<H>(acc_k[j], dsa, qb);
+                        s[h][e] = x == lowest || l == lowest ? 0.0f : expf(x - l);
+                        dp[h][e] = s[h][e] * (dp[h][e] - row_d[local]) * scale;
                     }
                 }
+                // dv += pᵀ g and dk += dsᵀ q.
+                unsigned int pa[4], dsa[4];
+                dt_mma_a_from_d<H>(pa, s[0], s[1]);
+                dt_mma_a_from_d<H>(dsa, dp[0], dp[1]);
+                dt_mma_times_columns<H>(acc_v, pa, gs, 16 * c, vtiles, gr, t);
+                dt_mma_times_columns<H>(acc_k, dsa, qs, 16 * c, etiles, gr, t);
             }
         }
-#pragma unroll
-        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
-#pragma unroll
-            for (unsigned e = 0; e < 4; ++e) {
-                const size_t key = keys[e / 2], c = 8 * j + 2 * t + e % 2;
-                if (key < S && j < etiles && c < E) dk[(b * S + key) * E + c] = H(acc_k[j][e]);
-                if (key < S && j < vtiles && c < Ev) dv[(b * S + key) * Ev + c] = H(acc_v[j][e]);
-            }
-        }
+        dt_mma_store(dk + b * S * E, acc_k, keys[0], S, E, etiles, t);
+        dt_mma_store(dv + b * S * Ev, acc_v, keys[0], S, Ev, vtiles, t);
     }
 }
 
