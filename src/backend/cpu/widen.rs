@@ -16,8 +16,7 @@ use crate::layout::{Layout, Shape};
 
 /// Every element of `x` as an `f32` (exact for the half types).
 pub(crate) fn widened<E: Element>(op: &'static str, x: &CpuStorage<E>) -> Result<CpuStorage<f32>> {
-    let all = Layout::contiguous(Shape::from([x.as_slice().len()]));
-    Ok(CpuStorage::from_vec(map_strided(op, x.as_slice(), &all, |v: E| v.cast::<f32>())?))
+    converted(op, x)
 }
 
 /// Every element of `x` rounded to the nearest `E`.
