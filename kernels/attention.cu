@@ -513,36 +513,48 @@ ATTENTION_TILED_KERNELS(f64, double, 16)
 
 // ---------------------------------------------------------------------------
 // Tensor-core kernels for the half types (sm_80 and later), for E and Ev up
-// to DT_MMA_WIDTH:
-//   attention_mma_forward_<H>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
+// to W = 32 or 64 (the host takes the narrower that fits):
+//   attention_mma<W>_forward_<H>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
 //           const H* q, const H* k, const H* v, MASK, H* out, float* lse)
-//   attention_mma_backward_queries_<H>(same sizes, scale, q, k, v, MASK,
+//   attention_mma<W>_backward_queries_<H>(same sizes, scale, q, k, v, MASK,
 //           const H* out, const float* lse, const H* g, H* dq, float* d)
-//   attention_mma_backward_keys_<H>(same sizes, scale, q, k, v, MASK,
+//   attention_mma<W>_backward_keys_<H>(same sizes, scale, q, k, v, MASK,
 //           const float* lse, const H* g, const float* d, H* dk, H* dv)
 // with H = bf16 or f16 (MASK's `add` values are H too); the log-sum-exps
 // and the row offsets d stay in f32. Products run on the tensor cores with
-// f32 sums (dt_mma_16816), the softmax in f32 registers; each output is
+// f32 sums (dt_mma_16816), the softmax in f32 registers, in base 2 (the
+// scale carries log2 e, so each weight is one exp2f); each output is
 // rounded once, and the weights (and the backward's ds) are rounded to H
 // before the product they feed, as FlashAttention does. A block of four
 // warps takes a tile of 64 rows, 16 per warp (query rows, or key rows for
 // the keys' pass); each warp keeps its rows' fragments, scores and results
 // in registers, laid out as the mma fragments are, and walks the other side
-// 64 rows at a time through shared memory. Weights go from the score
+// 64 rows at a time through shared memory, loading the next tile into
+// registers while it computes on the current one. Columns past E or Ev up
+// to W are zeros, so every product has W columns and no branch. Tiles that
+// every row sees whole (no mask, or below a causal mask's diagonal, and no
+// key past S) skip the per-score mask test. Weights go from the score
 // fragments (D layout) to the next product's A fragments without leaving
 // registers: the D fragments of two adjacent 8-column slices are exactly
-// the A fragment of their 16 columns. blockDim.x = 128, exactly.
+// the A fragment of their 16 columns. blockDim.x = DT_MMA_THREADS, exactly.
 
-#define DT_MMA_WIDTH 64
+#define DT_MMA_THREADS 128
 #define DT_MMA_ROWS 64
-#define DT_MMA_KEYS 64
 /// Words (two 16-bit elements) per shared row: 36, so that the 8 rows one
-/// fragment load touches start in 8 different banks (36 mod 32 = 4).
+/// fragment load touches start in 8 different banks (36 mod 32 = 4), and
+/// every row starts on a 16-byte boundary (144 bytes).
 #define DT_MMA_PITCH 36
+#define DT_LOG2E 1.4426950408889634f
+#define DT_LN2 0.6931471805599453f
+
+/// A shared tile of DT_MMA_ROWS rows of up to 64 16-bit elements,
+/// 16-byte aligned so that eight elements go in with one store.
+struct alignas(16) DtMmaTile {
+    unsigned int w[DT_MMA_ROWS * DT_MMA_PITCH];
+};
 
 /// Elements (row, col) and (row, col + 1) of the dense rows x cols matrix
-/// `x` as one operand register, zeros outside it (cols is even or col + 1
-/// is checked).
+/// `x` as one operand register, zeros outside it.
 template <typename H>
 __device__ inline unsigned int dt_mma_pair(const H* x, size_t row, size_t col, size_t rows, size_t cols) {
     if (row >= rows) return 0;
@@ -551,28 +563,84 @@ __device__ inline unsigned int dt_mma_pair(const H* x, size_t row, size_t col, s
     return dt_pack2(lo, hi);
 }
 
-/// Rows first..first+DT_MMA_KEYS of the dense rows x cols matrix `x` into
-/// the shared `tile` (DT_MMA_PITCH words a row), zeros past rows and cols.
+/// Whether the rows of the dense matrix `x` (`cols` wide) are whole
+/// 16-byte chunks of eight elements, so that chunks load as one vector.
+template <typename H> __device__ inline bool dt_mma_whole(const H* x, size_t cols) {
+    return cols % 8 == 0 && (size_t)x % 16 == 0;
+}
+
+/// Elements (row, col..col + 7) of the dense rows x cols matrix `x`, zeros
+/// outside it: one 16-byte load where `whole` (dt_mma_whole), else by pairs.
 template <typename H>
-__device__ inline void dt_mma_load_tile(unsigned int* tile, const H* x, size_t first, size_t rows, size_t cols) {
-    for (unsigned at = threadIdx.x; at < DT_MMA_KEYS * (DT_MMA_WIDTH / 2); at += blockDim.x) {
-        unsigned r = at / (DT_MMA_WIDTH / 2), w = at % (DT_MMA_WIDTH / 2);
-        tile[r * DT_MMA_PITCH + w] = dt_mma_pair(x, first + r, 2 * (size_t)w, rows, cols);
+__device__ inline uint4 dt_mma_chunk(const H* x, size_t row, size_t col, size_t rows, size_t cols, bool whole) {
+    if (!whole)
+        return uint4{dt_mma_pair(x, row, col, rows, cols), dt_mma_pair(x, row, col + 2, rows, cols),
+                     dt_mma_pair(x, row, col + 4, rows, cols), dt_mma_pair(x, row, col + 6, rows, cols)};
+    if (row >= rows || col >= cols) return uint4{0, 0, 0, 0};
+    return *reinterpret_cast<const uint4*>(x + row * cols + col);
+}
+
+/// One thread's share of a tile (its first W columns) on the way from
+/// global to shared memory: `COUNT` chunks of eight elements from each of
+/// two adjacent rows. Its i-th are chunk threadIdx.x / 32 + 4 i of rows
+/// 2p and 2p + 1, p = threadIdx.x % 32, so that a warp's 32 stores of one
+/// word into a transposed tile hit 32 different banks.
+template <unsigned W> struct DtMmaStage {
+    static constexpr unsigned COUNT = (DT_MMA_ROWS / 2) * (W / 8) / DT_MMA_THREADS;
+    uint4 even[COUNT], odd[COUNT];
+};
+
+/// Loads this thread's chunks of rows first..first + DT_MMA_ROWS of the
+/// dense rows x cols matrix `x` into `stage`, every load issued before any
+/// is used, so that they run while the block computes.
+template <typename H, unsigned W>
+__device__ inline void dt_mma_fetch(DtMmaStage<W>& stage, const H* x, size_t first, size_t rows, size_t cols,
+                                    bool whole) {
+    const size_t row = first + 2 * (threadIdx.x % 32);
+#pragma unroll
+    for (unsigned i = 0; i < DtMmaStage<W>::COUNT; ++i) {
+        const size_t col = 8 * (threadIdx.x / 32 + 4 * i);
+        stage.even[i] = dt_mma_chunk(x, row, col, rows, cols, whole);
+        stage.odd[i] = dt_mma_chunk(x, row + 1, col, rows, cols, whole);
     }
 }
 
-/// The 16-bit element (row, col) of a shared tile.
-__device__ inline unsigned int dt_mma_half_at(const unsigned int* tile, unsigned row, unsigned col) {
-    return (tile[row * DT_MMA_PITCH + col / 2] >> (16 * (col % 2))) & 0xffffu;
+/// Stores `stage` (dt_mma_fetch) into the shared `tile`, row for row.
+template <unsigned W> __device__ inline void dt_mma_put(DtMmaTile& tile, const DtMmaStage<W>& stage) {
+    const unsigned row = 2 * (threadIdx.x % 32);
+#pragma unroll
+    for (unsigned i = 0; i < DtMmaStage<W>::COUNT; ++i) {
+        unsigned int* at = tile.w + row * DT_MMA_PITCH + 4 * (threadIdx.x / 32 + 4 * i);
+        *reinterpret_cast<uint4*>(at) = stage.even[i];
+        *reinterpret_cast<uint4*>(at + DT_MMA_PITCH) = stage.odd[i];
+    }
+}
+
+/// Stores `stage` (dt_mma_fetch) into the shared `tile_t` transposed: its
+/// row c holds column c, each word the elements of two adjacent rows, as a
+/// B register of a product whose k runs down the rows wants them.
+template <unsigned W> __device__ inline void dt_mma_put_transposed(DtMmaTile& tile_t, const DtMmaStage<W>& stage) {
+    const unsigned pair = threadIdx.x % 32;
+#pragma unroll
+    for (unsigned i = 0; i < DtMmaStage<W>::COUNT; ++i) {
+        const unsigned even[4] = {stage.even[i].x, stage.even[i].y, stage.even[i].z, stage.even[i].w};
+        const unsigned odd[4] = {stage.odd[i].x, stage.odd[i].y, stage.odd[i].z, stage.odd[i].w};
+        unsigned int* at = tile_t.w + 8 * (threadIdx.x / 32 + 4 * i) * DT_MMA_PITCH + pair;
+#pragma unroll
+        for (unsigned m = 0; m < 4; ++m) {
+            at[2 * m * DT_MMA_PITCH] = (even[m] & 0xffffu) | (odd[m] << 16);
+            at[(2 * m + 1) * DT_MMA_PITCH] = (even[m] >> 16) | (odd[m] & 0xffff0000u);
+        }
+    }
 }
 
 /// Lane t's A fragments of rows r0 and r0 + 8 of the dense rows x cols
-/// matrix `x`, one per 16 of DT_MMA_WIDTH columns (zeros outside `x`).
-template <typename H>
-__device__ inline void dt_mma_load_a(unsigned int a[DT_MMA_WIDTH / 16][4], const H* x, size_t r0, size_t rows,
-                                     size_t cols, unsigned t) {
+/// matrix `x`, one per 16 of W columns (zeros outside `x`).
+template <typename H, unsigned W>
+__device__ inline void dt_mma_load_a(unsigned int a[W / 16][4], const H* x, size_t r0, size_t rows, size_t cols,
+                                     unsigned t) {
 #pragma unroll
-    for (unsigned c = 0; c < DT_MMA_WIDTH / 16; ++c) {
+    for (unsigned c = 0; c < W / 16; ++c) {
         a[c][0] = dt_mma_pair(x, r0, 16 * c + 2 * t, rows, cols);
         a[c][1] = dt_mma_pair(x, r0 + 8, 16 * c + 2 * t, rows, cols);
         a[c][2] = dt_mma_pair(x, r0, 16 * c + 2 * t + 8, rows, cols);
@@ -580,40 +648,32 @@ __device__ inline void dt_mma_load_a(unsigned int a[DT_MMA_WIDTH / 16][4], const
     }
 }
 
-/// d += a tile[first..first + 8]ᵀ over the first `slices` 16-column slices:
-/// the products of the warp's 16 rows with 8 rows of a shared tile (whose
-/// rows are the product's columns, so each B register is a pair of
-/// adjacent elements of one tile row).
-template <typename H>
-__device__ inline void dt_mma_times_rows(float d[4], const unsigned int a[DT_MMA_WIDTH / 16][4],
-                                         const unsigned int* tile, unsigned first, unsigned slices, unsigned g,
-                                         unsigned t) {
+/// d += a tile[first..first + 8]ᵀ over W columns: the products of the
+/// warp's 16 rows with 8 rows of a shared tile (whose rows are the
+/// product's columns, so each B register is a pair of adjacent elements of
+/// one tile row).
+template <typename H, unsigned W>
+__device__ inline void dt_mma_times_rows(float d[4], const unsigned int a[W / 16][4], const DtMmaTile& tile,
+                                         unsigned first, unsigned g, unsigned t) {
 #pragma unroll
-    for (unsigned e = 0; e < DT_MMA_WIDTH / 16; ++e) {
-        if (e < slices) {
-            const unsigned int* row = tile + (first + g) * DT_MMA_PITCH + 8 * e + t;
-            const unsigned int b[2] = {row[0], row[4]};
-            dt_mma_16816<H>(d, a[e], b);
-        }
+    for (unsigned e = 0; e < W / 16; ++e) {
+        const unsigned int* row = tile.w + (first + g) * DT_MMA_PITCH + 8 * e + t;
+        const unsigned int b[2] = {row[0], row[4]};
+        dt_mma_16816<H>(d, a[e], b);
     }
 }
 
-/// d[j] += a tile[k0..k0 + 16][8j..8j + 8] for the first `tiles` 8-column
-/// slices: a product whose k runs down the tile's rows (so each B register
-/// pairs elements of two tile rows).
-template <typename H>
-__device__ inline void dt_mma_times_columns(float d[DT_MMA_WIDTH / 8][4], const unsigned int a[4],
-                                            const unsigned int* tile, unsigned k0, unsigned tiles, unsigned g,
-                                            unsigned t) {
-    const unsigned k = k0 + 2 * t;
+/// d[j] += a tile[k0..k0 + 16][8j..8j + 8] for the W / 8 8-column slices
+/// (k0 even), from the tile's transpose `tile_t` (dt_mma_put_transposed):
+/// a product whose k runs down the tile's rows.
+template <typename H, unsigned W>
+__device__ inline void dt_mma_times_columns(float d[W / 8][4], const unsigned int a[4], const DtMmaTile& tile_t,
+                                            unsigned k0, unsigned g, unsigned t) {
 #pragma unroll
-    for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
-        if (j < tiles) {
-            const unsigned col = 8 * j + g;
-            const unsigned int b[2] = {dt_mma_half_at(tile, k, col) | (dt_mma_half_at(tile, k + 1, col) << 16),
-                                       dt_mma_half_at(tile, k + 8, col) | (dt_mma_half_at(tile, k + 9, col) << 16)};
-            dt_mma_16816<H>(d[j], a, b);
-        }
+    for (unsigned j = 0; j < W / 8; ++j) {
+        const unsigned int* row = tile_t.w + (8 * j + g) * DT_MMA_PITCH + k0 / 2 + t;
+        const unsigned int b[2] = {row[0], row[4]};
+        dt_mma_16816<H>(d[j], a, b);
     }
 }
 
@@ -621,108 +681,141 @@ __device__ inline void dt_mma_times_columns(float d[DT_MMA_WIDTH / 8][4], const 
 /// halves, rounded to H: the layouts agree, so it never leaves registers.
 template <typename H>
 __device__ inline void dt_mma_a_from_d(unsigned int a[4], const float lo[4], const float hi[4]) {
-    a[0] = dt_pack2(H(lo[0]), H(lo[1]));
-    a[1] = dt_pack2(H(lo[2]), H(lo[3]));
-    a[2] = dt_pack2(H(hi[0]), H(hi[1]));
-    a[3] = dt_pack2(H(hi[2]), H(hi[3]));
+    a[0] = dt_pack2_rounded<H>(lo[0], lo[1]);
+    a[1] = dt_pack2_rounded<H>(lo[2], lo[3]);
+    a[2] = dt_pack2_rounded<H>(hi[0], hi[1]);
+    a[3] = dt_pack2_rounded<H>(hi[2], hi[3]);
 }
 
-/// Stores the D fragments `d` (rows r0 and r0 + 8, the first `tiles`
-/// 8-column slices) into the dense rows x cols matrix `x`, rounded to H.
-template <typename H>
-__device__ inline void dt_mma_store(H* x, const float d[DT_MMA_WIDTH / 8][4], size_t r0, size_t rows, size_t cols,
-                                    unsigned tiles, unsigned t) {
+/// Stores the D fragments `d` (rows r0 and r0 + 8) into the dense rows x
+/// cols matrix `x`, rounded to H.
+template <typename H, unsigned W>
+__device__ inline void dt_mma_store(H* x, const float d[W / 8][4], size_t r0, size_t rows, size_t cols, unsigned t) {
 #pragma unroll
-    for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+    for (unsigned j = 0; j < W / 8; ++j) {
 #pragma unroll
         for (unsigned e = 0; e < 4; ++e) {
             const size_t r = r0 + 8 * (e / 2), c = 8 * j + 2 * t + e % 2;
-            if (j < tiles && r < rows && c < cols) x[r * cols + c] = H(d[j][e]);
+            if (r < rows && c < cols) x[r * cols + c] = H(d[j][e]);
         }
     }
 }
 
-/// The score of query i and key `key` from its product `x`: scaled, with
-/// the additive mask added; -inf where the mask hides it or out of range.
+/// Whether every query of rows i0..i0 + DT_MMA_ROWS that exists sees every
+/// key of j0..j0 + DT_MMA_ROWS, all below S, so that no score needs a test.
+__device__ inline bool dt_mma_all_seen(const DtAttentionMask& m, size_t i0, size_t j0, size_t S) {
+    return j0 + DT_MMA_ROWS <= S && (m.kind == 0 || (m.kind == 1 && j0 + DT_MMA_ROWS - 1 <= i0));
+}
+
+/// The base-2 score of query i and key `key` from their product `x`
+/// (scale2 = scale log2 e), with the additive mask added; -inf where the
+/// mask hides it or out of range.
 template <typename H>
-__device__ inline float dt_mma_masked(float x, float scale, const DtAttentionMask& m, size_t i, size_t key, size_t L,
-                                      size_t S) {
+__device__ inline float dt_mma_score(float x, float scale2, const DtAttentionMask& m, size_t i, size_t key, size_t L,
+                                     size_t S) {
     if (i >= L || key >= S || !dt_attention_sees(m, i, key)) return dt_lowest<float>();
-    x *= scale;
-    if (m.kind == 3) x += (float)((const H*)m.add)[m.base + i * m.row + key * m.col];
+    x *= scale2;
+    if (m.kind == 3) x += DT_LOG2E * (float)((const H*)m.add)[m.base + i * m.row + key * m.col];
     return x;
 }
 
-template <typename H>
+/// The base-2 log-sum-exp of a row from its natural one: +inf for rows
+/// that do not exist or see no key, so that every weight exp2f(x - it)
+/// of theirs is 0.
+__device__ inline float dt_mma_lse2(float lse, bool exists) {
+    return exists && lse != dt_lowest<float>() ? lse * DT_LOG2E : INFINITY;
+}
+
+/// The first query row of tile `tile` of a problem's `tiles`: the last
+/// first, since under a causal mask they see the most keys and the grid's
+/// tail is shorter when they start early.
+__device__ inline size_t dt_mma_row_tile(size_t tile, size_t tiles) {
+    return (tiles - 1 - tile % tiles) * DT_MMA_ROWS;
+}
+
+template <typename H, unsigned W>
 __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                          const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
                                          const size_t* mdims, const size_t* mstrides, size_t moffset, H* out,
-                                         float* lse, unsigned int* ks, unsigned int* vs) {
+                                         float* lse, DtMmaTile& ks, DtMmaTile& vt) {
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const size_t tiles = (L + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
-    const unsigned slices = (unsigned)((E + 15) / 16);  // 16-wide slices of a query row
-    const unsigned vtiles = (unsigned)((Ev + 7) / 8);   // 8-wide slices of an output row
-    const float lowest = dt_lowest<float>();
+    const float lowest = dt_lowest<float>(), scale2 = scale * DT_LOG2E;
+    const bool whole_k = dt_mma_whole(k, E), whole_v = dt_mma_whole(v, Ev);
     for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
-        const size_t b = tile / tiles, i0 = (tile % tiles) * DT_MMA_ROWS;
+        const size_t b = tile / tiles, i0 = dt_mma_row_tile(tile, tiles);
+        const H *kb = k + b * S * E, *vb = v + b * S * Ev;
         // This lane's two query rows: g and g + 8 of its warp's 16.
         const size_t rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
-        unsigned int qa[DT_MMA_WIDTH / 16][4];
-        dt_mma_load_a(qa, q + b * L * E, rows[0], L, E, t);
-        float o[DT_MMA_WIDTH / 8][4] = {};
+        unsigned int qa[W / 16][4];
+        dt_mma_load_a<H, W>(qa, q + b * L * E, rows[0], L, E, t);
+        float o[W / 8][4] = {};
         // Per row: the running maximum, and this lane's part of the running sum.
         float run_max[2] = {lowest, lowest}, run_sum[2] = {0.0f, 0.0f};
         const size_t n = m.kind == 1 ? (i0 + DT_MMA_ROWS < S ? i0 + DT_MMA_ROWS : S) : S;
-        for (size_t j0 = 0; j0 < n; j0 += DT_MMA_KEYS) {
+        DtMmaStage<W> k_next, v_next;
+        dt_mma_fetch<H, W>(k_next, kb, 0, S, E, whole_k);
+        dt_mma_fetch<H, W>(v_next, vb, 0, S, Ev, whole_v);
+        for (size_t j0 = 0; j0 < n; j0 += DT_MMA_ROWS) {
             __syncthreads();  // the last tile's readers are done
-            dt_mma_load_tile(ks, k + b * S * E, j0, S, E);
-            dt_mma_load_tile(vs, v + b * S * Ev, j0, S, Ev);
+            dt_mma_put(ks, k_next);
+            dt_mma_put_transposed(vt, v_next);
             __syncthreads();
-            // Scores of 8 keys per slice: s[j][0..1] row g, keys 8j + 2t..; s[j][2..3] row g + 8.
-            float s[DT_MMA_KEYS / 8][4] = {};
-            float tile_max[2] = {lowest, lowest};
-#pragma unroll
-            for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
-                dt_mma_times_rows<H>(s[j], qa, ks, 8 * j, slices, g, t);
-#pragma unroll
-                for (unsigned e = 0; e < 4; ++e) {
-                    s[j][e] = dt_mma_masked<H>(s[j][e], scale, m, rows[e / 2], j0 + 8 * j + 2 * t + e % 2, L, S);
-                    tile_max[e / 2] = dt_max(tile_max[e / 2], s[j][e]);
-                }
+            if (j0 + DT_MMA_ROWS < n) {
+                dt_mma_fetch<H, W>(k_next, kb, j0 + DT_MMA_ROWS, S, E, whole_k);
+                dt_mma_fetch<H, W>(v_next, vb, j0 + DT_MMA_ROWS, S, Ev, whole_v);
             }
-            float keep[2];
+            // Scores of 8 keys per slice: s[j][0..1] row g, keys 8j + 2t..; s[j][2..3] row g + 8.
+            float s[DT_MMA_ROWS / 8][4] = {};
+#pragma unroll
+            for (unsigned j = 0; j < DT_MMA_ROWS / 8; ++j) dt_mma_times_rows<H, W>(s[j], qa, ks, 8 * j, g, t);
+            if (dt_mma_all_seen(m, i0, j0, S)) {
+#pragma unroll
+                for (unsigned j = 0; j < DT_MMA_ROWS / 8; ++j)
+#pragma unroll
+                    for (unsigned e = 0; e < 4; ++e) s[j][e] *= scale2;
+            } else {
+#pragma unroll
+                for (unsigned j = 0; j < DT_MMA_ROWS / 8; ++j)
+#pragma unroll
+                    for (unsigned e = 0; e < 4; ++e)
+                        s[j][e] = dt_mma_score<H>(s[j][e], scale2, m, rows[e / 2], j0 + 8 * j + 2 * t + e % 2, L, S);
+            }
+            float base[2];
 #pragma unroll
             for (unsigned r = 0; r < 2; ++r) {
-                float mx = tile_max[r];
-                mx = dt_max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = dt_max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float new_max = dt_max(run_max[r], mx);
-                // Until a visible key comes, there is nothing to rescale.
-                keep[r] = new_max == lowest ? 1.0f : expf(run_max[r] - new_max);
-                run_max[r] = new_max;
-                run_sum[r] *= keep[r];
+                float mx = run_max[r];
+#pragma unroll
+                for (unsigned j = 0; j < DT_MMA_ROWS / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                // Until a visible key comes the maximum is -inf: weights are
+                // taken against 0 then, so that every one is 0, not NaN.
+                base[r] = mx == lowest ? 0.0f : mx;
+                const float keep = exp2f(run_max[r] - base[r]);
+                run_max[r] = mx;
+                run_sum[r] *= keep;
+#pragma unroll
+                for (unsigned c = 0; c < W / 8; ++c) {
+                    o[c][2 * r] *= keep;
+                    o[c][2 * r + 1] *= keep;
+                }
             }
 #pragma unroll
-            for (unsigned c = 0; c < DT_MMA_WIDTH / 8; ++c) {
-#pragma unroll
-                for (unsigned e = 0; e < 4; ++e) o[c][e] *= keep[e / 2];
-            }
-#pragma unroll
-            for (unsigned j = 0; j < DT_MMA_KEYS / 8; ++j) {
+            for (unsigned j = 0; j < DT_MMA_ROWS / 8; ++j) {
 #pragma unroll
                 for (unsigned e = 0; e < 4; ++e) {
-                    const float p = s[j][e] == lowest ? 0.0f : expf(s[j][e] - run_max[e / 2]);
-                    run_sum[e / 2] += p;
-                    s[j][e] = p;
+                    s[j][e] = exp2f(s[j][e] - base[e / 2]);
+                    run_sum[e / 2] += s[j][e];
                 }
             }
             // out += p v, 16 keys at a time.
 #pragma unroll
-            for (unsigned c = 0; c < DT_MMA_KEYS / 16; ++c) {
+            for (unsigned c = 0; c < DT_MMA_ROWS / 16; ++c) {
                 unsigned int pa[4];
                 dt_mma_a_from_d<H>(pa, s[2 * c], s[2 * c + 1]);
-                dt_mma_times_columns<H>(o, pa, vs, 16 * c, vtiles, g, t);
+                dt_mma_times_columns<H, W>(o, pa, vt, 16 * c, g, t);
             }
         }
 #pragma unroll
@@ -731,15 +824,16 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
             run_sum[r] += __shfl_xor_sync(0xffffffffu, run_sum[r], 2);
         }
 #pragma unroll
-        for (unsigned j = 0; j < DT_MMA_WIDTH / 8; ++j) {
+        for (unsigned j = 0; j < W / 8; ++j) {
 #pragma unroll
             for (unsigned e = 0; e < 4; ++e) o[j][e] = run_sum[e / 2] > 0.0f ? o[j][e] / run_sum[e / 2] : 0.0f;
         }
-        dt_mma_store(out + b * L * Ev, o, rows[0], L, Ev, vtiles, t);
+        dt_mma_store<H, W>(out + b * L * Ev, o, rows[0], L, Ev, t);
         if (t == 0) {
 #pragma unroll
             for (unsigned r = 0; r < 2; ++r)
-                if (rows[r] < L) lse[b * L + rows[r]] = run_sum[r] > 0.0f ? run_max[r] + logf(run_sum[r]) : lowest;
+                if (rows[r] < L)
+                    lse[b * L + rows[r]] = run_sum[r] > 0.0f ? (run_max[r] + log2f(run_sum[r])) * DT_LN2 : lowest;
         }
     }
 }
@@ -748,27 +842,30 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
 /// d = g . out (f32), for the rows of a tile of DT_MMA_ROWS queries:
 /// each warp recomputes its 16 rows' scores and weights for a tile of keys
 /// at a time, 16 keys at a time, and adds ds K to its dq fragments.
-template <typename H>
+template <typename H, unsigned W>
 __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                                   const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
                                                   const size_t* mdims, const size_t* mstrides, size_t moffset,
                                                   const H* out, const float* lse, const H* g, H* dq, float* d,
-                                                  unsigned int* ks, unsigned int* vs) {
+                                                  DtMmaTile& ks, DtMmaTile& kt, DtMmaTile& vs) {
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, t = lane % 4;
     const size_t tiles = (L + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
-    const unsigned slices = (unsigned)((E + 15) / 16), vslices = (unsigned)((Ev + 15) / 16);
-    const unsigned etiles = (unsigned)((E + 7) / 8);
-    const float lowest = dt_lowest<float>();
+    const float scale2 = scale * DT_LOG2E;
+    const bool whole_k = dt_mma_whole(k, E), whole_v = dt_mma_whole(v, Ev);
     for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
-        const size_t b = tile / tiles, i0 = (tile % tiles) * DT_MMA_ROWS;
+        const size_t b = tile / tiles, i0 = dt_mma_row_tile(tile, tiles);
         const size_t rows[2] = {i0 + warp * 16 + gr, i0 + warp * 16 + gr + 8};
+        const H *kb = k + b * S * E, *vb = v + b * S * Ev, *gb = g + b * L * Ev;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
-        const H* gb = g + b * L * Ev;
-        unsigned int qa[DT_MMA_WIDTH / 16][4], ga[DT_MMA_WIDTH / 16][4];
-        dt_mma_load_a(qa, q + b * L * E, rows[0], L, E, t);
-        dt_mma_load_a(ga, gb, rows[0], L, Ev, t);
+        unsigned int qa[W / 16][4], ga[W / 16][4];
+        dt_mma_load_a<H, W>(qa, q + b * L * E, rows[0], L, E, t);
+        dt_mma_load_a<H, W>(ga, gb, rows[0], L, Ev, t);
+        const size_t n = m.kind == 1 ? (i0 + DT_MMA_ROWS < S ? i0 + DT_MMA_ROWS : S) : S;
+        DtMmaStage<W> k_next, v_next;
+        dt_mma_fetch<H, W>(k_next, kb, 0, S, E, whole_k);
+        dt_mma_fetch<H, W>(v_next, vb, 0, S, Ev, whole_v);
         // Per row: the softmax offset (the four lanes of a row split its
-        // columns) and the log-sum-exp.
+        // columns) and the base-2 log-sum-exp.
         float offset[2], row_lse[2];
 #pragma unroll
         for (unsigned r = 0; r < 2; ++r) {
@@ -779,79 +876,108 @@ __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t
             partial += __shfl_xor_sync(0xffffffffu, partial, 1);
             partial += __shfl_xor_sync(0xffffffffu, partial, 2);
             offset[r] = partial;
-            row_lse[r] = rows[r] < L ? lse[b * L + rows[r]] : lowest;
+            row_lse[r] = dt_mma_lse2(rows[r] < L ? lse[b * L + rows[r]] : 0.0f, rows[r] < L);
             if (t == 0 && rows[r] < L) d[b * L + rows[r]] = partial;
         }
-        float acc[DT_MMA_WIDTH / 8][4] = {};
-        const size_t n = m.kind == 1 ? (i0 + DT_MMA_ROWS < S ? i0 + DT_MMA_ROWS : S) : S;
-        for (size_t j0 = 0; j0 < n; j0 += DT_MMA_KEYS) {
+        float acc[W / 8][4] = {};
+        for (size_t j0 = 0; j0 < n; j0 += DT_MMA_ROWS) {
             __syncthreads();
-            dt_mma_load_tile(ks, k + b * S * E, j0, S, E);
-            dt_mma_load_tile(vs, v + b * S * Ev, j0, S, Ev);
+            dt_mma_put(ks, k_next);
+            dt_mma_put_transposed(kt, k_next);
+            dt_mma_put(vs, v_next);
             __syncthreads();
+            if (j0 + DT_MMA_ROWS < n) {
+                dt_mma_fetch<H, W>(k_next, kb, j0 + DT_MMA_ROWS, S, E, whole_k);
+                dt_mma_fetch<H, W>(v_next, vb, j0 + DT_MMA_ROWS, S, Ev, whole_v);
+            }
+            const bool all_seen = dt_mma_all_seen(m, i0, j0, S);
 #pragma unroll
-            for (unsigned c = 0; c < DT_MMA_KEYS / 16; ++c) {
+            for (unsigned c = 0; c < DT_MMA_ROWS / 16; ++c) {
                 // Scores, dp = g vᵀ and then ds = p (dp - offset) scale for
                 // keys 16c..16c+15, two 8-key slices.
                 float s[2][4] = {}, dp[2][4] = {};
 #pragma unroll
                 for (unsigned h = 0; h < 2; ++h) {
-                    dt_mma_times_rows<H>(s[h], qa, ks, 16 * c + 8 * h, slices, gr, t);
-                    dt_mma_times_rows<H>(dp[h], ga, vs, 16 * c + 8 * h, vslices, gr, t);
+                    dt_mma_times_rows<H, W>(s[h], qa, ks, 16 * c + 8 * h, gr, t);
+                    dt_mma_times_rows<H, W>(dp[h], ga, vs, 16 * c + 8 * h, gr, t);
 #pragma unroll
                     for (unsigned e = 0; e < 4; ++e) {
                         const unsigned r = e / 2;
-                        const size_t key = j0 + 16 * c + 8 * h + 2 * t + e % 2;
-                        const float x = dt_mma_masked<H>(s[h][e], scale, m, rows[r], key, L, S);
-                        const float p = x == lowest || row_lse[r] == lowest ? 0.0f : expf(x - row_lse[r]);
-                        s[h][e] = p * (dp[h][e] - offset[r]) * scale;
+                        const float x = all_seen ? s[h][e] * scale2
+                                                 : dt_mma_score<H>(s[h][e], scale2, m, rows[r],
+                                                                   j0 + 16 * c + 8 * h + 2 * t + e % 2, L, S);
+                        s[h][e] = exp2f(x - row_lse[r]) * (dp[h][e] - offset[r]) * scale;
                     }
                 }
                 // dq += ds k.
                 unsigned int dsa[4];
                 dt_mma_a_from_d<H>(dsa, s[0], s[1]);
-                dt_mma_times_columns<H>(acc, dsa, ks, 16 * c, etiles, gr, t);
+                dt_mma_times_columns<H, W>(acc, dsa, kt, 16 * c, gr, t);
             }
         }
-        dt_mma_store(dq + b * L * E, acc, rows[0], L, E, etiles, t);
+        dt_mma_store<H, W>(dq + b * L * E, acc, rows[0], L, E, t);
     }
 }
 
-/// The gradients of the keys and values for a tile of DT_MMA_KEYS keys:
+/// The gradients of the keys and values for a tile of DT_MMA_ROWS keys:
 /// each warp holds its 16 keys' and values' fragments and walks the queries
 /// that see them, a tile at a time through shared memory, recomputing the
 /// transposed scores and weights 16 queries at a time, adding pᵀ g to dv
 /// and dsᵀ q to dk.
-template <typename H>
+template <typename H, unsigned W>
 __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                                const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
                                                const size_t* mdims, const size_t* mstrides, size_t moffset,
                                                const float* lse, const H* g, const float* d, H* dk, H* dv,
-                                               unsigned int* qs, unsigned int* gs, float* row_lse, float* row_d) {
+                                               DtMmaTile& qs, DtMmaTile& qt, DtMmaTile& gs, DtMmaTile& gt,
+                                               float* row_lse, float* row_d) {
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, t = lane % 4;
-    const size_t tiles = (S + DT_MMA_KEYS - 1) / DT_MMA_KEYS;
-    const unsigned slices = (unsigned)((E + 15) / 16), vslices = (unsigned)((Ev + 15) / 16);
-    const unsigned etiles = (unsigned)((E + 7) / 8), vtiles = (unsigned)((Ev + 7) / 8);
-    const float lowest = dt_lowest<float>();
+    const size_t tiles = (S + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
+    const float scale2 = scale * DT_LOG2E;
+    const bool whole_q = dt_mma_whole(q, E), whole_g = dt_mma_whole(g, Ev);
     for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
-        const size_t b = tile / tiles, j0 = (tile % tiles) * DT_MMA_KEYS;
+        const size_t b = tile / tiles, j0 = (tile % tiles) * DT_MMA_ROWS;
         const size_t keys[2] = {j0 + warp * 16 + gr, j0 + warp * 16 + gr + 8};
+        const H *qb = q + b * L * E, *gb = g + b * L * Ev;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
-        unsigned int ka[DT_MMA_WIDTH / 16][4], va[DT_MMA_WIDTH / 16][4];
-        dt_mma_load_a(ka, k + b * S * E, keys[0], S, E, t);
-        dt_mma_load_a(va, v + b * S * Ev, keys[0], S, Ev, t);
-        float acc_k[DT_MMA_WIDTH / 8][4] = {}, acc_v[DT_MMA_WIDTH / 8][4] = {};
+        unsigned int ka[W / 16][4], va[W / 16][4];
+        dt_mma_load_a<H, W>(ka, k + b * S * E, keys[0], S, E, t);
+        dt_mma_load_a<H, W>(va, v + b * S * Ev, keys[0], S, Ev, t);
+        float acc_k[W / 8][4] = {}, acc_v[W / 8][4] = {};
         // Under a causal mask only queries j0.. see the tile's keys.
         const size_t first = m.kind == 1 ? (j0 / DT_MMA_ROWS) * DT_MMA_ROWS : 0;
+        // At W = 64 this pass holds 64 fragment and 64 sum registers a lane,
+        // and a staged next tile beside them would spill: it loads each tile
+        // just before the barrier instead, where the loads overlap the other
+        // warps' last products.
+        constexpr bool ahead = W <= 32;
+        DtMmaStage<W> q_next, g_next;
+        if (ahead) {
+            dt_mma_fetch<H, W>(q_next, qb, first, L, E, whole_q);
+            dt_mma_fetch<H, W>(g_next, gb, first, L, Ev, whole_g);
+        }
         for (size_t i0 = first; i0 < L; i0 += DT_MMA_ROWS) {
+            if (!ahead) {
+                dt_mma_fetch<H, W>(q_next, qb, i0, L, E, whole_q);
+                dt_mma_fetch<H, W>(g_next, gb, i0, L, Ev, whole_g);
+            }
             __syncthreads();
-            dt_mma_load_tile(qs, q + b * L * E, i0, L, E);
-            dt_mma_load_tile(gs, g + b * L * Ev, i0, L, Ev);
-            for (unsigned r = threadIdx.x; r < DT_MMA_ROWS; r += blockDim.x) {
-                row_lse[r] = i0 + r < L ? lse[b * L + i0 + r] : lowest;
+            dt_mma_put(qs, q_next);
+            dt_mma_put_transposed(qt, q_next);
+            dt_mma_put(gs, g_next);
+            dt_mma_put_transposed(gt, g_next);
+            for (unsigned r = threadIdx.x; r < DT_MMA_ROWS; r += DT_MMA_THREADS) {
+                row_lse[r] = dt_mma_lse2(i0 + r < L ? lse[b * L + i0 + r] : 0.0f, i0 + r < L);
                 row_d[r] = i0 + r < L ? d[b * L + i0 + r] : 0.0f;
             }
             __syncthreads();
+            if (ahead && i0 + DT_MMA_ROWS < L) {
+                dt_mma_fetch<H, W>(q_next, qb, i0 + DT_MMA_ROWS, L, E, whole_q);
+                dt_mma_fetch<H, W>(g_next, gb, i0 + DT_MMA_ROWS, L, Ev, whole_g);
+            }
+            // Every key exists here only if the tile is whole; queries past L
+            // get weight 0 from their log-sum-exp (dt_mma_lse2).
+            const bool all_seen = dt_mma_all_seen(m, i0, j0, S);
 #pragma unroll
             for (unsigned c = 0; c < DT_MMA_ROWS / 16; ++c) {
                 // Transposed scores, dpᵀ = v gᵀ, the weights pᵀ and dsᵀ for
@@ -859,14 +985,14 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
                 float s[2][4] = {}, dp[2][4] = {};
 #pragma unroll
                 for (unsigned h = 0; h < 2; ++h) {
-                    dt_mma_times_rows<H>(s[h], ka, qs, 16 * c + 8 * h, slices, gr, t);
-                    dt_mma_times_rows<H>(dp[h], va, gs, 16 * c + 8 * h, vslices, gr, t);
+                    dt_mma_times_rows<H, W>(s[h], ka, qs, 16 * c + 8 * h, gr, t);
+                    dt_mma_times_rows<H, W>(dp[h], va, gs, 16 * c + 8 * h, gr, t);
 #pragma unroll
                     for (unsigned e = 0; e < 4; ++e) {
                         const unsigned local = 16 * c + 8 * h + 2 * t + e % 2;
-                        const float x = dt_mma_masked<H>(s[h][e], scale, m, i0 + local, keys[e / 2], L, S);
-                        const float l = row_lse[local];
-                        s[h][e] = x == lowest || l == lowest ? 0.0f : expf(x - l);
+                        const float x = all_seen ? s[h][e] * scale2
+                                                 : dt_mma_score<H>(s[h][e], scale2, m, i0 + local, keys[e / 2], L, S);
+                        s[h][e] = exp2f(x - row_lse[local]);
                         dp[h][e] = s[h][e] * (dp[h][e] - row_d[local]) * scale;
                     }
                 }
@@ -874,40 +1000,41 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
                 unsigned int pa[4], dsa[4];
                 dt_mma_a_from_d<H>(pa, s[0], s[1]);
                 dt_mma_a_from_d<H>(dsa, dp[0], dp[1]);
-                dt_mma_times_columns<H>(acc_v, pa, gs, 16 * c, vtiles, gr, t);
-                dt_mma_times_columns<H>(acc_k, dsa, qs, 16 * c, etiles, gr, t);
+                dt_mma_times_columns<H, W>(acc_v, pa, gt, 16 * c, gr, t);
+                dt_mma_times_columns<H, W>(acc_k, dsa, qt, 16 * c, gr, t);
             }
         }
-        dt_mma_store(dk + b * S * E, acc_k, keys[0], S, E, etiles, t);
-        dt_mma_store(dv + b * S * Ev, acc_v, keys[0], S, Ev, vtiles, t);
+        dt_mma_store<H, W>(dk + b * S * E, acc_k, keys[0], S, E, t);
+        dt_mma_store<H, W>(dv + b * S * Ev, acc_v, keys[0], S, Ev, t);
     }
 }
 
-#define ATTENTION_MMA_KERNELS(name, H)                                                                        \
-    extern "C" __global__ void attention_mma_forward_##name(                                                 \
+#define ATTENTION_MMA_KERNELS_OF_WIDTH(name, H, W)                                                            \
+    extern "C" __global__ void attention_mma##W##_forward_##name(          \
         size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, H* out, float* lse) {                                              \
-        __shared__ unsigned int ks[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
-        __shared__ unsigned int vs[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
-        dt_attention_mma_forward<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, ks, vs); \
+        const H* v, DT_ATTENTION_MASK_PARAMS, H* out, float* lse) {                                           \
+        __shared__ DtMmaTile ks, vt;                                                                          \
+        dt_attention_mma_forward<H, W>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, ks,  \
+                                       vt);                                                                   \
     }                                                                                                         \
-    extern "C" __global__ void attention_mma_backward_queries_##name(                                        \
+    extern "C" __global__ void attention_mma##W##_backward_queries_##name( \
         size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, const H* out, const float* lse, const H* g, H* dq, float* d) {     \
-        __shared__ unsigned int ks[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
-        __shared__ unsigned int vs[DT_MMA_KEYS * DT_MMA_PITCH];                                              \
-        dt_attention_mma_backward_queries<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, \
-                                             g, dq, d, ks, vs);                                               \
+        const H* v, DT_ATTENTION_MASK_PARAMS, const H* out, const float* lse, const H* g, H* dq, float* d) {  \
+        __shared__ DtMmaTile ks, kt, vs;                                                                      \
+        dt_attention_mma_backward_queries<H, W>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out,   \
+                                                lse, g, dq, d, ks, kt, vs);                                   \
     }                                                                                                         \
-    extern "C" __global__ void attention_mma_backward_keys_##name(                                           \
+    extern "C" __global__ void attention_mma##W##_backward_keys_##name(    \
         size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, const float* lse, const H* g, const float* d, H* dk, H* dv) {      \
-        __shared__ unsigned int qs[DT_MMA_ROWS * DT_MMA_PITCH];                                              \
-        __shared__ unsigned int gs[DT_MMA_ROWS * DT_MMA_PITCH];                                              \
-        __shared__ float row_lse[DT_MMA_ROWS];                                                               \
-        __shared__ float row_d[DT_MMA_ROWS];                                                                 \
-        dt_attention_mma_backward_keys<H>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, g, d,   \
-                                          dk, dv, qs, gs, row_lse, row_d);                                    \
+        const H* v, DT_ATTENTION_MASK_PARAMS, const float* lse, const H* g, const float* d, H* dk, H* dv) {   \
+        __shared__ DtMmaTile qs, qt, gs, gt;                                                                  \
+        __shared__ float row_lse[DT_MMA_ROWS];                                                                \
+        __shared__ float row_d[DT_MMA_ROWS];                                                                  \
+        dt_attention_mma_backward_keys<H, W>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, g, d, \
+                                             dk, dv, qs, qt, gs, gt, row_lse, row_d);                         \
     }
+#define ATTENTION_MMA_KERNELS(name, H)                                                                        \
+    ATTENTION_MMA_KERNELS_OF_WIDTH(name, H, 32)                                                               \
+    ATTENTION_MMA_KERNELS_OF_WIDTH(name, H, 64)
 
 DT_FOR_EACH_HALF(ATTENTION_MMA_KERNELS)

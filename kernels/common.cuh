@@ -459,17 +459,42 @@ template <typename S> __device__ inline S dt_narrow(typename dt_compute<S>::type
 // ---------------------------------------------------------------------------
 // Tensor cores (sm_80 and later)
 //
-// The one inline-PTX instruction of the kernel contract: the warp-wide
-// product `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}`, d += a b with
-// A 16x16, B 16x8 and D 16x8 in f32. Every lane of a warp must call it
-// together. Its fragment layout (which lane holds which element) is the PTX
-// ISA's, spelled out in the emulator's stand-in (emu/shim/cuda_shim.h),
-// which computes the same product from the same registers.
+// The kernel contract's two inline-PTX instructions live here, each with
+// the emulator's meaning beside it. The warp-wide product
+// `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}`, d += a b with A 16x16,
+// B 16x8 and D 16x8 in f32: every lane of a warp must call it together, and
+// its fragment layout (which lane holds which element) is the PTX ISA's,
+// spelled out in the emulator's stand-in (emu/shim/cuda_shim.h), which
+// computes the same product from the same registers. And
+// `cvt.rn.{bf16x2,f16x2}.f32`, which rounds two floats into one operand
+// register in one instruction, where dt_bf16's and dt_f16's constructors
+// take several each (the softmax's weights are rounded at every tile).
 
 /// Two 16-bit elements in one operand register, `lo` in the low half.
 template <typename H> __device__ inline unsigned int dt_pack2(H lo, H hi) {
     return (unsigned int)lo.bits | ((unsigned int)hi.bits << 16);
 }
+
+/// dt_pack2(H(lo), H(hi)): two floats rounded to H (nearest, ties to even)
+/// in one operand register.
+template <typename H> __device__ inline unsigned int dt_pack2_rounded(float lo, float hi);
+#if defined(DEVTENSOR_EMULATED) || __CUDA_ARCH__ < 800
+// The emulator, and GPUs that have no such instruction (nor tensor cores:
+// the host never launches the kernels that call this there).
+template <typename H> __device__ inline unsigned int dt_pack2_rounded(float lo, float hi) {
+    return dt_pack2(H(lo), H(hi));
+}
+#else
+#define DT_PACK2_ROUNDED(H, ptx_type)                                                                         \
+    template <> __device__ inline unsigned int dt_pack2_rounded<H>(float lo, float hi) {                     \
+        unsigned int packed;                                                                                  \
+        /* The first source goes to the upper half. */                                                        \
+        asm("cvt.rn." ptx_type ".f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));                       \
+        return packed;                                                                                        \
+    }
+DT_PACK2_ROUNDED(dt_bf16, "bf16x2")
+DT_PACK2_ROUNDED(dt_f16, "f16x2")
+#endif
 
 template <typename H> __device__ inline void dt_mma_16816(float d[4], const unsigned int a[4], const unsigned int b[2]);
 #ifdef DEVTENSOR_EMULATED

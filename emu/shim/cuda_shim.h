@@ -48,6 +48,12 @@
 struct uint3 {
     unsigned int x, y, z;
 };
+// CUDA's 16-byte vector, for loads and stores of eight 16-bit elements at
+// once; aligned as on the GPU, so a misaligned vector access faults here too
+// (with -fno-strict-aliasing, as build.rs compiles the kernels).
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
 struct dim3 {
     unsigned int x, y, z;
 };

@@ -165,6 +165,12 @@ fn masked_attention<D: Device, E: FloatElement>(
     }
 }
 
+/// Head widths up to 64, half of them multiples of 8 (rows that the
+/// tensor-core kernels load as 16-byte chunks).
+fn head_width() -> impl Strategy<Value = usize> {
+    prop_oneof![1usize..=64, (1usize..=8).prop_map(|w| 8 * w)]
+}
+
 fn dims(max_rank: usize, max_dim: usize) -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(1..=max_dim, 1..=max_rank)
 }
@@ -302,7 +308,7 @@ device_proptests! {
     /// softmax across key tiles, values of another width than the keys, one
     /// mask kind per case, a partial last tile everywhere; and the three
     /// gradients, whose passes walk the tiles the other way too.
-    fn attention_walks_tiles<D>(queries in 1usize..140, keys in 1usize..140, width in 1usize..=64, value_width in 1usize..=64, seed in any::<u64>()) {
+    fn attention_walks_tiles<D>(queries in 1usize..140, keys in 1usize..140, width in head_width(), value_width in head_width(), seed in any::<u64>()) {
         let keep = Tensor::<D, u8>::from_vec(
             (0..queries * keys).map(|i| u8::from(!(i as u64 * 7 + seed).is_multiple_of(5))).collect(),
             [queries, keys],
@@ -390,6 +396,37 @@ device_tests! {
     a_large_half_product_matches_f32 => large_half_product_matches_f32,
     a_training_steps_gradients_follow_f32 => training_steps_gradients_follow_f32,
     conversions_round_to_nearest_even_and_keep_special_values => conversions_round_to_nearest_even,
+    attention_tiles_seen_whole_match_f32 => attention_tiles_seen_whole,
+}
+
+fn whole_tiles_mask<'a, D: Device, E: FloatElement>(causal: bool) -> AttentionMask<'a, D, E> {
+    if causal { AttentionMask::Causal } else { AttentionMask::None }
+}
+
+/// Attention with tiles that every query sees whole (no mask, or below a
+/// causal mask's diagonal: 192 queries and 160 keys are three tiles each of
+/// the tensor-core kernels), which skip the per-score mask test, next to the
+/// diagonal and partial tiles that do not; heads of 32 and 64 columns
+/// (their two kernels), rows that load as 16-byte chunks (widths that are
+/// multiples of 8) and one that does not, two problems in a batch. The
+/// output and all three gradients, against `f32`.
+fn attention_tiles_seen_whole<D: Device>() {
+    for (seed, [width, value_width]) in [[32, 32], [64, 48], [40, 36]].into_iter().enumerate() {
+        for causal in [false, true] {
+            let [q, k, v] = [[2, 192, width], [2, 160, width], [2, 160, value_width]];
+            let seed = seed as u64;
+            check_half!("attention over whole tiles", seed, [q: q, k: k, v: v] => {
+                q.scaled_dot_product_attention(k, v, whole_tiles_mask(causal), None)
+            }, near(4.0));
+            for which in 0..3 {
+                check_half!("attention gradients over whole tiles", seed, [q: q, k: k, v: v] => {
+                    let [q, k, v] = [q, k, v].map(|t| t.clone().requires_grad());
+                    let grads = q.scaled_dot_product_attention(&k, &v, whole_tiles_mask(causal), None).square().sum().backward();
+                    grads.get([&q, &k, &v][which]).unwrap().clone()
+                }, near(32.0));
+            }
+        }
+    }
 }
 
 /// A product large enough to split across threads, in row blocks and

@@ -5,8 +5,9 @@
 //! over query rows (their gradients and each row's softmax offset) and one
 //! over key rows (the keys' and values' gradients, summed over the queries
 //! without atomics). The half types run on the tensor cores
-//! (`attention_mma_*`, sm_80 and later, heads up to 64 wide), with the same
-//! three passes; elsewhere they widen to the f32 kernels.
+//! (`attention_mma32_*` and `attention_mma64_*`, sm_80 and later, heads up
+//! to 32 and 64 wide), with the same three passes; elsewhere they widen to
+//! the f32 kernels.
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cuda;
@@ -97,21 +98,29 @@ fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) ->
     (format!("attention_tiled_{pass}_{dtype}"), launch)
 }
 
-/// Widest rows the tensor-core kernels take (`DT_MMA_WIDTH`).
+/// Widest rows the tensor-core kernels take.
 const MMA_WIDTH: usize = 64;
+
+/// The tensor-core kernels' name for `pass` and `dims`: each comes for
+/// rows up to 32 and up to 64 wide (`attention_mma32_*`,
+/// `attention_mma64_*`), the narrower doing half the products.
+fn mma_kernel<E: FloatElement>(pass: &str, dims: &AttentionDims) -> String {
+    let width = if dims.width.max(dims.value_width) <= 32 { 32 } else { MMA_WIDTH };
+    format!("attention_mma{width}_{pass}_{}", E::DTYPE.name())
+}
 
 /// Query rows per block of the tensor-core kernels (`DT_MMA_ROWS`), 16 for
 /// each of its four warps.
 const MMA_ROWS: usize = 64;
 
-/// Whether the tensor-core kernels (`attention_mma_*`) serve `E` and
+/// Whether the tensor-core kernels (`attention_mma32_*`, `attention_mma64_*`) serve `E` and
 /// `dims` on `device`: the half types, rows up to [`MMA_WIDTH`] wide, on
 /// compute capability 8.0 or later.
 fn on_tensor_cores<E: FloatElement>(device: &CudaDevice, dims: &AttentionDims) -> bool {
     E::DTYPE.is_half() && dims.width.max(dims.value_width) <= MMA_WIDTH && device.tensor_cores()
 }
 
-/// The forward pass of `attention_mma_forward_<E>`: products on the tensor
+/// The forward pass of `attention_mma<W>_forward_<E>`: products on the tensor
 /// cores in f32, the softmax in f32, the result rounded once. Its scale is
 /// an f32 parameter, as PyTorch's, not rounded to the half type.
 fn forward_on_tensor_cores<E: FloatElement>(
@@ -132,7 +141,7 @@ fn forward_on_tensor_cores<E: FloatElement>(
     // The kernel loops over tiles, so the grid only sets how many run at once.
     let blocks = (batch * queries.div_ceil(MMA_ROWS)).clamp(1, 1 << 16) as u32;
     let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-    let kernel = format!("attention_mma_forward_{}", E::DTYPE.name());
+    let kernel = mma_kernel::<E>("forward", &dims);
     launch_kernel!(device, OP, "attention", kernel, launch;
         batch, queries, keys, width, value_width, scale as f32, start(q), start(k), start(v),
         m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
@@ -140,9 +149,9 @@ fn forward_on_tensor_cores<E: FloatElement>(
     Ok((out, lse))
 }
 
-/// The backward pass on the tensor cores: `attention_mma_backward_queries_<E>`
+/// The backward pass on the tensor cores: `attention_mma<W>_backward_queries_<E>`
 /// (the queries' gradient and each row's softmax offset, kept in f32) then
-/// `attention_mma_backward_keys_<E>` (the keys' and values' gradients).
+/// `attention_mma<W>_backward_keys_<E>` (the keys' and values' gradients).
 fn backward_on_tensor_cores<E: FloatElement>(
     device: &Arc<CudaDevice>,
     [q, k, v, out, g]: [(&CudaStorage<E>, &Layout); 5],
@@ -159,16 +168,15 @@ fn backward_on_tensor_cores<E: FloatElement>(
     let offsets = CudaStorage::<f32>::alloc(device, OP, batch * queries)?;
     let m = MaskArgs::new(device, OP, mask)?;
     let scale = scale as f32;
-    let dtype = E::DTYPE.name();
     let launch = |rows: usize| {
         let blocks = (batch * rows.div_ceil(MMA_ROWS)).clamp(1, 1 << 16) as u32;
         LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 }
     };
-    launch_kernel!(device, OP, "attention", format!("attention_mma_backward_queries_{dtype}"), launch(queries);
+    launch_kernel!(device, OP, "attention", mma_kernel::<E>("backward_queries", &dims), launch(queries);
         batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
         m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
         m.batch_axes.offsets[0], m.row, m.col, start(out), lse.ptr(), start(g), dq.ptr(), offsets.ptr())?;
-    launch_kernel!(device, OP, "attention", format!("attention_mma_backward_keys_{dtype}"), launch(keys);
+    launch_kernel!(device, OP, "attention", mma_kernel::<E>("backward_keys", &dims), launch(keys);
         batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
         m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
         m.batch_axes.offsets[0], m.row, m.col, lse.ptr(), start(g), offsets.ptr(), dk.ptr(), dv.ptr())?;
