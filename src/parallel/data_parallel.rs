@@ -3,13 +3,15 @@
 
 use super::batch::ScatterBatch;
 use super::collective::Collective;
+use super::compress::WireType;
 use super::devices::{DeviceList, Replicate};
 use super::reduce::{DEFAULT_BUCKET_BYTES, Exchange, ReducePath, Stop, plan_buckets};
 use super::replica::{BucketPlan, OnDevice, Replicas};
 use crate::backend::cuda::nccl::NcclClique;
+use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::nn::TensorKind;
-use crate::ops::autocast::{autocast_as, autocast_dtype};
+use crate::ops::autocast::{LowerPrecision, autocast_as, autocast_dtype};
 use crate::optim::OptimizerConfig;
 use crate::optim::clip::check_max_norm;
 use crate::tensor::Device;
@@ -52,7 +54,8 @@ static NCCL_STEPS: Mutex<()> = Mutex::new(());
 ///
 /// A step taken inside an [`autocast`](crate::autocast) scope runs every
 /// replica inside it (the scope is per thread), so mixed precision needs
-/// nothing more; the gradients are summed in `f32`.
+/// nothing more; the gradients are summed in `f32`, or in `bf16` or `f16`
+/// with [`compress_gradients`](Self::compress_gradients).
 ///
 /// Replicas are typed: the model on `Cuda<1>` is an `M::On<Cuda<1>>`, and
 /// its rows arrive as the batch type on `Cuda<1>`, so no replica can be
@@ -97,6 +100,8 @@ pub struct DataParallel<L: DeviceList, M, B: ScatterBatch, O: OptimizerConfig> {
     sizes: Vec<usize>,
     /// The communicators when buckets are summed over NCCL.
     clique: Option<NcclClique>,
+    /// The type buckets travel in.
+    wire: WireType,
     /// Buckets every replica handed over during backward, in the last step.
     overlapped: usize,
     _types: PhantomData<fn() -> (M, O)>,
@@ -121,7 +126,15 @@ where
         });
         let buckets = Arc::new(plan_buckets(&sizes, DEFAULT_BUCKET_BYTES));
         let replicas = model.replicas(&optimizer, &buckets)?;
-        let dp = DataParallel { replicas, buckets, sizes, clique: None, overlapped: 0, _types: PhantomData };
+        let dp = DataParallel {
+            replicas,
+            buckets,
+            sizes,
+            clique: None,
+            wire: WireType::F32,
+            overlapped: 0,
+            _types: PhantomData,
+        };
         dp.try_reduce_with(ReducePath::Auto)
     }
 
@@ -162,6 +175,53 @@ where
             replica.set_buckets(buckets.clone());
         }
         self
+    }
+
+    /// Sends the gradient buckets between replicas in the half type `H`
+    /// (`bf16` or `f16`) instead of `f32`, as PyTorch DDP's
+    /// `bf16_compress_hook` and `fp16_compress_hook`: each replica's
+    /// weighted bucket is rounded to `H`, summed (over NCCL in `H`; over
+    /// peer copies in `f32` on the root, rounded to `H` for the way back),
+    /// and widened back to `f32` before the optimizer step. Half the bytes
+    /// cross between devices; each summed gradient is off by a rounding or
+    /// two of `H`. Parameters and optimizer state stay `f32`. With `f16`,
+    /// gradients past 65504 (a loss scale too large) become infinite, which
+    /// a [`GradScaler`](crate::optim::GradScaler) sees and backs off from.
+    ///
+    /// ```
+    /// use devtensor::nn::{Linear, Module, try_mse_loss, Reduction};
+    /// use devtensor::optim::SgdConfig;
+    /// use devtensor::parallel::{DataParallel, Loss};
+    /// use devtensor::{Cpu, Device, Result, Tensor, bf16};
+    ///
+    /// struct Regression<D: Device> {
+    ///     fc: Linear<D>,
+    /// }
+    /// devtensor::module!(Regression { fc });
+    ///
+    /// impl<D: Device> Loss<D> for Regression<D> {
+    ///     type Batch = (Tensor<D>, Tensor<D>);
+    ///     fn loss(&self, (x, y): &Self::Batch) -> Result<Tensor<D>> {
+    ///         try_mse_loss(&self.fc.try_forward(x)?, y, Reduction::Mean)
+    ///     }
+    /// }
+    ///
+    /// let model = Regression { fc: Linear::<Cpu>::new(4, 1) };
+    /// let mut dp = DataParallel::<(Cpu, Cpu), _, _, _>::try_new(&model, SgdConfig::default())?
+    ///     .compress_gradients::<bf16>();
+    /// assert_eq!(dp.gradient_compression(), Some(devtensor::DType::BF16));
+    /// dp.step(&(Tensor::<Cpu>::randn([8, 4]), Tensor::<Cpu>::randn([8, 1])));
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    pub fn compress_gradients<H: LowerPrecision>(mut self) -> Self {
+        self.wire = WireType::of::<H>();
+        self
+    }
+
+    /// The half type gradients travel in between replicas
+    /// ([`compress_gradients`](Self::compress_gradients)), `None` for `f32`.
+    pub fn gradient_compression(&self) -> Option<DType> {
+        self.wire.compression()
     }
 
     /// Clips the summed gradient to a total 2-norm of `max_norm` before
@@ -238,8 +298,8 @@ where
             });
         }
         let _one_at_a_time = self.clique.as_ref().map(|_| NCCL_STEPS.lock().unwrap_or_else(PoisonError::into_inner));
-        let reducer =
-            Exchange::<L::Root>::new(self.buckets.len(), n, self.clique.as_ref().map(|c| c as &dyn Collective));
+        let group = self.clique.as_ref().map(|c| c as &dyn Collective);
+        let reducer = Exchange::<L::Root>::new(self.buckets.len(), n, group, self.wire);
         // The caller's autocast scope, for the replicas' threads.
         let precision = autocast_dtype();
         let results: Vec<std::result::Result<(f32, usize), Stop>> = std::thread::scope(|scope| {

@@ -2,13 +2,17 @@
 //! NCCL across processes in buckets while backward runs.
 
 use super::ScatterBatch;
+use super::compress::{Wire, WireType};
 use super::process_group::ProcessGroup;
 use super::reduce::{DEFAULT_BUCKET_BYTES, plan_buckets};
 use super::replica::{Loss, backward_in_buckets, unflatten};
 use crate::backend::cuda::CudaStorage;
+use crate::backend::cuda::nccl::NcclBuffer;
+use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::io::Checkpoint;
 use crate::nn::{Module, TensorKind};
+use crate::ops::autocast::LowerPrecision;
 use crate::optim::{Optimizer, OptimizerConfig, try_clip_grad_norm};
 use crate::tensor::{Device, Tensor};
 use devtensor_macros::fallible;
@@ -83,6 +87,8 @@ pub struct DistributedDataParallel<D: Device, M, O: OptimizerConfig> {
     /// Indices into the model's parameters, one list per bucket.
     buckets: Vec<Vec<usize>>,
     max_grad_norm: Option<f64>,
+    /// The type buckets travel in.
+    wire: WireType,
     /// Steps taken (or started, after a failure).
     steps: u64,
     /// How many buckets the last step handed to NCCL during backward.
@@ -131,6 +137,11 @@ fn cuda_storage<D: Device>(t: &Tensor<D>) -> Result<&CudaStorage<f32>> {
     })
 }
 
+/// What NCCL sums of the storage of a dense tensor on a GPU.
+fn nccl_buffer<D: Device>(storage: &dyn std::any::Any) -> Result<NcclBuffer> {
+    NcclBuffer::of(storage, "DistributedDataParallel", &D::name())
+}
+
 impl<D: Device, M: Loss<D>, O: OptimizerConfig> DistributedDataParallel<D, M, O>
 where
     M::Batch: ScatterBatch,
@@ -176,7 +187,16 @@ where
         state.try_load_into(&mut model)?;
         let optimizer = optimizer.build(&model);
         let buckets = plan_buckets(&parameter_bytes(&model), DEFAULT_BUCKET_BYTES);
-        Ok(DistributedDataParallel { group, model, optimizer, buckets, max_grad_norm: None, steps: 0, overlapped: 0 })
+        Ok(DistributedDataParallel {
+            group,
+            model,
+            optimizer,
+            buckets,
+            max_grad_norm: None,
+            wire: WireType::F32,
+            steps: 0,
+            overlapped: 0,
+        })
     }
 
     /// Sets the bucket size in bytes (25 MiB by default, as PyTorch's
@@ -186,6 +206,28 @@ where
     pub fn bucket_bytes(mut self, bytes: usize) -> Self {
         self.buckets = plan_buckets(&parameter_bytes(&self.model), bytes.max(1));
         self
+    }
+
+    /// Sends the gradient buckets in the half type `H` (`bf16` or `f16`)
+    /// instead of `f32`, as PyTorch's `bf16_compress_hook` and
+    /// `fp16_compress_hook` (`ddp.register_comm_hook`): NCCL sums each
+    /// bucket in `H`, and it is widened back to `f32` before the optimizer
+    /// step. Half the bytes cross between GPUs; each summed gradient is off
+    /// by a rounding or two of `H`. Parameters and optimizer state stay
+    /// `f32`. Each rank sends its gradient already divided by the global
+    /// batch's size (learnt at the start of each step, from one small
+    /// `f32` all-reduce), so what travels in `H` is no larger than the
+    /// mean gradient, as PyTorch divides by the world size before sending.
+    /// Every rank must compress the same way.
+    pub fn compress_gradients<H: LowerPrecision>(mut self) -> Self {
+        self.wire = WireType::of::<H>();
+        self
+    }
+
+    /// The half type gradients travel in
+    /// ([`compress_gradients`](Self::compress_gradients)), `None` for `f32`.
+    pub fn gradient_compression(&self) -> Option<DType> {
+        self.wire.compression()
     }
 
     /// Clips the summed gradient to this total 2-norm before each step
@@ -249,7 +291,7 @@ where
     }
 
     fn step_on(&mut self, batch: &M::Batch) -> Result<f32> {
-        let DistributedDataParallel { group, model, optimizer, buckets, max_grad_norm, overlapped, .. } = self;
+        let DistributedDataParallel { group, model, optimizer, buckets, max_grad_norm, wire, overlapped, .. } = self;
         let comm = group.comm()?;
         let rows = batch.try_batch_len()?;
         if rows == 0 {
@@ -261,26 +303,46 @@ where
         }
         let params: Vec<Tensor<D>> = model.parameters().into_iter().map(|(_, p)| p).collect();
         let loss = model.loss(batch)?;
-        // Each rank sends the gradient of its summed loss (mean x rows), and
-        // its row count after the first bucket: the sums over ranks give the
-        // global batch's gradient times its size, and that size.
         let rows_here = Tensor::<D>::try_from_slice(&[rows as f32], [1])?;
+        // In f32 each rank sends the gradient of its summed loss (mean x
+        // rows), and its row count after the first bucket: the sums over
+        // ranks give the global batch's gradient times its size, and that
+        // size. Compressed, a bucket in a half type must stay near the mean
+        // gradient's size (f16 overflows at 65504) and cannot carry a row
+        // count exactly: the ranks sum their row counts first, in f32, and
+        // each sends its mean gradient times its share of the rows.
+        let share = match wire {
+            WireType::F32 => None,
+            WireType::Bf16 | WireType::F16 => {
+                let total = dense_copy(&rows_here)?;
+                comm.all_reduce_sum(&nccl_buffer::<D>(total.storage())?)?;
+                comm.finish()?;
+                Some(rows_here.try_div(&total)?)
+            }
+        };
         // Buckets become ready in the order backward finishes them; NCCL needs
         // every rank to call in one order, so each goes out in index order,
         // as soon as the buckets before it have.
-        let mut ready: Vec<Option<Tensor<D>>> = vec![None; buckets.len()];
+        let mut ready: Vec<Option<Wire<D>>> = (0..buckets.len()).map(|_| None).collect();
         let mut sent = 0;
-        *overlapped = backward_in_buckets(&loss, &params, buckets, rows as f32, |b, flat| {
-            ready[b] = Some(if b == 0 { Tensor::try_cat(&[&flat, &rows_here], 0)? } else { flat });
-            while let Some(flat) = ready.get(sent).and_then(Option::as_ref) {
-                comm.all_reduce_sum(cuda_storage(flat)?)?;
+        let weight = if share.is_some() { 1.0 } else { rows as f32 };
+        *overlapped = backward_in_buckets(&loss, &params, buckets, weight, |b, flat| {
+            let flat = match &share {
+                Some(share) => flat.try_mul(share)?,
+                None if b == 0 => Tensor::try_cat(&[&flat, &rows_here], 0)?,
+                None => flat,
+            };
+            ready[b] = Some(Wire::new(flat, *wire)?);
+            while let Some(bucket) = ready.get(sent).and_then(Option::as_ref) {
+                comm.all_reduce_sum(&nccl_buffer::<D>(bucket.storage())?)?;
                 sent += 1;
             }
             Ok::<(), Error>(())
         })?;
         comm.finish()?;
-        let mut sums: Vec<Tensor<D>> = ready.into_iter().map(|s| s.expect("every bucket is sent")).collect();
-        if let Some(first) = sums.first_mut() {
+        let mut sums: Vec<Tensor<D>> =
+            ready.into_iter().map(|s| s.expect("every bucket is sent").into_f32()).collect::<Result<_>>()?;
+        if let (None, Some(first)) = (&share, sums.first_mut()) {
             let n = first.elem_count() - 1;
             let total_rows = first.try_narrow(0, n, 1)?;
             *first = first.try_narrow(0, 0, n)?;

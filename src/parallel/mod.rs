@@ -17,6 +17,7 @@
 
 mod batch;
 mod collective;
+mod compress;
 mod data_parallel;
 mod devices;
 mod distributed;

@@ -3,6 +3,7 @@
 //! every gradient in it, so reduction overlaps the rest of backward.
 
 use super::collective::Collective;
+use super::compress::WireType;
 use crate::error::Result;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
@@ -78,6 +79,9 @@ struct BucketState<R: Device> {
 /// Over peer copies every replica copies its (weighted) bucket to the root
 /// device `R`; the last one to arrive adds them in replica order, so the
 /// sum does not depend on timing, and every replica copies the sum back.
+/// With gradient compression the copies travel in the half type, and the
+/// root sums their `f32` widenings (so the sum is rounded once, when it
+/// travels back).
 /// Over NCCL the replicas only meet before each bucket's all-reduce, so
 /// that none enters a collective that a failed replica will never join.
 #[doc(hidden)]
@@ -85,15 +89,21 @@ pub struct Exchange<'a, R: Device> {
     buckets: Vec<Bucket<R>>,
     failed: AtomicBool,
     group: Option<&'a dyn Collective>,
+    wire: WireType,
 }
 
 impl<'a, R: Device> Exchange<'a, R> {
-    pub(crate) fn new(buckets: usize, replicas: usize, group: Option<&'a dyn Collective>) -> Self {
+    pub(crate) fn new(buckets: usize, replicas: usize, group: Option<&'a dyn Collective>, wire: WireType) -> Self {
         let bucket = || Bucket {
             state: Mutex::new(BucketState { parts: vec![None; replicas], arrived: 0, sum: None }),
             done: Condvar::new(),
         };
-        Exchange { buckets: (0..buckets).map(|_| bucket()).collect(), failed: AtomicBool::new(false), group }
+        Exchange { buckets: (0..buckets).map(|_| bucket()).collect(), failed: AtomicBool::new(false), group, wire }
+    }
+
+    /// The type buckets travel in between replicas.
+    pub(crate) fn wire(&self) -> WireType {
+        self.wire
     }
 
     /// The collective that sums buckets in place, when there is one (NCCL).

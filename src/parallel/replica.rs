@@ -2,7 +2,7 @@
 //! data-parallel step.
 
 use super::batch::{ScatterBatch, Sharder};
-use super::collective::all_reduce_sum;
+use super::compress::Wire;
 use super::reduce::{Exchange, Stop};
 use crate::autograd::{Gradients, LeafId};
 use crate::error::Result;
@@ -231,17 +231,19 @@ where
         // copies the sums come back from the root device after backward.
         let mut summed: Vec<Option<Tensor<D>>> = vec![None; self.buckets.len()];
         let during_backward = backward_in_buckets(&loss, &params, &self.buckets, weight, |b, flat| {
+            let wire = Wire::new(flat, exchange.wire())?;
             match exchange.group() {
                 Some(group) => {
                     exchange.meet(b)?;
-                    if let Err(e) = all_reduce_sum(group, rank, &flat) {
+                    if let Err(e) = group.all_reduce_sum(rank, wire.storage(), &D::name()) {
                         // The other replicas are inside the collective now.
                         group.abort();
                         return Err(Stop::Failed(e));
                     }
-                    summed[b] = Some(flat);
+                    // Queued on this device's stream after the sum.
+                    summed[b] = Some(wire.into_f32()?);
                 }
-                None => exchange.contribute(b, rank, flat.try_to::<R>()?)?,
+                None => exchange.contribute(b, rank, wire.try_to::<R>()?.into_f32()?)?,
             }
             Ok(())
         })?;
@@ -249,7 +251,7 @@ where
         for (b, sum) in summed.into_iter().enumerate() {
             sums.push(match sum {
                 Some(sum) => sum,
-                None => exchange.sum(b)?.try_to::<D>()?,
+                None => Wire::new(exchange.sum(b)?, exchange.wire())?.try_to::<D>()?.into_f32()?,
             });
         }
         let mut reduced = unflatten(&params, &self.buckets, &sums)?;

@@ -254,9 +254,9 @@ fn a_killed_rank_fails_the_job_naming_it() {
 
 use crate::parallel::Mlp;
 use devtensor::nn::Module;
-use devtensor::optim::{AdamConfig, OptimizerConfig};
+use devtensor::optim::{AdamConfig, OptimizerConfig, SgdConfig};
 use devtensor::parallel::{DistributedDataParallel, Loss, ProcessGroup};
-use devtensor::{Cpu, Device, Generator, Result, Tensor};
+use devtensor::{Cpu, Cuda, Device, Generator, Result, Tensor, bf16, f16};
 
 /// Global batch `step` (7 rows: split 3 + 4 between two ranks, uneven).
 pub(crate) fn global_batch(step: u64) -> (Tensor<Cpu>, Tensor<Cpu, i64>) {
@@ -293,6 +293,9 @@ fn ddp_rank() {
 
 fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Result<()> {
     let (rank, world) = (job.rank, job.world_size);
+    if scenario == "bf16" || scenario == "f16" {
+        return compressed_scenario::<D>(job, scenario);
+    }
     if scenario == "late" && rank == 1 {
         std::thread::sleep(Duration::from_secs(60));
     }
@@ -342,6 +345,22 @@ fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Re
     let params: Vec<String> = flat_parameters(ddp.model()).iter().map(|v| format!("{v:?}")).collect();
     println!("PARAMS {}", params.join(","));
     println!("OVERLAP {} of {}", ddp.buckets_sent_during_backward(), ddp.bucket_count());
+    Ok(())
+}
+
+/// One SGD step of rate 1 on global batch 0 with buckets sent in `bf16`
+/// or `f16` (`scenario`), from rank 0's weights; prints the parameters.
+fn compressed_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Result<()> {
+    let (rank, world) = (job.rank, job.world_size);
+    let group = ProcessGroup::<D>::try_new(job)?;
+    let sgd = SgdConfig { lr: 1.0, ..Default::default() };
+    let ddp = DistributedDataParallel::try_new(group, Mlp::<D>::new(16, rank as u64), sgd)?.bucket_bytes(256);
+    let mut ddp = if scenario == "bf16" { ddp.compress_gradients::<bf16>() } else { ddp.compress_gradients::<f16>() };
+    let (x, y) = global_batch(0);
+    let (start, end) = (7 * rank / world, 7 * (rank + 1) / world);
+    ddp.try_step(&(x.narrow(0, start, end - start).to::<D>(), y.narrow(0, start, end - start).to::<D>()))?;
+    let params: Vec<String> = flat_parameters(ddp.model()).iter().map(|v| format!("{v:?}")).collect();
+    println!("PARAMS {}", params.join(","));
     Ok(())
 }
 
@@ -420,6 +439,44 @@ fn processes_train_to_the_parameters_of_one_device() {
         }
         // Buckets of 256 bytes: several, and sent while backward ran.
         assert!(text.contains("[rank 0] OVERLAP 4 of 4"), "{text}");
+    }
+}
+
+/// Two processes sending their buckets in `bf16` and in `f16`: every rank
+/// steps with the sum of the two ranks' weighted gradients each rounded to
+/// the half type, the sum rounded again (NCCL's sum in the half type),
+/// computed here from each rank's gradient on its own GPU.
+#[test]
+fn processes_sum_compressed_gradients_in_the_half_type() {
+    if !gpus_ready() {
+        return;
+    }
+    let model = Mlp::<Cpu>::new(16, 0);
+    let batch = global_batch(0);
+    let parts = [
+        crate::parallel::weighted_gradient::<Cuda<0>>(&model, &batch, 0..3),
+        crate::parallel::weighted_gradient::<Cuda<1>>(&model, &batch, 3..7),
+    ];
+    for (scenario, round) in [("bf16", crate::parallel::to_bf16 as fn(f32) -> f32), ("f16", crate::parallel::to_f16)] {
+        let (ok, text) = launch(scenario, 2);
+        assert!(ok, "{text}");
+        for rank in 0..2 {
+            let prefix = format!("[rank {rank}] ");
+            let line = text.lines().find(|l| l.starts_with(&prefix) && l.contains("PARAMS ")).expect(&text);
+            let flat: Vec<f32> =
+                line.split_once("PARAMS ").unwrap().1.split(',').map(|v| v.trim().parse().unwrap()).collect();
+            let mut rest = flat.as_slice();
+            let got: Vec<Vec<f32>> = model
+                .parameters()
+                .into_iter()
+                .map(|(_, p)| {
+                    let (this, tail) = rest.split_at(p.elem_count());
+                    rest = tail;
+                    this.to_vec()
+                })
+                .collect();
+            crate::parallel::assert_compressed_step(&got, &model, &parts, round, &format!("{scenario}, rank {rank}"));
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 use devtensor::nn::{Linear, Module, Relu, try_cross_entropy};
 use devtensor::optim::{AdamConfig, AdamWConfig, Optimizer, OptimizerConfig, SgdConfig, clip_grad_norm};
 use devtensor::parallel::{DataParallel, DeviceList, Loss, ReducePath, Replicate};
-use devtensor::{Cpu, Cuda, Device, Error, Generator, Result, Tensor};
+use devtensor::{Cpu, Cuda, DType, Device, Error, Generator, Result, Tensor, bf16, f16};
 
 /// A small classifier: Linear(6, 16), ReLU, Linear(16, 4) (the
 /// distributed tests widen the hidden layer).
@@ -196,6 +196,101 @@ fn two_gpu_replicas_match_one_device() {
         equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::PeerCopies);
         equivalence::<(Cuda<0>, Cuda<1>)>(ReducePath::Nccl);
         equivalence::<(Cuda<1>, Cuda<0>)>(ReducePath::Nccl);
+    }
+}
+
+/// Each parameter's gradient of the mean loss over rows `rows` of `batch`,
+/// on `D`, times the rows' share of the batch: what a replica (or a rank)
+/// with those rows sends, in `f32`.
+pub(crate) fn weighted_gradient<D: Device>(
+    model: &Mlp<Cpu>,
+    (x, y): &(Tensor<Cpu>, Tensor<Cpu, i64>),
+    rows: std::ops::Range<usize>,
+) -> Vec<Vec<f32>> {
+    let model = model.to::<D>();
+    let (start, len) = (rows.start, rows.len());
+    let shard = (x.narrow(0, start, len).to::<D>(), y.narrow(0, start, len).to::<D>());
+    let grads = model.loss(&shard).unwrap().backward();
+    let share = len as f32 / x.dims()[0] as f32;
+    model
+        .parameters()
+        .into_iter()
+        .map(|(_, p)| grads.get(&p).unwrap().to_vec().iter().map(|g| g * share).collect())
+        .collect()
+}
+
+pub(crate) fn to_bf16(v: f32) -> f32 {
+    bf16::from_f32(v).to_f32()
+}
+
+pub(crate) fn to_f16(v: f32) -> f32 {
+    f16::from_f32(v).to_f32()
+}
+
+/// Checks `got`, the parameters after one SGD step of rate 1 from `model`
+/// with buckets compressed by `round` (to `bf16` or `f16`), against the
+/// two contributions `parts` (from [`weighted_gradient`]): each rounded,
+/// summed in `f32`, and the sum rounded (NCCL's sum of two ranks in the
+/// half type; the root's `f32` sum of peer copies, rounded for the way
+/// back). Also checks that the `f32` sum would have missed, so that the
+/// check sees the compression.
+pub(crate) fn assert_compressed_step(
+    got: &[Vec<f32>],
+    model: &Mlp<Cpu>,
+    parts: &[Vec<Vec<f32>>; 2],
+    round: fn(f32) -> f32,
+    what: &str,
+) {
+    let before: Vec<Vec<f32>> = model.parameters().into_iter().map(|(_, p)| p.to_vec()).collect();
+    assert_eq!(got.len(), before.len(), "{what}");
+    let mut uncompressed_gap = 0f32;
+    for (p, (got, before)) in got.iter().zip(&before).enumerate() {
+        for (e, (&got, &w)) in got.iter().zip(before).enumerate() {
+            let [a, b] = [parts[0][p][e], parts[1][p][e]];
+            let want = w - round(round(a) + round(b));
+            assert!(
+                (got - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                "{what}: parameter {p}, element {e}: {got} vs {want}"
+            );
+            uncompressed_gap = uncompressed_gap.max((w - (a + b) - want).abs());
+        }
+    }
+    assert!(uncompressed_gap > 4e-6, "{what}: the f32 sum is within {uncompressed_gap} of the compressed one");
+}
+
+/// `compress_gradients` on two replicas of `L` summing over `path`:
+/// `parts` are the replicas' own weighted gradients of batch 0 (11 rows,
+/// split 5 and 6), on their own devices.
+fn compressed_steps<L: DeviceList>(model: &Mlp<Cpu>, path: ReducePath, parts: &[Vec<Vec<f32>>; 2])
+where
+    Mlp<Cpu>: Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), SgdConfig>,
+    <Mlp<Cpu> as Replicate<Cpu, L, (Tensor<Cpu>, Tensor<Cpu, i64>), SgdConfig>>::Root: Module<L::Root>,
+{
+    let sgd = SgdConfig { lr: 1.0, ..Default::default() };
+    for (dtype, round) in [(DType::BF16, to_bf16 as fn(f32) -> f32), (DType::F16, to_f16)] {
+        let dp = DataParallel::<L, _, _, _>::try_new(model, sgd).and_then(|dp| dp.try_reduce_with(path)).unwrap();
+        let mut dp =
+            if dtype == DType::BF16 { dp.compress_gradients::<bf16>() } else { dp.compress_gradients::<f16>() };
+        assert_eq!(dp.gradient_compression(), Some(dtype));
+        assert_eq!(dp.reduction(), path);
+        dp.step(&batch(0, 11));
+        let got: Vec<Vec<f32>> = dp.model().parameters().into_iter().map(|(_, p)| p.to_vec()).collect();
+        assert_compressed_step(&got, model, parts, round, &format!("{:?} over {path:?} in {dtype:?}", dp.devices()));
+    }
+}
+
+/// Gradients summed in `bf16` and `f16` (PyTorch's compress hooks), over
+/// peer copies between two CPU replicas and two GPUs, and over NCCL.
+#[test]
+fn compressed_gradients_are_sums_rounded_to_the_half_type() {
+    let (model, batch) = (Mlp::<Cpu>::new(16, 5), batch(0, 11));
+    let cpu = [weighted_gradient::<Cpu>(&model, &batch, 0..5), weighted_gradient::<Cpu>(&model, &batch, 5..11)];
+    compressed_steps::<(Cpu, Cpu)>(&model, ReducePath::PeerCopies, &cpu);
+    if crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>() {
+        let gpu =
+            [weighted_gradient::<Cuda<0>>(&model, &batch, 0..5), weighted_gradient::<Cuda<1>>(&model, &batch, 5..11)];
+        compressed_steps::<(Cuda<0>, Cuda<1>)>(&model, ReducePath::Nccl, &gpu);
+        compressed_steps::<(Cuda<0>, Cuda<1>)>(&model, ReducePath::PeerCopies, &gpu);
     }
 }
 

@@ -6,6 +6,7 @@ use super::CudaStorage;
 use super::context::{self, CudaDevice};
 use crate::error::{Error, Result};
 use cudarc::nccl::{result, sys};
+use std::any::Any;
 use std::sync::Arc;
 
 /// One communicator per GPU of a list, made together by `ncclCommInitAll`:
@@ -37,6 +38,35 @@ fn unavailable(reason: impl Into<String>) -> Error {
     Error::DeviceUnavailable { device: "NCCL".into(), reason: reason.into() }
 }
 
+/// A dense GPU buffer as NCCL sees it: its address, element count and
+/// NCCL's name for its element type (`f32`, or the half types that
+/// gradient compression sends).
+pub(crate) struct NcclBuffer {
+    ptr: *mut std::ffi::c_void,
+    count: usize,
+    dtype: sys::ncclDataType_t,
+}
+
+impl NcclBuffer {
+    /// The buffer of the storage of a dense tensor of `f32`, `bf16` or
+    /// `f16` on a GPU; an error naming `op` and `device` for any other
+    /// storage (another element type, or not GPU memory).
+    pub(crate) fn of(storage: &dyn Any, op: &'static str, device: &str) -> Result<Self> {
+        fn typed<E: crate::element::Element>(storage: &dyn Any, dtype: sys::ncclDataType_t) -> Option<NcclBuffer> {
+            let storage = storage.downcast_ref::<CudaStorage<E>>()?;
+            Some(NcclBuffer { ptr: storage.ptr() as *mut std::ffi::c_void, count: storage.len(), dtype })
+        }
+        typed::<f32>(storage, sys::ncclDataType_t::ncclFloat32)
+            .or_else(|| typed::<half::bf16>(storage, sys::ncclDataType_t::ncclBfloat16))
+            .or_else(|| typed::<half::f16>(storage, sys::ncclDataType_t::ncclFloat16))
+            .ok_or_else(|| Error::Argument {
+                op,
+                device: device.to_string(),
+                reason: "NCCL reduces GPU memory of f32, bf16 or f16 only".into(),
+            })
+    }
+}
+
 impl NcclClique {
     /// Communicators for the GPUs `ordinals` (distinct), rank `r` on
     /// `Cuda<ordinals[r]>`. Fails when NCCL is not installed
@@ -54,22 +84,22 @@ impl NcclClique {
         Ok(NcclClique { comms, devices })
     }
 
-    /// Sums rank `rank`'s `storage` with the other ranks' in place, queued
+    /// Sums rank `rank`'s `buffer` with the other ranks' in place, queued
     /// on the rank's compute stream after the work that wrote it. Every
     /// rank must make the same calls in the same order.
-    pub(crate) fn all_reduce_sum(&self, rank: usize, storage: &CudaStorage<f32>) -> Result<()> {
+    pub(crate) fn all_reduce_sum(&self, rank: usize, buffer: &NcclBuffer) -> Result<()> {
         let device = &self.devices[rank];
         device.ctx.bind_to_thread().map_err(|e| device.error("all_reduce", e))?;
-        let ptr = storage.ptr() as *mut std::ffi::c_void;
-        // SAFETY: the buffer holds `storage.len()` floats on this rank's GPU
-        // and stays alive while the call is queued: the caller keeps the
-        // tensor until later work on the same stream has read the result.
+        // SAFETY: the buffer holds `count` elements of `dtype` on this
+        // rank's GPU and stays alive while the call is queued: the caller
+        // keeps the tensor until later work on the same stream has read the
+        // result.
         unsafe {
             result::all_reduce(
-                ptr,
-                ptr,
-                storage.len(),
-                sys::ncclDataType_t::ncclFloat32,
+                buffer.ptr,
+                buffer.ptr,
+                buffer.count,
+                buffer.dtype,
                 sys::ncclRedOp_t::ncclSum,
                 self.comms[rank],
                 device.stream.cu_stream() as sys::cudaStream_t,
@@ -307,19 +337,18 @@ impl NcclRank {
         self.device.stream.wait(&reduced).map_err(|e| self.device.error("all_reduce", e))
     }
 
-    /// Sums `storage` with every rank's in place, queued on the
+    /// Sums `buffer` with every rank's in place, queued on the
     /// communication stream; read it after [`finish`](Self::finish).
-    pub(crate) fn all_reduce_sum(&self, storage: &CudaStorage<f32>) -> Result<()> {
-        let ptr = storage.ptr() as *mut std::ffi::c_void;
-        // SAFETY: the buffer holds `storage.len()` floats on this GPU and
-        // outlives the queued call (the caller keeps the tensor until later
-        // work on the same stream has read the result).
+    pub(crate) fn all_reduce_sum(&self, buffer: &NcclBuffer) -> Result<()> {
+        // SAFETY: the buffer holds `count` elements of `dtype` on this GPU
+        // and outlives the queued call (the caller keeps the tensor until
+        // later work on the same stream has read the result).
         self.queue("all_reduce", |comm, stream| unsafe {
             sys::ncclAllReduce(
-                ptr,
-                ptr,
-                storage.len(),
-                sys::ncclDataType_t::ncclFloat32,
+                buffer.ptr,
+                buffer.ptr,
+                buffer.count,
+                buffer.dtype,
                 sys::ncclRedOp_t::ncclSum,
                 comm,
                 stream,
