@@ -688,15 +688,24 @@ __device__ inline void dt_mma_a_from_d(unsigned int a[4], const float lo[4], con
 }
 
 /// Stores the D fragments `d` (rows r0 and r0 + 8) into the dense rows x
-/// cols matrix `x`, rounded to H.
+/// cols matrix `x`, rounded to H: each lane's two adjacent columns as one
+/// word where both exist and `x` is 4-byte aligned there.
 template <typename H, unsigned W>
 __device__ inline void dt_mma_store(H* x, const float d[W / 8][4], size_t r0, size_t rows, size_t cols, unsigned t) {
+    const bool words = cols % 2 == 0 && (size_t)x % 4 == 0;
 #pragma unroll
     for (unsigned j = 0; j < W / 8; ++j) {
 #pragma unroll
-        for (unsigned e = 0; e < 4; ++e) {
-            const size_t r = r0 + 8 * (e / 2), c = 8 * j + 2 * t + e % 2;
-            if (r < rows && c < cols) x[r * cols + c] = H(d[j][e]);
+        for (unsigned half = 0; half < 2; ++half) {
+            const size_t r = r0 + 8 * half, c = 8 * j + 2 * t;
+            if (r >= rows || c >= cols) continue;
+            const unsigned int pair = dt_pack2_rounded<H>(d[j][2 * half], d[j][2 * half + 1]);
+            if (words) {
+                *reinterpret_cast<unsigned int*>(x + r * cols + c) = pair;
+            } else {
+                x[r * cols + c].bits = (unsigned short)(pair & 0xffffu);
+                if (c + 1 < cols) x[r * cols + c + 1].bits = (unsigned short)(pair >> 16);
+            }
         }
     }
 }
