@@ -5,7 +5,7 @@
 use super::dim::Dim;
 use super::shape::StaticShape;
 use super::tensor::STensor;
-use crate::element::{Element, FloatElement};
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::or_panic;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -57,19 +57,21 @@ suffix_broadcast! {
     (A, B, C, F) ~ (B, C, F);
 }
 
-/// `a op b` for static tensors of one device whose shapes broadcast, for
-/// every owned/borrowed combination.
+/// `a op b` for static tensors of one device and one dtype whose shapes
+/// broadcast, for every owned/borrowed combination. Another device or dtype
+/// on the right is a compile error in PyTorch's words, as for [`Tensor`].
 macro_rules! tensor_operator {
     ($($Trait:ident, $method:ident, $try:ident, $E:ident => $Out:ty;)*) => {$(
-        tensor_operator!(@one $Trait, $method, $try, $E => $Out, &STensor<D1, S1, $E>, &STensor<D2, S2, $E>, |l, r| (l, r));
-        tensor_operator!(@one $Trait, $method, $try, $E => $Out, STensor<D1, S1, $E>, &STensor<D2, S2, $E>, |l, r| (&l, r));
-        tensor_operator!(@one $Trait, $method, $try, $E => $Out, &STensor<D1, S1, $E>, STensor<D2, S2, $E>, |l, r| (l, &r));
-        tensor_operator!(@one $Trait, $method, $try, $E => $Out, STensor<D1, S1, $E>, STensor<D2, S2, $E>, |l, r| (&l, &r));
+        tensor_operator!(@one $Trait, $method, $try, $E => $Out, &STensor<D1, S1, $E>, &STensor<D2, S2, E2>, |l, r| (l, r));
+        tensor_operator!(@one $Trait, $method, $try, $E => $Out, STensor<D1, S1, $E>, &STensor<D2, S2, E2>, |l, r| (&l, r));
+        tensor_operator!(@one $Trait, $method, $try, $E => $Out, &STensor<D1, S1, $E>, STensor<D2, S2, E2>, |l, r| (l, &r));
+        tensor_operator!(@one $Trait, $method, $try, $E => $Out, STensor<D1, S1, $E>, STensor<D2, S2, E2>, |l, r| (&l, &r));
     )*};
     (@one $Trait:ident, $method:ident, $try:ident, $E:ident => $Out:ty, $Lhs:ty, $Rhs:ty, |$l:ident, $r:ident| $refs:expr) => {
-        impl<D1: Device, D2: Device, S1: StaticShape, S2: StaticShape, $E: Element> $Trait<$Rhs> for $Lhs
+        impl<D1: Device, D2: Device, S1: StaticShape, S2: StaticShape, $E: Element, E2: Element> $Trait<$Rhs> for $Lhs
         where
             D1: SameDevice<D2>,
+            $E: SameDtype<E2>,
             S1: Broadcast<S2>,
         {
             type Output = STensor<D1, <S1 as Broadcast<S2>>::Out, $Out>;
@@ -77,7 +79,7 @@ macro_rules! tensor_operator {
             #[track_caller]
             fn $method(self, rhs: $Rhs) -> Self::Output {
                 let ($l, $r) = (self, rhs);
-                let (lhs, rhs): (&STensor<D1, S1, $E>, &STensor<D2, S2, $E>) = $refs;
+                let (lhs, rhs): (&STensor<D1, S1, $E>, &STensor<D2, S2, E2>) = $refs;
                 let rhs: &Tensor<D1, $E> = same_device(rhs.dynamic());
                 // The static sizes agree; dynamic ones (a batch) are checked here.
                 STensor::<D1, S1, $E>::wrap(or_panic(lhs.dynamic().$try::<D1, $E>(rhs)))

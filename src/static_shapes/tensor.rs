@@ -3,7 +3,7 @@
 use super::dim::{Const, Dim, Prod, StaticDim};
 use super::message::Message;
 use super::shape::{RemoveAxis, StaticShape, SwapAxes};
-use crate::element::{Element, FloatElement};
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result, or_panic};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -83,6 +83,23 @@ impl<D: Device, S: StaticShape, E: Element> STensor<D, S, E> {
     #[fallible]
     pub fn to<D2: Device>(&self) -> STensor<D2, S, E> {
         Ok(STensor { tensor: self.tensor.try_to()?, shape: self.shape })
+    }
+
+    /// This tensor's elements converted to `T`, shape unchanged (see
+    /// [`Tensor::to_dtype`]): the explicit form that a dtype mismatch
+    /// between static tensors asks for.
+    ///
+    /// ```
+    /// use devtensor::static_shapes::{Const, STensor};
+    /// use devtensor::{Cpu, Tensor, bf16};
+    /// let x: STensor<Cpu, (usize, Const<2>)> = Tensor::<Cpu>::ones([3, 2]).try_static()?;
+    /// let h: STensor<Cpu, (Const<2>,), bf16> = Tensor::<Cpu>::ones([2]).to_dtype::<bf16>().try_static()?;
+    /// assert_eq!((&x + &h.to_dtype::<f32>()).dynamic().to_vec(), vec![2.0; 6]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    #[fallible]
+    pub fn to_dtype<T: Element>(&self) -> STensor<D, S, T> {
+        Ok(STensor { tensor: self.tensor.try_to_dtype()?, shape: self.shape })
     }
 
     /// The same elements with shape `S2`. When both shapes are fully static,
@@ -186,9 +203,13 @@ impl<D: Device, M: Dim, K: Dim, E: FloatElement> STensor<D, (M, K), E> {
     /// # Ok::<(), devtensor::Error>(())
     /// ```
     #[track_caller]
-    pub fn matmul<D2: Device, K2: Dim, N: Dim>(&self, rhs: &STensor<D2, (K2, N), E>) -> STensor<D, (M, N), E>
+    pub fn matmul<D2: Device, K2: Dim, N: Dim, E2: Element>(
+        &self,
+        rhs: &STensor<D2, (K2, N), E2>,
+    ) -> STensor<D, (M, N), E>
     where
         D: SameDevice<D2>,
+        E: SameDtype<E2>,
     {
         let () = InnerDims::<K, K2>::OK;
         let rhs: &Tensor<D, E> = same_device(&rhs.tensor);

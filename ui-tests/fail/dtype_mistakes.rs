@@ -5,6 +5,7 @@
 // ui-tests/pass/dtype_mistakes_fixed.rs.
 use devtensor::nn::{cross_entropy, mse_loss, Conv2d, Linear, Reduction};
 use devtensor::ops::attention::AttentionMask;
+use devtensor::static_shapes::{Const, STensor};
 use devtensor::{bf16, f16, Checkpoint, Cpu, Cuda, Tensor};
 
 /// Adding a bf16 activation to an f32 residual.
@@ -50,6 +51,15 @@ fn accumulate(total: &mut Tensor<Cpu>, grad: &Tensor<Cpu, bf16>) {
 /// A bf16 checkpoint loaded into an f32 model without converting it.
 fn checkpoint(model: &mut Linear<Cpu>, path: &str) {
     Checkpoint::<Cpu, bf16>::load(path).load_into(model);
+}
+
+/// Static shapes: an f32 batch plus a bf16 bias, and an f32 batch times
+/// bf16 weights.
+fn static_bias(x: &STensor<Cpu, (usize, Const<10>)>, bias: &STensor<Cpu, (Const<10>,), bf16>) -> STensor<Cpu, (usize, Const<10>)> {
+    x + bias
+}
+fn static_product(x: &STensor<Cpu, (usize, Const<4>)>, w: &STensor<Cpu, (Const<4>, Const<10>), bf16>) -> STensor<Cpu, (usize, Const<10>)> {
+    x.matmul(w)
 }
 
 /// A device mistake and a dtype mistake in one expression: both reported.

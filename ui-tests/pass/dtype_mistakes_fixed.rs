@@ -2,6 +2,7 @@
 // dtype to compute in: one `.to_dtype::<..>()` per function.
 use devtensor::nn::{cross_entropy, mse_loss, Conv2d, Linear, Reduction};
 use devtensor::ops::attention::AttentionMask;
+use devtensor::static_shapes::{Const, STensor};
 use devtensor::{bf16, f16, Checkpoint, Cpu, Cuda, Tensor};
 
 fn residual(x: &Tensor<Cpu>, h: &Tensor<Cpu, bf16>) -> Tensor<Cpu> {
@@ -40,6 +41,13 @@ fn checkpoint(model: &mut Linear<Cpu>, path: &str) {
     Checkpoint::<Cpu, bf16>::load(path).to_dtype::<f32>().load_into(model);
 }
 
+fn static_bias(x: &STensor<Cpu, (usize, Const<10>)>, bias: &STensor<Cpu, (Const<10>,), bf16>) -> STensor<Cpu, (usize, Const<10>)> {
+    x + &bias.to_dtype::<f32>()
+}
+fn static_product(x: &STensor<Cpu, (usize, Const<4>)>, w: &STensor<Cpu, (Const<4>, Const<10>), bf16>) -> STensor<Cpu, (usize, Const<10>)> {
+    x.matmul(&w.to_dtype::<f32>())
+}
+
 #[allow(dead_code)] // needs a GPU to run; compiling it is the point
 fn both(x: &Tensor<Cuda<0>>, h: &Tensor<Cpu, bf16>) -> Tensor<Cuda<0>> {
     x + h.to::<Cuda<0>>().to_dtype::<f32>()
@@ -67,4 +75,10 @@ fn main() {
     let rounded: Vec<f32> = saved.weight.to_vec().iter().map(|&w| bf16::from_f32(w).to_f32()).collect();
     assert_eq!(model.weight.to_vec(), rounded);
     std::fs::remove_file(&path).ok();
+    let batch: STensor<Cpu, (usize, Const<10>)> = Tensor::<Cpu>::ones([2, 10]).try_static().unwrap();
+    let bias: STensor<Cpu, (Const<10>,), bf16> = half(&[10]).try_static().unwrap();
+    assert_eq!(static_bias(&batch, &bias).dynamic().dims(), &[2, 10]);
+    let inputs: STensor<Cpu, (usize, Const<4>)> = Tensor::<Cpu>::ones([2, 4]).try_static().unwrap();
+    let weights: STensor<Cpu, (Const<4>, Const<10>), bf16> = half(&[4, 10]).try_static().unwrap();
+    assert_eq!(static_product(&inputs, &weights).dynamic().dims(), &[2, 10]);
 }
