@@ -3,7 +3,7 @@
 use super::{ConvKernel, Unfold2d, direct};
 use crate::backend::Cpu;
 use crate::backend::cpu::{CpuStorage, narrowed, narrowed_all, output_buffer, pool_threads, widened};
-use crate::element::FloatElement;
+use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use rayon::prelude::*;
@@ -123,14 +123,16 @@ impl ConvKernel for Cpu {
         bias: Option<(&CpuStorage<E>, &Layout)>,
         g: &Unfold2d,
         out_channels: usize,
+        round_to: Option<DType>,
     ) -> Result<Option<CpuStorage<E>>> {
         if E::DTYPE.is_half() {
             let (x, w) = (widened("conv2d", image.0)?, widened("conv2d", weight.0)?);
             let b = bias.map(|(b, layout)| Ok::<_, Error>((widened("conv2d", b)?, layout))).transpose()?;
             let b = b.as_ref().map(|(b, layout)| (b, *layout));
-            let out = Self::conv2d_direct((&x, image.1), (&w, weight.1), b, g, out_channels)?;
+            let out = Self::conv2d_direct((&x, image.1), (&w, weight.1), b, g, out_channels, None)?;
             return out.map(|out| narrowed("conv2d", &out)).transpose();
         }
+        let Some(round) = rounds_bf16(round_to) else { return Ok(None) };
         let (Some(image), Some(weight)) = (dense_f32(image), dense_f32(weight)) else { return Ok(None) };
         let bias = match bias.map(dense_f32) {
             Some(None) => return Ok(None),
@@ -138,7 +140,7 @@ impl ConvKernel for Cpu {
             None => None,
         };
         let Some(isa) = direct::applies(g) else { return Ok(None) };
-        Ok(Some(from_f32(direct::conv2d(isa, image, weight, bias, g, out_channels)?)))
+        Ok(Some(from_f32(direct::conv2d(isa, image, weight, bias, g, out_channels, round)?)))
     }
 
     fn conv2d_weight_direct<E: FloatElement>(
@@ -146,16 +148,38 @@ impl ConvKernel for Cpu {
         grad: (&CpuStorage<E>, &Layout),
         g: &Unfold2d,
         out_channels: usize,
+        round_to: Option<DType>,
     ) -> Result<Option<[CpuStorage<E>; 2]>> {
         if E::DTYPE.is_half() {
             let (x, dy) = (widened("conv2d_backward", image.0)?, widened("conv2d_backward", grad.0)?);
-            let grads = Self::conv2d_weight_direct((&x, image.1), (&dy, grad.1), g, out_channels)?;
+            let grads = Self::conv2d_weight_direct((&x, image.1), (&dy, grad.1), g, out_channels, None)?;
             return grads.map(|grads| narrowed_all("conv2d_backward", grads)).transpose();
         }
+        let Some(round) = rounds_bf16(round_to) else { return Ok(None) };
         let (Some(image), Some(grad)) = (dense_f32(image), dense_f32(grad)) else { return Ok(None) };
         let Some(isa) = direct::weight_gradient_applies(g) else { return Ok(None) };
-        let (weight, bias) = direct::weight_gradient(isa, image, grad, g, out_channels)?;
+        let (weight, bias) = direct::weight_gradient(isa, image, grad, g, out_channels, round)?;
         Ok(Some([from_f32(weight), from_f32(bias)]))
+    }
+
+    /// For `bf16`, where both direct kernels run: the CNN step of
+    /// `benches/peers` under `autocast` spent about a quarter of its time
+    /// casting the convolution's 4.2M-element output and gradient to `bf16`
+    /// and back, which the kernels' rounding replaces. `f16` keeps the
+    /// casts: rounding to it in a vector needs F16C, which the AVX2
+    /// kernels do not assume.
+    fn fuses_rounding(half: DType, g: &Unfold2d) -> bool {
+        half == DType::BF16 && direct::applies(g).is_some() && direct::weight_gradient_applies(g).is_some()
+    }
+}
+
+/// Whether the direct kernels round for `round_to` (`Some(true)` for
+/// `bf16`, `Some(false)` for none), `None` for a type they cannot round to.
+fn rounds_bf16(round_to: Option<DType>) -> Option<bool> {
+    match round_to {
+        None => Some(false),
+        Some(DType::BF16) => Some(true),
+        Some(_) => None,
     }
 }
 

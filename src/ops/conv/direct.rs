@@ -15,6 +15,12 @@
 //!
 //! The kernels are written once over [`Vector`] and compiled for each
 //! instruction set by [`run_avx512`] and [`run_avx2`].
+//!
+//! Each kernel can also compute what it computes on `bf16` tensors
+//! (`round`): its inputs rounded to `bf16` as they are padded, packed or
+//! transposed, its sums in `f32`, its outputs rounded as they are stored,
+//! all in `f32` storage. That is `autocast`'s `bf16` convolution without
+//! the four passes of casts around it (see `ConvKernel::fuses_rounding`).
 
 use super::Unfold2d;
 use super::simd::Vector;
@@ -68,8 +74,9 @@ pub(super) fn applies(g: &Unfold2d) -> Option<CpuIsa> {
 
 /// `conv2d` of the dense image batch `image` (`g.image`) with the dense
 /// weight `[out_channels, C, KH, KW]` and an optional bias
-/// `[out_channels]`, into a new dense `[N, out_channels, OH, OW]`. Only
-/// with the instruction set [`applies`] returned.
+/// `[out_channels]`, into a new dense `[N, out_channels, OH, OW]`; with
+/// `round`, of the three rounded to `bf16`, and the output rounded too.
+/// Only with the instruction set [`applies`] returned.
 pub(super) fn conv2d(
     isa: CpuIsa,
     image: &[f32],
@@ -77,6 +84,7 @@ pub(super) fn conv2d(
     bias: Option<&[f32]>,
     g: &Unfold2d,
     out_channels: usize,
+    round: bool,
 ) -> Result<Vec<f32>> {
     let channels = block_channels(isa);
     let [n, c, h, w] = g.image;
@@ -90,7 +98,7 @@ pub(super) fn conv2d(
     let len = n.saturating_mul(c).saturating_mul(hp).saturating_mul(wp);
     let mut padded = output_buffer::<f32>("conv2d", len)?;
     padded.fill(0.0);
-    pad_planes(image, &mut padded, [h, w], [ph, pw]);
+    pad_planes(isa, image, &mut padded, [h, w], [ph, pw], round);
     // The weights as [blocks][C][KH*KW][channels], zero for the channels
     // past `out_channels` in the last block.
     let blocks = out_channels.div_ceil(channels);
@@ -99,7 +107,7 @@ pub(super) fn conv2d(
     for (o, filter) in weight.chunks_exact(c * taps).enumerate() {
         let (block, lane) = (o / channels, o % channels);
         for (i, &v) in filter.iter().enumerate() {
-            packed[(block * c * taps + i) * channels + lane] = v;
+            packed[(block * c * taps + i) * channels + lane] = rounded(v, round);
         }
     }
     let mut out = output_buffer::<f32>("conv2d", n * out_channels * oh * ow)?;
@@ -113,9 +121,11 @@ pub(super) fn conv2d(
         if let Some(bias) = bias {
             let first = block * channels;
             let own = &bias[first..(first + channels).min(out_channels)];
-            biases[..own.len()].copy_from_slice(own);
+            for (b, &v) in biases.iter_mut().zip(own) {
+                *b = rounded(v, round);
+            }
         }
-        run(isa, Job::Forward { image, weights, biases: &biases[..channels], out, shape: &shape });
+        run(isa, Job::Forward { image, weights, biases: &biases[..channels], out, shape: &shape, round });
     };
     // One task per image and block of output channels (the last block of
     // an image may be short), so that a batch of one still splits.
@@ -130,24 +140,44 @@ pub(super) fn conv2d(
 }
 
 /// Copies the `[h, w]` planes of `src` into the middle of the zeroed
-/// `[h + 2 ph, w + 2 pw]` planes of `padded`.
-fn pad_planes(src: &[f32], padded: &mut [f32], [h, w]: [usize; 2], [ph, pw]: [usize; 2]) {
+/// `[h + 2 ph, w + 2 pw]` planes of `padded`, with `round` rounding each
+/// row to `bf16` while it is in cache.
+fn pad_planes(isa: CpuIsa, src: &[f32], padded: &mut [f32], [h, w]: [usize; 2], [ph, pw]: [usize; 2], round: bool) {
     let (hp, wp) = (h + 2 * ph, w + 2 * pw);
     for (plane, src) in src.chunks_exact(h * w).enumerate() {
         for (y, row) in src.chunks_exact(w).enumerate() {
             let at = (plane * hp + y + ph) * wp + pw;
-            padded[at..at + w].copy_from_slice(row);
+            let dst = &mut padded[at..at + w];
+            dst.copy_from_slice(row);
+            if round {
+                run(isa, Job::Round { values: dst });
+            }
         }
     }
+}
+
+/// `v`, or with `round` the nearest `bf16` to it, as the vector kernels
+/// round ([`Vector::round_bf16`]): for the few values rounded one at a time.
+fn rounded(v: f32, round: bool) -> f32 {
+    if round { half::bf16::from_f32(v).to_f32() } else { v }
 }
 
 /// One call of a kernel, which [`run`] makes with the instruction set's
 /// code.
 enum Job<'a> {
     /// [`block_rows`].
-    Forward { image: &'a [f32], weights: &'a [f32], biases: &'a [f32], out: &'a mut [f32], shape: &'a Shape },
+    Forward {
+        image: &'a [f32],
+        weights: &'a [f32],
+        biases: &'a [f32],
+        out: &'a mut [f32],
+        shape: &'a Shape,
+        round: bool,
+    },
     /// [`transpose_gradient`].
-    Transpose { grad: &'a [f32], pixels: usize, out: &'a mut [f32], sums: &'a mut [f32] },
+    Transpose { grad: &'a [f32], pixels: usize, out: &'a mut [f32], sums: &'a mut [f32], round: bool },
+    /// [`round_in_place`].
+    Round { values: &'a mut [f32] },
     /// [`accumulate`].
     Accumulate {
         padded: &'a [f32],
@@ -183,10 +213,13 @@ impl Job<'_> {
         // SAFETY: the caller's.
         unsafe {
             match self {
-                Job::Forward { image, weights, biases, out, shape } => {
-                    block_rows::<V, CHANNELS>(image, weights, biases, out, shape)
+                Job::Forward { image, weights, biases, out, shape, round } => {
+                    block_rows::<V, CHANNELS>(image, weights, biases, out, shape, round)
                 }
-                Job::Transpose { grad, pixels, out, sums } => transpose_gradient::<V>(grad, pixels, out, sums),
+                Job::Transpose { grad, pixels, out, sums, round } => {
+                    transpose_gradient::<V>(grad, pixels, out, sums, round)
+                }
+                Job::Round { values } => round_in_place::<V>(values),
                 Job::Accumulate { padded, transposed, offsets, sums, shape } => {
                     accumulate::<V>(padded, transposed, offsets, sums, shape)
                 }
@@ -235,7 +268,8 @@ struct Shape {
 /// first channel on (`C` planes of `hp x wp`), `weights` the block's
 /// `[C][KH*KW][CHANNELS]`, `biases` the block's channels' biases. Each
 /// step computes two vectors of output pixels: of one row, or, for outputs
-/// at most a vector wide, of one row and the next.
+/// at most a vector wide, of one row and the next; `round` rounds them to
+/// `bf16` as they are stored.
 ///
 /// # Safety
 ///
@@ -247,6 +281,7 @@ unsafe fn block_rows<V: Vector, const CHANNELS: usize>(
     biases: &[f32],
     out: &mut [f32],
     s: &Shape,
+    round: bool,
 ) {
     let &Shape { c, kh, kw, hp, wp, oh, ow } = s;
     let lanes = V::LANES;
@@ -286,6 +321,14 @@ unsafe fn block_rows<V: Vector, const CHANNELS: usize>(
                 sum_taps::<V, CHANNELS, false>(&mut acc, rows, (first, second));
             } else {
                 sum_taps::<V, CHANNELS, true>(&mut acc, rows, (first, second));
+            }
+        }
+        if round {
+            // A loop, not a closure: a closure would not inherit the
+            // caller's target features, and the intrinsics would not inline.
+            for v in acc.iter_mut().flatten() {
+                // SAFETY: as above.
+                *v = unsafe { V::round_bf16(*v) };
             }
         }
         for (k, acc) in acc.iter().enumerate().take(channels) {
@@ -372,7 +415,8 @@ pub(super) fn weight_gradient_applies(g: &Unfold2d) -> Option<CpuIsa> {
 /// dense image batch `image` (`g.image`) and the dense output gradient
 /// `grad` `[N, out_channels, OH, OW]`: the sum over images and output
 /// pixels of `grad[o, pixel] · image[tap at pixel]`; and the bias's, the
-/// sum of `grad[o, pixel]`. With the instruction set
+/// sum of `grad[o, pixel]`. With `round`, of `image` and `grad` rounded to
+/// `bf16`, and both sums rounded too. With the instruction set
 /// [`weight_gradient_applies`] returned.
 ///
 /// `gemm` ran this product at about half the FMA peak after `unfold` had
@@ -387,6 +431,7 @@ pub(super) fn weight_gradient(
     grad: &[f32],
     g: &Unfold2d,
     out_channels: usize,
+    round: bool,
 ) -> Result<(Vec<f32>, Vec<f32>)> {
     const OP: &str = "conv2d";
     let [n, c, h, w] = g.image;
@@ -415,9 +460,10 @@ pub(super) fn weight_gradient(
         sums.fill(0.0);
         let mut bias_sums = vec![0.0; lanes];
         for b in first..(first + per_thread).min(n) {
-            pad_planes(&image[b * c * h * w..][..c * h * w], &mut padded, [h, w], [ph, pw]);
+            pad_planes(isa, &image[b * c * h * w..][..c * h * w], &mut padded, [h, w], [ph, pw], round);
             let grad = &grad[b * out_channels * oh * ow..][..out_channels * oh * ow];
-            run(isa, Job::Transpose { grad, pixels: oh * ow, out: &mut transposed, sums: &mut bias_sums });
+            let (pixels, out) = (oh * ow, &mut transposed);
+            run(isa, Job::Transpose { grad, pixels, out, sums: &mut bias_sums, round });
             let (padded, transposed, offsets) = (&padded[..], &transposed[..], &offsets[..]);
             run(isa, Job::Accumulate { padded, transposed, offsets, sums: &mut sums, shape: &shape });
         }
@@ -433,10 +479,10 @@ pub(super) fn weight_gradient(
     let mut out = output_buffer::<f32>(OP, out_channels * taps)?;
     for (o, row) in out.chunks_exact_mut(taps).enumerate() {
         for (t, v) in row.iter_mut().enumerate() {
-            *v = partials.iter().map(|(sums, _)| sums[t * lanes + o]).sum();
+            *v = rounded(partials.iter().map(|(sums, _)| sums[t * lanes + o]).sum(), round);
         }
     }
-    let bias = (0..out_channels).map(|o| partials.iter().map(|(_, sums)| sums[o]).sum()).collect();
+    let bias = (0..out_channels).map(|o| rounded(partials.iter().map(|(_, sums)| sums[o]).sum(), round)).collect();
     Ok((out, bias))
 }
 
@@ -456,12 +502,13 @@ struct GradShape {
 /// transposed in registers: a scalar copy cost as much as the products,
 /// and a gather per pixel still half as much. Adds each channel's sum to
 /// `sums` (`[lanes]`), the bias's gradient, from the transposed tiles.
+/// `round` rounds `grad` to `bf16` as it is loaded.
 ///
 /// # Safety
 ///
 /// The CPU must support `V`'s instruction set.
 #[inline(always)]
-unsafe fn transpose_gradient<V: Vector>(grad: &[f32], pixels: usize, out: &mut [f32], sums: &mut [f32]) {
+unsafe fn transpose_gradient<V: Vector>(grad: &[f32], pixels: usize, out: &mut [f32], sums: &mut [f32], round: bool) {
     let (channels, lanes) = (grad.len() / pixels, sums.len());
     assert!(channels <= lanes && lanes.is_multiple_of(V::LANES), "the bias sums have room");
     assert!(out.len() >= pixels * lanes, "the transposed gradient has room");
@@ -476,6 +523,10 @@ unsafe fn transpose_gradient<V: Vector>(grad: &[f32], pixels: usize, out: &mut [
                 // SAFETY: the mask enables `len` lanes from pixel `start` of
                 // channel `first + k` < channels: inside `grad`.
                 *row = unsafe { V::load_masked(grad.as_ptr().add((first + k) * pixels + start), mask) };
+                if round {
+                    // SAFETY: the CPU has V's instruction set.
+                    *row = unsafe { V::round_bf16(*row) };
+                }
             }
             let mut sum = unsafe { V::zero() };
             // SAFETY: the CPU has V's instruction set.
@@ -491,6 +542,23 @@ unsafe fn transpose_gradient<V: Vector>(grad: &[f32], pixels: usize, out: &mut [
             let sums = &mut sums[first..first + V::LANES];
             // SAFETY: `sums` is a vector long.
             unsafe { V::store(sums.as_mut_ptr(), V::add(V::load(sums.as_ptr()), sum)) };
+        }
+    }
+}
+
+/// Rounds every element of `values` to `bf16`, a vector at a time.
+///
+/// # Safety
+///
+/// The CPU must support `V`'s instruction set.
+#[inline(always)]
+unsafe fn round_in_place<V: Vector>(values: &mut [f32]) {
+    for start in (0..values.len()).step_by(V::LANES) {
+        // SAFETY: the CPU has V's instruction set; the mask enables the
+        // lanes from `start` that are inside `values`.
+        unsafe {
+            let (p, mask) = (values.as_mut_ptr().add(start), V::mask(values.len() - start));
+            V::store_masked(p, mask, V::round_bf16(V::load_masked(p, mask)));
         }
     }
 }

@@ -21,7 +21,7 @@ mod simd;
 use super::autocast::{self, autocast_in};
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
-use crate::element::{Element, FloatElement, SameDtype};
+use crate::element::{DType, Element, FloatElement, SameDtype};
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
@@ -115,14 +115,20 @@ pub trait ConvKernel: Backend {
     /// `[N, out_channels, OH, OW]`, computed directly where the device has
     /// a kernel for this geometry, element type and these layouts; `None`
     /// where it has not, and the caller unfolds and multiplies.
+    ///
+    /// With `round_to` (a half type, for `f32` storages), the three
+    /// inputs and the output are rounded to that type's values: what the
+    /// same convolution of half tensors gives, widened back. Only where
+    /// [`fuses_rounding`](Self::fuses_rounding) says the device does it.
     fn conv2d_direct<E: FloatElement>(
         image: (&Self::Storage<E>, &Layout),
         weight: (&Self::Storage<E>, &Layout),
         bias: Option<(&Self::Storage<E>, &Layout)>,
         geometry: &Unfold2d,
         out_channels: usize,
+        round_to: Option<DType>,
     ) -> Result<Option<Self::Storage<E>>> {
-        let _ = (image, weight, bias, geometry, out_channels);
+        let _ = (image, weight, bias, geometry, out_channels, round_to);
         Ok(None)
     }
 
@@ -133,14 +139,29 @@ pub trait ConvKernel: Backend {
     /// device has a kernel for this geometry, element type and these
     /// layouts; `None` where it has not, and the caller unfolds the image
     /// and multiplies.
+    ///
+    /// `round_to` rounds the inputs and both gradients to a half type's
+    /// values, as in [`conv2d_direct`](Self::conv2d_direct).
     fn conv2d_weight_direct<E: FloatElement>(
         image: (&Self::Storage<E>, &Layout),
         grad: (&Self::Storage<E>, &Layout),
         geometry: &Unfold2d,
         out_channels: usize,
+        round_to: Option<DType>,
     ) -> Result<Option<[Self::Storage<E>; 2]>> {
-        let _ = (image, grad, geometry, out_channels);
+        let _ = (image, grad, geometry, out_channels, round_to);
         Ok(None)
+    }
+
+    /// Whether this device's direct kernels compute an `autocast`
+    /// convolution in `half` for this geometry by rounding in `f32`
+    /// ([`conv2d_direct`](Self::conv2d_direct)'s `round_to`), the values of
+    /// the half convolution without casting the tensors around it. Where
+    /// they do not, `autocast` casts and runs the half kernels (the
+    /// products on a GPU's tensor cores).
+    fn fuses_rounding(half: DType, geometry: &Unfold2d) -> bool {
+        let _ = (half, geometry);
+        false
     }
 }
 
@@ -185,13 +206,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 
     fn conv2d_on(&self, weight: &Self, bias: Option<&Self>, window: Window2d, groups: usize) -> Result<Self> {
-        if let Some(half) = autocast::lowered::<E>() {
-            return autocast_in!(half, H => {
-                let (x, weight) = (self.try_to_dtype::<H>()?, weight.try_to_dtype::<H>()?);
-                let bias = bias.map(|b| b.try_to_dtype::<H>()).transpose()?;
-                x.conv2d_on(&weight, bias.as_ref(), window, groups)?.try_to_dtype::<E>()
-            });
-        }
         const OP: &str = "conv2d";
         let error = |reason: String| {
             let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
@@ -217,10 +231,20 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         if bias.is_some_and(|b| b.dims() != [out_channels]) {
             return Err(error(format!("the bias must be [{out_channels}]")));
         }
+        if let Some(half) = autocast::lowered::<E>() {
+            if groups == 1 && D::fuses_rounding(half, &geometry) {
+                return self.conv2d_one_group(weight, bias, geometry, out_channels, Some(half));
+            }
+            return autocast_in!(half, H => {
+                let (x, weight) = (self.try_to_dtype::<H>()?, weight.try_to_dtype::<H>()?);
+                let bias = bias.map(|b| b.try_to_dtype::<H>()).transpose()?;
+                x.conv2d_on(&weight, bias.as_ref(), window, groups)?.try_to_dtype::<E>()
+            });
+        }
         let taps = kh * kw * group_channels;
         let positions = geometry.output[0] * geometry.output[1];
         if groups == 1 {
-            return self.conv2d_one_group(weight, bias, geometry, out_channels);
+            return self.conv2d_one_group(weight, bias, geometry, out_channels, None);
         }
         // [N, C, KH*KW, L] -> [N, groups, C/groups * KH*KW, L], times
         // the weight as [groups, O/groups, C/groups * KH*KW].
@@ -271,12 +295,20 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// `w · columns` (plus the bias), the weight's gradient `Σ g · columnsᵀ`
     /// over the batch (with the bias's, `g` summed per channel), the
     /// image's the fold of `wᵀ · g`.
+    ///
+    /// With `round_to`, `autocast`'s convolution in that half type where
+    /// the device fuses the casts ([`ConvKernel::fuses_rounding`]): every
+    /// input of each product (the output gradient too) and every result is
+    /// rounded to the half type's values, so the result and the gradients
+    /// are those of the half convolution between casts, bit for bit where
+    /// the direct kernels run.
     fn conv2d_one_group(
         &self,
         weight: &Self,
         bias: Option<&Self>,
         geometry: Unfold2d,
         out_channels: usize,
+        round_to: Option<DType>,
     ) -> Result<Self> {
         let [n, _, _, _] = geometry.image;
         let [oh, ow] = geometry.output;
@@ -289,18 +321,21 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             let columns = D::unfold(x.storage(), x.layout().offset(), &geometry, E::ZERO)?;
             Ok(Tensor::from_storage(columns, [n, taps, oh * ow].into()))
         };
+        // Where no direct kernel runs, the products' inputs and results
+        // are rounded here, as the kernels would have.
+        let round = move |t: &Self| rounded_to(t, round_to);
         let forward = || {
             let bias = b.as_ref().map(|b| (b.storage(), b.layout()));
             let (image, kernel) = ((x.storage(), x.layout()), (w.storage(), w.layout()));
-            if let Some(out) = D::conv2d_direct(image, kernel, bias, &geometry, out_channels)? {
+            if let Some(out) = D::conv2d_direct(image, kernel, bias, &geometry, out_channels, round_to)? {
                 return Ok(Tensor::from_storage(out, [n, out_channels, oh, ow].into()));
             }
-            let out = w.try_reshape([out_channels, taps])?.try_matmul(&columns(&x)?)?;
+            let out = round(&w)?.try_reshape([out_channels, taps])?.try_matmul(&columns(&round(&x)?)?)?;
             let out = out.try_reshape([n, out_channels, oh, ow])?;
-            match &b {
-                Some(b) => out.try_add(&b.try_reshape([out_channels, 1, 1])?),
-                None => Ok(out),
-            }
+            round(&match &b {
+                Some(b) => out.try_add(&round(b)?.try_reshape([out_channels, 1, 1])?)?,
+                None => out,
+            })
         };
         let inputs = [self.node(), weight.node(), bias.and_then(Tensor::node)];
         autograd::track("conv2d", &inputs, forward, |_| {
@@ -308,16 +343,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             rule(move |g: &Tensor<D, E>, needs| {
                 let g = g.try_contiguous()?;
                 let image = needs.then(0, || {
-                    if let Some(image) = image_gradient_direct(&g, &w, &geometry)? {
+                    if let Some(image) = image_gradient_direct(&g, &w, &geometry, round_to)? {
                         return Ok(image);
                     }
-                    let g = g.try_reshape([n, out_channels, oh * ow])?;
-                    let columns = w.try_reshape([out_channels, taps])?.try_t()?.try_matmul(&g)?.try_contiguous()?;
-                    Ok(Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
+                    let g = round(&g)?.try_reshape([n, out_channels, oh * ow])?;
+                    let w = round(&w)?.try_reshape([out_channels, taps])?;
+                    let columns = w.try_t()?.try_matmul(&g)?.try_contiguous()?;
+                    round(&Tensor::from_storage(D::fold(columns.storage(), &geometry)?, geometry.image.into()))
                 })?;
                 let (image_dense, grad_dense) = ((x.storage(), x.layout()), (g.storage(), g.layout()));
                 let direct = if needs.get(1) || needs.get(2) {
-                    D::conv2d_weight_direct(image_dense, grad_dense, &geometry, out_channels)?
+                    D::conv2d_weight_direct(image_dense, grad_dense, &geometry, out_channels, round_to)?
                 } else {
                     None
                 };
@@ -327,12 +363,14 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
                         needs.get(2).then(|| Tensor::from_storage(bias, [out_channels].into())),
                     ),
                     None => {
-                        let g = g.try_reshape([n, out_channels, oh * ow])?;
+                        let g = round(&g)?.try_reshape([n, out_channels, oh * ow])?;
                         let weight = needs.then(1, || {
-                            let per_image = g.try_matmul(&columns(&x)?.try_transpose(1, 2)?)?;
-                            per_image.try_sum_to_shape(&[1, out_channels, taps].into())?.try_reshape(w.shape().clone())
+                            let per_image = g.try_matmul(&columns(&round(&x)?)?.try_transpose(1, 2)?)?;
+                            let weight = per_image.try_sum_to_shape(&[1, out_channels, taps].into())?;
+                            round(&weight.try_reshape(w.shape().clone())?)
                         })?;
-                        let sum = || g.try_sum_to_shape(&[1, out_channels, 1].into())?.try_reshape([out_channels]);
+                        let sum =
+                            || round(&g.try_sum_to_shape(&[1, out_channels, 1].into())?.try_reshape([out_channels])?);
                         (weight, needs.then(2, sum)?)
                     }
                 };
@@ -348,11 +386,12 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 /// its channel axes swapped, padded by `kernel - 1 - padding`, which gives
 /// `[N, C, H, W]`. `None` for other strides and dilations, where the kernel
 /// does not run, or where the padding exceeds `kernel - 1`; the caller then
-/// folds `wᵀ · g`.
+/// folds `wᵀ · g`. `round_to` as [`ConvKernel::conv2d_direct`]'s.
 fn image_gradient_direct<D: Device, E: FloatElement>(
     g: &Tensor<D, E>,
     weight: &Tensor<D, E>,
     forward: &Unfold2d,
+    round_to: Option<DType>,
 ) -> Result<Option<Tensor<D, E>>> {
     let [n, c, h, w] = forward.image;
     let &[o, _, kh, kw] = weight.dims() else { return Ok(None) };
@@ -367,9 +406,18 @@ fn image_gradient_direct<D: Device, E: FloatElement>(
     let flipped = weight.try_index_select(2, &reversed(kh)?)?.try_index_select(3, &reversed(kw)?)?;
     let flipped = flipped.try_permute([1, 0, 2, 3])?.try_contiguous()?;
     let g = g.try_contiguous()?;
-    let storage =
-        D::conv2d_direct((g.storage(), g.layout()), (flipped.storage(), flipped.layout()), None, &geometry, c)?;
+    let (g, flipped) = ((g.storage(), g.layout()), (flipped.storage(), flipped.layout()));
+    let storage = D::conv2d_direct(g, flipped, None, &geometry, c, round_to)?;
     Ok(storage.map(|s| Tensor::from_storage(s, [n, c, h, w].into())))
+}
+
+/// `t`, or with `round_to` its values rounded to that half type (a cast
+/// there and back).
+fn rounded_to<D: Device, E: FloatElement>(t: &Tensor<D, E>, round_to: Option<DType>) -> Result<Tensor<D, E>> {
+    match round_to {
+        None => Ok(t.clone()),
+        Some(half) => autocast_in!(half, H => t.try_to_dtype::<H>()?.try_to_dtype::<E>()),
+    }
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {

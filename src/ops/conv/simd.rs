@@ -48,7 +48,19 @@ pub(super) trait Vector: Copy {
     unsafe fn zero_tile() -> Self::Tile;
     /// The transpose of the square matrix whose rows are `rows`.
     unsafe fn transpose(rows: Self::Tile) -> Self::Tile;
+    /// Each lane rounded to the nearest `bf16` (ties to even), as an `f32`:
+    /// `bf16::from_f32(v).to_f32()` bit for bit, NaNs made quiet as
+    /// `half` makes them.
+    unsafe fn round_bf16(v: Self) -> Self;
 }
+
+/// The `f32` bits of `bf16` rounding, on integers: adding `0x7fff` plus
+/// the lowest kept bit carries into the kept bits exactly when the dropped
+/// half is above a tie, or a tie with an odd kept part (ties to even); a
+/// NaN keeps its top bits with the quiet bit set instead.
+const BF16_KEPT: i32 = 0xffff_0000_u32 as i32;
+/// See [`BF16_KEPT`].
+const BF16_QUIET: i32 = 0x0040_0000;
 
 /// A 512-bit register (AVX-512F).
 #[cfg(target_arch = "x86_64")]
@@ -109,6 +121,20 @@ impl Vector for Avx512 {
     unsafe fn zero_tile() -> Self::Tile {
         // SAFETY: the trait's contract (the CPU has the instruction set).
         unsafe { [Avx512(_mm512_setzero_ps()); 16] }
+    }
+    #[inline(always)]
+    unsafe fn round_bf16(v: Self) -> Self {
+        // SAFETY: the trait's contract (the CPU has the instruction set).
+        unsafe {
+            let bits = _mm512_castps_si512(v.0);
+            let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+            let carried = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+            let rounded = _mm512_and_si512(carried, _mm512_set1_epi32(BF16_KEPT));
+            let quiet =
+                _mm512_and_si512(_mm512_or_si512(bits, _mm512_set1_epi32(BF16_QUIET)), _mm512_set1_epi32(BF16_KEPT));
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v.0, v.0);
+            Avx512(_mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, rounded, quiet)))
+        }
     }
     /// Pairs of rows interleaved by 32 and then 64 bits give, in each
     /// 128-bit lane, four rows of one column; two rounds of lane shuffles
@@ -213,6 +239,20 @@ impl Vector for Avx2 {
         // SAFETY: the trait's contract (the CPU has the instruction set).
         unsafe { [Avx2(_mm256_setzero_ps()); 8] }
     }
+    #[inline(always)]
+    unsafe fn round_bf16(v: Self) -> Self {
+        // SAFETY: the trait's contract (the CPU has the instruction set).
+        unsafe {
+            let bits = _mm256_castps_si256(v.0);
+            let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
+            let carried = _mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
+            let rounded = _mm256_and_si256(carried, _mm256_set1_epi32(BF16_KEPT));
+            let quiet =
+                _mm256_and_si256(_mm256_or_si256(bits, _mm256_set1_epi32(BF16_QUIET)), _mm256_set1_epi32(BF16_KEPT));
+            let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v.0, v.0));
+            Avx2(_mm256_castsi256_ps(_mm256_blendv_epi8(rounded, quiet, nan)))
+        }
+    }
     /// Rows interleaved by 32 and then 64 bits give, in each 128-bit half,
     /// four rows of one column; swapping halves between rows `j` and
     /// `j + 4` completes each column.
@@ -240,6 +280,93 @@ impl Vector for Avx2 {
                 out[4 + j] = Avx2(_mm256_permute2f128_ps::<0x31>(t[j], t[4 + j]));
             }
             out
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", not(miri)))]
+mod tests {
+    use super::*;
+    use half::bf16;
+
+    /// Bit patterns that catch each part of the rounding: ties with an even
+    /// and an odd kept part, one step either side of a tie, the largest
+    /// finite value (which rounds to infinity), infinities, subnormals,
+    /// signalling and quiet NaNs with payloads; then a sweep of patterns
+    /// over every exponent.
+    fn patterns() -> Vec<u32> {
+        let mut bits = vec![
+            0x3f80_8000,
+            0x3f81_8000,
+            0x3f80_8001,
+            0x3f80_7fff,
+            0x3f81_7fff,
+            0x7f7f_ffff,
+            0xff7f_ffff,
+            0x7f80_0000,
+            0xff80_0000,
+            0x0000_0001,
+            0x0000_8000,
+            0x0001_8000,
+            0x807f_ffff,
+            0x7f80_0001,
+            0xff80_8001,
+            0x7fc0_0000,
+            0x7fa1_2345,
+            0x0000_0000,
+            0x8000_0000,
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        bits.extend((0..200_000).map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 32) as u32
+        }));
+        bits
+    }
+
+    /// Rounds `values` a vector at a time with `V`, compared with `half`'s
+    /// scalar conversion.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support `V`'s instruction set.
+    #[inline(always)]
+    unsafe fn check<V: Vector>() {
+        let values: Vec<f32> = patterns().into_iter().map(f32::from_bits).collect();
+        for chunk in values.chunks_exact(V::LANES) {
+            let mut out = vec![0.0f32; V::LANES];
+            // SAFETY: the caller's instruction set; `chunk` and `out` hold a vector.
+            unsafe { V::store(out.as_mut_ptr(), V::round_bf16(V::load(chunk.as_ptr()))) };
+            for (&v, &got) in chunk.iter().zip(&out) {
+                let want = bf16::from_f32(v).to_f32();
+                assert_eq!(got.to_bits(), want.to_bits(), "{:#010x}", v.to_bits());
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn check_avx512() {
+        // SAFETY: the caller's.
+        unsafe { check::<Avx512>() }
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn check_avx2() {
+        // SAFETY: the caller's.
+        unsafe { check::<Avx2>() }
+    }
+
+    #[test]
+    fn vector_bf16_rounding_matches_half() {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: detected above.
+            unsafe { check_avx512() };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: detected above.
+            unsafe { check_avx2() };
         }
     }
 }
