@@ -127,7 +127,10 @@ fn flatten_bucket<D: Device>(params: &[&Tensor<D>], grads: &Gradients, weight: f
         flat.push(g);
     }
     let refs: Vec<&Tensor<D>> = flat.iter().collect();
-    Tensor::try_cat(&refs, 0)?.try_mul_scalar(weight)
+    let bucket = Tensor::try_cat(&refs, 0)?;
+    // Times 1 is every value itself (NaN, infinities and -0 too): no pass
+    // for it (a compressed DDP bucket is scaled on the device instead).
+    if weight == 1.0 { Ok(bucket) } else { bucket.try_mul_scalar(weight) }
 }
 
 /// Runs backward from `loss` and hands each bucket of `buckets` (indices
