@@ -202,7 +202,8 @@ where
     /// Sets the bucket size in bytes (25 MiB by default, as PyTorch's
     /// `bucket_cap_mb`): smaller buckets start reducing earlier during
     /// backward, at the cost of more NCCL calls. Every rank must use the
-    /// same size.
+    /// same size (checked at the first step, as
+    /// [`compress_gradients`](Self::compress_gradients)).
     pub fn bucket_bytes(mut self, bytes: usize) -> Self {
         self.buckets = plan_buckets(&parameter_bytes(&self.model), bytes.max(1));
         self
@@ -218,7 +219,9 @@ where
     /// batch's size (learnt at the start of each step, from one small
     /// `f32` all-reduce), so what travels in `H` is no larger than the
     /// mean gradient, as PyTorch divides by the world size before sending.
-    /// Every rank must compress the same way.
+    /// Every rank must compress the same way: the first step checks, and
+    /// fails on every rank naming the first that differs (where PyTorch's
+    /// NCCL calls would wait for each other until the timeout).
     pub fn compress_gradients<H: LowerPrecision>(mut self) -> Self {
         self.wire = WireType::of::<H>();
         self
@@ -231,7 +234,8 @@ where
     }
 
     /// Clips the summed gradient to this total 2-norm before each step
-    /// (every rank clips the same sum the same way).
+    /// (every rank clips the same sum the same way; every rank must set the
+    /// same norm, checked at the first step).
     pub fn clip_grad_norm(mut self, max_norm: f64) -> Self {
         self.max_grad_norm = Some(max_norm);
         self
@@ -290,7 +294,51 @@ where
         }
     }
 
+    /// What every rank must set alike, each a `(setting, value)`: a
+    /// mismatch would make the ranks' NCCL calls differ (a hang until the
+    /// job's timeout, in PyTorch too) or their steps differ (replicas that
+    /// drift apart unnoticed).
+    fn settings(&self) -> [(&'static str, String); 3] {
+        let wire = self.gradient_compression().unwrap_or(DType::F32);
+        let buckets = self.buckets.iter().map(Vec::len).collect::<Vec<_>>();
+        [
+            ("compress_gradients", format!("gradients sent in {}", wire.name())),
+            ("bucket_bytes", format!("buckets of {buckets:?} parameters")),
+            ("clip_grad_norm", format!("clip_grad_norm({:?})", self.max_grad_norm)),
+        ]
+    }
+
+    /// Before the first step's collectives: every rank shows its
+    /// [`settings`](Self::settings) in the store and reads every other
+    /// rank's, so that all fail alike, naming the first rank and setting
+    /// that differ from rank 0's.
+    fn check_settings_agree(&self) -> Result<()> {
+        let (store, rank) = (self.group.store(), self.group.rank());
+        let mine = self.settings().map(|(_, value)| value).join("\n");
+        let key = |r: usize| format!("devtensor/ddp/settings/{r}");
+        store.try_set(&key(rank), mine.as_bytes())?;
+        let all = (0..self.group.world_size()).map(|r| store.try_get(&key(r))).collect::<Result<Vec<_>>>()?;
+        let on_0 = lines(&all[0]);
+        for (other, theirs) in all.iter().enumerate().skip(1) {
+            for ((setting, _), (expected, there)) in self.settings().iter().zip(on_0.iter().zip(lines(theirs))) {
+                if *expected != there {
+                    return Err(Error::Distributed {
+                        rank: Some(rank),
+                        reason: format!(
+                            "rank {other}'s settings differ from rank 0's: {there} there, but {expected} on rank 0; \
+                             every rank must call `{setting}` alike"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn step_on(&mut self, batch: &M::Batch) -> Result<f32> {
+        if self.steps == 1 {
+            self.check_settings_agree()?;
+        }
         let DistributedDataParallel { group, model, optimizer, buckets, max_grad_norm, wire, overlapped, .. } = self;
         let comm = group.comm()?;
         let rows = batch.try_batch_len()?;

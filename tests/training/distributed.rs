@@ -293,7 +293,7 @@ fn ddp_rank() {
 
 fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Result<()> {
     let (rank, world) = (job.rank, job.world_size);
-    if scenario == "bf16" || scenario == "f16" {
+    if matches!(scenario, "bf16" | "f16" | "mismatch") {
         return compressed_scenario::<D>(job, scenario);
     }
     if scenario == "late" && rank == 1 {
@@ -350,12 +350,17 @@ fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Re
 
 /// One SGD step of rate 1 on global batch 0 with buckets sent in `bf16`
 /// or `f16` (`scenario`), from rank 0's weights; prints the parameters.
+/// `mismatch`: only rank 1 compresses (in `bf16`).
 fn compressed_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Result<()> {
     let (rank, world) = (job.rank, job.world_size);
     let group = ProcessGroup::<D>::try_new(job)?;
     let sgd = SgdConfig { lr: 1.0, ..Default::default() };
     let ddp = DistributedDataParallel::try_new(group, Mlp::<D>::new(16, rank as u64), sgd)?.bucket_bytes(256);
-    let mut ddp = if scenario == "bf16" { ddp.compress_gradients::<bf16>() } else { ddp.compress_gradients::<f16>() };
+    let mut ddp = match (scenario, rank) {
+        ("bf16", _) | ("mismatch", 1) => ddp.compress_gradients::<bf16>(),
+        ("f16", _) => ddp.compress_gradients::<f16>(),
+        _ => ddp,
+    };
     let (x, y) = global_batch(0);
     let (start, end) = (7 * rank / world, 7 * (rank + 1) / world);
     ddp.try_step(&(x.narrow(0, start, end - start).to::<D>(), y.narrow(0, start, end - start).to::<D>()))?;
@@ -546,6 +551,26 @@ fn a_rank_that_never_arrives_is_named_after_the_timeout() {
     let error = error_of(&text, 0);
     assert!(error.contains("timed out after 3s") && error.contains("rank 1 never joined"), "{text}");
     assert!(text.contains("devtensor-run: rank 1 is still running"), "{text}");
+}
+
+/// Ranks that would send their buckets in different types (whose NCCL
+/// calls would not match, a hang until the timeout) all fail at the first
+/// step instead, naming the setting.
+#[test]
+fn ranks_that_compress_differently_fail_at_the_first_step_naming_the_setting() {
+    if !gpus_ready() {
+        return;
+    }
+    let (ok, text) = launch("mismatch", 2);
+    assert!(!ok, "{text}");
+    // Each rank finds the difference; the one that reports it second
+    // passes on the first one's report ("stopped because rank 1 failed: ...").
+    let finding = "rank 1's settings differ from rank 0's: gradients sent in bf16 there, but gradients sent in f32 \
+                   on rank 0; every rank must call `compress_gradients` alike";
+    for rank in 0..2 {
+        let error = error_of(&text, rank);
+        assert!(error.starts_with(&format!("distributed job, rank {rank}: ")) && error.ends_with(finding), "{text}");
+    }
 }
 
 #[test]
