@@ -176,25 +176,31 @@ impl SharedOut {
     }
 }
 
-/// `a` as rows of pairs, padded to whole blocks of `ROWS` rows: row `i`,
-/// pair `p` at `i * pairs + p`, the word of `a[i][2p]` and `a[i][2p + 1]`;
-/// zeros past `m` and `k`. For dense rows, a copy.
+/// `a` in blocks of `ROWS` rows, each block pair by pair: row `i` of
+/// block `b`, pair `p` at `(b * pairs + p) * ROWS + i`, the word of
+/// `a[b ROWS + i][2p]` and `a[b ROWS + i][2p + 1]`; zeros past `m` and
+/// `k`. So the micro-kernel reads each pair's `ROWS` words from one place:
+/// with a slice per row it kept six pointers and six bounds checks in its
+/// loop, two of the pointers spilled to the stack.
 fn pack_rows(a: Bf16Matrix<'_>, m: usize, k: usize) -> Vec<u32> {
     let pairs = k.div_ceil(2);
     let mut packed = vec![0u32; m.div_ceil(ROWS) * ROWS * pairs];
-    packed.par_chunks_mut(pairs.max(1)).take(m).enumerate().for_each(|(i, words)| {
-        if a.col_stride == 1 {
-            let row = a.dense_row(i, 0, k);
-            for (word, two) in words.iter_mut().zip(row.chunks_exact(2)) {
-                *word = pair(two[0], two[1]);
-            }
-            if k % 2 == 1 {
-                words[pairs - 1] = pair(row[k - 1], bf16::ZERO);
-            }
-        } else {
-            for (p, word) in words.iter_mut().enumerate() {
-                let high = if 2 * p + 1 < k { a.bits(i, 2 * p + 1) } else { 0 };
-                *word = a.bits(i, 2 * p) | high << 16;
+    packed.par_chunks_mut((ROWS * pairs).max(1)).enumerate().for_each(|(block, words)| {
+        for (r, i) in (block * ROWS..m.min((block + 1) * ROWS)).enumerate() {
+            let mut put = |p: usize, word: u32| words[p * ROWS + r] = word;
+            if a.col_stride == 1 {
+                let row = a.dense_row(i, 0, k);
+                for (p, two) in row.chunks_exact(2).enumerate() {
+                    put(p, pair(two[0], two[1]));
+                }
+                if k % 2 == 1 {
+                    put(pairs - 1, pair(row[k - 1], bf16::ZERO));
+                }
+            } else {
+                for p in 0..pairs {
+                    let high = if 2 * p + 1 < k { a.bits(i, 2 * p + 1) } else { 0 };
+                    put(p, a.bits(i, 2 * p) | high << 16);
+                }
             }
         }
     });
@@ -267,20 +273,17 @@ unsafe fn micro_tile(
 ) {
     use std::arch::x86_64::*;
     assert!(a_block.len() >= pairs * ROWS && panel.len() >= pairs * COLS);
-    // Each row's pairs as a slice of exactly `pairs` words, so that the
-    // loop below carries no bounds checks.
-    let rows: [&[u32]; ROWS] = std::array::from_fn(|r| &a_block[r * pairs..(r + 1) * pairs]);
     let mut acc = [[_mm512_setzero_ps(); COLS / 16]; ROWS];
-    for (p, words) in panel.chunks_exact(COLS).take(pairs).enumerate() {
+    for (rows, words) in a_block.chunks_exact(ROWS).zip(panel.chunks_exact(COLS)).take(pairs) {
         // SAFETY: `words` holds COLS = 4 × 16 words, so the four unaligned
         // loads of 16 are in bounds; 16 words are 32 bf16 values, which
         // is what the instruction reads.
         let b: [__m512bh; COLS / 16] = std::array::from_fn(|c| unsafe {
             std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(words.as_ptr().add(c * 16).cast()))
         });
-        for (acc, row) in acc.iter_mut().zip(&rows) {
+        for (acc, &word) in acc.iter_mut().zip(rows) {
             // SAFETY: as above, one word broadcast to 16 lanes.
-            let a = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(row[p] as i32)) };
+            let a = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(word as i32)) };
             for (sum, &b) in acc.iter_mut().zip(&b) {
                 *sum = _mm512_dpbf16_ps(*sum, a, b);
             }
