@@ -103,7 +103,7 @@ impl Backend for Cpu {
     }
 
     fn cast<E: Element, T: Element>(storage: &CpuStorage<E>, layout: &Layout) -> Result<CpuStorage<T>> {
-        Ok(CpuStorage::from_vec(map_strided("to_dtype", &storage.data, layout, |x| x.cast::<T>())?))
+        cast_as_laid_out("to_dtype", storage, layout)
     }
 }
 
