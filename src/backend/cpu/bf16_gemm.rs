@@ -27,6 +27,8 @@
 use super::{Cpu, CpuIsa, pool_threads};
 use half::bf16;
 use rayon::prelude::*;
+use std::cell::Cell;
+use std::thread::LocalKey;
 
 /// Rows of a micro-tile.
 const ROWS: usize = 6;
@@ -107,16 +109,20 @@ pub(crate) fn product(
     let (m, n, a, b) = if transposed { (n, m, b.transposed(), a.transposed()) } else { (m, n, a, b) };
     let pairs = k.div_ceil(2);
     let blocks = m.div_ceil(ROWS);
-    let packed_a = pack_rows(a, m, k);
+    let mut packed_a = Scratch::take(&PACKED_ROWS, blocks * ROWS * pairs);
+    pack_rows(a, m, k, &mut packed_a);
     let panels = n.div_ceil(COLS);
     // Enough tasks for every thread: each panel's rows in `parts` runs.
     let parts = (pool_threads() * 2).div_ceil(panels).clamp(1, blocks);
     let per_part = blocks.div_ceil(parts);
     let run = |(panel, part): (usize, usize)| {
         let columns = panel * COLS..(n.min((panel + 1) * COLS));
-        let packed_b = pack_panel(b, k, columns.clone());
+        let mut packed_b = Scratch::take(&PACKED_PANEL, pairs * COLS);
+        pack_panel(b, k, columns.clone(), &mut packed_b);
         // The bias is per output column: per row of a transposed product.
         let (mut column_bias, mut row_bias) = ([0f32; COLS], [0f32; ROWS]);
+        // Every block's sums overwrite the whole tile.
+        let mut tile = [[bf16::ZERO; COLS]; ROWS];
         for block in part * per_part..blocks.min((part + 1) * per_part) {
             let rows = block * ROWS..m.min((block + 1) * ROWS);
             if let Some(bias) = bias {
@@ -128,7 +134,6 @@ pub(crate) fn product(
                 to.iter_mut().zip(from).for_each(|(to, b)| *to = b.to_f32());
             }
             let a_block = &packed_a[block * ROWS * pairs..(block + 1) * ROWS * pairs];
-            let mut tile = [[bf16::ZERO; COLS]; ROWS];
             // SAFETY: `available` checked the CPU's features (asserted above).
             unsafe { micro_tile(a_block, &packed_b, pairs, (&column_bias, &row_bias), &mut tile) };
             for (r, row) in rows.clone().zip(&tile) {
@@ -143,6 +148,60 @@ pub(crate) fn product(
         tasks.into_par_iter().for_each(run);
     } else {
         tasks.into_iter().for_each(run);
+    }
+}
+
+thread_local! {
+    /// The left operand packed by the last product this thread ran.
+    static PACKED_ROWS: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+    /// The right operand's panel packed by the last task this thread ran.
+    static PACKED_PANEL: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Packed operands larger than this are freed after the product, so that a
+/// thread holds at most this much between products.
+const SCRATCH_KEEP_BYTES: usize = 8 << 20;
+
+/// A buffer for a packed operand, kept per thread from one product to the
+/// next: allocating and zero-filling fresh ones (the packing writes every
+/// word anyway), with a zeroed tile per block, cost about 5% of a product
+/// at 1024. Its words are stale until the packing overwrites them all. It leaves the thread's slot empty while
+/// in use, so that a product which runs inside another (a task stolen while
+/// waiting) allocates its own instead of sharing it.
+struct Scratch {
+    words: Vec<u32>,
+    len: usize,
+    slot: &'static LocalKey<Cell<Vec<u32>>>,
+}
+
+impl Scratch {
+    fn take(slot: &'static LocalKey<Cell<Vec<u32>>>, len: usize) -> Self {
+        let mut words = slot.take();
+        if words.len() < len {
+            words.resize(len, 0);
+        }
+        Scratch { words, len, slot }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.words[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [u32] {
+        &mut self.words[..self.len]
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.words.capacity() * size_of::<u32>() <= SCRATCH_KEEP_BYTES {
+            self.slot.set(std::mem::take(&mut self.words));
+        }
     }
 }
 
@@ -176,19 +235,22 @@ impl SharedOut {
     }
 }
 
-/// `a` in blocks of `ROWS` rows, each block pair by pair: row `i` of
-/// block `b`, pair `p` at `(b * pairs + p) * ROWS + i`, the word of
-/// `a[b ROWS + i][2p]` and `a[b ROWS + i][2p + 1]`; zeros past `m` and
-/// `k`. So the micro-kernel reads each pair's `ROWS` words from one place:
-/// with a slice per row it kept six pointers and six bounds checks in its
-/// loop, two of the pointers spilled to the stack.
-fn pack_rows(a: Bf16Matrix<'_>, m: usize, k: usize) -> Vec<u32> {
+/// `a` in blocks of `ROWS` rows, each block pair by pair, into `packed`
+/// (every word written): row `i` of block `b`, pair `p` at
+/// `(b * pairs + p) * ROWS + i`, the word of `a[b ROWS + i][2p]` and
+/// `a[b ROWS + i][2p + 1]`; zeros past `m` and `k`. So the micro-kernel
+/// reads each pair's `ROWS` words from one place: with a slice per row it
+/// kept six pointers and six bounds checks in its loop, two of the
+/// pointers spilled to the stack.
+fn pack_rows(a: Bf16Matrix<'_>, m: usize, k: usize, packed: &mut [u32]) {
     let pairs = k.div_ceil(2);
-    let mut packed = vec![0u32; m.div_ceil(ROWS) * ROWS * pairs];
     packed.par_chunks_mut((ROWS * pairs).max(1)).enumerate().for_each(|(block, words)| {
-        for (r, i) in (block * ROWS..m.min((block + 1) * ROWS)).enumerate() {
+        for r in 0..ROWS {
+            let i = block * ROWS + r;
             let mut put = |p: usize, word: u32| words[p * ROWS + r] = word;
-            if a.col_stride == 1 {
+            if i >= m {
+                (0..pairs).for_each(|p| put(p, 0));
+            } else if a.col_stride == 1 {
                 let row = a.dense_row(i, 0, k);
                 for (p, two) in row.chunks_exact(2).enumerate() {
                     put(p, pair(two[0], two[1]));
@@ -204,15 +266,12 @@ fn pack_rows(a: Bf16Matrix<'_>, m: usize, k: usize) -> Vec<u32> {
             }
         }
     });
-    packed
 }
 
-/// Columns `columns` of `b` as one panel: pair `p`, column `j` at
-/// `p * COLS + j`, the word `b[2p][j] | b[2p + 1][j] << 16`; zeros past the
-/// columns and `k`.
-fn pack_panel(b: Bf16Matrix<'_>, k: usize, columns: std::ops::Range<usize>) -> Vec<u32> {
-    let pairs = k.div_ceil(2);
-    let mut packed = vec![0u32; pairs * COLS];
+/// Columns `columns` of `b` as one panel, into `packed` (every word
+/// written): pair `p`, column `j` at `p * COLS + j`, the word
+/// `b[2p][j] | b[2p + 1][j] << 16`; zeros past the columns and `k`.
+fn pack_panel(b: Bf16Matrix<'_>, k: usize, columns: std::ops::Range<usize>, packed: &mut [u32]) {
     let width = columns.len();
     if b.col_stride == 1 {
         // Dense rows: two rows' runs, interleaved.
@@ -224,6 +283,7 @@ fn pack_panel(b: Bf16Matrix<'_>, k: usize, columns: std::ops::Range<usize>) -> V
             } else {
                 words.iter_mut().zip(low).for_each(|(w, &l)| *w = pair(l, bf16::ZERO));
             }
+            words[width..].fill(0);
         }
     } else if b.row_stride == 1 {
         // Dense columns (a transposed operand, as `Linear`'s weight): each
@@ -244,6 +304,7 @@ fn pack_panel(b: Bf16Matrix<'_>, k: usize, columns: std::ops::Range<usize>) -> V
                     words[len / 2 * COLS + c] = pair(column[len - 1], bf16::ZERO);
                 }
             }
+            words.chunks_mut(COLS).for_each(|pair_words| pair_words[width..].fill(0));
         }
     } else {
         for (p, words) in packed.chunks_mut(COLS).enumerate() {
@@ -251,9 +312,9 @@ fn pack_panel(b: Bf16Matrix<'_>, k: usize, columns: std::ops::Range<usize>) -> V
                 let high = if 2 * p + 1 < k { b.bits(2 * p + 1, j) } else { 0 };
                 *word = b.bits(2 * p, j) | high << 16;
             }
+            words[width..].fill(0);
         }
     }
-    packed
 }
 
 /// `tile = a_block · panel + bias` over `pairs` pairs of `k`, the `f32`
