@@ -16,10 +16,10 @@
 //! tensor's dtype is part of its type here, and the policy must not change
 //! what the code says. The cost is that activations are stored in `f32`
 //! and the casts take a pass each; the products, which dominate, run at
-//! the half type's rate. On the CPU, a `bf16` convolution that the direct
+//! the half type's rate. On the CPU, a convolution that the direct
 //! kernels take skips the casts: the kernels round their inputs and
-//! outputs to `bf16` values in `f32` storage, which gives the cast
-//! convolution's results and gradients bit for bit (the `bf16`
+//! outputs to the half type's values in `f32` storage, which gives the
+//! cast convolution's results and gradients bit for bit (the half
 //! convolution there runs the same `f32` kernel between casts).
 //!
 //! The setting is per thread and per scope, as PyTorch's. A

@@ -229,57 +229,83 @@ fn grad_scaler_follows_pytorch<D: Device>() {
     assert!(err.contains("without with_scaler"), "{err}");
 }
 
+/// The sizes of one case of the property below.
+#[derive(Debug, Clone, Copy)]
+struct ConvCase {
+    n: usize,
+    c: usize,
+    o: usize,
+    h: usize,
+    w: usize,
+    k: usize,
+    pad: usize,
+    with_bias: bool,
+    seed: u64,
+}
+
+/// One case of `autocast_convolutions_on_the_cpu_are_the_half_convolutions`
+/// in `H`, whose rounding step near 1 is `epsilon`.
+fn autocast_conv_is_the_half_conv<H: devtensor::ops::autocast::LowerPrecision>(
+    case: ConvCase,
+    epsilon: f32,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let ConvCase { n, c, o, h, w, k, pad, with_bias, seed } = case;
+    let x = random::<Cpu>(&[n, c, h, w], seed).requires_grad();
+    let conv = Conv2d::<Cpu>::from_weights(
+        random(&[o, c, k, k], seed + 1) * 0.5,
+        with_bias.then(|| random(&[o], seed + 2)),
+        Conv2dConfig { padding: [pad, pad], ..Default::default() },
+    );
+    let upstream = random::<Cpu>(&[n, o, h + 2 * pad + 1 - k, w + 2 * pad + 1 - k], seed + 3);
+    let auto = autocast::<H, _>(|| conv.forward(&x));
+    let window = Window2d { padding: [pad, pad], ..Window2d::new([k, k]) };
+    let cast = |t: &Tensor<Cpu>| t.to_dtype::<H>();
+    let bias = conv.bias.as_ref().map(cast);
+    let explicit = cast(&x).conv2d(&cast(&conv.weight), bias.as_ref(), window, 1).to_dtype::<f32>();
+    assert_same("conv2d", &auto, &explicit);
+    let full = conv.forward(&x);
+    proptest::prop_assert_ne!(auto.to_vec(), full.to_vec(), "autocast must round");
+
+    let (got, want) = ((&auto * &upstream).sum().backward(), (&explicit * &upstream).sum().backward());
+    let mut leaves = vec![("weight", &conv.weight)];
+    leaves.extend(conv.bias.as_ref().map(|b| ("bias", b)));
+    for (name, leaf) in leaves {
+        assert_same(name, got.get(leaf).unwrap(), want.get(leaf).unwrap());
+    }
+    let (got, want) = (got.get(&x).unwrap().to_vec(), want.get(&x).unwrap().to_vec());
+    if pad < k && w >= 8 {
+        proptest::prop_assert_eq!(got, want, "the image gradient");
+    } else {
+        let scale = upstream.abs().max().item() * conv.weight.abs().sum().item();
+        for (g, e) in got.iter().zip(&want) {
+            proptest::prop_assert!((g - e).abs() <= scale * epsilon, "image gradient {} against {}", g, e);
+        }
+    }
+    Ok(())
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(crate::common::cpu_cases(24)))]
 
-    /// On the CPU, `autocast::<bf16>` computes a convolution its direct
-    /// kernels take by rounding inside them, in `f32`, instead of casting
-    /// around the `bf16` convolution: the output and all three gradients
-    /// must still be the explicit casts' bit for bit, on random shapes wide
-    /// enough for the kernels (rows of 8 and more) and ones too narrow
-    /// (which cast), with and without a bias. Where the image gradient's
-    /// own direct kernel does not run (the image padded by more than
-    /// `kernel - 1`, or narrower than 8) it is a product and a fold
-    /// instead, rounded once where the casts round twice: within one
-    /// `bf16` rounding of the scale.
+    /// On the CPU, `autocast::<bf16>` and `autocast::<f16>` compute a
+    /// convolution its direct kernels take by rounding inside them, in
+    /// `f32`, instead of casting around the half convolution: the output
+    /// and all three gradients must still be the explicit casts' bit for
+    /// bit, on random shapes wide enough for the kernels (rows of 8 and
+    /// more) and ones too narrow (which cast), with and without a bias.
+    /// Where the image gradient's own direct kernel does not run (the image
+    /// padded by more than `kernel - 1`, or narrower than 8) it is a
+    /// product and a fold instead, rounded once where the casts round
+    /// twice: within one rounding of the scale.
     #[test]
-    fn autocast_convolutions_on_the_cpu_are_the_bf16_convolutions(
+    fn autocast_convolutions_on_the_cpu_are_the_half_convolutions(
         n in 1usize..3, c in 1usize..5, o in 1usize..20, rows in 0usize..8, w in 4usize..40,
         k in 1usize..4, extra_pad in 0usize..3, with_bias in proptest::prelude::any::<bool>(), seed in 0u64..1000,
     ) {
         let pad = (k - 1).min(extra_pad) + usize::from(extra_pad == 2);
-        let h = k + rows;
-        let x = random::<Cpu>(&[n, c, h, w], seed).requires_grad();
-        let conv = Conv2d::<Cpu>::from_weights(
-            random(&[o, c, k, k], seed + 1) * 0.5,
-            with_bias.then(|| random(&[o], seed + 2)),
-            Conv2dConfig { padding: [pad, pad], ..Default::default() },
-        );
-        let upstream = random::<Cpu>(&[n, o, h + 2 * pad + 1 - k, w + 2 * pad + 1 - k], seed + 3);
-        let auto = autocast::<bf16, _>(|| conv.forward(&x));
-        let window = Window2d { padding: [pad, pad], ..Window2d::new([k, k]) };
-        let cast = |t: &Tensor<Cpu>| t.to_dtype::<bf16>();
-        let bias = conv.bias.as_ref().map(cast);
-        let explicit = cast(&x).conv2d(&cast(&conv.weight), bias.as_ref(), window, 1).to_dtype::<f32>();
-        assert_same("conv2d", &auto, &explicit);
-        let full = conv.forward(&x);
-        proptest::prop_assert_ne!(auto.to_vec(), full.to_vec(), "autocast must round");
-
-        let (got, want) = ((&auto * &upstream).sum().backward(), (&explicit * &upstream).sum().backward());
-        let mut leaves = vec![("weight", &conv.weight)];
-        leaves.extend(conv.bias.as_ref().map(|b| ("bias", b)));
-        for (name, leaf) in leaves {
-            assert_same(name, got.get(leaf).unwrap(), want.get(leaf).unwrap());
-        }
-        let (got, want) = (got.get(&x).unwrap().to_vec(), want.get(&x).unwrap().to_vec());
-        if pad < k && w >= 8 {
-            proptest::prop_assert_eq!(got, want, "the image gradient");
-        } else {
-            let scale = upstream.abs().max().item() * conv.weight.abs().sum().item();
-            for (g, e) in got.iter().zip(&want) {
-                proptest::prop_assert!((g - e).abs() <= scale * 2f32.powi(-7), "image gradient {} against {}", g, e);
-            }
-        }
+        let case = ConvCase { n, c, o, h: k + rows, w, k, pad, with_bias, seed };
+        autocast_conv_is_the_half_conv::<bf16>(case, bf16::EPSILON.to_f32())?;
+        autocast_conv_is_the_half_conv::<f16>(case, f16::EPSILON.to_f32())?;
     }
 }
 

@@ -30,9 +30,9 @@ pub enum CpuIsa {
     /// The target's baseline only (SSE2 on x86-64; the only level on other
     /// architectures).
     Scalar,
-    /// AVX2 with FMA (x86-64-v3): most laptop and desktop CPUs.
+    /// AVX2 with FMA and F16C (of x86-64-v3): most laptop and desktop CPUs.
     Avx2,
-    /// AVX-512 F, BW, DQ and VL (x86-64-v4).
+    /// AVX-512 F, BW, DQ and VL (x86-64-v4), beside `Avx2`'s.
     Avx512,
 }
 
@@ -98,10 +98,14 @@ impl Cpu {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
-            if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") && has!("fma") {
+            // Every CPU with AVX2 and FMA has F16C (they are all in
+            // x86-64-v3), and every one with AVX-512 has all three; checked
+            // anyway, since a virtual machine may hide any of them.
+            let v3 = has!("avx2") && has!("fma") && has!("f16c");
+            if v3 && has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
                 return CpuIsa::Avx512;
             }
-            if has!("avx2") && has!("fma") {
+            if v3 {
                 return CpuIsa::Avx2;
             }
         }

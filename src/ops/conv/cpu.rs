@@ -1,5 +1,6 @@
 //! Convolution kernels on the CPU: one rayon task per image plane.
 
+use super::simd::Rounding;
 use super::{ConvKernel, Unfold2d, direct};
 use crate::backend::Cpu;
 use crate::backend::cpu::{CpuStorage, narrowed, narrowed_all, output_buffer, pool_threads, widened};
@@ -132,7 +133,7 @@ impl ConvKernel for Cpu {
             let out = Self::conv2d_direct((&x, image.1), (&w, weight.1), b, g, out_channels, None)?;
             return out.map(|out| narrowed("conv2d", &out)).transpose();
         }
-        let Some(round) = rounds_bf16(round_to) else { return Ok(None) };
+        let Some(round) = rounding(round_to) else { return Ok(None) };
         let (Some(image), Some(weight)) = (dense_f32(image), dense_f32(weight)) else { return Ok(None) };
         let bias = match bias.map(dense_f32) {
             Some(None) => return Ok(None),
@@ -155,30 +156,29 @@ impl ConvKernel for Cpu {
             let grads = Self::conv2d_weight_direct((&x, image.1), (&dy, grad.1), g, out_channels, None)?;
             return grads.map(|grads| narrowed_all("conv2d_backward", grads)).transpose();
         }
-        let Some(round) = rounds_bf16(round_to) else { return Ok(None) };
+        let Some(round) = rounding(round_to) else { return Ok(None) };
         let (Some(image), Some(grad)) = (dense_f32(image), dense_f32(grad)) else { return Ok(None) };
         let Some(isa) = direct::weight_gradient_applies(g) else { return Ok(None) };
         let (weight, bias) = direct::weight_gradient(isa, image, grad, g, out_channels, round)?;
         Ok(Some([from_f32(weight), from_f32(bias)]))
     }
 
-    /// For `bf16`, where both direct kernels run: the CNN step of
+    /// For `bf16` and `f16`, where both direct kernels run: the CNN step of
     /// `benches/peers` under `autocast` spent about a quarter of its time
-    /// casting the convolution's 4.2M-element output and gradient to `bf16`
-    /// and back, which the kernels' rounding replaces. `f16` keeps the
-    /// casts: rounding to it in a vector needs F16C, which the AVX2
-    /// kernels do not assume.
+    /// casting the convolution's 4.2M-element output and gradient to the
+    /// half type and back, which the kernels' rounding replaces.
     fn fuses_rounding(half: DType, g: &Unfold2d) -> bool {
-        half == DType::BF16 && direct::applies(g).is_some() && direct::weight_gradient_applies(g).is_some()
+        rounding(Some(half)).is_some() && direct::applies(g).is_some() && direct::weight_gradient_applies(g).is_some()
     }
 }
 
-/// Whether the direct kernels round for `round_to` (`Some(true)` for
-/// `bf16`, `Some(false)` for none), `None` for a type they cannot round to.
-fn rounds_bf16(round_to: Option<DType>) -> Option<bool> {
+/// How the direct kernels round for `round_to` (`Some(None)`: they do
+/// not), `None` for a type they cannot round to.
+fn rounding(round_to: Option<DType>) -> Option<Option<Rounding>> {
     match round_to {
-        None => Some(false),
-        Some(DType::BF16) => Some(true),
+        None => Some(None),
+        Some(DType::BF16) => Some(Some(Rounding::Bf16)),
+        Some(DType::F16) => Some(Some(Rounding::F16)),
         Some(_) => None,
     }
 }

@@ -16,16 +16,17 @@
 //! The kernels are written once over [`Vector`] and compiled for each
 //! instruction set by [`run_avx512`] and [`run_avx2`].
 //!
-//! Each kernel can also compute what it computes on `bf16` tensors
-//! (`round`): its inputs rounded to `bf16` as they are padded, packed or
-//! transposed, its sums in `f32`, its outputs rounded as they are stored,
-//! all in `f32` storage. That is `autocast`'s `bf16` convolution without
-//! the four passes of casts around it (see `ConvKernel::fuses_rounding`).
+//! Each kernel can also compute what it computes on `bf16` or `f16`
+//! tensors (`round`): its inputs rounded to the half type as they are
+//! padded, packed or transposed, its sums in `f32`, its outputs rounded as
+//! they are stored, all in `f32` storage. That is `autocast`'s half
+//! convolution without the four passes of casts around it (see
+//! `ConvKernel::fuses_rounding`).
 
 use super::Unfold2d;
-use super::simd::Vector;
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
+use super::simd::{Rounding, Vector};
 use crate::backend::Cpu;
 use crate::backend::cpu::{CpuIsa, output_buffer, pool_threads};
 use crate::error::Result;
@@ -75,7 +76,8 @@ pub(super) fn applies(g: &Unfold2d) -> Option<CpuIsa> {
 /// `conv2d` of the dense image batch `image` (`g.image`) with the dense
 /// weight `[out_channels, C, KH, KW]` and an optional bias
 /// `[out_channels]`, into a new dense `[N, out_channels, OH, OW]`; with
-/// `round`, of the three rounded to `bf16`, and the output rounded too.
+/// `round`, of the three rounded to that half type, and the output rounded
+/// too.
 /// Only with the instruction set [`applies`] returned.
 pub(super) fn conv2d(
     isa: CpuIsa,
@@ -84,7 +86,7 @@ pub(super) fn conv2d(
     bias: Option<&[f32]>,
     g: &Unfold2d,
     out_channels: usize,
-    round: bool,
+    round: Option<Rounding>,
 ) -> Result<Vec<f32>> {
     let channels = block_channels(isa);
     let [n, c, h, w] = g.image;
@@ -141,25 +143,32 @@ pub(super) fn conv2d(
 
 /// Copies the `[h, w]` planes of `src` into the middle of the zeroed
 /// `[h + 2 ph, w + 2 pw]` planes of `padded`, with `round` rounding each
-/// row to `bf16` while it is in cache.
-fn pad_planes(isa: CpuIsa, src: &[f32], padded: &mut [f32], [h, w]: [usize; 2], [ph, pw]: [usize; 2], round: bool) {
+/// row while it is in cache.
+fn pad_planes(
+    isa: CpuIsa,
+    src: &[f32],
+    padded: &mut [f32],
+    [h, w]: [usize; 2],
+    [ph, pw]: [usize; 2],
+    round: Option<Rounding>,
+) {
     let (hp, wp) = (h + 2 * ph, w + 2 * pw);
     for (plane, src) in src.chunks_exact(h * w).enumerate() {
         for (y, row) in src.chunks_exact(w).enumerate() {
             let at = (plane * hp + y + ph) * wp + pw;
             let dst = &mut padded[at..at + w];
             dst.copy_from_slice(row);
-            if round {
-                run(isa, Job::Round { values: dst });
+            if let Some(to) = round {
+                run(isa, Job::Round { values: dst, to });
             }
         }
     }
 }
 
-/// `v`, or with `round` the nearest `bf16` to it, as the vector kernels
-/// round ([`Vector::round_bf16`]): for the few values rounded one at a time.
-fn rounded(v: f32, round: bool) -> f32 {
-    if round { half::bf16::from_f32(v).to_f32() } else { v }
+/// `v`, or with `round` rounded as the vector kernels round
+/// ([`Vector::round_to`]): for the few values rounded one at a time.
+fn rounded(v: f32, round: Option<Rounding>) -> f32 {
+    round.map_or(v, |to| to.scalar(v))
 }
 
 /// One call of a kernel, which [`run`] makes with the instruction set's
@@ -172,12 +181,12 @@ enum Job<'a> {
         biases: &'a [f32],
         out: &'a mut [f32],
         shape: &'a Shape,
-        round: bool,
+        round: Option<Rounding>,
     },
     /// [`transpose_gradient`].
-    Transpose { grad: &'a [f32], pixels: usize, out: &'a mut [f32], sums: &'a mut [f32], round: bool },
+    Transpose { grad: &'a [f32], pixels: usize, out: &'a mut [f32], sums: &'a mut [f32], round: Option<Rounding> },
     /// [`round_in_place`].
-    Round { values: &'a mut [f32] },
+    Round { values: &'a mut [f32], to: Rounding },
     /// [`accumulate`].
     Accumulate {
         padded: &'a [f32],
@@ -193,7 +202,8 @@ fn run(isa: CpuIsa, job: Job) {
     #[cfg(target_arch = "x86_64")]
     match isa {
         // SAFETY: `level` returned `isa`, which `Cpu::isa` allows only where
-        // the CPU has it (AVX-512F and FMA for Avx512, AVX2 and FMA for Avx2).
+        // the CPU has it (AVX-512F and FMA for Avx512, AVX2, FMA and F16C
+        // for Avx2).
         CpuIsa::Avx512 => return unsafe { run_avx512(job) },
         // SAFETY: as above.
         CpuIsa::Avx2 => return unsafe { run_avx2(job) },
@@ -219,7 +229,7 @@ impl Job<'_> {
                 Job::Transpose { grad, pixels, out, sums, round } => {
                     transpose_gradient::<V>(grad, pixels, out, sums, round)
                 }
-                Job::Round { values } => round_in_place::<V>(values),
+                Job::Round { values, to } => round_in_place::<V>(values, to),
                 Job::Accumulate { padded, transposed, offsets, sums, shape } => {
                     accumulate::<V>(padded, transposed, offsets, sums, shape)
                 }
@@ -244,9 +254,9 @@ unsafe fn run_avx512(job: Job) {
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn run_avx2(job: Job) {
     // SAFETY: the caller's.
     unsafe { job.run::<Avx2, AVX2_CHANNELS>() }
@@ -268,8 +278,8 @@ struct Shape {
 /// first channel on (`C` planes of `hp x wp`), `weights` the block's
 /// `[C][KH*KW][CHANNELS]`, `biases` the block's channels' biases. Each
 /// step computes two vectors of output pixels: of one row, or, for outputs
-/// at most a vector wide, of one row and the next; `round` rounds them to
-/// `bf16` as they are stored.
+/// at most a vector wide, of one row and the next; `round` rounds them as
+/// they are stored.
 ///
 /// # Safety
 ///
@@ -281,7 +291,7 @@ unsafe fn block_rows<V: Vector, const CHANNELS: usize>(
     biases: &[f32],
     out: &mut [f32],
     s: &Shape,
-    round: bool,
+    round: Option<Rounding>,
 ) {
     let &Shape { c, kh, kw, hp, wp, oh, ow } = s;
     let lanes = V::LANES;
@@ -323,12 +333,12 @@ unsafe fn block_rows<V: Vector, const CHANNELS: usize>(
                 sum_taps::<V, CHANNELS, true>(&mut acc, rows, (first, second));
             }
         }
-        if round {
+        if let Some(to) = round {
             // A loop, not a closure: a closure would not inherit the
             // caller's target features, and the intrinsics would not inline.
             for v in acc.iter_mut().flatten() {
                 // SAFETY: as above.
-                *v = unsafe { V::round_bf16(*v) };
+                *v = unsafe { V::round_to(*v, to) };
             }
         }
         for (k, acc) in acc.iter().enumerate().take(channels) {
@@ -416,7 +426,7 @@ pub(super) fn weight_gradient_applies(g: &Unfold2d) -> Option<CpuIsa> {
 /// `grad` `[N, out_channels, OH, OW]`: the sum over images and output
 /// pixels of `grad[o, pixel] · image[tap at pixel]`; and the bias's, the
 /// sum of `grad[o, pixel]`. With `round`, of `image` and `grad` rounded to
-/// `bf16`, and both sums rounded too. With the instruction set
+/// that half type, and both sums rounded too. With the instruction set
 /// [`weight_gradient_applies`] returned.
 ///
 /// `gemm` ran this product at about half the FMA peak after `unfold` had
@@ -431,7 +441,7 @@ pub(super) fn weight_gradient(
     grad: &[f32],
     g: &Unfold2d,
     out_channels: usize,
-    round: bool,
+    round: Option<Rounding>,
 ) -> Result<(Vec<f32>, Vec<f32>)> {
     const OP: &str = "conv2d";
     let [n, c, h, w] = g.image;
@@ -502,13 +512,19 @@ struct GradShape {
 /// transposed in registers: a scalar copy cost as much as the products,
 /// and a gather per pixel still half as much. Adds each channel's sum to
 /// `sums` (`[lanes]`), the bias's gradient, from the transposed tiles.
-/// `round` rounds `grad` to `bf16` as it is loaded.
+/// `round` rounds `grad` as it is loaded.
 ///
 /// # Safety
 ///
 /// The CPU must support `V`'s instruction set.
 #[inline(always)]
-unsafe fn transpose_gradient<V: Vector>(grad: &[f32], pixels: usize, out: &mut [f32], sums: &mut [f32], round: bool) {
+unsafe fn transpose_gradient<V: Vector>(
+    grad: &[f32],
+    pixels: usize,
+    out: &mut [f32],
+    sums: &mut [f32],
+    round: Option<Rounding>,
+) {
     let (channels, lanes) = (grad.len() / pixels, sums.len());
     assert!(channels <= lanes && lanes.is_multiple_of(V::LANES), "the bias sums have room");
     assert!(out.len() >= pixels * lanes, "the transposed gradient has room");
@@ -523,9 +539,9 @@ unsafe fn transpose_gradient<V: Vector>(grad: &[f32], pixels: usize, out: &mut [
                 // SAFETY: the mask enables `len` lanes from pixel `start` of
                 // channel `first + k` < channels: inside `grad`.
                 *row = unsafe { V::load_masked(grad.as_ptr().add((first + k) * pixels + start), mask) };
-                if round {
+                if let Some(to) = round {
                     // SAFETY: the CPU has V's instruction set.
-                    *row = unsafe { V::round_bf16(*row) };
+                    *row = unsafe { V::round_to(*row, to) };
                 }
             }
             let mut sum = unsafe { V::zero() };
@@ -546,19 +562,19 @@ unsafe fn transpose_gradient<V: Vector>(grad: &[f32], pixels: usize, out: &mut [
     }
 }
 
-/// Rounds every element of `values` to `bf16`, a vector at a time.
+/// Rounds every element of `values` to `to`, a vector at a time.
 ///
 /// # Safety
 ///
 /// The CPU must support `V`'s instruction set.
 #[inline(always)]
-unsafe fn round_in_place<V: Vector>(values: &mut [f32]) {
+unsafe fn round_in_place<V: Vector>(values: &mut [f32], to: Rounding) {
     for start in (0..values.len()).step_by(V::LANES) {
         // SAFETY: the CPU has V's instruction set; the mask enables the
         // lanes from `start` that are inside `values`.
         unsafe {
             let (p, mask) = (values.as_mut_ptr().add(start), V::mask(values.len() - start));
-            V::store_masked(p, mask, V::round_bf16(V::load_masked(p, mask)));
+            V::store_masked(p, mask, V::round_to(V::load_masked(p, mask), to));
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The vector registers the direct convolution kernels are written over:
-//! 16 `f32` lanes with AVX-512, 8 with AVX2 and FMA. The kernels in
+//! 16 `f32` lanes with AVX-512, 8 with AVX2, FMA and F16C. The kernels in
 //! [`super::direct`] are generic over [`Vector`] and `#[inline(always)]`;
 //! each instruction set has an entry point with its `#[target_feature]`, into
 //! which the kernel and these methods inline, so that one kernel compiles
@@ -52,6 +52,42 @@ pub(super) trait Vector: Copy {
     /// `bf16::from_f32(v).to_f32()` bit for bit, NaNs made quiet as
     /// `half` makes them.
     unsafe fn round_bf16(v: Self) -> Self;
+    /// Each lane rounded to the nearest `f16` (ties to even; overflow to
+    /// infinity, subnormals kept), as an `f32`: `f16::from_f32(v).to_f32()`
+    /// bit for bit, by the CPU's own conversion (`vcvtps2ph`, F16C).
+    unsafe fn round_f16(v: Self) -> Self;
+    /// Each lane rounded to `to`.
+    #[inline(always)]
+    unsafe fn round_to(v: Self, to: Rounding) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe {
+            match to {
+                Rounding::Bf16 => Self::round_bf16(v),
+                Rounding::F16 => Self::round_f16(v),
+            }
+        }
+    }
+}
+
+/// The half type a kernel rounds its values to, kept in `f32` storage:
+/// what `autocast`'s casts would round them to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Rounding {
+    /// To `bf16`.
+    Bf16,
+    /// To `f16`.
+    F16,
+}
+
+impl Rounding {
+    /// `v` rounded as [`Vector::round_to`] rounds a lane: for the few
+    /// values rounded one at a time.
+    pub(super) fn scalar(self, v: f32) -> f32 {
+        match self {
+            Rounding::Bf16 => half::bf16::from_f32(v).to_f32(),
+            Rounding::F16 => half::f16::from_f32(v).to_f32(),
+        }
+    }
 }
 
 /// The `f32` bits of `bf16` rounding, on integers: adding `0x7fff` plus
@@ -136,6 +172,11 @@ impl Vector for Avx512 {
             Avx512(_mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, rounded, quiet)))
         }
     }
+    #[inline(always)]
+    unsafe fn round_f16(v: Self) -> Self {
+        // SAFETY: the trait's contract (the CPU has the instruction set).
+        unsafe { Avx512(_mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v.0))) }
+    }
     /// Pairs of rows interleaved by 32 and then 64 bits give, in each
     /// 128-bit lane, four rows of one column; two rounds of lane shuffles
     /// gather each column's four lanes.
@@ -174,7 +215,7 @@ impl Vector for Avx512 {
     }
 }
 
-/// A 256-bit register (AVX2 and FMA).
+/// A 256-bit register (AVX2, FMA and F16C).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 pub(super) struct Avx2(__m256);
@@ -253,6 +294,12 @@ impl Vector for Avx2 {
             Avx2(_mm256_castsi256_ps(_mm256_blendv_epi8(rounded, quiet, nan)))
         }
     }
+    #[inline(always)]
+    unsafe fn round_f16(v: Self) -> Self {
+        // SAFETY: the trait's contract (the CPU has the instruction set,
+        // which for this register includes F16C).
+        unsafe { Avx2(_mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v.0))) }
+    }
     /// Rows interleaved by 32 and then 64 bits give, in each 128-bit half,
     /// four rows of one column; swapping halves between rows `j` and
     /// `j + 4` completes each column.
@@ -287,7 +334,7 @@ impl Vector for Avx2 {
 #[cfg(all(test, target_arch = "x86_64", not(miri)))]
 mod tests {
     use super::*;
-    use half::bf16;
+    use half::{bf16, f16};
 
     /// Bit patterns that catch each part of the rounding: ties with an even
     /// and an odd kept part, one step either side of a tie, the largest
@@ -326,8 +373,8 @@ mod tests {
         bits
     }
 
-    /// Rounds `values` a vector at a time with `V`, compared with `half`'s
-    /// scalar conversion.
+    /// Rounds `values` a vector at a time with `V`, to each half type,
+    /// compared with `half`'s scalar conversion of one value.
     ///
     /// # Safety
     ///
@@ -335,13 +382,19 @@ mod tests {
     #[inline(always)]
     unsafe fn check<V: Vector>() {
         let values: Vec<f32> = patterns().into_iter().map(f32::from_bits).collect();
-        for chunk in values.chunks_exact(V::LANES) {
-            let mut out = vec![0.0f32; V::LANES];
-            // SAFETY: the caller's instruction set; `chunk` and `out` hold a vector.
-            unsafe { V::store(out.as_mut_ptr(), V::round_bf16(V::load(chunk.as_ptr()))) };
-            for (&v, &got) in chunk.iter().zip(&out) {
-                let want = bf16::from_f32(v).to_f32();
-                assert_eq!(got.to_bits(), want.to_bits(), "{:#010x}", v.to_bits());
+        for to in [Rounding::Bf16, Rounding::F16] {
+            for chunk in values.chunks_exact(V::LANES) {
+                let mut out = vec![0.0f32; V::LANES];
+                // SAFETY: the caller's instruction set; `chunk` and `out` hold a vector.
+                unsafe { V::store(out.as_mut_ptr(), V::round_to(V::load(chunk.as_ptr()), to)) };
+                for (&v, &got) in chunk.iter().zip(&out) {
+                    let want = match to {
+                        Rounding::Bf16 => bf16::from_f32(v).to_f32(),
+                        Rounding::F16 => f16::from_f32(v).to_f32(),
+                    };
+                    assert_eq!(got.to_bits(), want.to_bits(), "{to:?} of {:#010x}", v.to_bits());
+                    assert_eq!(to.scalar(v).to_bits(), want.to_bits(), "{to:?} of {:#010x}", v.to_bits());
+                }
             }
         }
     }
@@ -352,19 +405,19 @@ mod tests {
         unsafe { check::<Avx512>() }
     }
 
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,f16c")]
     unsafe fn check_avx2() {
         // SAFETY: the caller's.
         unsafe { check::<Avx2>() }
     }
 
     #[test]
-    fn vector_bf16_rounding_matches_half() {
+    fn vector_half_rounding_matches_half() {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: detected above.
             unsafe { check_avx512() };
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
             // SAFETY: detected above.
             unsafe { check_avx2() };
         }
