@@ -5,6 +5,7 @@ use crate::autograd;
 use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::layout::{Layout, Shape};
 use crate::tensor::Device;
 use devtensor_macros::fallible;
 use std::any::TypeId;
@@ -115,15 +116,35 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// Between float types the conversion is differentiable; an integer
     /// result tracks nothing, as in PyTorch.
     ///
+    /// Like PyTorch's (`memory_format=torch.preserve_format`), a tensor
+    /// whose elements fill their memory in some order of the axes (a
+    /// transposed weight) keeps that order: the cast reads and writes
+    /// memory in sequence, and a product of the result reads it as it would
+    /// have read the original. Any other layout (a slice, a broadcast)
+    /// comes out row-major.
+    ///
     /// ```
-    /// use devtensor::{Cpu, Tensor};
+    /// use devtensor::{Cpu, Tensor, bf16};
     /// let labels = Tensor::<Cpu, i64>::from_vec(vec![0, 2], [2]);
     /// assert_eq!(labels.to_dtype::<f32>().to_vec(), vec![0.0, 2.0]);
+    /// let w = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    /// let cast = w.t().to_dtype::<bf16>();
+    /// assert!(!cast.is_contiguous()); // still the transpose of a row-major [2, 3]
+    /// assert_eq!(cast.to_dtype::<f32>().to_vec(), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
     /// ```
     #[fallible]
     pub fn to_dtype<T: Element>(&self) -> Tensor<D, T> {
-        let forward =
-            || Ok(Tensor::from_storage(D::cast::<E, T>(self.storage(), self.layout())?, self.shape().clone()));
+        let forward = || {
+            let layout = self.layout();
+            if layout.is_dense() && !layout.is_contiguous() {
+                let flat = Shape::from([layout.elem_count()]);
+                let memory = Layout::new(flat.clone(), flat.contiguous_strides(), layout.offset());
+                let cast = D::cast::<E, T>(self.storage(), &memory)?;
+                let kept = Layout::new(layout.shape().clone(), layout.strides().into(), 0);
+                return Ok(Tensor::from_storage_with(cast, kept));
+            }
+            Ok(Tensor::from_storage(D::cast::<E, T>(self.storage(), layout)?, self.shape().clone()))
+        };
         let input = if T::IS_FLOAT { self.node() } else { None };
         autograd::track("to_dtype", &[input], forward, |_| {
             autograd::rule_across(|g: &Tensor<D, T>| g.try_to_dtype::<E>())

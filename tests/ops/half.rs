@@ -379,6 +379,33 @@ device_proptests! {
         check_half!("mse_loss", seed, [x: [c, hw], y: [c, hw]] => mse_loss(x, y, Reduction::Mean), near(8.0));
     }
 
+    /// `to_dtype` keeps the memory order of a tensor that fills its memory
+    /// in another order of its axes (a permuted one), as PyTorch's
+    /// `.to(dtype)` does, and writes any other layout (a narrowed one)
+    /// row-major; either way each element is its own value converted, in
+    /// logical order, against a plain loop.
+    fn casts_keep_a_dense_tensors_memory_order<D>((dims, data) in shaped_data(4, 5), v in variant()) {
+        let data: Vec<f32> = data.iter().map(|&v| v as f32).collect();
+        let x = tensor_with::<D, f32>(&data, &dims, v);
+        let keeps = !matches!(v, Variant::Narrowed) && !x.is_contiguous();
+        macro_rules! check {
+            ($T:ty) => {{
+                let cast = x.to_dtype::<$T>();
+                if keeps {
+                    prop_assert_eq!(cast.layout().strides(), x.layout().strides(), "{:?}", v);
+                } else {
+                    prop_assert!(cast.is_contiguous(), "{:?}", v);
+                }
+                let want: Vec<$T> = data.iter().map(|&v| <$T as Element>::from_f32(v)).collect();
+                let bits = |v: Vec<$T>| v.into_iter().map(|v| Element::to_f64(v).to_bits()).collect::<Vec<_>>();
+                prop_assert_eq!(bits(cast.to_vec()), bits(want));
+            }};
+        }
+        check!(bf16);
+        check!(f16);
+        check!(f64);
+    }
+
     /// Layer norm's statistics in `f32`, forward and backward.
     fn layer_norm_computes_in_f32<D>(rows in 1usize..8, width in 1usize..40, seed in any::<u64>()) {
         check_half!("LayerNorm", seed, [x: [rows, width], w: [width], b: [width]] => {
