@@ -6,9 +6,10 @@
 //!
 //! Layout: the right operand is packed in panels of [`COLS`] columns, each
 //! column's `k` values in pairs (`k`, `k + 1`) in one 32-bit word, so that a
-//! vector load gives 16 columns' pairs; the left operand in blocks of
-//! [`ROWS`] rows, each row's pair a 32-bit word that is broadcast to every
-//! lane. A micro-tile of `ROWS × COLS` keeps its 24 accumulators in
+//! vector load gives 16 columns' pairs; the left operand is read [`ROWS`]
+//! rows at a time, each row's pair a 32-bit word that is broadcast to every
+//! lane (in place where its rows are dense, as a row-major `bf16` matrix
+//! already holds those words). A micro-tile of `ROWS × COLS` keeps its 24 accumulators in
 //! registers over the whole of `k`, and rounds once at the end: the sums
 //! are `f32` sums of exact products, as the `f32` product's are.
 //!
@@ -109,8 +110,16 @@ pub(crate) fn product(
     let (m, n, a, b) = if transposed { (n, m, b.transposed(), a.transposed()) } else { (m, n, a, b) };
     let pairs = k.div_ceil(2);
     let blocks = m.div_ceil(ROWS);
-    let mut packed_a = Scratch::take(&PACKED_ROWS, blocks * ROWS * pairs);
-    pack_rows(a, m, k, &mut packed_a);
+    // Rows of dense pairs are read where they lie, as oneDNN's brgemm
+    // reads them: each pair of a row is the 32-bit word the kernel
+    // broadcasts. Packing them first cost 2.5% of a product at 1024. Other
+    // left operands (strided, or an odd `k`, whose last pair has one value)
+    // are packed.
+    let in_place = a.col_stride == 1 && k.is_multiple_of(2);
+    let mut packed_a = Scratch::take(&PACKED_ROWS, if in_place { 0 } else { blocks * ROWS * pairs });
+    if !in_place {
+        pack_rows(a, m, k, &mut packed_a);
+    }
     let panels = n.div_ceil(COLS);
     // Enough tasks for every thread: each panel's rows in `parts` runs.
     let parts = (pool_threads() * 2).div_ceil(panels).clamp(1, blocks);
@@ -133,9 +142,22 @@ pub(crate) fn product(
                 };
                 to.iter_mut().zip(from).for_each(|(to, b)| *to = b.to_f32());
             }
-            let a_block = &packed_a[block * ROWS * pairs..(block + 1) * ROWS * pairs];
-            // SAFETY: `available` checked the CPU's features (asserted above).
-            unsafe { micro_tile(a_block, &packed_b, pairs, (&column_bias, &row_bias), &mut tile) };
+            let left = if in_place {
+                // Rows past `m` (a last, short block) read the last row
+                // again; their sums are not written.
+                let starts = std::array::from_fn(|r| {
+                    a.dense_row((rows.start + r).min(rows.end - 1), 0, k).as_ptr().cast::<u32>()
+                });
+                LeftRows { starts, step: 1 }
+            } else {
+                let block = &packed_a[block * ROWS * pairs..(block + 1) * ROWS * pairs];
+                LeftRows { starts: std::array::from_fn(|r| block[r..].as_ptr()), step: ROWS }
+            };
+            // SAFETY: `available` checked the CPU's features (asserted
+            // above). Each row of `left` holds `pairs` words at `step`: a
+            // row of `a` holds `k = 2 pairs` values, and a packed block
+            // holds `ROWS · pairs` words, row `r`'s from word `r` on.
+            unsafe { micro_tile(left, &packed_b, pairs, (&column_bias, &row_bias), &mut tile) };
             for (r, row) in rows.clone().zip(&tile) {
                 // SAFETY: tasks write disjoint tiles: each (panel, part)
                 // owns its columns of its own row blocks.
@@ -238,10 +260,8 @@ impl SharedOut {
 /// `a` in blocks of `ROWS` rows, each block pair by pair, into `packed`
 /// (every word written): row `i` of block `b`, pair `p` at
 /// `(b * pairs + p) * ROWS + i`, the word of `a[b ROWS + i][2p]` and
-/// `a[b ROWS + i][2p + 1]`; zeros past `m` and `k`. So the micro-kernel
-/// reads each pair's `ROWS` words from one place: with a slice per row it
-/// kept six pointers and six bounds checks in its loop, two of the
-/// pointers spilled to the stack.
+/// `a[b ROWS + i][2p + 1]`; zeros past `m` and `k`. For left operands the
+/// micro-kernel cannot read in place.
 fn pack_rows(a: Bf16Matrix<'_>, m: usize, k: usize, packed: &mut [u32]) {
     let pairs = k.div_ceil(2);
     packed.par_chunks_mut((ROWS * pairs).max(1)).enumerate().for_each(|(block, words)| {
@@ -317,34 +337,49 @@ fn pack_panel(b: Bf16Matrix<'_>, k: usize, columns: std::ops::Range<usize>, pack
     }
 }
 
-/// `tile = a_block · panel + bias` over `pairs` pairs of `k`, the `f32`
+/// Where [`micro_tile`] reads a block's left operand: row `r`'s pair `p` is
+/// the (possibly unaligned) word at `starts[r] + p · step`. In place, six
+/// rows of `a`; packed, one block of [`pack_rows`].
+#[derive(Clone, Copy)]
+struct LeftRows {
+    starts: [*const u32; ROWS],
+    step: usize,
+}
+
+/// `tile = left · panel + bias` over `pairs` pairs of `k`, the `f32`
 /// sums rounded once to `bf16` (to nearest even, `vcvtneps2bf16`); the
 /// bias is a column's plus a row's (one of them zeros).
 ///
 /// # Safety
-/// The CPU has AVX-512F and AVX512-BF16.
+/// The CPU has AVX-512F and AVX512-BF16, and `left` can be read at every
+/// pair `p < pairs` of every row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
 unsafe fn micro_tile(
-    a_block: &[u32],
+    left: LeftRows,
     panel: &[u32],
     pairs: usize,
     (bias, row_bias): (&[f32; COLS], &[f32; ROWS]),
     tile: &mut [[bf16; COLS]; ROWS],
 ) {
     use std::arch::x86_64::*;
-    assert!(a_block.len() >= pairs * ROWS && panel.len() >= pairs * COLS);
+    assert!(panel.len() >= pairs * COLS);
+    let LeftRows { starts, step } = left;
     let mut acc = [[_mm512_setzero_ps(); COLS / 16]; ROWS];
-    for (rows, words) in a_block.chunks_exact(ROWS).zip(panel.chunks_exact(COLS)).take(pairs) {
+    for (p, words) in panel.chunks_exact(COLS).take(pairs).enumerate() {
         // SAFETY: `words` holds COLS = 4 × 16 words, so the four unaligned
         // loads of 16 are in bounds; 16 words are 32 bf16 values, which
         // is what the instruction reads.
         let b: [__m512bh; COLS / 16] = std::array::from_fn(|c| unsafe {
             std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(words.as_ptr().add(c * 16).cast()))
         });
-        for (acc, &word) in acc.iter_mut().zip(rows) {
-            // SAFETY: as above, one word broadcast to 16 lanes.
-            let a = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(word as i32)) };
+        for (acc, &start) in acc.iter_mut().zip(&starts) {
+            // SAFETY: pair `p < pairs` of each row is readable (the
+            // caller's promise), one word broadcast to 16 lanes.
+            let a = unsafe {
+                let word = start.add(p * step).read_unaligned();
+                std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(word as i32))
+            };
             for (sum, &b) in acc.iter_mut().zip(&b) {
                 *sum = _mm512_dpbf16_ps(*sum, a, b);
             }
@@ -366,7 +401,7 @@ unsafe fn micro_tile(
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn micro_tile(_: &[u32], _: &[u32], _: usize, _: (&[f32; COLS], &[f32; ROWS]), _: &mut [[bf16; COLS]; ROWS]) {
+unsafe fn micro_tile(_: LeftRows, _: &[u32], _: usize, _: (&[f32; COLS], &[f32; ROWS]), _: &mut [[bf16; COLS]; ROWS]) {
     unreachable!("`available` is false off x86-64")
 }
 
@@ -376,34 +411,51 @@ mod tests {
 
     /// The kernel against a plain loop of `f64` sums of the same `bf16`
     /// values plus a bias, on shapes that leave partial tiles and panels
-    /// and an odd `k`, with a transposed (column-major) right operand; the
-    /// last two have few columns, and are computed transposed.
+    /// and an odd `k`, with a transposed (column-major) right operand and
+    /// a left operand of each layout; the last two have few columns, and
+    /// are computed transposed.
     #[test]
     fn products_match_a_plain_loop() {
         if !available() {
             return;
         }
         let value = |i: usize| bf16::from_f32(((i * 7919 % 211) as f32 - 105.0) / 37.0);
-        for (m, n, k) in [(1, 1, 1), (6, 64, 2), (7, 65, 3), (13, 130, 31), (40, 200, 257), (64, 10, 301), (131, 7, 4)]
-        {
+        let shapes = [
+            (1, 1, 1),
+            (6, 64, 2),
+            (7, 65, 3),
+            (13, 130, 31),
+            (13, 130, 32),
+            (40, 200, 257),
+            (64, 10, 301),
+            (131, 7, 4),
+        ];
+        for (m, n, k) in shapes {
             let a: Vec<bf16> = (0..m * k).map(value).collect();
             let b: Vec<bf16> = (0..k * n).map(|i| value(i + 5)).collect();
             // b stored transposed: element (i, j) at j * k + i.
-            let a_matrix = Bf16Matrix { data: &a, offset: 0, row_stride: k, col_stride: 1 };
             let b_matrix = Bf16Matrix { data: &b, offset: 0, row_stride: 1, col_stride: k };
             let bias: Vec<bf16> = (0..n).map(|j| value(j + 11)).collect();
-            let mut out = vec![bf16::ZERO; m * n];
-            product(&mut out, (m, n, k), a_matrix, b_matrix, Some(&bias));
-            for i in 0..m {
-                for j in 0..n {
-                    let terms = (0..k).map(|p| a[i * k + p].to_f64() * b[j * k + p].to_f64());
-                    let exact = terms.clone().sum::<f64>() + bias[j].to_f64();
-                    let scale = terms.map(f64::abs).sum::<f64>() + bias[j].to_f64().abs();
-                    // The f32 sum within 1e-6 of the terms' scale, then
-                    // rounded once to bf16 (the unit roundoff, 2^-8 relative).
-                    let got = out[i * n + j].to_f64();
-                    let bound = 1e-6 * scale + exact.abs() * 2f64.powi(-8) * (1.0 + 1e-6);
-                    assert!((got - exact).abs() <= bound, "({m}, {n}, {k}) at ({i}, {j}): {got} vs {exact}");
+            // a row-major (read in place where k is even), and a copy
+            // stored column-major (always packed).
+            let a_columns: Vec<bf16> = (0..m * k).map(|x| a[x % m * k + x / m]).collect();
+            for a_matrix in [
+                Bf16Matrix { data: &a, offset: 0, row_stride: k, col_stride: 1 },
+                Bf16Matrix { data: &a_columns, offset: 0, row_stride: 1, col_stride: m },
+            ] {
+                let mut out = vec![bf16::ZERO; m * n];
+                product(&mut out, (m, n, k), a_matrix, b_matrix, Some(&bias));
+                for i in 0..m {
+                    for j in 0..n {
+                        let terms = (0..k).map(|p| a[i * k + p].to_f64() * b[j * k + p].to_f64());
+                        let exact = terms.clone().sum::<f64>() + bias[j].to_f64();
+                        let scale = terms.map(f64::abs).sum::<f64>() + bias[j].to_f64().abs();
+                        // The f32 sum within 1e-6 of the terms' scale, then
+                        // rounded once to bf16 (the unit roundoff, 2^-8 relative).
+                        let got = out[i * n + j].to_f64();
+                        let bound = 1e-6 * scale + exact.abs() * 2f64.powi(-8) * (1.0 + 1e-6);
+                        assert!((got - exact).abs() <= bound, "({m}, {n}, {k}) at ({i}, {j}): {got} vs {exact}");
+                    }
                 }
             }
         }
