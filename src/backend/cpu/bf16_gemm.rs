@@ -115,11 +115,11 @@ pub(crate) fn product(
     // broadcasts. Packing them first cost 2.5% of a product at 1024. Other
     // left operands (strided, or an odd `k`, whose last pair has one value)
     // are packed.
-    let in_place = a.col_stride == 1 && k.is_multiple_of(2);
-    let mut packed_a = Scratch::take(&PACKED_ROWS, if in_place { 0 } else { blocks * ROWS * pairs });
-    if !in_place {
-        pack_rows(a, m, k, &mut packed_a);
-    }
+    let packed_a = (a.col_stride != 1 || !k.is_multiple_of(2)).then(|| {
+        let mut packed = Scratch::take(&PACKED_ROWS, blocks * ROWS * pairs);
+        pack_rows(a, m, k, &mut packed);
+        packed
+    });
     let panels = n.div_ceil(COLS);
     // Enough tasks for every thread: each panel's rows in `parts` runs.
     let parts = (pool_threads() * 2).div_ceil(panels).clamp(1, blocks);
@@ -142,16 +142,19 @@ pub(crate) fn product(
                 };
                 to.iter_mut().zip(from).for_each(|(to, b)| *to = b.to_f32());
             }
-            let left = if in_place {
-                // Rows past `m` (a last, short block) read the last row
-                // again; their sums are not written.
-                let starts = std::array::from_fn(|r| {
-                    a.dense_row((rows.start + r).min(rows.end - 1), 0, k).as_ptr().cast::<u32>()
-                });
-                LeftRows { starts, step: 1 }
-            } else {
-                let block = &packed_a[block * ROWS * pairs..(block + 1) * ROWS * pairs];
-                LeftRows { starts: std::array::from_fn(|r| block[r..].as_ptr()), step: ROWS }
+            let left = match &packed_a {
+                Some(packed) => {
+                    let block = &packed[block * ROWS * pairs..(block + 1) * ROWS * pairs];
+                    LeftRows { starts: std::array::from_fn(|r| block[r..].as_ptr()), step: ROWS }
+                }
+                // In place. Rows past `m` (a last, short block) read the
+                // last row again; their sums are not written.
+                None => {
+                    let starts = std::array::from_fn(|r| {
+                        a.dense_row((rows.start + r).min(rows.end - 1), 0, k).as_ptr().cast::<u32>()
+                    });
+                    LeftRows { starts, step: 1 }
+                }
             };
             // SAFETY: `available` checked the CPU's features (asserted
             // above). Each row of `left` holds `pairs` words at `step`: a
