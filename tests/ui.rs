@@ -140,7 +140,7 @@ fn user_code_mistakes_get_devtensors_message() {
 }
 
 /// `ui-tests/fail/dtype_mistakes.rs` holds one dtype mistake per function
-/// (the ones PyTorch reports at run time, autocast's included). Every one
+/// or model (the ones PyTorch reports at run time, autocast's included). Every one
 /// must be reported in devtensor's words, naming both dtypes in PyTorch's
 /// names, with the conversion that fixes it; the function that also mixes
 /// devices must get both messages.
@@ -148,9 +148,13 @@ fn user_code_mistakes_get_devtensors_message() {
 fn dtype_mistakes_get_devtensors_message() {
     let source = std::fs::read_to_string("ui-tests/fail/dtype_mistakes.rs").unwrap();
     let stderr = std::fs::read_to_string("ui-tests/fail/dtype_mistakes.stderr").unwrap();
+    // The mistakes are functions, and models (a struct and its `module!`).
+    fn item(line: &str) -> Option<&str> {
+        line.strip_prefix("fn ").or_else(|| line.strip_prefix("struct "))
+    }
     let functions: Vec<&str> = source
         .lines()
-        .filter_map(|l| l.strip_prefix("fn ").map(|rest| rest.split('(').next().unwrap()))
+        .filter_map(|l| item(l).map(|rest| rest.split(['(', '<']).next().unwrap()))
         .filter(|&name| name != "main")
         .collect();
     let mut reported = std::collections::BTreeMap::<&str, Vec<String>>::new();
@@ -158,7 +162,7 @@ fn dtype_mistakes_get_devtensors_message() {
         let block = format!("error{block}");
         let Some(at) = block.split("ui-tests/fail/dtype_mistakes.rs:").nth(1) else { continue };
         let line: usize = at.split(':').next().unwrap().parse().unwrap();
-        let function = source.lines().take(line).filter_map(|l| l.strip_prefix("fn ")).last().unwrap();
+        let function = source.lines().take(line).filter_map(item).last().unwrap();
         let function = functions.iter().find(|f| function.starts_with(*f)).unwrap();
         let header = block.lines().next().unwrap().to_string();
         if header.contains("same dtype") {
@@ -173,7 +177,8 @@ fn dtype_mistakes_get_devtensors_message() {
         let headers = reported.get(function).unwrap_or_else(|| panic!("no error in `{function}`"));
         let ours = |m: &str| headers.iter().any(|h| h.starts_with(m));
         let dtype = ours("error[E0277]: expected all tensors to have the same dtype, but found")
-            || ours("error[E0277]: this checkpoint holds");
+            || ours("error[E0277]: this checkpoint holds")
+            || ours("error[E0277]: the field `");
         assert!(dtype, "`{function}` is not reported in devtensor's words: {headers:?}");
         if *function == "both" {
             assert!(ours(DEVTENSOR_MESSAGES[0]), "`both` lacks the device message: {headers:?}");

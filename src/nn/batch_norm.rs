@@ -1,8 +1,8 @@
 //! `BatchNorm2d`.
 
-use super::module::{child_name, move_parameter};
+use super::module::{child_name, convert_parameter, move_parameter};
 use super::parameter::{check, parameter};
-use super::{Forward, Module, TensorKind};
+use super::{Forward, Module, TensorKind, ToDtype};
 use crate::autograd::no_grad;
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
@@ -259,5 +259,27 @@ impl<D: Device, E: FloatElement> Module<D, E> for BatchNorm2d<D, E> {
     fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
         let running = self.running.get_mut().unwrap_or_else(|e| e.into_inner());
         f(&child_name(prefix, "num_batches_tracked"), &mut running.num_batches_tracked);
+    }
+}
+
+/// The running statistics are float buffers: they convert with the
+/// parameters, as PyTorch's `model.to(dtype)` converts them.
+impl<D: Device, E: FloatElement> ToDtype<D, E> for BatchNorm2d<D, E> {
+    type Of<T: FloatElement> = BatchNorm2d<D, T>;
+
+    fn try_to_dtype<T: FloatElement>(&self) -> Result<BatchNorm2d<D, T>> {
+        let stats = self.stats();
+        Ok(BatchNorm2d {
+            weight: convert_parameter(&self.weight)?,
+            bias: convert_parameter(&self.bias)?,
+            running: Mutex::new(RunningStats {
+                mean: stats.mean.detach().try_to_dtype()?,
+                var: stats.var.detach().try_to_dtype()?,
+                num_batches_tracked: stats.num_batches_tracked.clone(),
+            }),
+            eps: self.eps,
+            momentum: self.momentum,
+            training: self.training,
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! `Dropout`: zeroes random elements while training.
 
-use super::{Forward, Module, TensorKind};
+use super::{Forward, Module, TensorKind, ToDtype};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::Device;
@@ -88,5 +88,13 @@ impl<D: Device, E: FloatElement> Module<D, E> for Dropout {
 
     fn set_training(&mut self, training: bool) {
         self.training = training;
+    }
+}
+
+impl<D: Device, E: FloatElement> ToDtype<D, E> for Dropout {
+    type Of<T: FloatElement> = Dropout;
+
+    fn try_to_dtype<T: FloatElement>(&self) -> Result<Dropout> {
+        Ok(*self)
     }
 }

@@ -57,6 +57,7 @@ pub(crate) use module::stateless_module;
 mod pool;
 mod rms_norm;
 mod sequential;
+mod to_dtype;
 
 pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
 pub use attention::{MhaInput, MultiheadAttention};
@@ -76,8 +77,10 @@ pub use loss::{
 pub use module::{Module, TensorKind, child_name, moving};
 #[doc(hidden)]
 pub use module_fields::{
-    Access, Exclusive, Field, FieldVisitor, MoveTo, SetTraining, Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
+    Access, ConvertTo, Exclusive, Field, FieldOfDtype, FieldVisitor, MoveTo, OfDtype, OnDevice, Rebuild, SetTraining,
+    Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
 };
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use rms_norm::RmsNorm;
 pub use sequential::Sequential;
+pub use to_dtype::ToDtype;

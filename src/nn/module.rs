@@ -27,6 +27,9 @@ pub enum TensorKind {
 ///
 /// - [`to`](Module::to), which moves every parameter and buffer and returns
 ///   the same model on another device (`Net<Cpu>` becomes `Net<Cuda<0>>`);
+///   a model generic over its dtype also gets
+///   [`to_dtype`](super::ToDtype::to_dtype) (`Net<Cpu, f32>` becomes
+///   `Net<Cpu, bf16>`);
 /// - [`parameters`](Module::parameters) and
 ///   [`named_tensors`](Module::named_tensors), with dotted names
 ///   (`"fc.weight"`) for optimizers and checkpoints;
@@ -370,16 +373,18 @@ pub fn child_name(prefix: &str, name: &str) -> String {
 }
 
 thread_local! {
-    /// The parameters moved so far by the model move under way on this
-    /// thread, by leaf, so that a tied parameter is moved once.
+    /// The parameters moved or converted so far by the model move (or
+    /// dtype conversion) under way on this thread, by leaf, so that a tied
+    /// parameter is moved once.
     static MOVED: RefCell<Option<HashMap<LeafId, Box<dyn Any>>>> = const { RefCell::new(None) };
 }
 
 /// Runs `move_all`, a whole module's move, so that a parameter held under
 /// several names (tied weights) is moved once and stays one tensor on the
-/// new device, as PyTorch's `model.to(device)` keeps it. The
-/// [`module!`](crate::module) macro and [`Module::to`] call it; nested
-/// calls share the outermost one's record.
+/// new device, as PyTorch's `model.to(device)` keeps it; the same for a
+/// conversion to another dtype. The [`module!`](crate::module) macro,
+/// [`Module::to`] and [`ToDtype::to_dtype`](super::ToDtype::to_dtype) call
+/// it; nested calls share the outermost one's record.
 #[doc(hidden)]
 pub fn moving<T>(move_all: impl FnOnce() -> T) -> T {
     struct Forget;
@@ -399,16 +404,31 @@ pub fn moving<T>(move_all: impl FnOnce() -> T) -> T {
 /// A parameter copied to `D2` as a fresh leaf (the same one for every name
 /// of a tied parameter, within [`moving`]).
 pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<D, E>) -> Result<Tensor<D2, E>> {
+    new_parameter(p, |p| p.try_to::<D2>())
+}
+
+/// A parameter converted to `T` as a fresh leaf (the same one for every
+/// name of a tied parameter, within [`moving`]).
+pub(crate) fn convert_parameter<D: Device, E: FloatElement, T: FloatElement>(p: &Tensor<D, E>) -> Result<Tensor<D, T>> {
+    new_parameter(p, |p| p.try_to_dtype::<T>())
+}
+
+/// `convert(p)` as a fresh leaf that tracks gradients if `p` does: the
+/// same one for every name of a tied parameter, within [`moving`].
+fn new_parameter<D: Device, E: FloatElement, D2: Device, T: FloatElement>(
+    p: &Tensor<D, E>,
+    convert: impl FnOnce(&Tensor<D, E>) -> Result<Tensor<D2, T>>,
+) -> Result<Tensor<D2, T>> {
     let id = p.leaf_id();
     let earlier = MOVED.with(|m| {
         let memo = m.borrow();
         let moved = memo.as_ref()?.get(&id?)?;
-        moved.downcast_ref::<Tensor<D2, E>>().cloned()
+        moved.downcast_ref::<Tensor<D2, T>>().cloned()
     });
     if let Some(moved) = earlier {
         return Ok(moved);
     }
-    let mut moved = p.detach().try_to::<D2>()?;
+    let mut moved = convert(&p.detach())?;
     // A frozen parameter (`Embedding::from_pretrained`) stays frozen.
     moved.set_requires_grad(p.tracks_grad());
     if let Some(id) = id {
@@ -426,7 +446,9 @@ pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<
 /// `Option`s of either (all of them, in the order names and checkpoints
 /// should use). The built-in layers are written with it. The struct must be generic over its device as
 /// `Net<D: Device>`; its element type is `f32`, or the struct's second
-/// parameter with `module!(Net<E> { .. })`. Fields that are not modules
+/// parameter with `module!(Net<E> { .. })`, which also gives the model
+/// [`ToDtype`](super::ToDtype): `net.to_dtype::<bf16>()` is a `Net<D, bf16>`.
+/// Fields that are not modules
 /// (sizes, flags) follow a semicolon and are cloned as they are:
 /// `module!(Net { conv, fc; classes })`.
 ///
@@ -451,12 +473,34 @@ pub(crate) fn move_parameter<D: Device, D2: Device, E: FloatElement>(p: &Tensor<
 #[macro_export]
 macro_rules! module {
     ($name:ident { $($field:ident),* $(,)? $(; $($plain:ident),* $(,)?)? }) => {
-        $crate::module!(@impl $name [$name<D>] [$name<D2>] [D: $crate::Device] f32 { $($field),* } { $($($plain),*)? });
+        $crate::module!(@impl $name [$name<D>] [$name<D2>] [D: $crate::Device] field f32
+            { $($field),* } { $($($plain),*)? } {});
     };
     ($name:ident<E> { $($field:ident),* $(,)? $(; $($plain:ident),* $(,)?)? }) => {
-        $crate::module!(@impl $name [$name<D, E>] [$name<D2, E>] [D: $crate::Device, E: $crate::FloatElement] E { $($field),* } { $($($plain),*)? });
+        $crate::module!(@impl $name [$name<D, E>] [$name<D2, E>] [D: $crate::Device, E: $crate::FloatElement]
+            field_of_dtype E { $($field),* } { $($($plain),*)? } {
+            impl<D: $crate::Device, E: $crate::FloatElement> $crate::nn::ToDtype<D, E> for $name<D, E> {
+                type Of<T: $crate::FloatElement> = $name<D, T>;
+
+                fn try_to_dtype<T: $crate::FloatElement>(&self) -> $crate::Result<$name<D, T>> {
+                    $crate::nn::moving(|| {
+                        let mut converted = $crate::nn::ConvertTo::<T>::new();
+                        each_field(&mut converted, self);
+                        converted.finish()?;
+                        Ok($name {
+                            $($field: converted.take(),)*
+                            $($($plain: ::core::clone::Clone::clone(&self.$plain),)*)?
+                        })
+                    })
+                }
+            }
+        });
     };
-    (@impl $name:ident [$($this:tt)*] [$($moved:tt)*] [$($generics:tt)*] $E:ty { $($field:ident),* } { $($plain:ident),* }) => {
+    // `$visit` is how `each_field` hands over each field: `field`, or
+    // `field_of_dtype` for a model generic over its dtype, whose fields
+    // must convert with it; `$extra` is more code that calls `each_field`.
+    (@impl $name:ident [$($this:tt)*] [$($moved:tt)*] [$($generics:tt)*] $visit:ident $E:ty
+        { $($field:ident),* } { $($plain:ident),* } { $($extra:tt)* }) => {
         // One marker type per field, named as the field, and one function
         // that reaches every field: so a field on another device is one
         // error naming it (see `nn::module_fields`).
@@ -469,7 +513,7 @@ macro_rules! module {
                 visitor: &mut V,
                 mut model: <V::Access as $crate::nn::Access>::Ref<'_, $($this)*>,
             ) {
-                $(visitor.field::<$field, _, _>(
+                $(visitor.$visit::<$field, _, _>(
                     stringify!($field),
                     <V::Access as $crate::nn::Access>::project(
                         <V::Access as $crate::nn::Access>::reborrow(&mut model),
@@ -523,6 +567,8 @@ macro_rules! module {
                     each_field(&mut $crate::nn::VisitIntsMut { prefix, f }, self)
                 }
             }
+
+            $($extra)*
         };
     };
 }
@@ -540,6 +586,14 @@ macro_rules! stateless_module {
             fn visit(&self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {}
 
             fn visit_mut(&mut self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {}
+        }
+
+        impl<D: Device, E: FloatElement> $crate::nn::ToDtype<D, E> for $layer {
+            type Of<T: FloatElement> = $layer;
+
+            fn try_to_dtype<T: FloatElement>(&self) -> Result<Self> {
+                Ok(self.clone())
+            }
         }
     )*};
 }

@@ -1,14 +1,15 @@
 //! What [`module!`](crate::module) expands to. Every field of a model is
 //! reached through one generated function, `each_field`, which the
-//! model's `try_to`, `visit`, `visit_mut`, `set_training` and integer-buffer
-//! visits all call with a visitor. So the question "is this field a module
-//! on the model's device?" is asked once per field, and a field on another
+//! model's `try_to`, `visit`, `visit_mut`, `set_training`, integer-buffer
+//! visits and (for a model generic over its dtype) `to_dtype` all call
+//! with a visitor. So the question "is this field a module on the model's
+//! device?" is asked once per field, and a field on another
 //! device (`bn: BatchNorm2d<Cpu>` in a `Net<D>`) is one error that names the
 //! field, not one error per generated method inside the macro.
 //!
 //! Nothing here is meant to be used by hand.
 
-use super::{Module, TensorKind};
+use super::{Module, TensorKind, ToDtype};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::tensor::Device;
@@ -66,6 +67,33 @@ impl<D: Device, E: FloatElement, Name, F: Module<D, E>, Site> Field<D, E, F, Sit
 
     fn visit_int_buffers_mut(field: &mut F, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
         field.visit_int_buffers_mut(prefix, f)
+    }
+}
+
+/// The field named `Self` of a model generic over its dtype
+/// (`module!(Net<E> { .. })`) holds an `F`: true when `F` is a module on
+/// `D` of dtype `E` that converts to other dtypes with the model. It asks
+/// the device question of [`Field`] too, so that a field that fails both
+/// is still one error.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the field `{Self}` holds a `{F}`, which is not a module on the model's device `{D}` with the \
+               model's dtype `{E}`",
+    label = "this field is not on `{D}` with dtype `{E}`",
+    note = "a model generic over its device and dtype keeps every layer on both: declare the field with `{D}` \
+            and `{E}` (`Linear<{D}, {E}>`, not `Linear<Cpu>` or `Linear<{D}>`)",
+    note = "a layer written by hand, not with `module!`, implements `devtensor::nn::ToDtype` beside `Module`, \
+            so that the model converts with `.to_dtype::<..>()`"
+)]
+pub trait FieldOfDtype<D: Device, E: FloatElement, F, Site>: Field<D, E, F, Site> {
+    /// `ToDtype::try_to_dtype`, the result boxed.
+    fn to_dtype<T: FloatElement>(field: &F) -> Result<Box<dyn Any>>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<D: Device, E: FloatElement, Name, F: ToDtype<D, E>, Site> FieldOfDtype<D, E, F, Site> for Name {
+    fn to_dtype<T: FloatElement>(field: &F) -> Result<Box<dyn Any>> {
+        Ok(Box::new(field.try_to_dtype::<T>()?))
     }
 }
 
@@ -133,36 +161,75 @@ pub trait FieldVisitor<D: Device, E: FloatElement> {
         field: <Self::Access as Access>::Ref<'_, F>,
         site: Site,
     );
+
+    /// The field `name` of a model generic over its dtype, which converts
+    /// with the model as `Name: FieldOfDtype` proves. Visitors other than
+    /// the conversion treat it as any field.
+    fn field_of_dtype<Name: FieldOfDtype<D, E, F, Site>, F, Site>(
+        &mut self,
+        name: &'static str,
+        field: <Self::Access as Access>::Ref<'_, F>,
+        site: Site,
+    ) {
+        self.field::<Name, F, Site>(name, field, site)
+    }
 }
 
-/// Each field moved to `D2`, in order; the first error stops the moves.
+/// The fields of a model rebuilt one by one, in order, each boxed as the
+/// type the new model declares for it; the first error stops the rest.
+/// `Change` says what changes: [`OnDevice`] or [`OfDtype`].
 #[doc(hidden)]
-pub struct MoveTo<D2> {
-    moved: VecDeque<Box<dyn Any>>,
+pub struct Rebuild<Change> {
+    parts: VecDeque<Box<dyn Any>>,
     error: Option<crate::Error>,
-    device: std::marker::PhantomData<D2>,
+    change: std::marker::PhantomData<Change>,
 }
 
-impl<D2: Device> MoveTo<D2> {
-    /// Nothing moved yet.
+/// A model's fields moved to device `D2`.
+#[doc(hidden)]
+pub struct OnDevice<D2>(std::marker::PhantomData<D2>);
+
+/// A model's fields converted to dtype `T`.
+#[doc(hidden)]
+pub struct OfDtype<T>(std::marker::PhantomData<T>);
+
+/// Each field moved to `D2` (`Module::try_to`).
+#[doc(hidden)]
+pub type MoveTo<D2> = Rebuild<OnDevice<D2>>;
+
+/// Each field converted to `T` (`ToDtype::try_to_dtype`).
+#[doc(hidden)]
+pub type ConvertTo<T> = Rebuild<OfDtype<T>>;
+
+impl<Change> Rebuild<Change> {
+    /// Nothing rebuilt yet.
     pub fn new() -> Self {
-        MoveTo { moved: VecDeque::new(), error: None, device: std::marker::PhantomData }
+        Rebuild { parts: VecDeque::new(), error: None, change: std::marker::PhantomData }
     }
 
-    /// The error of the first move that failed, if one did.
+    /// The error of the first field that failed, if one did.
     pub fn finish(&mut self) -> Result<()> {
         self.error.take().map_or(Ok(()), Err)
     }
 
-    /// The next field moved, as the type the model on `D2` declares for it
-    /// (which is the field's `Module::On<D2>`).
+    /// The next field rebuilt, as the type the new model declares for it
+    /// (which is the field's `Module::On<D2>` or `ToDtype::Of<T>`).
     pub fn take<T: 'static>(&mut self) -> T {
-        let next = self.moved.pop_front().expect("`module!` moves every field before it takes them");
-        *next.downcast().expect("a field's `Module::On<D2>` is the type its model declares on `D2`")
+        let next = self.parts.pop_front().expect("`module!` rebuilds every field before it takes them");
+        *next.downcast().expect("a field's `Module::On<D2>` or `ToDtype::Of<T>` is the type its new model declares")
+    }
+
+    fn push(&mut self, part: impl FnOnce() -> Result<Box<dyn Any>>) {
+        if self.error.is_none() {
+            match part() {
+                Ok(part) => self.parts.push_back(part),
+                Err(e) => self.error = Some(e),
+            }
+        }
     }
 }
 
-impl<D2: Device> Default for MoveTo<D2> {
+impl<Change> Default for Rebuild<Change> {
     fn default() -> Self {
         Self::new()
     }
@@ -172,12 +239,19 @@ impl<D: Device, E: FloatElement, D2: Device> FieldVisitor<D, E> for MoveTo<D2> {
     type Access = Shared;
 
     fn field<Name: Field<D, E, F, Site>, F, Site>(&mut self, _: &'static str, field: &F, _: Site) {
-        if self.error.is_none() {
-            match <Name as Field<D, E, F, Site>>::move_to::<D2>(field) {
-                Ok(moved) => self.moved.push_back(moved),
-                Err(e) => self.error = Some(e),
-            }
-        }
+        self.push(|| <Name as Field<D, E, F, Site>>::move_to::<D2>(field))
+    }
+}
+
+impl<D: Device, E: FloatElement, T: FloatElement> FieldVisitor<D, E> for ConvertTo<T> {
+    type Access = Shared;
+
+    fn field<Name: Field<D, E, F, Site>, F, Site>(&mut self, _: &'static str, _: &F, _: Site) {
+        unreachable!("`module!` converts only models generic over their dtype, whose fields it visits as such")
+    }
+
+    fn field_of_dtype<Name: FieldOfDtype<D, E, F, Site>, F, Site>(&mut self, _: &'static str, field: &F, _: Site) {
+        self.push(|| <Name as FieldOfDtype<D, E, F, Site>>::to_dtype::<T>(field))
     }
 }
 

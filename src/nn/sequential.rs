@@ -1,7 +1,7 @@
 //! `Sequential`: layers applied one after another.
 
 use super::module::child_name;
-use super::{Forward, Module, TensorKind};
+use super::{Forward, Module, TensorKind, ToDtype};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -44,6 +44,14 @@ impl<T> Sequential<T> {
 impl<D: Device, E: FloatElement, T: Forward<D, E>> Forward<D, E> for Sequential<T> {
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         self.0.forward_on(x)
+    }
+}
+
+impl<D: Device, E: FloatElement, T: ToDtype<D, E>> ToDtype<D, E> for Sequential<T> {
+    type Of<T2: FloatElement> = Sequential<T::Of<T2>>;
+
+    fn try_to_dtype<T2: FloatElement>(&self) -> Result<Self::Of<T2>> {
+        super::moving(|| Ok(Sequential(self.0.try_to_dtype()?)))
     }
 }
 
@@ -103,6 +111,14 @@ macro_rules! tuple_layers {
 
             fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
                 $(self.$index.visit_int_buffers_mut(&child_name(prefix, stringify!($index)), f);)+
+            }
+        }
+
+        impl<D: Device, E: FloatElement, $($layer: ToDtype<D, E>),+> ToDtype<D, E> for ($($layer,)+) {
+            type Of<T: FloatElement> = ($($layer::Of<T>,)+);
+
+            fn try_to_dtype<T: FloatElement>(&self) -> Result<Self::Of<T>> {
+                super::moving(|| Ok(($(self.$index.try_to_dtype()?,)+)))
             }
         }
 

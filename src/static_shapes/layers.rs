@@ -7,7 +7,7 @@ use super::tensor::STensor;
 use crate::element::FloatElement;
 use crate::error::{Result, or_panic};
 use crate::nn::parameter::check;
-use crate::nn::{Conv2d, Conv2dConfig, Linear, Module, TensorKind};
+use crate::nn::{Conv2d, Conv2dConfig, Linear, Module, TensorKind, ToDtype};
 use crate::ops::conv::Window2d;
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
@@ -312,6 +312,14 @@ macro_rules! static_pool {
 
             fn visit_mut(&mut self, _: &str, _: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {}
         }
+
+        impl<D: Device, const K: usize, const S: usize, const P: usize, E: FloatElement> ToDtype<D, E> for $name<K, S, P> {
+            type Of<T: FloatElement> = Self;
+
+            fn try_to_dtype<T: FloatElement>(&self) -> Result<Self> {
+                Ok(*self)
+            }
+        }
     )*};
 }
 
@@ -333,7 +341,7 @@ crate::nn::stateless_module!(SFlatten);
 /// `Module` through the dynamic layer: names, device moves, checkpoints and
 /// optimizers work on static layers as on the others.
 macro_rules! static_module {
-    ($name:ident<$($c:ident),*>, $on:ty) => {
+    ($name:ident<$($c:ident),*>, $on:ty, $of:ty) => {
         impl<D: Device, $(const $c: usize,)* E: FloatElement> Module<D, E> for $name<D, $($c,)* E> {
             type On<D2: Device> = $on;
 
@@ -349,8 +357,16 @@ macro_rules! static_module {
                 self.inner.visit_mut(prefix, f)
             }
         }
+
+        impl<D: Device, $(const $c: usize,)* E: FloatElement> ToDtype<D, E> for $name<D, $($c,)* E> {
+            type Of<T: FloatElement> = $of;
+
+            fn try_to_dtype<T: FloatElement>(&self) -> Result<Self::Of<T>> {
+                Ok($name { inner: self.inner.try_to_dtype()? })
+            }
+        }
     };
 }
 
-static_module!(SLinear<IN, OUT>, SLinear<D2, IN, OUT, E>);
-static_module!(SConv2d<C, O, K, S, P, DL>, SConv2d<D2, C, O, K, S, P, DL, E>);
+static_module!(SLinear<IN, OUT>, SLinear<D2, IN, OUT, E>, SLinear<D, IN, OUT, T>);
+static_module!(SConv2d<C, O, K, S, P, DL>, SConv2d<D2, C, O, K, S, P, DL, E>, SConv2d<D, C, O, K, S, P, DL, T>);

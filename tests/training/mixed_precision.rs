@@ -6,12 +6,17 @@
 //! seed 002's CNN trained with `bf16` and `f16` products reaches the `f32`
 //! run's accuracy.
 
-use devtensor::nn::{Conv2d, Conv2dConfig, Linear, Reduction, try_mse_loss};
+use crate::common::{as_f64, assert_close};
+use devtensor::nn::{
+    BatchNorm2d, Conv2d, Conv2dConfig, Dropout, Embedding, Gelu, LayerNorm, Linear, MhaInput, Module,
+    MultiheadAttention, Reduction, Sequential, TensorKind, ToDtype, try_mse_loss,
+};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
-use devtensor::optim::{GradScaler, Sgd, SgdConfig, clip_grad_norm};
+use devtensor::optim::{GradScaler, Optimizer, Sgd, SgdConfig, clip_grad_norm};
 use devtensor::parallel::{DataParallel, Loss};
-use devtensor::{Checkpoint, Cpu, DType, Device, Generator, Tensor, autocast, autocast_dtype, bf16, f16};
+use devtensor::{Checkpoint, Cpu, DType, Device, FloatElement, Generator, Tensor, autocast, autocast_dtype, bf16, f16};
+use proptest::prelude::*;
 
 fn random<D: Device>(dims: &[usize], seed: u64) -> Tensor<D> {
     Tensor::<Cpu>::randn_with(dims, &mut Generator::new(seed)).to::<D>()
@@ -341,5 +346,134 @@ fn the_cnn_trains_to_the_f32_accuracy_with_half_products() {
     for precision in [Precision::Bf16, Precision::F16] {
         let mixed = run_in::<Cpu>(&pixels, &labels, precision);
         assert!((mixed - full).abs() <= 0.005, "{precision:?}: {mixed} against f32's {full}");
+    }
+}
+
+/// A model of every kind of part a model holds, generic over its device
+/// and dtype: layers, a `Sequential`, a list, an optional layer, a tied
+/// and a frozen table, a bare parameter tensor, an integer buffer, a mask
+/// and a plain setting.
+struct Every<D: Device, E: FloatElement> {
+    conv: Conv2d<D, E>,
+    bn: BatchNorm2d<D, E>,
+    stack: Sequential<(Linear<D, E>, Gelu, Dropout)>,
+    norms: Vec<LayerNorm<D, E>>,
+    attn: MultiheadAttention<D, E>,
+    table: Embedding<D, E>,
+    head: Linear<D, E>,
+    extra: Option<Linear<D, E>>,
+    frozen: Embedding<D, E>,
+    gain: Tensor<D, E>,
+    steps: Tensor<D, i64>,
+    padding: Tensor<D, u8>,
+    vocab: usize,
+}
+devtensor::module!(Every<E> { conv, bn, stack, norms, attn, table, head, extra, frozen, gain, steps, padding; vocab });
+
+impl<D: Device, E: FloatElement> Every<D, E> {
+    /// Logits `[n, s, vocab]` for images `[n, 2, 4, 4]` and tokens `[n, s]`.
+    fn run(&self, images: &Tensor<D, E>, tokens: &Tensor<D, i64>) -> Tensor<D, E> {
+        let [n, s] = [tokens.dims()[0], tokens.dims()[1]];
+        let features = self.bn.forward(&self.conv.forward(images)).flatten(2, 3).mean_axis(2);
+        let x = &(&self.table.forward(tokens) + &self.frozen.forward(tokens))
+            + &features.reshape([n, 1, features.dims()[1]]);
+        let (x, _) = self.attn.forward(MhaInput::self_attention(&x).key_padding_mask(&self.padding));
+        let x = self.norms.iter().fold(x, |x, norm| norm.forward(&x));
+        let x = self.stack.forward(&x);
+        let x = self.extra.as_ref().map_or(x.clone(), |extra| extra.forward(&x));
+        let logits = &self.head.forward(&x) * &self.gain;
+        assert_eq!(logits.dims(), &[n, s, self.vocab]);
+        logits
+    }
+}
+
+/// `model.to_dtype::<T>()` against the plain conversion of every tensor:
+/// the same names and kinds, each value rounded to `T` (half's own
+/// conversion of the `f64` value), parameters fresh leaves that track
+/// gradients unless frozen, buffers that do not, the tie kept, and the
+/// integer buffer, mask and setting as they were.
+fn converted_checked<D: Device, T: FloatElement>(model: &Every<D, f32>) -> Every<D, T> {
+    let converted = model.to_dtype::<T>();
+    let (before, after) = (model.named_tensors(), converted.named_tensors());
+    assert_eq!(before.len(), after.len());
+    for ((name, kind, t), (name2, kind2, t2)) in before.iter().zip(&after) {
+        assert_eq!((name, kind), (name2, kind2), "{:?}", T::DTYPE);
+        let want: Vec<T> = t.to_vec().iter().map(|&v| T::from_f64(v as f64)).collect();
+        assert_eq!(t2.to_vec(), want, "{name} in {:?}", T::DTYPE);
+        assert_eq!(t2.dims(), t.dims(), "{name}");
+        assert!(t2.is_leaf(), "{name}");
+        assert_eq!(t2.tracks_grad(), t.tracks_grad(), "{name} in {:?}", T::DTYPE);
+        assert_ne!(t2.tracks_grad(), *kind == TensorKind::Buffer || name.starts_with("frozen"), "{name}");
+    }
+    assert_eq!(converted.parameters().len(), model.parameters().len(), "the tie is kept");
+    assert_eq!(converted.head.weight.leaf_id(), converted.table.weight.leaf_id());
+    assert_eq!(converted.steps.to_vec(), model.steps.to_vec());
+    assert_eq!(converted.padding.to_vec(), model.padding.to_vec());
+    assert_eq!(converted.vocab, model.vocab);
+    converted
+}
+
+device_proptests! {
+    cases = 6;
+
+    /// PyTorch's `model.to(dtype)`: the conversions checked tensor by
+    /// tensor; the `f64` model computes what the `f32` one does (in `eval`
+    /// mode, so running statistics and dropout take part: a mode or a
+    /// statistic lost on the way shows), the `bf16` one within its
+    /// precision; the converted model trains apart from the original; and
+    /// `f32` to `f64` and back is exact.
+    fn models_convert_to_every_float_dtype<D>(n in 1..3usize, s in 1..4usize, heads in 1..3usize, vocab in 2..6usize, seed in 0..1000u64) {
+        let w = 2 * heads;
+        let table = Embedding::from_weights(random::<D>(&[vocab, w], seed), None);
+        let mut model = Every {
+            conv: Conv2d::from_weights(random(&[w, 2, 3, 3], seed + 1), Some(random(&[w], seed + 2)), Conv2dConfig { padding: [1, 1], ..Default::default() }),
+            bn: BatchNorm2d::<D>::new(w),
+            stack: Sequential::new((Linear::from_weights(random(&[w, w], seed + 3), Some(random(&[w], seed + 4))), Gelu::default(), Dropout::new(0.5))),
+            norms: vec![LayerNorm::<D>::new(&[w]); 2],
+            attn: MultiheadAttention::<D>::new(w, heads).batch_first(true),
+            head: Linear::from_weights(table.weight.clone(), None),
+            table,
+            extra: Some(Linear::from_weights(random(&[w, w], seed + 5), None)),
+            frozen: Embedding::from_pretrained(random(&[vocab, w], seed + 6), None),
+            gain: random::<D>(&[1], seed + 7).requires_grad(),
+            steps: Tensor::from_vec(vec![seed as i64, 3], [2]),
+            padding: Tensor::<Cpu, u8>::from_vec((0..n * s).map(|i| u8::from(i % s == 1)).collect(), [n, s]).to::<D>(),
+            vocab,
+        };
+        let images = random::<D>(&[n + 1, 2, 4, 4], seed + 8);
+        let tokens = Tensor::<Cpu, i64>::from_vec((0..n * s).map(|i| ((i as u64 + seed) % vocab as u64) as i64).collect(), [n, s]).to::<D>();
+        // One step in training mode gives the running statistics values of their own.
+        model.bn.forward(&model.conv.forward(&images));
+        model.eval();
+        let images = images.narrow(0, 0, n);
+        let reference = model.run(&images, &tokens);
+
+        let double = converted_checked::<D, f64>(&model);
+        let got = double.run(&images.to_dtype::<f64>(), &tokens);
+        assert_close(&as_f64(&got.to_vec()), &as_f64(&reference.to_vec()), 1e-4, 1e-4);
+        let back = double.to_dtype::<f32>();
+        for ((name, _, t), (_, _, t2)) in model.named_tensors().iter().zip(&back.named_tensors()) {
+            prop_assert_eq!(t.to_vec(), t2.to_vec(), "{} back in f32", name);
+        }
+
+        let half = converted_checked::<D, bf16>(&model);
+        let got = half.run(&images.to_dtype::<bf16>(), &tokens).to_dtype::<f32>();
+        assert_close(&as_f64(&got.to_vec()), &as_f64(&reference.to_vec()), 0.1, 0.1);
+        converted_checked::<D, f16>(&model);
+
+        // The converted model trains on its own: gradients of its dtype for
+        // every parameter that tracks them, a step that moves them, and the
+        // original left as it was.
+        let mut double = double;
+        let loss = double.run(&images.to_dtype::<f64>(), &tokens).square().mean();
+        let grads = loss.backward();
+        for (name, p) in double.parameters() {
+            prop_assert_eq!(grads.get(&p).is_some(), name != "frozen.weight", "{}'s gradient", name);
+        }
+        let before = double.head.weight.to_vec();
+        Sgd::new(&double, SgdConfig { lr: 0.1, ..Default::default() }).step(&mut double, &grads);
+        prop_assert_ne!(double.head.weight.to_vec(), before);
+        prop_assert_eq!(double.head.weight.to_vec(), double.table.weight.to_vec(), "tied after the step");
+        prop_assert_eq!(model.run(&images, &tokens).to_vec(), reference.to_vec());
     }
 }

@@ -6,7 +6,7 @@
 use devtensor::nn::{cross_entropy, mse_loss, Conv2d, Linear, Reduction};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::static_shapes::{Const, STensor};
-use devtensor::{bf16, f16, Checkpoint, Cpu, Cuda, Tensor};
+use devtensor::{bf16, f16, Checkpoint, Cpu, Cuda, Device, FloatElement, Tensor};
 
 /// Adding a bf16 activation to an f32 residual.
 fn residual(x: &Tensor<Cpu>, h: &Tensor<Cpu, bf16>) -> Tensor<Cpu> {
@@ -61,6 +61,14 @@ fn static_bias(x: &STensor<Cpu, (usize, Const<10>)>, bias: &STensor<Cpu, (Const<
 fn static_product(x: &STensor<Cpu, (usize, Const<4>)>, w: &STensor<Cpu, (Const<4>, Const<10>), bf16>) -> STensor<Cpu, (usize, Const<10>)> {
     x.matmul(w)
 }
+
+/// A model generic over its dtype with one layer left in f32: it could
+/// not convert with `.to_dtype::<bf16>()`.
+struct Classifier<D: Device, E: FloatElement> {
+    body: Linear<D, E>,
+    head: Linear<D>,
+}
+devtensor::module!(Classifier<E> { body, head });
 
 /// A device mistake and a dtype mistake in one expression: both reported.
 fn both(x: &Tensor<Cuda<0>>, h: &Tensor<Cpu, bf16>) -> Tensor<Cuda<0>> {

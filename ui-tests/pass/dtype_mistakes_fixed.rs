@@ -3,7 +3,8 @@
 use devtensor::nn::{cross_entropy, mse_loss, Conv2d, Linear, Reduction};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::static_shapes::{Const, STensor};
-use devtensor::{bf16, f16, Checkpoint, Cpu, Cuda, Tensor};
+use devtensor::nn::ToDtype;
+use devtensor::{bf16, f16, Checkpoint, Cpu, Cuda, Device, FloatElement, Tensor};
 
 fn residual(x: &Tensor<Cpu>, h: &Tensor<Cpu, bf16>) -> Tensor<Cpu> {
     x + h.to_dtype::<f32>()
@@ -48,6 +49,12 @@ fn static_product(x: &STensor<Cpu, (usize, Const<4>)>, w: &STensor<Cpu, (Const<4
     x.matmul(&w.to_dtype::<f32>())
 }
 
+struct Classifier<D: Device, E: FloatElement> {
+    body: Linear<D, E>,
+    head: Linear<D, E>,
+}
+devtensor::module!(Classifier<E> { body, head });
+
 #[allow(dead_code)] // needs a GPU to run; compiling it is the point
 fn both(x: &Tensor<Cuda<0>>, h: &Tensor<Cpu, bf16>) -> Tensor<Cuda<0>> {
     x + h.to::<Cuda<0>>().to_dtype::<f32>()
@@ -81,4 +88,8 @@ fn main() {
     let inputs: STensor<Cpu, (usize, Const<4>)> = Tensor::<Cpu>::ones([2, 4]).try_static().unwrap();
     let weights: STensor<Cpu, (Const<4>, Const<10>), bf16> = half(&[4, 10]).try_static().unwrap();
     assert_eq!(static_product(&inputs, &weights).dynamic().dims(), &[2, 10]);
+    let classifier = Classifier { body: Linear::<Cpu>::new(4, 8), head: Linear::new(8, 3) };
+    let classifier = classifier.to_dtype::<bf16>();
+    let hidden = classifier.body.forward(&half(&[2, 4])).relu();
+    assert_eq!(classifier.head.forward(&hidden).dims(), &[2, 3]);
 }
