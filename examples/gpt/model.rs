@@ -10,7 +10,7 @@
 use devtensor::nn::{Embedding, LayerNorm, Linear, init};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::optim::{AdamConfig, AdamW, ParamGroup};
-use devtensor::{Device, Error, Result, Tensor, no_grad};
+use devtensor::{Device, Error, FloatElement, Result, Tensor, no_grad};
 
 /// The model's sizes (nanoGPT's `GPTConfig`, without dropout and with
 /// biases).
@@ -30,15 +30,18 @@ pub struct GptConfig {
 
 /// Causal self-attention: one projection to queries, keys and values
 /// (`c_attn`), fused attention over the heads, and the output projection.
-pub struct CausalSelfAttention<D: Device> {
-    pub c_attn: Linear<D>,
-    pub c_proj: Linear<D>,
+pub struct CausalSelfAttention<D: Device, E: FloatElement = f32> {
+    pub c_attn: Linear<D, E>,
+    pub c_proj: Linear<D, E>,
     n_head: usize,
 }
-devtensor::module!(CausalSelfAttention { c_attn, c_proj; n_head });
+devtensor::module!(CausalSelfAttention<E> { c_attn, c_proj; n_head });
 
-impl<D: Device> CausalSelfAttention<D> {
-    fn forward(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+/// A block's keys and values so far (see [`KvCache`]).
+type Past<D, E> = Option<(Tensor<D, E>, Tensor<D, E>)>;
+
+impl<D: Device, E: FloatElement> CausalSelfAttention<D, E> {
+    fn forward(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         self.forward_cached(x, &mut None)
     }
 
@@ -46,11 +49,11 @@ impl<D: Device> CausalSelfAttention<D> {
     /// ones whose keys and values `past` holds (`[B, heads, T, C / heads]`
     /// each; `None` for none), which gains theirs. Each new token attends to
     /// every earlier one and to itself.
-    fn forward_cached(&self, x: &Tensor<D>, past: &mut Option<(Tensor<D>, Tensor<D>)>) -> Result<Tensor<D>> {
+    fn forward_cached(&self, x: &Tensor<D, E>, past: &mut Past<D, E>) -> Result<Tensor<D, E>> {
         let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
         let qkv = self.c_attn.try_forward(x)?.try_split(c, 2)?;
         // [B, T, C] -> [B, heads, T, C / heads]
-        let heads = |y: &Tensor<D>| y.try_reshape([b, t, self.n_head, c / self.n_head])?.try_transpose(1, 2);
+        let heads = |y: &Tensor<D, E>| y.try_reshape([b, t, self.n_head, c / self.n_head])?.try_transpose(1, 2);
         let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
         let (k, v, seen) = match past.take() {
             Some((pk, pv)) => {
@@ -79,30 +82,30 @@ impl<D: Device> CausalSelfAttention<D> {
 }
 
 /// The block's MLP: widen four times, GELU (erf), project back.
-pub struct Mlp<D: Device> {
-    pub c_fc: Linear<D>,
-    pub c_proj: Linear<D>,
+pub struct Mlp<D: Device, E: FloatElement = f32> {
+    pub c_fc: Linear<D, E>,
+    pub c_proj: Linear<D, E>,
 }
-devtensor::module!(Mlp { c_fc, c_proj });
+devtensor::module!(Mlp<E> { c_fc, c_proj });
 
 /// One pre-LayerNorm transformer block: `x + attn(ln_1(x))`, then
 /// `x + mlp(ln_2(x))`.
-pub struct Block<D: Device> {
-    pub ln_1: LayerNorm<D>,
-    pub attn: CausalSelfAttention<D>,
-    pub ln_2: LayerNorm<D>,
-    pub mlp: Mlp<D>,
+pub struct Block<D: Device, E: FloatElement = f32> {
+    pub ln_1: LayerNorm<D, E>,
+    pub attn: CausalSelfAttention<D, E>,
+    pub ln_2: LayerNorm<D, E>,
+    pub mlp: Mlp<D, E>,
 }
-devtensor::module!(Block { ln_1, attn, ln_2, mlp });
+devtensor::module!(Block<E> { ln_1, attn, ln_2, mlp });
 
-impl<D: Device> Block<D> {
-    fn forward(&self, x: &Tensor<D>) -> Result<Tensor<D>> {
+impl<D: Device, E: FloatElement> Block<D, E> {
+    fn forward(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         self.forward_cached(x, &mut None)
     }
 
     /// [`forward`](Self::forward) of new tokens, with the block's cache
     /// (see [`CausalSelfAttention::forward_cached`]).
-    fn forward_cached(&self, x: &Tensor<D>, past: &mut Option<(Tensor<D>, Tensor<D>)>) -> Result<Tensor<D>> {
+    fn forward_cached(&self, x: &Tensor<D, E>, past: &mut Past<D, E>) -> Result<Tensor<D, E>> {
         let x = x.try_add(&self.attn.forward_cached(&self.ln_1.try_forward(x)?, past)?)?;
         let h = self.mlp.c_fc.try_forward(&self.ln_2.try_forward(&x)?)?.try_gelu()?;
         x.try_add(&self.mlp.c_proj.try_forward(&h)?)
@@ -112,14 +115,14 @@ impl<D: Device> Block<D> {
 /// The keys and values every block computed for the tokens seen so far, so
 /// that each new token runs through the model alone: O(context) work per
 /// generated token, where running the whole window again is O(context²).
-pub struct KvCache<D: Device> {
+pub struct KvCache<D: Device, E: FloatElement = f32> {
     /// Per block: keys and values, `[B, heads, T, C / heads]` each.
-    layers: Vec<Option<(Tensor<D>, Tensor<D>)>>,
+    layers: Vec<Past<D, E>>,
 }
 
-impl<D: Device> KvCache<D> {
+impl<D: Device, E: FloatElement> KvCache<D, E> {
     /// An empty cache for `model`.
-    pub fn new(model: &Gpt<D>) -> Self {
+    pub fn new(model: &Gpt<D, E>) -> Self {
         KvCache { layers: (0..model.config.n_layer).map(|_| None).collect() }
     }
 
@@ -150,22 +153,23 @@ impl Sampling {
 }
 
 /// nanoGPT's `transformer` dictionary.
-pub struct Transformer<D: Device> {
-    pub wte: Embedding<D>,
-    pub wpe: Embedding<D>,
-    pub h: Vec<Block<D>>,
-    pub ln_f: LayerNorm<D>,
+pub struct Transformer<D: Device, E: FloatElement = f32> {
+    pub wte: Embedding<D, E>,
+    pub wpe: Embedding<D, E>,
+    pub h: Vec<Block<D, E>>,
+    pub ln_f: LayerNorm<D, E>,
 }
-devtensor::module!(Transformer { wte, wpe, h, ln_f });
+devtensor::module!(Transformer<E> { wte, wpe, h, ln_f });
 
 /// The whole model; `lm_head.weight` is `transformer.wte.weight`, one
-/// tensor under two names, as in nanoGPT.
-pub struct Gpt<D: Device> {
-    pub transformer: Transformer<D>,
-    pub lm_head: Linear<D>,
+/// tensor under two names, as in nanoGPT. It is `f32` unless converted
+/// (`model.to_dtype::<bf16>()`, with `devtensor::nn::ToDtype` in scope).
+pub struct Gpt<D: Device, E: FloatElement = f32> {
+    pub transformer: Transformer<D, E>,
+    pub lm_head: Linear<D, E>,
     pub config: GptConfig,
 }
-devtensor::module!(Gpt { transformer, lm_head; config });
+devtensor::module!(Gpt<E> { transformer, lm_head; config });
 
 impl<D: Device> Gpt<D> {
     /// A model of `config`'s sizes with nanoGPT's initialisation: every
@@ -216,9 +220,11 @@ impl<D: Device> Gpt<D> {
         })?;
         Ok(model)
     }
+}
 
+impl<D: Device, E: FloatElement> Gpt<D, E> {
     /// The next-token logits `[B, T, vocab_size]` of token ids `[B, T]`.
-    pub fn logits(&self, idx: &Tensor<D, i64>) -> Result<Tensor<D>> {
+    pub fn logits(&self, idx: &Tensor<D, i64>) -> Result<Tensor<D, E>> {
         let t = idx.dims()[1];
         let positions = Tensor::<D, i64>::try_arange(0, t as i64)?;
         let mut x = self.transformer.wte.try_forward(idx)?.try_add(&self.transformer.wpe.try_forward(&positions)?)?;
@@ -233,7 +239,7 @@ impl<D: Device> Gpt<D> {
     /// [`logits`](Self::logits) runs the whole sequence again, this runs
     /// only the new tokens. Fails when the cache and the new tokens
     /// together are longer than `block_size`.
-    pub fn next_logits(&self, idx: &Tensor<D, i64>, cache: &mut KvCache<D>) -> Result<Tensor<D>> {
+    pub fn next_logits(&self, idx: &Tensor<D, i64>, cache: &mut KvCache<D, E>) -> Result<Tensor<D, E>> {
         let (b, t, seen) = (idx.dims()[0], idx.dims()[1], cache.len());
         if seen + t > self.config.block_size || t == 0 {
             return Err(Error::Argument {
@@ -305,23 +311,23 @@ impl<D: Device> Gpt<D> {
 
     /// One token per row of `logits` (`[B, vocab_size]`), as `[B, 1]`;
     /// `sampling` was checked by [`generate`](Self::generate).
-    fn pick(&self, logits: &Tensor<D>, sampling: Sampling) -> Result<Tensor<D, i64>> {
+    fn pick(&self, logits: &Tensor<D, E>, sampling: Sampling) -> Result<Tensor<D, i64>> {
         if sampling.temperature == 0.0 {
             return logits.try_argmax_keepdim(1);
         }
-        let mut logits = logits.try_div_scalar(sampling.temperature)?;
+        let mut logits = logits.try_div_scalar(E::from_f64(sampling.temperature.into()))?;
         if let Some(k) = sampling.top_k.map(|k| k.min(self.config.vocab_size)) {
             // Everything below the k-th largest logit is cut.
             let (top, _) = logits.try_topk(k, 1, true)?;
             let kth = top.try_narrow(1, k - 1, 1)?;
-            logits = logits.try_masked_fill(&logits.try_lt(&kth)?, f32::NEG_INFINITY)?;
+            logits = logits.try_masked_fill(&logits.try_lt(&kth)?, E::from_f64(f64::NEG_INFINITY))?;
         }
         logits.try_softmax(1)?.try_multinomial(1, true)
     }
 
     /// The mean cross-entropy of the logits of `idx` against `targets`
     /// (both `[B, T]`).
-    pub fn loss(&self, idx: &Tensor<D, i64>, targets: &Tensor<D, i64>) -> Result<Tensor<D>> {
+    pub fn loss(&self, idx: &Tensor<D, i64>, targets: &Tensor<D, i64>) -> Result<Tensor<D, E>> {
         let logits = self.logits(idx)?;
         let rows = targets.elem_count();
         devtensor::nn::try_cross_entropy(
@@ -333,7 +339,7 @@ impl<D: Device> Gpt<D> {
     /// nanoGPT's optimizer: AdamW with weight decay on the matrices
     /// (weights of rank 2 and up) and none on biases, LayerNorms and
     /// embeddings of rank 1.
-    pub fn optimizer(&self, lr: f64, weight_decay: f64, betas: (f64, f64)) -> AdamW<D> {
+    pub fn optimizer(&self, lr: f64, weight_decay: f64, betas: (f64, f64)) -> AdamW<D, E> {
         let decay = AdamConfig { lr, betas, weight_decay, ..AdamConfig::adamw() };
         let no_decay = ParamGroup::new("no_decay", AdamConfig { weight_decay: 0.0, ..decay }, |_, dims| dims.len() < 2);
         AdamW::new(self, decay).with_group(no_decay)

@@ -10,10 +10,10 @@
 
 use crate::model::{Gpt, GptConfig, KvCache, Sampling};
 use devtensor::io::Checkpoint;
-use devtensor::nn::{Linear, MhaInput, Module, MultiheadAttention, init};
+use devtensor::nn::{Linear, MhaInput, Module, MultiheadAttention, ToDtype, init};
 use devtensor::ops::attention::AttentionMask;
 use devtensor::optim::{Optimizer, clip_grad_norm};
-use devtensor::{Device, Error, Tensor, no_grad};
+use devtensor::{Device, Error, Tensor, bf16, no_grad};
 use proptest::prelude::*;
 
 fn fixture<D: Device>(name: &str) -> Checkpoint<D> {
@@ -199,6 +199,36 @@ device_proptests! {
                 }
             }
         }
+    }
+}
+
+device_proptests! {
+    cases = 6;
+
+    /// The GPT converted to `bf16` as a whole (`model.to_dtype`, PyTorch's
+    /// `model.to(torch.bfloat16)`) computes the `f32` model's logits within
+    /// `bf16`'s precision, with its cache as without, and generates.
+    fn the_gpt_in_bf16_follows_the_f32_model<D>(seed: u64, batch in 1usize..3, len in 1usize..=10) {
+        devtensor::manual_seed(seed);
+        let model = Gpt::<D>::new(SMALL).unwrap();
+        let half = model.to_dtype::<bf16>();
+        let ids = (0..batch * len).map(|i| (seed.rotate_left(3 * i as u32) % 13) as i64).collect();
+        let idx = Tensor::<D, i64>::from_vec(ids, [batch, len]);
+        let want = last_logits(&model, &idx);
+        let whole = no_grad(|| half.logits(&idx).unwrap()).narrow(1, len - 1, 1).reshape([batch, SMALL.vocab_size]);
+        let cached = no_grad(|| half.next_logits(&idx, &mut KvCache::new(&half)).unwrap());
+        for (what, got) in [("logits", whole), ("cached logits", cached)] {
+            for (g, w) in got.to_dtype::<f32>().to_vec2().iter().zip(&want) {
+                // Each op's output rounded to bf16 (8 bits): a few of its
+                // ulps of the row's largest logit, over two blocks.
+                let scale = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                for (a, b) in g.iter().zip(w) {
+                    prop_assert!((a - b).abs() <= 0.05 * scale, "{}: {} against {} (largest {})", what, a, b, scale);
+                }
+            }
+        }
+        let out = half.generate(&idx, 3, Sampling::GREEDY).unwrap();
+        prop_assert_eq!(out.dims(), &[batch, len + 3]);
     }
 }
 
