@@ -395,9 +395,15 @@ macro_rules! half_element {
             fn from_f32(v: f32) -> Self {
                 $t::from_f32(v)
             }
+            /// Through `f32`, as PyTorch converts (its half types are made
+            /// from a `float`) and as this crate's CUDA kernels do: an
+            /// `f64` just off a tie between two half values may round
+            /// twice, the same way on every device. (`half`'s own
+            /// `from_f64` is not that either: its software path ignores the
+            /// low 32 bits of the `f64`'s significand, half-rs issue 151.)
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
-                $t::from_f64(v)
+                $t::from_f32(v as f32)
             }
             /// Through `f32`, as PyTorch converts integers to half types.
             #[inline(always)]
@@ -611,6 +617,28 @@ mod tests {
         assert_eq!(Element::div_floor(1.0f64, 0.1), Some(9.0));
         assert_eq!(Element::div_floor(1.0f32, 0.0), Some(f32::INFINITY));
         assert_eq!(Element::div_trunc(-7.5f32, 2.0), Some(-3.0));
+    }
+
+    /// An `f64` just above a tie between two half values, where the bits
+    /// that break the tie fit in an `f32`: converted through `f32`, it
+    /// rounds up, as PyTorch's conversion does. And one whose tie-breaking
+    /// bits do not fit in an `f32`: PyTorch's conversion rounds twice and
+    /// lands on the even value; so does ours.
+    #[test]
+    fn half_types_convert_from_f64_as_pytorch() {
+        // f16: 1 + 2^-11 is the tie between 1.0 (0x3c00) and 1 + 2^-10 (0x3c01).
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-22);
+        assert_eq!(<f16 as Element>::from_f64(x).to_bits(), 0x3c01);
+        assert_eq!(x.cast::<f16>().to_bits(), 0x3c01);
+        // bf16: 1 + 2^-8 is the tie between 1.0 (0x3f80) and 1 + 2^-7 (0x3f81).
+        let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-22);
+        assert_eq!(<bf16 as Element>::from_f64(x).to_bits(), 0x3f81);
+        assert_eq!(x.cast::<bf16>().to_bits(), 0x3f81);
+        let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+        assert_eq!(<bf16 as Element>::from_f64(x).to_bits(), 0x3f80);
+        assert_eq!(<f16 as Element>::from_f64(1.0 + 2f64.powi(-11) + 2f64.powi(-40)).to_bits(), 0x3c00);
+        assert_eq!(<f16 as Element>::from_f64(-70000.0), f16::NEG_INFINITY);
+        assert!(<bf16 as Element>::from_f64(f64::NAN).is_nan());
     }
 
     #[test]

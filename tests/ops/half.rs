@@ -501,6 +501,14 @@ fn conversions_round_to_nearest_even<D: Device>() {
     // to even, 1 (rounding once would give 1 + 2^-7).
     let just_above = Tensor::<D, f64>::from_vec(vec![1.0 + 2f64.powi(-8) + 2f64.powi(-30)], [1]);
     assert_eq!(just_above.to_dtype::<bf16>().to_vec(), vec![bf16::ONE]);
+    // Where f32 keeps what breaks the tie (2^-22), it rounds up, in both
+    // half types (`half`'s own f64 conversion loses it: half-rs issue 151).
+    let x = Tensor::<D, f64>::from_vec(
+        vec![1.0 + 2f64.powi(-8) + 2f64.powi(-22), 1.0 + 2f64.powi(-11) + 2f64.powi(-22)],
+        [2],
+    );
+    assert_eq!(as_f64(&x.to_dtype::<bf16>().to_vec())[0], 1.0 + 2f64.powi(-7));
+    assert_eq!(as_f64(&x.to_dtype::<f16>().to_vec())[1], 1.0 + 2f64.powi(-10));
     // Floats to integers truncate and saturate, NaN to 0, as `as` (and PyTorch on the CPU).
     let ints = Tensor::<D, bf16>::from_vec(vec![bf16::from_f32(-2.75), bf16::from_f32(3e38), bf16::NAN], [3]);
     assert_eq!(ints.to_dtype::<i64>().to_vec(), vec![-2, i64::MAX, 0]);
