@@ -328,7 +328,8 @@ def on_runtime(model, x, runtime):
 
 def gpt_model(t, args):
     """`examples/gpt/model.rs`'s GPT, PyTorch's side (`scripts/train_gpt_torch.py`),
-    with the bench's weights; `lm_head.weight` is tied to `transformer.wte.weight`."""
+    with the bench's weights; `lm_head.weight` is tied to `transformer.wte.weight`.
+    Converted with `model.to(torch.bfloat16)` where the row asks (`"dtype": "bf16"`)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
     from train_gpt_torch import Gpt
     model = Gpt(**args["config"])
@@ -336,6 +337,8 @@ def gpt_model(t, args):
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or set(missing) - {"lm_head.weight"}:
         raise ValueError(f"gpt: parameters differ: missing {missing}, unexpected {unexpected}")
+    if args.get("dtype") == "bf16":
+        model = model.to(torch.bfloat16)
     return model
 
 

@@ -112,6 +112,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
 
     /// The elements converted to `T` with Rust's `as` semantics (floats to
     /// integers truncate toward zero and saturate), like PyTorch's `.to(dtype)`.
+    /// To `bf16` and `f16` the values round to nearest, ties to even, from
+    /// `f32`; an `f64` goes through `f32` first, as in PyTorch.
     ///
     /// Between float types the conversion is differentiable; an integer
     /// result tracks nothing, as in PyTorch.

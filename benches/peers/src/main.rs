@@ -127,7 +127,7 @@ fn fma_peak(threads: usize) -> f64 {
 /// instruction or devtensor is capped below AVX-512. The rate a bf16
 /// product can approach, which differs from twice the f32 rate between
 /// CPUs (issue 37).
-fn bf16_peak(threads: usize) -> Option<f64> {
+pub fn bf16_peak(threads: usize) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx512bf16") && Cpu::isa() >= CpuIsa::Avx512 {
         let mut best = 0.0f64;

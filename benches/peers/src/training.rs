@@ -15,8 +15,9 @@ use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig, clip_grad_no
 #[allow(dead_code)] // what only the example uses
 #[path = "../../../examples/gpt/model.rs"]
 mod gpt;
+use devtensor::nn::ToDtype;
 use devtensor::static_shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
-use devtensor::{Cpu, Device, Tensor, autocast, bf16, no_grad};
+use devtensor::{Cpu, DType, Device, FloatElement, Tensor, autocast, bf16, no_grad};
 use gpt::{Gpt, GptConfig, KvCache, Sampling};
 use serde_json::json;
 use std::hint::black_box;
@@ -510,6 +511,24 @@ fn gpt_rows(contest: &mut Contest, wanted: &impl Fn(&str) -> bool, peak: f64) {
     let forward = 2.0 * (matrices + attention);
     let args = json!({"config": {"block_size": t, "vocab_size": config.vocab_size, "n_layer": config.n_layer,
                                  "n_head": config.n_head, "n_embd": c}});
+    // The model converted to bf16 as a whole (PyTorch's
+    // `model.to(torch.bfloat16)`), before the training rows change it.
+    let op = "infer GPT bf16 4x4x128 (16x64)";
+    if wanted(op) {
+        let half = model.to_dtype::<bf16>();
+        let logits = no_grad(|| half.logits(&idx).expect("the model runs")).to_dtype::<f32>();
+        // PyTorch's bf16 under the AVX2 cap runs at a few GFLOP/s: no comparison there.
+        let torch = !super::capped() && {
+            contest.torch.model(&model);
+            contest.torch.labels("idx", &idx);
+            let mut row_args = args.clone();
+            row_args["dtype"] = json!("bf16");
+            // Both round every op's output to bf16, in their own orders.
+            contest.torch.setup(op, "gpt_inference", row_args, &logits.to_vec(), 2f64.powi(-4))
+        };
+        let run = &mut || drop(black_box(no_grad(|| half.logits(&idx).expect("the model runs"))));
+        contest.row(op, forward, super::bf16_peak(Cpu::num_threads()).or(Some(peak)), "GFLOP/s", torch, run, None);
+    }
     for (training, mixed) in [(false, false), (true, false), (true, true)] {
         let op = match (training, mixed) {
             (true, true) => "train step GPT bf16 autocast 4x4x128 (16x64)",
@@ -605,27 +624,55 @@ fn other_runtimes(
 /// Generating 256 tokens at batch 1 after a 16-token prompt with the same
 /// GPT (its position table grown to 512), temperature 0.8 among the top
 /// 20, with a key/value cache on both sides (`Gpt::generate`; PyTorch's
-/// loop in `torch_peer.py`), in tokens/s. The tokens drawn differ (each
-/// side has its own generator), the work per token does not; the prompt's
-/// next-token logits are checked.
+/// loop in `torch_peer.py`), in tokens/s; in `f32`, and with the model
+/// converted to `bf16` as a whole (PyTorch's `model.to(torch.bfloat16)`).
+/// The tokens drawn differ (each side has its own generator), the work per
+/// token does not; the prompt's next-token logits are checked.
 fn generation_row(contest: &mut Contest, wanted: &impl Fn(&str) -> bool) {
-    let op = "generate GPT 4x4x128 (256 tokens, batch 1)";
-    if !wanted(op) {
+    let rows = ["generate GPT 4x4x128 (256 tokens, batch 1)", "generate GPT bf16 (256 tokens, batch 1)"];
+    if !rows.iter().any(|op| wanted(op)) {
         return;
     }
     let config = GptConfig { block_size: 512, vocab_size: 76, n_layer: 4, n_head: 4, n_embd: 128 };
-    let (new_tokens, sampling) = (256, Sampling { temperature: 0.8, top_k: Some(20) });
     devtensor::manual_seed(8);
     let model = Gpt::<Cpu>::new(config).expect("the model");
     let ids = data(16, 63).iter().map(|v| ((v + 1.0) * 38.0) as i64 % 76).collect();
     let prompt = Tensor::<Cpu, i64>::from_vec(ids, [1, 16]);
-    let first = no_grad(|| model.next_logits(&prompt, &mut KvCache::new(&model)).expect("the model runs"));
-    contest.torch.model(&model);
-    contest.torch.labels("idx", &prompt);
-    let args = json!({"config": {"block_size": 512, "vocab_size": 76, "n_layer": 4, "n_head": 4, "n_embd": 128},
-                      "new_tokens": new_tokens, "temperature": sampling.temperature, "top_k": 20});
-    let torch = contest.torch.setup(op, "gpt_generate", args, &first.to_vec(), 1e-4);
-    let run = &mut || drop(black_box(model.generate(&prompt, new_tokens, sampling).expect("the model runs")));
+    if wanted(rows[0]) {
+        generate(contest, rows[0], &model, &model, &prompt, Some(1e-4));
+    }
+    if wanted(rows[1]) {
+        // Both round every op's output to bf16, in their own orders. PyTorch's
+        // bf16 under the AVX2 cap runs at a few GFLOP/s: no comparison there.
+        let tolerance = (!super::capped()).then_some(2f64.powi(-4));
+        generate(contest, rows[1], &model.to_dtype::<bf16>(), &model, &prompt, tolerance);
+    }
+}
+
+/// One row of [`generation_row`]: `model` (`f32`, the one PyTorch gets,
+/// converted to the same dtype on its side), against PyTorch where there is
+/// a `tolerance` for the check.
+fn generate<E: FloatElement>(
+    contest: &mut Contest,
+    op: &str,
+    model: &Gpt<Cpu, E>,
+    f32_model: &Gpt<Cpu>,
+    prompt: &Tensor<Cpu, i64>,
+    tolerance: Option<f64>,
+) {
+    let (new_tokens, sampling) = (256, Sampling { temperature: 0.8, top_k: Some(20) });
+    let first = no_grad(|| model.next_logits(prompt, &mut KvCache::new(model)).expect("the model runs"));
+    let mut args = json!({"config": {"block_size": 512, "vocab_size": 76, "n_layer": 4, "n_head": 4, "n_embd": 128},
+                          "new_tokens": new_tokens, "temperature": sampling.temperature, "top_k": 20});
+    if E::DTYPE == DType::BF16 {
+        args["dtype"] = json!("bf16");
+    }
+    let torch = tolerance.is_some_and(|tolerance| {
+        contest.torch.model(f32_model);
+        contest.torch.labels("idx", prompt);
+        contest.torch.setup(op, "gpt_generate", args, &first.to_dtype::<f32>().to_vec(), tolerance)
+    });
+    let run = &mut || drop(black_box(model.generate(prompt, new_tokens, sampling).expect("the model runs")));
     contest.row(op, new_tokens as f64, None, "tokens/s", torch, run, None);
 }
 
