@@ -17,7 +17,7 @@ use devtensor::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig, clip_grad_no
 mod gpt;
 use devtensor::nn::ToDtype;
 use devtensor::static_shapes::{Const, SConv2d, SFlatten, SForward, SLinear, SMaxPool2d, STensor};
-use devtensor::{Cpu, DType, Device, FloatElement, Tensor, autocast, bf16, no_grad};
+use devtensor::{Cpu, Device, FloatElement, Tensor, autocast, bf16, no_grad};
 use gpt::{Gpt, GptConfig, KvCache, Sampling};
 use serde_json::json;
 use std::hint::black_box;
@@ -649,9 +649,9 @@ fn generation_row(contest: &mut Contest, wanted: &impl Fn(&str) -> bool) {
     }
 }
 
-/// One row of [`generation_row`]: `model` (`f32`, the one PyTorch gets,
-/// converted to the same dtype on its side), against PyTorch where there is
-/// a `tolerance` for the check.
+/// One row of [`generation_row`]: `model`, in its dtype `E`, against
+/// PyTorch's copy of `f32_model` converted to `E` on its side, where there
+/// is a `tolerance` for the check.
 fn generate<E: FloatElement>(
     contest: &mut Contest,
     op: &str,
@@ -664,9 +664,7 @@ fn generate<E: FloatElement>(
     let first = no_grad(|| model.next_logits(prompt, &mut KvCache::new(model)).expect("the model runs"));
     let mut args = json!({"config": {"block_size": 512, "vocab_size": 76, "n_layer": 4, "n_head": 4, "n_embd": 128},
                           "new_tokens": new_tokens, "temperature": sampling.temperature, "top_k": 20});
-    if E::DTYPE == DType::BF16 {
-        args["dtype"] = json!("bf16");
-    }
+    args["dtype"] = json!(E::DTYPE.name());
     let torch = tolerance.is_some_and(|tolerance| {
         contest.torch.model(f32_model);
         contest.torch.labels("idx", prompt);
