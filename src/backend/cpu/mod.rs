@@ -9,6 +9,7 @@ mod isa;
 mod loops;
 mod math;
 mod pool;
+pub(crate) mod skinny_gemm;
 mod threads;
 mod widen;
 

@@ -8,6 +8,7 @@
 use super::MatmulKernel;
 use crate::backend::Cpu;
 use crate::backend::cpu::bf16_gemm::{self, Bf16Matrix};
+use crate::backend::cpu::skinny_gemm;
 use crate::backend::cpu::{
     CpuStorage, Operand, gemm_dense, gemm_scaled, items_per_task, narrowed, output_buffer, pool_threads,
     split_across_threads, widened,
@@ -173,6 +174,9 @@ impl MatmulKernel for Cpu {
         rhs: &CpuStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CpuStorage<E>> {
+        if let Some(out) = skinny_product((lhs, lhs_layout), (rhs, rhs_layout), None)? {
+            return Ok(out);
+        }
         if on_bf16_kernel::<E>() {
             return bf16_product((lhs, lhs_layout), (rhs, rhs_layout), None);
         }
@@ -238,18 +242,21 @@ impl MatmulKernel for Cpu {
         bias: &CpuStorage<E>,
         bias_layout: &Layout,
     ) -> Result<Option<CpuStorage<E>>> {
+        let ([], [m, k]) = split_matrix(lhs_layout.dims()) else { return Ok(None) };
+        let (_, [_, n]) = split_matrix(rhs_layout.dims());
+        let Some(bias_row) = bias.as_slice().get(bias_layout.offset()..).and_then(|b| b.get(..n)) else {
+            return Ok(None);
+        };
+        if let Some(out) = skinny_product((lhs, lhs_layout), (rhs, rhs_layout), Some(bias_row))? {
+            return Ok(Some(out));
+        }
         if E::DTYPE.is_half() && !on_bf16_kernel::<E>() {
             let (lhs, rhs, bias) = (widened("matmul", lhs)?, widened("matmul", rhs)?, widened("matmul", bias)?);
             let out = Self::matmul_bias(&lhs, lhs_layout, &rhs, rhs_layout, &bias, bias_layout)?;
             return out.map(|out| narrowed("matmul", &out)).transpose();
         }
-        let ([], [m, k]) = split_matrix(lhs_layout.dims()) else { return Ok(None) };
-        let (_, [_, n]) = split_matrix(rhs_layout.dims());
-        let Some(bias) = bias.as_slice().get(bias_layout.offset()..).and_then(|b| b.get(..n)) else {
-            return Ok(None);
-        };
         if on_bf16_kernel::<E>() {
-            return bf16_product((lhs, lhs_layout), (rhs, rhs_layout), Some(bias)).map(Some);
+            return bf16_product((lhs, lhs_layout), (rhs, rhs_layout), Some(bias_row)).map(Some);
         }
         // The API checked that the output's element count fits.
         let mut out = output_buffer::<E>("matmul", count_of(&[m, n]))?;
@@ -258,9 +265,9 @@ impl MatmulKernel for Cpu {
         }
         if m > 0 && k == 0 {
             // An empty sum: each row is the bias.
-            out.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(bias));
+            out.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(bias_row));
         } else if m > 0 {
-            one_product(&mut out, (lhs, lhs_layout), (rhs, rhs_layout), Some(bias));
+            one_product(&mut out, (lhs, lhs_layout), (rhs, rhs_layout), Some(bias_row));
         }
         Ok(Some(CpuStorage::from_vec(out)))
     }
@@ -315,6 +322,29 @@ fn bf16_product<E: FloatElement>(
     }
     let out: Box<dyn Any> = Box::new(CpuStorage::from_vec(out));
     Ok(*out.downcast::<CpuStorage<E>>().expect("E is bf16"))
+}
+
+/// The product on [`skinny_gemm`] where it applies (half types, a few
+/// rows): each batch's `f32` sums plus the bias (one per column) rounded
+/// once to `E`; `None` where it does not apply.
+fn skinny_product<E: FloatElement>(
+    (lhs, lhs_layout): (&CpuStorage<E>, &Layout),
+    (rhs, rhs_layout): (&CpuStorage<E>, &Layout),
+    bias: Option<&[E]>,
+) -> Result<Option<CpuStorage<E>>> {
+    let (_, [m, k]) = split_matrix(lhs_layout.dims());
+    let (_, [_, n]) = split_matrix(rhs_layout.dims());
+    let (a, b) = (operand(lhs, lhs_layout), operand(rhs, rhs_layout));
+    if !skinny_gemm::applies((m, n, k), &b) {
+        return Ok(None);
+    }
+    let starts = batch_starts(lhs_layout, rhs_layout);
+    // The API checked that the output's element count fits.
+    let mut out = output_buffer::<E>("matmul", count_of(&[starts.len(), m, n]))?;
+    for (dst, &(x, y)) in out.chunks_exact_mut(m * n).zip(&starts) {
+        skinny_gemm::product(dst, (m, n, k), (&a, x), (&b, y), bias)?;
+    }
+    Ok(Some(CpuStorage::from_vec(out)))
 }
 
 /// The matrix of a layout's last two axes, as `gemm` reads it.
