@@ -57,10 +57,14 @@ pub(crate) fn product<E: FloatElement>(
     (b, b_offset): (&Operand<'_, E>, usize),
     bias: Option<&[E]>,
 ) -> Result<()> {
-    let mut rows = Vec::with_capacity(m * k);
-    for i in 0..m {
-        let row = a_offset + i * a.row_stride;
-        rows.extend((0..k).map(|p| a.data[row + p * a.col_stride].cast::<f32>()));
+    // From the pool: a broadcast left operand can have a long `k` without
+    // the memory, and running out must be an error.
+    let mut rows = output_buffer::<f32>("matmul", m * k)?;
+    for (i, row) in rows.chunks_exact_mut(k).enumerate() {
+        let first = a_offset + i * a.row_stride;
+        for (p, x) in row.iter_mut().enumerate() {
+            *x = a.data[first + p * a.col_stride].cast::<f32>();
+        }
     }
     // Column by column: each task writes the `m` sums of its columns.
     let mut sums = output_buffer::<f32>("matmul", n * m)?;
