@@ -27,6 +27,16 @@ mod sealed {
 /// such `match` instead of running the wrong arm.
 pub(crate) const NOT_FLOAT: &str = "a FloatElement is f32, f64, bf16 or f16";
 
+/// `x` as a slice of `T`, when `E` is `T`: how a kernel generic over its
+/// element reaches a path written for one type. `None` for any other `E`.
+#[inline(always)]
+pub(crate) fn as_slice_of<E: 'static, T: 'static>(x: &[E]) -> Option<&[T]> {
+    // SAFETY: `E` is `T` (their `TypeId`s are equal), so the slice is one
+    // of `T` values, with their layout and lifetime.
+    (std::any::TypeId::of::<E>() == std::any::TypeId::of::<T>())
+        .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<T>(), x.len()) })
+}
+
 /// The run-time tag of an element type, for messages and kernel selection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {

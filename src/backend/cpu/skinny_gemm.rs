@@ -19,12 +19,11 @@
 
 use super::math::mul_add;
 use super::{Operand, PARALLEL_CHUNK, VectorLoop, output_buffer, split_across_threads, vectorized};
-use crate::element::FloatElement;
+use crate::element::{FloatElement, as_slice_of};
 use crate::error::Result;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
-use std::any::TypeId;
 
 /// The most rows of the left operand a product may have to run here.
 /// Each widened block of the right operand serves every row; past a few
@@ -68,8 +67,8 @@ pub(crate) fn product<E: FloatElement>(
     }
     // Column by column: each task writes the `m` sums of its columns.
     let mut sums = output_buffer::<f32>("matmul", n * m)?;
+    let dots = b.row_stride == 1 && (b.col_stride != 1 || n == 1);
     let columns = |first: usize, sums: &mut [f32]| {
-        let dots = b.row_stride == 1 && (b.col_stride != 1 || n == 1);
         let pass = Pass { rows: &rows, m, k, b, b_offset, first, sums };
         if dots {
             vectorized(DotColumns(pass));
@@ -203,19 +202,8 @@ fn widen<E: FloatElement>(src: &[E], dst: &mut [f32]) {
     } else if let Some(src) = as_slice_of::<E, f16>(src) {
         src.convert_to_f32_slice(dst);
     } else {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = s.cast::<f32>();
-        }
+        unreachable!("products run here only in the half types");
     }
-}
-
-/// `x` as a slice of `T`, when `E` is `T`.
-#[inline(always)]
-fn as_slice_of<E: 'static, T: 'static>(x: &[E]) -> Option<&[T]> {
-    // SAFETY: `E` is `T` (their `TypeId`s are equal), so the slice is one
-    // of `T` values, with their layout and lifetime.
-    (TypeId::of::<E>() == TypeId::of::<T>())
-        .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<T>(), x.len()) })
 }
 
 #[cfg(test)]

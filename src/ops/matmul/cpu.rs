@@ -13,12 +13,12 @@ use crate::backend::cpu::{
     CpuStorage, Operand, gemm_dense, gemm_scaled, items_per_task, narrowed, output_buffer, pool_threads,
     split_across_threads, widened,
 };
-use crate::element::{DType, FloatElement};
+use crate::element::{DType, FloatElement, as_slice_of};
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
 use half::bf16;
 use rayon::prelude::*;
-use std::any::{Any, TypeId};
+use std::any::Any;
 
 /// Multiply-adds (`m * n * k`) from which one product is worth splitting
 /// across threads: below about 96³, handing panels to other threads costs
@@ -302,10 +302,7 @@ fn bf16_product<E: FloatElement>(
     bias: Option<&[E]>,
 ) -> Result<CpuStorage<E>> {
     fn bf16s<E: FloatElement>(x: &[E]) -> &[bf16] {
-        assert_eq!(TypeId::of::<E>(), TypeId::of::<bf16>(), "the caller checked that E is bf16");
-        // SAFETY: `E` is `bf16` (the `TypeId`s are equal), so the slice is
-        // one of `bf16` values, with their layout.
-        unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<bf16>(), x.len()) }
+        as_slice_of(x).expect("the caller checked that E is bf16")
     }
     fn matrix<'a, E: FloatElement>(x: &'a CpuStorage<E>, layout: &Layout, offset: usize) -> Bf16Matrix<'a> {
         let (s, r) = (layout.strides(), layout.strides().len());
