@@ -8,9 +8,9 @@
 //! it into panels for the `bf16` dot-product kernel (a pass of its own, and
 //! micro-tiles of six rows of which one is used): `bf16` generation ran at
 //! half the speed of `f32`. Here the weight is read once, as it is stored,
-//! a block at a time, each block widened in L1 and used at once, so that
-//! half the bytes of `f32` are read, and the sums are `f32` sums rounded
-//! once, as the other paths' are.
+//! and widened where it is used (`bf16` in registers, `f16` a block at a
+//! time in L1), so that half the bytes of `f32` are read, and the sums are
+//! `f32` sums rounded once, as the other paths' are.
 //!
 //! The right operand is read along whichever of its axes is dense: columns
 //! with unit stride along `k` (a `Linear`'s transposed weight) as dot
@@ -106,7 +106,9 @@ struct Pass<'a, E> {
 }
 
 /// [`Pass`] where `b`'s columns are dense: dot products of each row with
-/// each column, a block of `k` at a time.
+/// each column, a block of `k` at a time; `bf16` widened in registers as
+/// the products read it (a shift), `f16` into L1 first (`half`'s
+/// conversion of a slice, which uses F16C).
 struct DotColumns<'a, E>(Pass<'a, E>);
 
 impl<E: FloatElement> VectorLoop for DotColumns<'_, E> {
@@ -120,25 +122,61 @@ impl<E: FloatElement> VectorLoop for DotColumns<'_, E> {
             sums.fill(0.0);
             for start in (0..k).step_by(BLOCK) {
                 let len = BLOCK.min(k - start);
-                widen(&b.data[column + start..][..len], &mut block[..len]);
+                let part = &b.data[column + start..][..len];
+                let bf16_part = as_slice_of::<E, bf16>(part);
+                if bf16_part.is_none() {
+                    widen(part, &mut block[..len]);
+                }
                 for (sum, row) in sums.iter_mut().zip(rows.chunks_exact(k)) {
-                    *sum += dot::<FMA>(&row[start..start + len], &block[..len]);
+                    let row = &row[start..start + len];
+                    *sum += match bf16_part {
+                        Some(part) => dot::<FMA, _>(row, part, widen_bf16),
+                        None => dot::<FMA, _>(row, &block[..len], |y| y),
+                    };
                 }
             }
         }
     }
 }
 
-/// The dot product of `x` and `y` (as long), in [`LANES`] partial sums.
+/// The dot product of `x` and `y` (as long), `y` read as `f32` by `wide`:
+/// two sets of [`LANES`] partial sums, so that two chains of vector
+/// multiply-adds run at once.
 #[inline(always)]
-fn dot<const FMA: bool>(x: &[f32], y: &[f32]) -> f32 {
-    let (x_chunks, x_tail) = x.as_chunks::<LANES>();
-    let (y_chunks, y_tail) = y.as_chunks::<LANES>();
-    let mut lanes = [0f32; LANES];
-    for (x, y) in x_chunks.iter().zip(y_chunks) {
-        fma_lanes::<FMA>(&mut lanes, x, y);
+fn dot<const FMA: bool, T: Copy>(x: &[f32], y: &[T], wide: impl Fn(T) -> f32 + Copy) -> f32 {
+    let (x_pairs, x_rest) = x.as_chunks::<{ 2 * LANES }>();
+    let (y_pairs, y_rest) = y.as_chunks::<{ 2 * LANES }>();
+    let mut pairs = [0f32; 2 * LANES];
+    for (x, y) in x_pairs.iter().zip(y_pairs) {
+        for l in 0..2 * LANES {
+            pairs[l] = mul_add::<FMA>(x[l], wide(y[l]), pairs[l]);
+        }
     }
-    lanes.iter().sum::<f32>() + x_tail.iter().zip(y_tail).map(|(x, y)| x * y).sum::<f32>()
+    let mut lanes: [f32; LANES] = std::array::from_fn(|l| pairs[l] + pairs[l + LANES]);
+    let (x_chunks, x_tail) = x_rest.as_chunks::<LANES>();
+    let (y_chunks, y_tail) = y_rest.as_chunks::<LANES>();
+    for (x, y) in x_chunks.iter().zip(y_chunks) {
+        for l in 0..LANES {
+            lanes[l] = mul_add::<FMA>(x[l], wide(y[l]), lanes[l]);
+        }
+    }
+    sum_of_lanes(lanes) + x_tail.iter().zip(y_tail).map(|(&x, &y)| x * wide(y)).sum::<f32>()
+}
+
+/// The sum of `lanes`, halves added as vectors: a few vector additions,
+/// where a sum in order is `LANES` dependent scalar ones, which for a `k`
+/// of a few hundred cost as much as the products.
+#[inline(always)]
+fn sum_of_lanes(lanes: [f32; LANES]) -> f32 {
+    let mut half = [0f32; LANES / 2];
+    for l in 0..LANES / 2 {
+        half[l] = lanes[l] + lanes[l + LANES / 2];
+    }
+    let mut quarter = [0f32; LANES / 4];
+    for l in 0..LANES / 4 {
+        quarter[l] = half[l] + half[l + LANES / 4];
+    }
+    (quarter[0] + quarter[2]) + (quarter[1] + quarter[3])
 }
 
 /// `sums += x · y`, lane by lane: fixed-size arrays, which the compiler
@@ -190,14 +228,20 @@ impl<E: FloatElement> VectorLoop for ScaledRows<'_, E> {
     }
 }
 
+/// A `bf16` as an `f32`: its bits are the `f32`'s upper half.
+#[inline(always)]
+fn widen_bf16(x: bf16) -> f32 {
+    f32::from_bits(u32::from(x.to_bits()) << 16)
+}
+
 /// `src` as `f32` into `dst` (as long): `bf16` by a shift of its bits,
 /// which vectorises, `f16` by `half`'s slice conversion (F16C where the CPU
 /// has it), exact either way.
 #[inline(always)]
 fn widen<E: FloatElement>(src: &[E], dst: &mut [f32]) {
     if let Some(src) = as_slice_of::<E, bf16>(src) {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = f32::from_bits(u32::from(s.to_bits()) << 16);
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = widen_bf16(s);
         }
     } else if let Some(src) = as_slice_of::<E, f16>(src) {
         src.convert_to_f32_slice(dst);
