@@ -26,7 +26,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 /// The most rows of the left operand a product may have to run here.
-/// Each widened block of the right operand serves every row; past a few
+/// Each block of the right operand, read once, serves every row; past a few
 /// rows the general kernels, which keep tiles of the output in registers,
 /// do more with each element they load.
 pub(crate) const MAX_ROWS: usize = 4;
