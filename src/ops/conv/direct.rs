@@ -326,13 +326,13 @@ unsafe fn block_rows<V: Vector, const CHANNELS: usize>(
         // Output row y reads padded row y + dy of each channel, from column x0.
         let rows = Rows { image, weights, first_row: y * wp + x0, second_in, shape: s };
         // SAFETY: as above; `whole` says the masks enable every lane.
-        unsafe {
+        acc = unsafe {
             if whole {
-                sum_taps::<V, CHANNELS, false>(&mut acc, rows, (first, second));
+                sum_taps::<V, CHANNELS, false>(acc, rows, (first, second))
             } else {
-                sum_taps::<V, CHANNELS, true>(&mut acc, rows, (first, second));
+                sum_taps::<V, CHANNELS, true>(acc, rows, (first, second))
             }
-        }
+        };
         if let Some(to) = round {
             // A loop, not a closure: a closure would not inherit the
             // caller's target features, and the intrinsics would not inline.
@@ -366,10 +366,17 @@ struct Rows<'a> {
     shape: &'a Shape,
 }
 
-/// Adds to `acc` the products of one step of [`block_rows`]: for each
-/// input channel and tap, the two vectors of input pixels times each
-/// channel's weight. `MASKED` loads through `masks`; without it the masks
-/// must enable every lane.
+/// `acc` plus the products of one step of [`block_rows`]: for each input
+/// channel and tap, the two vectors of input pixels times each channel's
+/// weight. `MASKED` loads through `masks`; without it the masks must enable
+/// every lane.
+///
+/// The accumulators go in and out by value, and the loop over a row's taps
+/// has no bounds check: with a `&mut` array and a check (which may panic)
+/// per tap, LLVM kept the array in registers but also stored every
+/// accumulator to the stack after each multiply-add, 16 stores to 16 FMAs,
+/// which halved the forward's speed on an Intel Xeon (one vector store a
+/// cycle).
 ///
 /// # Safety
 ///
@@ -377,15 +384,18 @@ struct Rows<'a> {
 /// of [`block_rows`] with the masks it computed.
 #[inline(always)]
 unsafe fn sum_taps<V: Vector, const CHANNELS: usize, const MASKED: bool>(
-    acc: &mut [[V; 2]; CHANNELS],
+    mut acc: [[V; 2]; CHANNELS],
     rows: Rows,
     (first, second): (V::Mask, V::Mask),
-) {
+) -> [[V; 2]; CHANNELS] {
     let Rows { image, weights, first_row, second_in, shape: &Shape { c, kh, kw, hp, wp, .. } } = rows;
+    // Each tap's weights for the block's channels, in [C][KH][KW] order.
+    let (taps, _) = weights.as_chunks::<CHANNELS>();
     for ch in 0..c {
         for dy in 0..kh {
             let row = ch * hp * wp + dy * wp + first_row;
-            for dx in 0..kw {
+            let row_taps = &taps[(ch * kh + dy) * kw..][..kw];
+            for (dx, w) in row_taps.iter().enumerate() {
                 // SAFETY: an enabled lane of the first vector is an output pixel
                 // (y, x) with x < ow, and reads padded pixel (y + dy, x + dx),
                 // inside the image since oh + kh - 1 = hp and ow + kw - 1 = wp at
@@ -401,7 +411,6 @@ unsafe fn sum_taps<V: Vector, const CHANNELS: usize, const MASKED: bool>(
                         (V::load(p), V::load(q))
                     }
                 };
-                let w = &weights[((ch * kh + dy) * kw + dx) * CHANNELS..][..CHANNELS];
                 for (acc, &wk) in acc.iter_mut().zip(w) {
                     // SAFETY: the CPU has V's instruction set.
                     unsafe {
@@ -413,6 +422,7 @@ unsafe fn sum_taps<V: Vector, const CHANNELS: usize, const MASKED: bool>(
             }
         }
     }
+    acc
 }
 
 /// The instruction set [`weight_gradient`] runs with on this CPU for this
