@@ -148,17 +148,13 @@ fn dot<const FMA: bool, T: Copy>(x: &[f32], y: &[T], wide: impl Fn(T) -> f32 + C
     let (y_pairs, y_rest) = y.as_chunks::<{ 2 * LANES }>();
     let mut pairs = [0f32; 2 * LANES];
     for (x, y) in x_pairs.iter().zip(y_pairs) {
-        for l in 0..2 * LANES {
-            pairs[l] = mul_add::<FMA>(x[l], wide(y[l]), pairs[l]);
-        }
+        fma_lanes::<FMA, { 2 * LANES }, T>(&mut pairs, x, y, wide);
     }
     let mut lanes: [f32; LANES] = std::array::from_fn(|l| pairs[l] + pairs[l + LANES]);
     let (x_chunks, x_tail) = x_rest.as_chunks::<LANES>();
     let (y_chunks, y_tail) = y_rest.as_chunks::<LANES>();
     for (x, y) in x_chunks.iter().zip(y_chunks) {
-        for l in 0..LANES {
-            lanes[l] = mul_add::<FMA>(x[l], wide(y[l]), lanes[l]);
-        }
+        fma_lanes::<FMA, LANES, T>(&mut lanes, x, y, wide);
     }
     sum_of_lanes(lanes) + x_tail.iter().zip(y_tail).map(|(&x, &y)| x * wide(y)).sum::<f32>()
 }
@@ -179,12 +175,18 @@ fn sum_of_lanes(lanes: [f32; LANES]) -> f32 {
     (quarter[0] + quarter[2]) + (quarter[1] + quarter[3])
 }
 
-/// `sums += x · y`, lane by lane: fixed-size arrays, which the compiler
-/// turns into one vector operation (or two), the sums kept in registers.
+/// `sums += x · y`, lane by lane, `y` read as `f32` by `wide`: fixed-size
+/// arrays, which the compiler turns into whole vector operations (one to
+/// four), the sums kept in registers.
 #[inline(always)]
-fn fma_lanes<const FMA: bool>(sums: &mut [f32; LANES], x: &[f32; LANES], y: &[f32; LANES]) {
-    for l in 0..LANES {
-        sums[l] = mul_add::<FMA>(x[l], y[l], sums[l]);
+fn fma_lanes<const FMA: bool, const W: usize, T: Copy>(
+    sums: &mut [f32; W],
+    x: &[f32; W],
+    y: &[T; W],
+    wide: impl Fn(T) -> f32,
+) {
+    for l in 0..W {
+        sums[l] = mul_add::<FMA>(x[l], wide(y[l]), sums[l]);
     }
 }
 
@@ -212,7 +214,7 @@ impl<E: FloatElement> VectorLoop for ScaledRows<'_, E> {
                     let (sum_chunks, sum_tail) = sums[..len].as_chunks_mut::<LANES>();
                     let (y_chunks, y_tail) = block[..len].as_chunks::<LANES>();
                     for (sum, y) in sum_chunks.iter_mut().zip(y_chunks) {
-                        fma_lanes::<FMA>(sum, &x, y);
+                        fma_lanes::<FMA, LANES, f32>(sum, &x, y, |y| y);
                     }
                     for (sum, &y) in sum_tail.iter_mut().zip(y_tail) {
                         *sum = mul_add::<FMA>(x[0], y, *sum);
