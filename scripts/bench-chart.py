@@ -18,7 +18,7 @@ import sys
 
 # The rows of whole models; the operation rows are in the tables themselves.
 MODEL_ROWS = ("train step", "infer", "generate")
-COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
 
 
 def ratios(path):
@@ -67,11 +67,11 @@ def main(paths):
             v = found[row]
             w = min(v, x_max) * scale
             y = y0 + k * bar
-            out.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar - 2}" fill="{COLOURS[k % 6]}"/>')
+            out.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar - 2}" fill="{COLOURS[k % len(COLOURS)]}"/>')
             out.append(f'<text x="{label_w + w + 3:.1f}" y="{y + bar - 3}">{v:.2f}</text>')
     y = top + group * len(rows) + 16
     for k, (name, _) in enumerate(runs):
-        out.append(f'<rect x="{label_w}" y="{y + 20 * k}" width="10" height="10" fill="{COLOURS[k % 6]}"/>')
+        out.append(f'<rect x="{label_w}" y="{y + 20 * k}" width="10" height="10" fill="{COLOURS[k % len(COLOURS)]}"/>')
         out.append(f'<text x="{label_w + 16}" y="{y + 20 * k + 9}">{html.escape(name)}</text>')
     out.append("</svg>")
     print("\n".join(out))
