@@ -3,8 +3,8 @@
 use super::graph::{AnyGrad, Node, no_grad};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
-use crate::tensor::Device;
-use crate::tensor::Tensor;
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -117,7 +117,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn backward(&self) -> Gradients {
-        self.backward_from(None, None)
+        core_call!(D, Fns<E>.backward(self.core(), None, None))
     }
 
     /// Like [`backward`](Self::backward), calling `ready` with each
@@ -143,9 +143,37 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// # Ok::<(), devtensor::Error>(())
     /// ```
     pub fn try_backward_with_hook(&self, ready: &mut dyn FnMut(LeafId, &Gradients) -> Result<()>) -> Result<Gradients> {
-        self.backward_from(None, Some(ready))
+        core_call!(D, Fns<E>.backward(self.core(), None, Some(ready)))
     }
 
+    /// The identity of this tensor as a leaf of the graph, `None` when it
+    /// is not a leaf that tracks gradients: what [`Gradients`] is keyed by,
+    /// and what [`try_backward_with_hook`](Self::try_backward_with_hook)
+    /// reports.
+    pub fn leaf_id(&self) -> Option<LeafId> {
+        let node = self.node()?;
+        node.op.is_none().then_some(LeafId(node.id))
+    }
+
+    /// The gradients of every leaf given `grad`, the gradient of some scalar
+    /// with respect to this tensor (PyTorch's `y.backward(gradient=grad)`).
+    /// Fails when `grad`'s shape differs from this tensor's, and as
+    /// [`backward`](Self::backward) does otherwise.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]).requires_grad();
+    /// let y = &x * 5.0;
+    /// let grads = y.backward_with(&Tensor::from_vec(vec![1.0, 0.1], [2]));
+    /// assert_eq!(grads.get(&x).unwrap().to_vec(), vec![5.0, 0.5]);
+    /// ```
+    #[fallible]
+    pub fn backward_with(&self, grad: &Self) -> Gradients {
+        core_call!(D, Fns<E>.backward(self.core(), Some(grad.core()), None))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// The checks and the walk behind every `backward`: seeded with `grad`,
     /// or with ones for a one-element tensor.
     fn backward_from(
@@ -186,31 +214,16 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         };
         no_grad(|| walk(root, Box::new(seed), ready))
     }
+}
 
-    /// The identity of this tensor as a leaf of the graph, `None` when it
-    /// is not a leaf that tracks gradients: what [`Gradients`] is keyed by,
-    /// and what [`try_backward_with_hook`](Self::try_backward_with_hook)
-    /// reports.
-    pub fn leaf_id(&self) -> Option<LeafId> {
-        let node = self.node()?;
-        node.op.is_none().then_some(LeafId(node.id))
-    }
-
-    /// The gradients of every leaf given `grad`, the gradient of some scalar
-    /// with respect to this tensor (PyTorch's `y.backward(gradient=grad)`).
-    /// Fails when `grad`'s shape differs from this tensor's, and as
-    /// [`backward`](Self::backward) does otherwise.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]).requires_grad();
-    /// let y = &x * 5.0;
-    /// let grads = y.backward_with(&Tensor::from_vec(vec![1.0, 0.1], [2]));
-    /// assert_eq!(grads.get(&x).unwrap().to_vec(), vec![5.0, 0.5]);
-    /// ```
-    #[fallible]
-    pub fn backward_with(&self, grad: &Self) -> Gradients {
-        self.backward_from(Some(grad), None)
+core_table! {
+    /// The core's backward walk.
+    pub(crate) struct Fns<C, F: FloatElement> {
+        backward: for<'a> fn(
+            &Tensor<C, F>,
+            Option<&Tensor<C, F>>,
+            Option<&'a mut dyn FnMut(LeafId, &Gradients) -> Result<()>>,
+        ) -> Result<Gradients> = Tensor::backward_from,
     }
 }
 
@@ -296,7 +309,8 @@ impl Gradients {
     /// The gradient of `leaf`, or `None` when the result did not depend on
     /// it or `leaf` is not a leaf (PyTorch keeps only leaves' gradients too).
     pub fn get<D: Device, E: FloatElement>(&self, leaf: &Tensor<D, E>) -> Option<&Tensor<D, E>> {
-        self.get_by_id(leaf.leaf_id()?)?.downcast_ref()
+        let grad: &Tensor<D::Core, E> = self.get_by_id(leaf.leaf_id()?)?.downcast_ref()?;
+        Some(Tensor::from_core_ref(grad))
     }
 
     /// The gradient of the leaf `id`, as `Any` (downcast it to the leaf's
@@ -323,18 +337,18 @@ impl Gradients {
                 reason: "the gradient must have the leaf's shape".into(),
             });
         }
-        self.leaves.insert(id.0, Box::new(grad.detach()));
+        self.leaves.insert(id.0, Box::new(grad.detach().into_core()));
         Ok(())
     }
 
     /// Takes the gradient of `leaf` out of the store; see [`get`](Self::get).
     pub fn remove<D: Device, E: FloatElement>(&mut self, leaf: &Tensor<D, E>) -> Option<Tensor<D, E>> {
         let id = leaf.leaf_id()?.0;
-        if !self.leaves.get(&id)?.as_any().is::<Tensor<D, E>>() {
+        if !self.leaves.get(&id)?.as_any().is::<Tensor<D::Core, E>>() {
             return None;
         }
         let grad = self.leaves.remove(&id)?.into_any();
-        grad.downcast().ok().map(|g| *g)
+        grad.downcast::<Tensor<D::Core, E>>().ok().map(|g| Tensor::from_core(*g))
     }
 
     /// Adds `other`'s gradients to these, leaf by leaf (a leaf only in

@@ -7,9 +7,10 @@
 //! between nodes as `Box<dyn AnyGrad>`. Each rule downcasts the gradient it
 //! receives back to the one type it was recorded for.
 
+use crate::backend::cuda::current;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::tensor::Device;
+use crate::tensor::CoreDevice;
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::marker::PhantomData;
@@ -81,7 +82,7 @@ pub(crate) trait AnyGrad: Send + Sync + 'static {
     fn device(&self) -> String;
 }
 
-impl<D: Device, E: Element> AnyGrad for Tensor<D, E> {
+impl<D: CoreDevice, E: Element> AnyGrad for Tensor<D, E> {
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -92,11 +93,17 @@ impl<D: Device, E: Element> AnyGrad for Tensor<D, E> {
 
     fn add(&self, other: &dyn AnyGrad) -> Result<Box<dyn AnyGrad>> {
         let other: &Tensor<D, E> = other.as_any().downcast_ref().expect("gradients of one tensor share its type");
-        Ok(Box::new(self.try_add(other)?))
+        // Also outside every operation (a store's `accumulate`): on the
+        // gradients' own device.
+        let sum = current::enter_if(D::ordinal_of(self.storage()), || self.try_add(other))?;
+        Ok(Box::new(sum))
     }
 
     fn device(&self) -> String {
-        D::name()
+        match D::ordinal_of(self.storage()) {
+            Some(ordinal) => format!("Cuda<{ordinal}>"),
+            None => D::name(),
+        }
     }
 }
 
@@ -127,26 +134,43 @@ pub(crate) trait Backward: Send + Sync {
 /// A rule whose result and operands are all `Tensor<D, E>`: nearly every op.
 struct Rule<D, E, F> {
     rule: F,
+    /// The GPU the op ran on, when it ran on one: the rule runs there too
+    /// (see [`current`]), whichever device the backward walk started on.
+    ordinal: Option<usize>,
     types: PhantomData<fn() -> (D, E)>,
 }
 
 impl<D, E, F> Backward for Rule<D, E, F>
 where
-    D: Device,
+    D: CoreDevice,
     E: Element,
     F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync,
 {
     fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
-        let grad: &Tensor<D, E> = grad.as_any().downcast_ref().expect("a rule receives its own result's type");
-        let grads = (self.rule)(grad, Needs(needs))?;
-        Ok(grads.into_iter().map(|g| g.map(|g| Box::new(g) as Box<dyn AnyGrad>)).collect())
+        run_rule(&self.rule, self.ordinal, grad, needs)
     }
+}
+
+/// The body of every [`Rule`]'s `backward`, compiled once per device and
+/// element type rather than once per rule: the gradient downcast to the
+/// rule's type, the rule run on its own GPU, the results boxed.
+fn run_rule<D: CoreDevice, E: Element>(
+    rule: &dyn Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>>,
+    ordinal: Option<usize>,
+    grad: &dyn AnyGrad,
+    needs: &[bool],
+) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
+    let grad: &Tensor<D, E> = grad.as_any().downcast_ref().expect("a rule receives its own result's type");
+    let grads = current::enter_if(ordinal, || rule(grad, Needs(needs)))?;
+    Ok(grads.into_iter().map(|g| g.map(|g| Box::new(g) as Box<dyn AnyGrad>)).collect())
 }
 
 /// A rule whose result is a `Tensor<DOut, EOut>` and whose one operand is a
 /// `Tensor<DIn, EIn>`: moves between devices and float types.
 struct RuleAcross<DIn, EIn, DOut, EOut, F> {
     rule: F,
+    /// As [`Rule`]'s.
+    ordinal: Option<usize>,
     types: PhantomData<Types<DIn, EIn, DOut, EOut>>,
 }
 
@@ -155,15 +179,15 @@ type Types<DIn, EIn, DOut, EOut> = fn() -> (DIn, EIn, DOut, EOut);
 
 impl<DIn, EIn, DOut, EOut, F> Backward for RuleAcross<DIn, EIn, DOut, EOut, F>
 where
-    DIn: Device,
+    DIn: CoreDevice,
     EIn: Element,
-    DOut: Device,
+    DOut: CoreDevice,
     EOut: Element,
     F: Fn(&Tensor<DOut, EOut>) -> Result<Tensor<DIn, EIn>> + Send + Sync,
 {
     fn backward(&self, grad: &dyn AnyGrad, _: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
         let grad: &Tensor<DOut, EOut> = grad.as_any().downcast_ref().expect("a rule receives its own result's type");
-        Ok(vec![Some(Box::new((self.rule)(grad)?))])
+        Ok(vec![Some(Box::new(current::enter_if(self.ordinal, || (self.rule)(grad))?))])
     }
 }
 
@@ -171,24 +195,24 @@ where
 /// device or element type than its operand.
 pub(crate) fn rule_across<DIn, EIn, DOut, EOut, F>(rule: F) -> Box<dyn Backward>
 where
-    DIn: Device,
+    DIn: CoreDevice,
     EIn: Element,
-    DOut: Device,
+    DOut: CoreDevice,
     EOut: Element,
     F: Fn(&Tensor<DOut, EOut>) -> Result<Tensor<DIn, EIn>> + Send + Sync + 'static,
 {
-    Box::new(RuleAcross { rule, types: PhantomData })
+    Box::new(RuleAcross { rule, ordinal: current::try_ordinal(), types: PhantomData })
 }
 
 /// Boxes a gradient rule over one device and element type (a float one
 /// whenever it runs: only float tensors track gradients).
 pub(crate) fn rule<D, E, F>(rule: F) -> Box<dyn Backward>
 where
-    D: Device,
+    D: CoreDevice,
     E: Element,
     F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync + 'static,
 {
-    Box::new(Rule { rule, types: PhantomData })
+    Box::new(Rule { rule, ordinal: current::try_ordinal(), types: PhantomData })
 }
 
 thread_local! {
@@ -217,11 +241,18 @@ pub fn no_grad<T>(f: impl FnOnce() -> T) -> T {
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            GRAD_ENABLED.with(|g| g.set(self.0));
+            set_grad_enabled(self.0);
         }
     }
-    let _restore = Restore(GRAD_ENABLED.with(|g| g.replace(false)));
+    let _restore = Restore(set_grad_enabled(false));
     f()
+}
+
+/// Sets whether this thread records, returning the previous setting: the
+/// thread-local access of [`no_grad`], kept out of the generic function so
+/// that it is compiled once.
+fn set_grad_enabled(enabled: bool) -> bool {
+    GRAD_ENABLED.with(|g| g.replace(enabled))
 }
 
 /// `forward()`, recorded as op `name` on operands with `inputs` nodes and
@@ -230,7 +261,7 @@ pub fn no_grad<T>(f: impl FnOnce() -> T) -> T {
 /// operand. When recording, `forward` runs under [`no_grad`], so that the
 /// ops it is built from record nothing of their own.
 #[inline(always)]
-pub(crate) fn track<D: Device, T: Element>(
+pub(crate) fn track<D: CoreDevice, T: Element>(
     name: &'static str,
     inputs: &[Option<&Arc<Node>>],
     forward: impl FnOnce() -> Result<Tensor<D, T>>,
@@ -239,17 +270,21 @@ pub(crate) fn track<D: Device, T: Element>(
     if inputs.iter().all(Option::is_none) {
         return forward();
     }
-    record(name, inputs, forward, rule)
+    let (mut forward, mut rule) = (Some(forward), Some(rule));
+    record(name, inputs, &mut || forward.take().expect("the forward runs once")(), &mut |out| {
+        rule.take().expect("the rule is built once")(out)
+    })
 }
 
 /// The recording half of [`track`], kept out of line so that the untracked
-/// path of every op stays small.
+/// path of every op stays small, and taking its two steps as trait objects
+/// so that it is compiled once per device and element type, not per op.
 #[inline(never)]
-fn record<D: Device, T: Element>(
+fn record<D: CoreDevice, T: Element>(
     name: &'static str,
     inputs: &[Option<&Arc<Node>>],
-    forward: impl FnOnce() -> Result<Tensor<D, T>>,
-    rule: impl FnOnce(&Tensor<D, T>) -> Box<dyn Backward>,
+    forward: &mut dyn FnMut() -> Result<Tensor<D, T>>,
+    rule: &mut dyn FnMut(&Tensor<D, T>) -> Box<dyn Backward>,
 ) -> Result<Tensor<D, T>> {
     if !is_grad_enabled() {
         return forward();
@@ -264,7 +299,7 @@ fn record<D: Device, T: Element>(
 /// `out` as the result of op `name` on operands with `inputs` nodes,
 /// differentiated by `rule`: for an op recorded in two steps (an
 /// asynchronous transfer, recorded when it starts and attached when it lands).
-pub(crate) fn attach<D: Device, T: Element>(
+pub(crate) fn attach<D: CoreDevice, T: Element>(
     mut out: Tensor<D, T>,
     name: &'static str,
     inputs: Vec<Option<Arc<Node>>>,
@@ -278,7 +313,7 @@ pub(crate) fn attach<D: Device, T: Element>(
 /// `t` as a `Tensor<D, F>`, once the caller knows that `E` is `F`: how the
 /// ops that are generic over every element type reach their float-only
 /// gradient rules (only float tensors track, see [`float_rule!`]).
-pub(crate) fn as_float<D: Device, E: Element, F: FloatElement>(t: &Tensor<D, E>) -> Tensor<D, F> {
+pub(crate) fn as_float<D: CoreDevice, E: Element, F: FloatElement>(t: &Tensor<D, E>) -> Tensor<D, F> {
     let any: &dyn Any = t;
     any.downcast_ref::<Tensor<D, F>>().expect("only float tensors track gradients").detach()
 }

@@ -43,6 +43,16 @@ pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'stat
         None
     }
 
+    /// The GPU a storage lives on, `None` on the CPU: for code that runs
+    /// outside every operation's scope (adding two gradients of a store),
+    /// where the storage is the only witness. Internal, not covered by
+    /// semver.
+    #[doc(hidden)]
+    fn ordinal_of<E: Element>(storage: &Self::Storage<E>) -> Option<usize> {
+        let _ = storage;
+        Self::cuda_ordinal()
+    }
+
     /// Moves host data onto the device.
     fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<Self::Storage<E>>;
 

@@ -6,6 +6,7 @@ use super::compress::{Wire, WireType};
 use super::process_group::ProcessGroup;
 use super::reduce::{DEFAULT_BUCKET_BYTES, plan_buckets};
 use super::replica::{Loss, backward_in_buckets, unflatten};
+use crate::backend::Backend;
 use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::nccl::NcclBuffer;
 use crate::element::DType;
@@ -124,7 +125,8 @@ fn parameter_bytes<D: Device, M: Module<D>>(model: &M) -> Vec<usize> {
 
 /// A fresh dense copy of `t`, which NCCL may overwrite in place.
 fn dense_copy<D: Device>(t: &Tensor<D>) -> Result<Tensor<D>> {
-    Ok(Tensor::from_storage(D::copy_strided(t.storage(), t.layout())?, t.shape().clone()))
+    let storage = D::enter(|| D::Core::copy_strided(t.storage(), t.layout()))?;
+    Ok(Tensor::from_storage(storage, t.shape().clone()))
 }
 
 /// The NCCL buffer of a dense `f32` tensor on a GPU.

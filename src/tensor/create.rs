@@ -7,7 +7,8 @@ use crate::error::check_elem_count;
 use crate::error::{Error, Result};
 use crate::layout::Shape;
 use crate::random::{Generator, with_thread_generator};
-use crate::tensor::Device;
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -23,9 +24,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn from_vec(data: Vec<E>, shape: impl Into<Shape>) -> Self {
-        let shape = shape.into();
-        check_len("from_vec", D::name(), data.len(), &shape)?;
-        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+        core_call!(D, Fns<E>.from_vec(data, shape.into()))
     }
 
     /// Like [`from_vec`](Self::from_vec), copying from a slice.
@@ -37,16 +36,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn from_slice(data: &[E], shape: impl Into<Shape>) -> Self {
-        let shape = shape.into();
-        check_len("from_slice", D::name(), data.len(), &shape)?;
-        Ok(Self::from_storage(D::storage_from_slice(data)?, shape))
+        core_call!(D, Fns<E>.from_slice(data, shape.into()))
     }
 
     /// A tensor of `shape` with every element `value`; `op` names the
     /// creation function in errors.
     fn filled(op: &'static str, shape: Shape, value: E) -> Result<Self> {
-        let len = check_elem_count(op, D::name, &[&shape])?;
-        Ok(Self::from_storage(D::storage_full(op, len, value)?, shape))
+        core_call!(D, Fns<E>.filled(op, shape, value))
     }
 
     /// A rank-0 tensor holding one value, like `torch.tensor(3.0)`.
@@ -114,13 +110,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn eye(n: usize) -> Self {
-        let shape = Shape::from([n, n]);
-        let len = check_elem_count("eye", D::name, &[&shape])?;
-        let mut data = zeroed_vec::<E>("eye", len)?;
-        for i in 0..n {
-            data[i * n + i] = E::ONE;
-        }
-        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+        core_call!(D, Fns<E>.eye(n))
     }
 
     /// `start, start + step, ...` up to but excluding `end`, like `torch.arange`.
@@ -152,18 +142,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn arange_step(start: impl Into<E::Number>, end: impl Into<E::Number>, step: impl Into<E::Number>) -> Self {
-        let (start, end, step) = (start.into(), end.into(), step.into());
-        let bad = |reason: String| Error::Argument { op: "arange", device: D::name(), reason };
-        let data = if E::IS_FLOAT {
-            let r = float_range(start.as_f64(), end.as_f64(), step.as_f64()).map_err(bad)?;
-            try_collect("arange", r.len, (0..r.len).map(|i| E::from_f64(r.start + i as f64 * r.step)))?
-        } else {
-            let r = int_range::<E>(start.as_i64(), end.as_i64(), step.as_i64()).map_err(bad)?;
-            // In range of `i64` (and of `E`): `int_range` checked the last value.
-            try_collect("arange", r.len, (0..r.len).map(|i| E::from_i64((r.start + i as i128 * r.step) as i64)))?
-        };
-        let len = data.len();
-        Ok(Self::from_storage(D::storage_from_vec(data)?, Shape::from(len)))
+        core_call!(D, Fns<E>.arange_step(start.into(), end.into(), step.into()))
     }
 
     /// `start, start + 1, ...` up to but excluding `end`; see
@@ -214,27 +193,13 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn linspace(start: E, end: E, steps: usize) -> Self {
-        let shape = Shape::from(steps);
-        check_elem_count("linspace", D::name, &[&shape])?;
-        let (s, e) = (start.to_f64(), end.to_f64());
-        let step = if steps > 1 { (e - s) / (steps - 1) as f64 } else { 0.0 };
-        // Filled from both ends, so that the last value is exactly `end`.
-        let value = |i: usize| match steps {
-            1 => start,
-            _ if i < steps / 2 => E::from_f64(s + i as f64 * step),
-            _ => E::from_f64(e - (steps - 1 - i) as f64 * step),
-        };
-        let data = try_collect("linspace", steps, (0..steps).map(value))?;
-        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+        core_call!(D, FloatFns<E>.linspace(start, end, steps))
     }
 
     /// Uniform samples in `[0, 1)` from `generator`.
     #[fallible]
     pub fn rand_with(shape: impl Into<Shape>, generator: &mut Generator) -> Self {
-        let shape = shape.into();
-        let len = check_elem_count("rand", D::name, &[&shape])?;
-        let data = try_collect("rand", len, generator.uniform().map(E::from_f64))?;
-        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+        core_call!(D, FloatFns<E>.rand_with(shape.into(), generator))
     }
 
     /// Uniform samples in `[0, 1)` from this thread's generator (see
@@ -253,10 +218,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// Standard normal samples from `generator`.
     #[fallible]
     pub fn randn_with(shape: impl Into<Shape>, generator: &mut Generator) -> Self {
-        let shape = shape.into();
-        let len = check_elem_count("randn", D::name, &[&shape])?;
-        let data = try_collect("randn", len, generator.normal().map(E::from_f64))?;
-        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+        core_call!(D, FloatFns<E>.randn_with(shape.into(), generator))
     }
 
     /// Standard normal samples from this thread's generator.
@@ -285,6 +247,113 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 }
 
 /// The error of a constructor given `len` values for `shape`.
+/// The core of tensor creation: the data made on the host (or filled on
+/// the device) and moved to the core device `D`.
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    fn core_from_vec(data: Vec<E>, shape: Shape) -> Result<Self> {
+        check_len("from_vec", D::name(), data.len(), &shape)?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+    }
+
+    fn core_from_slice(data: &[E], shape: Shape) -> Result<Self> {
+        check_len("from_slice", D::name(), data.len(), &shape)?;
+        Ok(Self::from_storage(D::storage_from_slice(data)?, shape))
+    }
+
+    fn core_filled(op: &'static str, shape: Shape, value: E) -> Result<Self> {
+        let len = check_elem_count(op, D::name, &[&shape])?;
+        Ok(Self::from_storage(D::storage_full(op, len, value)?, shape))
+    }
+
+    fn core_eye(n: usize) -> Result<Self> {
+        let shape = Shape::from([n, n]);
+        let len = check_elem_count("eye", D::name, &[&shape])?;
+        let mut data = zeroed_vec::<E>("eye", len)?;
+        for i in 0..n {
+            data[i * n + i] = E::ONE;
+        }
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+    }
+
+    fn core_arange_step(start: E::Number, end: E::Number, step: E::Number) -> Result<Self> {
+        let bad = |reason: String| Error::Argument { op: "arange", device: D::name(), reason };
+        let data = if E::IS_FLOAT {
+            let r = float_range(start.as_f64(), end.as_f64(), step.as_f64()).map_err(bad)?;
+            try_collect("arange", r.len, (0..r.len).map(|i| E::from_f64(r.start + i as f64 * r.step)))?
+        } else {
+            let r = int_range::<E>(start.as_i64(), end.as_i64(), step.as_i64()).map_err(bad)?;
+            // In range of `i64` (and of `E`): `int_range` checked the last value.
+            try_collect("arange", r.len, (0..r.len).map(|i| E::from_i64((r.start + i as i128 * r.step) as i64)))?
+        };
+        let len = data.len();
+        Ok(Self::from_storage(D::storage_from_vec(data)?, Shape::from(len)))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    fn core_linspace(start: E, end: E, steps: usize) -> Result<Self> {
+        let shape = Shape::from(steps);
+        check_elem_count("linspace", D::name, &[&shape])?;
+        let (s, e) = (start.to_f64(), end.to_f64());
+        let step = if steps > 1 { (e - s) / (steps - 1) as f64 } else { 0.0 };
+        // Filled from both ends, so that the last value is exactly `end`.
+        let value = |i: usize| match steps {
+            1 => start,
+            _ if i < steps / 2 => E::from_f64(s + i as f64 * step),
+            _ => E::from_f64(e - (steps - 1 - i) as f64 * step),
+        };
+        let data = try_collect("linspace", steps, (0..steps).map(value))?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+    }
+
+    fn core_rand_with(shape: Shape, generator: &mut Generator) -> Result<Self> {
+        let len = check_elem_count("rand", D::name, &[&shape])?;
+        let data = try_collect("rand", len, generator.uniform().map(E::from_f64))?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+    }
+
+    fn core_randn_with(shape: Shape, generator: &mut Generator) -> Result<Self> {
+        let len = check_elem_count("randn", D::name, &[&shape])?;
+        let data = try_collect("randn", len, generator.normal().map(E::from_f64))?;
+        Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+    }
+}
+
+impl<D: CoreDevice> Tensor<D, i64> {
+    fn core_randperm_with(n: usize, generator: &mut Generator) -> Result<Self> {
+        let shape = Shape::from([n]);
+        check_elem_count("randperm", D::name, &[&shape])?;
+        let mut perm = try_collect("randperm", n, 0..n as i64)?;
+        // Fisher-Yates: position i swaps with a uniform pick among 0..=i.
+        for (i, u) in (1..n).rev().zip(generator.uniform()) {
+            let j = ((u * (i + 1) as f64) as usize).min(i);
+            perm.swap(i, j);
+        }
+        Self::core_from_vec(perm, shape)
+    }
+}
+
+core_table! {
+    /// The core's tensor creation.
+    pub(crate) struct Fns<C, E: Element> {
+        from_vec: fn(Vec<E>, Shape) -> Result<Tensor<C, E>> = Tensor::core_from_vec,
+        from_slice: fn(&[E], Shape) -> Result<Tensor<C, E>> = Tensor::core_from_slice,
+        filled: fn(&'static str, Shape, E) -> Result<Tensor<C, E>> = Tensor::core_filled,
+        eye: fn(usize) -> Result<Tensor<C, E>> = Tensor::core_eye,
+        arange_step: fn(E::Number, E::Number, E::Number) -> Result<Tensor<C, E>> = Tensor::core_arange_step,
+        randperm_with: fn(usize, &mut Generator) -> Result<Tensor<C, i64>> = Tensor::core_randperm_with,
+    }
+}
+
+core_table! {
+    /// The core's creation of float tensors.
+    pub(crate) struct FloatFns<C, F: FloatElement> {
+        linspace: fn(F, F, usize) -> Result<Tensor<C, F>> = Tensor::core_linspace,
+        rand_with: fn(Shape, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_rand_with,
+        randn_with: fn(Shape, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_randn_with,
+    }
+}
+
 fn check_len(op: &'static str, device: String, len: usize, shape: &Shape) -> Result<()> {
     let places = check_elem_count(op, || device.clone(), &[shape])?;
     if len == places {
@@ -354,15 +423,7 @@ impl<D: Device> Tensor<D, i64> {
     /// `torch.randperm`: how a data set is shuffled.
     #[fallible]
     pub fn randperm_with(n: usize, generator: &mut Generator) -> Self {
-        let shape = Shape::from([n]);
-        check_elem_count("randperm", D::name, &[&shape])?;
-        let mut perm = try_collect("randperm", n, 0..n as i64)?;
-        // Fisher-Yates: position i swaps with a uniform pick among 0..=i.
-        for (i, u) in (1..n).rev().zip(generator.uniform()) {
-            let j = ((u * (i + 1) as f64) as usize).min(i);
-            perm.swap(i, j);
-        }
-        Self::try_from_vec(perm, shape)
+        core_call!(D, Fns<i64>.randperm_with(n, generator))
     }
 
     /// A random permutation of `0..n` from this thread's generator.

@@ -5,13 +5,14 @@
 //! is rejected at compile time through [`SameDevice`], and data only moves
 //! when the program says [`Tensor::to`].
 //!
-//! [`Device`] gathers what a device provides, its [`Backend`] and one kernel
-//! trait per op family (see [`crate::ops`]), so generic code needs a single
-//! bound: `fn f<D: Device>(x: &Tensor<D>)`.
+//! [`Device`] is the one bound generic code needs: `fn f<D: Device>(x:
+//! &Tensor<D>)`. Under it, every device runs its operations on a
+//! [`CoreDevice`], which gathers one kernel trait per op family (see
+//! [`crate::ops`]): the CPU on itself, every GPU on the one core device the
+//! GPUs share (`src/tensor/shell.rs` says how).
 
-use crate::backend::{Backend, sealed};
-#[cfg(doc)]
-use crate::backend::{Cpu, Cuda};
+use crate::backend::cuda::AnyCuda;
+use crate::backend::{Backend, Cpu, Cuda, sealed};
 use crate::element::Element;
 use crate::ops::{
     attention::AttentionKernel, binary::BinaryKernel, compare::CompareKernel, conv::ConvKernel, index::IndexKernel,
@@ -31,8 +32,58 @@ use crate::tensor::Tensor;
 /// let y = affine(&x, &Tensor::ones([3, 4]), &Tensor::zeros([4]));
 /// assert_eq!(y.to_vec(), vec![3.0; 8]);
 /// ```
-pub trait Device:
-    Backend
+///
+/// Every operation on a `Tensor<D, E>` is a thin typed shell over devtensor's
+/// core: code compiled once, inside devtensor, for each [`CoreDevice`]
+/// (the CPU, and one for every GPU) and element type. The shell checks the
+/// device and the element type at compile time and calls the core; that
+/// call is all a program compiles of an operation (`docs/decisions/2026-12-01-typed-shell-concrete-core.md`).
+pub trait Device: Backend {
+    /// The device the core runs this device's operations on: [`Cpu`] for
+    /// the CPU, one device for every GPU. Internal, not covered by semver.
+    #[doc(hidden)]
+    type Core: CoreDevice;
+
+    /// Runs `f`, an operation of the core on tensors of this device, with
+    /// this device as the current one of the thread (for `Cuda<N>`, GPU
+    /// `N`). Internal, not covered by semver.
+    #[doc(hidden)]
+    fn enter<R>(f: impl FnOnce() -> R) -> R;
+}
+
+impl Device for Cpu {
+    type Core = Cpu;
+
+    #[inline(always)]
+    fn enter<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
+impl<const N: usize> Device for Cuda<N> {
+    type Core = AnyCuda;
+
+    #[inline(always)]
+    fn enter<R>(f: impl FnOnce() -> R) -> R {
+        crate::backend::cuda::current::enter(N, f)
+    }
+}
+
+impl Device for AnyCuda {
+    type Core = AnyCuda;
+
+    #[inline(always)]
+    fn enter<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
+/// A device the core is compiled for, with one kernel trait per op family
+/// (see [`crate::ops`]): [`Cpu`], and the GPU of the running operation.
+/// Internal, not covered by semver.
+#[doc(hidden)]
+pub trait CoreDevice:
+    Device<Core = Self>
     + BinaryKernel
     + UnaryKernel
     + CompareKernel
@@ -42,19 +93,16 @@ pub trait Device:
     + ConvKernel
     + AttentionKernel
 {
+    /// Whether this is the CPU (the other core device is the GPUs').
+    const IS_CPU: bool;
 }
 
-impl<T> Device for T where
-    T: Backend
-        + BinaryKernel
-        + UnaryKernel
-        + CompareKernel
-        + ReduceKernel
-        + MatmulKernel
-        + IndexKernel
-        + ConvKernel
-        + AttentionKernel
-{
+impl CoreDevice for Cpu {
+    const IS_CPU: bool = true;
+}
+
+impl CoreDevice for AnyCuda {
+    const IS_CPU: bool = false;
 }
 
 /// Proof that two devices are the same one, required by every operation that

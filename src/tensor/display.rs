@@ -3,7 +3,8 @@
 
 use super::Tensor;
 use crate::element::{DType, Element};
-use crate::tensor::Device;
+use crate::tensor::shell::core_table;
+use crate::tensor::{CoreDevice, Device};
 use std::fmt;
 
 /// Tensors with more elements than this are summarised, as in PyTorch.
@@ -115,7 +116,7 @@ impl Printer<'_> {
 /// The elements a summary shows: each axis longer than `2 * EDGE_ITEMS`
 /// cut to its first and last `EDGE_ITEMS`, so that printing a huge tensor
 /// (or a broadcast view larger than memory) reads only what it prints.
-fn edges<D: Device, E: Element>(tensor: &Tensor<D, E>) -> crate::Result<Tensor<D, E>> {
+fn edges<D: CoreDevice, E: Element>(tensor: &Tensor<D, E>) -> crate::Result<Tensor<D, E>> {
     let mut kept = tensor.clone();
     for (axis, &n) in tensor.dims().iter().enumerate() {
         if n > 2 * EDGE_ITEMS {
@@ -129,42 +130,53 @@ fn edges<D: Device, E: Element>(tensor: &Tensor<D, E>) -> crate::Result<Tensor<D
 
 impl<D: Device, E: Element> fmt::Display for Tensor<D, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let summarise = self.elem_count() > SUMMARY_THRESHOLD;
-        let shown = if summarise { edges(self) } else { Ok(self.clone()) };
-        let (shown, values) = match shown.and_then(|t| t.try_to_vec().map(|v| (t, v))) {
-            Ok(read) => read,
-            Err(err) => return write!(f, "tensor(<unreadable: {err}>)"),
-        };
-        let style = Style::choose(&values);
-        let cells: Vec<String> = values.iter().map(|&v| style.write(v)).collect();
-        let mut body = String::new();
-        match self.dims() {
-            [] => body.push_str(&cells[0]),
-            dims if dims.contains(&0) => body.push_str("[]"),
-            dims => {
-                let width = cells.iter().map(String::len).max().unwrap_or(0);
-                let indent = "tensor(".len();
-                Printer { dims, cell_dims: shown.dims(), cells: &cells, width, summarise, indent }
-                    .write(&mut body, 0, 0);
-            }
+        D::enter(|| (Fns::<D::Core, E>::get().display)(self.core(), f))
+    }
+}
+
+/// PyTorch's text of a tensor of the core device `D`.
+fn display<D: CoreDevice, E: Element>(tensor: &Tensor<D, E>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let summarise = tensor.elem_count() > SUMMARY_THRESHOLD;
+    let shown = if summarise { edges(tensor) } else { Ok(tensor.clone()) };
+    let (shown, values) = match shown.and_then(|t| t.try_to_vec().map(|v| (t, v))) {
+        Ok(read) => read,
+        Err(err) => return write!(f, "tensor(<unreadable: {err}>)"),
+    };
+    let style = Style::choose(&values);
+    let cells: Vec<String> = values.iter().map(|&v| style.write(v)).collect();
+    let mut body = String::new();
+    match tensor.dims() {
+        [] => body.push_str(&cells[0]),
+        dims if dims.contains(&0) => body.push_str("[]"),
+        dims => {
+            let width = cells.iter().map(String::len).max().unwrap_or(0);
+            let indent = "tensor(".len();
+            Printer { dims, cell_dims: shown.dims(), cells: &cells, width, summarise, indent }.write(&mut body, 0, 0);
         }
-        write!(f, "tensor({body}")?;
-        if self.elem_count() == 0 && self.rank() != 1 {
-            write!(f, ", size={}", self.shape())?;
-        }
-        let device = D::name();
-        if device != "Cpu" {
-            write!(f, ", device={device}")?;
-        }
-        // PyTorch names the dtype unless it is the default of its kind.
-        let named = match E::DTYPE {
-            DType::F32 | DType::I64 => false,
-            DType::F64 | DType::BF16 | DType::F16 | DType::U8 => true,
-        };
-        if named {
-            write!(f, ", dtype={}", E::DTYPE.name())?;
-        }
-        f.write_str(")")
+    }
+    write!(f, "tensor({body}")?;
+    if tensor.elem_count() == 0 && tensor.rank() != 1 {
+        write!(f, ", size={}", tensor.shape())?;
+    }
+    let device = D::name();
+    if device != "Cpu" {
+        write!(f, ", device={device}")?;
+    }
+    // PyTorch names the dtype unless it is the default of its kind.
+    let named = match E::DTYPE {
+        DType::F32 | DType::I64 => false,
+        DType::F64 | DType::BF16 | DType::F16 | DType::U8 => true,
+    };
+    if named {
+        write!(f, ", dtype={}", E::DTYPE.name())?;
+    }
+    f.write_str(")")
+}
+
+core_table! {
+    /// The core's printing.
+    pub(crate) struct Fns<C, E: Element> {
+        display: for<'a, 'b> fn(&'a Tensor<C, E>, &'a mut fmt::Formatter<'b>) -> fmt::Result = display,
     }
 }
 

@@ -6,15 +6,17 @@ mod display;
 mod literal;
 mod pending;
 mod pinned;
-mod transfer;
+pub(crate) mod shell;
+pub(crate) mod transfer;
 
-pub use device::{Device, OnDevice, SameDevice};
+pub use device::{CoreDevice, Device, OnDevice, SameDevice};
 pub(crate) use device::{same_device, same_device_owned};
 pub use literal::{TensorData, tensor, try_tensor};
 pub use pending::{PendingTransfer, TransferCompleted};
 pub use pinned::PinnedTensor;
 
 use crate::autograd::Node;
+use crate::backend::Backend;
 use crate::element::{DType, Element};
 use crate::layout::{Layout, Shape};
 use std::sync::Arc;
@@ -39,14 +41,20 @@ use std::sync::Arc;
 /// let y = (&x * 2.0).sum();
 /// assert_eq!(y.item(), 20.0);
 /// ```
+// `repr(C)`: a `Tensor<Cuda<N>, E>` and the core's `Tensor<AnyCuda, E>` have
+// the same fields, so the typed shell can lend one as the other (`core`).
+#[repr(C)]
 pub struct Tensor<D: Device, E: Element = f32> {
-    storage: Arc<D::Storage<E>>,
+    storage: Arc<CoreStorage<D, E>>,
     layout: Layout,
     /// This tensor's place in the autograd graph; `None` when it tracks
     /// nothing, which is every tensor that is not a float computed from a
     /// leaf marked with `requires_grad`.
     node: Option<Arc<Node>>,
 }
+
+/// The storage of a tensor of device `D`: its core device's.
+type CoreStorage<D, E> = <<D as Device>::Core as Backend>::Storage<E>;
 
 impl<D: Device, E: Element> Clone for Tensor<D, E> {
     /// Shares the storage; copies no elements.
@@ -57,14 +65,17 @@ impl<D: Device, E: Element> Clone for Tensor<D, E> {
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// Wraps fresh storage laid out row-major with `shape`.
-    pub(crate) fn from_storage(storage: D::Storage<E>, shape: Shape) -> Self {
+    pub(crate) fn from_storage(storage: CoreStorage<D, E>, shape: Shape) -> Self {
         Tensor { storage: Arc::new(storage), layout: Layout::contiguous(shape), node: None }
     }
 
     /// Wraps fresh storage laid out as `layout`, which a kernel chose and
     /// wrote; it lies inside the storage.
-    pub(crate) fn from_storage_with(storage: D::Storage<E>, layout: Layout) -> Self {
-        assert!(layout.fits_in(D::storage_len(&storage)), "a kernel's result reaches past its storage: {layout:?}");
+    pub(crate) fn from_storage_with(storage: CoreStorage<D, E>, layout: Layout) -> Self {
+        assert!(
+            layout.fits_in(D::Core::storage_len(&storage)),
+            "a kernel's result reaches past its storage: {layout:?}"
+        );
         Tensor { storage: Arc::new(storage), layout, node: None }
     }
 
@@ -77,21 +88,64 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// (and the CPU matmul's raw pointers) read out of bounds.
     pub(crate) fn with_layout(&self, layout: Layout) -> Self {
         assert!(
-            layout.fits_in(D::storage_len(&self.storage)),
+            layout.fits_in(D::Core::storage_len(&self.storage)),
             "a view of {} elements reaches past its storage: {layout:?}",
-            D::storage_len(&self.storage)
+            D::Core::storage_len(&self.storage)
         );
         Tensor { storage: Arc::clone(&self.storage), layout, node: None }
     }
 
     /// The storage, shared with every view of it.
-    pub(crate) fn storage(&self) -> &D::Storage<E> {
+    pub(crate) fn storage(&self) -> &CoreStorage<D, E> {
         &self.storage
     }
 
     /// The storage for writing, when this tensor is its only owner.
-    pub(crate) fn storage_mut(&mut self) -> Option<&mut D::Storage<E>> {
+    pub(crate) fn storage_mut(&mut self) -> Option<&mut CoreStorage<D, E>> {
         Arc::get_mut(&mut self.storage)
+    }
+
+    /// This tensor as the core sees it: itself on the CPU, and a tensor of
+    /// [`AnyCuda`](crate::backend::cuda::AnyCuda) for a `Cuda<N>` one. Only
+    /// for the core's entry points, which run inside [`Device::enter`].
+    #[inline(always)]
+    pub(crate) fn core(&self) -> &Tensor<D::Core, E> {
+        // SAFETY: `Tensor` is `repr(C)`, and `Tensor<D, E>` and
+        // `Tensor<D::Core, E>` have the same fields: the storage is typed by
+        // the core device in both (`CoreStorage`, and `D::Core::Core` is
+        // `D::Core` by `CoreDevice`'s bound), the layout and node do not
+        // depend on the device. So one is a valid value of the other, with
+        // the same lifetime.
+        unsafe { &*(self as *const Self).cast::<Tensor<D::Core, E>>() }
+    }
+
+    /// [`core`](Self::core) for an operation that writes in place.
+    #[inline(always)]
+    pub(crate) fn core_mut(&mut self) -> &mut Tensor<D::Core, E> {
+        // SAFETY: as in `core`; the borrow is exclusive for as long.
+        unsafe { &mut *(self as *mut Self).cast::<Tensor<D::Core, E>>() }
+    }
+
+    /// [`from_core`](Self::from_core) for a borrowed tensor of the core's.
+    #[inline(always)]
+    pub(crate) fn from_core_ref(core: &Tensor<D::Core, E>) -> &Self {
+        // SAFETY: as in `core`, the other way.
+        unsafe { &*(core as *const Tensor<D::Core, E>).cast::<Self>() }
+    }
+
+    /// This tensor as one of the core's device, owned: the fields move.
+    #[inline(always)]
+    pub(crate) fn into_core(self) -> Tensor<D::Core, E> {
+        let Tensor { storage, layout, node } = self;
+        Tensor { storage, layout, node }
+    }
+
+    /// A tensor of the core's device as one of `D`: the way back from
+    /// [`core`](Self::core). The fields are the same, so nothing is copied.
+    #[inline(always)]
+    pub(crate) fn from_core(core: Tensor<D::Core, E>) -> Self {
+        let Tensor { storage, layout, node } = core;
+        Tensor { storage, layout, node }
     }
 
     /// This tensor's autograd node, if it tracks.

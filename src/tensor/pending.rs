@@ -12,6 +12,7 @@ use crate::element::Element;
 use crate::error::Result;
 use crate::layout::Shape;
 use crate::tensor::Device;
+use crate::tensor::transfer::Fns;
 use devtensor_macros::fallible;
 use std::any::{Any, TypeId};
 use std::sync::Arc;
@@ -51,7 +52,7 @@ pub struct PendingTransfer<D: Device, E: Element = f32> {
 /// Where the copy lands.
 enum Landing<D: Device, E: Element> {
     /// The destination storage, written by the copy.
-    Storage(D::Storage<E>),
+    Storage(<D::Core as Backend>::Storage<E>),
     /// A page-locked buffer the copy writes into, moved into a `Cpu` tensor
     /// once it is complete.
     Staged(Arc<PinnedBuffer>),
@@ -80,10 +81,13 @@ impl<D: Device, E: Element> PendingTransfer<D, E> {
     pub(crate) fn upload(src: Arc<PinnedBuffer>, shape: Shape) -> Result<Self> {
         let n = shape.elem_count();
         let (landing, fence) = match D::cuda_ordinal() {
-            None => (Landing::Storage(D::storage_from_vec(src.read::<E>("to_async", n)?)?), Fence::done()),
+            None => {
+                let values = src.read::<E>("to_async", n)?;
+                (Landing::Storage(D::enter(|| D::Core::storage_from_vec(values))?), Fence::done())
+            }
             Some(ordinal) => {
                 let (storage, fence) = transfer::upload::<E>(&context::device(ordinal)?, "to_async", src, n)?;
-                (Landing::Storage(cuda_storage_as::<D, E>(storage)), fence)
+                (Landing::Storage(cuda_storage_as::<D::Core, E>(storage)), fence)
             }
         };
         Ok(PendingTransfer { shape, state: Some((landing, fence)), grad: None })
@@ -139,12 +143,17 @@ impl<D: Device, E: Element> PendingTransfer<D, E> {
     fn land(&mut self, landing: Landing<D, E>) -> Result<Tensor<D, E>> {
         let storage = match landing {
             Landing::Storage(storage) => storage,
-            Landing::Staged(buffer) => D::storage_from_vec(buffer.read::<E>("to_async", self.shape.elem_count())?)?,
+            Landing::Staged(buffer) => {
+                let values = buffer.read::<E>("to_async", self.shape.elem_count())?;
+                D::enter(|| D::Core::storage_from_vec(values))?
+            }
             Landing::Ready(tensor) => return Ok(tensor),
         };
         let tensor = Tensor::from_storage(storage, self.shape.clone());
         Ok(match self.grad.take() {
-            Some((source, rule)) => autograd::attach(tensor, "to_async", vec![Some(source)], rule),
+            Some((source, rule)) => {
+                Tensor::from_core(autograd::attach(tensor.into_core(), "to_async", vec![Some(source)], rule))
+            }
             None => tensor,
         })
     }
@@ -177,7 +186,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
             let host = host.downcast_ref::<<Cpu as Backend>::Storage<E>>().expect("the only non-CUDA device is Cpu");
             let staged = match self.layout().contiguous_range() {
                 Some(range) => PinnedBuffer::from_slice(OP, &host.as_slice()[range])?,
-                None => PinnedBuffer::from_slice(OP, &D::storage_to_vec(self.storage(), self.layout())?)?,
+                None => PinnedBuffer::from_slice(OP, &self.try_to_vec()?)?,
             };
             return PendingTransfer::upload(Arc::new(staged), shape);
         };
@@ -193,7 +202,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
             Some(to) => {
                 let to = context::device(to)?;
                 let (storage, fence) = transfer::peer(&from, OP, source, self.layout(), owner, &to)?;
-                (Landing::Storage(cuda_storage_as::<D2, E>(storage)), fence)
+                (Landing::Storage(cuda_storage_as::<D2::Core, E>(storage)), fence)
             }
         };
         Ok(PendingTransfer { shape, state: Some((landing, fence)), grad: None })
@@ -226,7 +235,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     pub fn to_async<D2: Device>(&self) -> PendingTransfer<D2, E> {
         let mut pending = self.to_async_untracked()?;
         if let (Some(node), true) = (self.node(), autograd::is_grad_enabled()) {
-            let rule = autograd::rule_across(|g: &Tensor<D2, E>| g.try_to::<D>());
+            let rule = D2::enter(|| (Fns::<D2::Core, E>::get().transfer_rule)(D::cuda_ordinal()));
             pending.grad = Some((Arc::clone(node), rule));
         }
         Ok(pending)

@@ -350,6 +350,29 @@ device_tests! {
 }
 
 #[test]
+fn gradients_of_a_move_between_gpus_land_on_the_leafs_gpu() {
+    use devtensor::Cuda;
+    if !(cuda_ready::<0>() && cuda_ready::<1>()) {
+        return;
+    }
+    // A leaf on Cuda<0>, a computation on Cuda<1>, the loss there: the
+    // gradient comes back to Cuda<0>. Used with a tensor of Cuda<0>, a
+    // gradient left on the other GPU would fault on the emulated driver
+    // (its pointer belongs to device 1, the kernel runs on device 0).
+    let x = T::<Cuda<0>>::from_vec(vec![0.0, 1.0, 2.0], [3]).requires_grad();
+    let loss = (x.to::<Cuda<1>>().exp() * 2.0).sum();
+    let grads = loss.backward();
+    let g = grads.get(&x).unwrap();
+    let expected: Vec<f64> = [0.0f64, 1.0, 2.0].iter().map(|v| 2.0 * v.exp() + v).collect();
+    assert_close(&(g + &x.detach()).to_vec(), &expected, 1e-12, 1e-12);
+    // And back: a leaf on Cuda<1> through Cuda<0> and the CPU.
+    let y = T::<Cuda<1>>::from_vec(vec![1.0, -1.0], [2]).requires_grad();
+    let grads = y.to::<Cuda<0>>().to::<Cpu>().square().sum().backward();
+    let g = grads.get(&y).unwrap();
+    assert_eq!((g * &y.detach()).to_vec(), vec![2.0, 2.0]);
+}
+
+#[test]
 fn a_long_chain_runs_backward_and_drops_without_recursion() {
     // 10^5 recorded ops: the walk and the drop of the graph are loops, so
     // neither overflows the test thread's stack.

@@ -25,9 +25,9 @@
 //! `vdpbf16ps` treats `bf16` subnormal inputs (below 1.2e-38) as zero and
 //! flushes subnormal sums, as oneDNN's `bf16` products (PyTorch's) do.
 
+use super::tasks::{for_each_chunk, for_each_item};
 use super::{Cpu, CpuIsa, pool_threads};
 use half::bf16;
-use rayon::prelude::*;
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -170,7 +170,7 @@ pub(crate) fn product(
     };
     let tasks: Vec<(usize, usize)> = (0..panels).flat_map(|p| (0..parts).map(move |q| (p, q))).collect();
     if tasks.len() > 1 && pool_threads() > 1 && m * n * k >= 1 << 18 {
-        tasks.into_par_iter().for_each(run);
+        for_each_item(tasks, 1, &run);
     } else {
         tasks.into_iter().for_each(run);
     }
@@ -267,7 +267,7 @@ impl SharedOut {
 /// micro-kernel cannot read in place.
 fn pack_rows(a: Bf16Matrix<'_>, m: usize, k: usize, packed: &mut [u32]) {
     let pairs = k.div_ceil(2);
-    packed.par_chunks_mut((ROWS * pairs).max(1)).enumerate().for_each(|(block, words)| {
+    for_each_chunk(packed, (ROWS * pairs).max(1), &|block, words| {
         for r in 0..ROWS {
             let i = block * ROWS + r;
             let mut put = |p: usize, word: u32| words[p * ROWS + r] = word;

@@ -4,12 +4,12 @@
 
 use super::math::BASELINE_FMA;
 use super::pool::{POOL_MIN_BYTES, output_buffer};
+use super::tasks::for_each_chunk;
 #[cfg(target_arch = "x86_64")]
 use super::{Cpu, CpuIsa};
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::{Layout, for_each_block};
-use rayon::prelude::*;
 use smallvec::SmallVec;
 use std::marker::PhantomData;
 
@@ -202,7 +202,7 @@ pub(crate) fn map_elements<E: Element, T: Element>(
         let mut out = output_buffer(op, len)?;
         let run = |out: &mut [T], src: &[E]| vectorized(DenseMap { out, src, f: &f, value: PhantomData });
         if split_across_threads(out.len()) {
-            out.par_chunks_mut(PARALLEL_CHUNK).zip(src.par_chunks(PARALLEL_CHUNK)).for_each(|(o, s)| run(o, s));
+            for_each_chunk(&mut out, PARALLEL_CHUNK, &|i, o| run(o, &src[i * PARALLEL_CHUNK..][..o.len()]));
         } else {
             run(&mut out, src);
         }
@@ -210,7 +210,7 @@ pub(crate) fn map_elements<E: Element, T: Element>(
     }
     let mut out = output_buffer(op, len)?;
     // The `contiguous` after a transpose or a head split.
-    split_strided(&mut out, layout.dims(), [layout.strides()], [layout.offset()], |out, dims, [strides], [offset]| {
+    split_strided(&mut out, layout.dims(), [layout.strides()], [layout.offset()], &|out, dims, [strides], [offset]| {
         gather(out, src, dims, strides, offset, &f)
     });
     Ok(out)
@@ -226,13 +226,15 @@ fn split_strided<T: Send, const K: usize>(
     dims: &[usize],
     strides: [&[usize]; K],
     offsets: [usize; K],
-    task: impl Fn(&mut [T], &[usize], [&[usize]; K], [usize; K]) + Sync,
+    task: &(dyn Fn(&mut [T], &[usize], [&[usize]; K], [usize; K]) + Sync),
 ) {
+    // The task is a trait object: this function, its splitting and its
+    // array arithmetic are compiled once per output type, not per kernel.
     match dims.iter().position(|&d| d > 1) {
         Some(axis) if split_across_threads(out.len()) => {
             let slice_len = out.len() / dims[axis];
             let per_task = items_per_task(slice_len);
-            out.par_chunks_mut(per_task * slice_len).enumerate().for_each(|(i, out)| {
+            for_each_chunk(out, per_task * slice_len, &|i, out| {
                 let mut task_dims: SmallVec<[usize; 6]> = SmallVec::from_slice(&dims[axis..]);
                 task_dims[0] = out.len() / slice_len;
                 let offsets = std::array::from_fn(|k| offsets[k] + i * per_task * strides[k][axis]);
@@ -290,9 +292,10 @@ pub(crate) fn zip_into<A: Element, B: Element, T: Element>(
             })
         };
         if split_across_threads(out.len()) {
-            out.par_chunks_mut(PARALLEL_CHUNK)
-                .zip(a.par_chunks(PARALLEL_CHUNK).zip(b.par_chunks(PARALLEL_CHUNK)))
-                .for_each(|(o, (a, b))| run(o, a, b));
+            for_each_chunk(out, PARALLEL_CHUNK, &|i, o| {
+                let start = i * PARALLEL_CHUNK;
+                run(o, &a[start..][..o.len()], &b[start..][..o.len()])
+            });
         } else {
             run(out, a, b);
         }
@@ -306,7 +309,7 @@ pub(crate) fn zip_into<A: Element, B: Element, T: Element>(
         al.dims(),
         [al.strides(), bl.strides()],
         [al.offset(), bl.offset()],
-        |out, dims, strides, offsets| {
+        &|out, dims, strides, offsets| {
             let mut next = 0;
             for_each_block(dims, strides, offsets, |[x, y], len, [sx, sy]| {
                 let out = &mut out[next..next + len];

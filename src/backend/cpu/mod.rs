@@ -10,6 +10,7 @@ mod loops;
 mod math;
 mod pool;
 pub(crate) mod skinny_gemm;
+mod tasks;
 mod threads;
 mod widen;
 
@@ -18,6 +19,7 @@ pub use isa::CpuIsa;
 pub(crate) use loops::*;
 pub(crate) use math::*;
 pub(crate) use pool::*;
+pub(crate) use tasks::*;
 pub(crate) use widen::*;
 
 use super::{Backend, sealed};

@@ -18,12 +18,12 @@
 //! row-major matrix) as rows scaled and added.
 
 use super::math::mul_add;
+use super::tasks::for_each_chunk;
 use super::{Operand, PARALLEL_CHUNK, VectorLoop, output_buffer, split_across_threads, vectorized};
 use crate::element::{FloatElement, as_slice_of};
 use crate::error::Result;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 /// The most rows of the left operand a product may have to run here.
 /// Each block of the right operand, read once, serves every row; past a few
@@ -79,7 +79,7 @@ pub(crate) fn product<E: FloatElement>(
     // Tasks of whole blocks of columns, each a pass over its part of `b`.
     let per_task = BLOCK.max(PARALLEL_CHUNK / k);
     if split_across_threads(n.saturating_mul(k)) {
-        sums.par_chunks_mut(per_task * m).enumerate().for_each(|(t, sums)| columns(t * per_task, sums));
+        for_each_chunk(&mut sums, per_task * m, &|t, sums| columns(t * per_task, sums));
     } else {
         columns(0, &mut sums);
     }

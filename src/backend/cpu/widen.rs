@@ -9,13 +9,13 @@
 //! given reads the same values in the copy, and an output written through
 //! a layout is rounded back the same way.
 
+use super::tasks::for_each_chunk;
 use super::{CpuStorage, PARALLEL_CHUNK, map_strided, output_buffer, split_across_threads};
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::{Layout, Shape};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use rayon::prelude::*;
 use std::any::Any;
 
 /// Every element of `x` as an `f32` (exact for the half types).
@@ -64,7 +64,7 @@ fn f16_slices<S: Element, T: Element>(
     fn each_chunk<A: Sync, B: Element>(op: &'static str, src: &[A], convert: fn(&[A], &mut [B])) -> Result<Vec<B>> {
         let mut dst = output_buffer::<B>(op, src.len())?;
         if split_across_threads(src.len()) {
-            dst.par_chunks_mut(PARALLEL_CHUNK).zip(src.par_chunks(PARALLEL_CHUNK)).for_each(|(d, s)| convert(s, d));
+            for_each_chunk(&mut dst, PARALLEL_CHUNK, &|i, d| convert(&src[i * PARALLEL_CHUNK..][..d.len()], d));
         } else {
             convert(src, &mut dst);
         }

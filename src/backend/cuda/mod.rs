@@ -12,6 +12,7 @@
 //! use the driver's peer copy, without a trip through the host.
 
 pub(crate) mod context;
+pub(crate) mod current;
 mod kernel_cache;
 pub(crate) mod launch;
 pub(crate) mod nccl;
@@ -86,6 +87,27 @@ impl<const N: usize> Cuda<N> {
     /// The device's state, initialised on first use.
     pub(crate) fn device() -> Result<Arc<CudaDevice>> {
         context::device(N)
+    }
+}
+
+/// The GPU of the operation running on this thread: the device under the
+/// CUDA half of devtensor's core, where the ordinal is a run-time value.
+///
+/// The typed API's `Cuda<N>` is what programs write; its operations run
+/// in the core as operations on `AnyCuda`, compiled once inside devtensor
+/// for every ordinal, after [`Device::enter`](crate::Device) has made `N`
+/// the current GPU of the thread (PyTorch's device guard). Every device
+/// check stays in the types of `Cuda<N>`; a program never names this type.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AnyCuda;
+
+impl sealed::Sealed for AnyCuda {}
+
+impl AnyCuda {
+    /// The state of the current GPU, initialised on first use.
+    pub(crate) fn device() -> Result<Arc<CudaDevice>> {
+        context::device(current::ordinal())
     }
 }
 
@@ -246,15 +268,19 @@ pub(crate) fn dense_ptr<E: Element>(
     }
 }
 
-impl<const N: usize> Backend for Cuda<N> {
+impl Backend for AnyCuda {
     type Storage<E: Element> = CudaStorage<E>;
 
     fn name() -> String {
-        format!("Cuda<{N}>")
+        format!("Cuda<{}>", current::ordinal())
     }
 
     fn cuda_ordinal() -> Option<usize> {
-        Some(N)
+        Some(current::ordinal())
+    }
+
+    fn ordinal_of<E: Element>(storage: &CudaStorage<E>) -> Option<usize> {
+        Some(storage.ordinal)
     }
 
     fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<CudaStorage<E>> {
@@ -279,7 +305,7 @@ impl<const N: usize> Backend for Cuda<N> {
     }
 
     fn storage_to_vec<E: Element>(storage: &CudaStorage<E>, layout: &Layout) -> Result<Vec<E>> {
-        let device = Self::device()?;
+        let device = context::device(storage.ordinal)?;
         match layout.contiguous_range() {
             Some(range) => storage.read(&device, "to_vec", range),
             None => match copy_into::<E, E>(&device, "to_vec", storage, layout) {
@@ -300,11 +326,11 @@ impl<const N: usize> Backend for Cuda<N> {
     }
 
     fn copy_strided<E: Element>(storage: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<E>> {
-        copy_into(&Self::device()?, "contiguous", storage, layout)
+        copy_into(&context::device(storage.ordinal)?, "contiguous", storage, layout)
     }
 
     fn cast<E: Element, T: Element>(storage: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<T>> {
-        copy_into(&Self::device()?, "cast", storage, layout)
+        copy_into(&context::device(storage.ordinal)?, "cast", storage, layout)
     }
 
     fn storage_from_device<S: Backend, E: Element>(
@@ -318,6 +344,53 @@ impl<const N: usize> Backend for Cuda<N> {
             return Ok(None);
         };
         peer_copy(&context::device(src.ordinal)?, src, layout, &Self::device()?).map(Some)
+    }
+}
+
+impl<const N: usize> Backend for Cuda<N> {
+    type Storage<E: Element> = CudaStorage<E>;
+
+    fn name() -> String {
+        format!("Cuda<{N}>")
+    }
+
+    fn cuda_ordinal() -> Option<usize> {
+        Some(N)
+    }
+
+    fn storage_from_vec<E: Element>(data: Vec<E>) -> Result<CudaStorage<E>> {
+        current::enter(N, || AnyCuda::storage_from_vec(data))
+    }
+
+    fn storage_from_slice<E: Element>(data: &[E]) -> Result<CudaStorage<E>> {
+        current::enter(N, || AnyCuda::storage_from_slice(data))
+    }
+
+    fn storage_full<E: Element>(op: &'static str, len: usize, value: E) -> Result<CudaStorage<E>> {
+        current::enter(N, || AnyCuda::storage_full(op, len, value))
+    }
+
+    fn storage_to_vec<E: Element>(storage: &CudaStorage<E>, layout: &Layout) -> Result<Vec<E>> {
+        current::enter(N, || AnyCuda::storage_to_vec(storage, layout))
+    }
+
+    fn storage_len<E: Element>(storage: &CudaStorage<E>) -> usize {
+        storage.len
+    }
+
+    fn copy_strided<E: Element>(storage: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<E>> {
+        current::enter(N, || AnyCuda::copy_strided(storage, layout))
+    }
+
+    fn cast<E: Element, T: Element>(storage: &CudaStorage<E>, layout: &Layout) -> Result<CudaStorage<T>> {
+        current::enter(N, || AnyCuda::cast(storage, layout))
+    }
+
+    fn storage_from_device<S: Backend, E: Element>(
+        storage: &S::Storage<E>,
+        layout: &Layout,
+    ) -> Result<Option<CudaStorage<E>>> {
+        current::enter(N, || AnyCuda::storage_from_device::<S, E>(storage, layout))
     }
 }
 

@@ -13,10 +13,10 @@ use crate::backend::cpu::{
     CpuStorage, Operand, VectorLoop, converted, exp_nonpositive, gemm_scaled, gemm_scaled_rows, narrowed, narrowed_all,
     output_buffer, split_across_threads, vectorized, widened, zeroed_buffer,
 };
+use crate::backend::cpu::{map_items, map_tasks};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Layout, count_of};
-use rayon::prelude::*;
 use std::marker::PhantomData;
 use std::ops::Range;
 
@@ -435,7 +435,7 @@ impl AttentionKernel for Cpu {
         };
         let jobs: Vec<_> = tasks.into_iter().zip(lses).collect();
         if split_across_threads(count_of(&[batch, queries, keys, width.max(value_width)])) && jobs.len() > 1 {
-            jobs.into_par_iter().try_for_each(run)?;
+            map_items(jobs, &run).into_iter().collect::<Result<()>>()?;
         } else {
             jobs.into_iter().try_for_each(run)?;
         }
@@ -508,7 +508,7 @@ impl AttentionKernel for Cpu {
             Ok(())
         };
         if split_across_threads(count_of(&[batch, queries, keys, width.max(value_width)])) && batch > 1 {
-            (0..batch).into_par_iter().try_for_each(run)?;
+            map_tasks(batch, 1, &run).into_iter().collect::<Result<()>>()?;
         } else {
             (0..batch).try_for_each(run)?;
         }

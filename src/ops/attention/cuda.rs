@@ -10,7 +10,7 @@
 //! the f32 kernels.
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
-use crate::backend::Cuda;
+use crate::backend::cuda::AnyCuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, launch_kernel, per_row};
 use crate::backend::cuda::{CudaStorage, converted, narrowed, narrowed_all, widened};
@@ -189,7 +189,7 @@ fn start<E: FloatElement>((storage, layout): (&CudaStorage<E>, &Layout)) -> u64 
     storage.ptr_at(range.start)
 }
 
-impl<const N: usize> AttentionKernel for Cuda<N> {
+impl AttentionKernel for AnyCuda {
     fn attention_forward<E: FloatElement>(
         q: (&CudaStorage<E>, &Layout),
         k: (&CudaStorage<E>, &Layout),

@@ -27,7 +27,8 @@ use crate::autograd::{self, no_grad, rule};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
-use crate::tensor::{Device, SameDevice, Tensor, same_device};
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 const OP: &str = "scaled_dot_product_attention";
@@ -104,43 +105,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
-        if let Some(half) = autocast::lowered::<E>() {
-            return autocast_in!(half, H => {
-                let (q, k, v) = (self.try_to_dtype::<H>()?, key.try_to_dtype::<H>()?, value.try_to_dtype::<H>()?);
-                let additive = match mask {
-                    AttentionMask::Add(m) => Some(m.try_to_dtype::<H>()?),
-                    _ => None,
-                };
-                let mask = match (mask, &additive) {
-                    (AttentionMask::Add(_), Some(m)) => AttentionMask::Add(m),
-                    (AttentionMask::Keep(m), _) => AttentionMask::Keep(m),
-                    (AttentionMask::Hide(m), _) => AttentionMask::Hide(m),
-                    (AttentionMask::Causal, _) => AttentionMask::Causal,
-                    (AttentionMask::None | AttentionMask::Add(_), _) => AttentionMask::None,
-                };
-                q.try_scaled_dot_product_attention::<D, D, H, H>(&k, &v, mask, scale)?.try_to_dtype::<E>()
-            });
-        }
-        let scores_shape = check_shapes(self, key, value, &mask)?;
-        let rank = self.rank();
-        let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[rank - 1] as f64).sqrt());
-        let dims = AttentionDims {
-            batch: self.dims()[..rank - 2].iter().product(),
-            queries: self.dims()[rank - 2],
-            keys: key.dims()[rank - 2],
-            width: self.dims()[rank - 1],
-            value_width: value.dims()[rank - 1],
-        };
-        let sizes = [dims.batch, dims.queries, dims.keys, dims.width, dims.value_width];
-        // The fused kernels give no gradient for an additive mask.
-        let mask_learns = matches!(mask, AttentionMask::Add(m) if m.tracks_grad());
-        if sizes.iter().all(|&n| n > 0) && !mask_learns {
-            let mask = OwnedMask::of(&mask, &scores_shape)?;
-            if let Some(out) = self.fused_attention(key, value, mask, dims, scale)? {
-                return Ok(out);
-            }
-        }
-        self.composed_attention(key, value, mask, scale, &scores_shape)
+        core_call!(D, Fns<E>.attention(self.core(), key.core(), value.core(), mask.core(), scale))
     }
 
     /// [`scaled_dot_product_attention`](Self::scaled_dot_product_attention)
@@ -176,25 +141,36 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
-        if !(0.0..=1.0).contains(&dropout_p) {
-            return Err(Error::Argument {
-                op: OP,
-                device: D::name(),
-                reason: format!("dropout_p must be between 0 and 1, got {dropout_p}"),
-            });
-        }
-        if dropout_p == 0.0 {
-            return self.try_scaled_dot_product_attention::<D, D, E, E>(key, value, mask, scale);
-        }
-        let weights = self.attention_weights(key, value, mask, scale)?;
-        let kept = if dropout_p == 1.0 {
-            weights.try_mul_scalar(E::ZERO)?
-        } else {
-            let keep = Tensor::<D, E>::try_rand(weights.shape().clone())?.try_ge_scalar(E::from_f64(dropout_p))?;
-            let scaled = weights.try_mul_scalar(E::from_f64(1.0 / (1.0 - dropout_p)))?;
-            keep.try_where_cond::<D, D, E, E>(&scaled, &Tensor::try_scalar(E::ZERO)?)?
-        };
-        kept.try_matmul(value)
+        core_call!(D, Fns<E>.attention_dropout(self.core(), key.core(), value.core(), mask.core(), scale, dropout_p))
+    }
+
+    /// The attention weights `softmax(q · kᵀ · scale + mask)` alone, for a
+    /// layer that applies dropout to them before the product with `value`.
+    pub(crate) fn attention_weights(
+        &self,
+        key: &Self,
+        value: &Self,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+    ) -> Result<Self> {
+        core_call!(D, Fns<E>.attention_weights(self.core(), key.core(), value.core(), mask.core(), scale))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    /// The attention weights `softmax(q · kᵀ · scale + mask)`,
+    /// `[batch.., L, S]`, which `nn::MultiheadAttention` returns when asked
+    /// for them. `value` is only checked against the others.
+    fn core_attention_weights(
+        &self,
+        key: &Self,
+        value: &Self,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+    ) -> Result<Self> {
+        let scores_shape = check_shapes(self, key, value, &mask)?;
+        let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[self.rank() - 1] as f64).sqrt());
+        self.weights_of(key, mask, scale, &scores_shape)
     }
 
     /// The fused kernels' attention, recorded as one operation whose
@@ -293,21 +269,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         self.weights_of(key, mask, scale, scores_shape)?.try_matmul(value)
     }
 
-    /// The attention weights `softmax(q · kᵀ · scale + mask)`,
-    /// `[batch.., L, S]`, which `nn::MultiheadAttention` returns when asked
-    /// for them. `value` is only checked against the others.
-    pub(crate) fn attention_weights(
-        &self,
-        key: &Self,
-        value: &Self,
-        mask: AttentionMask<'_, D, E>,
-        scale: Option<f64>,
-    ) -> Result<Self> {
-        let scores_shape = check_shapes(self, key, value, &mask)?;
-        let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[self.rank() - 1] as f64).sqrt());
-        self.weights_of(key, mask, scale, &scores_shape)
-    }
-
     fn weights_of(
         &self,
         key: &Self,
@@ -337,6 +298,112 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         // `_safe_softmax`. The row is softmaxed as zeros, then zeroed.
         let unseen = scores.try_eq_scalar(E::MIN)?.try_min_keepdim(-1)?;
         scores.try_masked_fill(&unseen, E::ZERO)?.try_softmax(-1)?.try_masked_fill(&unseen, E::ZERO)
+    }
+
+    pub(super) fn core_attention(
+        &self,
+        key: &Self,
+        value: &Self,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+    ) -> Result<Self> {
+        if let Some(half) = autocast::lowered::<E>() {
+            return autocast_in!(half, H => {
+                let (q, k, v) = (self.try_to_dtype::<H>()?, key.try_to_dtype::<H>()?, value.try_to_dtype::<H>()?);
+                let additive = match mask {
+                    AttentionMask::Add(m) => Some(m.try_to_dtype::<H>()?),
+                    _ => None,
+                };
+                let mask = match (mask, &additive) {
+                    (AttentionMask::Add(_), Some(m)) => AttentionMask::Add(m),
+                    (AttentionMask::Keep(m), _) => AttentionMask::Keep(m),
+                    (AttentionMask::Hide(m), _) => AttentionMask::Hide(m),
+                    (AttentionMask::Causal, _) => AttentionMask::Causal,
+                    (AttentionMask::None | AttentionMask::Add(_), _) => AttentionMask::None,
+                };
+                q.core_attention(&k, &v, mask, scale)?.try_to_dtype::<E>()
+            });
+        }
+        let scores_shape = check_shapes(self, key, value, &mask)?;
+        let rank = self.rank();
+        let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[rank - 1] as f64).sqrt());
+        let dims = AttentionDims {
+            batch: self.dims()[..rank - 2].iter().product(),
+            queries: self.dims()[rank - 2],
+            keys: key.dims()[rank - 2],
+            width: self.dims()[rank - 1],
+            value_width: value.dims()[rank - 1],
+        };
+        let sizes = [dims.batch, dims.queries, dims.keys, dims.width, dims.value_width];
+        // The fused kernels give no gradient for an additive mask.
+        let mask_learns = matches!(mask, AttentionMask::Add(m) if m.tracks_grad());
+        if sizes.iter().all(|&n| n > 0) && !mask_learns {
+            let mask = OwnedMask::of(&mask, &scores_shape)?;
+            if let Some(out) = self.fused_attention(key, value, mask, dims, scale)? {
+                return Ok(out);
+            }
+        }
+        self.composed_attention(key, value, mask, scale, &scores_shape)
+    }
+
+    pub(super) fn core_attention_dropout(
+        &self,
+        key: &Self,
+        value: &Self,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+        dropout_p: f64,
+    ) -> Result<Self> {
+        if !(0.0..=1.0).contains(&dropout_p) {
+            return Err(Error::Argument {
+                op: OP,
+                device: D::name(),
+                reason: format!("dropout_p must be between 0 and 1, got {dropout_p}"),
+            });
+        }
+        if dropout_p == 0.0 {
+            return self.core_attention(key, value, mask, scale);
+        }
+        let weights = self.core_attention_weights(key, value, mask, scale)?;
+        let kept = if dropout_p == 1.0 {
+            weights.try_mul_scalar(E::ZERO)?
+        } else {
+            let keep = Tensor::<D, E>::try_rand(weights.shape().clone())?.try_ge_scalar(E::from_f64(dropout_p))?;
+            let scaled = weights.try_mul_scalar(E::from_f64(1.0 / (1.0 - dropout_p)))?;
+            keep.try_where_cond::<D, D, E, E>(&scaled, &Tensor::try_scalar(E::ZERO)?)?
+        };
+        kept.try_matmul(value)
+    }
+}
+
+impl<'a, D: Device, E: FloatElement> AttentionMask<'a, D, E> {
+    /// The mask as the core sees it, its tensor lent as the core's.
+    fn core(self) -> AttentionMask<'a, D::Core, E> {
+        match self {
+            AttentionMask::None => AttentionMask::None,
+            AttentionMask::Causal => AttentionMask::Causal,
+            AttentionMask::Keep(m) => AttentionMask::Keep(m.core()),
+            AttentionMask::Hide(m) => AttentionMask::Hide(m.core()),
+            AttentionMask::Add(m) => AttentionMask::Add(m.core()),
+        }
+    }
+}
+
+core_table! {
+    /// The core's attention.
+    pub(crate) struct Fns<C, F: FloatElement> {
+        attention: for<'a> fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, AttentionMask<'a, C, F>, Option<f64>) -> Result<Tensor<C, F>> =
+            Tensor::core_attention,
+        attention_dropout: for<'a> fn(
+            &Tensor<C, F>,
+            &Tensor<C, F>,
+            &Tensor<C, F>,
+            AttentionMask<'a, C, F>,
+            Option<f64>,
+            f64,
+        ) -> Result<Tensor<C, F>> = Tensor::core_attention_dropout,
+        attention_weights: for<'a> fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, AttentionMask<'a, C, F>, Option<f64>) -> Result<Tensor<C, F>> =
+            Tensor::core_attention_weights,
     }
 }
 
@@ -392,7 +459,7 @@ enum OwnedMask<D: Device, E: FloatElement> {
     Add(Tensor<D, E>),
 }
 
-impl<D: Device, E: FloatElement> OwnedMask<D, E> {
+impl<D: CoreDevice, E: FloatElement> OwnedMask<D, E> {
     fn of(mask: &AttentionMask<'_, D, E>, scores_shape: &[usize]) -> Result<Self> {
         Ok(match mask {
             AttentionMask::None => OwnedMask::None,

@@ -20,8 +20,8 @@ use crate::error::{Error, Result, or_panic};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::layout::Layout;
 use crate::ops::unary::KernelSource;
-use crate::tensor::Tensor;
-use crate::tensor::{Device, SameDevice, same_device, same_device_owned};
+use crate::tensor::shell::{call, core_call, core_table};
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device, same_device_owned};
 use devtensor_macros::fallible;
 use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
 
@@ -158,138 +158,60 @@ pub trait BinaryKernel: Backend {
 }
 
 /// A broadcast gradient summed back to `operand`'s shape.
-fn sum_to<D: Device, E: Element>(g: Option<Tensor<D, E>>, operand: &Tensor<D, E>) -> Result<Option<Tensor<D, E>>> {
+fn sum_to<D: CoreDevice, E: Element>(g: Option<Tensor<D, E>>, operand: &Tensor<D, E>) -> Result<Option<Tensor<D, E>>> {
     g.map(|g| g.try_sum_to_shape(operand.shape())).transpose()
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// `op` applied to each pair of elements of `self` and `rhs`,
     /// broadcasting both, recording its gradient when either tracks one:
-    /// how every method of this module runs, and how your own [`BinaryOp`]
-    /// runs. Fails when the shapes do not broadcast, on an integer division
-    /// by zero (for ops with [`DIVISION`](BinaryOp::DIVISION)), or when the
-    /// device cannot run the op. See [`BinaryOp`] for an example.
+    /// how your own [`BinaryOp`] runs (the built-in ops run the same code,
+    /// compiled once inside devtensor). Fails when the shapes do not
+    /// broadcast, on an integer division by zero (for ops with
+    /// [`DIVISION`](BinaryOp::DIVISION)), or when the device cannot run the
+    /// op. See [`BinaryOp`] for an example.
     #[fallible]
     pub fn apply_binary<Op: BinaryOp<E>, D2: Device, E2: Element>(&self, op: Op, rhs: &Tensor<D2, E2>) -> Self
     where
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(op, same_device(rhs))
+        let rhs: &Self = same_device(rhs);
+        call::<D, _>(|| self.core().binary(op, rhs.core()))
     }
 
-    /// `self op rhs` with broadcasting, recorded for autograd.
-    fn try_binary<Op: BinaryOp<E>>(&self, op: Op, rhs: &Self) -> Result<Self> {
-        autograd::track(
-            Op::NAME,
-            &[self.node(), rhs.node()],
-            || self.binary_untracked(op, rhs),
-            |_| {
-                let (a, b) = (self.detach(), rhs.detach());
-                rule(move |grad: &Tensor<D, E>, needs| {
-                    let [ga, gb] = op.backward(&a, &b, grad, Needs { a: needs.get(0), b: needs.get(1) })?;
-                    Ok(vec![sum_to(ga, &a)?, sum_to(gb, &b)?])
-                })
-            },
-        )
-    }
-
-    fn binary_untracked<Op: BinaryOp<E>>(&self, op: Op, rhs: &Self) -> Result<Self> {
-        // Equal shapes (the common case) need no broadcast layouts: this
-        // keeps the fixed cost of a small op low.
-        if self.shape() == rhs.shape() {
-            let storage = D::binary(op, self.storage(), self.layout(), rhs.storage(), rhs.layout())?;
-            return Ok(Tensor::from_storage(storage, self.shape().clone()));
-        }
-        let shape = self
-            .shape()
-            .broadcast_with(rhs.shape())
-            .ok_or_else(|| broadcast_error(Op::NAME, D::name(), self.shape(), rhs.shape()))?;
-        check_elem_count(Op::NAME, D::name, &[self.shape(), rhs.shape(), &shape])?;
-        let lhs_layout = self.layout().broadcast_to(&shape).expect("broadcast shape fits lhs");
-        let rhs_layout = rhs.layout().broadcast_to(&shape).expect("broadcast shape fits rhs");
-        let storage = D::binary(op, self.storage(), &lhs_layout, rhs.storage(), &rhs_layout)?;
-        Ok(Tensor::from_storage(storage, shape))
+    /// `self op rhs` for a built-in `op`, through the core's table.
+    fn builtin(&self, op: Builtin, rhs: &Self) -> Result<Self> {
+        core_call!(D, Fns<E>.binary(self.core(), op, rhs.core()))
     }
 
     /// `self op scalar`, or `scalar op self`, recorded as `name`.
-    pub(crate) fn try_binary_scalar<Op: BinaryOp<E>>(
-        &self,
-        name: &'static str,
-        op: Op,
-        scalar: E,
-        scalar_first: bool,
-    ) -> Result<Self> {
-        let forward = || {
-            let storage = D::binary_scalar(op, self.storage(), self.layout(), scalar, scalar_first)?;
-            Ok(Tensor::from_storage(storage, self.shape().clone()))
-        };
-        autograd::track(name, &[self.node()], forward, |_| {
-            let x = self.detach();
-            rule(move |grad: &Tensor<D, E>, _| {
-                // The op's own rule, with the scalar as a 0-d tensor that
-                // needs no gradient.
-                let s = Tensor::<D, E>::try_scalar(scalar)?;
-                let [ga, gb] = match scalar_first {
-                    false => op.backward(&x, &s, grad, Needs { a: true, b: false })?,
-                    true => op.backward(&s, &x, grad, Needs { a: false, b: true })?,
-                };
-                Ok(vec![sum_to(if scalar_first { gb } else { ga }, &x)?])
-            })
-        })
+    fn builtin_scalar(&self, op: Builtin, name: &'static str, scalar: E, scalar_first: bool) -> Result<Self> {
+        core_call!(D, Fns<E>.scalar(self.core(), op, name, scalar, scalar_first))
     }
 
     /// `self = self op rhs`; `rhs` must broadcast to `self`'s shape.
-    ///
-    /// As in PyTorch, a leaf that requires grad cannot be written in place
-    /// while gradients are enabled (update parameters under `no_grad`); a
-    /// computed tracked tensor is replaced by the recorded result. Under
-    /// `no_grad`, the tensor keeps its place in the graph, so a parameter
-    /// updated in place stays the same leaf.
-    fn try_binary_assign<Op: BinaryOp<E>>(&mut self, op: Op, rhs: &Self) -> Result<()> {
-        if (self.tracks_grad() || rhs.tracks_grad()) && autograd::is_grad_enabled() {
-            if self.tracks_grad() && self.is_leaf() {
-                return Err(Error::Argument {
-                    op: Op::NAME,
-                    device: D::name(),
-                    reason: "a leaf tensor that requires grad cannot be modified in place while \
-                             gradients are enabled; update it inside `no_grad`"
-                        .into(),
-                });
-            }
-            if self.shape().broadcast_with(rhs.shape()).as_ref() == Some(self.shape()) {
-                *self = self.try_binary(op, rhs)?;
-                return Ok(());
-            }
-        }
-        let node = self.node().cloned();
-        self.binary_assign_untracked(op, rhs)?;
-        self.set_node(node);
-        Ok(())
+    fn builtin_assign(&mut self, op: Builtin, rhs: &Self) -> Result<()> {
+        core_call!(D, Fns<E>.assign(self.core_mut(), op, rhs.core()))
     }
 
-    fn binary_assign_untracked<Op: BinaryOp<E>>(&mut self, op: Op, rhs: &Self) -> Result<()> {
-        let rhs_layout = rhs
-            .layout()
-            .broadcast_to(self.shape())
-            .ok_or_else(|| broadcast_error(Op::NAME, D::name(), self.shape(), rhs.shape()))?;
-        let lhs_layout = self.layout().clone();
-        if lhs_layout.is_contiguous()
-            && let Some(storage) = self.storage_mut()
-        {
-            return D::binary_assign(op, storage, &lhs_layout, rhs.storage(), &rhs_layout);
-        }
-        // Shared or strided: keep value semantics by writing a fresh tensor.
-        *self = self.binary_untracked(op, rhs)?;
-        Ok(())
+    /// PyTorch's true division `self / rhs`, broadcasting both.
+    fn true_div(&self, rhs: &Self) -> Result<Tensor<D, E::Quotient>> {
+        core_call!(D, Fns<E>.true_div(self.core(), rhs.core()))
     }
+
+    /// PyTorch's true division by a scalar, or of a scalar when `scalar_first`.
+    fn true_div_scalar(&self, scalar: E, scalar_first: bool) -> Result<Tensor<D, E::Quotient>> {
+        core_call!(D, Fns<E>.true_div_scalar(self.core(), scalar, scalar_first))
+    }
+
     /// `self + rhs`, broadcasting both. Fails when the shapes do not broadcast.
     pub fn try_add<D2: Device, E2: Element>(&self, rhs: &Tensor<D2, E2>) -> Result<Self>
     where
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(Add, same_device(rhs))
+        self.builtin(Builtin::Add, same_device(rhs))
     }
 
     /// `self - rhs`, broadcasting both. Fails when the shapes do not broadcast.
@@ -298,7 +220,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(Sub, same_device(rhs))
+        self.builtin(Builtin::Sub, same_device(rhs))
     }
 
     /// `self * rhs`, broadcasting both. Fails when the shapes do not broadcast.
@@ -307,7 +229,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(Mul, same_device(rhs))
+        self.builtin(Builtin::Mul, same_device(rhs))
     }
 
     /// `self / rhs`, broadcasting both: true division, as PyTorch's `/`.
@@ -341,7 +263,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_true_div(same_device(rhs))
+        self.true_div(same_device(rhs))
     }
 
     /// `self / rhs` rounded toward zero, broadcasting both: PyTorch's
@@ -369,7 +291,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(DivTrunc, same_device(rhs))
+        self.builtin(Builtin::DivTrunc, same_device(rhs))
     }
 
     /// `self / rhs` rounded toward negative infinity, broadcasting both:
@@ -390,32 +312,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(DivFloor, same_device(rhs))
-    }
-
-    /// This tensor as the operand of a true division: itself for floats,
-    /// converted to `E::Quotient` (`f32`) for integers.
-    fn as_quotient(&self) -> Result<Tensor<D, E::Quotient>> {
-        let any: &dyn std::any::Any = self;
-        match any.downcast_ref::<Tensor<D, E::Quotient>>() {
-            Some(same) => Ok(same.clone()),
-            None => self.try_to_dtype::<E::Quotient>(),
-        }
-    }
-
-    /// PyTorch's true division `self / rhs`, broadcasting both.
-    fn try_true_div(&self, rhs: &Self) -> Result<Tensor<D, E::Quotient>> {
-        self.as_quotient()?.try_binary(Div, &rhs.as_quotient()?)
-    }
-
-    /// PyTorch's true division by a scalar, or of a scalar when `scalar_first`.
-    fn try_true_div_scalar(&self, scalar: E, scalar_first: bool) -> Result<Tensor<D, E::Quotient>> {
-        self.as_quotient()?.try_binary_scalar(
-            if scalar_first { "rdiv_scalar" } else { "div_scalar" },
-            Div,
-            scalar.cast::<E::Quotient>(),
-            scalar_first,
-        )
+        self.builtin(Builtin::DivFloor, same_device(rhs))
     }
 
     /// The elementwise larger of `self` and `rhs`, broadcasting both; NaN
@@ -433,7 +330,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(Maximum, same_device(rhs))
+        self.builtin(Builtin::Maximum, same_device(rhs))
     }
 
     /// The elementwise smaller of `self` and `rhs`, broadcasting both; NaN wins.
@@ -449,39 +346,39 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary(Minimum, same_device(rhs))
+        self.builtin(Builtin::Minimum, same_device(rhs))
     }
 
     /// `self + scalar`.
     pub fn try_add_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("add_scalar", Add, scalar, false)
+        self.builtin_scalar(Builtin::Add, "add_scalar", scalar, false)
     }
 
     /// `self - scalar`.
     pub fn try_sub_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("sub_scalar", Sub, scalar, false)
+        self.builtin_scalar(Builtin::Sub, "sub_scalar", scalar, false)
     }
 
     /// `self * scalar`.
     pub fn try_mul_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("mul_scalar", Mul, scalar, false)
+        self.builtin_scalar(Builtin::Mul, "mul_scalar", scalar, false)
     }
 
     /// `self / scalar`, true division as [`div`](Self::div): an
     /// integer tensor gives `f32`.
     pub fn try_div_scalar(&self, scalar: E) -> Result<Tensor<D, E::Quotient>> {
-        self.try_true_div_scalar(scalar, false)
+        self.true_div_scalar(scalar, false)
     }
 
     /// `self / scalar` rounded toward zero; fails on an integer division by zero.
     pub fn try_div_trunc_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("div_trunc", DivTrunc, scalar, false)
+        self.builtin_scalar(Builtin::DivTrunc, "div_trunc", scalar, false)
     }
 
     /// `self // scalar` (rounded toward negative infinity); fails on an
     /// integer division by zero.
     pub fn try_div_floor_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("div_floor", DivFloor, scalar, false)
+        self.builtin_scalar(Builtin::DivFloor, "div_floor", scalar, false)
     }
 
     /// `scalar - self`: the fallible twin of `scalar - &tensor`, like
@@ -496,7 +393,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// # Ok::<(), devtensor::Error>(())
     /// ```
     pub fn try_rsub_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("rsub_scalar", Sub, scalar, true)
+        self.builtin_scalar(Builtin::Sub, "rsub_scalar", scalar, true)
     }
 
     /// `scalar / self`, true division: the fallible twin of `scalar / &tensor`.
@@ -509,18 +406,18 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// # Ok::<(), devtensor::Error>(())
     /// ```
     pub fn try_rdiv_scalar(&self, scalar: E) -> Result<Tensor<D, E::Quotient>> {
-        self.try_true_div_scalar(scalar, true)
+        self.true_div_scalar(scalar, true)
     }
 
     /// `scalar / self` rounded toward zero; fails on an integer division by zero.
     pub fn try_rdiv_trunc_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("div_trunc", DivTrunc, scalar, true)
+        self.builtin_scalar(Builtin::DivTrunc, "div_trunc", scalar, true)
     }
 
     /// `scalar // self` (rounded toward negative infinity); fails on an
     /// integer division by zero.
     pub fn try_rdiv_floor_scalar(&self, scalar: E) -> Result<Self> {
-        self.try_binary_scalar("div_floor", DivFloor, scalar, true)
+        self.builtin_scalar(Builtin::DivFloor, "div_floor", scalar, true)
     }
 
     /// `self += rhs` in place; `rhs` must broadcast to `self`'s shape.
@@ -529,7 +426,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary_assign(Add, same_device(rhs))
+        self.builtin_assign(Builtin::Add, same_device(rhs))
     }
 
     /// `self -= rhs` in place; `rhs` must broadcast to `self`'s shape.
@@ -538,7 +435,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary_assign(Sub, same_device(rhs))
+        self.builtin_assign(Builtin::Sub, same_device(rhs))
     }
 
     /// `self *= rhs` in place; `rhs` must broadcast to `self`'s shape.
@@ -547,7 +444,216 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary_assign(Mul, same_device(rhs))
+        self.builtin_assign(Builtin::Mul, same_device(rhs))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    /// `self op rhs` with broadcasting, recorded for autograd.
+    pub(crate) fn binary<Op: BinaryOp<E>>(&self, op: Op, rhs: &Self) -> Result<Self> {
+        autograd::track(
+            Op::NAME,
+            &[self.node(), rhs.node()],
+            || self.binary_untracked(op, rhs),
+            |_| {
+                let (a, b) = (self.detach(), rhs.detach());
+                rule(move |grad: &Tensor<D, E>, needs| {
+                    let [ga, gb] = op.backward(&a, &b, grad, Needs { a: needs.get(0), b: needs.get(1) })?;
+                    Ok(vec![sum_to(ga, &a)?, sum_to(gb, &b)?])
+                })
+            },
+        )
+    }
+
+    fn binary_untracked<Op: BinaryOp<E>>(&self, op: Op, rhs: &Self) -> Result<Self> {
+        // Equal shapes (the common case) need no broadcast layouts: this
+        // keeps the fixed cost of a small op low.
+        if self.shape() == rhs.shape() {
+            let storage = D::binary(op, self.storage(), self.layout(), rhs.storage(), rhs.layout())?;
+            return Ok(Tensor::from_storage(storage, self.shape().clone()));
+        }
+        let shape = self
+            .shape()
+            .broadcast_with(rhs.shape())
+            .ok_or_else(|| broadcast_error(Op::NAME, D::name(), self.shape(), rhs.shape()))?;
+        check_elem_count(Op::NAME, D::name, &[self.shape(), rhs.shape(), &shape])?;
+        let lhs_layout = self.layout().broadcast_to(&shape).expect("broadcast shape fits lhs");
+        let rhs_layout = rhs.layout().broadcast_to(&shape).expect("broadcast shape fits rhs");
+        let storage = D::binary(op, self.storage(), &lhs_layout, rhs.storage(), &rhs_layout)?;
+        Ok(Tensor::from_storage(storage, shape))
+    }
+
+    /// `self op scalar`, or `scalar op self`, recorded as `name`.
+    pub(crate) fn binary_scalar<Op: BinaryOp<E>>(
+        &self,
+        name: &'static str,
+        op: Op,
+        scalar: E,
+        scalar_first: bool,
+    ) -> Result<Self> {
+        let forward = || {
+            let storage = D::binary_scalar(op, self.storage(), self.layout(), scalar, scalar_first)?;
+            Ok(Tensor::from_storage(storage, self.shape().clone()))
+        };
+        autograd::track(name, &[self.node()], forward, |_| {
+            let x = self.detach();
+            rule(move |grad: &Tensor<D, E>, _| {
+                // The op's own rule, with the scalar as a 0-d tensor that
+                // needs no gradient.
+                let s = Tensor::<D, E>::try_scalar(scalar)?;
+                let [ga, gb] = match scalar_first {
+                    false => op.backward(&x, &s, grad, Needs { a: true, b: false })?,
+                    true => op.backward(&s, &x, grad, Needs { a: false, b: true })?,
+                };
+                Ok(vec![sum_to(if scalar_first { gb } else { ga }, &x)?])
+            })
+        })
+    }
+
+    /// `self = self op rhs`; `rhs` must broadcast to `self`'s shape.
+    ///
+    /// As in PyTorch, a leaf that requires grad cannot be written in place
+    /// while gradients are enabled (update parameters under `no_grad`); a
+    /// computed tracked tensor is replaced by the recorded result. Under
+    /// `no_grad`, the tensor keeps its place in the graph, so a parameter
+    /// updated in place stays the same leaf.
+    fn binary_assign<Op: BinaryOp<E>>(&mut self, op: Op, rhs: &Self) -> Result<()> {
+        if (self.tracks_grad() || rhs.tracks_grad()) && autograd::is_grad_enabled() {
+            if self.tracks_grad() && self.is_leaf() {
+                return Err(Error::Argument {
+                    op: Op::NAME,
+                    device: D::name(),
+                    reason: "a leaf tensor that requires grad cannot be modified in place while \
+                             gradients are enabled; update it inside `no_grad`"
+                        .into(),
+                });
+            }
+            if self.shape().broadcast_with(rhs.shape()).as_ref() == Some(self.shape()) {
+                *self = self.binary(op, rhs)?;
+                return Ok(());
+            }
+        }
+        let node = self.node().cloned();
+        self.binary_assign_untracked(op, rhs)?;
+        self.set_node(node);
+        Ok(())
+    }
+
+    fn binary_assign_untracked<Op: BinaryOp<E>>(&mut self, op: Op, rhs: &Self) -> Result<()> {
+        let rhs_layout = rhs
+            .layout()
+            .broadcast_to(self.shape())
+            .ok_or_else(|| broadcast_error(Op::NAME, D::name(), self.shape(), rhs.shape()))?;
+        let lhs_layout = self.layout().clone();
+        if lhs_layout.is_contiguous()
+            && let Some(storage) = self.storage_mut()
+        {
+            return D::binary_assign(op, storage, &lhs_layout, rhs.storage(), &rhs_layout);
+        }
+        // Shared or strided: keep value semantics by writing a fresh tensor.
+        *self = self.binary_untracked(op, rhs)?;
+        Ok(())
+    }
+
+    /// This tensor as the operand of a true division: itself for floats,
+    /// converted to `E::Quotient` (`f32`) for integers.
+    fn as_quotient(&self) -> Result<Tensor<D, E::Quotient>> {
+        let any: &dyn std::any::Any = self;
+        match any.downcast_ref::<Tensor<D, E::Quotient>>() {
+            Some(same) => Ok(same.clone()),
+            None => self.try_to_dtype::<E::Quotient>(),
+        }
+    }
+
+    /// PyTorch's true division `self / rhs`, broadcasting both.
+    fn core_true_div(&self, rhs: &Self) -> Result<Tensor<D, E::Quotient>> {
+        self.as_quotient()?.binary(Div, &rhs.as_quotient()?)
+    }
+
+    /// PyTorch's true division by a scalar, or of a scalar when `scalar_first`.
+    fn core_true_div_scalar(&self, scalar: E, scalar_first: bool) -> Result<Tensor<D, E::Quotient>> {
+        self.as_quotient()?.binary_scalar(
+            if scalar_first { "rdiv_scalar" } else { "div_scalar" },
+            Div,
+            scalar.cast::<E::Quotient>(),
+            scalar_first,
+        )
+    }
+}
+
+/// The built-in binary ops of every element type, as the core's table
+/// takes them (`pow`, for floats only, has an entry of its own).
+#[derive(Clone, Copy)]
+pub(crate) enum Builtin {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    DivTrunc,
+    DivFloor,
+    Maximum,
+    Minimum,
+}
+
+/// `$body` with `$Op` bound to the op type that `$op`, a [`Builtin`], names.
+macro_rules! with_builtin {
+    ($op:expr, $o:ident => $body:expr) => {
+        match $op {
+            Builtin::Add => {
+                let $o = Add;
+                $body
+            }
+            Builtin::Sub => {
+                let $o = Sub;
+                $body
+            }
+            Builtin::Mul => {
+                let $o = Mul;
+                $body
+            }
+            Builtin::Div => {
+                let $o = Div;
+                $body
+            }
+            Builtin::DivTrunc => {
+                let $o = DivTrunc;
+                $body
+            }
+            Builtin::DivFloor => {
+                let $o = DivFloor;
+                $body
+            }
+            Builtin::Maximum => {
+                let $o = Maximum;
+                $body
+            }
+            Builtin::Minimum => {
+                let $o = Minimum;
+                $body
+            }
+        }
+    };
+}
+
+core_table! {
+    /// The core's binary ops of every element type.
+    pub(crate) struct Fns<C, E: Element> {
+        binary: fn(&Tensor<C, E>, Builtin, &Tensor<C, E>) -> Result<Tensor<C, E>> =
+            |a, op, b| with_builtin!(op, op => a.binary(op, b)),
+        scalar: fn(&Tensor<C, E>, Builtin, &'static str, E, bool) -> Result<Tensor<C, E>> =
+            |x, op, name, scalar, first| with_builtin!(op, op => x.binary_scalar(name, op, scalar, first)),
+        assign: fn(&mut Tensor<C, E>, Builtin, &Tensor<C, E>) -> Result<()> =
+            |a, op, b| with_builtin!(op, op => a.binary_assign(op, b)),
+        true_div: fn(&Tensor<C, E>, &Tensor<C, E>) -> Result<Tensor<C, E::Quotient>> = |a, b| a.core_true_div(b),
+        true_div_scalar: fn(&Tensor<C, E>, E, bool) -> Result<Tensor<C, E::Quotient>> =
+            |x, scalar, first| x.core_true_div_scalar(scalar, first),
+    }
+}
+
+core_table! {
+    /// The core's binary ops of the float types.
+    pub(crate) struct FloatFns<C, F: FloatElement> {
+        pow: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.binary(Pow, b),
     }
 }
 
@@ -569,7 +675,8 @@ impl<D: Device, F: FloatElement> Tensor<D, F> {
         D: SameDevice<D2>,
         F: SameDtype<F2>,
     {
-        self.try_binary(Pow, same_device(exponent))
+        let exponent: &Self = same_device(exponent);
+        core_call!(D, FloatFns<F>.pow(self.core(), exponent.core()))
     }
 }
 
@@ -582,7 +689,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.try_binary_assign(Div, same_device(rhs))
+        self.builtin_assign(Builtin::Div, same_device(rhs))
     }
 }
 
@@ -660,8 +767,8 @@ macro_rules! binary_operator {
     ($Trait:ident, $method:ident, $op:ident) => {
         binary_operator!(
             $Trait, $method, Tensor<D1, E>, Tensor<D, E>,
-            |l, r| l.try_binary($op, r),
-            |l, s| l.try_binary_scalar(concat!(stringify!($method), "_scalar"), $op, s, false)
+            |l, r| l.builtin(Builtin::$op, r),
+            |l, s| l.builtin_scalar(Builtin::$op, concat!(stringify!($method), "_scalar"), s, false)
         );
     };
 }
@@ -672,8 +779,8 @@ binary_operator!(Mul, mul, Mul);
 // `/` is PyTorch's true division: integer tensors divide into `f32`.
 binary_operator!(
     Div, div, Tensor<D1, E::Quotient>, Tensor<D, E::Quotient>,
-    |l, r| l.try_true_div(r),
-    |l, s| l.try_true_div_scalar(s, false)
+    |l, r| l.true_div(r),
+    |l, s| l.true_div_scalar(s, false)
 );
 
 /// `scalar op tensor` for each element type (a generic impl on the left
@@ -681,10 +788,10 @@ binary_operator!(
 /// `try_add_scalar`, `try_rsub_scalar`, `try_mul_scalar` and `try_rdiv_scalar`.
 macro_rules! scalar_first_operator {
     ($($E:ty),*) => {$(
-        scalar_first_operator!(@one $E, Add, add, Tensor<D, $E>, |t, s| t.try_binary_scalar("add_scalar", Add, s, true));
-        scalar_first_operator!(@one $E, Sub, sub, Tensor<D, $E>, |t, s| t.try_binary_scalar("rsub_scalar", Sub, s, true));
-        scalar_first_operator!(@one $E, Mul, mul, Tensor<D, $E>, |t, s| t.try_binary_scalar("mul_scalar", Mul, s, true));
-        scalar_first_operator!(@one $E, Div, div, Tensor<D, <$E as Element>::Quotient>, |t, s| t.try_true_div_scalar(s, true));
+        scalar_first_operator!(@one $E, Add, add, Tensor<D, $E>, |t, s| t.builtin_scalar(Builtin::Add, "add_scalar", s, true));
+        scalar_first_operator!(@one $E, Sub, sub, Tensor<D, $E>, |t, s| t.builtin_scalar(Builtin::Sub, "rsub_scalar", s, true));
+        scalar_first_operator!(@one $E, Mul, mul, Tensor<D, $E>, |t, s| t.builtin_scalar(Builtin::Mul, "mul_scalar", s, true));
+        scalar_first_operator!(@one $E, Div, div, Tensor<D, <$E as Element>::Quotient>, |t, s| t.true_div_scalar(s, true));
     )*};
     (@one $E:ty, $Trait:ident, $method:ident, $Out:ty, |$t:ident, $s:ident| $call:expr) => {
         impl<D: Device> std::ops::$Trait<&Tensor<D, $E>> for $E {
@@ -720,7 +827,7 @@ macro_rules! assign_operator {
         {
             #[track_caller]
             fn $method(&mut self, rhs: &Tensor<D2, E2>) {
-                or_panic(self.try_binary_assign($op, same_device(rhs)))
+                or_panic(self.builtin_assign(Builtin::$op, same_device(rhs)))
             }
         }
         impl<D1: Device, D2: Device, E: Element, E2: Element> $Trait<Tensor<D2, E2>> for Tensor<D1, E>
@@ -731,7 +838,7 @@ macro_rules! assign_operator {
         {
             #[track_caller]
             fn $method(&mut self, rhs: Tensor<D2, E2>) {
-                or_panic(self.try_binary_assign($op, &same_device_owned(rhs)))
+                or_panic(self.builtin_assign(Builtin::$op, &same_device_owned(rhs)))
             }
         }
         impl<D: Device, E: Element> $Trait<E> for Tensor<D, E>
@@ -740,7 +847,7 @@ macro_rules! assign_operator {
         {
             #[track_caller]
             fn $method(&mut self, rhs: E) {
-                let result = or_panic(self.try_binary_scalar(concat!(stringify!($Trait), "_scalar"), $op, rhs, false));
+                let result = or_panic(self.builtin_scalar(Builtin::$op, concat!(stringify!($Trait), "_scalar"), rhs, false));
                 *self = result;
             }
         }
@@ -753,7 +860,7 @@ assign_operator!(MulAssign, mul_assign, Mul);
 impl<D: Device, E: InPlaceDivision<E>> DivAssign<E> for Tensor<D, E> {
     #[track_caller]
     fn div_assign(&mut self, rhs: E) {
-        let result = or_panic(self.try_binary_scalar("div_scalar", Div, rhs, false));
+        let result = or_panic(self.builtin_scalar(Builtin::Div, "div_scalar", rhs, false));
         *self = result;
     }
 }
@@ -768,7 +875,7 @@ where
 {
     #[track_caller]
     fn div_assign(&mut self, rhs: &Tensor<D2, E2>) {
-        or_panic(self.try_binary_assign(Div, same_device(rhs)))
+        or_panic(self.builtin_assign(Builtin::Div, same_device(rhs)))
     }
 }
 

@@ -2,11 +2,11 @@
 
 use super::{CompareKernel, CompareOp};
 use crate::backend::Cpu;
+use crate::backend::cpu::for_each_chunk;
 use crate::backend::cpu::{CpuStorage, PARALLEL_CHUNK, map_strided, output_buffer, split_across_threads, zip_into};
 use crate::element::Element;
 use crate::error::Result;
 use crate::layout::{Layout, for_each_block};
-use rayon::prelude::*;
 
 /// `f(a[i], b[i])` over two operands laid out with one shape, into a new
 /// row-major vector.
@@ -76,10 +76,10 @@ impl CompareKernel for Cpu {
                 }
             };
             if split_across_threads(out.len()) {
-                out.par_chunks_mut(PARALLEL_CHUNK)
-                    .zip(c.par_chunks(PARALLEL_CHUNK))
-                    .zip(t.par_chunks(PARALLEL_CHUNK).zip(f.par_chunks(PARALLEL_CHUNK)))
-                    .for_each(|((o, c), (t, f))| run(o, c, t, f));
+                for_each_chunk(&mut out, PARALLEL_CHUNK, &|i, o| {
+                    let start = i * PARALLEL_CHUNK;
+                    run(o, &c[start..][..o.len()], &t[start..][..o.len()], &f[start..][..o.len()])
+                });
             } else {
                 run(&mut out, c, t, f);
             }

@@ -1,7 +1,7 @@
 //! Comparison, mask and selection kernels on CUDA (`kernels/compare.cu`).
 
 use super::{CompareKernel, CompareOp};
-use crate::backend::Cuda;
+use crate::backend::cuda::AnyCuda;
 use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, elementwise, kernel_scalar, launch_kernel, map_setup};
@@ -18,7 +18,7 @@ fn function<E: Element, Op: CompareOp<E>>(device: &CudaDevice, form: &str) -> Re
     Op::KERNELS.function(device, Op::NAME, "compare", TypeId::of::<Op>(), &name)
 }
 
-impl<const N: usize> CompareKernel for Cuda<N> {
+impl CompareKernel for AnyCuda {
     fn compare<E: Element, Op: CompareOp<E>>(
         _: Op,
         lhs: &CudaStorage<E>,

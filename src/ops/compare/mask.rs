@@ -2,9 +2,11 @@
 //! attention masks are made of, built on `where_cond`, whose gradient rule
 //! routes each element's gradient to the side that was chosen.
 
+use super::Fns;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::tensor::{Device, SameDevice, Tensor, same_device};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -30,17 +32,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2>,
     {
         let mask: &Tensor<D, u8> = same_device(mask);
-        if mask.shape().broadcast_with(self.shape()).as_ref() != Some(self.shape()) {
-            return Err(Error::Shape {
-                op: "masked_fill",
-                device: D::name(),
-                shapes: vec![self.shape().clone(), mask.shape().clone()],
-                reason: "the mask does not broadcast to the tensor's shape".into(),
-            });
-        }
-        // Named: the `D: SameDevice<D2>` bound in scope would otherwise be
-        // taken as where_cond's.
-        mask.try_where_cond::<D, D, E, E>(&Tensor::try_scalar(value)?, self)
+        core_call!(D, Fns<E>.masked_fill(self.core(), mask.core(), value))
     }
 
     /// The lower triangle of the last two axes (each matrix of a batch): the
@@ -59,7 +51,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn tril(&self, diagonal: i64) -> Self {
-        self.triangle("tril", diagonal, false)
+        core_call!(D, Fns<E>.triangle(self.core(), "tril", diagonal, false))
     }
 
     /// The upper triangle of the last two axes: the elements with
@@ -73,12 +65,14 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn triu(&self, diagonal: i64) -> Self {
-        self.triangle("triu", diagonal, true)
+        core_call!(D, Fns<E>.triangle(self.core(), "triu", diagonal, true))
     }
+}
 
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
     /// `tril` (`upper` false) or `triu`: a `[rows, columns]` mask of
     /// `column - row` against `diagonal`, broadcast over the batch axes.
-    fn triangle(&self, op: &'static str, diagonal: i64, upper: bool) -> Result<Self> {
+    pub(super) fn triangle(&self, op: &'static str, diagonal: i64, upper: bool) -> Result<Self> {
         let rank = self.rank();
         if rank < 2 {
             return Err(Error::Shape {
@@ -93,5 +87,19 @@ impl<D: Device, E: Element> Tensor<D, E> {
         let offset = Tensor::<D, i64>::try_arange(0, columns)?.try_reshape([1, columns as usize])?.try_sub(&row)?;
         let keep = if upper { offset.try_ge_scalar(diagonal)? } else { offset.try_le_scalar(diagonal)? };
         keep.try_where_cond(self, &Tensor::<D, E>::try_scalar(E::ZERO)?)
+    }
+
+    pub(super) fn core_masked_fill(&self, mask: &Tensor<D, u8>, value: E) -> Result<Self> {
+        if mask.shape().broadcast_with(self.shape()).as_ref() != Some(self.shape()) {
+            return Err(Error::Shape {
+                op: "masked_fill",
+                device: D::name(),
+                shapes: vec![self.shape().clone(), mask.shape().clone()],
+                reason: "the mask does not broadcast to the tensor's shape".into(),
+            });
+        }
+        // Named: the `D: SameDevice<D2>` bound in scope would otherwise be
+        // taken as where_cond's.
+        mask.try_where_cond::<D, D, E, E>(&Tensor::try_scalar(value)?, self)
     }
 }

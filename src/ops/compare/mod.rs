@@ -19,8 +19,8 @@ use crate::error::{Error, Result};
 use crate::error::{broadcast_error, check_elem_count};
 use crate::layout::{Layout, Shape};
 use crate::ops::KernelSource;
-use crate::tensor::Tensor;
-use crate::tensor::{Device, SameDevice, same_device};
+use crate::tensor::shell::{call, core_call, core_table};
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 /// A predicate on two tensors (or a tensor and a scalar) giving a mask,
@@ -127,7 +127,8 @@ macro_rules! comparison {
             D: SameDevice<D2>,
             E: SameDtype<E2>,
         {
-            self.try_apply_compare($op, rhs)
+            let rhs: &Self = same_device(rhs);
+            core_call!(D, Fns<E>.compare(self.core(), Builtin::$op, rhs.core()))
         }
 
         #[doc = concat!("A mask of `self ", $what, " scalar`. Fails only when the device cannot run the kernel.")]
@@ -139,8 +140,7 @@ macro_rules! comparison {
         /// ```
         #[fallible($try_scalar)]
         pub fn $scalar(&self, scalar: E) -> Tensor<D, u8> {
-            let storage = D::compare_scalar($op, self.storage(), self.layout(), scalar)?;
-            Ok(Tensor::from_storage(storage, self.shape().clone()))
+            core_call!(D, Fns<E>.compare_scalar(self.core(), Builtin::$op, scalar))
         }
     )*};
 }
@@ -169,9 +169,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         E: SameDtype<E2>,
     {
         let rhs: &Self = same_device(rhs);
-        let (shape, l, r) = broadcast_pair(Op::NAME, D::name(), self.layout(), rhs.layout())?;
-        let storage = D::compare(op, self.storage(), &l, rhs.storage(), &r)?;
-        Ok(Tensor::from_storage(storage, shape))
+        call::<D, _>(|| self.core().compare(op, rhs.core()))
     }
 
     comparison! {
@@ -181,6 +179,83 @@ impl<D: Device, E: Element> Tensor<D, E> {
         LessEqual, try_le, le, try_le_scalar, le_scalar, "<=", "[1, 1, 0]";
         Greater, try_gt, gt, try_gt_scalar, gt_scalar, ">", "[0, 0, 1]";
         GreaterEqual, try_ge, ge, try_ge_scalar, ge_scalar, ">=", "[0, 1, 1]";
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    /// The mask of `op` on `self` and `rhs`, broadcasting both.
+    pub(crate) fn compare<Op: CompareOp<E>>(&self, op: Op, rhs: &Self) -> Result<Tensor<D, u8>> {
+        let (shape, l, r) = broadcast_pair(Op::NAME, D::name(), self.layout(), rhs.layout())?;
+        let storage = D::compare(op, self.storage(), &l, rhs.storage(), &r)?;
+        Ok(Tensor::from_storage(storage, shape))
+    }
+
+    /// The mask of `self op scalar`.
+    fn compare_scalar<Op: CompareOp<E>>(&self, op: Op, scalar: E) -> Result<Tensor<D, u8>> {
+        let storage = D::compare_scalar(op, self.storage(), self.layout(), scalar)?;
+        Ok(Tensor::from_storage(storage, self.shape().clone()))
+    }
+}
+
+/// The built-in comparisons, as the core's table takes them.
+#[derive(Clone, Copy)]
+pub(crate) enum Builtin {
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+}
+
+/// `$body` with `$o` bound to the comparison that `$op`, a [`Builtin`], names.
+macro_rules! with_builtin {
+    ($op:expr, $o:ident => $body:expr) => {
+        match $op {
+            Builtin::Equal => {
+                let $o = Equal;
+                $body
+            }
+            Builtin::NotEqual => {
+                let $o = NotEqual;
+                $body
+            }
+            Builtin::Less => {
+                let $o = Less;
+                $body
+            }
+            Builtin::LessEqual => {
+                let $o = LessEqual;
+                $body
+            }
+            Builtin::Greater => {
+                let $o = Greater;
+                $body
+            }
+            Builtin::GreaterEqual => {
+                let $o = GreaterEqual;
+                $body
+            }
+        }
+    };
+}
+
+core_table! {
+    /// The core's comparisons, mask logic and selection by mask.
+    pub(crate) struct Fns<C, E: Element> {
+        compare: fn(&Tensor<C, E>, Builtin, &Tensor<C, E>) -> Result<Tensor<C, u8>> =
+            |a, op, b| with_builtin!(op, op => a.compare(op, b)),
+        compare_scalar: fn(&Tensor<C, E>, Builtin, E) -> Result<Tensor<C, u8>> =
+            |x, op, scalar| with_builtin!(op, op => x.compare_scalar(op, scalar)),
+        where_cond: fn(&Tensor<C, u8>, &Tensor<C, E>, &Tensor<C, E>) -> Result<Tensor<C, E>> = where_cond,
+        logical_not: fn(&Tensor<C, u8>) -> Result<Tensor<C, u8>> = |x| {
+            let storage = C::logical_not(x.storage(), x.layout())?;
+            Ok(Tensor::from_storage(storage, x.shape().clone()))
+        },
+        logical: fn(&Tensor<C, u8>, bool, &Tensor<C, u8>) -> Result<Tensor<C, u8>> =
+            |a, and, b| if and { a.compare(LogicalAnd, b) } else { a.compare(LogicalOr, b) },
+        masked_fill: fn(&Tensor<C, E>, &Tensor<C, u8>, E) -> Result<Tensor<C, E>> = Tensor::core_masked_fill,
+        triangle: fn(&Tensor<C, E>, &'static str, i64, bool) -> Result<Tensor<C, E>> = Tensor::triangle,
     }
 }
 
@@ -207,8 +282,7 @@ impl<D: Device> Tensor<D, u8> {
     /// ```
     #[fallible]
     pub fn logical_not(&self) -> Self {
-        let storage = D::logical_not(self.storage(), self.layout())?;
-        Ok(Tensor::from_storage(storage, self.shape().clone()))
+        core_call!(D, Fns<u8>.logical_not(self.core()))
     }
 
     /// 1 where both masks are non-zero, broadcasting both. Fails when the
@@ -226,7 +300,8 @@ impl<D: Device> Tensor<D, u8> {
         D: SameDevice<D2>,
         u8: SameDtype<E2>,
     {
-        self.try_apply_compare(LogicalAnd, rhs)
+        let rhs: &Self = same_device(rhs);
+        core_call!(D, Fns<u8>.logical(self.core(), true, rhs.core()))
     }
 
     /// 1 where either mask is non-zero, broadcasting both. Fails when the
@@ -244,7 +319,8 @@ impl<D: Device> Tensor<D, u8> {
         D: SameDevice<D2>,
         u8: SameDtype<E2>,
     {
-        self.try_apply_compare(LogicalOr, rhs)
+        let rhs: &Self = same_device(rhs);
+        core_call!(D, Fns<u8>.logical(self.core(), false, rhs.core()))
     }
 
     /// Picks `on_true` where this mask is non-zero and `on_false` elsewhere,
@@ -285,34 +361,43 @@ impl<D: Device> Tensor<D, u8> {
     {
         let on_true: &Tensor<D, E> = same_device(on_true);
         let on_false: &Tensor<D, E> = same_device(on_false);
-        let shapes = [self.shape(), on_true.shape(), on_false.shape()];
-        let shape = shapes[0].broadcast_with(shapes[1]).and_then(|s| s.broadcast_with(shapes[2])).ok_or_else(|| {
-            Error::Shape {
-                op: "where_cond",
-                device: D::name(),
-                shapes: shapes.iter().map(|&s| s.clone()).collect(),
-                reason: "the shapes cannot be broadcast together".into(),
-            }
-        })?;
-        check_elem_count("where_cond", D::name, &[shapes[0], shapes[1], shapes[2], &shape])?;
-        let fit = |layout: &Layout| layout.broadcast_to(&shape).expect("the broadcast shape fits every operand");
-        let forward = || {
-            let (cl, tl, fl) = (fit(self.layout()), fit(on_true.layout()), fit(on_false.layout()));
-            let storage = D::where_cond(self.storage(), &cl, on_true.storage(), &tl, on_false.storage(), &fl)?;
-            Ok(Tensor::from_storage(storage, shape.clone()))
-        };
-        autograd::track(
-            "where_cond",
-            &[on_true.node(), on_false.node()],
-            forward,
-            |_| float_rule!(E, F => where_cond_grad::<D, F>(self.clone(), on_true.shape().clone(), on_false.shape().clone())),
-        )
+        core_call!(D, Fns<E>.where_cond(self.core(), on_true.core(), on_false.core()))
     }
+}
+
+/// `on_true` where `cond` is non-zero and `on_false` elsewhere, broadcasting
+/// the three: the core of [`Tensor::where_cond`].
+fn where_cond<D: CoreDevice, E: Element>(
+    cond: &Tensor<D, u8>,
+    on_true: &Tensor<D, E>,
+    on_false: &Tensor<D, E>,
+) -> Result<Tensor<D, E>> {
+    let shapes = [cond.shape(), on_true.shape(), on_false.shape()];
+    let shape =
+        shapes[0].broadcast_with(shapes[1]).and_then(|s| s.broadcast_with(shapes[2])).ok_or_else(|| Error::Shape {
+            op: "where_cond",
+            device: D::name(),
+            shapes: shapes.iter().map(|&s| s.clone()).collect(),
+            reason: "the shapes cannot be broadcast together".into(),
+        })?;
+    check_elem_count("where_cond", D::name, &[shapes[0], shapes[1], shapes[2], &shape])?;
+    let fit = |layout: &Layout| layout.broadcast_to(&shape).expect("the broadcast shape fits every operand");
+    let forward = || {
+        let (cl, tl, fl) = (fit(cond.layout()), fit(on_true.layout()), fit(on_false.layout()));
+        let storage = D::where_cond(cond.storage(), &cl, on_true.storage(), &tl, on_false.storage(), &fl)?;
+        Ok(Tensor::from_storage(storage, shape.clone()))
+    };
+    autograd::track(
+        "where_cond",
+        &[on_true.node(), on_false.node()],
+        forward,
+        |_| float_rule!(E, F => where_cond_grad::<D, F>(cond.clone(), on_true.shape().clone(), on_false.shape().clone())),
+    )
 }
 
 /// The gradient rule of `cond.where_cond(a, b)`: each side gets the
 /// gradient where it was chosen, summed back to its own shape.
-fn where_cond_grad<D: Device, F: FloatElement>(cond: Tensor<D, u8>, a: Shape, b: Shape) -> Box<dyn Backward> {
+fn where_cond_grad<D: CoreDevice, F: FloatElement>(cond: Tensor<D, u8>, a: Shape, b: Shape) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, needs| {
         let zero = Tensor::<D, F>::try_scalar(F::ZERO)?;
         Ok(vec![

@@ -3,11 +3,12 @@
 //! `conv_transpose2d` (the input's zero-stuffed, padded image convolved
 //! with the flipped, regrouped weight).
 
-use super::Window2d;
+use super::{Fns, Window2d};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::index::PadMode;
-use crate::tensor::{Device, SameDevice, Tensor, same_device};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 /// The stride, padding and dilation of a 1-D convolution, PyTorch's
@@ -56,31 +57,8 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.conv1d_on(same_device(weight), bias.map(same_device), window, groups)
-    }
-
-    fn conv1d_on(&self, weight: &Self, bias: Option<&Self>, window: Window1d, groups: usize) -> Result<Self> {
-        let rank_error = || {
-            let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
-            shapes.extend(bias.map(|b| b.shape().clone()));
-            Error::Shape {
-                op: "conv1d",
-                device: D::name(),
-                shapes,
-                reason: "expected an input [N, C, L] and a weight [O, C / groups, K]".into(),
-            }
-        };
-        if self.rank() != 3 || weight.rank() != 3 {
-            return Err(rank_error());
-        }
-        let window = Window2d {
-            kernel: [1, weight.dims()[2]],
-            stride: [1, window.stride],
-            padding: [0, window.padding],
-            dilation: [1, window.dilation],
-        };
-        let y = self.try_unsqueeze(2)?.try_conv2d(&weight.try_unsqueeze(2)?, bias, window, groups)?;
-        y.try_squeeze(2)
+        let (weight, bias): (&Self, Option<&Self>) = (same_device(weight), bias.map(same_device));
+        core_call!(D, Fns<E>.conv1d(self.core(), weight.core(), bias.map(|b| b.core()), window, groups))
     }
 
     /// Transposed 2-D convolution of this image batch `[N, C, H, W]` with
@@ -118,7 +96,34 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<E2>,
     {
-        self.conv_transpose2d_on(same_device(weight), bias.map(same_device), window, output_padding, groups)
+        let (weight, bias): (&Self, Option<&Self>) = (same_device(weight), bias.map(same_device));
+        core_call!(D, Fns<E>.conv_transpose2d(self.core(), weight.core(), bias.map(|b| b.core()), window, output_padding, groups))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    fn conv1d_on(&self, weight: &Self, bias: Option<&Self>, window: Window1d, groups: usize) -> Result<Self> {
+        let rank_error = || {
+            let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
+            shapes.extend(bias.map(|b| b.shape().clone()));
+            Error::Shape {
+                op: "conv1d",
+                device: D::name(),
+                shapes,
+                reason: "expected an input [N, C, L] and a weight [O, C / groups, K]".into(),
+            }
+        };
+        if self.rank() != 3 || weight.rank() != 3 {
+            return Err(rank_error());
+        }
+        let window = Window2d {
+            kernel: [1, weight.dims()[2]],
+            stride: [1, window.stride],
+            padding: [0, window.padding],
+            dilation: [1, window.dilation],
+        };
+        let y = self.try_unsqueeze(2)?.try_conv2d(&weight.try_unsqueeze(2)?, bias, window, groups)?;
+        y.try_squeeze(2)
     }
 
     fn conv_transpose2d_on(
@@ -205,5 +210,26 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         let mut dims = self.dims().to_vec();
         dims[axis] = len * stride;
         spread.try_reshape(dims)?.try_narrow(axis as isize, 0, (len - 1) * stride + 1)
+    }
+
+    pub(super) fn core_conv1d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        window: Window1d,
+        groups: usize,
+    ) -> Result<Self> {
+        self.conv1d_on(weight, bias, window, groups)
+    }
+
+    pub(super) fn core_conv_transpose2d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        window: Window2d,
+        output_padding: [usize; 2],
+        groups: usize,
+    ) -> Result<Self> {
+        self.conv_transpose2d_on(weight, bias, window, output_padding, groups)
     }
 }

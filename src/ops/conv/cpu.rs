@@ -3,11 +3,11 @@
 use super::simd::Rounding;
 use super::{ConvKernel, Unfold2d, direct};
 use crate::backend::Cpu;
+use crate::backend::cpu::for_each_chunk;
 use crate::backend::cpu::{CpuStorage, narrowed, narrowed_all, output_buffer, pool_threads, widened};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use rayon::prelude::*;
 use std::any::Any;
 
 impl ConvKernel for Cpu {
@@ -58,7 +58,7 @@ impl ConvKernel for Cpu {
         // (784 and 2,500 elements) on one thread made its inference 20%
         // slower. With one thread, rayon would only add two context switches.
         if pool_threads() > 1 {
-            out.par_chunks_mut(plane_out).enumerate().for_each(fill);
+            for_each_chunk(&mut out, plane_out, &|i, o| fill((i, o)));
         } else {
             out.chunks_mut(plane_out).enumerate().for_each(fill);
         }
@@ -111,7 +111,7 @@ impl ConvKernel for Cpu {
             }
         };
         if pool_threads() > 1 {
-            out.par_chunks_mut(h * w).enumerate().for_each(sum);
+            for_each_chunk(&mut out, h * w, &|i, o| sum((i, o)));
         } else {
             out.chunks_mut(h * w).enumerate().for_each(sum);
         }

@@ -1,13 +1,13 @@
 //! Convolution kernels on CUDA (`kernels/conv.cu`).
 
 use super::{ConvKernel, Unfold2d};
-use crate::backend::Cuda;
+use crate::backend::cuda::AnyCuda;
 use crate::backend::cuda::launch::{elementwise, launch_kernel};
 use crate::backend::cuda::{CudaStorage, narrowed, widened};
 use crate::element::FloatElement;
 use crate::error::Result;
 
-impl<const N: usize> ConvKernel for Cuda<N> {
+impl ConvKernel for AnyCuda {
     fn unfold<E: FloatElement>(image: &CudaStorage<E>, offset: usize, g: &Unfold2d, pad: E) -> Result<CudaStorage<E>> {
         const OP: &str = "unfold";
         if E::DTYPE.is_half() {

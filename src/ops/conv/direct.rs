@@ -29,8 +29,8 @@ use super::simd::{Avx2, Avx512};
 use super::simd::{Rounding, Vector};
 use crate::backend::Cpu;
 use crate::backend::cpu::{CpuIsa, output_buffer, pool_threads};
+use crate::backend::cpu::{for_each_item, map_items};
 use crate::error::Result;
-use rayon::prelude::*;
 
 /// The instruction set the kernels here run with, `None` where they do not
 /// run: off x86-64, under Miri, or where [`Cpu::isa`] is below AVX2.
@@ -134,7 +134,7 @@ pub(super) fn conv2d(
     let block_len = channels * oh * ow;
     let tasks = out.chunks_mut(out_channels * oh * ow).flat_map(|image| image.chunks_mut(block_len));
     if pool_threads() > 1 {
-        tasks.collect::<Vec<_>>().into_par_iter().enumerate().for_each(run_task);
+        for_each_item(tasks.enumerate().collect(), 1, &run_task);
     } else {
         tasks.enumerate().for_each(run_task);
     }
@@ -491,7 +491,7 @@ pub(super) fn weight_gradient(
     };
     let starts = (0..n).step_by(per_thread);
     let partials: Vec<(Vec<f32>, Vec<f32>)> = if threads > 1 {
-        starts.collect::<Vec<_>>().into_par_iter().map(partial).collect::<Result<_>>()?
+        map_items(starts.collect(), &partial).into_iter().collect::<Result<_>>()?
     } else {
         starts.map(partial).collect::<Result<_>>()?
     };

@@ -25,8 +25,8 @@ use crate::element::{DType, Element, FloatElement, SameDtype};
 use crate::error::check_elem_count;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
-use crate::tensor::Tensor;
-use crate::tensor::{Device, SameDevice, same_device};
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 pub use composed::Window1d;
@@ -166,6 +166,41 @@ pub trait ConvKernel: Backend {
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// 2-D convolution (cross-correlation, as in PyTorch) of this image
+    /// batch `[N, C, H, W]` with `weight` `[O, C / groups, KH, KW]` and an
+    /// optional `bias` `[O]` (on the weight's device, which must be this
+    /// tensor's): PyTorch's `F.conv2d`. The kernel size is the weight's;
+    /// `window` gives the stride, padding and dilation. The result is
+    /// `[N, O, OH, OW]`. Fails when the shapes do not fit.
+    ///
+    /// ```
+    /// use devtensor::ops::conv::Window2d;
+    /// use devtensor::{Cpu, Tensor};
+    /// let image = Tensor::<Cpu>::from_vec((0..16).map(|v| v as f32).collect(), [1, 1, 4, 4]);
+    /// let kernel = Tensor::<Cpu>::ones([1, 1, 2, 2]);
+    /// let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
+    /// let y = image.try_conv2d(&kernel, None, window, 1)?;
+    /// assert_eq!(y.to_vec(), vec![10.0, 18.0, 42.0, 50.0]);
+    /// # Ok::<(), devtensor::Error>(())
+    /// ```
+    #[fallible]
+    pub fn conv2d<D2: Device, E2: Element>(
+        &self,
+        weight: &Tensor<D2, E2>,
+        bias: Option<&Tensor<D2, E2>>,
+        window: Window2d,
+        groups: usize,
+    ) -> Self
+    where
+        D: SameDevice<D2>,
+        E: SameDtype<E2>,
+    {
+        let (weight, bias): (&Self, Option<&Self>) = (same_device(weight), bias.map(same_device));
+        core_call!(D, Fns<E>.conv2d(self.core(), weight.core(), bias.map(|b| b.core()), window, groups))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// Checks an image `[N, C, H, W]` against `window` for `op`.
     fn unfold_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
         let error = |reason: String| Error::Shape { op, device: D::name(), shapes: vec![self.shape().clone()], reason };
@@ -257,38 +292,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         }
     }
 
-    /// 2-D convolution (cross-correlation, as in PyTorch) of this image
-    /// batch `[N, C, H, W]` with `weight` `[O, C / groups, KH, KW]` and an
-    /// optional `bias` `[O]` (on the weight's device, which must be this
-    /// tensor's): PyTorch's `F.conv2d`. The kernel size is the weight's;
-    /// `window` gives the stride, padding and dilation. The result is
-    /// `[N, O, OH, OW]`. Fails when the shapes do not fit.
-    ///
-    /// ```
-    /// use devtensor::ops::conv::Window2d;
-    /// use devtensor::{Cpu, Tensor};
-    /// let image = Tensor::<Cpu>::from_vec((0..16).map(|v| v as f32).collect(), [1, 1, 4, 4]);
-    /// let kernel = Tensor::<Cpu>::ones([1, 1, 2, 2]);
-    /// let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
-    /// let y = image.try_conv2d(&kernel, None, window, 1)?;
-    /// assert_eq!(y.to_vec(), vec![10.0, 18.0, 42.0, 50.0]);
-    /// # Ok::<(), devtensor::Error>(())
-    /// ```
-    #[fallible]
-    pub fn conv2d<D2: Device, E2: Element>(
-        &self,
-        weight: &Tensor<D2, E2>,
-        bias: Option<&Tensor<D2, E2>>,
-        window: Window2d,
-        groups: usize,
-    ) -> Self
-    where
-        D: SameDevice<D2>,
-        E: SameDtype<E2>,
-    {
-        self.conv2d_on(same_device(weight), bias.map(same_device), window, groups)
-    }
-
     /// One-group `conv2d`, recorded as one operation so that each of its
     /// three products takes the device's direct kernel where it has one
     /// for the geometry, and unfold + product where it has not: the output
@@ -378,6 +381,16 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             })
         })
     }
+
+    pub(super) fn core_conv2d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        window: Window2d,
+        groups: usize,
+    ) -> Result<Self> {
+        self.conv2d_on(weight, bias, window, groups)
+    }
 }
 
 /// The image gradient of a stride-1 convolution through the device's
@@ -387,7 +400,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 /// `[N, C, H, W]`. `None` for other strides and dilations, where the kernel
 /// does not run, or where the padding exceeds `kernel - 1`; the caller then
 /// folds `wᵀ · g`. `round_to` as [`ConvKernel::conv2d_direct`]'s.
-fn image_gradient_direct<D: Device, E: FloatElement>(
+fn image_gradient_direct<D: CoreDevice, E: FloatElement>(
     g: &Tensor<D, E>,
     weight: &Tensor<D, E>,
     forward: &Unfold2d,
@@ -413,7 +426,7 @@ fn image_gradient_direct<D: Device, E: FloatElement>(
 
 /// `t`, or with `round_to` its values rounded to that half type (a cast
 /// there and back).
-fn rounded_to<D: Device, E: FloatElement>(t: &Tensor<D, E>, round_to: Option<DType>) -> Result<Tensor<D, E>> {
+fn rounded_to<D: CoreDevice, E: FloatElement>(t: &Tensor<D, E>, round_to: Option<DType>) -> Result<Tensor<D, E>> {
     match round_to {
         None => Ok(t.clone()),
         Some(half) => autocast_in!(half, H => t.try_to_dtype::<H>()?.try_to_dtype::<E>()),
@@ -421,18 +434,6 @@ fn rounded_to<D: Device, E: FloatElement>(t: &Tensor<D, E>, round_to: Option<DTy
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
-    /// Checks PyTorch's pooling rule: padding at most half the kernel.
-    fn pooling_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
-        if (0..2).any(|a| window.padding[a] > window.kernel[a] / 2) {
-            return Err(Error::Argument {
-                op,
-                device: D::name(),
-                reason: format!("padding {:?} must be at most half the kernel {:?}", window.padding, window.kernel),
-            });
-        }
-        self.unfold_geometry(op, window)
-    }
-
     /// The largest element of each window, PyTorch's `F.max_pool2d` (the
     /// padding is `-inf`; NaN wins). `[N, C, H, W]` becomes `[N, C, OH, OW]`.
     /// The gradient goes to the first largest element of each window.
@@ -447,22 +448,14 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn max_pool2d(&self, window: Window2d) -> Self {
-        let geometry = self.pooling_geometry("max_pool2d", window)?;
-        self.pool(geometry, E::MIN, |columns| columns.try_max_axis(2))
+        core_call!(D, Fns<E>.max_pool2d(self.core(), window))
     }
 
     /// The mean of each window, PyTorch's `F.avg_pool2d` with its defaults
     /// (padding counts as zeros in the mean).
     #[fallible]
     pub fn avg_pool2d(&self, window: Window2d) -> Self {
-        let geometry = self.pooling_geometry("avg_pool2d", window)?;
-        self.pool(geometry, E::ZERO, |columns| columns.try_mean_axis(2))
-    }
-
-    fn pool(&self, geometry: Unfold2d, pad: E, reduce: impl FnOnce(&Self) -> Result<Self>) -> Result<Self> {
-        let [n, c, _, _] = geometry.image;
-        let [oh, ow] = geometry.output;
-        reduce(&self.unfold(geometry, pad)?)?.try_reshape([n, c, oh, ow])
+        core_call!(D, Fns<E>.avg_pool2d(self.core(), window))
     }
 
     /// The mean over `size` (`[OH, OW]`) windows that tile the image as
@@ -479,6 +472,40 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn adaptive_avg_pool2d(&self, size: [usize; 2]) -> Self {
+        core_call!(D, Fns<E>.adaptive_avg_pool2d(self.core(), size))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    /// Checks PyTorch's pooling rule: padding at most half the kernel.
+    fn pooling_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
+        if (0..2).any(|a| window.padding[a] > window.kernel[a] / 2) {
+            return Err(Error::Argument {
+                op,
+                device: D::name(),
+                reason: format!("padding {:?} must be at most half the kernel {:?}", window.padding, window.kernel),
+            });
+        }
+        self.unfold_geometry(op, window)
+    }
+
+    fn pool(&self, geometry: Unfold2d, pad: E, reduce: impl FnOnce(&Self) -> Result<Self>) -> Result<Self> {
+        let [n, c, _, _] = geometry.image;
+        let [oh, ow] = geometry.output;
+        reduce(&self.unfold(geometry, pad)?)?.try_reshape([n, c, oh, ow])
+    }
+
+    pub(super) fn core_max_pool2d(&self, window: Window2d) -> Result<Self> {
+        let geometry = self.pooling_geometry("max_pool2d", window)?;
+        self.pool(geometry, E::MIN, |columns| columns.try_max_axis(2))
+    }
+
+    pub(super) fn core_avg_pool2d(&self, window: Window2d) -> Result<Self> {
+        let geometry = self.pooling_geometry("avg_pool2d", window)?;
+        self.pool(geometry, E::ZERO, |columns| columns.try_mean_axis(2))
+    }
+
+    pub(super) fn core_adaptive_avg_pool2d(&self, size: [usize; 2]) -> Result<Self> {
         const OP: &str = "adaptive_avg_pool2d";
         let &[_, _, h, w] = self.dims() else {
             return Err(Error::Shape {
@@ -510,5 +537,26 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             Tensor::try_cat(&parts.iter().collect::<Vec<_>>(), axis as isize)
         };
         along(&along(self, 2, h, size[0])?, 3, w, size[1])
+    }
+}
+
+core_table! {
+    /// The core's convolutions and pooling.
+    pub(crate) struct Fns<C, F: FloatElement> {
+        conv2d: fn(&Tensor<C, F>, &Tensor<C, F>, Option<&Tensor<C, F>>, Window2d, usize) -> Result<Tensor<C, F>> =
+            Tensor::core_conv2d,
+        conv1d: fn(&Tensor<C, F>, &Tensor<C, F>, Option<&Tensor<C, F>>, Window1d, usize) -> Result<Tensor<C, F>> =
+            Tensor::core_conv1d,
+        conv_transpose2d: fn(
+            &Tensor<C, F>,
+            &Tensor<C, F>,
+            Option<&Tensor<C, F>>,
+            Window2d,
+            [usize; 2],
+            usize,
+        ) -> Result<Tensor<C, F>> = Tensor::core_conv_transpose2d,
+        max_pool2d: fn(&Tensor<C, F>, Window2d) -> Result<Tensor<C, F>> = Tensor::core_max_pool2d,
+        avg_pool2d: fn(&Tensor<C, F>, Window2d) -> Result<Tensor<C, F>> = Tensor::core_avg_pool2d,
+        adaptive_avg_pool2d: fn(&Tensor<C, F>, [usize; 2]) -> Result<Tensor<C, F>> = Tensor::core_adaptive_avg_pool2d,
     }
 }

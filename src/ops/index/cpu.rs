@@ -4,6 +4,7 @@
 //! caller, so the `as usize` conversions below cannot wrap.
 
 use super::IndexKernel;
+use crate::backend::cpu::for_each_chunk;
 use crate::backend::cpu::{
     CpuStorage, PARALLEL_CHUNK, check_host_request, map_strided, output_buffer, split_across_threads,
 };
@@ -11,7 +12,6 @@ use crate::backend::{Backend, Cpu};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Dims, Layout, Shape, count_of, for_each_block};
-use rayon::prelude::*;
 use std::cmp::Ordering;
 
 /// The storage offset of every position of the sub-tensor `dims`/`strides`
@@ -113,7 +113,10 @@ impl IndexKernel for Cpu {
                 }
             };
             if split_across_threads(out.len()) {
-                out.par_chunks_mut(n).zip(outer.par_iter()).with_min_len((PARALLEL_CHUNK / n).max(1)).for_each(fill);
+                let rows = (PARALLEL_CHUNK / n).max(1);
+                for_each_chunk(&mut out, n * rows, &|t, block| {
+                    block.chunks_mut(n).zip(&outer[t * rows..]).for_each(fill);
+                });
             } else {
                 out.chunks_mut(n).zip(&outer).for_each(fill);
             }
@@ -132,7 +135,10 @@ impl IndexKernel for Cpu {
             }
         };
         if split_across_threads(out.len()) {
-            out.par_chunks_mut(inner).enumerate().with_min_len(PARALLEL_CHUNK.div_ceil(inner)).for_each(fill);
+            let per_task = PARALLEL_CHUNK.div_ceil(inner);
+            for_each_chunk(&mut out, inner * per_task, &|t, block| {
+                block.chunks_mut(inner).enumerate().for_each(|(j, chunk)| fill((t * per_task + j, chunk)));
+            });
         } else {
             out.chunks_mut(inner).enumerate().for_each(fill);
         }
@@ -168,7 +174,7 @@ impl IndexKernel for Cpu {
         if split_across_threads(out.len()) && dims[0] > 1 {
             // Output slices along axis 0 are independent.
             let row = out.len() / dims[0];
-            out.par_chunks_mut(row).enumerate().for_each(|(r, chunk)| {
+            for_each_chunk(&mut out, row, &|r, chunk| {
                 let (s, i) = (s0 + r * src_strides[0], i0 + r * idx_strides[0]);
                 walk(chunk, &dims[1..], &src_strides[1..], &idx_strides[1..], s, i);
             });
@@ -207,7 +213,8 @@ impl IndexKernel for Cpu {
         // along axis 0 can run in parallel when that is not the scattered axis.
         if axis != 0 && split_across_threads(index_layout.elem_count()) && dims[0] > 1 {
             let row = out_strides[0];
-            out.par_chunks_mut(row).take(dims[0]).enumerate().for_each(|(r, chunk)| {
+            let end = (dims[0] * row).min(out.len());
+            for_each_chunk(&mut out[..end], row, &|r, chunk| {
                 let (i, s) = (i0 + r * idx_strides[0], s0 + r * src_strides[0]);
                 walk(chunk, &dims[1..], &out_strides[1..], &idx_strides[1..], &src_strides[1..], i, s);
             });
@@ -275,7 +282,10 @@ impl IndexKernel for Cpu {
                 }
             };
             if split_across_threads(out.len()) && outer > 1 {
-                out.par_chunks_mut(row).enumerate().with_min_len(PARALLEL_CHUNK.div_ceil(row)).for_each(fill);
+                let per_task = PARALLEL_CHUNK.div_ceil(row);
+                for_each_chunk(&mut out, row * per_task, &|t, block| {
+                    block.chunks_mut(row).enumerate().for_each(|(j, out_row)| fill((t * per_task + j, out_row)));
+                });
             } else {
                 out.chunks_mut(row).enumerate().for_each(fill);
             }
@@ -345,7 +355,12 @@ impl IndexKernel for Cpu {
         let rows_of = src.chunks(n).zip(out.chunks_mut(k));
         if split_across_threads(src.len()) && rows > 1 {
             let min_rows = (PARALLEL_CHUNK / n).max(1);
-            src.par_chunks(n).zip(out.par_chunks_mut(k)).with_min_len(min_rows).for_each_init(Vec::new, sort_row);
+            for_each_chunk(&mut out, k * min_rows, &|t, block| {
+                let mut order = Vec::new();
+                for (row, out) in src[t * min_rows * n..].chunks(n).zip(block.chunks_mut(k)) {
+                    sort_row(&mut order, (row, out));
+                }
+            });
         } else {
             let mut order = Vec::new();
             rows_of.for_each(|row| sort_row(&mut order, row));

@@ -1,14 +1,15 @@
 //! Indexing and joining kernels on CUDA (`kernels/index.cu`).
 
 use super::IndexKernel;
+use crate::backend::Backend;
+use crate::backend::cuda::AnyCuda;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
 use crate::backend::cuda::{CudaStorage, copy_into};
-use crate::backend::{Backend, Cuda};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape, count_of};
 
-impl<const N: usize> IndexKernel for Cuda<N> {
+impl IndexKernel for AnyCuda {
     fn first_out_of_range(indices: &CudaStorage<i64>, layout: &Layout, size: usize) -> Result<Option<i64>> {
         const OP: &str = "index check";
         let device = Self::device()?;

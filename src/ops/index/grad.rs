@@ -5,12 +5,12 @@ use crate::autograd::{Backward, rule};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::layout::Shape;
-use crate::tensor::Device;
+use crate::tensor::CoreDevice;
 use crate::tensor::Tensor;
 
 /// `x.index_select(axis, indices)` of an `x` of shape `input`: the rows of
 /// the gradient are added back where they were taken from.
-pub(super) fn index_select<D: Device, F: FloatElement>(
+pub(super) fn index_select<D: CoreDevice, F: FloatElement>(
     input: Shape,
     axis: usize,
     indices: Tensor<D, i64>,
@@ -21,7 +21,7 @@ pub(super) fn index_select<D: Device, F: FloatElement>(
 }
 
 /// `x.gather(axis, index)` of an `x` of shape `input`.
-pub(super) fn gather<D: Device, F: FloatElement>(
+pub(super) fn gather<D: CoreDevice, F: FloatElement>(
     input: Shape,
     axis: usize,
     index: Tensor<D, i64>,
@@ -34,7 +34,7 @@ pub(super) fn gather<D: Device, F: FloatElement>(
 /// `x.scatter_add(axis, index, src)`: `x` gets the gradient as it is, and
 /// `src` the entries its elements were added to (zero where `src` is
 /// larger than `index` and so was not read).
-pub(super) fn scatter_add<D: Device, F: FloatElement>(
+pub(super) fn scatter_add<D: CoreDevice, F: FloatElement>(
     axis: usize,
     index: Tensor<D, i64>,
     src: Shape,
@@ -47,7 +47,7 @@ pub(super) fn scatter_add<D: Device, F: FloatElement>(
 
 /// `x.index_add(axis, indices, src)`: `x` gets the gradient as it is, and
 /// `src` the rows its rows were added to.
-pub(super) fn index_add<D: Device, F: FloatElement>(axis: usize, indices: Tensor<D, i64>) -> Box<dyn Backward> {
+pub(super) fn index_add<D: CoreDevice, F: FloatElement>(axis: usize, indices: Tensor<D, i64>) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, needs| {
         let g_src = needs.then(1, || g.try_index_select(axis as isize, &indices))?;
         Ok(vec![needs.then(0, || Ok(g.clone()))?, g_src])
@@ -56,7 +56,7 @@ pub(super) fn index_add<D: Device, F: FloatElement>(axis: usize, indices: Tensor
 
 /// `cat` along `axis` of tensors whose sizes on that axis are `sizes`:
 /// each gets its own slice of the gradient.
-pub(super) fn cat<D: Device, F: FloatElement>(axis: usize, sizes: Vec<usize>) -> Box<dyn Backward> {
+pub(super) fn cat<D: CoreDevice, F: FloatElement>(axis: usize, sizes: Vec<usize>) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, needs| {
         let mut start = 0;
         let mut grads = Vec::with_capacity(sizes.len());
@@ -69,7 +69,7 @@ pub(super) fn cat<D: Device, F: FloatElement>(axis: usize, sizes: Vec<usize>) ->
 }
 
 /// `t` extended with zeros at the end of each axis to `shape`.
-fn pad_with_zeros<D: Device, F: FloatElement>(t: &Tensor<D, F>, shape: &Shape) -> Result<Tensor<D, F>> {
+fn pad_with_zeros<D: CoreDevice, F: FloatElement>(t: &Tensor<D, F>, shape: &Shape) -> Result<Tensor<D, F>> {
     let mut t = t.clone();
     for (axis, &want) in shape.dims().iter().enumerate() {
         let have = t.dims()[axis];

@@ -30,8 +30,8 @@ use crate::element::{Element, SameDtype};
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis};
 use crate::layout::{Layout, Shape};
-use crate::tensor::Tensor;
-use crate::tensor::{Device, SameDevice, same_device};
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 pub use pad::PadMode;
@@ -119,7 +119,7 @@ fn shape_error<D: Device>(op: &'static str, shapes: Vec<Shape>, reason: String) 
 }
 
 /// Fails with [`Error::Index`] when an index is outside `0..shape[axis]`.
-fn check_indices<D: Device>(op: &'static str, shape: &Shape, axis: usize, indices: &Tensor<D, i64>) -> Result<()> {
+fn check_indices<D: CoreDevice>(op: &'static str, shape: &Shape, axis: usize, indices: &Tensor<D, i64>) -> Result<()> {
     // A broadcast index tensor repeats its distinct indices: check those
     // (in the same order, so the first bad one is the same).
     let distinct = indices.layout().without_broadcast_axes().map(|(layout, _)| layout);
@@ -170,25 +170,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        const OP: &str = "index_select";
         let indices: &Tensor<D, i64> = same_device(indices);
-        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
-        check_one_dim::<D>(OP, &[self.shape(), indices.shape()], indices.shape())?;
-        let mut dims = self.dims().to_vec();
-        dims[ax] = indices.elem_count();
-        let shape = Shape::from(dims);
-        check_elem_count(OP, D::name, &[self.shape(), indices.shape(), &shape])?;
-        check_indices(OP, self.shape(), ax, indices)?;
-        let forward = || {
-            let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
-            Ok(Tensor::from_storage(storage, shape))
-        };
-        autograd::track(
-            OP,
-            &[self.node()],
-            forward,
-            |_| float_rule!(E, F => grad::index_select::<D, F>(self.shape().clone(), ax, indices.clone())),
-        )
+        core_call!(D, Fns<E>.index_select(self.core(), axis, indices.core()))
     }
 
     /// Values picked along `axis` by `index`, like `torch.gather`: the output
@@ -220,23 +203,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
     where
         D: SameDevice<D2>,
     {
-        const OP: &str = "gather";
         let index: &Tensor<D, i64> = same_device(index);
-        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
-        let shapes = || vec![self.shape().clone(), index.shape().clone()];
-        check_same_rank::<D>(OP, shapes, &[("the input", self.shape())], index.shape())?;
-        check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
-        check_indices(OP, self.shape(), ax, index)?;
-        let forward = || {
-            let storage = D::gather(self.storage(), self.layout(), ax, index.storage(), index.layout())?;
-            Ok(Tensor::from_storage(storage, index.shape().clone()))
-        };
-        autograd::track(
-            OP,
-            &[self.node()],
-            forward,
-            |_| float_rule!(E, F => grad::gather::<D, F>(self.shape().clone(), ax, index.clone())),
-        )
+        core_call!(D, Fns<E>.gather(self.core(), axis, index.core()))
     }
 
     /// A copy of this tensor to which each `src[p]` is added at
@@ -281,33 +249,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2> + SameDevice<D3>,
         E: SameDtype<E3>,
     {
-        const OP: &str = "scatter_add";
         let index: &Tensor<D, i64> = same_device(index);
         let src: &Tensor<D, E> = same_device(src);
-        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
-        let shapes = || vec![self.shape().clone(), index.shape().clone(), src.shape().clone()];
-        check_same_rank::<D>(OP, shapes, &[("the input", self.shape()), ("src", src.shape())], index.shape())?;
-        check_fits::<D>(OP, shapes, "src", src.shape(), index.shape(), None)?;
-        check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
-        check_indices(OP, self.shape(), ax, index)?;
-        let forward = || {
-            let storage = D::scatter_add(
-                self.storage(),
-                self.layout(),
-                ax,
-                index.storage(),
-                index.layout(),
-                src.storage(),
-                src.layout(),
-            )?;
-            Ok(Tensor::from_storage(storage, self.shape().clone()))
-        };
-        autograd::track(
-            OP,
-            &[self.node(), src.node()],
-            forward,
-            |_| float_rule!(E, F => grad::scatter_add::<D, F>(ax, index.clone(), src.shape().clone())),
-        )
+        core_call!(D, Fns<E>.scatter_add(self.core(), axis, index.core(), src.core()))
     }
 
     /// A copy of this tensor to which slice `j` of `src` along `axis` is
@@ -352,9 +296,148 @@ impl<D: Device, E: Element> Tensor<D, E> {
         D: SameDevice<D2> + SameDevice<D3>,
         E: SameDtype<E3>,
     {
-        const OP: &str = "index_add";
         let indices: &Tensor<D, i64> = same_device(indices);
         let src: &Tensor<D, E> = same_device(src);
+        core_call!(D, Fns<E>.index_add(self.core(), axis, indices.core(), src.core()))
+    }
+
+    /// The tensors joined end to end along an existing `axis`, like
+    /// `torch.cat`. All must have one rank and agree in size on every other
+    /// axis; `axis` is resolved against that rank (`-1` is the last).
+    ///
+    /// Fails on an empty list, on differing ranks or sizes (naming every
+    /// shape), and on an out-of-range `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu>::zeros([2, 3]);
+    /// let b = Tensor::<Cpu>::zeros([2, 4]);
+    /// let err = Tensor::try_cat(&[&a, &b], 0).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "cat on Cpu: shapes [2, 3] and [2, 4]: sizes differ on axis 1 (3 vs 4); \
+    ///      only the cat axis 0 may differ"
+    /// );
+    /// ```
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![5, 6], [2, 1]);
+    /// let c = Tensor::cat(&[&a, &b], -1);
+    /// assert_eq!(c.to_vec2(), vec![vec![1, 2, 5], vec![3, 4, 6]]);
+    /// assert_eq!(Tensor::cat(&[&a, &a], 0).dims(), &[4, 2]);
+    /// ```
+    #[fallible]
+    pub fn cat(tensors: &[&Self], axis: isize) -> Self {
+        let tensors: Vec<&Tensor<D::Core, E>> = tensors.iter().map(|t| t.core()).collect();
+        core_call!(D, Fns<E>.cat(&tensors, axis))
+    }
+
+    /// The tensors joined along a new axis inserted at `axis`, like
+    /// `torch.stack`: all must have one shape, and `axis` ranges over
+    /// `-(rank + 1)..=rank` (`rank` or `-1` makes the new axis the last).
+    ///
+    /// Fails on an empty list, on differing shapes (naming every shape), and
+    /// on an out-of-range `axis`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu>::zeros([2, 3]);
+    /// let err = Tensor::try_stack(&[&a, &a], 3).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "stack on Cpu: axis 3 is out of range for stacking tensors of shape [2, 3] \
+    ///      (expected an axis in -3..3)"
+    /// );
+    /// ```
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2], [2]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3, 4], [2]);
+    /// assert_eq!(Tensor::stack(&[&a, &b], 0).to_vec2(), vec![vec![1, 2], vec![3, 4]]);
+    /// assert_eq!(Tensor::stack(&[&a, &b], -1).to_vec2(), vec![vec![1, 3], vec![2, 4]]);
+    /// ```
+    #[fallible]
+    pub fn stack(tensors: &[&Self], axis: isize) -> Self {
+        let tensors: Vec<&Tensor<D::Core, E>> = tensors.iter().map(|t| t.core()).collect();
+        core_call!(D, Fns<E>.stack(&tensors, axis))
+    }
+}
+
+/// Fails unless `index` has the rank of each `(name, shape)` in `others`.
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    fn core_index_select(&self, axis: isize, indices: &Tensor<D, i64>) -> Result<Self> {
+        const OP: &str = "index_select";
+        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
+        check_one_dim::<D>(OP, &[self.shape(), indices.shape()], indices.shape())?;
+        let mut dims = self.dims().to_vec();
+        dims[ax] = indices.elem_count();
+        let shape = Shape::from(dims);
+        check_elem_count(OP, D::name, &[self.shape(), indices.shape(), &shape])?;
+        check_indices(OP, self.shape(), ax, indices)?;
+        let forward = || {
+            let storage = D::index_select(self.storage(), self.layout(), ax, indices.storage(), indices.layout())?;
+            Ok(Tensor::from_storage(storage, shape))
+        };
+        autograd::track(
+            OP,
+            &[self.node()],
+            forward,
+            |_| float_rule!(E, F => grad::index_select::<D, F>(self.shape().clone(), ax, indices.clone())),
+        )
+    }
+
+    fn core_gather(&self, axis: isize, index: &Tensor<D, i64>) -> Result<Self> {
+        const OP: &str = "gather";
+        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
+        let shapes = || vec![self.shape().clone(), index.shape().clone()];
+        check_same_rank::<D>(OP, shapes, &[("the input", self.shape())], index.shape())?;
+        check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
+        check_indices(OP, self.shape(), ax, index)?;
+        let forward = || {
+            let storage = D::gather(self.storage(), self.layout(), ax, index.storage(), index.layout())?;
+            Ok(Tensor::from_storage(storage, index.shape().clone()))
+        };
+        autograd::track(
+            OP,
+            &[self.node()],
+            forward,
+            |_| float_rule!(E, F => grad::gather::<D, F>(self.shape().clone(), ax, index.clone())),
+        )
+    }
+
+    fn core_scatter_add(&self, axis: isize, index: &Tensor<D, i64>, src: &Self) -> Result<Self> {
+        const OP: &str = "scatter_add";
+        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
+        let shapes = || vec![self.shape().clone(), index.shape().clone(), src.shape().clone()];
+        check_same_rank::<D>(OP, shapes, &[("the input", self.shape()), ("src", src.shape())], index.shape())?;
+        check_fits::<D>(OP, shapes, "src", src.shape(), index.shape(), None)?;
+        check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
+        check_indices(OP, self.shape(), ax, index)?;
+        let forward = || {
+            let storage = D::scatter_add(
+                self.storage(),
+                self.layout(),
+                ax,
+                index.storage(),
+                index.layout(),
+                src.storage(),
+                src.layout(),
+            )?;
+            Ok(Tensor::from_storage(storage, self.shape().clone()))
+        };
+        autograd::track(
+            OP,
+            &[self.node(), src.node()],
+            forward,
+            |_| float_rule!(E, F => grad::scatter_add::<D, F>(ax, index.clone(), src.shape().clone())),
+        )
+    }
+
+    fn core_index_add(&self, axis: isize, indices: &Tensor<D, i64>, src: &Self) -> Result<Self> {
+        const OP: &str = "index_add";
         let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
         let shapes = [self.shape(), indices.shape(), src.shape()];
         check_one_dim::<D>(OP, &shapes, indices.shape())?;
@@ -391,35 +474,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// The tensors joined end to end along an existing `axis`, like
-    /// `torch.cat`. All must have one rank and agree in size on every other
-    /// axis; `axis` is resolved against that rank (`-1` is the last).
-    ///
-    /// Fails on an empty list, on differing ranks or sizes (naming every
-    /// shape), and on an out-of-range `axis`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let a = Tensor::<Cpu>::zeros([2, 3]);
-    /// let b = Tensor::<Cpu>::zeros([2, 4]);
-    /// let err = Tensor::try_cat(&[&a, &b], 0).unwrap_err();
-    /// assert_eq!(
-    ///     err.to_string(),
-    ///     "cat on Cpu: shapes [2, 3] and [2, 4]: sizes differ on axis 1 (3 vs 4); \
-    ///      only the cat axis 0 may differ"
-    /// );
-    /// ```
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2, 3, 4], [2, 2]);
-    /// let b = Tensor::<Cpu, i64>::from_vec(vec![5, 6], [2, 1]);
-    /// let c = Tensor::cat(&[&a, &b], -1);
-    /// assert_eq!(c.to_vec2(), vec![vec![1, 2, 5], vec![3, 4, 6]]);
-    /// assert_eq!(Tensor::cat(&[&a, &a], 0).dims(), &[4, 2]);
-    /// ```
-    #[fallible]
-    pub fn cat(tensors: &[&Self], axis: isize) -> Self {
+    fn core_cat(tensors: &[&Self], axis: isize) -> Result<Self> {
         const OP: &str = "cat";
         let all_shapes = || tensors.iter().map(|t| t.shape().clone()).collect::<Vec<_>>();
         let Some(first) = tensors.first() else {
@@ -472,33 +527,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// The tensors joined along a new axis inserted at `axis`, like
-    /// `torch.stack`: all must have one shape, and `axis` ranges over
-    /// `-(rank + 1)..=rank` (`rank` or `-1` makes the new axis the last).
-    ///
-    /// Fails on an empty list, on differing shapes (naming every shape), and
-    /// on an out-of-range `axis`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let a = Tensor::<Cpu>::zeros([2, 3]);
-    /// let err = Tensor::try_stack(&[&a, &a], 3).unwrap_err();
-    /// assert_eq!(
-    ///     err.to_string(),
-    ///     "stack on Cpu: axis 3 is out of range for stacking tensors of shape [2, 3] \
-    ///      (expected an axis in -3..3)"
-    /// );
-    /// ```
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let a = Tensor::<Cpu, i64>::from_vec(vec![1, 2], [2]);
-    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3, 4], [2]);
-    /// assert_eq!(Tensor::stack(&[&a, &b], 0).to_vec2(), vec![vec![1, 2], vec![3, 4]]);
-    /// assert_eq!(Tensor::stack(&[&a, &b], -1).to_vec2(), vec![vec![1, 3], vec![2, 4]]);
-    /// ```
-    #[fallible]
-    pub fn stack(tensors: &[&Self], axis: isize) -> Self {
+    fn core_stack(tensors: &[&Self], axis: isize) -> Result<Self> {
         const OP: &str = "stack";
         let Some(first) = tensors.first() else {
             return Err(shape_error::<D>(OP, vec![], "expected at least one tensor, got an empty list".into()));
@@ -528,11 +557,33 @@ impl<D: Device, E: Element> Tensor<D, E> {
         // Unsqueezing is a view, so `cat` still sees the inputs' own layouts.
         let views = tensors.iter().map(|t| t.try_unsqueeze(at)).collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Self> = views.iter().collect();
-        Self::try_cat(&refs, at)
+        Self::core_cat(&refs, at)
     }
 }
 
-/// Fails unless `index` has the rank of each `(name, shape)` in `others`.
+core_table! {
+    /// The core's indexing and joining.
+    pub(crate) struct Fns<C, E: Element> {
+        index_select: fn(&Tensor<C, E>, isize, &Tensor<C, i64>) -> Result<Tensor<C, E>> =
+            |x, axis, indices| x.core_index_select(axis, indices),
+        gather: fn(&Tensor<C, E>, isize, &Tensor<C, i64>) -> Result<Tensor<C, E>> = |x, axis, index| x.core_gather(axis, index),
+        scatter_add: fn(&Tensor<C, E>, isize, &Tensor<C, i64>, &Tensor<C, E>) -> Result<Tensor<C, E>> =
+            |x, axis, index, src| x.core_scatter_add(axis, index, src),
+        index_add: fn(&Tensor<C, E>, isize, &Tensor<C, i64>, &Tensor<C, E>) -> Result<Tensor<C, E>> =
+            |x, axis, indices, src| x.core_index_add(axis, indices, src),
+        cat: fn(&[&Tensor<C, E>], isize) -> Result<Tensor<C, E>> = Tensor::core_cat,
+        stack: fn(&[&Tensor<C, E>], isize) -> Result<Tensor<C, E>> = Tensor::core_stack,
+        sort: fn(&Tensor<C, E>, isize, bool) -> Result<(Tensor<C, E>, Tensor<C, i64>)> =
+            |x, axis, descending| x.core_sort(axis, descending),
+        argsort: fn(&Tensor<C, E>, isize, bool) -> Result<Tensor<C, i64>> =
+            |x, axis, descending| x.core_argsort(axis, descending),
+        topk: fn(&Tensor<C, E>, usize, isize, bool) -> Result<(Tensor<C, E>, Tensor<C, i64>)> =
+            |x, k, axis, largest| x.core_topk(k, axis, largest),
+        pad: fn(&Tensor<C, E>, &[isize], PadMode<E>) -> Result<Tensor<C, E>> = |x, pad, mode| x.core_pad(pad, mode),
+        repeat: fn(&Tensor<C, E>, &[usize]) -> Result<Tensor<C, E>> = |x, repeats| x.core_repeat(repeats),
+    }
+}
+
 fn check_same_rank<D: Device>(
     op: &'static str,
     shapes: impl Fn() -> Vec<Shape>,

@@ -1,9 +1,11 @@
 //! `pad`: PyTorch's `F.pad`, built from `cat` (constant padding) and
 //! `index_select` (reflect, replicate, circular), so its gradient is theirs.
 
+use super::Fns;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 /// How [`Tensor::pad`] fills the new positions: PyTorch's `mode`.
@@ -43,6 +45,12 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn pad(&self, pad: &[isize], mode: PadMode<E>) -> Self {
+        core_call!(D, Fns<E>.pad(self.core(), pad, mode))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    pub(super) fn core_pad(&self, pad: &[isize], mode: PadMode<E>) -> Result<Self> {
         const OP: &str = "pad";
         let fail =
             |reason: String| Error::Shape { op: OP, device: D::name(), shapes: vec![self.shape().clone()], reason };

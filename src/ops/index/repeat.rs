@@ -1,10 +1,12 @@
 //! `repeat`: a tensor tiled along every axis, built from a broadcast view
 //! and one copy, so its gradient comes from theirs.
 
+use super::Fns;
 use crate::element::Element;
 use crate::error::{Error, check_elem_count};
 use crate::layout::Shape;
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -22,8 +24,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn repeat(&self, repeats: impl AsRef<[usize]>) -> Self {
+        core_call!(D, Fns<E>.repeat(self.core(), repeats.as_ref()))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    pub(super) fn core_repeat(&self, repeats: &[usize]) -> crate::Result<Self> {
         const OP: &str = "repeat";
-        let repeats = repeats.as_ref();
         let fail =
             |reason: String| Error::Shape { op: OP, device: D::name(), shapes: vec![self.shape().clone()], reason };
         if repeats.len() < self.rank() {

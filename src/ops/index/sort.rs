@@ -2,10 +2,12 @@
 //! ([`IndexKernel::argsort_rows`](super::IndexKernel::argsort_rows)), and
 //! the values are a `gather` by it, so their gradient is `gather`'s.
 
+use super::Fns;
 use crate::element::Element;
 use crate::error::{Error, Result, resolve_axis};
 use crate::layout::Shape;
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -27,9 +29,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn sort(&self, axis: isize, descending: bool) -> (Self, Tensor<D, i64>) {
-        let (ax, len) = self.sort_axis("sort", axis)?;
-        let indices = self.first_in_order(ax, descending, len)?;
-        Ok((self.gathered(ax, &indices)?, indices))
+        core_call!(D, Fns<E>.sort(self.core(), axis, descending))
     }
 
     /// The positions that sort this tensor along `axis` (see
@@ -44,8 +44,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argsort(&self, axis: isize, descending: bool) -> Tensor<D, i64> {
-        let (ax, len) = self.sort_axis("argsort", axis)?;
-        self.first_in_order(ax, descending, len)
+        core_call!(D, Fns<E>.argsort(self.core(), axis, descending))
     }
 
     /// The `k` largest values along `axis` (the smallest, without
@@ -66,6 +65,23 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn topk(&self, k: usize, axis: isize, largest: bool) -> (Self, Tensor<D, i64>) {
+        core_call!(D, Fns<E>.topk(self.core(), k, axis, largest))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    pub(super) fn core_sort(&self, axis: isize, descending: bool) -> Result<(Self, Tensor<D, i64>)> {
+        let (ax, len) = self.sort_axis("sort", axis)?;
+        let indices = self.first_in_order(ax, descending, len)?;
+        Ok((self.gathered(ax, &indices)?, indices))
+    }
+
+    pub(super) fn core_argsort(&self, axis: isize, descending: bool) -> Result<Tensor<D, i64>> {
+        let (ax, len) = self.sort_axis("argsort", axis)?;
+        self.first_in_order(ax, descending, len)
+    }
+
+    pub(super) fn core_topk(&self, k: usize, axis: isize, largest: bool) -> Result<(Self, Tensor<D, i64>)> {
         const OP: &str = "topk";
         let (ax, n) = self.sort_axis(OP, axis)?;
         if k > n {

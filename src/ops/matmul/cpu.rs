@@ -8,6 +8,7 @@
 use super::MatmulKernel;
 use crate::backend::Cpu;
 use crate::backend::cpu::bf16_gemm::{self, Bf16Matrix};
+use crate::backend::cpu::for_each_chunk;
 use crate::backend::cpu::skinny_gemm;
 use crate::backend::cpu::{
     CpuStorage, Operand, gemm_dense, gemm_scaled, items_per_task, narrowed, output_buffer, pool_threads,
@@ -17,7 +18,6 @@ use crate::element::{DType, FloatElement, as_slice_of};
 use crate::error::Result;
 use crate::layout::{Layout, count_of, for_each_block};
 use half::bf16;
-use rayon::prelude::*;
 use std::any::Any;
 
 /// Multiply-adds (`m * n * k`) from which one product is worth splitting
@@ -148,7 +148,7 @@ fn product<E: FloatElement>(
         // A GPT's inference: medians of 150 runs 3-10% lower than with
         // `gemm`'s own split, in each of six alternating pairs.
         let rows = m.div_ceil(threads).next_multiple_of(16);
-        dst.par_chunks_mut(rows * n).enumerate().for_each(|(block, dst)| {
+        for_each_chunk(dst, rows * n, &|block, dst| {
             fill(dst);
             // No overflow: the block's first row lies inside the operand.
             let offset = lhs_offset + block * rows * lhs.row_stride;
@@ -160,7 +160,7 @@ fn product<E: FloatElement>(
     // Rows of the bias, the product then added on top: on both threads when
     // large (4% of a GPT's inference on one, in perf).
     if bias.is_some() && split_across_threads(dst.len()) {
-        dst.par_chunks_mut(items_per_task(n) * n).for_each(fill);
+        for_each_chunk(dst, items_per_task(n) * n, &|_, dst| fill(dst));
     } else {
         fill(dst);
     }
@@ -222,7 +222,8 @@ impl MatmulKernel for Cpu {
             // Many matrices: whole products go to different threads, small
             // ones in runs long enough to amortise each hand-off.
             let per_task = PARALLEL_MIN_MACS.div_ceil(macs).max(1);
-            out.par_chunks_mut(m * n * per_task).zip(starts.par_chunks(per_task)).for_each(|(dst, starts)| {
+            for_each_chunk(&mut out, m * n * per_task, &|t, dst| {
+                let starts = &starts[t * per_task..];
                 for (dst, &(x, y)) in dst.chunks_exact_mut(m * n).zip(starts) {
                     gemm_one(dst, (m, n, k), &a, x, &b, y, gemm::Parallelism::None, false);
                 }

@@ -4,9 +4,10 @@
 
 use super::MatmulKernel;
 use super::float32_matmul_precision;
+use crate::backend::Backend;
+use crate::backend::cuda::AnyCuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::{CudaStorage, copy_into, dense_ptr, narrowed};
-use crate::backend::{Backend, Cuda};
 use crate::element::{DType, FloatElement};
 use crate::error::{Error, Result};
 use crate::layout::{Dims, Layout, Shape, count_of};
@@ -47,14 +48,14 @@ fn operand<E: FloatElement>(
     Ok((copy, ptr, false))
 }
 
-impl<const N: usize> MatmulKernel for Cuda<N> {
+impl MatmulKernel for AnyCuda {
     fn matmul<E: FloatElement>(
         lhs: &CudaStorage<E>,
         lhs_layout: &Layout,
         rhs: &CudaStorage<E>,
         rhs_layout: &Layout,
     ) -> Result<CudaStorage<E>> {
-        product::<N, E, E>(lhs, lhs_layout, rhs, rhs_layout, None)
+        product::<E, E>(lhs, lhs_layout, rhs, rhs_layout, None)
     }
 
     /// The output starts as the bias, broadcast down its rows, and cuBLAS
@@ -78,18 +79,18 @@ impl<const N: usize> MatmulKernel for Cuda<N> {
         let rows = Layout::new(Shape::from([m, n]), Dims::from(&[0usize, 1][..]), bias_layout.offset());
         if E::DTYPE.is_half() {
             let start = copy_into::<E, f32>(&device, OP, bias, &rows)?;
-            let sums = product::<N, E, f32>(lhs, lhs_layout, rhs, rhs_layout, Some(start))?;
+            let sums = product::<E, f32>(lhs, lhs_layout, rhs, rhs_layout, Some(start))?;
             return narrowed(OP, &sums).map(Some);
         }
         let start = copy_into::<E, E>(&device, OP, bias, &rows)?;
-        product::<N, E, E>(lhs, lhs_layout, rhs, rhs_layout, Some(start)).map(Some)
+        product::<E, E>(lhs, lhs_layout, rhs, rhs_layout, Some(start)).map(Some)
     }
 }
 
 /// `lhs · rhs` (batched) in elements `O` (`E`, or `f32` for the half
 /// types), added to `start` where given (dense, of the output's shape),
 /// else into a new output.
-fn product<const N: usize, E: FloatElement, O: FloatElement>(
+fn product<E: FloatElement, O: FloatElement>(
     lhs: &CudaStorage<E>,
     lhs_layout: &Layout,
     rhs: &CudaStorage<E>,
@@ -97,7 +98,7 @@ fn product<const N: usize, E: FloatElement, O: FloatElement>(
     start: Option<CudaStorage<O>>,
 ) -> Result<CudaStorage<O>> {
     const OP: &str = "matmul";
-    let device = Cuda::<N>::device()?;
+    let device = AnyCuda::device()?;
     let dims = lhs_layout.dims();
     let r = dims.len();
     let (m, k, n) = (dims[r - 2], dims[r - 1], rhs_layout.dims()[r - 1]);
@@ -110,7 +111,7 @@ fn product<const N: usize, E: FloatElement, O: FloatElement>(
     if k == 0 {
         return match start {
             Some(start) => Ok(start),
-            None => Cuda::<N>::storage_full(OP, len, O::ZERO),
+            None => AnyCuda::storage_full(OP, len, O::ZERO),
         };
     }
     // Added to the starting output where there is one.

@@ -4,7 +4,7 @@ use crate::autograd::{Backward, Needs, rule};
 use crate::element::FloatElement;
 use crate::error::Result;
 use crate::layout::count_of;
-use crate::tensor::Device;
+use crate::tensor::CoreDevice;
 use crate::tensor::Tensor;
 
 /// `a · b` with `torch.matmul`'s semantics: the products run on the
@@ -12,14 +12,14 @@ use crate::tensor::Tensor;
 /// promoted as the forward promotes them), and a broadcast batch axis has
 /// its gradient summed back (as one product over all rows when the right
 /// operand is a single matrix).
-pub(super) fn matmul<D: Device, F: FloatElement>(a: Tensor<D, F>, b: Tensor<D, F>) -> Box<dyn Backward> {
+pub(super) fn matmul<D: CoreDevice, F: FloatElement>(a: Tensor<D, F>, b: Tensor<D, F>) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, needs| Ok(product_grads(&a, &b, g, needs)?.into()))
 }
 
 /// `a · b + bias`, with `bias` a row added to every row of the product (a
 /// `Linear`): the product's gradients as [`matmul`]'s, and the bias's, the
 /// sum of `g` over every axis but the last.
-pub(super) fn matmul_bias<D: Device, F: FloatElement>(
+pub(super) fn matmul_bias<D: CoreDevice, F: FloatElement>(
     a: Tensor<D, F>,
     b: Tensor<D, F>,
     bias: Tensor<D, F>,
@@ -32,7 +32,7 @@ pub(super) fn matmul_bias<D: Device, F: FloatElement>(
 
 /// The gradients of `a` and `b` in `a · b` (operands 0 and 1) from `g`,
 /// the gradient of the product.
-fn product_grads<D: Device, F: FloatElement>(
+fn product_grads<D: CoreDevice, F: FloatElement>(
     a: &Tensor<D, F>,
     b: &Tensor<D, F>,
     g: &Tensor<D, F>,

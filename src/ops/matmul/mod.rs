@@ -14,8 +14,8 @@ use crate::backend::Backend;
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::layout::{Dims, Layout, Shape, count_of};
-use crate::tensor::Tensor;
-use crate::tensor::{Device, SameDevice, same_device};
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 /// Device kernels for [`Tensor::matmul`]. Implemented by every [`Device`].
@@ -55,13 +55,13 @@ pub trait MatmulKernel: Backend {
 /// The name in messages.
 const OP: &str = "matmul";
 
-impl<D: Device, E: FloatElement> Tensor<D, E> {
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// `self · rhs + bias` (`bias` of `rhs`'s column count, added to every
     /// row) in one pass where the device can ([`MatmulKernel::matmul_bias`]),
     /// recorded for autograd as one op; `None` where it does not apply (a
     /// batch of products, a strided bias, or a device without it). `Linear`
     /// uses it: PyTorch's `addmm`, whose gradient node it is named after.
-    pub(crate) fn try_matmul_bias(&self, rhs: &Self, bias: &Self) -> Result<Option<Self>> {
+    fn core_matmul_bias(&self, rhs: &Self, bias: &Self) -> Result<Option<Self>> {
         if self.rank() < 2 || rhs.rank() != 2 || bias.rank() != 1 {
             return Ok(None);
         }
@@ -73,7 +73,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         if let Some(half) = autocast::lowered::<E>() {
             return autocast_in!(half, H => {
                 let [lhs, rhs, bias] = [self.try_to_dtype::<H>()?, rhs.try_to_dtype::<H>()?, bias.try_to_dtype::<H>()?];
-                lhs.try_matmul_bias(&rhs, &bias)?.map(|out| out.try_to_dtype::<E>()).transpose()
+                lhs.core_matmul_bias(&rhs, &bias)?.map(|out| out.try_to_dtype::<E>()).transpose()
             });
         }
         let storage =
@@ -145,9 +145,22 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2>,
     {
         let rhs: &Self = same_device(rhs);
+        core_call!(D, Fns<E>.matmul(self.core(), rhs.core()))
+    }
+
+    /// `self · rhs + bias` as one product when the shapes allow (`None`
+    /// otherwise): a linear layer's forward.
+    pub(crate) fn try_matmul_bias(&self, rhs: &Self, bias: &Self) -> Result<Option<Self>> {
+        core_call!(D, Fns<E>.matmul_bias(self.core(), rhs.core(), bias.core()))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    /// The core of [`matmul`](Self::matmul).
+    fn core_matmul(&self, rhs: &Self) -> Result<Self> {
         if let Some(half) = autocast::lowered::<E>() {
             return autocast_in!(half, H => {
-                self.try_to_dtype::<H>()?.try_matmul::<D, H>(&rhs.try_to_dtype::<H>()?)?.try_to_dtype::<E>()
+                self.try_to_dtype::<H>()?.core_matmul(&rhs.try_to_dtype::<H>()?)?.try_to_dtype::<E>()
             });
         }
         let forward = || {
@@ -156,6 +169,15 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             Ok(Tensor::from_storage(storage, plan.out))
         };
         autograd::track(OP, &[self.node(), rhs.node()], forward, |_| grad::matmul(self.detach(), rhs.detach()))
+    }
+}
+
+core_table! {
+    /// The core's matrix products.
+    pub(crate) struct Fns<C, F: FloatElement> {
+        matmul: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_matmul(b),
+        matmul_bias: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>) -> Result<Option<Tensor<C, F>>> =
+            |a, b, bias| a.core_matmul_bias(b, bias),
     }
 }
 

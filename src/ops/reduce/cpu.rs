@@ -18,13 +18,13 @@
 use super::{AffineAxis, ExtremeOp, Max, ReduceKernel, ReduceOp, around_axis};
 use crate::backend::Cpu;
 use crate::backend::cpu::{
-    BASELINE_FMA, CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, items_per_task, map_strided, narrowed,
-    narrowed_all, output_buffer, split_across_threads, vectorized, widened,
+    BASELINE_FMA, CpuStorage, PARALLEL_CHUNK, VectorLoop, exp_nonpositive, for_each_chunk, for_each_item,
+    items_per_task, map_items, map_strided, map_tasks, narrowed, narrowed_all, output_buffer, split_across_threads,
+    vectorized, widened,
 };
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Dims, Layout, Shape, count_of, for_each_block};
-use rayon::prelude::*;
 use std::marker::PhantomData;
 use std::ops::Range;
 
@@ -142,7 +142,9 @@ fn fold_dense_par<E: Element>(x: &[E], init: E, f: impl Fn(E, E) -> E + Copy + S
     if !split_across_threads(x.len()) {
         return fold_dense(x, init, f);
     }
-    let partials: Vec<E> = x.par_chunks(PARALLEL_CHUNK).map(|c| fold_dense(c, init, f)).collect();
+    let partials: Vec<E> = map_tasks(x.len().div_ceil(PARALLEL_CHUNK), 1, &|i| {
+        fold_dense(&x[i * PARALLEL_CHUNK..x.len().min((i + 1) * PARALLEL_CHUNK)], init, f)
+    });
     fold_dense(&partials, init, f)
 }
 
@@ -198,14 +200,11 @@ fn reduce_run<E: Element>(src: &[E], out: &mut [E], run: Run, init: E, f: impl F
     // Few outputs over a long axis (`[1_000_000, 4]` summed over axis 0):
     // split the axis across threads, each folding its rows into a partial.
     let span = (PARALLEL_CHUNK / n.max(1)).next_multiple_of(ROW_BLOCK).max(ROW_BLOCK);
-    let partials: Vec<Vec<E>> = (0..len.div_ceil(span))
-        .into_par_iter()
-        .map(|c| {
-            let mut partial = vec![init; n];
-            fold_row_blocks(&mut partial, src, run, c * span..len.min((c + 1) * span), init, f);
-            partial
-        })
-        .collect();
+    let partials: Vec<Vec<E>> = map_tasks(len.div_ceil(span), 1, &|c| {
+        let mut partial = vec![init; n];
+        fold_row_blocks(&mut partial, src, run, c * span..len.min((c + 1) * span), init, f);
+        partial
+    });
     out.fill(init);
     for partial in &partials {
         for (o, &p) in out.iter_mut().zip(partial) {
@@ -368,10 +367,7 @@ fn for_each_run<T: Send>(out: &mut [T], layout: &Layout, axis: usize, kernel: im
     });
     // Many short blocks (strided inputs) are grouped into tasks of about `piece` outputs.
     let min_len = (piece / block_len.max(1)).max(1);
-    pieces
-        .into_par_iter()
-        .with_min_len(min_len)
-        .for_each(|(o, base, stride)| kernel(o, Run { base, stride, step, len }));
+    for_each_item(pieces, min_len, &|(o, base, stride)| kernel(o, Run { base, stride, step, len }));
 }
 
 /// The number of outputs of reducing `axis` of `layout`.
@@ -495,7 +491,8 @@ fn softmax_groups_par<E: FloatElement>(src: &[E], out: &mut [E], len: usize, inn
                 rest = tail;
             }
         }
-        tasks.into_par_iter().zip(ranges).for_each(|(mut rows, cols)| softmax_columns(s, inner, cols, &mut rows, log));
+        let tasks: Vec<_> = tasks.into_iter().zip(ranges).collect();
+        for_each_item(tasks, 1, &|(mut rows, cols)| softmax_columns(s, inner, cols, &mut rows, log));
     }
 }
 
@@ -548,7 +545,7 @@ impl ReduceKernel for Cpu {
         };
         if split_across_threads(src.len()) && src.len() > group {
             let chunk = group * items_per_task(group);
-            out.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(o, s)| run(o, s));
+            for_each_chunk(&mut out, chunk, &|i, o| run(o, &src[i * chunk..][..o.len()]));
         } else {
             run(&mut out, src);
         }
@@ -585,7 +582,7 @@ impl ReduceKernel for Cpu {
         };
         if parallel && groups > 1 {
             let chunk = group * items_per_task(group);
-            out.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(o, s)| run(o, s));
+            for_each_chunk(&mut out, chunk, &|i, o| run(o, &src[i * chunk..][..o.len()]));
         } else {
             run(&mut out, src);
         }
@@ -615,8 +612,10 @@ impl ReduceKernel for Cpu {
         let run = |out: &mut [E], y: &[E], g: &[E]| vectorized(SoftmaxBackward { out, y, g, len, inner, log });
         if split_across_threads(n) && n > group {
             let chunk = group * items_per_task(group);
-            let parts = out.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).zip(g.par_chunks(chunk));
-            parts.for_each(|((out, y), g)| run(out, y, g));
+            for_each_chunk(&mut out, chunk, &|i, out| {
+                let start = i * chunk;
+                run(out, &y[start..][..out.len()], &g[start..][..out.len()])
+            });
         } else {
             run(&mut out, y, g);
         }
@@ -656,9 +655,9 @@ impl ReduceKernel for Cpu {
             };
             if split_across_threads(x.len()) {
                 let rows = items_per_task(inner);
-                let stats = means.par_chunks_mut(rows).zip(vars.par_chunks_mut(rows));
-                let parts = out.par_chunks_mut(rows * inner).zip(x.par_chunks(rows * inner)).zip(stats);
-                parts.for_each(|((out, x), (means, vars))| run(out, x, means, vars));
+                let stats = means.chunks_mut(rows).zip(vars.chunks_mut(rows));
+                let parts: Vec<_> = out.chunks_mut(rows * inner).zip(x.chunks(rows * inner)).zip(stats).collect();
+                for_each_item(parts, 1, &|((out, x), (means, vars))| run(out, x, means, vars));
             } else {
                 run(&mut out, x, &mut means, &mut vars);
             }
@@ -761,7 +760,7 @@ fn group_runs<E>(x: &[E], [outer, groups, inner]: [usize; 3], c: usize) -> impl 
 /// tensor (`groups` of `len` elements) is large.
 fn per_group<T: Send>(groups: usize, len: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
     if split_across_threads(groups * len) {
-        (0..groups).into_par_iter().with_min_len(items_per_task(len)).map(f).collect()
+        map_tasks(groups, items_per_task(len), &f)
     } else {
         (0..groups).map(f).collect()
     }
@@ -795,8 +794,10 @@ fn for_row_chunks<E: FloatElement>(
     }
     if split_across_threads(out.len()) {
         let chunk = inner * items_per_task(inner);
-        let parts = out.par_chunks_mut(chunk).zip(a.par_chunks(chunk)).zip(b.par_chunks(chunk)).enumerate();
-        parts.for_each(|(i, ((out, a), b))| write(i * chunk / inner, out, a, b));
+        for_each_chunk(out, chunk, &|i, out| {
+            let start = i * chunk;
+            write(start / inner, out, &a[start..][..out.len()], &b[start..][..out.len()])
+        });
     } else {
         write(0, out, a, b);
     }
@@ -870,9 +871,8 @@ fn inner_affine_backward<E: FloatElement>(
     };
     let (sum_g, sum_gx) = if split_across_threads(x.len()) {
         let chunk = inner * items_per_task(inner);
-        let parts = out.par_chunks_mut(chunk).zip(x.par_chunks(chunk)).zip(g.par_chunks(chunk)).enumerate();
-        let partials: Vec<(Vec<E>, Vec<E>)> =
-            parts.map(|(i, ((out, x), g))| run(i * chunk / inner, out, x, g)).collect();
+        let parts: Vec<_> = out.chunks_mut(chunk).zip(x.chunks(chunk)).zip(g.chunks(chunk)).enumerate().collect();
+        let partials: Vec<(Vec<E>, Vec<E>)> = map_items(parts, &|(i, ((out, x), g))| run(i * chunk / inner, out, x, g));
         let add = |a: Vec<E>, b: &Vec<E>| a.into_iter().zip(b).map(|(a, &b)| a + b).collect::<Vec<E>>();
         partials.iter().fold((zeros(), zeros()), |(sg, sgx), (g, gx)| (add(sg, g), add(sgx, gx)))
     } else {

@@ -2,7 +2,7 @@
 //! `kernels/softmax.cu`).
 
 use super::{AffineAxis, ExtremeOp, ReduceKernel, ReduceOp, around_axis};
-use crate::backend::Cuda;
+use crate::backend::cuda::AnyCuda;
 use crate::backend::cuda::context::CudaDevice;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
 use crate::backend::cuda::{CudaStorage, dense_ptr, narrowed, narrowed_all, widened};
@@ -106,7 +106,7 @@ fn arg_reduce_all<E: Element>(
     Ok(idx)
 }
 
-impl<const N: usize> ReduceKernel for Cuda<N> {
+impl ReduceKernel for AnyCuda {
     fn reduce<E: Element, Op: ReduceOp>(
         op: Op,
         x: &CudaStorage<E>,

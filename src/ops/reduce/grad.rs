@@ -1,13 +1,13 @@
 //! Gradient rules of the reductions and of softmax.
 
-use super::{ExtremeOp, Sum, reduced_shape, scale_by_repeat};
+use super::{ExtremeOp, Fns, Sum, reduced_shape, scale_by_repeat};
 use crate::autograd::{Backward, rule};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::Shape;
 use crate::ops::compare::masked;
-use crate::tensor::Device;
-use crate::tensor::Tensor;
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// This gradient of a broadcast result summed back to `shape`, the
@@ -16,6 +16,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// rules run on floats, whose sums keep their type), untracked (rules
     /// run under `no_grad`).
     pub(crate) fn try_sum_to_shape(&self, shape: &Shape) -> Result<Self> {
+        core_call!(D, Fns<E>.sum_to_shape(self.core(), shape))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    /// The core of [`try_sum_to_shape`](Self::try_sum_to_shape).
+    pub(super) fn core_sum_to_shape(&self, shape: &Shape) -> Result<Self> {
         if self.shape() == shape {
             return Ok(self.clone());
         }
@@ -42,7 +49,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 }
 
-impl<D: Device, F: FloatElement> Tensor<D, F> {
+impl<D: CoreDevice, F: FloatElement> Tensor<D, F> {
     /// A reduced gradient spread back over `shape`: `axis` (removed from
     /// `self` unless `keepdim`) is restored as size 1 and broadcast.
     fn spread_over(&self, shape: &Shape, axis: Option<usize>, keepdim: bool) -> Result<Self> {
@@ -61,14 +68,18 @@ fn broadcastable_rank(reduced: &Shape, full: &Shape) -> Shape {
 }
 
 /// `sum` over everything (`axis` `None`) or along `axis` of `input`.
-pub(super) fn sum<D: Device, F: FloatElement>(input: Shape, axis: Option<usize>, keepdim: bool) -> Box<dyn Backward> {
+pub(super) fn sum<D: CoreDevice, F: FloatElement>(
+    input: Shape,
+    axis: Option<usize>,
+    keepdim: bool,
+) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.spread_over(&input, axis, keepdim)?)]))
 }
 
 /// `max` or `min` of `x` over everything: the gradient is shared evenly by
 /// the elements equal to the result (NaN ones when it is NaN), as PyTorch
 /// shares it.
-pub(super) fn extreme_all<D: Device, F: FloatElement>(x: Tensor<D, F>, out: Tensor<D, F>) -> Box<dyn Backward> {
+pub(super) fn extreme_all<D: CoreDevice, F: FloatElement>(x: Tensor<D, F>, out: Tensor<D, F>) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         let hits = x.try_eq(&out)?.try_logical_or(&x.try_ne(&x)?.try_logical_and(&out.try_ne(&out)?)?)?;
         let count = hits.try_sum()?.try_to_dtype::<F>()?;
@@ -80,7 +91,7 @@ pub(super) fn extreme_all<D: Device, F: FloatElement>(x: Tensor<D, F>, out: Tens
 /// `max` or `min` of `x` along `axis`: the whole gradient goes to the
 /// element the result was taken from (the first occurrence), as PyTorch's
 /// `max(dim)` sends it to the index it returns.
-pub(super) fn extreme_axis<D: Device, F: FloatElement, Op: ExtremeOp>(
+pub(super) fn extreme_axis<D: CoreDevice, F: FloatElement, Op: ExtremeOp>(
     op: Op,
     x: Tensor<D, F>,
     axis: Option<usize>,
@@ -100,14 +111,14 @@ pub(super) fn extreme_axis<D: Device, F: FloatElement, Op: ExtremeOp>(
 /// `cumsum` along `axis`: each element's gradient is the sum of the
 /// gradients of the running sums it is part of, the running sum of `g`
 /// taken from the end of the line.
-pub(super) fn cumsum<D: Device, F: FloatElement>(axis: Option<usize>) -> Box<dyn Backward> {
+pub(super) fn cumsum<D: CoreDevice, F: FloatElement>(axis: Option<usize>) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.running(Sum, axis, true)?)]))
 }
 
 /// The standard deviation `out` of `x` over `axis` (or every element)
 /// with divisor `N - correction`: `(x - mean) / (divisor * out)`, and 0
 /// where `out` is 0, as PyTorch's rule gives.
-pub(super) fn std<D: Device, F: FloatElement>(
+pub(super) fn std<D: CoreDevice, F: FloatElement>(
     x: Tensor<D, F>,
     out: Tensor<D, F>,
     axis: Option<usize>,
@@ -126,7 +137,7 @@ pub(super) fn std<D: Device, F: FloatElement>(
 }
 
 /// `softmax` (or `log_softmax`) of `x` along `axis`, given its result `y`.
-pub(super) fn softmax<D: Device, F: FloatElement>(
+pub(super) fn softmax<D: CoreDevice, F: FloatElement>(
     y: Tensor<D, F>,
     axis: Option<usize>,
     log: bool,

@@ -26,8 +26,9 @@ use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis_or_scalar};
 use crate::layout::{Dims, Layout, Shape};
-use crate::tensor::Device;
-use crate::tensor::Tensor;
+use crate::random::Generator;
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 /// A reduction folding the elements of an axis into one value, declared
@@ -258,11 +259,11 @@ fn storage_order(layout: &Layout) -> Layout {
 
 /// `sum * repeat`: the sum of a broadcast view from the sum of its distinct
 /// elements (integer sums wrap exactly as repeated addition would).
-fn scale_by_repeat<D: Device, S: Element>(sum: Tensor<D, S>, repeat: usize) -> Result<Tensor<D, S>> {
+fn scale_by_repeat<D: CoreDevice, S: Element>(sum: Tensor<D, S>, repeat: usize) -> Result<Tensor<D, S>> {
     match repeat {
         1 => Ok(sum),
         // `repeat` counts elements of a tensor, so it fits `i64`.
-        n => sum.try_binary_scalar("mul_scalar", crate::ops::binary::Mul, S::from_i64(n as i64), false),
+        n => sum.binary_scalar("mul_scalar", crate::ops::binary::Mul, S::from_i64(n as i64), false),
     }
 }
 
@@ -276,7 +277,7 @@ fn empty_error(op: &'static str, device: String, shape: &Shape, axis: Option<usi
     Error::Shape { op, device, shapes: vec![shape.clone()], reason }
 }
 
-impl<D: Device, E: Element> Tensor<D, E> {
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
     /// Runs `kernel` on the elements as one dense run `[n]` along axis 0:
     /// the tensor's own storage when it is contiguous, or when `any_order`
     /// and its elements fill a dense range in another order (a transposed
@@ -490,7 +491,71 @@ impl<D: Device, E: Element> Tensor<D, E> {
         let storage = D::arg_reduce(op, self.storage(), self.layout(), axis)?;
         Ok(Tensor::from_storage(storage, reduced_shape(self.shape(), axis, keepdim)))
     }
+}
 
+/// Which extreme a `max`/`min`-family entry of the core computes.
+#[derive(Clone, Copy)]
+pub(crate) enum Extreme {
+    Max,
+    Min,
+}
+
+/// `$body` with `$o` bound to the [`ExtremeOp`] that `$op` names.
+macro_rules! with_extreme {
+    ($op:expr, $o:ident => $body:expr) => {
+        match $op {
+            Extreme::Max => {
+                let $o = Max;
+                $body
+            }
+            Extreme::Min => {
+                let $o = Min;
+                $body
+            }
+        }
+    };
+}
+
+core_table! {
+    /// The core's reductions of every element type.
+    pub(crate) struct Fns<C, E: Element> {
+        sum_all: fn(&Tensor<C, E>) -> Result<Tensor<C, E::Sum>> = |x| x.sum_all(),
+        sum_along: fn(&Tensor<C, E>, &'static str, isize, bool) -> Result<Tensor<C, E::Sum>> =
+            |x, name, axis, keepdim| x.sum_along(name, axis, keepdim),
+        extreme_all: fn(&Tensor<C, E>, Extreme, &'static str) -> Result<Tensor<C, E>> =
+            |x, op, name| with_extreme!(op, op => x.reduce_all(op, name)),
+        extreme_axis: fn(&Tensor<C, E>, Extreme, &'static str, isize, bool) -> Result<Tensor<C, E>> =
+            |x, op, name, axis, keepdim| with_extreme!(op, op => x.reduce_axis(op, name, axis, keepdim)),
+        arg_all: fn(&Tensor<C, E>, Extreme, &'static str) -> Result<Tensor<C, i64>> =
+            |x, op, name| with_extreme!(op, op => x.arg_reduce_all(op, name)),
+        arg_axis: fn(&Tensor<C, E>, Extreme, &'static str, isize, bool) -> Result<Tensor<C, i64>> =
+            |x, op, name, axis, keepdim| with_extreme!(op, op => x.arg_reduce_axis(op, name, axis, keepdim)),
+        cumsum: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E::Sum>> = |x, axis| x.core_cumsum(axis),
+        sum_to_shape: fn(&Tensor<C, E>, &Shape) -> Result<Tensor<C, E>> = |x, shape| x.core_sum_to_shape(shape),
+    }
+}
+
+core_table! {
+    /// The core's reductions of the float types.
+    pub(crate) struct FloatFns<C, F: FloatElement> {
+        mean: fn(&Tensor<C, F>, &'static str, Option<(isize, bool)>) -> Result<Tensor<C, F>> =
+            |x, name, axis| x.core_mean(name, axis),
+        softmax: fn(&Tensor<C, F>, &'static str, isize, bool) -> Result<Tensor<C, F>> =
+            |x, name, axis, log| x.softmax_tracked(name, axis, log),
+        spread: fn(&Tensor<C, F>, &'static str, Option<isize>, usize, bool, bool) -> Result<Tensor<C, F>> =
+            |x, name, axis, correction, keepdim, root| x.spread(name, axis, correction, keepdim, root),
+        standardize: fn(
+            &Tensor<C, F>,
+            &'static str,
+            [usize; 3],
+            f64,
+            Option<(&Tensor<C, F>, &Tensor<C, F>, AffineAxis)>,
+        ) -> Result<[Tensor<C, F>; 3]> = |x, op, dims, eps, affine| x.core_standardize(op, dims, eps, affine),
+        multinomial: fn(&Tensor<C, F>, usize, bool, &mut Generator) -> Result<Tensor<C, i64>> = Tensor::core_multinomial,
+    }
+}
+
+impl<D: Device, E: Element> Tensor<D, E> {
     // ---- Whole tensor ----
 
     /// The sum of all elements, as a rank-0 tensor (0 for an empty tensor).
@@ -521,7 +586,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn sum(&self) -> Tensor<D, E::Sum> {
-        self.sum_all()
+        core_call!(D, Fns<E>.sum_all(self.core()))
     }
 
     /// The largest element, as a rank-0 tensor; NaN if any element is NaN.
@@ -541,7 +606,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn max(&self) -> Self {
-        self.reduce_all(Max, "max")
+        core_call!(D, Fns<E>.extreme_all(self.core(), Extreme::Max, "max"))
     }
 
     /// The smallest element, as a rank-0 tensor; NaN if any element is NaN.
@@ -554,7 +619,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn min(&self) -> Self {
-        self.reduce_all(Min, "min")
+        core_call!(D, Fns<E>.extreme_all(self.core(), Extreme::Min, "min"))
     }
 
     /// The row-major flat index of the largest element (of the first NaN if
@@ -568,7 +633,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argmax_all(&self) -> Tensor<D, i64> {
-        self.arg_reduce_all(Max, "argmax_all")
+        core_call!(D, Fns<E>.arg_all(self.core(), Extreme::Max, "argmax_all"))
     }
 
     /// The row-major flat index of the smallest element (of the first NaN if
@@ -582,7 +647,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argmin_all(&self) -> Tensor<D, i64> {
-        self.arg_reduce_all(Min, "argmin_all")
+        core_call!(D, Fns<E>.arg_all(self.core(), Extreme::Min, "argmin_all"))
     }
 
     // ---- Along one axis, removing it ----
@@ -606,7 +671,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn sum_axis(&self, axis: isize) -> Tensor<D, E::Sum> {
-        self.sum_along("sum_axis", axis, false)
+        core_call!(D, Fns<E>.sum_along(self.core(), "sum_axis", axis, false))
     }
 
     /// The largest elements along `axis`, which is removed; NaN wins. Fails
@@ -619,7 +684,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn max_axis(&self, axis: isize) -> Self {
-        self.reduce_axis(Max, "max_axis", axis, false)
+        core_call!(D, Fns<E>.extreme_axis(self.core(), Extreme::Max, "max_axis", axis, false))
     }
 
     /// The smallest elements along `axis`, which is removed; NaN wins. Fails
@@ -632,7 +697,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn min_axis(&self, axis: isize) -> Self {
-        self.reduce_axis(Min, "min_axis", axis, false)
+        core_call!(D, Fns<E>.extreme_axis(self.core(), Extreme::Min, "min_axis", axis, false))
     }
 
     /// The index along `axis` of the largest element (of the first NaN if
@@ -648,7 +713,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argmax(&self, axis: isize) -> Tensor<D, i64> {
-        self.arg_reduce_axis(Max, "argmax", axis, false)
+        core_call!(D, Fns<E>.arg_axis(self.core(), Extreme::Max, "argmax", axis, false))
     }
 
     /// The index along `axis` of the smallest element (of the first NaN if
@@ -662,7 +727,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argmin(&self, axis: isize) -> Tensor<D, i64> {
-        self.arg_reduce_axis(Min, "argmin", axis, false)
+        core_call!(D, Fns<E>.arg_axis(self.core(), Extreme::Min, "argmin", axis, false))
     }
 
     // ---- Along one axis, keeping it as size 1 ----
@@ -679,7 +744,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn sum_keepdim(&self, axis: isize) -> Tensor<D, E::Sum> {
-        self.sum_along("sum_keepdim", axis, true)
+        core_call!(D, Fns<E>.sum_along(self.core(), "sum_keepdim", axis, true))
     }
 
     /// Like [`max_axis`](Self::max_axis), keeping `axis` as size 1.
@@ -691,7 +756,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn max_keepdim(&self, axis: isize) -> Self {
-        self.reduce_axis(Max, "max_keepdim", axis, true)
+        core_call!(D, Fns<E>.extreme_axis(self.core(), Extreme::Max, "max_keepdim", axis, true))
     }
 
     /// Like [`min_axis`](Self::min_axis), keeping `axis` as size 1.
@@ -703,7 +768,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn min_keepdim(&self, axis: isize) -> Self {
-        self.reduce_axis(Min, "min_keepdim", axis, true)
+        core_call!(D, Fns<E>.extreme_axis(self.core(), Extreme::Min, "min_keepdim", axis, true))
     }
 
     /// Like [`argmax`](Self::argmax), keeping `axis` as size 1.
@@ -715,7 +780,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argmax_keepdim(&self, axis: isize) -> Tensor<D, i64> {
-        self.arg_reduce_axis(Max, "argmax_keepdim", axis, true)
+        core_call!(D, Fns<E>.arg_axis(self.core(), Extreme::Max, "argmax_keepdim", axis, true))
     }
 
     /// Like [`argmin`](Self::argmin), keeping `axis` as size 1.
@@ -727,75 +792,33 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn argmin_keepdim(&self, axis: isize) -> Tensor<D, i64> {
-        self.arg_reduce_axis(Min, "argmin_keepdim", axis, true)
+        core_call!(D, Fns<E>.arg_axis(self.core(), Extreme::Min, "argmin_keepdim", axis, true))
     }
 }
 
-impl<D: Device, E: FloatElement> Tensor<D, E> {
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// `sum / count`, NaN for no elements (0 / 0), as in PyTorch.
     fn divide_by_count(sum: Self, count: usize) -> Result<Self> {
         sum.try_div_scalar(E::from_f64(count as f64))
     }
 
-    /// The mean of all elements, as a rank-0 tensor; NaN for an empty tensor.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 6.0], [2, 2]);
-    /// assert_eq!(x.mean().item(), 3.0);
-    /// assert!(Tensor::<Cpu>::zeros([0]).mean().item().is_nan());
-    /// ```
-    #[fallible]
-    pub fn mean(&self) -> Self {
+    /// The mean of all elements (`axis` `None`), or along an axis, removed
+    /// or kept: the core of the `mean` family, recorded as `name`.
+    fn core_mean(&self, name: &'static str, axis: Option<(isize, bool)>) -> Result<Self> {
         if E::DTYPE.is_half() {
-            return self.mean_in_f32(|x| x.try_mean());
+            return self.try_to_dtype::<f32>()?.core_mean(name, axis)?.try_to_dtype::<E>();
         }
-        Self::divide_by_count(self.sum_all()?, self.elem_count())
-    }
-
-    /// The means along `axis`, which is removed; NaN over an axis of size 0.
-    /// Fails when `axis` is out of range.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
-    /// assert_eq!(x.mean_axis(0).to_vec(), vec![2.5, 3.5, 4.5]);
-    /// ```
-    #[fallible]
-    pub fn mean_axis(&self, axis: isize) -> Self {
-        if E::DTYPE.is_half() {
-            return self.mean_in_f32(|x| x.try_mean_axis(axis));
+        match axis {
+            None => Self::divide_by_count(self.sum_all()?, self.elem_count()),
+            Some((axis, keepdim)) => {
+                let sum = self.sum_along(name, axis, keepdim)?;
+                Self::divide_by_count(sum, self.axis_len(axis))
+            }
         }
-        let sum = self.sum_along("mean_axis", axis, false)?;
-        Self::divide_by_count(sum, self.axis_len(axis))
     }
 
-    /// Like [`mean_axis`](Self::mean_axis), keeping `axis` as size 1.
-    ///
-    /// For example, centring the rows of a matrix:
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 3.0, 10.0, 20.0], [2, 2]);
-    /// assert_eq!((&x - &x.mean_keepdim(1)).to_vec(), vec![-1.0, 1.0, -5.0, 5.0]);
-    /// ```
-    #[fallible]
-    pub fn mean_keepdim(&self, axis: isize) -> Self {
-        if E::DTYPE.is_half() {
-            return self.mean_in_f32(|x| x.try_mean_keepdim(axis));
-        }
-        let sum = self.sum_along("mean_keepdim", axis, true)?;
-        Self::divide_by_count(sum, self.axis_len(axis))
-    }
-
-    /// A mean of a half-precision tensor, taken in `f32` and rounded once
-    /// (the sum and its division in `f32`), as PyTorch takes it.
-    fn mean_in_f32(&self, mean: impl FnOnce(&Tensor<D, f32>) -> Result<Tensor<D, f32>>) -> Result<Self> {
-        mean(&self.try_to_dtype::<f32>()?)?.try_to_dtype::<E>()
-    }
-
-    /// Size of an axis the caller has already resolved successfully (1 for
-    /// the one element of a rank-0 tensor).
+    /// The length of `axis`, 1 for a scalar; only called once the axis is
+    /// known to be valid.
     fn axis_len(&self, axis: isize) -> usize {
         self.shape().axis(axis).map_or(1, |a| self.dims()[a])
     }
@@ -810,6 +833,48 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
             }
         };
         autograd::track(name, &[self.node()], forward, |out| grad::softmax::<D, E>(out.clone(), resolved, log))
+    }
+}
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// The mean of all elements, as a rank-0 tensor; NaN for an empty tensor.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 6.0], [2, 2]);
+    /// assert_eq!(x.mean().item(), 3.0);
+    /// assert!(Tensor::<Cpu>::zeros([0]).mean().item().is_nan());
+    /// ```
+    #[fallible]
+    pub fn mean(&self) -> Self {
+        core_call!(D, FloatFns<E>.mean(self.core(), "mean", None))
+    }
+
+    /// The means along `axis`, which is removed; NaN over an axis of size 0.
+    /// Fails when `axis` is out of range.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    /// assert_eq!(x.mean_axis(0).to_vec(), vec![2.5, 3.5, 4.5]);
+    /// ```
+    #[fallible]
+    pub fn mean_axis(&self, axis: isize) -> Self {
+        core_call!(D, FloatFns<E>.mean(self.core(), "mean_axis", Some((axis, false))))
+    }
+
+    /// Like [`mean_axis`](Self::mean_axis), keeping `axis` as size 1.
+    ///
+    /// For example, centring the rows of a matrix:
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 3.0, 10.0, 20.0], [2, 2]);
+    /// assert_eq!((&x - &x.mean_keepdim(1)).to_vec(), vec![-1.0, 1.0, -5.0, 5.0]);
+    /// ```
+    #[fallible]
+    pub fn mean_keepdim(&self, axis: isize) -> Self {
+        core_call!(D, FloatFns<E>.mean(self.core(), "mean_keepdim", Some((axis, true))))
     }
 
     /// `exp(x) / sum(exp(x))` along `axis`, computed as
@@ -826,7 +891,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn softmax(&self, axis: isize) -> Self {
-        self.softmax_tracked("softmax", axis, false)
+        core_call!(D, FloatFns<E>.softmax(self.core(), "softmax", axis, false))
     }
 
     /// `log(softmax(x))` along `axis`, computed as
@@ -842,6 +907,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn log_softmax(&self, axis: isize) -> Self {
-        self.softmax_tracked("log_softmax", axis, true)
+        core_call!(D, FloatFns<E>.softmax(self.core(), "log_softmax", axis, true))
     }
 }

@@ -5,10 +5,13 @@
 //! `num_samples` to arrive are the samples, which is drawing one at a time
 //! in proportion to the weights left (the exponential race).
 
+use super::FloatFns;
 use crate::element::FloatElement;
 use crate::error::Error;
+use crate::error::Result;
 use crate::random::Generator;
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
@@ -39,6 +42,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// [`multinomial`](Self::multinomial) drawing from `generator`.
     #[fallible]
     pub fn multinomial_with(&self, num_samples: usize, replacement: bool, generator: &mut Generator) -> Tensor<D, i64> {
+        core_call!(D, FloatFns<E>.multinomial(self.core(), num_samples, replacement, generator))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    pub(super) fn core_multinomial(
+        &self,
+        num_samples: usize,
+        replacement: bool,
+        generator: &mut Generator,
+    ) -> Result<Tensor<D, i64>> {
         const OP: &str = "multinomial";
         let fail = |reason: String| Error::Argument { op: OP, device: D::name(), reason };
         if !(1..=2).contains(&self.rank()) || self.dims()[self.rank() - 1] == 0 {

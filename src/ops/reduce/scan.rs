@@ -1,11 +1,12 @@
 //! Running folds along an axis: `cumsum`, whose kernels are the reduce
 //! family's `scan` of [`Sum`].
 
-use super::{ReduceOp, Sum, grad};
+use super::{Fns, ReduceOp, Sum, grad};
 use crate::autograd::{self, float_rule};
 use crate::element::Element;
 use crate::error::{Result, resolve_axis_or_scalar};
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -25,6 +26,13 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn cumsum(&self, axis: isize) -> Tensor<D, E::Sum> {
+        core_call!(D, Fns<E>.cumsum(self.core(), axis))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    /// The core of [`cumsum`](Self::cumsum).
+    pub(super) fn core_cumsum(&self, axis: isize) -> Result<Tensor<D, E::Sum>> {
         let axis = resolve_axis_or_scalar("cumsum", D::name, self.shape(), axis)?;
         autograd::track(
             "cumsum",

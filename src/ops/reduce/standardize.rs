@@ -3,15 +3,32 @@
 //! two passes over memory forward and two backward, where the same
 //! computation composed of primitive ops took about a dozen each way.
 
-use super::AffineAxis;
+use super::{AffineAxis, FloatFns};
 use crate::autograd::{self, rule};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::layout::Shape;
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use std::cell::RefCell;
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// Standardises each group of the `[outer, groups, inner]` view, with an
+    /// optional affine step, returning the result and each group's mean
+    /// and variance: the shell of the core's `standardize`.
+    pub(crate) fn try_standardize(
+        &self,
+        op: &'static str,
+        dims: [usize; 3],
+        eps: f64,
+        affine: Option<(&Self, &Self, AffineAxis)>,
+    ) -> Result<[Self; 3]> {
+        let affine = affine.map(|(w, b, axis)| (w.core(), b.core(), axis));
+        core_call!(D, FloatFns<E>.standardize(self.core(), op, dims, eps, affine))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// `(x − mean) / sqrt(var + eps)` per group of this tensor viewed as
     /// `[outer, groups, inner]` (`dims`, whose product is the element
     /// count), the mean and biased variance over each group's
@@ -21,7 +38,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// shape, differentiable in this tensor and the affine pair, and the
     /// groups' means and variances (`[groups]`, not tracked: batch norm's
     /// running statistics).
-    pub(crate) fn try_standardize(
+    pub(super) fn core_standardize(
         &self,
         op: &'static str,
         dims: [usize; 3],

@@ -1,10 +1,11 @@
 //! Spread statistics: `var` and `std`, with PyTorch's `correction`.
 
-use super::grad;
+use super::{FloatFns, grad};
 use crate::autograd;
 use crate::element::FloatElement;
 use crate::error::{Result, resolve_axis_or_scalar};
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
@@ -23,7 +24,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn var(&self, correction: usize) -> Self {
-        self.spread("var", None, correction, false, false)
+        core_call!(D, FloatFns<E>.spread(self.core(), "var", None, correction, false, false))
     }
 
     /// The variances along `axis`, which is removed, like
@@ -36,7 +37,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn var_axis(&self, axis: isize, correction: usize) -> Self {
-        self.spread("var_axis", Some(axis), correction, false, false)
+        core_call!(D, FloatFns<E>.spread(self.core(), "var_axis", Some(axis), correction, false, false))
     }
 
     /// Like [`var_axis`](Self::var_axis), keeping `axis` as size 1.
@@ -48,7 +49,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn var_keepdim(&self, axis: isize, correction: usize) -> Self {
-        self.spread("var_keepdim", Some(axis), correction, true, false)
+        core_call!(D, FloatFns<E>.spread(self.core(), "var_keepdim", Some(axis), correction, true, false))
     }
 
     /// The standard deviation of all elements, the square root of
@@ -65,7 +66,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn std(&self, correction: usize) -> Self {
-        self.spread("std", None, correction, false, true)
+        core_call!(D, FloatFns<E>.spread(self.core(), "std", None, correction, false, true))
     }
 
     /// The standard deviations along `axis`, which is removed, like
@@ -78,7 +79,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn std_axis(&self, axis: isize, correction: usize) -> Self {
-        self.spread("std_axis", Some(axis), correction, false, true)
+        core_call!(D, FloatFns<E>.spread(self.core(), "std_axis", Some(axis), correction, false, true))
     }
 
     /// Like [`std_axis`](Self::std_axis), keeping `axis` as size 1.
@@ -90,15 +91,17 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn std_keepdim(&self, axis: isize, correction: usize) -> Self {
-        self.spread("std_keepdim", Some(axis), correction, true, true)
+        core_call!(D, FloatFns<E>.spread(self.core(), "std_keepdim", Some(axis), correction, true, true))
     }
+}
 
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// The variance (or, with `root`, the standard deviation) over `axis`
     /// or every element: the mean first, then the squared deviations from
     /// it, which stays accurate where the one-pass `E[x^2] - E[x]^2`
     /// cancels. The half types compute it in `f32` and round once, as
     /// PyTorch does: a mean rounded to 8 bits would shift every deviation.
-    fn spread(
+    pub(super) fn spread(
         &self,
         op: &'static str,
         axis: Option<isize>,

@@ -45,8 +45,8 @@ use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::Layout;
-use crate::tensor::Device;
-use crate::tensor::Tensor;
+use crate::tensor::shell::{call, core_call, core_table};
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 /// An elementwise function of one tensor, declared once: the built-in ops
@@ -177,13 +177,21 @@ pub trait UnaryKernel: Backend {
 
 impl<D: Device, E: Element> Tensor<D, E> {
     /// Applies `op` to every element, recording its gradient when `self`
-    /// tracks one: how every method of this module runs, and how your own
-    /// [`UnaryOp`] runs. Fails when the device cannot run the op (a GPU
-    /// without its kernel, or out of memory).
+    /// tracks one: how your own [`UnaryOp`] runs (the built-in ops run the
+    /// same code, compiled once inside devtensor). Fails when the device
+    /// cannot run the op (a GPU without its kernel, or out of memory).
     ///
     /// See [`UnaryOp`] for an example.
     #[fallible]
     pub fn apply_unary<Op: UnaryOp<E>>(&self, op: Op) -> Self {
+        call::<D, _>(|| self.core().unary(op))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    /// `op` on every element, recorded for autograd: the core of every
+    /// unary op.
+    pub(crate) fn unary<Op: UnaryOp<E>>(&self, op: Op) -> Result<Self> {
         let forward = || Ok(Tensor::from_storage(D::unary(op, self.storage(), self.layout())?, self.shape().clone()));
         autograd::track(Op::NAME, &[self.node()], forward, |y| {
             let (x, y) = (self.detach(), y.detach());
@@ -192,10 +200,91 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 }
 
+/// The built-in unary ops of every element type, as the core's table
+/// takes them: one value that names the op and holds its parameters.
+#[derive(Clone, Copy)]
+pub(crate) enum Builtin<E> {
+    Neg,
+    Abs,
+    Relu,
+    Clamp(Clamp<E>),
+    Square,
+}
+
+impl<E: Element> Builtin<E> {
+    fn run<C: CoreDevice>(self, x: &Tensor<C, E>) -> Result<Tensor<C, E>> {
+        match self {
+            Builtin::Neg => x.unary(Neg),
+            Builtin::Abs => x.unary(Abs),
+            Builtin::Relu => x.unary(ReluOp),
+            Builtin::Clamp(op) => x.unary(op),
+            Builtin::Square => x.unary(Square),
+        }
+    }
+}
+
+/// The built-in unary ops of the float types.
+#[derive(Clone, Copy)]
+pub(crate) enum FloatBuiltin<F> {
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    Silu,
+    Gelu,
+    GeluTanh,
+    Sin,
+    Cos,
+    Erf,
+    Recip,
+    Powf(Powf<F>),
+}
+
+impl<F: FloatElement> FloatBuiltin<F> {
+    fn run<C: CoreDevice>(self, x: &Tensor<C, F>) -> Result<Tensor<C, F>> {
+        match self {
+            FloatBuiltin::Exp => x.unary(Exp),
+            FloatBuiltin::Expm1 => x.unary(Expm1),
+            FloatBuiltin::Log => x.unary(Log),
+            FloatBuiltin::Log1p => x.unary(Log1p),
+            FloatBuiltin::Sqrt => x.unary(Sqrt),
+            FloatBuiltin::Rsqrt => x.unary(Rsqrt),
+            FloatBuiltin::Tanh => x.unary(TanhOp),
+            FloatBuiltin::Sigmoid => x.unary(SigmoidOp),
+            FloatBuiltin::Silu => x.unary(Silu),
+            FloatBuiltin::Gelu => x.unary(GeluErf),
+            FloatBuiltin::GeluTanh => x.unary(GeluTanh),
+            FloatBuiltin::Sin => x.unary(Sin),
+            FloatBuiltin::Cos => x.unary(Cos),
+            FloatBuiltin::Erf => x.unary(Erf),
+            FloatBuiltin::Recip => x.unary(Recip),
+            FloatBuiltin::Powf(op) => x.unary(op),
+        }
+    }
+}
+
+core_table! {
+    /// The core's unary ops of every element type.
+    pub(crate) struct Fns<C, E: Element> {
+        unary: fn(&Tensor<C, E>, Builtin<E>) -> Result<Tensor<C, E>> = |x, op| op.run(x),
+    }
+}
+
+core_table! {
+    /// The core's unary ops of the float types.
+    pub(crate) struct FloatFns<C, F: FloatElement> {
+        unary: fn(&Tensor<C, F>, FloatBuiltin<F>) -> Result<Tensor<C, F>> = |x, op| op.run(x),
+    }
+}
+
 /// Defines `x` and `try_x` for each unary op: the first doc block
 /// describes it, the second holds its example.
 macro_rules! unary_methods {
-    ($(
+    ($Table:ident<$E:ident>: $(
         $(#[$doc:meta])*
         $try_name:ident, $name:ident($($arg:ident: $ty:ty),*) => $op:expr,
         $(#[$example:meta])*
@@ -206,15 +295,15 @@ macro_rules! unary_methods {
         $(#[$example])*
         #[fallible($try_name)]
         pub fn $name(&self $(, $arg: $ty)*) -> Self {
-            self.try_apply_unary($op)
+            core_call!(D, $Table<$E>.unary(self.core(), $op))
         }
     )*};
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
-    unary_methods! {
+    unary_methods! { Fns<E>:
         /// `-x` elementwise; integers wrap (`-i64::MIN == i64::MIN`, `-1u8 == 255`).
-        try_neg, neg() => Neg,
+        try_neg, neg() => Builtin::Neg,
         /// Also available as the `-` operator.
         ///
         /// ```
@@ -227,7 +316,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         /// ```
         ;
         /// `|x|` elementwise; `|i64::MIN|` wraps to `i64::MIN`, as in PyTorch.
-        try_abs, abs() => Abs,
+        try_abs, abs() => Builtin::Abs,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, i64>::from_vec(vec![-3, 0, 4], [3]);
@@ -235,7 +324,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         /// ```
         ;
         /// `max(x, 0)` elementwise; NaN stays NaN.
-        try_relu, relu() => ReluOp,
+        try_relu, relu() => Builtin::Relu,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![-1.0, 0.5, 2.0], [3]);
@@ -245,7 +334,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         /// Limits every element to `min..=max` like `torch.clamp`: the lower
         /// bound applies first, so when `min > max` every element becomes
         /// `max`. NaN elements stay NaN.
-        try_clamp, clamp(min: E, max: E) => Clamp { min, max },
+        try_clamp, clamp(min: E, max: E) => Builtin::Clamp(Clamp { min, max }),
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![-5.0, 0.5, 5.0], [3]);
@@ -255,7 +344,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         /// ```
         ;
         /// `x * x` elementwise; integers wrap.
-        try_square, square() => Square,
+        try_square, square() => Builtin::Square,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, u8>::from_vec(vec![3, 16], [2]);
@@ -266,9 +355,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
-    unary_methods! {
+    unary_methods! { FloatFns<E>:
         /// `e^x` elementwise.
-        try_exp, exp() => Exp,
+        try_exp, exp() => FloatBuiltin::Exp,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0], [2]);
@@ -277,7 +366,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         ;
         /// `e^x - 1` elementwise, exact for small `x`, where `x.exp() - 1`
         /// loses every digit (`torch.expm1`).
-        try_expm1, expm1() => Expm1,
+        try_expm1, expm1() => FloatBuiltin::Expm1,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1e-20, f64::NEG_INFINITY], [3]);
@@ -285,7 +374,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// Natural logarithm elementwise; `log(0) = -inf` and negative inputs give NaN.
-        try_log, log() => Log,
+        try_log, log() => FloatBuiltin::Log,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 0.0], [2]);
@@ -294,7 +383,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         ;
         /// `log(1 + x)` elementwise, exact for small `x`, where `(1 + x).log()`
         /// loses every digit (`torch.log1p`).
-        try_log1p, log1p() => Log1p,
+        try_log1p, log1p() => FloatBuiltin::Log1p,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1e-20, -1.0], [3]);
@@ -302,7 +391,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// Square root elementwise; negative inputs give NaN.
-        try_sqrt, sqrt() => Sqrt,
+        try_sqrt, sqrt() => FloatBuiltin::Sqrt,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![4.0, -1.0], [2]);
@@ -313,7 +402,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         ;
         /// `1 / √x` elementwise (`torch.rsqrt`): `rsqrt(0) = inf`,
         /// `rsqrt(-0.0) = -inf`, `rsqrt(inf) = 0`, negative inputs give NaN.
-        try_rsqrt, rsqrt() => Rsqrt,
+        try_rsqrt, rsqrt() => FloatBuiltin::Rsqrt,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![4.0, 0.0, -0.0, f32::INFINITY, -1.0], [5]);
@@ -323,7 +412,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// Hyperbolic tangent elementwise.
-        try_tanh, tanh() => TanhOp,
+        try_tanh, tanh() => FloatBuiltin::Tanh,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0, 100.0], [2]);
@@ -331,7 +420,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// The logistic function `1 / (1 + e^-x)` elementwise, without overflow for large `|x|`.
-        try_sigmoid, sigmoid() => SigmoidOp,
+        try_sigmoid, sigmoid() => FloatBuiltin::Sigmoid,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0, -1000.0, 1000.0], [3]);
@@ -340,7 +429,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         ;
         /// SiLU (swish) elementwise, `x * sigmoid(x)`, the activation of
         /// many transformers' feed-forward blocks (`torch.nn.functional.silu`).
-        try_silu, silu() => Silu,
+        try_silu, silu() => FloatBuiltin::Silu,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0, 1000.0, -1000.0], [3]);
@@ -350,7 +439,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// GELU elementwise, `x · Φ(x)` with `Φ` the standard normal CDF,
         /// exactly: `x/2 · (1 + erf(x/√2))` (`torch.nn.functional.gelu`),
         /// in one pass. [`nn::Gelu`](crate::nn::Gelu) is the layer.
-        try_gelu, gelu() => GeluErf,
+        try_gelu, gelu() => FloatBuiltin::Gelu,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0, -40.0], [3]);
@@ -361,7 +450,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// GELU with PyTorch's tanh approximation elementwise,
         /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`
         /// (`torch.nn.functional.gelu(x, approximate="tanh")`), in one pass.
-        try_gelu_tanh, gelu_tanh() => GeluTanh,
+        try_gelu_tanh, gelu_tanh() => FloatBuiltin::GeluTanh,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0], [2]);
@@ -370,7 +459,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// Sine elementwise (radians).
-        try_sin, sin() => Sin,
+        try_sin, sin() => FloatBuiltin::Sin,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);
@@ -378,7 +467,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// Cosine elementwise (radians).
-        try_cos, cos() => Cos,
+        try_cos, cos() => FloatBuiltin::Cos,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![0.0], [1]);
@@ -386,7 +475,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// The error function elementwise (`torch.erf`).
-        try_erf, erf() => Erf,
+        try_erf, erf() => FloatBuiltin::Erf,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, f64::INFINITY], [2]);
@@ -394,7 +483,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// ```
         ;
         /// `1 / x` elementwise; `1 / 0 = inf` as in IEEE 754.
-        try_recip, recip() => Recip,
+        try_recip, recip() => FloatBuiltin::Recip,
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![2.0, 0.0], [2]);
@@ -403,7 +492,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         ;
         /// `x^exponent` elementwise, like `torch.pow` with a float exponent:
         /// negative bases with non-integer exponents give NaN.
-        try_powf, powf(exponent: E) => Powf { exponent },
+        try_powf, powf(exponent: E) => FloatBuiltin::Powf(Powf { exponent }),
         /// ```
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu>::from_vec(vec![2.0, 9.0], [2]);

@@ -4,7 +4,7 @@
 use crate::autograd::{Backward, rule};
 use crate::element::FloatElement;
 use crate::layout::Shape;
-use crate::tensor::Device;
+use crate::tensor::CoreDevice;
 use crate::tensor::Tensor;
 
 /// How a view relates to its input, as backward needs it.
@@ -21,7 +21,7 @@ pub(super) enum ViewGrad {
     Broadcast(Shape),
 }
 
-pub(super) fn view<D: Device, F: FloatElement>(how: ViewGrad) -> Box<dyn Backward> {
+pub(super) fn view<D: CoreDevice, F: FloatElement>(how: ViewGrad) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         let gx = match &how {
             ViewGrad::Reshape(shape) => g.try_reshape(shape.clone())?,

@@ -13,12 +13,172 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::error::{check_elem_count, resolve_axis, resolve_axis_or_scalar};
 use crate::layout::{Dims, Layout, Shape};
-use crate::tensor::Device;
-use crate::tensor::Tensor;
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 use grad::ViewGrad;
 
 impl<D: Device, E: Element> Tensor<D, E> {
+    /// The same elements with another shape of the same element count;
+    /// copies only when this tensor is not contiguous (PyTorch's `reshape`).
+    /// One size may be `-1`, for the size that keeps the element count
+    /// (see [`ReshapeDims`]).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.to_vec2(), vec![vec![0, 1, 2], vec![3, 4, 5]]);
+    /// ```
+    #[fallible]
+    pub fn reshape(&self, shape: impl ReshapeDims) -> Self {
+        let shape = shape.resolve("reshape", D::name(), self.shape())?;
+        core_call!(D, Fns<E>.reshape(self.core(), shape))
+    }
+
+    /// Like [`reshape`](Self::reshape), but never copies: fails on a
+    /// non-contiguous tensor (PyTorch's `view`).
+    #[fallible]
+    pub fn view(&self, shape: impl ReshapeDims) -> Self {
+        let op = if self.is_contiguous() { "reshape" } else { "view" };
+        let shape = shape.resolve(op, D::name(), self.shape())?;
+        core_call!(D, Fns<E>.view(self.core(), shape))
+    }
+
+    /// Dimensions `start..=end` merged into one, like `torch.flatten`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([64, 16, 32, 32]);
+    /// assert_eq!(x.flatten(1, -1).dims(), &[64, 16384]);
+    /// ```
+    #[fallible]
+    pub fn flatten(&self, start: isize, end: isize) -> Self {
+        core_call!(D, Fns<E>.flatten(self.core(), start, end))
+    }
+
+    /// All dimensions merged into one.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).flatten_all().dims(), &[6]);
+    /// ```
+    #[fallible]
+    pub fn flatten_all(&self) -> Self {
+        core_call!(D, Fns<E>.flatten_all(self.core()))
+    }
+
+    /// The dimensions reordered: output axis `i` is input axis `axes[i]`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([2, 3, 4]);
+    /// assert_eq!(x.permute([2, 0, 1]).dims(), &[4, 2, 3]);
+    /// ```
+    #[fallible]
+    pub fn permute(&self, axes: impl AsRef<[usize]>) -> Self {
+        core_call!(D, Fns<E>.permute(self.core(), axes.as_ref()))
+    }
+
+    /// Axes `a` and `b` swapped. A rank-0 tensor accepts axes 0 and -1 and
+    /// is returned as it is, as in PyTorch.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3, 4]).transpose(0, -1).dims(), &[4, 3, 2]);
+    /// ```
+    #[fallible]
+    pub fn transpose(&self, a: isize, b: isize) -> Self {
+        core_call!(D, Fns<E>.transpose(self.core(), a, b))
+    }
+
+    /// The transpose of a matrix; tensors of rank 0 and 1 are returned as
+    /// they are, like PyTorch's `t()`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).t().dims(), &[3, 2]);
+    /// ```
+    #[fallible]
+    pub fn t(&self) -> Self {
+        core_call!(D, Fns<E>.t(self.core()))
+    }
+
+    /// Axis `axis` removed if its size is 1 (otherwise unchanged, as in
+    /// PyTorch); a rank-0 tensor accepts axes 0 and -1 and stays as it is.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 1, 3]).squeeze(1).dims(), &[2, 3]);
+    /// ```
+    #[fallible]
+    pub fn squeeze(&self, axis: isize) -> Self {
+        core_call!(D, Fns<E>.squeeze(self.core(), axis))
+    }
+
+    /// Every size-1 axis removed.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([1, 2, 1]).squeeze_all().dims(), &[2]);
+    /// ```
+    #[fallible]
+    pub fn squeeze_all(&self) -> Self {
+        core_call!(D, Fns<E>.squeeze_all(self.core()))
+    }
+
+    /// A size-1 axis inserted at `axis` (`-1` appends one at the end).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(0).dims(), &[1, 2, 3]);
+    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(-1).dims(), &[2, 3, 1]);
+    /// ```
+    #[fallible]
+    pub fn unsqueeze(&self, axis: isize) -> Self {
+        core_call!(D, Fns<E>.unsqueeze(self.core(), axis))
+    }
+
+    /// Elements `start..start + len` along `axis`, like `torch.narrow` or
+    /// slicing `x[:, start:start+len]`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.narrow(1, 1, 2).to_vec2(), vec![vec![1, 2], vec![4, 5]]);
+    /// ```
+    #[fallible]
+    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
+        core_call!(D, Fns<E>.narrow(self.core(), axis, start, len))
+    }
+
+    /// The slice at `index` along `axis`, with that axis removed, like `x[i]`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
+    /// assert_eq!(x.select(0, 1).to_vec(), vec![3, 4, 5]);
+    /// assert_eq!(x.select(1, 0).to_vec(), vec![0, 3]);
+    /// ```
+    #[fallible]
+    pub fn select(&self, axis: isize, index: usize) -> Self {
+        core_call!(D, Fns<E>.select(self.core(), axis, index))
+    }
+
+    /// A view repeating this tensor to `shape` by NumPy broadcasting, like
+    /// PyTorch's `expand`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let row = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
+    /// assert_eq!(row.broadcast_to([2, 2]).to_vec(), vec![1.0, 2.0, 1.0, 2.0]);
+    /// ```
+    #[fallible]
+    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Self {
+        core_call!(D, Fns<E>.broadcast_to(self.core(), shape.into()))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
     fn shape_error(&self, op: &'static str, shapes: Vec<Shape>, reason: String) -> Error {
         Error::Shape { op, device: D::name(), shapes, reason }
     }
@@ -44,19 +204,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.view_op(name, || ViewGrad::Reshape(self.shape().clone()), forward)
     }
 
-    /// The same elements with another shape of the same element count;
-    /// copies only when this tensor is not contiguous (PyTorch's `reshape`).
-    /// One size may be `-1`, for the size that keeps the element count
-    /// (see [`ReshapeDims`]).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
-    /// assert_eq!(x.to_vec2(), vec![vec![0, 1, 2], vec![3, 4, 5]]);
-    /// ```
-    #[fallible]
-    pub fn reshape(&self, shape: impl ReshapeDims) -> Self {
-        let shape = shape.resolve("reshape", D::name(), self.shape())?;
+    pub(super) fn core_reshape(&self, shape: Shape) -> Result<Self> {
         check_elem_count("reshape", D::name, &[self.shape(), &shape])?;
         if shape.elem_count() != self.elem_count() {
             return Err(self.shape_error(
@@ -72,12 +220,8 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Like [`reshape`](Self::reshape), but never copies: fails on a
-    /// non-contiguous tensor (PyTorch's `view`).
-    #[fallible]
-    pub fn view(&self, shape: impl ReshapeDims) -> Self {
+    pub(super) fn core_view(&self, shape: Shape) -> Result<Self> {
         if !self.is_contiguous() {
-            let shape = shape.resolve("view", D::name(), self.shape())?;
             return Err(self.shape_error(
                 "view",
                 vec![self.shape().clone(), shape],
@@ -87,15 +231,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_reshape(shape)
     }
 
-    /// Dimensions `start..=end` merged into one, like `torch.flatten`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::zeros([64, 16, 32, 32]);
-    /// assert_eq!(x.flatten(1, -1).dims(), &[64, 16384]);
-    /// ```
-    #[fallible]
-    pub fn flatten(&self, start: isize, end: isize) -> Self {
+    pub(super) fn core_flatten(&self, start: isize, end: isize) -> Result<Self> {
         if self.rank() == 0 {
             return self.try_reshape([1]);
         }
@@ -122,27 +258,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_reshape(new)
     }
 
-    /// All dimensions merged into one.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).flatten_all().dims(), &[6]);
-    /// ```
-    #[fallible]
-    pub fn flatten_all(&self) -> Self {
+    pub(super) fn core_flatten_all(&self) -> Result<Self> {
         self.try_reshape([self.elem_count()])
     }
 
-    /// The dimensions reordered: output axis `i` is input axis `axes[i]`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::zeros([2, 3, 4]);
-    /// assert_eq!(x.permute([2, 0, 1]).dims(), &[4, 2, 3]);
-    /// ```
-    #[fallible]
-    pub fn permute(&self, axes: impl AsRef<[usize]>) -> Self {
-        let axes = axes.as_ref();
+    pub(super) fn core_permute(&self, axes: &[usize]) -> Result<Self> {
         let mut seen = vec![false; self.rank()];
         let valid = axes.len() == self.rank()
             && axes.iter().all(|&a| a < self.rank() && !std::mem::replace(&mut seen[a], true));
@@ -168,15 +288,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Axes `a` and `b` swapped. A rank-0 tensor accepts axes 0 and -1 and
-    /// is returned as it is, as in PyTorch.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3, 4]).transpose(0, -1).dims(), &[4, 3, 2]);
-    /// ```
-    #[fallible]
-    pub fn transpose(&self, a: isize, b: isize) -> Self {
+    pub(super) fn core_transpose(&self, a: isize, b: isize) -> Result<Self> {
         let scalar = |axis| resolve_axis_or_scalar("transpose", D::name, self.shape(), axis);
         if let (None, None) = (scalar(a)?, scalar(b)?) {
             return Ok(self.clone());
@@ -187,15 +299,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_permute(axes)
     }
 
-    /// The transpose of a matrix; tensors of rank 0 and 1 are returned as
-    /// they are, like PyTorch's `t()`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).t().dims(), &[3, 2]);
-    /// ```
-    #[fallible]
-    pub fn t(&self) -> Self {
+    pub(super) fn core_t(&self) -> Result<Self> {
         match self.rank() {
             0 | 1 => Ok(self.clone()),
             2 => self.try_transpose(0, 1),
@@ -203,15 +307,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         }
     }
 
-    /// Axis `axis` removed if its size is 1 (otherwise unchanged, as in
-    /// PyTorch); a rank-0 tensor accepts axes 0 and -1 and stays as it is.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 1, 3]).squeeze(1).dims(), &[2, 3]);
-    /// ```
-    #[fallible]
-    pub fn squeeze(&self, axis: isize) -> Self {
+    pub(super) fn core_squeeze(&self, axis: isize) -> Result<Self> {
         let Some(axis) = resolve_axis_or_scalar("squeeze", D::name, self.shape(), axis)? else {
             return Ok(self.clone());
         };
@@ -228,14 +324,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Every size-1 axis removed.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([1, 2, 1]).squeeze_all().dims(), &[2]);
-    /// ```
-    #[fallible]
-    pub fn squeeze_all(&self) -> Self {
+    pub(super) fn core_squeeze_all(&self) -> Result<Self> {
         self.reshaped_view("squeeze_all", || {
             let l = self.layout();
             let (dims, strides): (Dims, Dims) =
@@ -244,15 +333,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// A size-1 axis inserted at `axis` (`-1` appends one at the end).
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(0).dims(), &[1, 2, 3]);
-    /// assert_eq!(Tensor::<Cpu>::zeros([2, 3]).unsqueeze(-1).dims(), &[2, 3, 1]);
-    /// ```
-    #[fallible]
-    pub fn unsqueeze(&self, axis: isize) -> Self {
+    pub(super) fn core_unsqueeze(&self, axis: isize) -> Result<Self> {
         let rank = self.rank() as isize;
         let resolved = if axis < 0 { axis + rank + 1 } else { axis };
         if !(0..=rank).contains(&resolved) {
@@ -271,16 +352,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         })
     }
 
-    /// Elements `start..start + len` along `axis`, like `torch.narrow` or
-    /// slicing `x[:, start:start+len]`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
-    /// assert_eq!(x.narrow(1, 1, 2).to_vec2(), vec![vec![1, 2], vec![4, 5]]);
-    /// ```
-    #[fallible]
-    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
+    pub(super) fn core_narrow(&self, axis: isize, start: usize, len: usize) -> Result<Self> {
         let ax = self.resolve("narrow", axis)?;
         let size = self.dims()[ax];
         if start.checked_add(len).is_none_or(|end| end > size) {
@@ -306,16 +378,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         )
     }
 
-    /// The slice at `index` along `axis`, with that axis removed, like `x[i]`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
-    /// assert_eq!(x.select(0, 1).to_vec(), vec![3, 4, 5]);
-    /// assert_eq!(x.select(1, 0).to_vec(), vec![0, 3]);
-    /// ```
-    #[fallible]
-    pub fn select(&self, axis: isize, index: usize) -> Self {
+    pub(super) fn core_select(&self, axis: isize, index: usize) -> Result<Self> {
         let ax = self.resolve("select", axis)?;
         if index >= self.dims()[ax] {
             return Err(Error::Index {
@@ -329,17 +392,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.try_narrow(axis, index, 1)?.try_squeeze(ax as isize)
     }
 
-    /// A view repeating this tensor to `shape` by NumPy broadcasting, like
-    /// PyTorch's `expand`.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let row = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]);
-    /// assert_eq!(row.broadcast_to([2, 2]).to_vec(), vec![1.0, 2.0, 1.0, 2.0]);
-    /// ```
-    #[fallible]
-    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Self {
-        let shape = shape.into();
+    pub(super) fn core_broadcast_to(&self, shape: Shape) -> Result<Self> {
         check_elem_count("broadcast_to", D::name, &[self.shape(), &shape])?;
         let layout = self.layout().broadcast_to(&shape).ok_or_else(|| {
             self.shape_error(
@@ -349,5 +402,29 @@ impl<D: Device, E: Element> Tensor<D, E> {
             )
         })?;
         self.view_op("broadcast_to", || ViewGrad::Broadcast(self.shape().clone()), || Ok(self.with_layout(layout)))
+    }
+}
+
+core_table! {
+    /// The core's views.
+    pub(crate) struct Fns<C, E: Element> {
+        reshape: fn(&Tensor<C, E>, Shape) -> Result<Tensor<C, E>> = Tensor::core_reshape,
+        view: fn(&Tensor<C, E>, Shape) -> Result<Tensor<C, E>> = Tensor::core_view,
+        flatten: fn(&Tensor<C, E>, isize, isize) -> Result<Tensor<C, E>> = Tensor::core_flatten,
+        flatten_all: fn(&Tensor<C, E>) -> Result<Tensor<C, E>> = Tensor::core_flatten_all,
+        permute: fn(&Tensor<C, E>, &[usize]) -> Result<Tensor<C, E>> = Tensor::core_permute,
+        transpose: fn(&Tensor<C, E>, isize, isize) -> Result<Tensor<C, E>> = Tensor::core_transpose,
+        t: fn(&Tensor<C, E>) -> Result<Tensor<C, E>> = Tensor::core_t,
+        squeeze: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E>> = Tensor::core_squeeze,
+        squeeze_all: fn(&Tensor<C, E>) -> Result<Tensor<C, E>> = Tensor::core_squeeze_all,
+        unsqueeze: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E>> = Tensor::core_unsqueeze,
+        narrow: fn(&Tensor<C, E>, isize, usize, usize) -> Result<Tensor<C, E>> = Tensor::core_narrow,
+        select: fn(&Tensor<C, E>, isize, usize) -> Result<Tensor<C, E>> = Tensor::core_select,
+        broadcast_to: fn(&Tensor<C, E>, Shape) -> Result<Tensor<C, E>> = Tensor::core_broadcast_to,
+        split: fn(&Tensor<C, E>, usize, isize) -> Result<Vec<Tensor<C, E>>> = Tensor::core_split,
+        split_sizes: fn(&Tensor<C, E>, &[usize], isize) -> Result<Vec<Tensor<C, E>>> = Tensor::core_split_sizes,
+        chunk: fn(&Tensor<C, E>, usize, isize) -> Result<Vec<Tensor<C, E>>> = Tensor::core_chunk,
+        unbind: fn(&Tensor<C, E>, isize) -> Result<Vec<Tensor<C, E>>> = Tensor::core_unbind,
+        expand: fn(&Tensor<C, E>, &[isize]) -> Result<Tensor<C, E>> = Tensor::core_expand,
     }
 }

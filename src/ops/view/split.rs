@@ -1,9 +1,11 @@
 //! Views that cut a tensor into pieces along an axis (`split`, `chunk`,
 //! `unbind`) and `expand`, PyTorch's spelling of a broadcast.
 
+use super::Fns;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::tensor::{Device, Tensor};
+use crate::tensor::shell::core_call;
+use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
 
 impl<D: Device, E: Element> Tensor<D, E> {
@@ -25,20 +27,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn split(&self, split_size: usize, axis: isize) -> Vec<Self> {
-        let ax = self.resolve("split", axis)?;
-        let len = self.dims()[ax];
-        if split_size == 0 && len > 0 {
-            return Err(self.shape_error(
-                "split",
-                vec![self.shape().clone()],
-                format!("a split size of 0 cannot cover axis {ax} of size {len}"),
-            ));
-        }
-        let sizes: Vec<usize> = match len {
-            0 => vec![0],
-            _ => (0..len).step_by(split_size).map(|start| split_size.min(len - start)).collect(),
-        };
-        self.pieces(ax, &sizes)
+        core_call!(D, Fns<E>.split(self.core(), split_size, axis))
     }
 
     /// Views of consecutive pieces of the given sizes along `axis`, like
@@ -55,18 +44,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn split_sizes(&self, sizes: &[usize], axis: isize) -> Vec<Self> {
-        let ax = self.resolve("split_sizes", axis)?;
-        let len = self.dims()[ax];
-        let total = sizes.iter().try_fold(0usize, |sum, &s| sum.checked_add(s));
-        if total != Some(len) {
-            let total = total.map_or_else(|| "more than 2^64 - 1".to_string(), |t| t.to_string());
-            return Err(self.shape_error(
-                "split_sizes",
-                vec![self.shape().clone()],
-                format!("the sizes {sizes:?} add up to {total}, not to axis {ax}'s size {len}"),
-            ));
-        }
-        self.pieces(ax, sizes)
+        core_call!(D, Fns<E>.split_sizes(self.core(), sizes, axis))
     }
 
     /// At most `chunks` views of equal size along `axis` (the last one
@@ -84,18 +62,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn chunk(&self, chunks: usize, axis: isize) -> Vec<Self> {
-        let ax = self.resolve("chunk", axis)?;
-        if chunks == 0 {
-            return Err(self.shape_error(
-                "chunk",
-                vec![self.shape().clone()],
-                "the number of chunks must be at least 1".into(),
-            ));
-        }
-        match self.dims()[ax] {
-            0 => self.pieces(ax, &vec![0; chunks]),
-            len => self.try_split(len.div_ceil(chunks), ax as isize),
-        }
+        core_call!(D, Fns<E>.chunk(self.core(), chunks, axis))
     }
 
     /// The slices along `axis`, each without that axis, like `torch.unbind`
@@ -110,8 +77,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn unbind(&self, axis: isize) -> Vec<Self> {
-        let ax = self.resolve("unbind", axis)?;
-        (0..self.dims()[ax]).map(|i| self.try_select(ax as isize, i)).collect()
+        core_call!(D, Fns<E>.unbind(self.core(), axis))
     }
 
     /// A view repeating this tensor along its size-1 axes (and new leading
@@ -128,7 +94,78 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// ```
     #[fallible]
     pub fn expand(&self, sizes: impl AsRef<[isize]>) -> Self {
-        let sizes = sizes.as_ref();
+        core_call!(D, Fns<E>.expand(self.core(), sizes.as_ref()))
+    }
+}
+
+impl<D: CoreDevice, E: Element> Tensor<D, E> {
+    /// Consecutive views of `sizes` elements along `axis`, which add up to
+    /// its size.
+    fn pieces(&self, axis: usize, sizes: &[usize]) -> Result<Vec<Self>> {
+        let mut start = 0;
+        sizes
+            .iter()
+            .map(|&size| {
+                let piece = self.try_narrow(axis as isize, start, size);
+                start += size;
+                piece
+            })
+            .collect()
+    }
+
+    pub(super) fn core_split(&self, split_size: usize, axis: isize) -> Result<Vec<Self>> {
+        let ax = self.resolve("split", axis)?;
+        let len = self.dims()[ax];
+        if split_size == 0 && len > 0 {
+            return Err(self.shape_error(
+                "split",
+                vec![self.shape().clone()],
+                format!("a split size of 0 cannot cover axis {ax} of size {len}"),
+            ));
+        }
+        let sizes: Vec<usize> = match len {
+            0 => vec![0],
+            _ => (0..len).step_by(split_size).map(|start| split_size.min(len - start)).collect(),
+        };
+        self.pieces(ax, &sizes)
+    }
+
+    pub(super) fn core_split_sizes(&self, sizes: &[usize], axis: isize) -> Result<Vec<Self>> {
+        let ax = self.resolve("split_sizes", axis)?;
+        let len = self.dims()[ax];
+        let total = sizes.iter().try_fold(0usize, |sum, &s| sum.checked_add(s));
+        if total != Some(len) {
+            let total = total.map_or_else(|| "more than 2^64 - 1".to_string(), |t| t.to_string());
+            return Err(self.shape_error(
+                "split_sizes",
+                vec![self.shape().clone()],
+                format!("the sizes {sizes:?} add up to {total}, not to axis {ax}'s size {len}"),
+            ));
+        }
+        self.pieces(ax, sizes)
+    }
+
+    pub(super) fn core_chunk(&self, chunks: usize, axis: isize) -> Result<Vec<Self>> {
+        let ax = self.resolve("chunk", axis)?;
+        if chunks == 0 {
+            return Err(self.shape_error(
+                "chunk",
+                vec![self.shape().clone()],
+                "the number of chunks must be at least 1".into(),
+            ));
+        }
+        match self.dims()[ax] {
+            0 => self.pieces(ax, &vec![0; chunks]),
+            len => self.try_split(len.div_ceil(chunks), ax as isize),
+        }
+    }
+
+    pub(super) fn core_unbind(&self, axis: isize) -> Result<Vec<Self>> {
+        let ax = self.resolve("unbind", axis)?;
+        (0..self.dims()[ax]).map(|i| self.try_select(ax as isize, i)).collect()
+    }
+
+    pub(super) fn core_expand(&self, sizes: &[isize]) -> Result<Self> {
         let rank = self.rank();
         let fail = |reason: String| self.shape_error("expand", vec![self.shape().clone()], reason);
         if sizes.len() < rank {
@@ -148,19 +185,5 @@ impl<D: Device, E: Element> Tensor<D, E> {
             Error::Shape { reason, .. } => fail(reason),
             other => other,
         })
-    }
-
-    /// Consecutive views of `sizes` elements along `axis`, which add up to
-    /// its size.
-    fn pieces(&self, axis: usize, sizes: &[usize]) -> Result<Vec<Self>> {
-        let mut start = 0;
-        sizes
-            .iter()
-            .map(|&size| {
-                let piece = self.try_narrow(axis as isize, start, size);
-                start += size;
-                piece
-            })
-            .collect()
     }
 }
