@@ -72,6 +72,11 @@ python3 scripts/check-fallible.py
 section "unit, integration, property and compile-fail tests"
 cargo test --all-targets
 
+section "build-time ratchet: how much of devtensor a user's program compiles (scripts/check-buildtime.py)"
+# Counts of LLVM IR lines in three fixed programs (tests/buildtime/), not
+# times: each builds against the library the tests just built, in seconds.
+python3 scripts/check-buildtime.py
+
 section "the CPU suites again below this CPU's instruction set (DEVTENSOR_CPU_ISA)"
 # The element-wise loops, convolutions and gemm's products have AVX-512,
 # AVX2 and scalar paths, picked at run time; a machine with AVX-512 would
