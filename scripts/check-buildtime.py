@@ -118,6 +118,13 @@ def main() -> int:
             print(f"{name}: {f['lines']} lines, {f['devtensor_lines']} in {f['devtensor_functions']} devtensor functions")
         print(f"recorded in {RECORD.relative_to(ROOT)}")
         return 0
+    # The count relies on legacy symbol names (`_ZN..`, rustc's default);
+    # under another mangling no function would look like devtensor's and
+    # the check could only pass, so that fails too.
+    unread = [name for name, f in figures.items() if f["devtensor_functions"] == 0]
+    if unread:
+        print(f"{', '.join(unread)}: no function recognised as devtensor's; did the symbol mangling change?")
+        return 1
     record = json.loads(RECORD.read_text())
     if record["rustc"] != rustc:
         print(f"note: the figures were recorded with rustc {record['rustc']}, this is {rustc}")

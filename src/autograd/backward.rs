@@ -309,12 +309,31 @@ impl Gradients {
     /// The gradient of `leaf`, or `None` when the result did not depend on
     /// it or `leaf` is not a leaf (PyTorch keeps only leaves' gradients too).
     pub fn get<D: Device, E: FloatElement>(&self, leaf: &Tensor<D, E>) -> Option<&Tensor<D, E>> {
-        let grad: &Tensor<D::Core, E> = self.get_by_id(leaf.leaf_id()?)?.downcast_ref()?;
-        Some(Tensor::from_core_ref(grad))
+        self.get_by_id_as(leaf.leaf_id()?)
     }
 
-    /// The gradient of the leaf `id`, as `Any` (downcast it to the leaf's
-    /// tensor type).
+    /// The gradient of the leaf `id` as a `Tensor<D, E>`, or `None` when
+    /// there is none or it is not one of `D` and `E` (a gradient on another
+    /// GPU, say).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    ///
+    /// let w = Tensor::<Cpu>::from_vec(vec![1.0, 2.0], [2]).requires_grad();
+    /// let grads = (&w * &w).sum().backward();
+    /// let id = w.leaf_id().unwrap();
+    /// assert_eq!(grads.get_by_id_as::<Cpu, f32>(id).unwrap().to_vec(), [2.0, 4.0]);
+    /// assert!(grads.get_by_id_as::<Cpu, f64>(id).is_none());
+    /// ```
+    pub fn get_by_id_as<D: Device, E: FloatElement>(&self, id: LeafId) -> Option<&Tensor<D, E>> {
+        let grad: &Tensor<D::Core, E> = self.get_by_id(id)?.downcast_ref()?;
+        Tensor::<D, E>::fits(grad).then(|| Tensor::from_core_ref(grad))
+    }
+
+    /// The gradient of the leaf `id`, as `Any`: what the store holds, which
+    /// is a `Tensor<Cpu, E>` for a CPU leaf and a tensor of the GPUs' shared
+    /// core device for a GPU leaf, so [`get_by_id_as`](Self::get_by_id_as)
+    /// is the way to the typed tensor. Enough to ask whether there is one.
     pub fn get_by_id(&self, id: LeafId) -> Option<&dyn std::any::Any> {
         Some(self.leaves.get(&id.0)?.as_any())
     }

@@ -2,11 +2,14 @@
 //! copied.
 //!
 //! [`Cpu`] and [`Cuda<N>`](Cuda) are zero-sized markers. Each implements
-//! [`Backend`] (storage, allocation, transfers, copies) here, and one kernel
-//! trait per op family in `ops/` (`ops/<family>/cpu.rs`, `cuda.rs`). This
-//! layer knows nothing of tensors, autograd or operations: the trait that
-//! gathers the kernel traits, [`Device`](crate::tensor::Device), and the
-//! compile-time device checks live with the tensor, above it.
+//! [`Backend`] (storage, allocation, transfers, copies) here. The core
+//! devices, `Cpu` and `AnyCuda` (the one device all GPUs share in the
+//! core, `cuda/mod.rs`), also implement one kernel trait per op family in
+//! `ops/` (`ops/<family>/cpu.rs`, `cuda.rs`). This layer knows nothing of
+//! tensors, autograd or operations: the trait that gathers the kernel
+//! traits, [`CoreDevice`](crate::tensor::CoreDevice), the typed
+//! [`Device`](crate::tensor::Device), and the compile-time device checks
+//! live with the tensor, above it.
 
 pub mod cpu;
 pub mod cuda;
@@ -24,7 +27,8 @@ pub(crate) mod sealed {
 }
 
 /// Storage, allocation and copies: what every device provides beneath the
-/// op families. Sealed; implemented by [`Cpu`] and [`Cuda<N>`](Cuda) only.
+/// op families. Sealed; implemented by [`Cpu`], [`Cuda<N>`](Cuda) and the
+/// GPUs' core device (`AnyCuda`) only.
 pub trait Backend: sealed::Sealed + Copy + Default + Debug + Send + Sync + 'static {
     /// Where a tensor's elements live on this device.
     type Storage<E: Element>: Send + Sync + 'static;

@@ -246,7 +246,6 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 }
 
-/// The error of a constructor given `len` values for `shape`.
 /// The core of tensor creation: the data made on the host (or filled on
 /// the device) and moved to the core device `D`.
 impl<D: CoreDevice, E: Element> Tensor<D, E> {
@@ -354,6 +353,7 @@ core_table! {
     }
 }
 
+/// The error of a constructor given `len` values for `shape`.
 fn check_len(op: &'static str, device: String, len: usize, shape: &Shape) -> Result<()> {
     let places = check_elem_count(op, || device.clone(), &[shape])?;
     if len == places {

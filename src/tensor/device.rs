@@ -35,12 +35,13 @@ use crate::tensor::Tensor;
 ///
 /// Every operation on a `Tensor<D, E>` is a thin typed shell over devtensor's
 /// core: code compiled once, inside devtensor, for each [`CoreDevice`]
-/// (the CPU, and one for every GPU) and element type. The shell checks the
+/// (the CPU, and one shared by all GPUs) and element type. The shell checks the
 /// device and the element type at compile time and calls the core; that
 /// call is all a program compiles of an operation (`docs/decisions/2026-12-01-typed-shell-concrete-core.md`).
 pub trait Device: Backend {
     /// The device the core runs this device's operations on: [`Cpu`] for
-    /// the CPU, one device for every GPU. Internal, not covered by semver.
+    /// the CPU, one device shared by all GPUs (the current GPU is set for
+    /// the call). Internal, not covered by semver.
     #[doc(hidden)]
     type Core: CoreDevice;
 

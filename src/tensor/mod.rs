@@ -115,7 +115,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
         // the core device in both (`CoreStorage`, and `D::Core::Core` is
         // `D::Core` by `CoreDevice`'s bound), the layout and node do not
         // depend on the device. So one is a valid value of the other, with
-        // the same lifetime.
+        // the same lifetime. (What the type says beyond the layout, the GPU
+        // of a `Cuda<N>` tensor, is kept by `from_core`, which checks it in
+        // debug builds: a core tensor is only ever returned as a `Cuda<N>`
+        // one when its storage is on GPU N.)
         unsafe { &*(self as *const Self).cast::<Tensor<D::Core, E>>() }
     }
 
@@ -129,6 +132,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// [`from_core`](Self::from_core) for a borrowed tensor of the core's.
     #[inline(always)]
     pub(crate) fn from_core_ref(core: &Tensor<D::Core, E>) -> &Self {
+        debug_assert!(Self::fits(core), "devtensor bug: a core tensor returned as one of another GPU");
         // SAFETY: as in `core`, the other way.
         unsafe { &*(core as *const Tensor<D::Core, E>).cast::<Self>() }
     }
@@ -140,10 +144,18 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Tensor { storage, layout, node }
     }
 
+    /// Whether `core` may be seen as a `Tensor<D, E>`: always for a core
+    /// device, and for `Cuda<N>` when its storage is on GPU N.
+    pub(crate) fn fits(core: &Tensor<D::Core, E>) -> bool {
+        std::any::TypeId::of::<D>() == std::any::TypeId::of::<D::Core>()
+            || D::Core::ordinal_of(core.storage()) == D::cuda_ordinal()
+    }
+
     /// A tensor of the core's device as one of `D`: the way back from
     /// [`core`](Self::core). The fields are the same, so nothing is copied.
     #[inline(always)]
     pub(crate) fn from_core(core: Tensor<D::Core, E>) -> Self {
+        debug_assert!(Self::fits(&core), "devtensor bug: a core tensor returned as one of another GPU");
         let Tensor { storage, layout, node } = core;
         Tensor { storage, layout, node }
     }

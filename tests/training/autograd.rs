@@ -370,6 +370,11 @@ fn gradients_of_a_move_between_gpus_land_on_the_leafs_gpu() {
     let grads = y.to::<Cuda<0>>().to::<Cpu>().square().sum().backward();
     let g = grads.get(&y).unwrap();
     assert_eq!((g * &y.detach()).to_vec(), vec![2.0, 2.0]);
+    // By id: the gradient is one of Cuda<1>, not of the other GPU.
+    let id = y.leaf_id().unwrap();
+    assert_eq!(grads.get_by_id_as::<Cuda<1>, f64>(id).unwrap().to_vec(), g.to_vec());
+    assert!(grads.get_by_id_as::<Cuda<0>, f64>(id).is_none());
+    assert!(grads.get_by_id_as::<Cpu, f64>(id).is_none());
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! of it again for every kernel, op and element type: the rayon functions
 //! were a third of devtensor's LLVM IR once the core was compiled here
 //! (`cargo llvm-lines --lib --release`). Through these, rayon is
-//! compiled once per element type of the output at most; the loop bodies
+//! compiled once per type of chunk or item handed out (an output element
+//! type, or a kernel's tuple of task arguments), not per closure; the loop bodies
 //! stay generic and fully inlined, and each task costs one indirect call,
 //! nothing next to the thousands of elements a task holds.
 

@@ -97,7 +97,9 @@ impl<const N: usize> Cuda<N> {
 /// in the core as operations on `AnyCuda`, compiled once inside devtensor
 /// for every ordinal, after [`Device::enter`](crate::Device) has made `N`
 /// the current GPU of the thread (PyTorch's device guard). Every device
-/// check stays in the types of `Cuda<N>`; a program never names this type.
+/// check stays in the types of `Cuda<N>`; a program has no reason to name
+/// this type, though the `backward` of a custom op on a GPU sees it as its
+/// device (its `D` is the core device).
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AnyCuda;
@@ -105,9 +107,19 @@ pub struct AnyCuda;
 impl sealed::Sealed for AnyCuda {}
 
 impl AnyCuda {
-    /// The state of the current GPU, initialised on first use.
+    /// The state of the current GPU, initialised on first use. Fails
+    /// outside every `Cuda<N>` operation (a tensor of this type made by a
+    /// program, not by an operation's core), which has no current GPU.
     pub(crate) fn device() -> Result<Arc<CudaDevice>> {
-        context::device(current::ordinal())
+        match current::try_ordinal() {
+            Some(ordinal) => context::device(ordinal),
+            None => Err(Error::DeviceUnavailable {
+                device: "Cuda<?>".into(),
+                reason: "no GPU is current: an operation on the GPUs' core device ran outside every Cuda<N> \
+                         operation; use Cuda<N>"
+                    .into(),
+            }),
+        }
     }
 }
 
@@ -272,7 +284,7 @@ impl Backend for AnyCuda {
     type Storage<E: Element> = CudaStorage<E>;
 
     fn name() -> String {
-        format!("Cuda<{}>", current::ordinal())
+        current::try_ordinal().map_or_else(|| "Cuda<?>".into(), |n| format!("Cuda<{n}>"))
     }
 
     fn cuda_ordinal() -> Option<usize> {

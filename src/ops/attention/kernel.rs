@@ -68,7 +68,7 @@ impl<'a, K, A> KernelMask<'a, K, A> {
 pub type MaskOf<'a, B, E> = KernelMask<'a, <B as Backend>::Storage<u8>, <B as Backend>::Storage<E>>;
 
 /// Device kernels for [`Tensor::scaled_dot_product_attention`](crate::Tensor::scaled_dot_product_attention).
-/// Implemented by every [`Device`](crate::Device); the default methods
+/// Implemented by the core devices ([`CoreDevice`](crate::tensor::CoreDevice)); the default methods
 /// return `None`, which runs the composed form.
 ///
 /// Every tensor argument is a storage with a contiguous layout: queries

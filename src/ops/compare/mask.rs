@@ -98,8 +98,6 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
                 reason: "the mask does not broadcast to the tensor's shape".into(),
             });
         }
-        // Named: the `D: SameDevice<D2>` bound in scope would otherwise be
-        // taken as where_cond's.
-        mask.try_where_cond::<D, D, E, E>(&Tensor::try_scalar(value)?, self)
+        mask.try_where_cond(&Tensor::<D, E>::try_scalar(value)?, self)
     }
 }

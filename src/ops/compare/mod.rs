@@ -76,7 +76,8 @@ pub trait CompareOp<E: Element>: Copy + Send + Sync + 'static {
 }
 
 /// Device kernels for [`CompareOp`]s, mask negation and `where_cond`.
-/// Implemented by every [`Device`]. Every layout passed already has the
+/// Implemented by the core devices
+/// ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU. Every layout passed already has the
 /// output's (broadcast) shape; outputs are new contiguous storages.
 pub trait CompareKernel: Backend {
     /// `lhs op rhs` as a 0/1 mask.
@@ -146,9 +147,9 @@ macro_rules! comparison {
 }
 
 impl<D: Device, E: Element> Tensor<D, E> {
-    /// The mask of `op` on `self` and `rhs`, broadcasting both: how the
-    /// comparisons run, and how a custom [`CompareOp`] runs (see its
-    /// example). Fails when the shapes do not broadcast, or on a GPU when
+    /// The mask of `op` on `self` and `rhs`, broadcasting both: how a
+    /// custom [`CompareOp`] runs (see its example); the built-in
+    /// comparisons run the same code through the core's table. Fails when the shapes do not broadcast, or on a GPU when
     /// the op has no CUDA kernel.
     ///
     /// ```

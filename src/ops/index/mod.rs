@@ -36,7 +36,8 @@ use devtensor_macros::fallible;
 
 pub use pad::PadMode;
 
-/// Device kernels for indexing and joining. Implemented by every [`Device`].
+/// Device kernels for indexing and joining. Implemented by the core
+/// devices ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU.
 ///
 /// Callers validate shapes and index values first (see
 /// [`first_out_of_range`](Self::first_out_of_range)); kernels may assume
@@ -366,7 +367,6 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 }
 
-/// Fails unless `index` has the rank of each `(name, shape)` in `others`.
 impl<D: CoreDevice, E: Element> Tensor<D, E> {
     fn core_index_select(&self, axis: isize, indices: &Tensor<D, i64>) -> Result<Self> {
         const OP: &str = "index_select";
@@ -584,6 +584,7 @@ core_table! {
     }
 }
 
+/// Fails unless `index` has the rank of each `(name, shape)` in `others`.
 fn check_same_rank<D: Device>(
     op: &'static str,
     shapes: impl Fn() -> Vec<Shape>,
