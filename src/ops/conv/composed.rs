@@ -102,7 +102,13 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 }
 
 impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
-    fn conv1d_on(&self, weight: &Self, bias: Option<&Self>, window: Window1d, groups: usize) -> Result<Self> {
+    pub(super) fn core_conv1d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        window: Window1d,
+        groups: usize,
+    ) -> Result<Self> {
         let rank_error = || {
             let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
             shapes.extend(bias.map(|b| b.shape().clone()));
@@ -126,7 +132,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         y.try_squeeze(2)
     }
 
-    fn conv_transpose2d_on(
+    pub(super) fn core_conv_transpose2d(
         &self,
         weight: &Self,
         bias: Option<&Self>,
@@ -210,26 +216,5 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         let mut dims = self.dims().to_vec();
         dims[axis] = len * stride;
         spread.try_reshape(dims)?.try_narrow(axis as isize, 0, (len - 1) * stride + 1)
-    }
-
-    pub(super) fn core_conv1d(
-        &self,
-        weight: &Self,
-        bias: Option<&Self>,
-        window: Window1d,
-        groups: usize,
-    ) -> Result<Self> {
-        self.conv1d_on(weight, bias, window, groups)
-    }
-
-    pub(super) fn core_conv_transpose2d(
-        &self,
-        weight: &Self,
-        bias: Option<&Self>,
-        window: Window2d,
-        output_padding: [usize; 2],
-        groups: usize,
-    ) -> Result<Self> {
-        self.conv_transpose2d_on(weight, bias, window, output_padding, groups)
     }
 }

@@ -241,7 +241,13 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         })
     }
 
-    fn conv2d_on(&self, weight: &Self, bias: Option<&Self>, window: Window2d, groups: usize) -> Result<Self> {
+    pub(super) fn core_conv2d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        window: Window2d,
+        groups: usize,
+    ) -> Result<Self> {
         const OP: &str = "conv2d";
         let error = |reason: String| {
             let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
@@ -274,7 +280,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             return autocast_in!(half, H => {
                 let (x, weight) = (self.try_to_dtype::<H>()?, weight.try_to_dtype::<H>()?);
                 let bias = bias.map(|b| b.try_to_dtype::<H>()).transpose()?;
-                x.conv2d_on(&weight, bias.as_ref(), window, groups)?.try_to_dtype::<E>()
+                x.core_conv2d(&weight, bias.as_ref(), window, groups)?.try_to_dtype::<E>()
             });
         }
         let taps = kh * kw * group_channels;
@@ -381,16 +387,6 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
                 Ok(vec![image, weight, bias])
             })
         })
-    }
-
-    pub(super) fn core_conv2d(
-        &self,
-        weight: &Self,
-        bias: Option<&Self>,
-        window: Window2d,
-        groups: usize,
-    ) -> Result<Self> {
-        self.conv2d_on(weight, bias, window, groups)
     }
 }
 
