@@ -126,7 +126,7 @@ impl Needs {
 }
 
 /// Device kernels for [`BinaryOp`]s. Implemented by the core
-/// devices ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU.
+/// devices ([`CoreDevice`]): `Cpu`, and one for every GPU.
 pub trait BinaryKernel: Backend {
     /// `lhs op rhs` into a new contiguous storage; both layouts already have
     /// the output's (broadcast) shape.

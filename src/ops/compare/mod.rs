@@ -77,7 +77,7 @@ pub trait CompareOp<E: Element>: Copy + Send + Sync + 'static {
 
 /// Device kernels for [`CompareOp`]s, mask negation and `where_cond`.
 /// Implemented by the core devices
-/// ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU. Every layout passed already has the
+/// ([`CoreDevice`]): `Cpu`, and one for every GPU. Every layout passed already has the
 /// output's (broadcast) shape; outputs are new contiguous storages.
 pub trait CompareKernel: Backend {
     /// `lhs op rhs` as a 0/1 mask.

@@ -94,7 +94,7 @@ impl Unfold2d {
 }
 
 /// Device kernels for convolution and pooling. Implemented by the core
-/// devices ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU.
+/// devices ([`CoreDevice`]): `Cpu`, and one for every GPU.
 pub trait ConvKernel: Backend {
     /// The columns (dense `[N, C, KH, KW, OH, OW]`) of the dense image that
     /// starts at `offset` of `image`, with `pad` where a tap falls in the

@@ -37,7 +37,7 @@ use devtensor_macros::fallible;
 pub use pad::PadMode;
 
 /// Device kernels for indexing and joining. Implemented by the core
-/// devices ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU.
+/// devices ([`CoreDevice`]): `Cpu`, and one for every GPU.
 ///
 /// Callers validate shapes and index values first (see
 /// [`first_out_of_range`](Self::first_out_of_range)); kernels may assume

@@ -19,7 +19,7 @@ use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
 /// Device kernels for [`Tensor::matmul`]. Implemented by the core
-/// devices ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU.
+/// devices ([`CoreDevice`]): `Cpu`, and one for every GPU.
 pub trait MatmulKernel: Backend {
     /// The batched product `out[b] = lhs[b] · rhs[b]` into a new contiguous
     /// storage of shape `[batch.., m, n]`.

@@ -137,7 +137,7 @@ pub enum AffineAxis {
 }
 
 /// Device kernels for reductions and softmax. Implemented by the core
-/// devices ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU.
+/// devices ([`CoreDevice`]): `Cpu`, and one for every GPU.
 ///
 /// The API has validated the axis and rejected empty axes for the
 /// reductions without identity before a kernel runs.

@@ -169,7 +169,7 @@ impl<E: Element> Params<E> {
 }
 
 /// Device kernels for [`UnaryOp`]s. Implemented by the core
-/// devices ([`CoreDevice`](crate::tensor::CoreDevice)): `Cpu`, and one for every GPU.
+/// devices ([`CoreDevice`]): `Cpu`, and one for every GPU.
 pub trait UnaryKernel: Backend {
     /// `op` on each element `layout` selects, into a new contiguous storage
     /// of `layout`'s shape.
