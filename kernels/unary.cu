@@ -10,6 +10,7 @@
 //   relu    x < 0 ? 0 : x (NaN passes, -0.0 stays)
 //   clamp   max(x, lo) then min(., hi) with NaN-propagating max/min, so
 //           lo > hi gives hi everywhere and NaN stays NaN
+//   clamp_min, clamp_max   one of clamp's two steps
 //   sigmoid 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, so that the
 //           exponential never overflows
 #ifndef DEVTENSOR_COMMON_CUH
@@ -50,6 +51,8 @@ DT_UNARY_ALL(abs, x <= (T)0 ? dt_sub((T)0, x) : x)
 DT_UNARY_ALL(relu, dt_relu(x))
 DT_UNARY_ALL(square, dt_mul(x, x))
 DT_UNARY_ALL_2(clamp, dt_min(dt_max(x, a), b))
+DT_UNARY_ALL_1(clamp_min, dt_max(x, a))
+DT_UNARY_ALL_1(clamp_max, dt_min(x, a))
 DT_UNARY_FLOAT(exp, dt_exp(x))
 DT_UNARY_FLOAT(log, dt_log(x))
 DT_UNARY_FLOAT(sqrt, dt_sqrt(x))

@@ -192,6 +192,8 @@ device_proptests! {
             "abs": |t| t.abs();
             "relu": |t| t.relu();
             "clamp": |t| t.clamp(num::<E>(-0.5), num::<E>(1.25));
+            "clamp_min": |t| t.clamp_min(num::<E>(-0.5));
+            "clamp_max": |t| t.clamp_max(num::<E>(1.25));
             "square": |t| t.square();
             "exp": |t| t.exp();
             "expm1": |t| t.expm1();

@@ -191,12 +191,14 @@ fn reductions<D: Device>() {
 fn integer_rows<D: Device>() {
     type I<D> = Tensor<D, i64>;
     let file = fixture();
-    let unary: [(&str, fn(&I<D>) -> I<D>); 5] = [
+    let unary: [(&str, fn(&I<D>) -> I<D>); 7] = [
         ("neg", |a| a.neg()),
         ("abs", |a| a.abs()),
         ("relu", |a| a.relu()),
         ("square", |a| a.square()),
         ("clamp", |a| a.clamp(-1, 1)),
+        ("clamp_min", |a| a.clamp_min(-1)),
+        ("clamp_max", |a| a.clamp_max(1)),
     ];
     let binary: [(&str, fn(&I<D>, &I<D>) -> I<D>); 7] = [
         ("add", |a, b| a + b),

@@ -80,6 +80,10 @@ unary_table! {
     square: |t| t.square(), floats: |x| x * x, ints: |x| x * x, grad: Values::AwayFromZero;
     clamp: |t| t.clamp(E::from_f64(-1.0), E::from_f64(1.0)),
         floats: |x| if x.is_nan() { x } else { x.clamp(-1.0, 1.0) }, ints: |x| x.clamp(-1, 1), grad: Values::AwayFromZero;
+    clamp_min: |t| t.clamp_min(E::from_f64(-1.0)),
+        floats: |x| if x.is_nan() { x } else { x.max(-1.0) }, ints: |x| x.max(-1), grad: Values::AwayFromZero;
+    clamp_max: |t| t.clamp_max(E::from_f64(1.0)),
+        floats: |x| if x.is_nan() { x } else { x.min(1.0) }, ints: |x| x.min(1), grad: Values::AwayFromZero;
     exp: |t| t.exp(), floats: f64::exp, grad: Values::AwayFromZero;
     log: |t| t.log(), floats: f64::ln, grad: Values::Positive;
     log1p: |t| t.log1p(), floats: f64::ln_1p, grad: Values::Positive;
@@ -292,6 +296,13 @@ device_proptests! {
         assert!(got.iter().zip(&expected).all(|(g, e)| same(g, e)), "clamp({a}, {b}): {got:?} vs {expected:?}");
         let got = t.try_clamp(a, b).unwrap().to_vec();
         assert!(got.iter().zip(&expected).all(|(g, e)| same(g, e)), "try_clamp({a}, {b})");
+        // One bound: the other one infinite.
+        let expected: Vec<f64> = data.iter().map(|&x| clamp_reference(x, a, f64::INFINITY)).collect();
+        let got = t.clamp_min(a).to_vec();
+        assert!(got.iter().zip(&expected).all(|(g, e)| same(g, e)), "clamp_min({a}): {got:?} vs {expected:?}");
+        let expected: Vec<f64> = data.iter().map(|&x| clamp_reference(x, f64::NEG_INFINITY, b)).collect();
+        let got = t.clamp_max(b).to_vec();
+        assert!(got.iter().zip(&expected).all(|(g, e)| same(g, e)), "clamp_max({b}): {got:?} vs {expected:?}");
     }
 
     fn clamp_on_random_bounds_i64<D>((dims, data) in shaped(prop_oneof![any::<i64>(), -10..10i64]), v in variant(), a in -20..20i64, b in -20..20i64) {

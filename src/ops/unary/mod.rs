@@ -1,5 +1,5 @@
 //! Elementwise functions of one tensor: `neg`, `abs`, `relu`, `clamp`,
-//! `square` on every element type, and `exp`, `expm1`, `log`, `log1p`,
+//! `clamp_min`, `clamp_max`, `square` on every element type, and `exp`, `expm1`, `log`, `log1p`,
 //! `sqrt`, `rsqrt`, `tanh`, `sigmoid`, `silu`, `powf`, `sin`, `cos`, `recip`,
 //! `erf` on floats.
 //!
@@ -26,8 +26,8 @@ mod ops;
 pub use crate::ops::KernelSource;
 
 pub use ops::{
-    Abs, Clamp, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, ReluOp, Rsqrt, SigmoidOp, Silu,
-    Sin, Sqrt, Square, TanhOp,
+    Abs, Clamp, ClampMax, ClampMin, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, ReluOp,
+    Rsqrt, SigmoidOp, Silu, Sin, Sqrt, Square, TanhOp,
 };
 
 /// The former name of [`ReluOp`] (the layer is [`nn::Relu`](crate::nn::Relu)).
@@ -209,6 +209,8 @@ pub(crate) enum Builtin<E> {
     Abs,
     Relu,
     Clamp(Clamp<E>),
+    ClampMin(ClampMin<E>),
+    ClampMax(ClampMax<E>),
     Square,
 }
 
@@ -219,6 +221,8 @@ impl<E: Element> Builtin<E> {
             Builtin::Abs => x.unary(Abs),
             Builtin::Relu => x.unary(ReluOp),
             Builtin::Clamp(op) => x.unary(op),
+            Builtin::ClampMin(op) => x.unary(op),
+            Builtin::ClampMax(op) => x.unary(op),
             Builtin::Square => x.unary(Square),
         }
     }
@@ -342,6 +346,28 @@ impl<D: Device, E: Element> Tensor<D, E> {
         /// assert_eq!(x.clamp(-1.0, 1.0).to_vec(), vec![-1.0, 0.5, 1.0]);
         /// // As in PyTorch, an empty range gives `max` everywhere.
         /// assert_eq!(x.clamp(2.0, 1.0).to_vec(), vec![1.0, 1.0, 1.0]);
+        /// ```
+        ;
+        /// `torch.clamp(x, min=min)` (`torch.clamp_min`): every element at
+        /// least `min`; NaN elements stay NaN.
+        try_clamp_min, clamp_min(min: E) => Builtin::ClampMin(ClampMin { min }),
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-5.0, 0.5, f32::NAN], [3]);
+        /// let y = x.clamp_min(0.0).to_vec();
+        /// assert_eq!(y[..2], [0.0, 0.5]);
+        /// assert!(y[2].is_nan());
+        /// let n = Tensor::<Cpu, i64>::from_vec(vec![1, 5, 9], [3]);
+        /// assert_eq!(n.clamp_min(3).to_vec(), vec![3, 5, 9]);
+        /// ```
+        ;
+        /// `torch.clamp(x, max=max)` (`torch.clamp_max`): every element at
+        /// most `max`; NaN elements stay NaN.
+        try_clamp_max, clamp_max(max: E) => Builtin::ClampMax(ClampMax { max }),
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-5.0, 0.5, 5.0], [3]);
+        /// assert_eq!(x.clamp_max(1.0).to_vec(), vec![-5.0, 0.5, 1.0]);
         /// ```
         ;
         /// `x * x` elementwise; integers wrap.

@@ -126,6 +126,76 @@ impl<E: Element> UnaryOp<E> for Clamp<E> {
     }
 }
 
+/// `max(x, min)`: [`Clamp`] with only its lower bound
+/// (`torch.clamp(x, min=min)`, `torch.clamp_min`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClampMin<E> {
+    /// Lower bound.
+    pub min: E,
+}
+
+impl<E: Element> UnaryOp<E> for ClampMin<E> {
+    const NAME: &'static str = "clamp_min";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    /// `Element::max` lets a NaN element (or bound) through, as
+    /// `torch.clamp` does.
+    #[inline(always)]
+    fn apply(self, x: E) -> E {
+        x.max(self.min)
+    }
+
+    #[inline(always)]
+    fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
+        ClampMin { min: self.min.cast::<f32>() }.apply(x)
+    }
+
+    fn params(self) -> Params<E> {
+        Params::one(self.min)
+    }
+
+    /// Passed through strictly above the bound, 0 at and below it, as
+    /// PyTorch 2.15 gives (`clamp(x, min=0)` at `x = 0`: 0), up to `+inf`.
+    fn backward<D: Device>(self, x: &Tensor<D, E>, _: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        masked(&x.try_gt_scalar(self.min)?, grad)
+    }
+}
+
+/// `min(x, max)`: [`Clamp`] with only its upper bound
+/// (`torch.clamp(x, max=max)`, `torch.clamp_max`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClampMax<E> {
+    /// Upper bound.
+    pub max: E,
+}
+
+impl<E: Element> UnaryOp<E> for ClampMax<E> {
+    const NAME: &'static str = "clamp_max";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    /// `Element::min` lets a NaN element (or bound) through, as
+    /// `torch.clamp` does.
+    #[inline(always)]
+    fn apply(self, x: E) -> E {
+        x.min(self.max)
+    }
+
+    #[inline(always)]
+    fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
+        ClampMax { max: self.max.cast::<f32>() }.apply(x)
+    }
+
+    fn params(self) -> Params<E> {
+        Params::one(self.max)
+    }
+
+    /// Passed through strictly below the bound, 0 at and above it, as
+    /// PyTorch 2.15 gives (`clamp(x, max=1)` at `x = 1`: 0), down to `-inf`.
+    fn backward<D: Device>(self, x: &Tensor<D, E>, _: &Tensor<D, E>, grad: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        masked(&x.try_lt_scalar(self.max)?, grad)
+    }
+}
+
 /// `x * x`, wrapping for integers.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Square;
