@@ -3,8 +3,9 @@
 //! device-typed, tracked by autograd, with a `try_` form that reports
 //! errors instead of panicking.
 //!
-//! - `softsign(x) = x / (1 + |x|)`, a function of one tensor: a smooth
-//!   squashing function (like `tanh`, but with polynomial tails);
+//! - `squareplus(x) = (x + sqrt(x² + 4)) / 2`, a function of one tensor: a
+//!   smooth ReLU without exponentials (Barron, 2021), which PyTorch does
+//!   not have;
 //! - `hypot(a, b) = sqrt(a² + b²)`, a function of two tensors that
 //!   broadcast, like `torch.hypot`;
 //! - `is_close(a, b)`, a comparison giving a mask, like `torch.isclose` with
@@ -24,27 +25,30 @@ use devtensor::ops::compare::CompareOp;
 use devtensor::ops::unary::UnaryOp;
 use devtensor::{Cpu, Cuda, Device, FloatElement, Result, Tensor};
 
-/// `x / (1 + |x|)`. (The ops are public for `tests/ops/`, which runs them on
-/// every device.)
+/// `(x + sqrt(x² + 4)) / 2`. (The ops are public for `tests/ops/`, which
+/// runs them on every device.)
 #[derive(Clone, Copy, Debug)]
-pub struct Softsign;
+pub struct Squareplus;
 
-impl<F: FloatElement> UnaryOp<F> for Softsign {
-    /// Names the op in errors and its kernels: `unary_softsign_f32`, `unary_softsign_f64`.
-    const NAME: &'static str = "softsign";
+impl<F: FloatElement> UnaryOp<F> for Squareplus {
+    /// Names the op in errors and its kernels: `unary_squareplus_f32`,
+    /// `unary_squareplus_f64`. A user's op may not reuse a built-in op's
+    /// name (the emulated GPU links all kernels into one library).
+    const NAME: &'static str = "squareplus";
 
-    // SAFETY: the file defines `unary_softsign_f32` and `unary_softsign_f64`
-    // with `DT_UNARY_FLOAT`, which takes no scalar parameter, as `params`
-    // (not overridden) gives.
-    const KERNELS: KernelSource = unsafe { KernelSource::cuda(include_str!("kernels/softsign.cu")) };
+    // SAFETY: the file defines `unary_squareplus_f32` and
+    // `unary_squareplus_f64` with `DT_UNARY_FLOAT`, which takes no scalar
+    // parameter, as `params` (not overridden) gives.
+    const KERNELS: KernelSource = unsafe { KernelSource::cuda(include_str!("kernels/squareplus.cu")) };
 
     fn apply(self, x: F) -> F {
-        x / (F::one() + x.abs())
+        (x + (x * x + F::from_f64(4.0)).sqrt()) / F::from_f64(2.0)
     }
 
-    /// `d/dx x / (1 + |x|) = 1 / (1 + |x|)²`.
+    /// `d/dx = (1 + x / sqrt(x² + 4)) / 2`.
     fn backward<D: Device>(self, x: &Tensor<D, F>, _y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
-        grad.try_div(&x.try_abs()?.try_add_scalar(F::one())?.try_square()?)
+        let root = x.try_square()?.try_add_scalar(F::from_f64(4.0))?.try_sqrt()?;
+        grad.try_mul(&x.try_div(&root)?.try_add_scalar(F::one())?.try_mul_scalar(F::from_f64(0.5))?)
     }
 }
 
@@ -90,16 +94,16 @@ impl<F: FloatElement> CompareOp<F> for IsClose {
     }
 }
 
-/// A small fit on device `D`: `w` learns to make `softsign(w * x)` match
+/// A small fit on device `D`: `w` learns to make `squareplus(w * x)` match
 /// targets made with `w = 2`, by gradient descent through the custom op.
 fn fit<D: Device>() -> Result<f32> {
     let x = Tensor::<D>::try_from_vec((0..64).map(|i| (i as f32 - 32.0) / 8.0).collect(), [64])?;
-    let target = x.try_mul_scalar(2.0)?.try_apply_unary(Softsign)?;
+    let target = x.try_mul_scalar(2.0)?.try_apply_unary(Squareplus)?;
     let mut w = Tensor::<D>::try_scalar(0.5)?.requires_grad();
     for _ in 0..200 {
-        let loss = x.try_mul(&w)?.try_apply_unary(Softsign)?.try_sub(&target)?.try_square()?.try_mean()?;
+        let loss = x.try_mul(&w)?.try_apply_unary(Squareplus)?.try_sub(&target)?.try_square()?.try_mean()?;
         let grads = loss.try_backward()?;
-        let step = grads.get(&w).expect("w is a leaf of the loss").try_mul_scalar(5.0)?;
+        let step = grads.get(&w).expect("w is a leaf of the loss").try_mul_scalar(0.2)?;
         w = w.detach().try_sub(&step)?.requires_grad();
     }
     w.try_item()
@@ -107,7 +111,7 @@ fn fit<D: Device>() -> Result<f32> {
 
 fn main() -> Result<()> {
     let x = Tensor::<Cpu>::from_vec(vec![-3.0, 0.0, 1.0], [3]);
-    println!("softsign({:?}) = {:?}", x.to_vec(), x.apply_unary(Softsign).to_vec());
+    println!("squareplus({:?}) = {:?}", x.to_vec(), x.apply_unary(Squareplus).to_vec());
     let four = Tensor::<Cpu>::from_vec(vec![4.0], [1]); // broadcast
     println!("hypot({:?}, 4) = {:?}", x.to_vec(), x.apply_binary(Hypot, &four).to_vec());
     let near = x.try_mul_scalar(1.0 + 1e-6)?;

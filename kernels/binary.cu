@@ -1,7 +1,7 @@
 // Elementwise arithmetic with broadcasting: the kernels of the built-in
 // `ops::binary` op types (add, sub, mul, div, div_trunc, div_floor,
-// maximum, minimum; pow on floats), one line each through DT_BINARY_ALL or
-// DT_BINARY_FLOAT (common.cuh).
+// maximum, minimum, remainder, fmod; pow, atan2, logaddexp on floats), one
+// line each through DT_BINARY_ALL or DT_BINARY_FLOAT (common.cuh).
 //
 // Semantics (as the CPU backend's `Element` methods): integers wrap; integer
 // div and div_trunc truncate toward zero, div_floor floors (Python's //),
@@ -31,7 +31,11 @@ DT_BINARY_ALL(div_trunc, dt_div_trunc(a, b))
 DT_BINARY_ALL(div_floor, dt_div_floor(a, b))
 DT_BINARY_ALL(maximum, dt_max(a, b))
 DT_BINARY_ALL(minimum, dt_min(a, b))
+DT_BINARY_ALL(remainder, dt_remainder(a, b))
+DT_BINARY_ALL(fmod, dt_fmod(a, b))
 DT_BINARY_FLOAT(pow, dt_pow(a, b))
+DT_BINARY_FLOAT(atan2, dt_atan2(a, b))
+DT_BINARY_FLOAT(logaddexp, dt_logaddexp(a, b))
 
 template <typename T>
 __device__ void dt_count_zero(size_t n, size_t rank, const size_t* dims, const size_t* strides, size_t offset,

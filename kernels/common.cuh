@@ -377,6 +377,10 @@ __device__ inline unsigned char dt_div_floor(unsigned char a, unsigned char b) {
 template <typename T> __device__ inline T dt_max(T a, T b) { return (dt_is_nan(a) || a > b) ? a : b; }
 /// The smaller value; a NaN on either side wins (torch.minimum).
 template <typename T> __device__ inline T dt_min(T a, T b) { return (dt_is_nan(a) || a < b) ? a : b; }
+/// torch.clamp's steps: `x` unless it is beyond the bound (so an element
+/// equal to the bound keeps its own sign of zero); a NaN bound gives NaN.
+template <typename T> __device__ inline T dt_clamp_below(T x, T lo) { return (x < lo || dt_is_nan(lo)) ? lo : x; }
+template <typename T> __device__ inline T dt_clamp_above(T x, T hi) { return (x > hi || dt_is_nan(hi)) ? hi : x; }
 
 /// Identity of max: -inf for floats, the minimum for integers.
 template <typename T> __device__ inline T dt_lowest();
@@ -416,6 +420,64 @@ __device__ inline float dt_expm1(float x) { return expm1f(x); }
 __device__ inline double dt_expm1(double x) { return expm1(x); }
 __device__ inline float dt_pow(float x, float p) { return powf(x, p); }
 __device__ inline double dt_pow(double x, double p) { return pow(x, p); }
+__device__ inline float dt_tan(float x) { return tanf(x); }
+__device__ inline double dt_tan(double x) { return tan(x); }
+__device__ inline float dt_asin(float x) { return asinf(x); }
+__device__ inline double dt_asin(double x) { return asin(x); }
+__device__ inline float dt_acos(float x) { return acosf(x); }
+__device__ inline double dt_acos(double x) { return acos(x); }
+__device__ inline float dt_atan(float x) { return atanf(x); }
+__device__ inline double dt_atan(double x) { return atan(x); }
+__device__ inline float dt_sinh(float x) { return sinhf(x); }
+__device__ inline double dt_sinh(double x) { return sinh(x); }
+__device__ inline float dt_cosh(float x) { return coshf(x); }
+__device__ inline double dt_cosh(double x) { return cosh(x); }
+__device__ inline float dt_asinh(float x) { return asinhf(x); }
+__device__ inline double dt_asinh(double x) { return asinh(x); }
+__device__ inline float dt_acosh(float x) { return acoshf(x); }
+__device__ inline double dt_acosh(double x) { return acosh(x); }
+__device__ inline float dt_atanh(float x) { return atanhf(x); }
+__device__ inline double dt_atanh(double x) { return atanh(x); }
+__device__ inline float dt_log2(float x) { return log2f(x); }
+__device__ inline double dt_log2(double x) { return log2(x); }
+__device__ inline float dt_log10(float x) { return log10f(x); }
+__device__ inline double dt_log10(double x) { return log10(x); }
+__device__ inline float dt_exp2(float x) { return exp2f(x); }
+__device__ inline double dt_exp2(double x) { return exp2(x); }
+// Rounding: integers are their own floor, ceiling, rounding and truncation.
+// rint rounds halves to even in the default rounding mode, as torch.round.
+template <typename T> __device__ inline T dt_floor(T x) { return x; }
+__device__ inline float dt_floor(float x) { return floorf(x); }
+__device__ inline double dt_floor(double x) { return floor(x); }
+template <typename T> __device__ inline T dt_ceil(T x) { return x; }
+__device__ inline float dt_ceil(float x) { return ceilf(x); }
+__device__ inline double dt_ceil(double x) { return ceil(x); }
+template <typename T> __device__ inline T dt_round(T x) { return x; }
+__device__ inline float dt_round(float x) { return rintf(x); }
+__device__ inline double dt_round(double x) { return rint(x); }
+template <typename T> __device__ inline T dt_trunc(T x) { return x; }
+__device__ inline float dt_trunc(float x) { return truncf(x); }
+__device__ inline double dt_trunc(double x) { return trunc(x); }
+/// C's fmod: the remainder with the dividend's sign. Zero integer divisors
+/// are rejected on the host; i64::MIN fmod -1 is 0 (C's % is undefined).
+__device__ inline float dt_fmod(float a, float b) { return fmodf(a, b); }
+__device__ inline double dt_fmod(double a, double b) { return fmod(a, b); }
+__device__ inline long long dt_fmod(long long a, long long b) { return b == -1 ? 0 : a % b; }
+__device__ inline unsigned char dt_fmod(unsigned char a, unsigned char b) { return b == 0 ? 0 : a % b; }
+/// Python's %: fmod moved by the divisor when the signs differ, as PyTorch.
+template <typename T> __device__ inline T dt_remainder(T a, T b) {
+    T m = dt_fmod(a, b);
+    return (m != (T)0 && ((b < (T)0) != (m < (T)0))) ? m + b : m;
+}
+__device__ inline unsigned char dt_remainder(unsigned char a, unsigned char b) { return dt_fmod(a, b); }
+__device__ inline float dt_atan2(float a, float b) { return atan2f(a, b); }
+__device__ inline double dt_atan2(double a, double b) { return atan2(a, b); }
+/// log(e^a + e^b): the larger plus log1p(e^-|a - b|); a when both are the same infinity.
+template <typename T> __device__ inline T dt_logaddexp(T a, T b) {
+    if (a == b && dt_is_nan(a - a)) return a; // the same infinity: inf - inf is NaN
+    T d = a - b;
+    return dt_max(a, b) + dt_log1p(dt_exp(d < (T)0 ? d : -d));
+}
 
 // ---------------------------------------------------------------------------
 // Conversions with Rust's `as` semantics
@@ -651,7 +713,7 @@ __device__ inline void dt_block_arg_reduce(T* v, long long* i, T* vals, long lon
 //   DT_UNARY_FLOAT(log1p, dt_log1p(x))          // f32 and f64
 //   DT_UNARY_ALL(square, dt_mul(x, x))          // f32, f64, i64 and u8
 //   DT_UNARY_FLOAT_1(powf, dt_pow(x, a))        // one scalar parameter, `a`
-//   DT_UNARY_ALL_2(clamp, dt_min(dt_max(x, a), b))  // two, `a` and `b`
+//   DT_UNARY_ALL_2(clamp, dt_clamp_above(dt_clamp_below(x, a), b))  // two, `a` and `b`
 //
 // define `unary_<op>_<T>(size_t n, size_t rank, const size_t* dims,
 // const size_t* strides, size_t offset, const T* x, [C a, [C b,]] T* out)`

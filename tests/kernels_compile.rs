@@ -508,8 +508,11 @@ fn every_kernel_compiles_and_assembles_without_spills() {
 
 /// Every kernel name the built-in unary, binary and comparison ops ask the
 /// CUDA backend for, with the op that asks (`Exp (src/ops/unary/ops.rs)`):
-/// read from the op types' definitions, `impl<F: FloatElement> UnaryOp<F> for
-/// Exp` with `const NAME: &'static str = "exp"` and `KernelSource::BUILT_IN`,
+/// read from the op types' definitions in every file of `src/ops/<family>/`
+/// but its `mod.rs`, `cpu.rs` and `cuda.rs`: `impl<F: FloatElement>
+/// UnaryOp<F> for Exp` with `const NAME: &'static str = "exp"` and
+/// `KernelSource::BUILT_IN`, or a row of a declaring macro (`float_op!`,
+/// `step_op!`, `comparison_ops!`),
 /// and spelt as `src/ops/<family>/cuda.rs` spells them,
 /// `<family>_<NAME>_<form><dtype>`. So a new op without its line in
 /// `kernels/<family>.cu` fails here, on the CPU, and not first on a GPU.
@@ -520,54 +523,68 @@ fn kernels_the_ops_request() -> BTreeSet<(String, String)> {
         ("binary", "BinaryOp", &["", "rows_", "scalar_"]),
         ("compare", "CompareOp", &["", "scalar_"]),
     ];
+    // Ops declared as rows of a macro (`Tan, "tan", |x| ..;` in
+    // `src/ops/unary/math.rs`), with the element types each macro covers.
+    let macro_rows: [(&str, &[&str]); 3] =
+        [("float_op! {", &["f32", "f64", "bf16", "f16"]), ("step_op! {", &DTYPES), ("comparison_ops! {", &DTYPES)];
     let mut requested = BTreeSet::new();
     for (family, op_trait, forms) in families {
-        let file = format!("src/ops/{family}/ops.rs");
-        let src = std::fs::read_to_string(repo().join(&file)).unwrap_or_else(|e| panic!("cannot read {file}: {e}"));
+        let dir = repo().join(format!("src/ops/{family}"));
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+            .map(|e| e.expect("a directory entry").file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".rs") && !["mod.rs", "cpu.rs", "cuda.rs"].contains(&f.as_str()))
+            .collect();
+        files.sort();
         let mut ops = 0;
-        for block in src.split("\nimpl").skip(1) {
-            let header = block.lines().next().unwrap_or_default();
-            let Some(rest) = header.split_once(&format!(" {op_trait}<")) else { continue };
-            let op = rest.1.split(" for ").nth(1).unwrap_or_default().trim_end_matches(" {").to_string();
-            // The element types the impl covers: every `Element`, or the floats.
-            let dtypes: &[&str] = if header.contains("FloatElement") {
-                &["f32", "f64", "bf16", "f16"]
-            } else if header.contains("Element") {
-                &DTYPES
-            } else {
-                panic!("{file}: cannot tell which element types `impl{header}` covers")
-            };
-            let body = block.split("\n}").next().unwrap_or_default();
-            if !body.contains("KernelSource::BUILT_IN") {
-                continue;
-            }
-            let name = body
-                .split("const NAME: &'static str = \"")
-                .nth(1)
-                .and_then(|n| n.split('"').next())
-                .unwrap_or_else(|| panic!("{file}: `{op}` has no `const NAME`"));
-            ops += 1;
-            for form in forms {
-                for dtype in dtypes {
-                    requested.insert((format!("{family}_{name}_{form}{dtype}"), format!("{op} ({file})")));
+        for file in files.iter().map(|f| format!("src/ops/{family}/{f}")) {
+            let src = std::fs::read_to_string(repo().join(&file)).unwrap_or_else(|e| panic!("cannot read {file}: {e}"));
+            for block in src.split("\nimpl").skip(1) {
+                let header = block.lines().next().unwrap_or_default();
+                let Some(rest) = header.split_once(&format!(" {op_trait}<")) else { continue };
+                let op = rest.1.split(" for ").nth(1).unwrap_or_default().trim_end_matches(" {").to_string();
+                // The element types the impl covers: every `Element`, or the floats.
+                let dtypes: &[&str] = if header.contains("FloatElement") {
+                    &["f32", "f64", "bf16", "f16"]
+                } else if header.contains("Element") {
+                    &DTYPES
+                } else {
+                    panic!("{file}: cannot tell which element types `impl{header}` covers")
+                };
+                let body = block.split("\n}").next().unwrap_or_default();
+                if !body.contains("KernelSource::BUILT_IN") || body.contains("const NAME: &'static str = $") {
+                    continue;
                 }
-            }
-        }
-        // The comparisons are rows of one macro, `Equal, "eq", |a, b| ..;`,
-        // whose impl covers every element type.
-        if let Some(rows) = src.split("comparison_ops! {").nth(1) {
-            for row in rows.lines().map(str::trim).filter(|l| l.contains(", |")) {
-                let mut parts = row.splitn(3, ", ");
-                let (op, name) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default().trim_matches('"'));
+                let name = body
+                    .split("const NAME: &'static str = \"")
+                    .nth(1)
+                    .and_then(|n| n.split('"').next())
+                    .unwrap_or_else(|| panic!("{file}: `{op}` has no `const NAME`"));
                 ops += 1;
                 for form in forms {
-                    for dtype in DTYPES {
+                    for dtype in dtypes {
                         requested.insert((format!("{family}_{name}_{form}{dtype}"), format!("{op} ({file})")));
                     }
                 }
             }
+            // Macro rows start with the op's type and its quoted name, `Equal, "eq", |a, b| ..;`.
+            for (opening, dtypes) in macro_rows {
+                let Some(rows) = src.split(opening).nth(1) else { continue };
+                let rows = rows.split("\n}").next().unwrap_or_default();
+                for row in rows.lines().map(str::trim).filter(|l| l.starts_with(|c: char| c.is_ascii_uppercase())) {
+                    let mut parts = row.splitn(3, ", ");
+                    let (op, name) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+                    let Some(name) = name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) else { continue };
+                    ops += 1;
+                    for form in forms {
+                        for dtype in dtypes.iter() {
+                            requested.insert((format!("{family}_{name}_{form}{dtype}"), format!("{op} ({file})")));
+                        }
+                    }
+                }
+            }
         }
-        assert!(ops >= 5, "{file}: only {ops} built-in {op_trait} impls found; has the file's layout changed?");
+        assert!(ops >= 5, "src/ops/{family}/: only {ops} built-in {op_trait}s found; has the files' layout changed?");
     }
     requested
 }

@@ -59,7 +59,10 @@ mod rms_norm;
 mod sequential;
 mod to_dtype;
 
-pub use activation::{Flatten, Gelu, Relu, Sigmoid, Tanh};
+pub use activation::{
+    Celu, Elu, Flatten, Gelu, Glu, Hardsigmoid, Hardswish, Hardtanh, Identity, LeakyRelu, LogSigmoid, LogSoftmax, Mish,
+    Prelu, Relu, Relu6, Selu, Sigmoid, Silu, Softmax, Softplus, Softsign, Tanh,
+};
 pub use attention::{MhaInput, MultiheadAttention};
 pub use batch_norm::BatchNorm2d;
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};

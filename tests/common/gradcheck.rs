@@ -144,6 +144,15 @@ pub enum Values {
     /// Distinct multiples of 0.25 in random order: `max`, `min` and their
     /// arg positions stay put under a perturbation of `EPS`.
     Distinct,
+    /// Magnitudes in `0.2..0.9`, either sign: inside the domain of `asin`,
+    /// `acos` and `atanh`, and away from `tan`'s poles.
+    InsideUnit,
+    /// `1.1..2`: inside the domain of `acosh`.
+    AboveOne,
+    /// `n + f` for an integer `n` in `-3..3` and `f` in `0.1..0.4` or
+    /// `0.6..0.9`: away from the steps of `floor`, `ceil`, `trunc`, `frac`
+    /// (integers) and `round` (halves).
+    BetweenSteps,
 }
 
 /// `n` values of `kind`.
@@ -156,6 +165,14 @@ pub fn values(n: usize, kind: Values) -> BoxedStrategy<Vec<f64>> {
         Values::Positive => prop::collection::vec(0.2..2.0f64, n).boxed(),
         Values::Distinct => {
             Just((0..n).map(|i| i as f64 * 0.25 - n as f64 / 8.0).collect::<Vec<_>>()).prop_shuffle().boxed()
+        }
+        Values::InsideUnit => {
+            prop::collection::vec((0.2..0.9f64, any::<bool>()).prop_map(|(m, neg)| if neg { -m } else { m }), n).boxed()
+        }
+        Values::AboveOne => prop::collection::vec(1.1..2.0f64, n).boxed(),
+        Values::BetweenSteps => {
+            let fraction = prop_oneof![0.1..0.4f64, 0.6..0.9f64];
+            prop::collection::vec((-3..3i32, fraction).prop_map(|(n, f)| f64::from(n) + f), n).boxed()
         }
     }
 }

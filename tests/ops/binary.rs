@@ -30,7 +30,7 @@ fn check_binary<D: Device, E: Element>(
     let via = |f: fn(E, E) -> E| move |x: f64, y: f64| f(E::from_f64(x), E::from_f64(y)).to_f64();
     // Rounded divisions in f64, exact for these small values: Python's
     // `int(x / y)` and `x // y`.
-    let cases: [(&str, Tensor<D, E>, Box<dyn Fn(f64, f64) -> f64>); 7] = [
+    let cases: [(&str, Tensor<D, E>, Box<dyn Fn(f64, f64) -> f64>); 9] = [
         ("add", &ta + &tb, Box::new(via(E::add))),
         ("sub", ta.try_sub(&tb).unwrap(), Box::new(via(E::sub))),
         ("mul", &ta * &tb, Box::new(via(E::mul))),
@@ -38,6 +38,8 @@ fn check_binary<D: Device, E: Element>(
         ("div_floor", ta.try_div_floor(&tb).unwrap(), Box::new(|x, y| (x / y).floor())),
         ("maximum", ta.maximum(&tb), Box::new(f64::max)),
         ("minimum", ta.minimum(&tb), Box::new(f64::min)),
+        ("remainder", &ta % &tb, Box::new(|x, y| x - (x / y).floor() * y)),
+        ("fmod", ta.fmod(&tb), Box::new(|x, y| x - (x / y).trunc() * y)),
     ];
     for (name, got, f) in cases {
         let (dims, expected) = reference(&a, &ad, &b, &bd, f);
@@ -290,6 +292,13 @@ gradient_table! {
     maximum: |a, b| a.maximum(b), a: Values::Distinct, b: Values::Distinct;
     minimum: |a, b| a.minimum(b), a: Values::Distinct, b: Values::Distinct;
     pow: |a, b| a.pow(b), a: Values::Positive, b: Values::AwayFromZero;
+    // |a / b| < 1 and a != 0: away from the steps of floor(a / b) and trunc(a / b).
+    remainder: |a, b| a.remainder(b), a: Values::InsideUnit, b: Values::AboveOne;
+    fmod: |a, b| a.fmod(b), a: Values::InsideUnit, b: Values::AboveOne;
+    atan2: |a, b| a.atan2(b), a: Values::AwayFromZero, b: Values::AwayFromZero;
+    logaddexp: |a, b| a.logaddexp(b), a: Values::AwayFromZero, b: Values::AwayFromZero;
+    lerp_quarter: |a, b| a.lerp(b, 0.25), a: Values::AwayFromZero, b: Values::AwayFromZero;
+    lerp_three_quarters: |a, b| a.lerp(b, 0.75), a: Values::AwayFromZero, b: Values::AwayFromZero;
     custom_op_hypot: |a, b| a.apply_binary(Hypot, b), a: Values::AwayFromZero, b: Values::AwayFromZero;
     scalar_forms: |a, _| &(&(&(2.0 - a) * 3.0) / 4.0) + &(1.5 / a), a: Values::AwayFromZero, b: Values::AwayFromZero;
 }
@@ -333,4 +342,68 @@ fn custom_op_matches_reference<D: Device>() {
     let got = Tensor::<D>::from_slice(&a, [2, cols]).apply_binary(Hypot, &Tensor::<D>::from_slice(&b, [cols]));
     let expected: Vec<f64> = (0..2 * cols).map(|i| f64::from(a[i]).hypot(f64::from(b[i % cols]))).collect();
     assert_close(&as_f64(&got.to_vec()), &expected, 1e-6, 1e-6);
+}
+
+/// Python's `%` (the divisor's sign) and C's `fmod` (the dividend's) in
+/// `i128`, independent of the kernels' wrapping `i64` arithmetic.
+fn python_mod(x: i128, y: i128) -> i128 {
+    if y > 0 { x.rem_euclid(y) } else { -(-x).rem_euclid(-y) }
+}
+
+device_proptests! {
+    cases = 32;
+
+    /// `remainder` and `fmod` on signed operands of every size, both signs
+    /// of divisor, against `i128` references; `i64::MIN` by `-1` is 0, as
+    /// PyTorch gives (the true 2^63 wraps to 0 mod 2^64).
+    fn remainder_and_fmod_follow_the_divisor_and_dividend_signs_i64<D>(
+        a in prop::collection::vec(prop_oneof![any::<i64>(), -50..50i64, Just(i64::MIN)], 1..20),
+        b in prop_oneof![-7..=-1i64, 1..=7i64, Just(i64::MIN), Just(i64::MAX), Just(-1i64)],
+        v in variant(),
+    ) {
+        let ta = tensor_with::<D, i64>(&a, &[a.len()], v);
+        let tb = Tensor::<D, i64>::scalar(b);
+        let remainder: Vec<i64> = a.iter().map(|&x| python_mod(x.into(), b.into()) as i64).collect();
+        let fmod: Vec<i64> = a.iter().map(|&x| (i128::from(x) % i128::from(b)) as i64).collect();
+        prop_assert_eq!(ta.remainder(&tb).to_vec(), remainder.clone());
+        prop_assert_eq!(ta.remainder_scalar(b).to_vec(), remainder);
+        prop_assert_eq!(ta.fmod(&tb).to_vec(), fmod.clone());
+        prop_assert_eq!(ta.fmod_scalar(b).to_vec(), fmod);
+    }
+
+    /// The same for floats: multiples of 0.25, whose quotients' floors and
+    /// truncations are exact, so `x - floor(x / y) · y` is an exact
+    /// reference; a zero divisor and infinite dividends give NaN.
+    fn remainder_and_fmod_follow_the_divisor_and_dividend_signs_f64<D>(
+        a in prop::collection::vec((-80..80i32).prop_map(|q| f64::from(q) / 4.0), 1..20),
+        b in prop_oneof![(-12..=-1i32), (1..=12i32)].prop_map(|q| f64::from(q) / 4.0),
+        v in variant(),
+    ) {
+        let ta = tensor_with::<D, f64>(&a, &[a.len()], v);
+        let remainder: Vec<f64> = a.iter().map(|&x| x - (x / b).floor() * b).collect();
+        let fmod: Vec<f64> = a.iter().map(|&x| x - (x / b).trunc() * b).collect();
+        let same = |got: Vec<f64>, want: &[f64]| got.iter().zip(want).all(|(g, w)| g == w);
+        prop_assert!(same(ta.remainder_scalar(b).to_vec(), &remainder), "remainder by {}", b);
+        prop_assert!(same((&ta % b).to_vec(), &remainder), "% {}", b);
+        prop_assert!(same(ta.fmod_scalar(b).to_vec(), &fmod), "fmod by {}", b);
+        let special = Tensor::<D, f64>::from_vec(vec![1.0, f64::INFINITY, f64::NEG_INFINITY], [3]);
+        prop_assert!(special.remainder_scalar(0.0).to_vec().iter().all(|x| x.is_nan()));
+        prop_assert!(special.fmod_scalar(0.0).to_vec().iter().all(|x| x.is_nan()));
+    }
+}
+
+/// An integer `remainder` or `fmod` by zero fails in words, as PyTorch's
+/// `ZeroDivisionError`, on every device.
+fn integer_remainder_by_zero_fails<D: Device>() {
+    let a = Tensor::<D, i64>::from_vec(vec![5, 6], [2]);
+    let zero = Tensor::<D, i64>::from_vec(vec![1, 0], [2]);
+    for err in
+        [a.try_remainder(&zero).unwrap_err(), a.try_fmod(&zero).unwrap_err(), a.try_remainder_scalar(0).unwrap_err()]
+    {
+        assert!(err.to_string().contains("division by zero"), "{err}");
+    }
+}
+
+device_tests! {
+    integer_remainder_by_zero_fails => integer_remainder_by_zero_fails,
 }

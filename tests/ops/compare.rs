@@ -406,7 +406,32 @@ fn large_strided_inputs<D: Device>() -> Vec<f32> {
     all
 }
 
+/// `isnan`, `isinf`, `isposinf`, `isneginf` and `isfinite` on every kind of
+/// value, strided; `nan_to_num` with PyTorch's defaults and given values
+/// against PyTorch's results and gradients (`tests/ops/pytorch.rs`).
+fn special_value_masks_and_nan_to_num<D: Device>() {
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let x = Tensor::<D, f64>::from_vec(vec![0.0, -0.0, 1.5, inf, -inf, nan, f64::MAX, -1e-300], [2, 4]).t();
+    // The transpose reads [0, -inf, -0, nan, 1.5, MAX, inf, -1e-300].
+    assert_eq!(x.isnan().to_vec(), vec![0, 0, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(x.isinf().to_vec(), vec![0, 1, 0, 0, 0, 0, 1, 0]);
+    assert_eq!(x.isposinf().to_vec(), vec![0, 0, 0, 0, 0, 0, 1, 0]);
+    assert_eq!(x.isneginf().to_vec(), vec![0, 1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(x.isfinite().to_vec(), vec![1, 0, 1, 0, 1, 1, 0, 1]);
+    let x32 = x.to_dtype::<f32>();
+    assert_eq!(x32.isfinite().to_vec(), vec![1, 0, 1, 0, 1, 0, 0, 1], "f64::MAX is inf in f32");
+    let got = x32.nan_to_num(0.0, None, None).to_vec();
+    assert_eq!(got, vec![0.0, f32::MIN, -0.0, 0.0, 1.5, f32::MAX, f32::MAX, -0.0]);
+    let call64 = |t: &Tensor<D, f64>| t.nan_to_num(0.0, None, None);
+    let call32 = |t: &Tensor<D, f32>| t.nan_to_num(0.0, None, None);
+    crate::pytorch::unary_row::<D>("nan_to_num", call64, call32);
+    let call64 = |t: &Tensor<D, f64>| t.nan_to_num(1.5, Some(100.0), Some(-100.0));
+    let call32 = |t: &Tensor<D, f32>| t.nan_to_num(1.5, Some(100.0), Some(-100.0));
+    crate::pytorch::unary_row::<D>("nan_to_num_given", call64, call32);
+}
+
 device_tests! {
+    special_value_masks_and_nan_to_num => special_value_masks_and_nan_to_num,
     nan_compares_false_except_ne => nan_compares_false_except_ne,
     errors_name_op_shapes_and_device => errors_name_op_shapes_and_device,
     empty_tensors => empty_tensors,

@@ -211,6 +211,34 @@ device_proptests! {
             "erf": |t| t.erf();
             "recip": |t| t.recip();
             "powf": |t| t.powf(num::<E>(1.5));
+            "floor": |t| t.floor();
+            "ceil": |t| t.ceil();
+            "round": |t| t.round();
+            "trunc": |t| t.trunc();
+            "sign": |t| t.sign();
+            "frac": |t| t.frac();
+            "tan": |t| t.tan();
+            "asin": |t| t.asin();
+            "acos": |t| t.acos();
+            "atan": |t| t.atan();
+            "sinh": |t| t.sinh();
+            "cosh": |t| t.cosh();
+            "asinh": |t| t.asinh();
+            "acosh": |t| t.acosh();
+            "atanh": |t| t.atanh();
+            "log2": |t| t.log2();
+            "log10": |t| t.log10();
+            "exp2": |t| t.exp2();
+            "leaky_relu": |t| t.leaky_relu(num::<E>(0.25));
+            "elu": |t| t.elu(num::<E>(1.5));
+            "selu": |t| t.selu();
+            "celu": |t| t.celu(num::<E>(0.5));
+            "softplus": |t| t.softplus(num::<E>(2.0), num::<E>(3.0));
+            "mish": |t| t.mish();
+            "hardswish": |t| t.hardswish();
+            "hardsigmoid": |t| t.hardsigmoid();
+            "log_sigmoid": |t| t.log_sigmoid();
+            "softsign": |t| t.softsign();
         }
     }
 
@@ -225,6 +253,10 @@ device_proptests! {
         check_half!("maximum", seed, [x: a, y: b] => x.maximum(y), rounded);
         check_half!("minimum", seed, [x: a, y: b] => x.minimum(y), rounded);
         check_half!("pow", seed, [x: a, y: b] => x.abs().pow(y), rounded);
+        check_half!("remainder", seed, [x: a, y: b] => x.remainder(y), rounded);
+        check_half!("fmod", seed, [x: a, y: b] => x.fmod(y), rounded);
+        check_half!("atan2", seed, [x: a, y: b] => x.atan2(y), rounded);
+        check_half!("logaddexp", seed, [x: a, y: b] => x.logaddexp(y), rounded);
         check_half!("mul_scalar", seed, [x: a] => x * num::<E>(0.375), rounded);
         check_half!("rsub_scalar", seed, [x: a] => num::<E>(0.375) - x, rounded);
     }

@@ -11,7 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-/// The user's own ops of `examples/custom_op.rs` (softsign, hypot,
+/// The user's own ops of `examples/custom_op.rs` (squareplus, hypot,
 /// is_close), with their CUDA kernels from `examples/kernels/` (which the
 /// emulated GPU compiles in too): the unary, binary and compare suites run
 /// them on every device.

@@ -106,6 +106,51 @@ unary_table! {
     powf_negative: |t| t.powf(E::from_f64(-1.5)), floats: |x| x.powf(-1.5), grad: Values::Positive;
     powf_integer: |t| t.powf(E::from_f64(3.0)), floats: |x| x.powf(3.0), grad: Values::AwayFromZero;
     powf_zero: |t| t.powf(E::ZERO), floats: |x| x.powf(0.0), grad: Values::AwayFromZero;
+    floor: |t| t.floor(), floats: f64::floor, ints: |x| x, grad: Values::BetweenSteps;
+    ceil: |t| t.ceil(), floats: f64::ceil, ints: |x| x, grad: Values::BetweenSteps;
+    round: |t| t.round(), floats: f64::round_ties_even, ints: |x| x, grad: Values::BetweenSteps;
+    trunc: |t| t.trunc(), floats: f64::trunc, ints: |x| x, grad: Values::BetweenSteps;
+    sign: |t| t.sign(), floats: |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 }, ints: i128::signum,
+        grad: Values::BetweenSteps;
+    frac: |t| t.frac(), floats: |x| x - x.trunc(), grad: Values::BetweenSteps;
+    tan: |t| t.tan(), floats: f64::tan, grad: Values::InsideUnit;
+    asin: |t| t.asin(), floats: f64::asin, grad: Values::InsideUnit;
+    acos: |t| t.acos(), floats: f64::acos, grad: Values::InsideUnit;
+    atan: |t| t.atan(), floats: f64::atan, grad: Values::AwayFromZero;
+    sinh: |t| t.sinh(), floats: f64::sinh, grad: Values::AwayFromZero;
+    cosh: |t| t.cosh(), floats: f64::cosh, grad: Values::AwayFromZero;
+    asinh: |t| t.asinh(), floats: f64::asinh, grad: Values::AwayFromZero;
+    acosh: |t| t.acosh(), floats: f64::acosh, grad: Values::AboveOne;
+    atanh: |t| t.atanh(), floats: f64::atanh, grad: Values::InsideUnit;
+    log2: |t| t.log2(), floats: f64::log2, grad: Values::Positive;
+    log10: |t| t.log10(), floats: f64::log10, grad: Values::Positive;
+    exp2: |t| t.exp2(), floats: f64::exp2, grad: Values::AwayFromZero;
+    leaky_relu: |t| t.leaky_relu(E::from_f64(0.25)), floats: |x| if x > 0.0 { x } else { x * 0.25 },
+        grad: Values::AwayFromZero;
+    elu: |t| t.elu(E::from_f64(1.5)), floats: |x| if x > 0.0 { x } else { 1.5 * x.exp_m1() }, grad: Values::AwayFromZero;
+    selu: |t| t.selu(), floats: |x| SELU_SCALE * if x > 0.0 { x } else { SELU_ALPHA * x.exp_m1() },
+        grad: Values::AwayFromZero;
+    celu: |t| t.celu(E::from_f64(0.5)), floats: |x| if x > 0.0 { x } else { 0.5 * (x / 0.5).exp_m1() },
+        grad: Values::AwayFromZero;
+    softplus: |t| t.softplus(E::from_f64(2.0), E::from_f64(3.0)),
+        floats: |x| if 2.0 * x > 3.0 { x } else { (2.0 * x).exp().ln_1p() / 2.0 }, grad: Values::AwayFromZero;
+    mish: |t| t.mish(), floats: |x| x * x.exp().ln_1p().tanh(), grad: Values::AwayFromZero;
+    hardswish: |t| t.hardswish(), floats: |x| x * hard_ramp(x) / 6.0, grad: Values::AwayFromZero;
+    hardsigmoid: |t| t.hardsigmoid(), floats: |x| hard_ramp(x) / 6.0, grad: Values::AwayFromZero;
+    hardtanh: |t| t.hardtanh(E::from_f64(-1.0), E::from_f64(1.0)),
+        floats: |x| if x.is_nan() { x } else { x.clamp(-1.0, 1.0) }, grad: Values::AwayFromZero;
+    relu6: |t| t.relu6(), floats: |x| if x.is_nan() { x } else { x.clamp(0.0, 6.0) }, grad: Values::AwayFromZero;
+    log_sigmoid: |t| t.log_sigmoid(), floats: |x| x.min(0.0) - (-x.abs()).exp().ln_1p(), grad: Values::AwayFromZero;
+    softsign: |t| t.softsign(), floats: |x| x / (1.0 + x.abs()), grad: Values::AwayFromZero;
+}
+
+/// SELU's constants, as PyTorch writes them.
+const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
+const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
+
+/// `min(max(x + 3, 0), 6)`, NaN passing, the ramp of the hard activations.
+fn hard_ramp(x: f64) -> f64 {
+    if x.is_nan() { x } else { (x + 3.0).clamp(0.0, 6.0) }
 }
 
 /// `√(2/π)`, the scale inside the tanh GELU.
@@ -180,7 +225,10 @@ fn applied<D: Device, E: Element>(
 /// equals the reference rounded to `E` within `tol` (relative, and absolute
 /// near 0), NaN for NaN, with the sign of zero. A result in the subnormal
 /// range may come out as the zero of its sign (GPUs and vector units
-/// compute `silu(-107)` as `-107 * 0`, where the exact value is a subnormal).
+/// compute `silu(-107)` as `-107 * 0`, where the exact value is a subnormal),
+/// and one whose exact value underflows to zero in `E` as either zero (`f32`
+/// `log_sigmoid(182)` is `0 - log1p(0)`, `+0.0` as in PyTorch, where the
+/// exact `-1e-79` rounds to `-0.0`).
 #[track_caller]
 fn check_float<D: Device, E: FloatElement>(
     name: &str,
@@ -194,10 +242,12 @@ fn check_float<D: Device, E: FloatElement>(
     let (t, got) = applied(name, dims, data, variant, call);
     let smallest_normal = if E::DTYPE == DType::F32 { f32::MIN_POSITIVE as f64 } else { f64::MIN_POSITIVE };
     for (i, (g, &x)) in as_f64(&got.to_vec()).into_iter().zip(data).enumerate() {
-        let e = E::from_f64(reference(x.to_f64())).to_f64();
+        let exact = reference(x.to_f64());
+        let e = E::from_f64(exact).to_f64();
         let same_sign = g.is_sign_negative() == e.is_sign_negative();
         let ok = (g.is_nan() && e.is_nan())
             || (g == e && same_sign)
+            || (g == 0.0 && e == 0.0 && exact != 0.0)
             || (g != 0.0 && e != 0.0 && (g - e).abs() <= tol * (1.0 + e.abs()))
             || (same_sign && g.abs().max(e.abs()) < smallest_normal);
         assert!(ok, "{name}({x}) on {}, element {i}: got {g:?}, expected {e:?}", D::name());
@@ -362,6 +412,21 @@ fn special_values<D: Device>() {
     assert_eq!(bits(x.powf(2.0)), "0.0 0.0 1.0 inf inf NaN");
     assert_eq!(bits(x.powf(-1.0)), "inf -inf -1.0 0.0 -0.0 NaN");
     assert_eq!(bits(x.powf(0.0)), "1.0 1.0 1.0 1.0 1.0 1.0");
+    // Rounding keeps zeros' signs and the infinities; sign gives +0.0 for
+    // both zeros and 0 for NaN, as PyTorch 2.15.
+    for (name, t) in [("floor", x.floor()), ("ceil", x.ceil()), ("round", x.round()), ("trunc", x.trunc())] {
+        assert_eq!(bits(t), "0.0 -0.0 -1.0 inf -inf NaN", "{name}");
+    }
+    assert_eq!(bits(x.sign()), "0.0 0.0 -1.0 1.0 -1.0 0.0");
+    assert_eq!(bits(x.frac()), "0.0 0.0 0.0 NaN NaN NaN");
+    // torch.clamp keeps an element equal to a bound: -0.0 at a bound of 0.
+    assert_eq!(bits(x.clamp_min(0.0)), "0.0 -0.0 0.0 inf 0.0 NaN");
+    assert_eq!(bits(x.relu6()), "0.0 -0.0 0.0 6.0 0.0 NaN");
+    assert_eq!(bits(x.leaky_relu(0.5)), "0.0 -0.0 -0.5 inf -inf NaN");
+    let half_pi = std::f64::consts::FRAC_PI_2;
+    near("atan", x.atan(), [0.0, -0.0, -std::f64::consts::FRAC_PI_4, half_pi, -half_pi, nan]);
+    near("exp2", x.exp2(), [1.0, 1.0, 0.5, inf, 0.0, nan]);
+    near("log2", x.log2(), [-inf, -inf, nan, inf, nan, nan]);
     near("sin", x.sin(), [0.0, -0.0, -0.8414709848078965, nan, nan, nan]);
     near("cos", x.cos(), [1.0, 1.0, 0.5403023058681398, nan, nan, nan]);
 
@@ -462,40 +527,44 @@ fn large_float_functions<D: Device>() -> Vec<f32> {
     all
 }
 
-use crate::custom_op::Softsign;
+use crate::custom_op::Squareplus;
 
-/// `Softsign` without a CUDA kernel.
+/// `Squareplus` without a CUDA kernel.
 #[derive(Clone, Copy)]
-struct CpuOnlySoftsign;
+struct CpuOnlySquareplus;
 
-impl<F: FloatElement> UnaryOp<F> for CpuOnlySoftsign {
-    const NAME: &'static str = "cpu_only_softsign";
+impl<F: FloatElement> UnaryOp<F> for CpuOnlySquareplus {
+    const NAME: &'static str = "cpu_only_squareplus";
 
     fn apply(self, x: F) -> F {
-        Softsign.apply(x)
+        Squareplus.apply(x)
     }
 
     fn backward<D: Device>(self, x: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
-        Softsign.backward(x, y, grad)
+        Squareplus.backward(x, y, grad)
     }
 }
 
 fn custom_op<D: Device>() {
+    let squareplus = |v: f64| (v + (v * v + 4.0).sqrt()) / 2.0;
     let data = [-2.0, -0.5, 0.0, -0.0, 3.0, 1e3];
     let x = Tensor::<D, f64>::from_slice(&data, [2, 3]).t();
-    let expected: Vec<f64> = x.to_vec().iter().map(|v| v / (1.0 + v.abs())).collect();
-    assert_eq!(as_f64(&x.apply_unary(Softsign).to_vec()), expected);
+    let got = x.apply_unary(Squareplus).to_vec();
+    for (g, v) in got.iter().zip(x.to_vec()) {
+        assert!((g - squareplus(v)).abs() <= 1e-15 * squareplus(v), "squareplus({v}) = {g}");
+    }
     let x32 = Tensor::<D>::from_vec(vec![3.0, -1.0], [2]);
-    assert_eq!(x32.try_apply_unary(Softsign).unwrap().to_vec(), vec![0.75, -0.5]);
-    gradcheck("softsign", &[Tensor::<D, f64>::from_vec(vec![0.5, -1.5, 2.0], [3])], |x| x[0].apply_unary(Softsign));
+    let near = |got: Vec<f32>| got.iter().zip([3.0, -1.0]).all(|(g, v)| (f64::from(*g) - squareplus(v)).abs() < 1e-6);
+    assert!(near(x32.try_apply_unary(Squareplus).unwrap().to_vec()));
+    gradcheck("squareplus", &[Tensor::<D, f64>::from_vec(vec![0.5, -1.5, 2.0], [3])], |x| x[0].apply_unary(Squareplus));
 
     // An op without a kernel runs on the CPU, and on a GPU fails in words.
-    let plain = x32.try_apply_unary(CpuOnlySoftsign);
+    let plain = x32.try_apply_unary(CpuOnlySquareplus);
     if D::name() == "Cpu" {
-        assert_eq!(plain.unwrap().to_vec(), vec![0.75, -0.5]);
+        assert!(near(plain.unwrap().to_vec()));
     } else {
         let message = plain.unwrap_err().to_string();
-        assert!(message.contains("cpu_only_softsign") && message.contains(&D::name()), "{message}");
+        assert!(message.contains("cpu_only_squareplus") && message.contains(&D::name()), "{message}");
         assert!(message.contains("has no CUDA kernel"), "{message}");
     }
 }
@@ -522,5 +591,8 @@ fn unary_ops_cannot_fail_on_the_cpu() {
     assert!(x.try_powf(0.5).is_ok() && x.try_sin().is_ok() && x.try_cos().is_ok() && x.try_recip().is_ok());
     assert!(x.try_log1p().is_ok() && x.try_erf().is_ok() && x.try_abs().is_ok() && x.try_clamp(0.0, 1.0).is_ok());
     assert!(x.try_expm1().is_ok() && x.try_silu().is_ok() && x.try_gelu().is_ok() && x.try_gelu_tanh().is_ok());
-    assert!(x.try_rsqrt().is_ok());
+    assert!(x.try_rsqrt().is_ok() && x.try_floor().is_ok() && x.try_round().is_ok() && x.try_sign().is_ok());
+    assert!(x.try_tan().is_ok() && x.try_asin().is_ok() && x.try_acosh().is_ok() && x.try_log2().is_ok());
+    assert!(x.try_leaky_relu(0.1).is_ok() && x.try_elu(1.0).is_ok() && x.try_softplus(1.0, 20.0).is_ok());
+    assert!(x.try_mish().is_ok() && x.try_hardswish().is_ok() && x.try_log_sigmoid().is_ok() && x.try_relu6().is_ok());
 }

@@ -3,9 +3,12 @@
 
 use crate::common::*;
 use crate::gradcheck::{T, data, gradcheck};
+use devtensor::io::Checkpoint;
 use devtensor::nn::{
-    CrossEntropy, Dropout, Embedding, Flatten, LayerNorm, Linear, MhaInput, Module, Reduction, Relu, Sequential, Tanh,
-    TensorKind, binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss,
+    Celu, CrossEntropy, Dropout, Elu, Embedding, Flatten, Glu, Hardsigmoid, Hardswish, Hardtanh, Identity, LayerNorm,
+    LeakyRelu, Linear, LogSigmoid, LogSoftmax, MhaInput, Mish, Module, Prelu, Reduction, Relu, Relu6, Selu, Sequential,
+    Silu, Softmax, Softplus, Softsign, Tanh, TensorKind, binary_cross_entropy_with_logits, cross_entropy,
+    cross_entropy_with, l1_loss, mse_loss, nll_loss,
 };
 use devtensor::ops::attention::AttentionMask;
 use devtensor::{Cpu, Device, Error, Tensor};
@@ -550,6 +553,79 @@ fn group_norm_and_rms_norm_match_loops<D: Device>() {
 
 /// Untracked products large enough to start from the bias on every thread
 /// (65,536 output elements and up, or blocks of rows), against a loop.
+/// The activation layers built as PyTorch builds them by default (or with
+/// the settings `make_op_fixtures.py` gives), against PyTorch 2.15's
+/// outputs and gradients on an input `[2, 4, 3]` that holds their kinks;
+/// `Prelu`'s parameter loads by PyTorch's name, `weight`, and its gradient
+/// matches too.
+fn activation_layers_match_pytorch<D: Device>() {
+    let file =
+        Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", env!("CARGO_MANIFEST_DIR")));
+    let get = |name: &str| -> T<D> {
+        let found = file.tensors().iter().find(|(n, _)| n == name);
+        found.unwrap_or_else(|| panic!("no `{name}` in ops.safetensors (rerun make_op_fixtures.py)")).1.to::<D>()
+    };
+    type Layer<D> = Box<dyn Fn(&T<D>) -> T<D>>;
+    let prelu = Prelu::<D, f64>::from_weights(get("layer.prelu.param.weight"));
+    let per_channel = Prelu::<D, f64>::from_weights(get("layer.prelu_per_channel.param.weight"));
+    let names =
+        |m: &Prelu<D, f64>| Checkpoint::from_model(m).tensors().iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&per_channel), ["weight"], "Prelu's parameter has PyTorch's name");
+    let rows: Vec<(&str, Layer<D>)> = vec![
+        ("leaky_relu", Box::new(|x| LeakyRelu::default().forward(x))),
+        ("leaky_relu_slope", Box::new(|x| LeakyRelu::new(0.2).forward(x))),
+        ("elu", Box::new(|x| Elu::default().forward(x))),
+        ("celu", Box::new(|x| Celu::default().forward(x))),
+        ("selu", Box::new(|x| Selu.forward(x))),
+        ("softplus", Box::new(|x| Softplus::default().forward(x))),
+        ("hardtanh", Box::new(|x| Hardtanh::default().forward(x))),
+        ("relu6", Box::new(|x| Relu6.forward(x))),
+        ("hardswish", Box::new(|x| Hardswish.forward(x))),
+        ("hardsigmoid", Box::new(|x| Hardsigmoid.forward(x))),
+        ("mish", Box::new(|x| Mish.forward(x))),
+        ("silu", Box::new(|x| Silu.forward(x))),
+        ("log_sigmoid", Box::new(|x| LogSigmoid.forward(x))),
+        ("softsign", Box::new(|x| Softsign.forward(x))),
+        ("softmax", Box::new(|x| Softmax::new(1).forward(x))),
+        ("log_softmax", Box::new(|x| LogSoftmax::new(-1).forward(x))),
+        ("glu", Box::new(|x| Glu::new(1).forward(x))),
+        ("prelu", Box::new(move |x| prelu.forward(x))),
+        (
+            "prelu_per_channel",
+            Box::new({
+                let layer = per_channel.clone();
+                move |x| layer.forward(x)
+            }),
+        ),
+        ("identity", Box::new(|x| Identity.forward(x))),
+    ];
+    for (name, layer) in rows {
+        let p = format!("layer.{name}.");
+        let x = get(&format!("{p}x")).requires_grad();
+        let y = layer(&x);
+        let want = get(&format!("{p}y"));
+        assert_eq!(y.dims(), want.dims(), "{name}");
+        println!("{name} on {}", D::name());
+        // Absolute slack for values that cancel (`log_softmax` of a row's
+        // largest element is `-log(1 + 1e-6)`, which both compute to 1e-16).
+        assert_close(&y.to_vec(), &want.to_vec(), 1e-15, 1e-14);
+        let grads = (&y * &get(&format!("{p}w"))).sum().backward();
+        // PyTorch's hardsigmoid gradient multiplies by 1/6 rounded to f32
+        // (tests/ops/pytorch.rs, DELIBERATE).
+        let rel = if name == "hardsigmoid" { 1e-7 } else { 1e-13 };
+        assert_close(&grads.get(&x).expect(name).to_vec(), &get(&format!("{p}gx")).to_vec(), 1e-14, rel);
+    }
+    let x = get("layer.prelu_per_channel.x");
+    let grads = (&per_channel.forward(&x) * &get("layer.prelu_per_channel.w")).sum().backward();
+    let want = get("layer.prelu_per_channel.grad.weight").to_vec();
+    assert_close(&grads.get(&per_channel.weight).expect("weight").to_vec(), &want, 1e-14, 1e-13);
+    // One slope per channel needs an input whose axis 1 has that many.
+    let err = per_channel.try_forward(&x.narrow(1, 0, 3)).unwrap_err().to_string();
+    assert!(err.contains("Prelu") && err.contains("channel axis"), "{err}");
+    let err = Glu::new(-1).try_forward(&x).unwrap_err().to_string();
+    assert!(err.contains("glu") && err.contains("even"), "{err}");
+}
+
 fn large_untracked_linear_starts_from_the_bias<D: Device>() {
     // The first fills its output in parallel before one product; the second
     // is split by rows on the CPU, each thread starting its block as the bias.
@@ -568,6 +644,7 @@ fn large_untracked_linear_starts_from_the_bias<D: Device>() {
 }
 
 device_tests! {
+    activation_layers_match_pytorch => activation_layers_match_pytorch,
     large_untracked_linear_starts_from_the_bias => large_untracked_linear_starts_from_the_bias,
     embedding_padding_rows_get_no_gradient => embedding_padding_rows_get_no_gradient,
     group_norm_and_rms_norm_match_loops => group_norm_and_rms_norm_match_loops,

@@ -11,7 +11,7 @@ mod cpu;
 mod cuda;
 mod ops;
 
-pub use ops::{Add, Div, DivFloor, DivTrunc, Maximum, Minimum, Mul, Pow, Sub};
+pub use ops::{Add, Atan2, Div, DivFloor, DivTrunc, Fmod, Logaddexp, Maximum, Minimum, Mul, Pow, Remainder, Sub};
 
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
@@ -350,6 +350,74 @@ impl<D: Device, E: Element> Tensor<D, E> {
         self.builtin(Builtin::Minimum, same_device(rhs))
     }
 
+    /// `torch.remainder(self, other)`, PyTorch's (and Python's) `%`: the
+    /// remainder with the sign of the divisor, `self - floor(self / other)
+    /// · other`, elementwise with broadcasting (also the `%` operator).
+    /// Floats give NaN for a zero divisor; integers fail on one, as
+    /// PyTorch's. Fails when the shapes do not broadcast.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, -7, 7, -7], [4]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3, 3, -3, -3], [4]);
+    /// assert_eq!(a.remainder(&b).to_vec(), vec![1, 2, -2, -1]);
+    /// assert_eq!((&a % &b).to_vec(), vec![1, 2, -2, -1]);
+    /// assert!(a.try_remainder(&Tensor::<Cpu, i64>::scalar(0)).is_err());
+    /// ```
+    #[fallible]
+    pub fn remainder<D2: Device, E2: Element>(&self, other: &Tensor<D2, E2>) -> Self
+    where
+        D: SameDevice<D2>,
+        E: SameDtype<E2>,
+    {
+        self.builtin(Builtin::Remainder, same_device(other))
+    }
+
+    /// [`remainder`](Self::remainder) by a scalar, `torch.remainder(self,
+    /// other)` with a number (also `&tensor % scalar`).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![-1.5, 2.5], [2]);
+    /// assert_eq!(x.remainder_scalar(2.0).to_vec(), vec![0.5, 0.5]);
+    /// ```
+    #[fallible]
+    pub fn remainder_scalar(&self, other: E) -> Self {
+        self.builtin_scalar(Builtin::Remainder, "remainder_scalar", other, false)
+    }
+
+    /// `torch.fmod(self, other)`, C's `fmod`: the remainder with the sign
+    /// of the dividend, `self - trunc(self / other) · other`, elementwise
+    /// with broadcasting. Floats give NaN for a zero divisor; integers fail
+    /// on one. Fails when the shapes do not broadcast.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, i64>::from_vec(vec![7, -7, 7, -7], [4]);
+    /// let b = Tensor::<Cpu, i64>::from_vec(vec![3, 3, -3, -3], [4]);
+    /// assert_eq!(a.fmod(&b).to_vec(), vec![1, -1, 1, -1]);
+    /// ```
+    #[fallible]
+    pub fn fmod<D2: Device, E2: Element>(&self, other: &Tensor<D2, E2>) -> Self
+    where
+        D: SameDevice<D2>,
+        E: SameDtype<E2>,
+    {
+        self.builtin(Builtin::Fmod, same_device(other))
+    }
+
+    /// [`fmod`](Self::fmod) by a scalar.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![-1.5, 2.5], [2]);
+    /// assert_eq!(x.fmod_scalar(2.0).to_vec(), vec![-1.5, 0.5]);
+    /// ```
+    #[fallible]
+    pub fn fmod_scalar(&self, other: E) -> Self {
+        self.builtin_scalar(Builtin::Fmod, "fmod_scalar", other, false)
+    }
+
     /// `self + scalar`.
     pub fn try_add_scalar(&self, scalar: E) -> Result<Self> {
         self.builtin_scalar(Builtin::Add, "add_scalar", scalar, false)
@@ -583,7 +651,8 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
 }
 
 /// The built-in binary ops of every element type, as the core's table
-/// takes them (`pow`, for floats only, has an entry of its own).
+/// takes them (`pow`, `atan2` and `logaddexp`, for floats only, have
+/// entries of their own).
 #[derive(Clone, Copy)]
 pub(crate) enum Builtin {
     Add,
@@ -594,6 +663,8 @@ pub(crate) enum Builtin {
     DivFloor,
     Maximum,
     Minimum,
+    Remainder,
+    Fmod,
 }
 
 /// `$body` with `$Op` bound to the op type that `$op`, a [`Builtin`], names.
@@ -632,6 +703,14 @@ macro_rules! with_builtin {
                 let $o = Minimum;
                 $body
             }
+            Builtin::Remainder => {
+                let $o = Remainder;
+                $body
+            }
+            Builtin::Fmod => {
+                let $o = Fmod;
+                $body
+            }
         }
     };
 }
@@ -655,6 +734,8 @@ core_table! {
     /// The core's binary ops of the float types.
     pub(crate) struct FloatFns<C, F: FloatElement> {
         pow: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.binary(Pow, b),
+        atan2: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.binary(Atan2, b),
+        logaddexp: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.binary(Logaddexp, b),
     }
 }
 
@@ -678,6 +759,83 @@ impl<D: Device, F: FloatElement> Tensor<D, F> {
     {
         let exponent: &Self = same_device(exponent);
         core_call!(D, FloatFns<F>.pow(self.core(), exponent.core()))
+    }
+
+    /// `torch.atan2(self, other)`: the angle of the point `(other, self)`
+    /// in `[-π, π]`, elementwise with broadcasting (`arctan2`). Fails when
+    /// the shapes do not broadcast.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let y = Tensor::<Cpu, f64>::from_vec(vec![1.0, 1.0, 0.0], [3]);
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, -1.0, -1.0], [3]);
+    /// let pi = std::f64::consts::PI;
+    /// assert_eq!(y.atan2(&x).to_vec(), vec![pi / 4.0, 3.0 * pi / 4.0, pi]);
+    /// ```
+    #[fallible]
+    pub fn atan2<D2: Device, F2: Element>(&self, other: &Tensor<D2, F2>) -> Self
+    where
+        D: SameDevice<D2>,
+        F: SameDtype<F2>,
+    {
+        let other: &Self = same_device(other);
+        core_call!(D, FloatFns<F>.atan2(self.core(), other.core()))
+    }
+
+    /// `torch.lerp(self, end, weight)`: `self + weight · (end - self)`,
+    /// elementwise with broadcasting, computed as PyTorch does (from `end`
+    /// when `|weight| >= 0.5`, so `weight = 1` gives `end` exactly; a half
+    /// type rounds each of the two steps, where PyTorch rounds once). The
+    /// gradients are `1 - weight` and `weight`. Fails when the shapes do
+    /// not broadcast.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let start = Tensor::<Cpu>::from_vec(vec![0.0, 10.0], [2]);
+    /// let end = Tensor::<Cpu>::from_vec(vec![4.0, 20.0], [2]);
+    /// assert_eq!(start.lerp(&end, 0.25).to_vec(), vec![1.0, 12.5]);
+    /// assert_eq!(start.lerp(&end, 1.0).to_vec(), vec![4.0, 20.0]);
+    /// ```
+    #[fallible]
+    pub fn lerp<D2: Device, F2: Element>(&self, end: &Tensor<D2, F2>, weight: F) -> Self
+    where
+        D: SameDevice<D2>,
+        F: SameDtype<F2>,
+    {
+        self.lerp_to(same_device(end), weight)
+    }
+
+    /// [`lerp`](Self::lerp) on one device (outside `lerp`'s `where`
+    /// clauses, which would otherwise pick the device of every call in it).
+    fn lerp_to(&self, end: &Self, weight: F) -> Result<Self> {
+        let diff = end.try_sub(self)?;
+        // PyTorch's two forms: each is exact at its end of the weight's range.
+        if weight.abs() < F::from_f64(0.5) {
+            self.try_add(&diff.try_mul_scalar(weight)?)
+        } else {
+            end.try_sub(&diff.try_mul_scalar(F::ONE - weight)?)
+        }
+    }
+
+    /// `torch.logaddexp(self, other)`: `log(e^self + e^other)` without
+    /// overflow, elementwise with broadcasting. Fails when the shapes do
+    /// not broadcast.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let a = Tensor::<Cpu, f64>::from_vec(vec![1000.0, 0.0, f64::NEG_INFINITY], [3]);
+    /// let b = Tensor::<Cpu, f64>::from_vec(vec![1000.0, 0.0, f64::NEG_INFINITY], [3]);
+    /// let ln2 = std::f64::consts::LN_2;
+    /// assert_eq!(a.logaddexp(&b).to_vec(), vec![1000.0 + ln2, ln2, f64::NEG_INFINITY]);
+    /// ```
+    #[fallible]
+    pub fn logaddexp<D2: Device, F2: Element>(&self, other: &Tensor<D2, F2>) -> Self
+    where
+        D: SameDevice<D2>,
+        F: SameDtype<F2>,
+    {
+        let other: &Self = same_device(other);
+        core_call!(D, FloatFns<F>.logaddexp(self.core(), other.core()))
     }
 }
 
@@ -777,6 +935,9 @@ macro_rules! binary_operator {
 binary_operator!(Add, add, Add);
 binary_operator!(Sub, sub, Sub);
 binary_operator!(Mul, mul, Mul);
+// `%` is PyTorch's `torch.remainder` (the divisor's sign, as Python's), not
+// Rust's truncating `%`, which is `fmod`.
+binary_operator!(Rem, rem, Remainder);
 // `/` is PyTorch's true division: integer tensors divide into `f32`.
 binary_operator!(
     Div, div, Tensor<D1, E::Quotient>, Tensor<D, E::Quotient>,

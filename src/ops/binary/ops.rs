@@ -14,6 +14,7 @@ use crate::ops::compare::masked;
 use crate::ops::unary::KernelSource;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
+use num_traits::Float;
 
 /// `a + b`; integers wrap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -203,6 +204,111 @@ impl<F: FloatElement> BinaryOp<F> for Pow {
                 masked(&zero_base.try_logical_not()?, &grad.try_mul(&slope)?)
             },
         )
+    }
+}
+
+/// The remainder of `a / b` with the sign of the divisor `b`, Python's
+/// `%` and `torch.remainder`: `a - floor(a / b) · b`, computed for floats
+/// as PyTorch does (the exact `fmod`, moved by `b` when the signs differ), so
+/// `remainder(x, 0)` and `remainder(±inf, b)` are NaN; a zero integer
+/// divisor is an error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Remainder;
+
+impl<E: Element> BinaryOp<E> for Remainder {
+    const NAME: &'static str = "remainder";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    const DIVISION: bool = true;
+
+    #[inline(always)]
+    fn apply(self, a: E, b: E) -> E {
+        if E::IS_FLOAT {
+            let m = Fmod.apply(a, b);
+            if m != E::ZERO && ((b < E::ZERO) != (m < E::ZERO)) { m.add(b) } else { m }
+        } else {
+            // Zero integer divisors were rejected before the loop; wrapping
+            // gives `i64::MIN % -1 == 0`.
+            a.sub(a.div_floor(b).unwrap_or(E::ZERO).mul(b))
+        }
+    }
+
+    /// `grad` and `-grad · floor(a / b)`, PyTorch's.
+    fn backward<D: Device>(self, a: &Tensor<D, E>, b: &Tensor<D, E>, grad: &Tensor<D, E>, needs: Needs) -> Grads<D, E> {
+        needs.grads(|| Ok(grad.clone()), || grad.try_mul(&a.try_div_floor(b)?)?.try_neg())
+    }
+}
+
+/// The remainder of `a / b` with the sign of the dividend `a`, C's `fmod`
+/// and `torch.fmod`: `a - trunc(a / b) · b`, exact for floats;
+/// `fmod(x, 0)` and `fmod(±inf, b)` are NaN; a zero integer divisor is an
+/// error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fmod;
+
+impl<E: Element> BinaryOp<E> for Fmod {
+    const NAME: &'static str = "fmod";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+    const DIVISION: bool = true;
+
+    #[inline(always)]
+    fn apply(self, a: E, b: E) -> E {
+        if E::IS_FLOAT {
+            // Exact in f64 for every float type, so one conversion back.
+            E::from_f64(a.to_f64() % b.to_f64())
+        } else {
+            a.sub(a.div_trunc(b).unwrap_or(E::ZERO).mul(b))
+        }
+    }
+
+    /// `grad` and `-grad · trunc(a / b)`, PyTorch's.
+    fn backward<D: Device>(self, a: &Tensor<D, E>, b: &Tensor<D, E>, grad: &Tensor<D, E>, needs: Needs) -> Grads<D, E> {
+        needs.grads(|| Ok(grad.clone()), || grad.try_mul(&a.try_div_trunc(b)?)?.try_neg())
+    }
+}
+
+/// The angle of the point `(b, a)`, in `[-π, π]`, `torch.atan2(a, b)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Atan2;
+
+impl<F: FloatElement> BinaryOp<F> for Atan2 {
+    const NAME: &'static str = "atan2";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    #[inline(always)]
+    fn apply(self, a: F, b: F) -> F {
+        a.atan2(b)
+    }
+
+    /// `grad · b / (a² + b²)` and `-grad · a / (a² + b²)`.
+    fn backward<D: Device>(self, a: &Tensor<D, F>, b: &Tensor<D, F>, grad: &Tensor<D, F>, needs: Needs) -> Grads<D, F> {
+        let scale = grad.try_mul(&a.try_square()?.try_add(&b.try_square()?)?.try_recip()?)?;
+        needs.grads(|| scale.try_mul(b), || scale.try_mul(a)?.try_neg())
+    }
+}
+
+/// `log(e^a + e^b)` without overflow, `torch.logaddexp`: the larger plus
+/// `log1p(e^-|a - b|)`, and `a` itself when both are the same infinity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Logaddexp;
+
+impl<F: FloatElement> BinaryOp<F> for Logaddexp {
+    const NAME: &'static str = "logaddexp";
+    const KERNELS: KernelSource = KernelSource::BUILT_IN;
+
+    /// In `F::Accumulator` (`f32` for the half types), so that a half
+    /// result rounds once, as the CUDA kernel's.
+    #[inline(always)]
+    fn apply(self, a: F, b: F) -> F {
+        let (a, b) = (a.cast::<F::Accumulator>(), b.cast::<F::Accumulator>());
+        let sum = if a.is_infinite() && a == b { a } else { Element::max(a, b) + (-(a - b).abs()).exp().ln_1p() };
+        sum.cast::<F>()
+    }
+
+    /// `grad / (1 + e^(b - a))` and `grad / (1 + e^(a - b))`, PyTorch's.
+    fn backward<D: Device>(self, a: &Tensor<D, F>, b: &Tensor<D, F>, grad: &Tensor<D, F>, needs: Needs) -> Grads<D, F> {
+        let share =
+            |x: &Tensor<D, F>, y: &Tensor<D, F>| grad.try_div(&y.try_sub(x)?.try_exp()?.try_add_scalar(F::ONE)?);
+        needs.grads(|| share(a, b), || share(b, a))
     }
 }
 

@@ -9,6 +9,7 @@ mod cpu;
 mod cuda;
 mod mask;
 mod ops;
+mod special;
 
 pub use ops::{Equal, Greater, GreaterEqual, Less, LessEqual, LogicalAnd, LogicalOr, NotEqual};
 

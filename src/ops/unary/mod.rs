@@ -1,14 +1,19 @@
 //! Elementwise functions of one tensor: `neg`, `abs`, `relu`, `clamp`,
-//! `clamp_min`, `clamp_max`, `square` on every element type, and `exp`, `expm1`, `log`, `log1p`,
-//! `sqrt`, `rsqrt`, `tanh`, `sigmoid`, `silu`, `powf`, `sin`, `cos`, `recip`,
-//! `erf` on floats.
+//! `clamp_min`, `clamp_max`, `square`, `floor`, `ceil`, `round`, `trunc`,
+//! `sign` on every element type; on floats `exp`, `exp2`, `expm1`, `log`,
+//! `log2`, `log10`, `log1p`, `sqrt`, `rsqrt`, `powf`, `recip`, `frac`, `erf`,
+//! the trigonometric functions (`sin`, `cos`, `tan`, `asin`, `acos`, `atan`)
+//! and the hyperbolic ones (`sinh`, `cosh`, `tanh`, `asinh`, `acosh`,
+//! `atanh`), and the activations: `sigmoid`, `silu`, `gelu`, `gelu_tanh`,
+//! `leaky_relu`, `elu`, `selu`, `celu`, `softplus`, `mish`, `hardswish`,
+//! `hardsigmoid`, `hardtanh`, `relu6`, `log_sigmoid`, `softsign`.
 //!
 //! Integer results wrap like the element type's own arithmetic (`-i64::MIN`
 //! is `i64::MIN`, `-1u8` is `255`); floats follow IEEE 754 as PyTorch does
 //! (`log(0) = -inf`, `sqrt(-1) = NaN`, NaN in gives NaN out).
 //!
 //! Each operation is a type implementing [`UnaryOp`], declared once in
-//! `ops.rs`: the CPU backend, the CUDA launch, autograd and the `x`/`try_x`
+//! `ops.rs`, `math.rs` or `activation.rs`: the CPU backend, the CUDA launch, autograd and the `x`/`try_x`
 //! methods all come from that one definition. Your own operations use the
 //! same trait and run through [`Tensor::apply_unary`], with device typing,
 //! autograd and a `try_` form like the built-in ones.
@@ -19,12 +24,31 @@
 //! [`nn::Tanh`](crate::nn::Tanh), and a compile error or a glob import
 //! should never have to tell two `Relu`s apart.
 
+/// [`UnaryOp::apply_f32`] for an op that is a `UnaryOp<f32>` itself: its
+/// own `f32` function, so that a half-precision element rounds once.
+macro_rules! apply_in_f32 {
+    () => {
+        #[inline(always)]
+        fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
+            <Self as UnaryOp<f32>>::apply_in_loop::<FMA>(self, x)
+        }
+    };
+}
+
+mod activation;
 mod cpu;
 mod cuda;
+mod math;
 mod ops;
 
 pub use crate::ops::KernelSource;
 
+pub use activation::{
+    CeluOp, EluOp, HardsigmoidOp, HardswishOp, LeakyReluOp, LogSigmoidOp, MishOp, SeluOp, SoftplusOp, SoftsignOp,
+};
+pub use math::{
+    Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Cosh, Exp2, Floor, Frac, Log2, Log10, Round, Sign, Sinh, Tan, Trunc,
+};
 pub use ops::{
     Abs, Clamp, ClampMax, ClampMin, Cos, Erf, Exp, Expm1, GeluErf, GeluTanh, Log, Log1p, Neg, Powf, Recip, ReluOp,
     Rsqrt, SigmoidOp, Silu, Sin, Sqrt, Square, TanhOp,
@@ -212,6 +236,11 @@ pub(crate) enum Builtin<E> {
     ClampMin(ClampMin<E>),
     ClampMax(ClampMax<E>),
     Square,
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    Sign,
 }
 
 impl<E: Element> Builtin<E> {
@@ -224,6 +253,11 @@ impl<E: Element> Builtin<E> {
             Builtin::ClampMin(op) => x.unary(op),
             Builtin::ClampMax(op) => x.unary(op),
             Builtin::Square => x.unary(Square),
+            Builtin::Floor => x.unary(Floor),
+            Builtin::Ceil => x.unary(Ceil),
+            Builtin::Round => x.unary(Round),
+            Builtin::Trunc => x.unary(Trunc),
+            Builtin::Sign => x.unary(Sign),
         }
     }
 }
@@ -247,6 +281,29 @@ pub(crate) enum FloatBuiltin<F> {
     Erf,
     Recip,
     Powf(Powf<F>),
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Log2,
+    Log10,
+    Exp2,
+    Frac,
+    LeakyRelu(LeakyReluOp<F>),
+    Elu(EluOp<F>),
+    Selu,
+    Celu(CeluOp<F>),
+    Softplus(SoftplusOp<F>),
+    Mish,
+    Hardswish,
+    Hardsigmoid,
+    LogSigmoid,
+    Softsign,
 }
 
 impl<F: FloatElement> FloatBuiltin<F> {
@@ -268,6 +325,29 @@ impl<F: FloatElement> FloatBuiltin<F> {
             FloatBuiltin::Erf => x.unary(Erf),
             FloatBuiltin::Recip => x.unary(Recip),
             FloatBuiltin::Powf(op) => x.unary(op),
+            FloatBuiltin::Tan => x.unary(Tan),
+            FloatBuiltin::Asin => x.unary(Asin),
+            FloatBuiltin::Acos => x.unary(Acos),
+            FloatBuiltin::Atan => x.unary(Atan),
+            FloatBuiltin::Sinh => x.unary(Sinh),
+            FloatBuiltin::Cosh => x.unary(Cosh),
+            FloatBuiltin::Asinh => x.unary(Asinh),
+            FloatBuiltin::Acosh => x.unary(Acosh),
+            FloatBuiltin::Atanh => x.unary(Atanh),
+            FloatBuiltin::Log2 => x.unary(Log2),
+            FloatBuiltin::Log10 => x.unary(Log10),
+            FloatBuiltin::Exp2 => x.unary(Exp2),
+            FloatBuiltin::Frac => x.unary(Frac),
+            FloatBuiltin::LeakyRelu(op) => x.unary(op),
+            FloatBuiltin::Elu(op) => x.unary(op),
+            FloatBuiltin::Selu => x.unary(SeluOp),
+            FloatBuiltin::Celu(op) => x.unary(op),
+            FloatBuiltin::Softplus(op) => x.unary(op),
+            FloatBuiltin::Mish => x.unary(MishOp),
+            FloatBuiltin::Hardswish => x.unary(HardswishOp),
+            FloatBuiltin::Hardsigmoid => x.unary(HardsigmoidOp),
+            FloatBuiltin::LogSigmoid => x.unary(LogSigmoidOp),
+            FloatBuiltin::Softsign => x.unary(SoftsignOp),
         }
     }
 }
@@ -376,6 +456,55 @@ impl<D: Device, E: Element> Tensor<D, E> {
         /// use devtensor::{Cpu, Tensor};
         /// let x = Tensor::<Cpu, u8>::from_vec(vec![3, 16], [2]);
         /// assert_eq!(x.square().to_vec(), vec![9, 0]); // 256 wraps to 0
+        /// ```
+        ;
+        /// `torch.floor`: the largest integer not above each element;
+        /// integers are unchanged. Its gradient is zero.
+        try_floor, floor() => Builtin::Floor,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-1.5, 0.5, 2.0], [3]);
+        /// assert_eq!(x.floor().to_vec(), vec![-2.0, 0.0, 2.0]);
+        /// ```
+        ;
+        /// `torch.ceil`: the smallest integer not below each element;
+        /// integers are unchanged. Its gradient is zero.
+        try_ceil, ceil() => Builtin::Ceil,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-1.5, 0.5, 2.0], [3]);
+        /// assert_eq!(x.ceil().to_vec(), vec![-1.0, 1.0, 2.0]);
+        /// ```
+        ;
+        /// `torch.round`: the nearest integer, halves to the even one, as
+        /// PyTorch (`round(0.5) = 0`, `round(1.5) = 2`, `round(-0.5) = -0.0`);
+        /// integers are unchanged. Its gradient is zero.
+        try_round, round() => Builtin::Round,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![0.5, 1.5, 2.5, -0.7], [4]);
+        /// assert_eq!(x.round().to_vec(), vec![0.0, 2.0, 2.0, -1.0]);
+        /// ```
+        ;
+        /// `torch.trunc` (`torch.fix`): each element rounded toward zero;
+        /// integers are unchanged. Its gradient is zero.
+        try_trunc, trunc() => Builtin::Trunc,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-1.7, 1.7], [2]);
+        /// assert_eq!(x.trunc().to_vec(), vec![-1.0, 1.0]);
+        /// ```
+        ;
+        /// `torch.sign`: `1` where positive, `-1` where negative, `0`
+        /// elsewhere; as in PyTorch 2.15 both float zeros give `+0.0` and
+        /// NaN gives `0`. Its gradient is zero.
+        try_sign, sign() => Builtin::Sign,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-3.0, 0.0, 2.5, f32::NAN], [4]);
+        /// assert_eq!(x.sign().to_vec(), vec![-1.0, 0.0, 1.0, 0.0]);
+        /// let n = Tensor::<Cpu, i64>::from_vec(vec![-7, 0, 9], [3]);
+        /// assert_eq!(n.sign().to_vec(), vec![-1, 0, 1]);
         /// ```
         ;
     }
@@ -527,6 +656,236 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         /// assert_eq!(x.powf(0.5).to_vec()[1], 3.0);
         /// ```
         ;
+        /// The tangent elementwise (radians), `torch.tan`.
+        try_tan, tan() => FloatBuiltin::Tan,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, std::f64::consts::FRAC_PI_4], [2]);
+        /// let y = x.tan().to_vec();
+        /// assert!(y[0] == 0.0 && (y[1] - 1.0).abs() < 1e-15);
+        /// ```
+        ;
+        /// The inverse sine elementwise, `torch.asin` (`arcsin`): NaN outside `[-1, 1]`.
+        try_asin, asin() => FloatBuiltin::Asin,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0, 2.0], [3]);
+        /// let y = x.asin().to_vec();
+        /// assert!(y[0] == 0.0 && y[1] == std::f64::consts::FRAC_PI_2 && y[2].is_nan());
+        /// ```
+        ;
+        /// The inverse cosine elementwise, `torch.acos` (`arccos`): NaN outside `[-1, 1]`.
+        try_acos, acos() => FloatBuiltin::Acos,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 0.0], [2]);
+        /// assert_eq!(x.acos().to_vec(), vec![0.0, std::f64::consts::FRAC_PI_2]);
+        /// ```
+        ;
+        /// The inverse tangent elementwise, `torch.atan` (`arctan`).
+        try_atan, atan() => FloatBuiltin::Atan,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, f64::INFINITY], [2]);
+        /// assert_eq!(x.atan().to_vec(), vec![0.0, std::f64::consts::FRAC_PI_2]);
+        /// ```
+        ;
+        /// The hyperbolic sine elementwise, `torch.sinh`.
+        try_sinh, sinh() => FloatBuiltin::Sinh,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1000.0], [2]);
+        /// assert_eq!(x.sinh().to_vec(), vec![0.0, f64::INFINITY]);
+        /// ```
+        ;
+        /// The hyperbolic cosine elementwise, `torch.cosh`.
+        try_cosh, cosh() => FloatBuiltin::Cosh,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, -1000.0], [2]);
+        /// assert_eq!(x.cosh().to_vec(), vec![1.0, f64::INFINITY]);
+        /// ```
+        ;
+        /// The inverse hyperbolic sine elementwise, `torch.asinh` (`arcsinh`).
+        try_asinh, asinh() => FloatBuiltin::Asinh,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, f64::NEG_INFINITY], [2]);
+        /// assert_eq!(x.asinh().to_vec(), vec![0.0, f64::NEG_INFINITY]);
+        /// ```
+        ;
+        /// The inverse hyperbolic cosine elementwise, `torch.acosh`
+        /// (`arccosh`): NaN below 1.
+        try_acosh, acosh() => FloatBuiltin::Acosh,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, 0.5], [2]);
+        /// let y = x.acosh().to_vec();
+        /// assert!(y[0] == 0.0 && y[1].is_nan());
+        /// ```
+        ;
+        /// The inverse hyperbolic tangent elementwise, `torch.atanh`
+        /// (`arctanh`): `±inf` at `±1`, NaN beyond.
+        try_atanh, atanh() => FloatBuiltin::Atanh,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 1.0, -1.0], [3]);
+        /// assert_eq!(x.atanh().to_vec(), vec![0.0, f64::INFINITY, f64::NEG_INFINITY]);
+        /// ```
+        ;
+        /// The base-2 logarithm elementwise, `torch.log2`.
+        try_log2, log2() => FloatBuiltin::Log2,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![8.0, 0.5, 0.0], [3]);
+        /// assert_eq!(x.log2().to_vec(), vec![3.0, -1.0, f32::NEG_INFINITY]);
+        /// ```
+        ;
+        /// The base-10 logarithm elementwise, `torch.log10`.
+        try_log10, log10() => FloatBuiltin::Log10,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![1000.0, 0.01], [2]);
+        /// assert_eq!(x.log10().to_vec(), vec![3.0, -2.0]);
+        /// ```
+        ;
+        /// `2^x` elementwise, `torch.exp2`.
+        try_exp2, exp2() => FloatBuiltin::Exp2,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![3.0, -1.0], [2]);
+        /// assert_eq!(x.exp2().to_vec(), vec![8.0, 0.5]);
+        /// ```
+        ;
+        /// The fractional part `x - trunc(x)` elementwise, with `x`'s sign,
+        /// `torch.frac`; NaN for infinities. Its gradient is 1.
+        try_frac, frac() => FloatBuiltin::Frac,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![2.75, -1.25], [2]);
+        /// assert_eq!(x.frac().to_vec(), vec![0.75, -0.25]);
+        /// ```
+        ;
+        /// Leaky ReLU elementwise, `x` where positive and
+        /// `negative_slope · x` elsewhere, `F.leaky_relu(x, negative_slope)`
+        /// (PyTorch's default slope is 0.01). [`nn::LeakyRelu`](crate::nn::LeakyRelu) is the layer.
+        try_leaky_relu, leaky_relu(negative_slope: E) => FloatBuiltin::LeakyRelu(LeakyReluOp { negative_slope }),
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-2.0, 3.0], [2]);
+        /// assert_eq!(x.leaky_relu(0.25).to_vec(), vec![-0.5, 3.0]);
+        /// ```
+        ;
+        /// ELU elementwise, `x` where positive and `alpha · (e^x - 1)`
+        /// elsewhere, `F.elu(x, alpha)` (PyTorch's default `alpha` is 1).
+        /// [`nn::Elu`](crate::nn::Elu) is the layer.
+        try_elu, elu(alpha: E) => FloatBuiltin::Elu(EluOp { alpha }),
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![2.0, f64::NEG_INFINITY], [2]);
+        /// assert_eq!(x.elu(1.5).to_vec(), vec![2.0, -1.5]);
+        /// ```
+        ;
+        /// SELU elementwise, `scale · elu(x, alpha)` with PyTorch's
+        /// constants (`alpha = 1.6732632423543772`,
+        /// `scale = 1.0507009873554805`), `F.selu`.
+        try_selu, selu() => FloatBuiltin::Selu,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![1.0, f64::NEG_INFINITY], [2]);
+        /// let y = x.selu().to_vec();
+        /// assert!((y[0] - 1.0507009873554805).abs() < 1e-15 && (y[1] + 1.7580993408473766).abs() < 1e-15);
+        /// ```
+        ;
+        /// CELU elementwise, `x` where positive and `alpha · (e^(x/alpha) - 1)`
+        /// elsewhere, `F.celu(x, alpha)` (PyTorch's default `alpha` is 1).
+        try_celu, celu(alpha: E) => FloatBuiltin::Celu(CeluOp { alpha }),
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![2.0, f64::NEG_INFINITY], [2]);
+        /// assert_eq!(x.celu(0.5).to_vec(), vec![2.0, -0.5]);
+        /// ```
+        ;
+        /// Softplus elementwise, `log(1 + e^(beta · x)) / beta`, and `x`
+        /// itself where `beta · x > threshold`, `F.softplus(x, beta,
+        /// threshold)` (PyTorch's defaults are `beta = 1`, `threshold = 20`).
+        try_softplus, softplus(beta: E, threshold: E) => FloatBuiltin::Softplus(SoftplusOp { beta, threshold }),
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 30.0, -800.0], [3]);
+        /// assert_eq!(x.softplus(1.0, 20.0).to_vec(), vec![std::f64::consts::LN_2, 30.0, 0.0]);
+        /// ```
+        ;
+        /// Mish elementwise, `x · tanh(softplus(x))`, `F.mish`.
+        try_mish, mish() => FloatBuiltin::Mish,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, 100.0], [2]);
+        /// assert_eq!(x.mish().to_vec(), vec![0.0, 100.0]);
+        /// ```
+        ;
+        /// Hardswish elementwise, `x · min(max(x + 3, 0), 6) / 6`, `F.hardswish`.
+        try_hardswish, hardswish() => FloatBuiltin::Hardswish,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-4.0, 0.0, 1.5, 4.0], [4]);
+        /// assert_eq!(x.hardswish().to_vec(), vec![-0.0, 0.0, 1.125, 4.0]);
+        /// ```
+        ;
+        /// Hardsigmoid elementwise, `min(max(x + 3, 0), 6) / 6`, `F.hardsigmoid`.
+        try_hardsigmoid, hardsigmoid() => FloatBuiltin::Hardsigmoid,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-4.0, 0.0, 1.5, 4.0], [4]);
+        /// assert_eq!(x.hardsigmoid().to_vec(), vec![0.0, 0.5, 0.75, 1.0]);
+        /// ```
+        ;
+        /// `log(sigmoid(x))` elementwise without overflow at either end,
+        /// `F.logsigmoid`.
+        try_log_sigmoid, log_sigmoid() => FloatBuiltin::LogSigmoid,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu, f64>::from_vec(vec![0.0, -1000.0, 1000.0], [3]);
+        /// assert_eq!(x.log_sigmoid().to_vec(), vec![-std::f64::consts::LN_2, -1000.0, 0.0]);
+        /// ```
+        ;
+        /// Softsign elementwise, `x / (1 + |x|)`, `F.softsign`.
+        try_softsign, softsign() => FloatBuiltin::Softsign,
+        /// ```
+        /// use devtensor::{Cpu, Tensor};
+        /// let x = Tensor::<Cpu>::from_vec(vec![-3.0, 1.0], [2]);
+        /// assert_eq!(x.softsign().to_vec(), vec![-0.75, 0.5]);
+        /// ```
+        ;
+    }
+}
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// `F.hardtanh(x, min_val, max_val)`: [`clamp`](Self::clamp), whose
+    /// gradient is PyTorch's for hardtanh too (0 at and beyond the bounds).
+    /// PyTorch's defaults are -1 and 1.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![-3.0, 0.5, 3.0], [3]);
+    /// assert_eq!(x.hardtanh(-1.0, 1.0).to_vec(), vec![-1.0, 0.5, 1.0]);
+    /// ```
+    #[fallible]
+    pub fn hardtanh(&self, min_val: E, max_val: E) -> Self {
+        self.try_clamp(min_val, max_val)
+    }
+
+    /// `F.relu6`: `min(max(x, 0), 6)`, as PyTorch computes it (through
+    /// hardtanh, so the gradient is 0 at 0 and at 6).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![-3.0, 0.5, 9.0], [3]);
+    /// assert_eq!(x.relu6().to_vec(), vec![0.0, 0.5, 6.0]);
+    /// ```
+    #[fallible]
+    pub fn relu6(&self) -> Self {
+        self.try_clamp(E::ZERO, E::from_f64(6.0))
     }
 }
 

@@ -16,17 +16,6 @@ use crate::ops::compare::masked;
 use crate::tensor::Device;
 use crate::tensor::Tensor;
 
-/// [`UnaryOp::apply_f32`] for an op that is a `UnaryOp<f32>` itself: its
-/// own `f32` function, so that a half-precision element rounds once.
-macro_rules! apply_in_f32 {
-    () => {
-        #[inline(always)]
-        fn apply_f32<const FMA: bool>(self, x: f32) -> f32 {
-            <Self as UnaryOp<f32>>::apply_in_loop::<FMA>(self, x)
-        }
-    };
-}
-
 /// `-x`: floats multiply by `-1`, which maps `0.0` to `-0.0` (`0 - x` would
 /// give `+0.0`); integers subtract from zero, which wraps (`-i64::MIN` is
 /// `i64::MIN`, `-1u8` is `255`).
@@ -88,6 +77,20 @@ impl<E: Element> UnaryOp<E> for ReluOp {
     }
 }
 
+/// `x`, or `min` where `x` is below it, as `torch.clamp`'s lower step:
+/// a NaN element or bound gives NaN, and an element equal to the bound is
+/// kept (`clamp(-0.0, min=0)` is `-0.0`, as in PyTorch).
+#[inline(always)]
+fn clamp_below<E: Element>(x: E, min: E) -> E {
+    if x < min || min.is_nan() { min } else { x }
+}
+
+/// `x`, or `max` where `x` is above it: [`clamp_below`]'s upper twin.
+#[inline(always)]
+fn clamp_above<E: Element>(x: E, max: E) -> E {
+    if x > max || max.is_nan() { max } else { x }
+}
+
 /// `min(max(x, min), max)`, `torch.clamp`: the lower bound applies first,
 /// so when `min > max` every element becomes `max`; NaN stays NaN.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -102,11 +105,9 @@ impl<E: Element> UnaryOp<E> for Clamp<E> {
     const NAME: &'static str = "clamp";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
 
-    /// `Element::max` and `min` let a NaN element (or bound) through, as
-    /// `torch.clamp` does.
     #[inline(always)]
     fn apply(self, x: E) -> E {
-        x.max(self.min).min(self.max)
+        clamp_above(clamp_below(x, self.min), self.max)
     }
 
     #[inline(always)]
@@ -138,11 +139,9 @@ impl<E: Element> UnaryOp<E> for ClampMin<E> {
     const NAME: &'static str = "clamp_min";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
 
-    /// `Element::max` lets a NaN element (or bound) through, as
-    /// `torch.clamp` does.
     #[inline(always)]
     fn apply(self, x: E) -> E {
-        x.max(self.min)
+        clamp_below(x, self.min)
     }
 
     #[inline(always)]
@@ -173,11 +172,9 @@ impl<E: Element> UnaryOp<E> for ClampMax<E> {
     const NAME: &'static str = "clamp_max";
     const KERNELS: KernelSource = KernelSource::BUILT_IN;
 
-    /// `Element::min` lets a NaN element (or bound) through, as
-    /// `torch.clamp` does.
     #[inline(always)]
     fn apply(self, x: E) -> E {
-        x.min(self.max)
+        clamp_above(x, self.max)
     }
 
     #[inline(always)]
