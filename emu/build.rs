@@ -177,9 +177,26 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
         b.flag("-mtls-dialect=gnu2");
     }
-    b.file(shim.join("runtime.cpp"));
-    for u in &units {
-        b.file(u);
-    }
-    b.compile("devtensor_emu_kernels");
+    // One compiler per core at a time (cargo's NUM_JOBS), each taking the
+    // next unit: `cc` alone compiles them one after the other, and the op
+    // families' units are most of the emulator's build.
+    let sources: Vec<PathBuf> = std::iter::once(shim.join("runtime.cpp")).chain(units).collect();
+    let jobs = std::env::var("NUM_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(1usize).clamp(1, sources.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let objects: Vec<PathBuf> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut objects = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(source) = sources.get(i) else { break objects };
+                        objects.extend(b.clone().file(source).compile_intermediates());
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("a compiler thread panicked")).collect()
+    });
+    b.objects(objects).compile("devtensor_emu_kernels");
 }

@@ -356,10 +356,24 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
     };
     let text = format!("{common}\n{src}");
     let mut entries_seen: Option<BTreeSet<String>> = None;
-    for (arch, sm) in ARCHS {
-        // NVRTC looks for quoted includes beside the program's name, so the
-        // name must not point into kernels/.
-        let (ptx, log) = match nvrtc(&format!("/embedded/{file}"), &text, arch) {
+    // Both architectures at once: the largest file (every unary op in four
+    // types) is otherwise the test's longest chain of work, one compile and
+    // one assembly after the other.
+    let builds: Vec<_> = std::thread::scope(|s| {
+        let handles = ARCHS.map(|(arch, sm)| {
+            let (file, text, stem) = (&file, &text, &stem);
+            s.spawn(move || {
+                // NVRTC looks for quoted includes beside the program's name,
+                // so the name must not point into kernels/.
+                let compiled = nvrtc(&format!("/embedded/{file}"), text, arch);
+                let assembled = compiled.as_ref().ok().map(|(ptx, _)| ptxas(ptx, sm, &format!("{stem}.{arch}"), tools));
+                (arch, sm, compiled, assembled)
+            })
+        });
+        handles.into_iter().map(|h| h.join().expect("a compile thread panicked")).collect()
+    });
+    for (arch, sm, compiled, assembled) in builds {
+        let (ptx, log) = match compiled {
             Ok(ok) => ok,
             Err(e) => {
                 report.failures.push(format!(
@@ -372,7 +386,7 @@ fn check_file(path: &Path, tools: &Tools) -> FileReport {
             report.failures.push(format!("{file} for {arch}: NVRTC warnings (treated as errors):\n{}", log.trim_end()));
         }
         let entries = ptx_entries(&ptx);
-        let (info, _) = match ptxas(&ptx, sm, &format!("{stem}.{arch}"), tools) {
+        let (info, _) = match assembled.expect("assembled when compiled") {
             Ok(ok) => ok,
             Err(e) => {
                 report.failures.push(format!("{file} for {sm}: {e}"));

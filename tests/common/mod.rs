@@ -409,6 +409,10 @@ macro_rules! device_proptests {
     )*};
 }
 
+/// The repository's root: the suites are the package `devtensor-suite`,
+/// whose manifest is in `suite/`, and read the fixtures under `tests/`.
+pub const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
 /// Element counts for the large-input cases: several CUDA blocks of 256
 /// threads (and several grid-stride rounds at the larger one), neither a
 /// multiple of 256, both past the CPU's parallel threshold. 1_000_003 is prime,

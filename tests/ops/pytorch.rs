@@ -42,7 +42,7 @@ const DELIBERATE: &[(&str, fn(f64) -> bool, &str)] = &[
 ];
 
 fn fixture() -> Checkpoint<Cpu, f64> {
-    Checkpoint::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", env!("CARGO_MANIFEST_DIR")))
+    Checkpoint::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", crate::common::REPO))
 }
 
 fn float<D: Device>(file: &Checkpoint<Cpu, f64>, name: &str) -> Tensor<D, f64> {
@@ -249,7 +249,7 @@ fn integer_rows<D: Device>() {
 fn every_fixture_row_has_its_table_row() {
     let file = fixture();
     let read =
-        |path: &str| std::fs::read_to_string(format!("{}/tests/ops/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        |path: &str| std::fs::read_to_string(format!("{}/tests/ops/{path}", crate::common::REPO)).unwrap();
     let (unary, binary, own) = (read("unary.rs"), read("binary.rs"), read("pytorch.rs").replace("        ", "\n    "));
     // Rows that a table cannot hold call `unary_row` themselves (in
     // compare.rs: `nan_to_num`, whose `f32` result is `f32::MAX`, not the

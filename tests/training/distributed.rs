@@ -395,10 +395,22 @@ fn launch(scenario: &str, ranks: usize) -> (bool, String) {
     launch_with(scenario, ranks, "20", "60")
 }
 
+/// The launcher, `devtensor-run`, built beside this test binary (in
+/// `target/<profile>/`, as `cargo test` in the root builds the library's
+/// binaries; the suites are a package of their own, so cargo gives them
+/// no `CARGO_BIN_EXE_devtensor-run`).
+fn launcher() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("the test binary is in target/<profile>/deps");
+    let launcher = dir.join("devtensor-run");
+    assert!(launcher.is_file(), "{} is missing: run `cargo build --bin devtensor-run` first", launcher.display());
+    launcher
+}
+
 /// As [`launch`], with the launcher's grace and the ranks' join timeout in seconds.
 fn launch_with(scenario: &str, ranks: usize, grace: &str, timeout: &str) -> (bool, String) {
     let port = free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_devtensor-run"))
+    let mut child = std::process::Command::new(launcher())
         .args(["--nproc-per-node", &ranks.to_string(), "--master-port", &port.to_string(), "--grace", grace, "--"])
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "distributed::ddp_rank", "--nocapture", "--test-threads=1"])

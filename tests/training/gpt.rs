@@ -17,7 +17,7 @@ use devtensor::{Device, Error, Tensor, bf16, no_grad};
 use proptest::prelude::*;
 
 fn fixture<D: Device>(name: &str) -> Checkpoint<D> {
-    Checkpoint::load(format!("{}/tests/fixtures/pytorch/{name}", env!("CARGO_MANIFEST_DIR")))
+    Checkpoint::load(format!("{}/tests/fixtures/pytorch/{name}", crate::common::REPO))
 }
 
 fn float<D: Device>(ckpt: &Checkpoint<D>, name: &str) -> Tensor<D> {

@@ -560,7 +560,7 @@ fn group_norm_and_rms_norm_match_loops<D: Device>() {
 /// matches too.
 fn activation_layers_match_pytorch<D: Device>() {
     let file =
-        Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", env!("CARGO_MANIFEST_DIR")));
+        Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", crate::common::REPO));
     let get = |name: &str| -> T<D> {
         let found = file.tensors().iter().find(|(n, _)| n == name);
         found.unwrap_or_else(|| panic!("no `{name}` in ops.safetensors (rerun make_op_fixtures.py)")).1.to::<D>()

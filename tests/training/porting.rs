@@ -11,7 +11,7 @@ use devtensor::{Backend, Cpu, Device, Error, Gradients, Result, Tensor};
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/pytorch/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/tests/fixtures/pytorch/{name}", crate::common::REPO)
 }
 
 fn float<D: Device>(ckpt: &Checkpoint<D>, name: &str) -> Tensor<D> {
