@@ -261,6 +261,48 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
     /// `load_state_dict` does for such a file.
     #[fallible]
     pub fn load_into<M: LoadInto<D, E>>(&self, model: &mut M) {
+        self.load_tensors_into(model, true).map(drop)
+    }
+
+    /// Like [`load_into`](Self::load_into), but loads only the tensors
+    /// that the checkpoint and the model share and reports the others,
+    /// PyTorch's `load_state_dict(strict=False)` (what Hugging Face's
+    /// `from_pretrained` does for a model with a new head): the model's
+    /// tensors missing from the checkpoint keep their values, the
+    /// checkpoint's tensors the model does not have are left out. A shared
+    /// name with another shape or element type still fails, changing
+    /// nothing, as in PyTorch.
+    ///
+    /// ```
+    /// use devtensor::io::Checkpoint;
+    /// use devtensor::nn::{Linear, Module};
+    /// use devtensor::{Cpu, Device};
+    /// struct Classifier<D: Device> {
+    ///     body: Linear<D>,
+    ///     head: Linear<D>,
+    /// }
+    /// devtensor::module!(Classifier { body, head });
+    /// struct Pretrained<D: Device> {
+    ///     body: Linear<D>,
+    ///     lm_head: Linear<D>,
+    /// }
+    /// devtensor::module!(Pretrained { body, lm_head });
+    ///
+    /// let pretrained = Pretrained { body: Linear::<Cpu>::new(4, 4), lm_head: Linear::new(4, 9) };
+    /// let mut model = Classifier { body: Linear::<Cpu>::new(4, 4), head: Linear::new(4, 2) };
+    /// let report = Checkpoint::from_model(&pretrained).load_into_non_strict(&mut model);
+    /// assert_eq!(report.missing_keys, ["head.weight", "head.bias"]);
+    /// assert_eq!(report.unexpected_keys, ["lm_head.weight", "lm_head.bias"]);
+    /// assert_eq!(model.body.weight.to_vec(), pretrained.body.weight.to_vec());
+    /// ```
+    #[fallible]
+    pub fn load_into_non_strict<M: LoadInto<D, E>>(&self, model: &mut M) -> IncompatibleKeys {
+        self.load_tensors_into(model, false)
+    }
+
+    /// The body of both loads: `strict` turns a missing or unexpected
+    /// tensor into an error.
+    fn load_tensors_into<M: LoadInto<D, E>>(&self, model: &mut M, strict: bool) -> Result<IncompatibleKeys> {
         let is_model_tensor = |n: &&String| !n.starts_with(OPTIMIZER_PREFIX) && !SCALER_STATE.contains(&n.as_str());
         let saved: HashMap<&str, &Tensor<D, E>> =
             self.tensors.iter().filter(|(n, _)| is_model_tensor(&n)).map(|(n, t)| (n.as_str(), t)).collect();
@@ -274,6 +316,7 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
         // parameter, must be in the file with its shape.
         let mut tied_to: HashMap<LeafId, String> = HashMap::new();
         let mut expected: Vec<String> = Vec::new();
+        let mut report = IncompatibleKeys::default();
         for (name, _, t) in model.named_tensors() {
             let first = match t.leaf_id() {
                 Some(id) => tied_to.entry(id).or_insert_with(|| name.clone()) == &name,
@@ -289,7 +332,10 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                         E::DTYPE.name()
                     )));
                 }
-                None => return Err(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
+                None if strict => {
+                    return Err(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint")));
+                }
+                None => report.missing_keys.push(name.clone()),
             }
             expected.push(name);
         }
@@ -303,7 +349,11 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                     E::DTYPE.name()
                 ))),
                 None if is_batches_tracked(name) => None,
-                None => Some(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
+                None if strict => Some(mismatch(format!("the model's tensor `{name}` is missing from the checkpoint"))),
+                None => {
+                    report.missing_keys.push(name.to_string());
+                    None
+                }
             };
             int_error = int_error.take().or(problem);
             expected.push(name.to_string());
@@ -312,8 +362,11 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
             return Err(e);
         }
         let names = self.tensors.iter().map(|(n, _)| n).chain(self.int_tensors.iter().map(|(n, _)| n));
-        if let Some(extra) = names.filter(is_model_tensor).find(|n| !expected.contains(n)) {
-            return Err(mismatch(format!("the checkpoint's tensor `{extra}` is not in the model")));
+        for extra in names.filter(is_model_tensor).filter(|n| !expected.contains(n)) {
+            if strict {
+                return Err(mismatch(format!("the checkpoint's tensor `{extra}` is not in the model")));
+            }
+            report.unexpected_keys.push(extra.clone());
         }
 
         let mut loaded: HashMap<LeafId, Tensor<D, E>> = HashMap::new();
@@ -323,7 +376,7 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                 return;
             }
             let id = t.leaf_id();
-            let value = saved[name].detach();
+            let Some(value) = saved.get(name).map(|t| t.detach()) else { return };
             *t = match kind {
                 // A frozen parameter (no grad) stays frozen, as PyTorch's
                 // load_state_dict copies into it.
@@ -340,7 +393,7 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
                 *t = (*saved).clone();
             }
         });
-        Ok(())
+        Ok(report)
     }
 
     /// The optimizer state saved with [`with_optimizer`](Self::with_optimizer),
@@ -351,6 +404,18 @@ impl<D: Device, E: FloatElement> Checkpoint<D, E> {
             .filter_map(|(n, t)| n.strip_prefix(OPTIMIZER_PREFIX).map(|n| (n.to_string(), t.clone())))
             .collect()
     }
+}
+
+/// What a non-strict load left out
+/// ([`Checkpoint::load_into_non_strict`]), PyTorch's `_IncompatibleKeys`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IncompatibleKeys {
+    /// The model's tensors the checkpoint does not have, in the model's
+    /// order; they keep their values.
+    pub missing_keys: Vec<String>,
+    /// The checkpoint's tensors the model does not have, in the file's
+    /// order; they are not loaded.
+    pub unexpected_keys: Vec<String>,
 }
 
 fn checkpoint_error(path: &Path, reason: String) -> Error {

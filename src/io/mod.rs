@@ -7,4 +7,4 @@
 
 mod checkpoint;
 
-pub use checkpoint::{Checkpoint, LoadInto};
+pub use checkpoint::{Checkpoint, IncompatibleKeys, LoadInto};

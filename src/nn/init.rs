@@ -1,5 +1,5 @@
 //! Parameter initialisation, PyTorch's `nn.init`: the layers' defaults,
-//! the named initialisations (`normal_`, `xavier_uniform_`,
+//! the named initialisations (`normal_`, `trunc_normal_`, `xavier_uniform_`,
 //! `kaiming_normal_`, ...) and [`apply`] for a whole model, all drawn from
 //! the generator that [`manual_seed`](crate::manual_seed) seeds.
 
@@ -126,6 +126,99 @@ pub fn normal_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, mean: f64, std:
         Tensor::<D, E>::try_randn(t.dims())?.try_mul_scalar(E::from_f64(std))?.try_add_scalar(E::from_f64(mean))?;
     replace(t, values);
     Ok(())
+}
+
+/// Samples of `N(mean, std²)` truncated to `[a, b]` in `t`'s place, like
+/// `nn.init.trunc_normal_(t, mean, std, a, b)` (the ViT's and timm's
+/// `trunc_normal_(w, std=.02)`, whose PyTorch defaults are `mean = 0`,
+/// `std = 1`, `a = -2`, `b = 2`; `a` and `b` are values, not standard
+/// deviations). Drawn as PyTorch draws them: a uniform sample between the
+/// normal CDF at `a` and at `b`, mapped back through the inverse CDF, so
+/// that a window far in a tail costs no more than one near the mean. Fails
+/// unless `std > 0` and `a < b`.
+///
+/// ```
+/// use devtensor::nn::{Linear, init};
+/// use devtensor::Cpu;
+/// let mut head = Linear::<Cpu>::new(384, 1000);
+/// init::trunc_normal_(&mut head.weight, 0.0, 0.02, -0.04, 0.04);
+/// let w = head.weight.to_vec();
+/// assert!(w.iter().all(|v| v.abs() <= 0.04));
+/// assert!(head.weight.tracks_grad());
+/// ```
+#[fallible(free)]
+pub fn trunc_normal_<D: Device, E: FloatElement>(t: &mut Tensor<D, E>, mean: f64, std: f64, a: f64, b: f64) -> () {
+    if !(std > 0.0 && a < b) {
+        return Err(Error::Argument {
+            op: "trunc_normal_",
+            device: D::name(),
+            reason: format!("expected std > 0 and a < b, got std {std}, a {a}, b {b}"),
+        });
+    }
+    let cdf = |x: f64| 0.5 * (1.0 + libm::erf((x - mean) / (std * std::f64::consts::SQRT_2)));
+    let (low, high) = (2.0 * cdf(a) - 1.0, 2.0 * cdf(b) - 1.0);
+    // In f64 on the host: an initialisation runs once, and the inverse
+    // error function is not a device op.
+    let u = Tensor::<crate::Cpu, f64>::try_rand(t.dims())?.try_to_vec()?;
+    let values: Vec<E> = u
+        .iter()
+        .map(|&u| {
+            let x = mean + std * std::f64::consts::SQRT_2 * erfinv(low + (high - low) * u);
+            E::from_f64(x.clamp(a, b))
+        })
+        .collect();
+    replace(t, Tensor::<D, E>::try_from_vec(values, t.dims())?);
+    Ok(())
+}
+
+/// The inverse of `erf` on `(-1, 1)` (`±inf` at `±1`): Giles's
+/// approximation ("Approximating the erfinv function", 2010) refined by
+/// two Newton steps on `libm::erf`, to a few ulps.
+fn erfinv(y: f64) -> f64 {
+    if y <= -1.0 {
+        return f64::NEG_INFINITY;
+    }
+    if y >= 1.0 {
+        return f64::INFINITY;
+    }
+    let w = -((1.0 - y) * (1.0 + y)).ln();
+    let mut x = if w < 5.0 {
+        let w = w - 2.5;
+        let p = [
+            2.81022636e-08,
+            3.43273939e-07,
+            -3.5233877e-06,
+            -4.39150654e-06,
+            0.00021858087,
+            -0.00125372503,
+            -0.00417768164,
+            0.246640727,
+            1.50140941,
+        ];
+        p.iter().fold(0.0, |acc, c| acc * w + c) * y
+    } else {
+        let w = w.sqrt() - 3.0;
+        let p = [
+            -0.000200214257,
+            0.000100950558,
+            0.00134934322,
+            -0.00367342844,
+            0.00573950773,
+            -0.0076224613,
+            0.00943887047,
+            1.00167406,
+            2.83297682,
+        ];
+        p.iter().fold(0.0, |acc, c| acc * w + c) * y
+    };
+    for _ in 0..2 {
+        let slope = 2.0 / std::f64::consts::PI.sqrt() * (-x * x).exp();
+        if slope == 0.0 {
+            break;
+        }
+        x -= (libm::erf(x) - y) / slope;
+    }
+    x
 }
 
 /// Samples of `U(low, high)` in `t`'s place, like `nn.init.uniform_(t, a, b)`.
@@ -284,4 +377,23 @@ pub fn apply<D: Device, E: FloatElement, M: Module<D, E>>(
         }
     });
     failure.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::erfinv;
+
+    /// `erf(erfinv(y)) = y` across `(-1, 1)`, into both tails.
+    #[test]
+    fn erfinv_inverts_erf() {
+        for k in -999_999i64..=999_999 {
+            if k % 997 != 0 && k.abs() < 999_990 {
+                continue;
+            }
+            let y = k as f64 / 1_000_000.0;
+            let x = erfinv(y);
+            assert!((libm::erf(x) - y).abs() <= 4.0 * f64::EPSILON * y.abs().max(1e-300), "erfinv({y}) = {x}");
+        }
+        assert_eq!((erfinv(1.0), erfinv(-1.0), erfinv(0.0)), (f64::INFINITY, f64::NEG_INFINITY, 0.0));
+    }
 }

@@ -42,6 +42,7 @@ mod activation;
 mod attention;
 mod batch_norm;
 mod conv;
+mod distance;
 mod dropout;
 mod embedding;
 mod forward;
@@ -66,6 +67,7 @@ pub use activation::{
 pub use attention::{MhaInput, MultiheadAttention};
 pub use batch_norm::BatchNorm2d;
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
+pub use distance::{cosine_similarity, pairwise_distance, try_cosine_similarity, try_pairwise_distance};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
@@ -73,9 +75,13 @@ pub use group_norm::GroupNorm;
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use loss::{
-    CrossEntropy, Reduction, binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss, mse_loss,
-    nll_loss, try_binary_cross_entropy_with_logits, try_cross_entropy, try_cross_entropy_with, try_l1_loss,
-    try_mse_loss, try_nll_loss,
+    CrossEntropy, KlReduction, Reduction, TripletMargin, binary_cross_entropy, binary_cross_entropy_with_logits,
+    binary_cross_entropy_with_logits_weighted, cosine_embedding_loss, cross_entropy, cross_entropy_with,
+    hinge_embedding_loss, huber_loss, kl_div, l1_loss, margin_ranking_loss, mse_loss, nll_loss, smooth_l1_loss,
+    soft_margin_loss, triplet_margin_loss, try_binary_cross_entropy, try_binary_cross_entropy_with_logits,
+    try_binary_cross_entropy_with_logits_weighted, try_cosine_embedding_loss, try_cross_entropy,
+    try_cross_entropy_with, try_hinge_embedding_loss, try_huber_loss, try_kl_div, try_l1_loss, try_margin_ranking_loss,
+    try_mse_loss, try_nll_loss, try_smooth_l1_loss, try_soft_margin_loss, try_triplet_margin_loss,
 };
 pub use module::{Module, TensorKind, child_name, moving};
 #[doc(hidden)]

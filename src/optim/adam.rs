@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 
 /// The settings of [`Adam`] and [`AdamW`]; `Default` gives PyTorch's
 /// defaults for `Adam` (`lr` 1e-3, betas (0.9, 0.999), eps 1e-8, no weight
-/// decay). PyTorch's `AdamW` defaults to `weight_decay = 0.01`:
+/// decay, no AMSGrad). PyTorch's `AdamW` defaults to `weight_decay = 0.01`:
 /// [`AdamConfig::adamw`] gives that.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamConfig {
@@ -27,11 +27,14 @@ pub struct AdamConfig {
     pub eps: f64,
     /// L2 penalty (Adam) or decoupled weight decay (AdamW).
     pub weight_decay: f64,
+    /// AMSGrad: divide by the largest second moment so far
+    /// (`max_exp_avg_sq` in the state) instead of the current one.
+    pub amsgrad: bool,
 }
 
 impl Default for AdamConfig {
     fn default() -> Self {
-        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0 }
+        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0, amsgrad: false }
     }
 }
 
@@ -93,6 +96,7 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> AdamOptimizer<D, E, DECO
 
 const EXP_AVG: &str = "exp_avg";
 const EXP_AVG_SQ: &str = "exp_avg_sq";
+const MAX_EXP_AVG_SQ: &str = "max_exp_avg_sq";
 const STEP: &str = "step";
 
 impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for AdamOptimizer<D, E, DECOUPLED> {
@@ -124,10 +128,26 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for Adam
             let m = m.try_mul_scalar(e(b1))?.try_add(&g.try_mul_scalar(e(1.0 - b1))?)?;
             let v = v.try_mul_scalar(e(b2))?.try_add(&g.try_square()?.try_mul_scalar(e(1.0 - b2))?)?;
             let (correction1, correction2) = (1.0 - b1.powf(step), 1.0 - b2.powf(step));
-            let denom = v.try_sqrt()?.try_mul_scalar(e(1.0 / correction2.sqrt()))?.try_add_scalar(e(c.eps))?;
+            let v_max = match (c.amsgrad, state.remove(MAX_EXP_AVG_SQ)) {
+                (false, _) => None,
+                (true, None) => Some(v.clone()),
+                (true, Some(v_max)) => {
+                    check_slot("Adam", name, &v_max, p)?;
+                    Some(v_max.try_maximum(&v)?)
+                }
+            };
+            let denom = v_max
+                .as_ref()
+                .unwrap_or(&v)
+                .try_sqrt()?
+                .try_mul_scalar(e(1.0 / correction2.sqrt()))?
+                .try_add_scalar(e(c.eps))?;
             p.try_sub_assign(&m.try_div(&denom)?.try_mul_scalar(e(c.lr / correction1))?)?;
             state.insert(EXP_AVG, m);
             state.insert(EXP_AVG_SQ, v);
+            if let Some(v_max) = v_max {
+                state.insert(MAX_EXP_AVG_SQ, v_max);
+            }
             state.insert(STEP, Tensor::try_scalar(e(step))?);
             Ok(())
         })
@@ -156,7 +176,7 @@ impl<D: Device, E: FloatElement, const DECOUPLED: bool> Optimizer<D, E> for Adam
         D: SameDevice<DS>,
     {
         let state = self.settings.load_state("Adam", state)?;
-        self.slots = unflatten_state("Adam", state, &[EXP_AVG, EXP_AVG_SQ, STEP])?;
+        self.slots = unflatten_state("Adam", state, &[EXP_AVG, EXP_AVG_SQ, MAX_EXP_AVG_SQ, STEP])?;
         Ok(())
     }
 }

@@ -2,7 +2,9 @@
 //! the parameters a group selects by name and shape (no weight decay on
 //! biases and norms, a smaller learning rate for a pretrained backbone).
 
-use super::{AdamConfig, SgdConfig};
+use super::{
+    AdadeltaConfig, AdagradConfig, AdamConfig, AdamaxConfig, NAdamConfig, RAdamConfig, RmsPropConfig, SgdConfig,
+};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::{Device, Tensor};
@@ -85,7 +87,7 @@ impl<C: fmt::Debug> fmt::Debug for ParamGroup<C> {
 }
 
 /// The settings a group can override and a checkpoint keeps: implemented
-/// by [`SgdConfig`] and [`AdamConfig`].
+/// by the settings of every optimizer ([`SgdConfig`], [`AdamConfig`], ...).
 pub trait GroupConfig: Copy {
     /// The learning rate.
     fn lr(&self) -> f64;
@@ -123,7 +125,18 @@ macro_rules! group_config {
     )*};
 }
 
-group_config!(SgdConfig => |c, m| c.momentum = m, AdamConfig => |c, m| c.betas.0 = m);
+// The momentum a schedule cycles: SGD's and RMSprop's own, the first beta
+// of the Adam family; Adagrad and Adadelta have none.
+group_config!(
+    SgdConfig => |c, m| c.momentum = m,
+    RmsPropConfig => |c, m| c.momentum = m,
+    AdamConfig => |c, m| c.betas.0 = m,
+    AdamaxConfig => |c, m| c.betas.0 = m,
+    NAdamConfig => |c, m| c.betas.0 = m,
+    RAdamConfig => |c, m| c.betas.0 = m,
+    AdagradConfig => |_c, _m| (),
+    AdadeltaConfig => |_c, _m| ()
+);
 
 /// An optimizer's settings: its own, and its groups'. Each group keeps its
 /// learning rate's ratio to the optimizer's own through

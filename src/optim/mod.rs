@@ -1,4 +1,7 @@
-//! Optimizers and learning-rate schedules.
+//! Optimizers and learning-rate schedules: PyTorch's `SGD`, `Adam`,
+//! `AdamW` (with `amsgrad`), `RMSprop`, `Adagrad`, `Adadelta`, `Adamax`,
+//! `NAdam` and `RAdam`; the schedules of `torch.optim.lr_scheduler`, as
+//! functions of the epoch, and `ReduceLROnPlateau`, which follows a metric.
 //!
 //! An optimizer is made for a model (`Sgd::new(&model, ..)`) and takes its
 //! device and element type from it; its state (momentum, Adam's moments)
@@ -22,17 +25,28 @@
 //! ```
 
 mod adam;
+mod adam_variants;
+mod adaptive;
 pub(crate) mod clip;
 mod groups;
+mod plateau;
+mod rule;
 pub(crate) mod scaler;
 mod schedule;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW};
+pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamConfig};
+pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, RmsProp, RmsPropConfig};
 pub use clip::{clip_grad_norm, clip_grad_value, try_clip_grad_norm, try_clip_grad_value};
 pub use groups::{GroupConfig, ParamGroup};
+pub use plateau::{PlateauConfig, PlateauMode, ReduceLrOnPlateau, ThresholdMode};
+pub use rule::{ParamState, RuleOptimizer, UpdateRule};
 pub use scaler::GradScaler;
-pub use schedule::{CosineAnnealingLr, LinearLr, LrSchedule, OneCycleLr, SequentialLr, StepLr};
+pub use schedule::{
+    ConstantLr, CosineAnnealingLr, CosineAnnealingWarmRestarts, ExponentialLr, LambdaLr, LinearLr, LrSchedule,
+    MultiStepLr, MultiplicativeLr, OneCycleLr, PolynomialLr, SequentialLr, StepLr,
+};
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::autograd::{Gradients, LeafId, no_grad};
@@ -77,6 +91,16 @@ impl OptimizerConfig for AdamConfig {
 
     fn build<D: Device, M: Module<D>>(&self, model: &M) -> Adam<D> {
         Adam::new(model, *self)
+    }
+}
+
+/// Every [`UpdateRule`]'s settings ([`RmsPropConfig`], [`AdagradConfig`],
+/// ...) make its [`RuleOptimizer`].
+impl<C: UpdateRule> OptimizerConfig for C {
+    type For<D: Device> = RuleOptimizer<D, f32, C>;
+
+    fn build<D: Device, M: Module<D>>(&self, model: &M) -> RuleOptimizer<D, f32, C> {
+        RuleOptimizer::new(model, *self)
     }
 }
 

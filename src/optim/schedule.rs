@@ -237,3 +237,207 @@ impl LrSchedule for OneCycleLr {
         }
     }
 }
+
+/// PyTorch's `ExponentialLR`: `base_lr · gamma^epoch`.
+///
+/// ```
+/// use devtensor::optim::{ExponentialLr, LrSchedule};
+/// let s = ExponentialLr { base_lr: 1.0, gamma: 0.5 };
+/// assert_eq!([0, 1, 2].map(|e| s.lr(e)), [1.0, 0.5, 0.25]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExponentialLr {
+    /// The rate at epoch 0.
+    pub base_lr: f64,
+    /// The factor applied every epoch.
+    pub gamma: f64,
+}
+
+impl LrSchedule for ExponentialLr {
+    fn lr(&self, epoch: usize) -> f64 {
+        self.base_lr * self.gamma.powf(epoch as f64)
+    }
+}
+
+/// PyTorch's `MultiStepLR`: `base_lr · gamma^k`, with `k` the number of
+/// milestones at or before `epoch` (a milestone listed twice counts twice,
+/// as in PyTorch; the order does not matter).
+///
+/// ```
+/// use devtensor::optim::{LrSchedule, MultiStepLr};
+/// let s = MultiStepLr { base_lr: 1.0, milestones: vec![2, 4], gamma: 0.1 };
+/// assert_eq!([0, 1, 2, 3, 4].map(|e| s.lr(e)), [1.0, 1.0, 0.1, 0.1, 0.1 * 0.1]);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct MultiStepLr {
+    /// The rate at epoch 0.
+    pub base_lr: f64,
+    /// The epochs at which the rate is multiplied by `gamma`.
+    pub milestones: Vec<usize>,
+    /// The factor applied at each milestone (PyTorch's default is 0.1).
+    pub gamma: f64,
+}
+
+impl LrSchedule for MultiStepLr {
+    fn lr(&self, epoch: usize) -> f64 {
+        let passed = self.milestones.iter().filter(|&&m| m <= epoch).count();
+        self.base_lr * self.gamma.powi(passed.min(i32::MAX as usize) as i32)
+    }
+}
+
+/// PyTorch's `ConstantLR`: `base_lr · factor` until `total_iters`, then
+/// `base_lr` (PyTorch's defaults: `factor` 1/3, `total_iters` 5).
+///
+/// ```
+/// use devtensor::optim::{ConstantLr, LrSchedule};
+/// let s = ConstantLr { base_lr: 1.0, factor: 0.5, total_iters: 2 };
+/// assert_eq!([0, 1, 2, 3].map(|e| s.lr(e)), [0.5, 0.5, 1.0, 1.0]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConstantLr {
+    /// The optimizer's rate, which `factor` multiplies.
+    pub base_lr: f64,
+    /// The factor before `total_iters`.
+    pub factor: f64,
+    /// The epoch from which the full rate applies.
+    pub total_iters: usize,
+}
+
+impl LrSchedule for ConstantLr {
+    fn lr(&self, epoch: usize) -> f64 {
+        if epoch < self.total_iters { self.base_lr * self.factor } else { self.base_lr }
+    }
+}
+
+/// PyTorch's `PolynomialLR`: `base_lr · (1 - min(epoch, total_iters) /
+/// total_iters)^power`, zero from `total_iters` on (PyTorch's defaults:
+/// `total_iters` 5, `power` 1).
+///
+/// ```
+/// use devtensor::optim::{LrSchedule, PolynomialLr};
+/// let s = PolynomialLr { base_lr: 1.0, total_iters: 4, power: 1.0 };
+/// assert_eq!([0, 1, 2, 4, 9].map(|e| s.lr(e)), [1.0, 0.75, 0.5, 0.0, 0.0]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PolynomialLr {
+    /// The rate at epoch 0.
+    pub base_lr: f64,
+    /// The epoch at which the rate reaches zero.
+    pub total_iters: usize,
+    /// The polynomial's power.
+    pub power: f64,
+}
+
+impl LrSchedule for PolynomialLr {
+    fn lr(&self, epoch: usize) -> f64 {
+        if self.total_iters == 0 {
+            return 0.0;
+        }
+        let left = 1.0 - epoch.min(self.total_iters) as f64 / self.total_iters as f64;
+        self.base_lr * left.powf(self.power)
+    }
+}
+
+/// PyTorch's `CosineAnnealingWarmRestarts` (SGDR): a cosine from `base_lr`
+/// down to `eta_min` over `t_0` epochs, then again from `base_lr`, each
+/// period `t_mult` times the one before.
+///
+/// ```
+/// use devtensor::optim::{CosineAnnealingWarmRestarts, LrSchedule};
+/// let s = CosineAnnealingWarmRestarts { base_lr: 1.0, t_0: 2, t_mult: 2, eta_min: 0.0 };
+/// // Periods of 2, 4, 8, ... epochs, restarting at 2 and 6.
+/// let want = [1.0, 0.5, 1.0, 0.8535533905932737, 0.5, 0.14644660940672627, 1.0];
+/// for (epoch, want) in want.into_iter().enumerate() {
+///     assert!((s.lr(epoch) - want).abs() < 1e-15);
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CosineAnnealingWarmRestarts {
+    /// The rate at the start of every period.
+    pub base_lr: f64,
+    /// The first period, in epochs (at least 1).
+    pub t_0: usize,
+    /// The growth of each period over the last (at least 1; PyTorch's
+    /// default is 1).
+    pub t_mult: usize,
+    /// The smallest rate.
+    pub eta_min: f64,
+}
+
+impl LrSchedule for CosineAnnealingWarmRestarts {
+    fn lr(&self, epoch: usize) -> f64 {
+        let (t_0, t_mult) = (self.t_0.max(1), self.t_mult.max(1));
+        // Where `epoch` falls in its period, counted exactly (PyTorch's
+        // closed form takes a floating-point logarithm).
+        let (mut t_cur, mut t_i) = (epoch, t_0);
+        if t_mult == 1 {
+            t_cur %= t_0;
+        } else {
+            while t_cur >= t_i {
+                t_cur -= t_i;
+                t_i = t_i.saturating_mul(t_mult);
+            }
+        }
+        cos_anneal(self.base_lr, self.eta_min, t_cur as f64 / t_i as f64)
+    }
+}
+
+/// PyTorch's `LambdaLR`: `base_lr · lr_lambda(epoch)`, for a warm-up or any
+/// schedule written as a closure.
+///
+/// ```
+/// use devtensor::optim::{LambdaLr, LrSchedule};
+/// let warmup = 10;
+/// let s = LambdaLr { base_lr: 1e-3, lr_lambda: move |e: usize| ((e + 1) as f64 / warmup as f64).min(1.0) };
+/// assert_eq!(s.lr(0), 1e-4);
+/// assert_eq!(s.lr(50), 1e-3);
+/// ```
+#[derive(Clone, Copy)]
+pub struct LambdaLr<F> {
+    /// The optimizer's rate, which the closure's value multiplies.
+    pub base_lr: f64,
+    /// The factor for each epoch.
+    pub lr_lambda: F,
+}
+
+impl<F: Fn(usize) -> f64> LrSchedule for LambdaLr<F> {
+    fn lr(&self, epoch: usize) -> f64 {
+        self.base_lr * (self.lr_lambda)(epoch)
+    }
+}
+
+/// PyTorch's `MultiplicativeLR`: each epoch's rate is the last one times
+/// `lr_lambda(epoch)`, so `lr(e) = base_lr · lr_lambda(1) · … ·
+/// lr_lambda(e)` (computed in `e` calls of the closure).
+///
+/// ```
+/// use devtensor::optim::{LrSchedule, MultiplicativeLr};
+/// let s = MultiplicativeLr { base_lr: 1.0, lr_lambda: |_| 0.5 };
+/// assert_eq!([0, 1, 2].map(|e| s.lr(e)), [1.0, 0.5, 0.25]);
+/// ```
+#[derive(Clone, Copy)]
+pub struct MultiplicativeLr<F> {
+    /// The rate at epoch 0.
+    pub base_lr: f64,
+    /// The factor from the last epoch's rate to this one's.
+    pub lr_lambda: F,
+}
+
+impl<F: Fn(usize) -> f64> LrSchedule for MultiplicativeLr<F> {
+    fn lr(&self, epoch: usize) -> f64 {
+        (1..=epoch).fold(self.base_lr, |lr, e| lr * (self.lr_lambda)(e))
+    }
+}
+
+/// The closure schedules show their rate, not their closure.
+macro_rules! debug_closure_schedule {
+    ($($Schedule:ident),*) => {$(
+        impl<F> std::fmt::Debug for $Schedule<F> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($Schedule)).field("base_lr", &self.base_lr).finish_non_exhaustive()
+            }
+        }
+    )*};
+}
+
+debug_closure_schedule!(LambdaLr, MultiplicativeLr);

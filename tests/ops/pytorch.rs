@@ -248,13 +248,12 @@ fn integer_rows<D: Device>() {
 #[test]
 fn every_fixture_row_has_its_table_row() {
     let file = fixture();
-    let read =
-        |path: &str| std::fs::read_to_string(format!("{}/tests/ops/{path}", crate::common::REPO)).unwrap();
+    let read = |path: &str| std::fs::read_to_string(format!("{}/tests/ops/{path}", crate::common::REPO)).unwrap();
     let (unary, binary, own) = (read("unary.rs"), read("binary.rs"), read("pytorch.rs").replace("        ", "\n    "));
     // Rows that a table cannot hold call `unary_row` themselves (in
     // compare.rs: `nan_to_num`, whose `f32` result is `f32::MAX`, not the
-    // `f64` reference rounded); the activation layers' rows are read by
-    // tests/training/nn.rs.
+    // `f64` reference rounded); the activation layers' and the losses' rows
+    // are read by tests/training/nn.rs.
     let (compare, layers) = (read("compare.rs"), read("../training/nn.rs"));
     for (name, _) in file.tensors() {
         let mut parts = name.split('.');
@@ -265,7 +264,7 @@ fn every_fixture_row_has_its_table_row() {
             }
             "binary" => binary.contains(&format!("\n    {row}: |")),
             "reduce" => own.contains(&format!("\n    {row}: |")),
-            "layer" => layers.contains(&format!("\"{row}\",")),
+            "layer" | "loss" => layers.contains(&format!("\"{row}\",")),
             _ => continue,
         };
         assert!(found, "`{name}`: no test reads the row `{row}` ({table})");

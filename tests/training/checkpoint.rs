@@ -87,6 +87,42 @@ fn mismatches_name_the_first_tensor<D: Device>() {
     std::fs::remove_file(&path).ok();
 }
 
+/// PyTorch's `load_state_dict(strict=False)`: the shared tensors load, the
+/// others are reported (a batch norm's counter among them), and a shared
+/// name of another shape still fails without changing the model.
+fn non_strict_loads_report_missing_and_unexpected<D: Device>() {
+    struct Headless<D: Device> {
+        conv: Conv2d<D>,
+        norm: BatchNorm2d<D>,
+        head: Linear<D>,
+    }
+    devtensor::module!(Headless { conv, norm, head });
+    let source = Small::<D>::new();
+    let ckpt = Checkpoint::from_model(&source);
+    let mut model = Headless { conv: Conv2d::new(1, 2, 3), norm: BatchNorm2d::new(2), head: Linear::new(8, 5) };
+    let before = model.head.weight.to_vec();
+    let report = ckpt.load_into_non_strict(&mut model);
+    assert_eq!(report.missing_keys, ["head.weight", "head.bias"]);
+    assert_eq!(report.unexpected_keys, ["fc.weight", "fc.bias"]);
+    assert_eq!(model.conv.weight.to_vec(), source.conv.weight.to_vec());
+    assert!(model.conv.weight.tracks_grad(), "a loaded parameter stays a parameter");
+    assert_eq!(model.head.weight.to_vec(), before, "a missing tensor keeps its values");
+    // Everything shared: nothing to report, the same as a strict load.
+    let mut same = Small::<D>::new();
+    assert_eq!(ckpt.load_into_non_strict(&mut same), Default::default());
+    assert_eq!(same.fc.bias.as_ref().unwrap().to_vec(), source.fc.bias.as_ref().unwrap().to_vec());
+    // The counter is an integer buffer: reported missing like the others.
+    let linear = Checkpoint::from_model(&Linear::<D>::new(8, 3));
+    let report = linear.load_into_non_strict(&mut Small::<D>::new());
+    assert!(report.missing_keys.contains(&"norm.running_mean".to_string()), "{report:?}");
+    assert_eq!(report.unexpected_keys, ["weight", "bias"]);
+    let mut wider = Small::<D> { fc: Linear::new(8, 4), ..Small::new() };
+    let conv_before = wider.conv.weight.to_vec();
+    let err = ckpt.try_load_into_non_strict(&mut wider).unwrap_err();
+    assert!(err.to_string().contains("tensor `fc.weight` has shape [3, 8] in the checkpoint but [4, 8]"), "{err}");
+    assert_eq!(wider.conv.weight.to_vec(), conv_before, "a failed load changes nothing");
+}
+
 #[test]
 fn hostile_files_are_errors_not_crashes() {
     let path = temp::<Cpu>("hostile");
@@ -216,4 +252,5 @@ device_tests! {
     module_lists_name_by_index_and_round_trip => module_lists_name_by_index_and_round_trip,
     round_trips_across_devices_with_optimizer_state => round_trips_across_devices_with_optimizer_state,
     mismatches_name_the_first_tensor => mismatches_name_the_first_tensor,
+    non_strict_loads_report_missing_and_unexpected => non_strict_loads_report_missing_and_unexpected,
 }

@@ -314,7 +314,256 @@ fn one_cycle_follows_pytorch<D: Device>() {
     assert_near(&m.weight.to_vec(), &want);
 }
 
+/// `optim.safetensors` (`tests/fixtures/pytorch/make_fixtures.py optim`):
+/// PyTorch's weights after each step of the optimizers below, on the loss
+/// of [`grads`], and the rates of its schedules.
+fn optim_fixture<D: Device>() -> devtensor::io::Checkpoint<D, f64> {
+    devtensor::io::Checkpoint::load(format!("{}/tests/fixtures/pytorch/optim.safetensors", crate::common::REPO))
+}
+
+fn fixture_values<D: Device>(ckpt: &devtensor::io::Checkpoint<D, f64>, name: &str) -> Vec<f64> {
+    let found = ckpt.tensors().iter().find(|(n, _)| n == name);
+    found.unwrap_or_else(|| panic!("no `{name}` in optim.safetensors")).1.to_vec()
+}
+
+/// The weight after each of `steps` steps of `opt`, one row per step.
+fn trajectory<D: Device, O: Optimizer<D, f64>>(mut opt: O, steps: usize) -> Vec<f64> {
+    let mut m = model::<D>();
+    let mut out = Vec::new();
+    for _ in 0..steps {
+        let g = grads(&m);
+        opt.step(&mut m, &g);
+        out.extend(m.weight.to_vec());
+    }
+    out
+}
+
+/// RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam and Adam's AMSGrad, in
+/// PyTorch's defaults and with every option, against PyTorch's weights
+/// after each of 8 steps.
+fn optimizers_follow_pytorchs_trajectories<D: Device>() {
+    use devtensor::optim::{
+        Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamConfig,
+        RmsProp, RmsPropConfig,
+    };
+    const STEPS: usize = 8;
+    let m = model::<D>();
+    let cases: Vec<(&str, Vec<f64>)> = vec![
+        ("rmsprop", trajectory(RmsProp::new(&m, RmsPropConfig { lr: 0.01, ..Default::default() }), STEPS)),
+        (
+            "rmsprop_centered_momentum",
+            trajectory(
+                RmsProp::new(
+                    &m,
+                    RmsPropConfig { lr: 0.01, alpha: 0.9, eps: 1e-6, weight_decay: 0.1, momentum: 0.5, centered: true },
+                ),
+                STEPS,
+            ),
+        ),
+        ("adagrad", trajectory(Adagrad::new(&m, AdagradConfig { lr: 0.1, ..Default::default() }), STEPS)),
+        (
+            "adagrad_decay",
+            trajectory(
+                Adagrad::new(
+                    &m,
+                    AdagradConfig {
+                        lr: 0.1,
+                        lr_decay: 0.05,
+                        weight_decay: 0.1,
+                        initial_accumulator_value: 0.5,
+                        eps: 1e-6,
+                    },
+                ),
+                STEPS,
+            ),
+        ),
+        ("adadelta", trajectory(Adadelta::new(&m, AdadeltaConfig::default()), STEPS)),
+        (
+            "adadelta_options",
+            trajectory(Adadelta::new(&m, AdadeltaConfig { lr: 0.5, rho: 0.8, eps: 1e-4, weight_decay: 0.1 }), STEPS),
+        ),
+        ("adamax", trajectory(Adamax::new(&m, AdamaxConfig { lr: 0.05, ..Default::default() }), STEPS)),
+        (
+            "adamax_decay",
+            trajectory(
+                Adamax::new(&m, AdamaxConfig { lr: 0.05, betas: (0.8, 0.9), eps: 1e-4, weight_decay: 0.1 }),
+                STEPS,
+            ),
+        ),
+        ("nadam", trajectory(NAdam::new(&m, NAdamConfig { lr: 0.05, ..Default::default() }), STEPS)),
+        (
+            "nadam_decay",
+            trajectory(
+                NAdam::new(
+                    &m,
+                    NAdamConfig {
+                        lr: 0.05,
+                        betas: (0.8, 0.9),
+                        weight_decay: 0.1,
+                        momentum_decay: 0.01,
+                        ..Default::default()
+                    },
+                ),
+                STEPS,
+            ),
+        ),
+        (
+            "nadam_decoupled",
+            trajectory(
+                NAdam::new(
+                    &m,
+                    NAdamConfig { lr: 0.05, weight_decay: 0.1, decoupled_weight_decay: true, ..Default::default() },
+                ),
+                STEPS,
+            ),
+        ),
+        ("radam", trajectory(RAdam::new(&m, RAdamConfig { lr: 0.05, ..Default::default() }), STEPS)),
+        (
+            "radam_rectified",
+            trajectory(
+                RAdam::new(&m, RAdamConfig { lr: 0.05, betas: (0.9, 0.5), weight_decay: 0.1, ..Default::default() }),
+                STEPS,
+            ),
+        ),
+        (
+            "radam_decoupled",
+            trajectory(
+                RAdam::new(
+                    &m,
+                    RAdamConfig {
+                        lr: 0.05,
+                        betas: (0.9, 0.5),
+                        weight_decay: 0.1,
+                        decoupled_weight_decay: true,
+                        ..Default::default()
+                    },
+                ),
+                STEPS,
+            ),
+        ),
+        (
+            "adam_amsgrad",
+            trajectory(
+                Adam::new(&m, AdamConfig { lr: 0.05, weight_decay: 0.1, amsgrad: true, ..Default::default() }),
+                STEPS,
+            ),
+        ),
+        (
+            "adamw_amsgrad",
+            trajectory(AdamW::new(&m, AdamConfig { lr: 0.05, amsgrad: true, ..AdamConfig::adamw() }), STEPS),
+        ),
+    ];
+    let torch = optim_fixture::<D>();
+    for (name, got) in cases {
+        let want = fixture_values(&torch, &format!("{name}.trajectory"));
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (step, (g, w)) in got.chunks(3).zip(want.chunks(3)).enumerate() {
+            let off = g.iter().zip(w).map(|(g, w)| (g - w).abs() / (1.0 + w.abs())).fold(0.0, f64::max);
+            assert!(off <= 1e-12, "{name}, step {}: {g:?}, PyTorch {w:?}", step + 1);
+        }
+    }
+}
+
+/// A new optimizer's state (RMSprop's three slots and its step count) saved
+/// after two steps and loaded into a fresh optimizer gives the third step
+/// the uninterrupted run takes; a state of another shape is refused.
+fn rule_optimizer_state_round_trips<D: Device>() {
+    use devtensor::optim::{RmsProp, RmsPropConfig};
+    let c = RmsPropConfig { lr: 0.01, momentum: 0.5, centered: true, ..Default::default() };
+    let want = trajectory(RmsProp::new(&model::<D>(), c), 3)[6..].to_vec();
+    let mut first = RmsProp::new(&model::<D>(), c);
+    let mut m = run(&mut first, 2);
+    let state = first.state();
+    let names: Vec<&str> = state.iter().map(|(n, _)| n.as_str()).collect();
+    let want_names = [
+        "weight.grad_avg",
+        "weight.momentum_buffer",
+        "weight.square_avg",
+        "weight.step",
+        "param_groups.lr",
+        "param_groups.weight_decay",
+    ];
+    assert_eq!(names, want_names);
+    let mut second = RmsProp::new(&m, c);
+    second.try_load_state(state).unwrap();
+    let g = grads(&m);
+    second.step(&mut m, &g);
+    assert_near(&m.weight.to_vec(), &want);
+    let mut other = Linear::<D, f64>::new(5, 2).without_bias();
+    let g = other.weight.sum().backward();
+    let err = second.try_step(&mut other, &g).unwrap_err();
+    assert!(matches!(err, Error::Shape { .. }) && err.to_string().contains("RMSprop"), "{err}");
+    let err = second.try_load_state(vec![("weight.exp_avg".into(), Tensor::<D, f64>::zeros([1]))]).unwrap_err();
+    assert!(err.to_string().contains("unknown optimizer state `weight.exp_avg`"), "{err}");
+}
+
+/// The schedules of `torch.optim.lr_scheduler` against PyTorch's rates for
+/// 40 epochs, read from the optimizer before each `scheduler.step()`.
+#[test]
+fn schedules_follow_pytorch() {
+    use devtensor::optim::{
+        ConstantLr, CosineAnnealingWarmRestarts, ExponentialLr, LambdaLr, MultiStepLr, MultiplicativeLr, PolynomialLr,
+    };
+    let torch = optim_fixture::<devtensor::Cpu>();
+    let check = |name: &str, schedule: &dyn Fn(usize) -> f64| {
+        let want = fixture_values(&torch, &format!("schedule.{name}"));
+        for (epoch, w) in want.iter().enumerate() {
+            let got = schedule(epoch);
+            assert!((got - w).abs() <= 1e-14 * w.abs().max(1e-3), "{name}, epoch {epoch}: {got}, PyTorch {w}");
+        }
+    };
+    check("exponential", &|e| ExponentialLr { base_lr: 0.1, gamma: 0.9 }.lr(e));
+    let multistep = MultiStepLr { base_lr: 0.1, milestones: vec![3, 10, 10, 25], gamma: 0.5 };
+    check("multistep", &|e| multistep.lr(e));
+    check("constant", &|e| ConstantLr { base_lr: 0.1, factor: 0.25, total_iters: 4 }.lr(e));
+    check("polynomial", &|e| PolynomialLr { base_lr: 0.1, total_iters: 30, power: 2.0 }.lr(e));
+    check("warm_restarts", &|e| CosineAnnealingWarmRestarts { base_lr: 0.1, t_0: 3, t_mult: 2, eta_min: 0.001 }.lr(e));
+    check("warm_restarts_same", &|e| {
+        CosineAnnealingWarmRestarts { base_lr: 0.1, t_0: 7, t_mult: 1, eta_min: 0.0 }.lr(e)
+    });
+    check("lambda", &|e| LambdaLr { base_lr: 0.1, lr_lambda: |e: usize| 1.0 / (1.0 + e as f64) }.lr(e));
+    let multiplicative = MultiplicativeLr { base_lr: 0.1, lr_lambda: |e: usize| if e % 2 == 1 { 0.95 } else { 1.0 } };
+    check("multiplicative", &|e| multiplicative.lr(e));
+}
+
+/// `ReduceLROnPlateau` in three settings (relative and absolute thresholds,
+/// cooldown, a smallest rate, `max` mode) against PyTorch's rates on one
+/// validation curve, stepping a real optimizer.
+#[test]
+fn reduce_on_plateau_follows_pytorch() {
+    use devtensor::optim::{PlateauConfig, PlateauMode, ReduceLrOnPlateau, ThresholdMode};
+    let torch = optim_fixture::<devtensor::Cpu>();
+    let metrics = fixture_values(&torch, "schedule.plateau_metrics");
+    let configs = [
+        ("plateau", PlateauConfig { patience: 2, ..Default::default() }),
+        (
+            "plateau_abs_cooldown",
+            PlateauConfig {
+                factor: 0.5,
+                patience: 1,
+                threshold: 0.01,
+                threshold_mode: ThresholdMode::Abs,
+                cooldown: 2,
+                min_lr: 0.02,
+                ..Default::default()
+            },
+        ),
+        ("plateau_max", PlateauConfig { mode: PlateauMode::Max, patience: 0, factor: 0.9, ..Default::default() }),
+    ];
+    for (name, config) in configs {
+        let want = fixture_values(&torch, &format!("schedule.{name}"));
+        let mut opt = Sgd::new(&model::<devtensor::Cpu>(), SgdConfig { lr: 0.1, ..Default::default() });
+        let mut plateau = ReduceLrOnPlateau::new(config);
+        for (epoch, (&metric, &w)) in metrics.iter().zip(&want).enumerate() {
+            assert!((opt.lr() - w).abs() <= 1e-15, "{name}, epoch {epoch}: {}, PyTorch {w}", opt.lr());
+            plateau.step(metric, &mut opt);
+        }
+    }
+}
+
 device_tests! {
+    optimizers_follow_pytorchs_trajectories => optimizers_follow_pytorchs_trajectories,
+    rule_optimizer_state_round_trips => rule_optimizer_state_round_trips,
     one_cycle_follows_pytorch => one_cycle_follows_pytorch,
     sgd_follows_pytorch => sgd_follows_pytorch,
     adam_and_adamw_follow_pytorch => adam_and_adamw_follow_pytorch,

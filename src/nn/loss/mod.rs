@@ -1,5 +1,24 @@
 //! Loss functions, with PyTorch's definitions and defaults. Targets must be
 //! on the predictions' device: a mismatch is a compile error.
+//!
+//! Here: cross-entropy, negative log-likelihood and the regression losses
+//! (`mse_loss`, `l1_loss`, `smooth_l1_loss`, `huber_loss`); in
+//! `probability.rs` the binary cross-entropies and `kl_div`; in `margin.rs`
+//! the ranking, hinge, cosine and triplet losses.
+
+mod margin;
+mod probability;
+
+pub use margin::{
+    TripletMargin, cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, soft_margin_loss,
+    triplet_margin_loss, try_cosine_embedding_loss, try_hinge_embedding_loss, try_margin_ranking_loss,
+    try_soft_margin_loss, try_triplet_margin_loss,
+};
+pub use probability::{
+    KlReduction, binary_cross_entropy, binary_cross_entropy_with_logits, binary_cross_entropy_with_logits_weighted,
+    kl_div, try_binary_cross_entropy, try_binary_cross_entropy_with_logits,
+    try_binary_cross_entropy_with_logits_weighted, try_kl_div,
+};
 
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
@@ -223,6 +242,128 @@ fn paired<D: Device, E: FloatElement>(op: &'static str, pred: &Tensor<D, E>, tar
     Ok(())
 }
 
+/// Checks that a prediction and its target have one shape (the binary
+/// cross-entropies, where PyTorch refuses to broadcast).
+fn same_shape<D: Device, E: FloatElement>(op: &'static str, pred: &Tensor<D, E>, target: &Tensor<D, E>) -> Result<()> {
+    if pred.shape() != target.shape() {
+        return Err(Error::Shape {
+            op,
+            device: D::name(),
+            shapes: vec![pred.shape().clone(), target.shape().clone()],
+            reason: "the target must have the prediction's shape".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A gradient toward one input of a loss: the input, and its derivative
+/// per element of the loss (computed when the input tracks a gradient).
+type Derivative<'a, D, E> = (&'a Tensor<D, E>, &'a dyn Fn() -> Result<Tensor<D, E>>);
+
+/// `value`, computed from detached inputs, with the gradient `derivative()`
+/// toward each input that tracks one: `value + (x - x.detach()) ·
+/// derivative`, which equals `value` and differentiates to `derivative`.
+/// For the losses whose PyTorch backward is its own formula (a floor under
+/// a saturated probability, the exact derivative at a kink), where
+/// differentiating the forward's expression would give NaN or another
+/// number.
+fn with_gradients<D: Device, E: FloatElement>(
+    value: Tensor<D, E>,
+    inputs: &[Derivative<'_, D, E>],
+) -> Result<Tensor<D, E>> {
+    let mut out = value;
+    for (x, derivative) in inputs {
+        if x.tracks_grad() {
+            out = out.try_add(&x.try_sub(&x.detach())?.try_mul(&derivative()?.detach())?)?;
+        }
+    }
+    Ok(out)
+}
+
+/// The losses of `smooth_l1_loss` (with `beta`) and `huber_loss` (with
+/// `delta`): `0.5 d² / beta` below `beta` and `|d| - 0.5 beta` above, or
+/// `0.5 d²` and `delta (|d| - 0.5 delta)`.
+fn piecewise_quadratic<D: Device, E: FloatElement>(
+    op: &'static str,
+    pred: &Tensor<D, E>,
+    target: &Tensor<D, E>,
+    knee: f64,
+    huber: bool,
+) -> Result<Tensor<D, E>> {
+    paired(op, pred, target)?;
+    if knee.is_nan() || knee < 0.0 || (huber && knee == 0.0) {
+        let name = if huber { "delta" } else { "beta" };
+        let bound = if huber { "positive" } else { "at least 0" };
+        return Err(Error::Argument { op, device: D::name(), reason: format!("{name} must be {bound}, not {knee}") });
+    }
+    let d = pred.try_sub(target)?;
+    let abs = d.try_abs()?;
+    if knee == 0.0 {
+        return Ok(abs);
+    }
+    let e = E::from_f64;
+    let (inner, outer) = match huber {
+        false => (d.try_square()?.try_mul_scalar(e(0.5 / knee))?, abs.try_sub_scalar(e(0.5 * knee))?),
+        true => (d.try_square()?.try_mul_scalar(e(0.5))?, abs.try_sub_scalar(e(0.5 * knee))?.try_mul_scalar(e(knee))?),
+    };
+    abs.try_lt_scalar(e(knee))?.try_where_cond(&inner, &outer)
+}
+
+/// PyTorch's `F.smooth_l1_loss` (`nn.SmoothL1Loss`): per element
+/// `0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta`, with
+/// `d = pred - target` (`beta` 1 by default; 0 gives `l1_loss`).
+///
+/// Fails when the shapes do not broadcast together or `beta` is negative.
+///
+/// ```
+/// use devtensor::nn::{Reduction, smooth_l1_loss};
+/// use devtensor::{Cpu, Tensor};
+/// let pred = Tensor::<Cpu, f64>::from_vec(vec![0.5, 3.0], [2]);
+/// let target = Tensor::<Cpu, f64>::zeros([2]);
+/// assert_eq!(smooth_l1_loss(&pred, &target, Reduction::None, 1.0).to_vec(), vec![0.125, 2.5]);
+/// ```
+#[fallible(free)]
+pub fn smooth_l1_loss<D: Device, D2: Device, E: FloatElement, E2: Element>(
+    pred: &Tensor<D, E>,
+    target: &Tensor<D2, E2>,
+    reduction: Reduction,
+    beta: f64,
+) -> Tensor<D, E>
+where
+    D: SameDevice<D2>,
+    E: SameDtype<E2>,
+{
+    reduction.apply(piecewise_quadratic("smooth_l1_loss", pred, same_device(target), beta, false)?)
+}
+
+/// PyTorch's `F.huber_loss` (`nn.HuberLoss`): per element `0.5 d²` where
+/// `|d| < delta`, else `delta (|d| - 0.5 delta)`, with `d = pred - target`
+/// (`delta` 1 by default): `smooth_l1_loss` times `delta`.
+///
+/// Fails when the shapes do not broadcast together or `delta` is not
+/// positive.
+///
+/// ```
+/// use devtensor::nn::{Reduction, huber_loss};
+/// use devtensor::{Cpu, Tensor};
+/// let pred = Tensor::<Cpu, f64>::from_vec(vec![0.5, 3.0], [2]);
+/// let target = Tensor::<Cpu, f64>::zeros([2]);
+/// assert_eq!(huber_loss(&pred, &target, Reduction::None, 2.0).to_vec(), vec![0.125, 4.0]);
+/// ```
+#[fallible(free)]
+pub fn huber_loss<D: Device, D2: Device, E: FloatElement, E2: Element>(
+    pred: &Tensor<D, E>,
+    target: &Tensor<D2, E2>,
+    reduction: Reduction,
+    delta: f64,
+) -> Tensor<D, E>
+where
+    D: SameDevice<D2>,
+    E: SameDtype<E2>,
+{
+    reduction.apply(piecewise_quadratic("huber_loss", pred, same_device(target), delta, true)?)
+}
+
 /// Defines a loss of a prediction and a target of the same device.
 macro_rules! pointwise_loss {
     ($($try_name:ident, $name:ident, $losses:ident, $doc:literal;)*) => {$(
@@ -248,10 +389,6 @@ macro_rules! pointwise_loss {
 pointwise_loss! {
     try_mse_loss, mse_loss, squared_error, "`(pred - target)^2`, PyTorch's `F.mse_loss`.";
     try_l1_loss, l1_loss, absolute_error, "`|pred - target|`, PyTorch's `F.l1_loss`.";
-    try_binary_cross_entropy_with_logits, binary_cross_entropy_with_logits, logistic_loss,
-        "The binary cross-entropy of `sigmoid(pred)` for targets in `[0, 1]`, PyTorch's \
-         `F.binary_cross_entropy_with_logits`, computed as \
-         `max(x, 0) - x t + log(1 + e^-|x|)` so that large logits do not overflow.";
 }
 
 fn squared_error<D: Device, E: FloatElement>(p: &Tensor<D, E>, t: &Tensor<D, E>) -> Result<Tensor<D, E>> {
@@ -260,9 +397,4 @@ fn squared_error<D: Device, E: FloatElement>(p: &Tensor<D, E>, t: &Tensor<D, E>)
 
 fn absolute_error<D: Device, E: FloatElement>(p: &Tensor<D, E>, t: &Tensor<D, E>) -> Result<Tensor<D, E>> {
     p.try_sub(t)?.try_abs()
-}
-
-fn logistic_loss<D: Device, E: FloatElement>(x: &Tensor<D, E>, t: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-    let softplus_of_minus_abs = x.try_abs()?.try_neg()?.try_exp()?.try_add_scalar(E::ONE)?.try_log()?;
-    x.try_relu()?.try_sub(&x.try_mul(t)?)?.try_add(&softplus_of_minus_abs)
 }
