@@ -245,6 +245,49 @@ class ResNet(nn.Module):
 MODELS = {"seed002": Seed002, "lenet": LeNet, "resnet": ResNet}
 
 
+class CharRnn(nn.Module):
+    """benches/peers/src/recurrent.rs's char-level model: an embedding, a
+    `batch_first` LSTM or GRU, a linear head over the characters."""
+
+    def __init__(self, kind, vocab, embedding, hidden, layers):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, embedding)
+        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[kind](embedding, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, idx):
+        out, _ = self.rnn(self.embed(idx))
+        return self.head(out)
+
+
+def char_rnn_model(t, args):
+    model = CharRnn(**args["model"])
+    model.load_state_dict({k[len("p:"):]: v for k, v in t.items() if k.startswith("p:")})
+    return model
+
+
+def char_rnn_train_step(t, args):
+    """One step of the char model: cross-entropy over every position, Adam."""
+    model = char_rnn_model(t, args)
+    idx, y = t["idx"], t["y"]
+    opt = torch.optim.Adam(model.parameters(), lr=args["lr"])
+    logits = model(idx)
+
+    def step():
+        loss = F.cross_entropy(model(idx).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, logits
+
+
+def char_rnn_inference(t, args):
+    model = char_rnn_model(t, args)
+    model.eval()
+    return on_runtime(model, t["idx"], "eager")
+
+
 def load_model(t, name):
     model = MODELS[name]()
     state = {k[len("p:"):]: v for k, v in t.items() if k.startswith("p:")}
@@ -416,7 +459,7 @@ def gpt_generate(t, args):
 KINDS = {f.__name__: f for f in [
     matmul, matmul_bf16, add, mul_scalar, sum_all, softmax, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
     layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, sdpa_fwd, sdpa_fwd_bwd, max_pool_fwd_bwd,
-    train_step, inference, gpt_train_step, gpt_inference, gpt_generate,
+    train_step, inference, gpt_train_step, gpt_inference, gpt_generate, char_rnn_train_step, char_rnn_inference,
 ]}
 
 DTYPES = {"f32": torch.float32, "i64": torch.int64}

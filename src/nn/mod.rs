@@ -56,6 +56,7 @@ mod module_fields;
 pub(crate) mod parameter;
 pub(crate) use module::stateless_module;
 mod pool;
+mod recurrent;
 mod rms_norm;
 mod sequential;
 mod to_dtype;
@@ -90,6 +91,11 @@ pub use module_fields::{
     Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
 };
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use recurrent::{
+    Gru, GruCell, Lstm, LstmCell, PackedSequence, RecurrentConfig, RecurrentInput, Rnn, RnnCell, RnnNonlinearity,
+    pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence, try_pack_padded_sequence,
+    try_pack_sequence, try_pad_packed_sequence, try_pad_sequence,
+};
 pub use rms_norm::RmsNorm;
 pub use sequential::Sequential;
 pub use to_dtype::ToDtype;

@@ -21,6 +21,7 @@ mod nn;
 mod optim;
 mod parallel;
 mod porting;
+mod recurrent;
 mod static_shapes;
 mod store_attacks;
 

@@ -1,10 +1,11 @@
 // How a PyTorch user writes models in devtensor, with one device mistake in
 // each function: a model of their own (the `Forward` trait), a GPT-style
 // model with a token-id input, a pipeline over two GPUs, a positional
-// embedding built on the host, a `Sequential`, and a metric. Every error here is
+// embedding built on the host, a `Sequential`, a metric, an LSTM's initial
+// state and a packed batch made on the host. Every error here is
 // devtensor's own message, naming both devices. Fixed:
 // ui-tests/pass/porting_models_fixed.rs.
-use devtensor::nn::{Embedding, Forward, Linear, Relu, Sequential};
+use devtensor::nn::{Embedding, Forward, Linear, Lstm, Relu, Sequential, pack_padded_sequence};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
 
 struct Mlp<D: Device> {
@@ -67,6 +68,28 @@ fn accuracy<D: Device>(logits: &Tensor<D>, labels: &impl OnDevice<D, i64>) -> f3
 
 fn metric_with_host_labels(logits: &Tensor<Cuda<0>>, labels: &Tensor<Cpu, i64>) -> f32 {
     accuracy(logits, labels)
+}
+
+struct CharLstm<D: Device> {
+    embed: Embedding<D>,
+    lstm: Lstm<D>,
+    head: Linear<D>,
+}
+devtensor::module!(CharLstm { embed, lstm, head });
+
+// The initial state made as `torch.zeros(layers, batch, hidden)` without `device=`.
+fn lstm_state_made_on_the_host(model: &CharLstm<Cuda<0>>, ids: &Tensor<Cuda<0>, i64>) -> Tensor<Cuda<0>> {
+    let h0 = Tensor::<Cpu>::zeros([1, ids.dims()[0], 64]);
+    let c0 = Tensor::<Cuda<0>>::zeros([1, ids.dims()[0], 64]);
+    let (out, _) = model.lstm.forward_with_state(&model.embed.forward(ids), (&h0, &c0));
+    model.head.forward(&out)
+}
+
+// Variable-length sequences packed on the host for a model on the GPU.
+fn packed_batch_left_on_the_host(lstm: &Lstm<Cuda<0>>, x: &Tensor<Cpu>, lengths: &[usize]) -> Tensor<Cuda<0>> {
+    let packed = pack_padded_sequence(x, lengths, true, false);
+    let (_, (h_n, _)) = lstm.forward(&packed);
+    h_n
 }
 
 fn main() {}

@@ -4,7 +4,7 @@
 // added to one of them must not break this program (issue 35).
 use devtensor::nn::{
     BatchNorm2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding,
-    GroupNorm, LayerNorm, Linear, MhaInput, Module, MultiheadAttention, RmsNorm,
+    GroupNorm, GruCell, LayerNorm, Linear, Lstm, LstmCell, MhaInput, Module, MultiheadAttention, RmsNorm, RnnCell,
 };
 use devtensor::static_shapes::{SConv2d, SLinear};
 use devtensor::{Cpu, Tensor};
@@ -50,6 +50,18 @@ fn main() {
     let (y, weights) = mha.forward(MhaInput::self_attention(&x));
     assert_eq!((y.dims(), weights.unwrap().dims()), (&[2, 5, 8][..], &[2, 5, 5][..]));
     assert_eq!(mha.parameters().len(), 4);
+
+    // The recurrent cells from their weights, and a layer whose cell is
+    // replaced by one (PyTorch's `lstm.weight_ih_l0 = ...`).
+    let rnn_cell = RnnCell::from_weights(t(&[4, 3]), t(&[4, 4]), None, None);
+    assert_eq!(rnn_cell.forward(&t(&[2, 3])).dims(), &[2, 4]);
+    let gru_cell = GruCell::from_weights(t(&[12, 3]), t(&[12, 4]), Some(t(&[12])), Some(t(&[12])));
+    assert_eq!(gru_cell.bias_hh.as_ref().unwrap().dims(), &[12]);
+    let mut lstm = Lstm::<Cpu>::new(3, 4);
+    lstm.cells[0] = LstmCell::from_weights(t(&[16, 3]), t(&[16, 4]), Some(t(&[16])), Some(t(&[16])));
+    let (output, (h_n, _)) = lstm.forward(&t(&[5, 2, 3]));
+    assert_eq!((output.dims(), h_n.dims()), (&[5, 2, 4][..], &[1, 2, 4][..]));
+    assert_eq!(lstm.parameters()[0].0, "weight_ih_l0");
 
     let static_linear = SLinear::<Cpu, 3, 4>::from_weights(t(&[4, 3]), None);
     let static_conv = SConv2d::<Cpu, 2, 6, 3>::from_weights(t(&[6, 2, 3, 3]), Some(t(&[6])));

@@ -1,6 +1,6 @@
 // ui-tests/fail/porting_models.rs with each mistake fixed by moving the
 // tensor to the model's device.
-use devtensor::nn::{Embedding, Forward, Linear, Relu, Sequential};
+use devtensor::nn::{Embedding, Forward, Linear, Lstm, Relu, Sequential, pack_padded_sequence};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
 
 struct Mlp<D: Device> {
@@ -63,6 +63,28 @@ fn accuracy<D: Device>(logits: &Tensor<D>, labels: &impl OnDevice<D, i64>) -> f3
 
 fn metric_with_host_labels(logits: &Tensor<Cuda<0>>, labels: &Tensor<Cpu, i64>) -> f32 {
     accuracy(logits, &labels.to::<Cuda<0>>())
+}
+
+struct CharLstm<D: Device> {
+    embed: Embedding<D>,
+    lstm: Lstm<D>,
+    head: Linear<D>,
+}
+devtensor::module!(CharLstm { embed, lstm, head });
+
+// The initial state made as `torch.zeros(layers, batch, hidden)` without `device=`.
+fn lstm_state_made_on_the_host(model: &CharLstm<Cuda<0>>, ids: &Tensor<Cuda<0>, i64>) -> Tensor<Cuda<0>> {
+    let h0 = Tensor::<Cpu>::zeros([1, ids.dims()[0], 64]).to::<Cuda<0>>();
+    let c0 = Tensor::<Cpu>::zeros([1, ids.dims()[0], 64]).to::<Cuda<0>>();
+    let (out, _) = model.lstm.forward_with_state(&model.embed.forward(ids), (&h0, &c0));
+    model.head.forward(&out)
+}
+
+// Variable-length sequences packed on the host for a model on the GPU.
+fn packed_batch_left_on_the_host(lstm: &Lstm<Cuda<0>>, x: &Tensor<Cpu>, lengths: &[usize]) -> Tensor<Cuda<0>> {
+    let packed = pack_padded_sequence(&x.to::<Cuda<0>>(), lengths, true, false);
+    let (_, (h_n, _)) = lstm.forward(&packed);
+    h_n
 }
 
 fn main() {}

@@ -19,6 +19,7 @@
 
 mod loader;
 mod memory;
+mod recurrent;
 mod torch;
 mod training;
 
@@ -519,6 +520,7 @@ fn main() -> candle_core::Result<()> {
     // a moment of load (PyTorch's start-up, a neighbour) can halve.
     let fma_all = fma_all.max(fma_peak(threads));
     training::rows(&mut contest, |op| wanted(op), fma_all, bandwidth)?;
+    recurrent::rows(&mut contest, &|op: &str| wanted(op), fma_all);
 
     let (rows_n, cols) = (4096usize, 1024usize);
     let op = format!("softmax f32 {rows_n}x{cols}");
