@@ -11,7 +11,9 @@ use devtensor_macros::fallible;
 
 /// PyTorch's `nn.LayerNorm`: each sample is normalised over its last
 /// `normalized_shape.len()` axes to mean 0 and (biased) variance 1, then
-/// scaled by `weight` and shifted by `bias` (initialised to 1 and 0).
+/// scaled by `weight` and shifted by `bias` (initialised to 1 and 0; no
+/// bias after [`without_bias`](Self::without_bias), PyTorch's
+/// `bias=False`, as nanoGPT's checkpoints have).
 ///
 /// ```
 /// use devtensor::nn::LayerNorm;
@@ -30,8 +32,9 @@ use devtensor_macros::fallible;
 pub struct LayerNorm<D: Device, E: FloatElement = f32> {
     /// The scale, shaped like the normalised axes.
     pub weight: Tensor<D, E>,
-    /// The shift, shaped like the normalised axes.
-    pub bias: Tensor<D, E>,
+    /// The shift, shaped like the normalised axes; `None` for PyTorch's
+    /// `bias=False` (its `state_dict` then has no `bias`).
+    pub bias: Option<Tensor<D, E>>,
     /// Added to the variance before the square root.
     pub eps: f64,
 }
@@ -43,7 +46,7 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
     pub fn new(normalized_shape: &[usize]) -> Self {
         Ok(LayerNorm {
             weight: Tensor::try_ones(normalized_shape)?.requires_grad(),
-            bias: Tensor::try_zeros(normalized_shape)?.requires_grad(),
+            bias: Some(Tensor::try_zeros(normalized_shape)?.requires_grad()),
             eps: 1e-5,
         })
     }
@@ -64,7 +67,25 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
         check(weight.dims() == bias.dims(), "LayerNorm::from_weights", &[&weight, &bias], || {
             "expected a weight and a bias of one shape, normalized_shape".into()
         })?;
-        Ok(LayerNorm { weight: parameter(weight), bias: parameter(bias), eps: 1e-5 })
+        Ok(LayerNorm { weight: parameter(weight), bias: Some(parameter(bias)), eps: 1e-5 })
+    }
+
+    /// The layer without its bias, PyTorch's `nn.LayerNorm(n, bias=False)`:
+    /// the normalised input times `weight`, and no `bias` in its
+    /// parameters or its checkpoints.
+    ///
+    /// ```
+    /// use devtensor::nn::{LayerNorm, Module};
+    /// use devtensor::{Cpu, Tensor};
+    /// let norm = LayerNorm::<Cpu, f64>::new(&[2]).without_bias();
+    /// let names: Vec<String> = norm.parameters().into_iter().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["weight"]);
+    /// let y = norm.eps(0.0).forward(&Tensor::<Cpu, f64>::from_vec(vec![1.0, 3.0], [1, 2]));
+    /// assert_eq!(y.to_vec(), vec![-1.0, 1.0]);
+    /// ```
+    pub fn without_bias(mut self) -> Self {
+        self.bias = None;
+        self
     }
 
     /// The layer with `eps` added to the variance (PyTorch's `eps=`).
@@ -90,7 +111,17 @@ impl<D: Device, E: FloatElement> Forward<D, E> for LayerNorm<D, E> {
         // One fused op: each row of the trailing axes standardised, then
         // scaled and shifted element by element.
         let rows = x.dims()[..lead].iter().product();
-        let affine = Some((&self.weight, &self.bias, AffineAxis::Inner));
+        // Without a bias, a zero shift that tracks nothing keeps the one
+        // fused op (the weight's gradient is unchanged by it).
+        let zeros;
+        let bias = match &self.bias {
+            Some(bias) => bias,
+            None => {
+                zeros = Tensor::try_zeros(norm)?;
+                &zeros
+            }
+        };
+        let affine = Some((&self.weight, bias, AffineAxis::Inner));
         let [y, _, _] = x.try_standardize("LayerNorm", [1, rows, norm.iter().product()], self.eps, affine)?;
         Ok(y)
     }

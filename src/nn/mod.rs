@@ -60,13 +60,14 @@ mod recurrent;
 mod rms_norm;
 mod sequential;
 mod to_dtype;
+mod upsample;
 
 pub use activation::{
     Celu, Elu, Flatten, Gelu, Glu, Hardsigmoid, Hardswish, Hardtanh, Identity, LeakyRelu, LogSigmoid, LogSoftmax, Mish,
     Prelu, Relu, Relu6, Selu, Sigmoid, Silu, Softmax, Softplus, Softsign, Tanh,
 };
 pub use attention::{MhaInput, MultiheadAttention};
-pub use batch_norm::BatchNorm2d;
+pub use batch_norm::{BatchNorm1d, BatchNorm2d, BatchNorm3d};
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
 pub use distance::{cosine_similarity, pairwise_distance, try_cosine_similarity, try_pairwise_distance};
 pub use dropout::Dropout;
@@ -77,12 +78,13 @@ pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use loss::{
     CrossEntropy, KlReduction, Reduction, TripletMargin, binary_cross_entropy, binary_cross_entropy_with_logits,
-    binary_cross_entropy_with_logits_weighted, cosine_embedding_loss, cross_entropy, cross_entropy_with,
-    hinge_embedding_loss, huber_loss, kl_div, l1_loss, margin_ranking_loss, mse_loss, nll_loss, smooth_l1_loss,
-    soft_margin_loss, triplet_margin_loss, try_binary_cross_entropy, try_binary_cross_entropy_with_logits,
-    try_binary_cross_entropy_with_logits_weighted, try_cosine_embedding_loss, try_cross_entropy,
-    try_cross_entropy_with, try_hinge_embedding_loss, try_huber_loss, try_kl_div, try_l1_loss, try_margin_ranking_loss,
-    try_mse_loss, try_nll_loss, try_smooth_l1_loss, try_soft_margin_loss, try_triplet_margin_loss,
+    binary_cross_entropy_with_logits_weighted, cosine_embedding_loss, cross_entropy, cross_entropy_probs,
+    cross_entropy_weighted, cross_entropy_with, hinge_embedding_loss, huber_loss, kl_div, l1_loss, margin_ranking_loss,
+    mse_loss, nll_loss, nll_loss_with, smooth_l1_loss, soft_margin_loss, triplet_margin_loss, try_binary_cross_entropy,
+    try_binary_cross_entropy_with_logits, try_binary_cross_entropy_with_logits_weighted, try_cosine_embedding_loss,
+    try_cross_entropy, try_cross_entropy_probs, try_cross_entropy_weighted, try_cross_entropy_with,
+    try_hinge_embedding_loss, try_huber_loss, try_kl_div, try_l1_loss, try_margin_ranking_loss, try_mse_loss,
+    try_nll_loss, try_nll_loss_with, try_smooth_l1_loss, try_soft_margin_loss, try_triplet_margin_loss,
 };
 pub use module::{Module, TensorKind, child_name, moving};
 #[doc(hidden)]
@@ -90,7 +92,7 @@ pub use module_fields::{
     Access, ConvertTo, Exclusive, Field, FieldOfDtype, FieldVisitor, MoveTo, OfDtype, OnDevice, Rebuild, SetTraining,
     Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
 };
-pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use pool::{AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d};
 pub use recurrent::{
     Gru, GruCell, Lstm, LstmCell, PackedSequence, RecurrentConfig, RecurrentInput, Rnn, RnnCell, RnnNonlinearity,
     pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence, try_pack_padded_sequence,
@@ -99,3 +101,4 @@ pub use recurrent::{
 pub use rms_norm::RmsNorm;
 pub use sequential::Sequential;
 pub use to_dtype::ToDtype;
+pub use upsample::{Interpolate, InterpolateMode, Resize, Upsample, interpolate, try_interpolate};

@@ -105,10 +105,24 @@ proptest! {
         assert_misfit(GroupNorm::try_from_weights(groups, randn(&[cg]), randn(&[cg + 1])), "GroupNorm::from_weights", &[cg]);
 
         let norm = LayerNorm::<Cpu, f64>::new(&[c, 2]);
-        let rebuilt = LayerNorm::from_weights(norm.weight.clone(), norm.bias.clone());
+        let rebuilt = LayerNorm::from_weights(norm.weight.clone(), norm.bias.clone().expect("a bias"));
         let x = randn(&[n, c, 2]);
         assert_same("LayerNorm", &rebuilt.forward(&x), &norm.forward(&x));
         assert_misfit(LayerNorm::try_from_weights(randn(&[c, 2]), randn(&[2, c + 1])), "LayerNorm::from_weights", &[c, 2]);
+        // PyTorch's bias=False: the values and gradients of a zero bias,
+        // without the parameter.
+        let zero_bias = LayerNorm::from_weights(randn(&[c, 2]), T::zeros([c, 2]));
+        let no_bias = zero_bias.clone().without_bias();
+        let x = x.requires_grad();
+        let (with_zero, without) = (zero_bias.forward(&x), no_bias.forward(&x));
+        assert_same("LayerNorm without bias", &without, &with_zero);
+        let r = randn(&[n, c, 2]);
+        let (g_zero, g_none) = ((&with_zero * &r).sum().backward(), (&without * &r).sum().backward());
+        assert_same("LayerNorm without bias, dx", g_none.get(&x).unwrap(), g_zero.get(&x).unwrap());
+        let (dw_none, dw_zero) = (g_none.get(&no_bias.weight).unwrap(), g_zero.get(&zero_bias.weight).unwrap());
+        assert_same("LayerNorm without bias, dw", dw_none, dw_zero);
+        let names: Vec<String> = no_bias.parameters().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["weight"]);
         let rms = RmsNorm::<Cpu, f64>::new(&[c]);
         assert_same("RmsNorm", &RmsNorm::from_weights(rms.weight.clone()).forward(&x.narrow(2, 0, 1).reshape([n, c])), &rms.forward(&x.narrow(2, 0, 1).reshape([n, c])));
 

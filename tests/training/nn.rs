@@ -647,14 +647,22 @@ fn activation_layers_match_pytorch<D: Device>() {
 fn losses_match_pytorch<D: Device>() {
     use devtensor::nn::{
         KlReduction, TripletMargin, binary_cross_entropy, binary_cross_entropy_with_logits_weighted,
-        cosine_embedding_loss, cosine_similarity, hinge_embedding_loss, huber_loss, kl_div, margin_ranking_loss,
-        pairwise_distance, smooth_l1_loss, soft_margin_loss, triplet_margin_loss,
+        cosine_embedding_loss, cosine_similarity, cross_entropy_probs, cross_entropy_weighted, hinge_embedding_loss,
+        huber_loss, kl_div, margin_ranking_loss, nll_loss_with, pairwise_distance, smooth_l1_loss, soft_margin_loss,
+        triplet_margin_loss,
     };
     let file = Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", crate::common::REPO));
     let find = |name: &str| file.tensors().iter().find(|(n, _)| n == name).map(|(_, t)| t.to::<D>());
     let get =
         |name: &str| find(name).unwrap_or_else(|| panic!("no `{name}` in ops.safetensors (rerun make_op_fixtures.py)"));
     type Loss<D> = Box<dyn Fn(&[T<D>], Reduction) -> T<D>>;
+    // The fixture stores class labels as float64.
+    fn labels<D: Device>(x: &T<D>) -> Tensor<D, i64> {
+        x.to_dtype::<i64>()
+    }
+    fn ce(reduction: Reduction, label_smoothing: f64, ignore_index: Option<i64>) -> CrossEntropy {
+        CrossEntropy { reduction, label_smoothing, ignore_index }
+    }
     let rows: Vec<(&str, Loss<D>)> = vec![
         ("bce", Box::new(|x, r| binary_cross_entropy(&x[0], &x[1], None, r))),
         ("bce_weight", Box::new(|x, r| binary_cross_entropy(&x[0], &x[1], Some(&x[2]), r))),
@@ -701,6 +709,19 @@ fn losses_match_pytorch<D: Device>() {
         ("cosine_similarity_broadcast", Box::new(|x, _| cosine_similarity(&x[0], &x[1], -1, 1e-8))),
         ("pairwise_distance", Box::new(|x, _| pairwise_distance(&x[0], &x[1], 2.0, 1e-6, false))),
         ("pairwise_distance_p", Box::new(|x, _| pairwise_distance(&x[0], &x[1], 1.5, 1e-6, true))),
+        ("ce_weight", Box::new(|x, r| cross_entropy_weighted(&x[0], &labels(&x[1]), &x[2], &ce(r, 0.0, Some(-100))))),
+        (
+            "ce_weight_smooth",
+            Box::new(|x, r| cross_entropy_weighted(&x[0], &labels(&x[1]), &x[2], &ce(r, 0.2, Some(-100)))),
+        ),
+        (
+            "ce_weight_nd",
+            Box::new(|x, r| cross_entropy_weighted(&x[0], &labels(&x[1]), &x[2], &ce(r, 0.0, Some(-100)))),
+        ),
+        ("ce_probs", Box::new(|x, r| cross_entropy_probs(&x[0], &x[1], None, &ce(r, 0.0, None)))),
+        ("ce_probs_weight_smooth", Box::new(|x, r| cross_entropy_probs(&x[0], &x[1], Some(&x[2]), &ce(r, 0.1, None)))),
+        ("ce_probs_nd", Box::new(|x, r| cross_entropy_probs(&x[0], &x[1], None, &ce(r, 0.0, None)))),
+        ("nll_weight", Box::new(|x, r| nll_loss_with(&x[0], &labels(&x[1]), Some(&x[2]), &ce(r, 0.0, Some(2))))),
     ];
     let reductions =
         [("none", Reduction::None), ("mean", Reduction::Mean), ("sum", Reduction::Sum), ("y", Reduction::None)];
@@ -767,8 +788,101 @@ fn large_untracked_linear_starts_from_the_bias<D: Device>() {
     }
 }
 
+/// The 1-D and 3-D norms and pools, `LayerNorm` without a bias and
+/// `Upsample` in every mode against PyTorch (the `layer.<name>.` rows made
+/// after the activations'): outputs, input
+/// gradients, parameter gradients, and the `state_dict` after the forward
+/// under PyTorch's names (BatchNorm's running statistics after one batch).
+fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
+    use devtensor::nn::{
+        AdaptiveAvgPool1d, AvgPool1d, BatchNorm1d, BatchNorm3d, Forward, InterpolateMode as Mode, MaxPool1d, Resize,
+        Upsample,
+    };
+    let file = Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", crate::common::REPO));
+    let find = |name: &str| file.tensors().iter().find(|(n, _)| n == name).map(|(_, t)| t.to::<D>());
+    let get =
+        |name: &str| find(name).unwrap_or_else(|| panic!("no `{name}` in ops.safetensors (rerun make_op_fixtures.py)"));
+    type Run<D> = Box<dyn Fn(&T<D>) -> (T<D>, Vec<(String, TensorKind, T<D>)>)>;
+    fn run<D: Device, L: Forward<D, f64> + 'static>(layer: L) -> Run<D> {
+        Box::new(move |x| (layer.forward(x), layer.named_tensors()))
+    }
+    fn factors(mode: Mode, factors: [f64; 2]) -> Upsample {
+        let mut layer = Upsample::new(1.0, mode);
+        layer.options.resize = Resize::ScaleFactor(factors.to_vec());
+        layer
+    }
+    let rows: Vec<(&str, Run<D>)> = vec![
+        ("batch_norm1d", run(BatchNorm1d::<D, f64>::new(4))),
+        ("batch_norm1d_features", run(BatchNorm1d::<D, f64>::new(4))),
+        ("batch_norm3d", run(BatchNorm3d::<D, f64>::new(3))),
+        ("layer_norm_no_bias", run(LayerNorm::<D, f64>::new(&[3]).without_bias())),
+        ("max_pool1d", run(MaxPool1d::new(2))),
+        ("max_pool1d_padded", run(MaxPool1d::new(3).stride(2).padding(1))),
+        ("avg_pool1d_padded", run(AvgPool1d::new(3).stride(2).padding(1))),
+        ("adaptive_avg_pool1d", run(AdaptiveAvgPool1d::new(3))),
+        ("upsample_nearest", run(Upsample::new(2.0, Mode::Nearest))),
+        ("upsample_nearest_size", run(Upsample::with_size([7, 3], Mode::Nearest))),
+        ("upsample_nearest_exact", run(Upsample::with_size([7, 8], Mode::NearestExact))),
+        ("upsample_nearest_1d_factor", run(Upsample::new(1.7, Mode::Nearest))),
+        ("upsample_nearest_3d", run(Upsample::with_size([3, 4, 5], Mode::Nearest))),
+        ("upsample_linear", run(Upsample::with_size([12], Mode::Linear1d))),
+        ("upsample_linear_align", run(Upsample::new(2.0, Mode::Linear1d).align_corners(true))),
+        ("upsample_bilinear", run(Upsample::new(2.0, Mode::Bilinear))),
+        ("upsample_bilinear_align", run(Upsample::new(2.0, Mode::Bilinear).align_corners(true))),
+        ("upsample_bilinear_down", run(Upsample::with_size([3, 2], Mode::Bilinear))),
+        ("upsample_bicubic", run(Upsample::with_size([6, 9], Mode::Bicubic))),
+        ("upsample_bicubic_align", run(Upsample::new(1.5, Mode::Bicubic).align_corners(true))),
+        ("upsample_trilinear", run(Upsample::new(2.0, Mode::Trilinear))),
+        ("upsample_bilinear_factors", run(factors(Mode::Bilinear, [2.0, 1.3]))),
+        ("upsample_bicubic_factors", run(factors(Mode::Bicubic, [1.3, 2.0]))),
+        ("upsample_nearest_exact_factor", run(Upsample::new(1.3, Mode::NearestExact))),
+    ];
+    for (name, layer) in rows {
+        let p = format!("layer.{name}.");
+        let x = get(&format!("{p}x")).requires_grad();
+        let (y, state) = layer(&x);
+        let want = get(&format!("{p}y"));
+        assert_eq!(y.dims(), want.dims(), "{name}");
+        println!("{name} on {}", D::name());
+        assert_close(&y.to_vec(), &want.to_vec(), 1e-14, 1e-12);
+        let grads = (&y * &get(&format!("{p}w"))).sum().backward();
+        assert_close(&grads.get(&x).expect(name).to_vec(), &get(&format!("{p}gx")).to_vec(), 1e-14, 1e-11);
+        // Every float tensor of PyTorch's state_dict, by its name, and no other.
+        // (safetensors keeps names sorted, not in the state_dict's order.)
+        let mut names: Vec<&str> = state.iter().map(|(n, _, _)| n.as_str()).collect();
+        let prefix = format!("{p}param.");
+        let theirs: Vec<&str> = file.tensors().iter().filter_map(|(n, _)| n.strip_prefix(prefix.as_str())).collect();
+        names.sort_unstable();
+        assert_eq!(names, theirs, "{name}: the state_dict's float tensors");
+        for (key, kind, tensor) in &state {
+            assert_close(&tensor.to_vec(), &get(&format!("{prefix}{key}")).to_vec(), 1e-14, 1e-12);
+            if *kind == TensorKind::Parameter {
+                let got = grads.get(tensor).unwrap_or_else(|| panic!("{name}: no gradient for {key}"));
+                assert_close(&got.to_vec(), &get(&format!("{p}grad.{key}")).to_vec(), 1e-14, 1e-11);
+            }
+        }
+    }
+    // A shape the layer cannot take is an error naming it.
+    let x = T::<D>::zeros([2, 3]);
+    let err = BatchNorm3d::<D, f64>::new(3).try_forward(&x).unwrap_err().to_string();
+    assert!(err.contains("BatchNorm3d") && err.contains("[N, 3, D, H, W]"), "{err}");
+    let err = MaxPool1d::new(5).try_forward(&T::<D>::zeros([1, 2, 3])).unwrap_err().to_string();
+    assert!(err.contains("MaxPool1d") && err.contains("length of 3"), "{err}");
+    let err = AvgPool1d::new(2).padding(2).try_forward(&T::<D>::zeros([1, 2, 8])).unwrap_err().to_string();
+    assert!(err.contains("AvgPool1d") && err.contains("half the kernel"), "{err}");
+    let err = AdaptiveAvgPool1d::new(2).try_forward(&T::<D>::zeros([1, 1, 2, 3])).unwrap_err().to_string();
+    assert!(err.contains("AdaptiveAvgPool1d") && err.contains("[N, C, L]"), "{err}");
+    let err = Upsample::new(2.0, Mode::Bilinear).try_forward(&T::<D>::zeros([1, 2, 3])).unwrap_err().to_string();
+    assert!(err.contains("interpolate") && err.contains("'bilinear'") && err.contains("[N, C, H, W]"), "{err}");
+    let err = Upsample::new(2.0, Mode::Nearest).align_corners(true).try_forward(&x.unsqueeze(0)).unwrap_err();
+    assert!(err.to_string().contains("align_corners only applies"), "{err}");
+    let err = Upsample::with_size([2, 2], Mode::Nearest).try_forward(&T::<D>::zeros([1, 1, 4])).unwrap_err();
+    assert!(err.to_string().contains("one size per spatial axis (1) or one for all, got 2"), "{err}");
+}
+
 device_tests! {
     activation_layers_match_pytorch => activation_layers_match_pytorch,
+    norm_pool_and_resample_layers_match_pytorch => norm_pool_and_resample_layers_match_pytorch,
     losses_match_pytorch => losses_match_pytorch,
     large_untracked_linear_starts_from_the_bias => large_untracked_linear_starts_from_the_bias,
     embedding_padding_rows_get_no_gradient => embedding_padding_rows_get_no_gradient,

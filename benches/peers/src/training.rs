@@ -782,7 +782,7 @@ fn normalisation_rows(
         let ln = LayerNorm::<Cpu>::new(&[128]);
         contest.torch.tensor("x", &x.detach());
         contest.torch.tensor("w", &ln.weight);
-        contest.torch.tensor("b", &ln.bias);
+        contest.torch.tensor("b", ln.bias.as_ref().expect("a bias"));
         contest.torch.tensor("g", &g);
         let torch = contest.torch.setup(op, "layer_norm_fwd_bwd", json!({}), &ln.forward(&x).to_vec(), 1e-4);
         let bytes = (5 * 4 * len) as f64;

@@ -1,7 +1,8 @@
 //! Loss functions, with PyTorch's definitions and defaults. Targets must be
 //! on the predictions' device: a mismatch is a compile error.
 //!
-//! Here: cross-entropy, negative log-likelihood and the regression losses
+//! Here: cross-entropy (class indices, with class weights, or class
+//! probabilities), negative log-likelihood and the regression losses
 //! (`mse_loss`, `l1_loss`, `smooth_l1_loss`, `huber_loss`); in
 //! `probability.rs` the binary cross-entropies and `kl_div`; in `margin.rs`
 //! the ranking, hinge, cosine and triplet losses.
@@ -120,7 +121,124 @@ where
     let labels: &Tensor<D, i64> = same_device(labels);
     let (rows, targets) = class_rows("cross_entropy", logits, labels)?;
     let log_p = rows.try_log_softmax(-1)?;
-    negative_log_likelihood("cross_entropy", &log_p, &targets, labels, options)
+    negative_log_likelihood("cross_entropy", &log_p, &targets, labels, None, options)
+}
+
+/// [`cross_entropy_with`] with a weight per class, PyTorch's
+/// `F.cross_entropy(logits, labels, weight=weight, ...)` and
+/// `nn.CrossEntropyLoss(weight=...)` (the class-balanced losses of
+/// segmentation and imbalanced classification): each target's loss is
+/// multiplied by its class's weight, label smoothing weighs each class's
+/// term by its weight, and the mean divides by the sum of the weights of
+/// the targets kept, not by their count. `weight` (`[C]`) is a constant,
+/// as in PyTorch.
+///
+/// ```
+/// use devtensor::nn::{CrossEntropy, cross_entropy_weighted};
+/// use devtensor::{Cpu, Tensor};
+/// let logits = Tensor::<Cpu, f64>::from_vec(vec![0.0, 0.0, 2.0, 0.0], [2, 2]);
+/// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2]);
+/// let weight = Tensor::<Cpu, f64>::from_vec(vec![1.0, 3.0], [2]);
+/// let loss = cross_entropy_weighted(&logits, &labels, &weight, &CrossEntropy::default());
+/// // (3 · ln 2 + 1 · ln(1 + e^-2)) / (3 + 1)
+/// let expected = (3.0 * 2f64.ln() + (1.0 + (-2f64).exp()).ln()) / 4.0;
+/// assert!((loss.item() - expected).abs() < 1e-12);
+/// ```
+///
+/// Fails when the shapes do not fit (the weight must be `[C]`) or a label
+/// (other than the ignored one) is outside `0..C`.
+#[fallible(free)]
+pub fn cross_entropy_weighted<D: Device, D2: Device, E: FloatElement, L: Element>(
+    logits: &Tensor<D, E>,
+    labels: &Tensor<D2, L>,
+    weight: &Tensor<D, E>,
+    options: &CrossEntropy,
+) -> Tensor<D, E>
+where
+    D: SameDevice<D2>,
+    i64: SameDtype<L>,
+{
+    const OP: &str = "cross_entropy";
+    let labels: &Tensor<D, i64> = same_device(labels);
+    let weight = class_weight(OP, logits, weight)?;
+    let (rows, targets) = class_rows(OP, logits, labels)?;
+    let log_p = rows.try_log_softmax(-1)?;
+    negative_log_likelihood(OP, &log_p, &targets, labels, Some(&weight), options)
+}
+
+/// The cross-entropy of `logits` against class probabilities `target` of
+/// the same shape (`[C]`, `[N, C]` or `[N, C, d..]`), PyTorch's
+/// `F.cross_entropy` with a float target (soft labels, mixup, knowledge
+/// distillation): `-Σ_c w_c · t_c · log softmax(logits)_c` per target,
+/// with `t` smoothed to `(1 - ε) t + ε / C` first. The mean divides by
+/// the number of targets (`N · d..`), whatever the weights, and
+/// `ignore_index` does not apply, as in PyTorch.
+///
+/// In PyTorch one `F.cross_entropy` takes both kinds of target and tells
+/// them apart by dtype at run time; here class indices go to
+/// [`cross_entropy`] and probabilities here, so a float target handed to
+/// `cross_entropy` is a compile error naming the dtypes.
+///
+/// ```
+/// use devtensor::nn::{CrossEntropy, cross_entropy_probs};
+/// use devtensor::{Cpu, Tensor};
+/// let logits = Tensor::<Cpu, f64>::from_vec(vec![0.0, 0.0], [1, 2]);
+/// let target = Tensor::<Cpu, f64>::from_vec(vec![0.25, 0.75], [1, 2]);
+/// let loss = cross_entropy_probs(&logits, &target, None, &CrossEntropy::default());
+/// assert!((loss.item() - 2f64.ln()).abs() < 1e-12);
+/// ```
+///
+/// Fails when `target`'s shape is not the logits' or a weight is not `[C]`.
+#[fallible(free)]
+pub fn cross_entropy_probs<D: Device, D2: Device, E: FloatElement, E2: Element>(
+    logits: &Tensor<D, E>,
+    target: &Tensor<D2, E2>,
+    weight: Option<&Tensor<D, E>>,
+    options: &CrossEntropy,
+) -> Tensor<D, E>
+where
+    D: SameDevice<D2>,
+    E: SameDtype<E2>,
+{
+    cross_entropy_probs_on(logits, same_device(target), weight, options)
+}
+
+/// [`cross_entropy_probs`] on one device and element type.
+fn cross_entropy_probs_on<D: Device, E: FloatElement>(
+    logits: &Tensor<D, E>,
+    target: &Tensor<D, E>,
+    weight: Option<&Tensor<D, E>>,
+    options: &CrossEntropy,
+) -> Result<Tensor<D, E>> {
+    const OP: &str = "cross_entropy";
+    if logits.rank() == 0 || logits.shape() != target.shape() {
+        return Err(Error::Shape {
+            op: OP,
+            device: D::name(),
+            shapes: vec![logits.shape().clone(), target.shape().clone()],
+            reason: "expected class probabilities of the logits' shape, [N, C, d..] (or [C])".into(),
+        });
+    }
+    let weight = weight.map(|w| class_weight(OP, logits, w)).transpose()?;
+    let (rows, mut t) = (class_last(logits)?, class_last(target)?);
+    let eps = options.label_smoothing;
+    if eps != 0.0 {
+        let classes = rows.dims()[1] as f64;
+        t = t.try_mul_scalar(E::from_f64(1.0 - eps))?.try_add_scalar(E::from_f64(eps / classes))?;
+    }
+    let mut terms = rows.try_log_softmax(-1)?.try_mul(&t)?;
+    if let Some(weight) = &weight {
+        terms = terms.try_mul(weight)?;
+    }
+    let losses = terms.try_sum_axis(-1)?.try_neg()?;
+    match options.reduction {
+        Reduction::None => {
+            let mut dims = logits.dims().to_vec();
+            dims.remove(usize::from(dims.len() > 1));
+            losses.try_reshape(dims)
+        }
+        other => other.apply(losses),
+    }
 }
 
 /// The negative log-likelihood of log-probabilities `log_p` (shaped as
@@ -137,7 +255,53 @@ where
 {
     let labels: &Tensor<D, i64> = same_device(labels);
     let (rows, targets) = class_rows("nll_loss", log_p, labels)?;
-    negative_log_likelihood("nll_loss", &rows, &targets, labels, &CrossEntropy::default())
+    negative_log_likelihood("nll_loss", &rows, &targets, labels, None, &CrossEntropy::default())
+}
+
+/// [`nll_loss`] with PyTorch's options, `F.nll_loss(log_p, labels,
+/// weight=weight, ignore_index=..., reduction=...)`: a weight per class
+/// (`[C]`, or `None`) weighs each target's loss, and the mean divides by
+/// the weights of the targets kept, as in [`cross_entropy_weighted`].
+/// `options.label_smoothing` must be 0 (PyTorch's `nll_loss` has none).
+///
+/// ```
+/// use devtensor::nn::{CrossEntropy, Reduction, nll_loss_with};
+/// use devtensor::{Cpu, Tensor};
+/// let log_p = Tensor::<Cpu, f64>::from_vec(vec![-1.0, -2.0, -3.0, -4.0], [2, 2]);
+/// let labels = Tensor::<Cpu, i64>::from_vec(vec![1, 0], [2]);
+/// let weight = Tensor::<Cpu, f64>::from_vec(vec![0.5, 2.0], [2]);
+/// let options = CrossEntropy { reduction: Reduction::Sum, ..Default::default() };
+/// assert_eq!(nll_loss_with(&log_p, &labels, Some(&weight), &options).item(), 2.0 * 2.0 + 0.5 * 3.0);
+/// ```
+///
+/// Fails as [`nll_loss`] does, when a weight is not `[C]`, or when label
+/// smoothing is asked for.
+#[fallible(free)]
+pub fn nll_loss_with<D: Device, D2: Device, E: FloatElement, L: Element>(
+    log_p: &Tensor<D, E>,
+    labels: &Tensor<D2, L>,
+    weight: Option<&Tensor<D, E>>,
+    options: &CrossEntropy,
+) -> Tensor<D, E>
+where
+    D: SameDevice<D2>,
+    i64: SameDtype<L>,
+{
+    const OP: &str = "nll_loss";
+    if options.label_smoothing != 0.0 {
+        return Err(Error::Argument {
+            op: OP,
+            device: D::name(),
+            reason: format!(
+                "nll_loss has no label_smoothing (got {}): smooth with cross_entropy_with on the logits",
+                options.label_smoothing
+            ),
+        });
+    }
+    let labels: &Tensor<D, i64> = same_device(labels);
+    let weight = weight.map(|w| class_weight(OP, log_p, w)).transpose()?;
+    let (rows, targets) = class_rows(OP, log_p, labels)?;
+    negative_log_likelihood(OP, &rows, &targets, labels, weight.as_ref(), options)
 }
 
 /// The scores as rows `[M, C]` and the labels as `[M]`, after checking
@@ -161,26 +325,54 @@ fn class_rows<D: Device, E: FloatElement>(
             reason: "expected scores [N, C, d..] (or [C]) with labels [N, d..] (or [])".into(),
         });
     }
+    Ok((class_last(scores)?, labels.try_reshape([labels.elem_count()])?))
+}
+
+/// Scores `[C]`, `[N, C]` or `[N, C, d..]` as rows `[M, C]`, one per
+/// target (`[N, C, d..]` -> `[N, d.., C]` -> `[M, C]`).
+fn class_last<D: Device, E: FloatElement>(scores: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    let dims = scores.dims();
     let classes = if dims.len() == 1 { dims[0] } else { dims[1] };
-    // [N, C, d..] -> [N, d.., C] -> [M, C]
-    let rows = match dims.len() {
-        1 | 2 => scores.try_reshape([labels.elem_count(), classes])?,
+    let rows = scores.elem_count().checked_div(classes).unwrap_or(0);
+    match dims.len() {
+        1 | 2 => scores.try_reshape([rows, classes]),
         rank => {
             let mut axes: Vec<usize> = (0..rank).filter(|&a| a != 1).collect();
             axes.push(1);
-            scores.try_permute(axes)?.try_reshape([labels.elem_count(), classes])?
+            scores.try_permute(axes)?.try_reshape([rows, classes])
         }
-    };
-    Ok((rows, labels.try_reshape([labels.elem_count()])?))
+    }
 }
 
-/// `-log_p[label]` per row, smoothed and with ignored targets zeroed, then
-/// reduced; `None` keeps the labels' shape.
+/// The per-class weight of the weighted losses, checked to have one
+/// element per class (PyTorch's `weight`, a constant: never differentiated).
+fn class_weight<D: Device, E: FloatElement>(
+    op: &'static str,
+    scores: &Tensor<D, E>,
+    weight: &Tensor<D, E>,
+) -> Result<Tensor<D, E>> {
+    let classes = scores.dims().get(1).or(scores.dims().first()).copied();
+    if scores.rank() == 0 || weight.dims() != [classes.unwrap_or(0)] {
+        return Err(Error::Shape {
+            op,
+            device: D::name(),
+            shapes: vec![scores.shape().clone(), weight.shape().clone()],
+            reason: "expected a weight [C], one per class of the scores [N, C, d..] (or [C])".into(),
+        });
+    }
+    Ok(weight.detach())
+}
+
+/// `-log_p[label]` per row (times the label's class weight), smoothed and
+/// with ignored targets zeroed, then reduced; `None` keeps the labels'
+/// shape. The mean divides by the weights of the targets kept (their
+/// count without a weight), as PyTorch's.
 fn negative_log_likelihood<D: Device, E: FloatElement>(
     op: &'static str,
     log_p: &Tensor<D, E>,
     targets: &Tensor<D, i64>,
     labels: &Tensor<D, i64>,
+    weight: Option<&Tensor<D, E>>,
     options: &CrossEntropy,
 ) -> Result<Tensor<D, E>> {
     let keep = match options.ignore_index {
@@ -208,24 +400,41 @@ fn negative_log_likelihood<D: Device, E: FloatElement>(
         other => other,
     })?;
     let picked = picked.try_squeeze(1)?;
+    // Each target's class weight (ignored ones read class 0's, zeroed below).
+    let target_weight = match weight {
+        Some(weight) => Some(weight.try_gather(0, &safe)?),
+        None => None,
+    };
     let mut losses = picked.try_neg()?;
+    if let Some(w) = &target_weight {
+        losses = losses.try_mul(w)?;
+    }
     let eps = options.label_smoothing;
     if eps != 0.0 {
-        let smooth = log_p.try_mean_axis(-1)?.try_neg()?;
+        // ε/C · Σ_c -w_c log p_c, PyTorch's smoothing term.
+        let smooth = match weight {
+            Some(weight) => log_p.try_mul(weight)?.try_mean_axis(-1)?.try_neg()?,
+            None => log_p.try_mean_axis(-1)?.try_neg()?,
+        };
         losses = losses.try_mul_scalar(E::from_f64(1.0 - eps))?.try_add(&smooth.try_mul_scalar(E::from_f64(eps))?)?;
     }
-    let Some(keep) = keep else {
-        return match options.reduction {
-            Reduction::None => losses.try_reshape(labels.shape().clone()),
-            other => other.apply(losses),
-        };
-    };
-    let losses = keep.try_where_cond(&losses, &Tensor::<D, E>::try_scalar(E::ZERO)?)?;
+    if let Some(keep) = &keep {
+        losses = keep.try_where_cond(&losses, &Tensor::<D, E>::try_scalar(E::ZERO)?)?;
+    }
     match options.reduction {
         Reduction::None => losses.try_reshape(labels.shape().clone()),
         Reduction::Sum => losses.try_sum(),
-        // Over the targets kept, as PyTorch: NaN (0 / 0) when all are ignored.
-        Reduction::Mean => losses.try_sum()?.try_div(&keep.try_sum()?.try_to_dtype::<E>()?),
+        // Over the targets kept, as PyTorch (by their weights when given):
+        // NaN (0 / 0) when all are ignored.
+        Reduction::Mean => {
+            let kept = match (&keep, &target_weight) {
+                (Some(keep), Some(w)) => keep.try_where_cond(w, &Tensor::<D, E>::try_scalar(E::ZERO)?)?.try_sum()?,
+                (None, Some(w)) => w.try_sum()?,
+                (Some(keep), None) => keep.try_sum()?.try_to_dtype::<E>()?,
+                (None, None) => return losses.try_mean(),
+            };
+            losses.try_sum()?.try_div(&kept)
+        }
     }
 }
 
