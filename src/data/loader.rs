@@ -1,6 +1,6 @@
 //! [`DataLoader`]: batches of a dataset, prepared by worker threads.
 
-use super::{Collate, Dataset, DeviceBatches, Sampler, Stack, ToDevice};
+use super::{Collate, Dataset, DeviceBatches, SampleOrder, Sampler, Stack, ToDevice};
 use crate::error::{Error, Result};
 use crate::tensor::Device;
 use devtensor_macros::fallible;
@@ -43,7 +43,7 @@ pub struct DataLoader<S: Dataset, C: Collate<S::Item> = Stack> {
     collate: Arc<C>,
     batch_size: usize,
     drop_last: bool,
-    sampler: Sampler,
+    sampler: Arc<dyn SampleOrder>,
     workers: usize,
     prefetch: usize,
     epoch: usize,
@@ -69,7 +69,7 @@ where
             collate: Arc::new(Stack),
             batch_size,
             drop_last: false,
-            sampler: Sampler::Sequential,
+            sampler: Arc::new(Sampler::Sequential),
             workers: 0,
             prefetch: 2,
             epoch: 0,
@@ -83,9 +83,11 @@ impl<S: Dataset + 'static, C: Collate<S::Item> + 'static> DataLoader<S, C> {
         self.sampler(Sampler::Random { seed })
     }
 
-    /// Visits the samples as `sampler` says.
-    pub fn sampler(mut self, sampler: Sampler) -> Self {
-        self.sampler = sampler;
+    /// Visits the samples as `sampler` says: a [`Sampler`], a
+    /// [`WeightedRandomSampler`](super::WeightedRandomSampler), or an order
+    /// of your own ([`SampleOrder`]).
+    pub fn sampler(mut self, sampler: impl SampleOrder + 'static) -> Self {
+        self.sampler = Arc::new(sampler);
         self
     }
 

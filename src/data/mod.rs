@@ -1,4 +1,5 @@
-//! Data loading: datasets, samplers, collating, and loaders whose worker
+//! Data loading: datasets (and subsets, concatenations and random splits
+//! of them), samplers, collating, and loaders whose worker
 //! threads prepare batches ahead, on the CPU or already on a device.
 //!
 //! Batches come out as `Tensor<Cpu>`: feeding one to a model on a GPU does
@@ -6,13 +7,15 @@
 //! copy with computation, by iterating [`DataLoader::to_device`].
 
 mod collate;
+mod compose;
 mod dataset;
 mod device;
 mod loader;
 mod sampler;
 
 pub use collate::{Collate, Stack};
+pub use compose::{ConcatDataset, SplitLengths, Subset, random_split};
 pub use dataset::{Dataset, TensorDataset};
 pub use device::{BatchIterator, DeviceBatches, ToDevice};
 pub use loader::{Batches, DataLoader};
-pub use sampler::Sampler;
+pub use sampler::{SampleOrder, Sampler, WeightedRandomSampler};

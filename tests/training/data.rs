@@ -2,8 +2,12 @@
 //! and without workers; bounded prefetching; errors that name the batch;
 //! distributed shards; and batches delivered on every device.
 
-use devtensor::data::{Collate, DataLoader, Dataset, Sampler, TensorDataset};
+use devtensor::data::{
+    Collate, ConcatDataset, DataLoader, Dataset, SampleOrder, Sampler, Subset, TensorDataset, WeightedRandomSampler,
+    random_split,
+};
 use devtensor::{Cpu, Device, Error, Result, Tensor};
+use proptest::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -73,6 +77,180 @@ fn distributed_shards_are_disjoint_and_cover_the_data() {
     let mut loader =
         DataLoader::new(numbered(n), 4).sampler(Sampler::Distributed { replicas, rank: 1, shuffle: false, seed: 0 });
     assert_eq!(labels_of(&mut loader).concat(), vec![1, 5, 9, 13, 17, 21]);
+}
+
+/// Lengths that PyTorch 2.15's `random_split(range(n), fractions)` gives,
+/// printed by it (floors, then the remainder one by one from the first).
+const PYTORCH_FRACTION_SPLITS: &[(usize, &[f64], &[usize])] = &[
+    (10, &[0.8, 0.2], &[8, 2]),
+    (7, &[0.5, 0.5], &[4, 3]),
+    (10, &[0.3, 0.3, 0.4], &[3, 3, 4]),
+    (5, &[0.1, 0.1, 0.8], &[1, 0, 4]),
+    (11, &[1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0], &[4, 4, 3]),
+    (3, &[0.5, 0.25, 0.25], &[2, 1, 0]),
+    (100, &[0.7, 0.15, 0.15], &[70, 15, 15]),
+    (9, &[0.05, 0.95], &[1, 8]),
+];
+
+#[test]
+fn random_split_follows_pytorchs_lengths_and_refuses_what_it_refuses() {
+    for &(n, fractions, want) in PYTORCH_FRACTION_SPLITS {
+        let splits = random_split(numbered(n), fractions, 1).unwrap();
+        let got: Vec<usize> = splits.iter().map(|s| s.len()).collect();
+        assert_eq!(got, want, "{n} samples as {fractions:?}");
+    }
+    // PyTorch: "Sum of input lengths does not equal the length of the input dataset!"
+    let err = random_split(numbered(10), [5usize, 4], 0).unwrap_err().to_string();
+    assert!(err.contains("random_split") && err.contains("do not add up to the dataset's 10"), "{err}");
+    let err = random_split(numbered(10), [0.5, 0.4], 0).unwrap_err().to_string();
+    assert!(err.contains("add up to 1"), "{err}");
+    assert!(random_split(numbered(10), [1.5, -0.5], 0).is_err());
+    let err = Subset::try_new(numbered(3), vec![0, 3]).unwrap_err().to_string();
+    assert!(err.contains("index 3 is out of range for a dataset of 3 samples"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// The splits partition the indices, in the sizes asked, the same for
+    /// a seed; each split reads its own samples of the one shared dataset;
+    /// a loader over a split batches exactly its samples.
+    #[test]
+    fn random_split_partitions_the_samples(sizes in proptest::collection::vec(0..6usize, 1..5), seed in any::<u64>()) {
+        let n: usize = sizes.iter().sum();
+        let splits = random_split(numbered(n), sizes.as_slice(), seed).unwrap();
+        let again = random_split(numbered(n), sizes.as_slice(), seed).unwrap();
+        let mut seen = Vec::new();
+        for (k, split) in splits.iter().enumerate() {
+            prop_assert_eq!(split.len(), sizes[k]);
+            prop_assert_eq!(split.indices(), again[k].indices());
+            for (i, &index) in split.indices().iter().enumerate() {
+                prop_assert_eq!(split.get(i).unwrap().1.item(), index as i64);
+            }
+            prop_assert!(split.get(split.len()).is_err());
+            seen.extend_from_slice(split.indices());
+        }
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..n).collect::<Vec<_>>());
+        if let Some(split) = splits.iter().find(|s| !s.is_empty()) {
+            let mut loader = DataLoader::new(split.clone(), 2);
+            let labels: Vec<i64> = loader.iter().flat_map(|b| b.unwrap().1.to_vec()).collect();
+            prop_assert_eq!(labels, split.indices().iter().map(|&i| i as i64).collect::<Vec<_>>());
+        }
+    }
+
+    /// Concatenation reads sample `i` from the dataset it falls in, empty
+    /// datasets included, as a flat list of the parts would.
+    #[test]
+    fn concatenation_reads_each_part_in_order(sizes in proptest::collection::vec(0..5usize, 0..5)) {
+        let parts: Vec<Subset<TensorDataset<f32, i64>>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &len)| Subset::try_new(numbered(30), (0..len).map(|i| 6 * k + i).collect()).unwrap())
+            .collect();
+        let flat: Vec<usize> = parts.iter().flat_map(|p| p.indices().to_vec()).collect();
+        let all = ConcatDataset::new(parts);
+        prop_assert_eq!(all.len(), flat.len());
+        for (i, &want) in flat.iter().enumerate() {
+            prop_assert_eq!(all.get(i).unwrap().1.item(), want as i64);
+        }
+        prop_assert!(all.get(flat.len()).is_err());
+        let mut ends = Vec::new();
+        let mut total = 0;
+        for &len in &sizes {
+            total += len;
+            ends.push(total);
+        }
+        prop_assert_eq!(all.cumulative_sizes(), ends.as_slice());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// With replacement, each index is drawn in proportion to its weight
+    /// (20,000 draws: 6 standard deviations of slack), never one of weight 0.
+    #[test]
+    fn weighted_draws_follow_the_weights(weights in proptest::collection::vec(prop_oneof![Just(0.0), 0.5..4.0f64], 1..6), seed in any::<u64>()) {
+        prop_assume!(weights.iter().any(|&w| w > 0.0));
+        let draws = 20_000;
+        let sampler = WeightedRandomSampler::try_new(weights.clone(), draws, true, seed).unwrap();
+        let drawn = sampler.indices(0, weights.len());
+        prop_assert_eq!(drawn.len(), draws);
+        let total: f64 = weights.iter().sum();
+        for (i, &w) in weights.iter().enumerate() {
+            let share = drawn.iter().filter(|&&d| d == i).count() as f64 / draws as f64;
+            let p = w / total;
+            let slack = 6.0 * (p * (1.0 - p) / draws as f64).sqrt() + 1e-12;
+            prop_assert!((share - p).abs() <= slack, "index {}: drawn {} of the time, weight share {}", i, share, p);
+        }
+        if weights.iter().filter(|&&w| w > 0.0).count() > 1 {
+            prop_assert_ne!(sampler.indices(1, weights.len()), drawn.clone(), "a new draw each epoch");
+        }
+        prop_assert_eq!(sampler.indices(0, weights.len()), drawn, "the same draw for the same epoch");
+    }
+
+    /// Without replacement: distinct indices, none of weight 0, and the
+    /// first draw in proportion to the weights (over 4,000 epochs).
+    #[test]
+    fn weighted_draws_without_replacement_are_distinct(weights in proptest::collection::vec(prop_oneof![Just(0.0), 0.5..4.0f64], 1..6), seed in any::<u64>()) {
+        let positive = weights.iter().filter(|&&w| w > 0.0).count();
+        prop_assume!(positive > 0);
+        let sampler = WeightedRandomSampler::try_new(weights.clone(), positive, false, seed).unwrap();
+        let epochs = 4_000;
+        let mut first = vec![0usize; weights.len()];
+        for epoch in 0..epochs {
+            let drawn = sampler.indices(epoch, weights.len());
+            let mut sorted = drawn.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            prop_assert_eq!(sorted.len(), positive);
+            prop_assert!(drawn.iter().all(|&i| weights[i] > 0.0));
+            first[drawn[0]] += 1;
+        }
+        let total: f64 = weights.iter().sum();
+        for (i, &w) in weights.iter().enumerate() {
+            let (share, p) = (first[i] as f64 / epochs as f64, w / total);
+            let slack = 6.0 * (p * (1.0 - p) / epochs as f64).sqrt() + 1e-12;
+            prop_assert!((share - p).abs() <= slack, "index {}: first {} of the time, weight share {}", i, share, p);
+        }
+    }
+}
+
+#[test]
+fn samplers_of_every_kind_drive_the_loader() {
+    // PyTorch refuses these in WeightedRandomSampler or torch.multinomial.
+    assert!(WeightedRandomSampler::try_new(vec![1.0, -1.0], 2, true, 0).is_err());
+    assert!(WeightedRandomSampler::try_new(vec![0.0, 0.0], 2, true, 0).is_err());
+    let err = WeightedRandomSampler::try_new(vec![1.0, 0.0, 2.0], 3, false, 0).unwrap_err().to_string();
+    assert!(err.contains("cannot draw 3 samples without replacement from 2 non-zero weights"), "{err}");
+    // The loader takes the sampler's count, not the dataset's length.
+    let sampler = WeightedRandomSampler::try_new(vec![0.0, 1.0, 0.0, 1.0], 7, true, 3).unwrap();
+    let mut loader = DataLoader::new(numbered(4), 3).sampler(sampler).workers(2);
+    assert_eq!(loader.len(), 3);
+    let labels: Vec<i64> = labels_of(&mut loader).concat();
+    assert_eq!(labels.len(), 7);
+    assert!(labels.iter().all(|&l| l == 1 || l == 3), "{labels:?}");
+    // An order of one's own.
+    struct Evens;
+    impl SampleOrder for Evens {
+        fn indices(&self, epoch: usize, len: usize) -> Vec<usize> {
+            (0..len).filter(|i| i % 2 == epoch % 2).collect()
+        }
+    }
+    let mut loader = DataLoader::new(numbered(7), 10).sampler(Evens);
+    assert_eq!(labels_of(&mut loader), vec![vec![0, 2, 4, 6]]);
+    assert_eq!(labels_of(&mut loader), vec![vec![1, 3, 5]]);
+}
+
+/// Datasets of different types with one item type, boxed, concatenate.
+#[test]
+fn boxed_datasets_of_different_types_concatenate() {
+    type Boxed = Box<dyn Dataset<Item = (Tensor<Cpu>, Tensor<Cpu, i64>)>>;
+    let parts: Vec<Boxed> = vec![Box::new(numbered(2)), Box::new(Subset::try_new(numbered(9), vec![8, 7]).unwrap())];
+    let all = ConcatDataset::new(parts);
+    let labels: Vec<i64> = (0..all.len()).map(|i| all.get(i).unwrap().1.item()).collect();
+    assert_eq!(labels, [0, 1, 8, 7]);
 }
 
 /// A dataset that counts the samples being read at once, and fails (or
