@@ -48,6 +48,7 @@ mod embedding;
 mod forward;
 mod group_norm;
 pub mod init;
+mod instance_norm;
 mod layer_norm;
 mod linear;
 mod loss;
@@ -55,6 +56,7 @@ mod module;
 mod module_fields;
 pub(crate) mod parameter;
 pub(crate) use module::stateless_module;
+mod pixel_shuffle;
 mod pool;
 mod recurrent;
 mod rms_norm;
@@ -70,10 +72,11 @@ pub use attention::{MhaInput, MultiheadAttention};
 pub use batch_norm::{BatchNorm1d, BatchNorm2d, BatchNorm3d};
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
 pub use distance::{cosine_similarity, pairwise_distance, try_cosine_similarity, try_pairwise_distance};
-pub use dropout::Dropout;
+pub use dropout::{Dropout, Dropout1d, Dropout2d, Dropout3d};
 pub use embedding::Embedding;
 pub use forward::Forward;
 pub use group_norm::GroupNorm;
+pub use instance_norm::{InstanceNorm1d, InstanceNorm2d, InstanceNorm3d};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use loss::{
@@ -92,6 +95,7 @@ pub use module_fields::{
     Access, ConvertTo, Exclusive, Field, FieldOfDtype, FieldVisitor, MoveTo, OfDtype, OnDevice, Rebuild, SetTraining,
     Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
 };
+pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle};
 pub use pool::{AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d};
 pub use recurrent::{
     Gru, GruCell, Lstm, LstmCell, PackedSequence, RecurrentConfig, RecurrentInput, Rnn, RnnCell, RnnNonlinearity,

@@ -260,6 +260,39 @@ fn dropout_keeps_the_expectation<D: Device>() {
     assert!(Dropout::try_new(1.5).is_err());
 }
 
+/// The channel-wise dropouts zero whole channels, about `p` of them, and
+/// scale the rest; the gradient takes the same mask; evaluation passes the
+/// input through.
+fn channel_dropout_zeroes_whole_channels<D: Device>() {
+    use devtensor::nn::{Dropout1d, Dropout2d, Dropout3d, Forward};
+    devtensor::manual_seed(11);
+    fn check<D: Device, L: Forward<D, f64>>(mut layer: L, name: &str, dims: &[usize], spatial: usize) {
+        let x = Tensor::<D, f64>::ones(dims).requires_grad();
+        let y = layer.forward(&x);
+        let per_channel: usize = dims[dims.len() - spatial..].iter().product();
+        let values = y.to_vec();
+        let channels: Vec<&[f64]> = values.chunks(per_channel).collect();
+        for channel in &channels {
+            assert!(channel.iter().all(|&v| v == channel[0]), "{name}: a channel partly dropped");
+            assert!(channel[0] == 0.0 || (channel[0] - 1.0 / 0.75).abs() < 1e-12, "{name}: {}", channel[0]);
+        }
+        let n = channels.len() as f64;
+        let dropped = channels.iter().filter(|c| c[0] == 0.0).count() as f64 / n;
+        let slack = 6.0 * (0.25 * 0.75 / n).sqrt();
+        assert!((dropped - 0.25).abs() < slack, "{name}: {dropped} of the channels dropped");
+        assert_eq!(y.sum().backward().get(&x).unwrap().to_vec(), values, "{name}: the gradient's mask");
+        layer.eval();
+        assert_eq!(layer.forward(&x).to_vec(), vec![1.0; x.elem_count()], "{name} in evaluation");
+    }
+    check::<D, _>(Dropout1d::new(0.25), "Dropout1d", &[40, 50, 3], 1);
+    check::<D, _>(Dropout1d::new(0.25), "Dropout1d unbatched", &[2000, 3], 1);
+    check::<D, _>(Dropout2d::new(0.25), "Dropout2d", &[40, 50, 2, 3], 2);
+    check::<D, _>(Dropout3d::new(0.25), "Dropout3d", &[20, 100, 2, 1, 2], 3);
+    let err = Dropout2d::new(0.5).try_forward(&Tensor::<D, f64>::ones([4, 5])).unwrap_err().to_string();
+    assert!(err.contains("Dropout2d") && err.contains("[N, C, H, W] or [C, H, W]"), "{err}");
+    assert!(Dropout3d::try_new(-0.1).is_err());
+}
+
 struct Net<D: Device> {
     body: Sequential<(Linear<D>, Relu, Dropout)>,
     norm: LayerNorm<D>,
@@ -788,15 +821,16 @@ fn large_untracked_linear_starts_from_the_bias<D: Device>() {
     }
 }
 
-/// The 1-D and 3-D norms and pools, `LayerNorm` without a bias and
-/// `Upsample` in every mode against PyTorch (the `layer.<name>.` rows made
-/// after the activations'): outputs, input
-/// gradients, parameter gradients, and the `state_dict` after the forward
-/// under PyTorch's names (BatchNorm's running statistics after one batch).
+/// The 1-D and 3-D norms and pools, the instance norms, `LayerNorm`
+/// without a bias, the pixel shuffles and `Upsample` in every mode against
+/// PyTorch (the `layer.<name>.` rows made after the activations'):
+/// outputs, input gradients, parameter gradients, and the `state_dict`
+/// after the forward under PyTorch's names (BatchNorm's running statistics
+/// after one batch).
 fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
     use devtensor::nn::{
-        AdaptiveAvgPool1d, AvgPool1d, BatchNorm1d, BatchNorm3d, Forward, InterpolateMode as Mode, MaxPool1d, Resize,
-        Upsample,
+        AdaptiveAvgPool1d, AvgPool1d, BatchNorm1d, BatchNorm3d, Forward, InstanceNorm1d, InstanceNorm2d,
+        InstanceNorm3d, InterpolateMode as Mode, MaxPool1d, PixelShuffle, PixelUnshuffle, Resize, Upsample,
     };
     let file = Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", crate::common::REPO));
     let find = |name: &str| file.tensors().iter().find(|(n, _)| n == name).map(|(_, t)| t.to::<D>());
@@ -836,6 +870,12 @@ fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
         ("upsample_bilinear_factors", run(factors(Mode::Bilinear, [2.0, 1.3]))),
         ("upsample_bicubic_factors", run(factors(Mode::Bicubic, [1.3, 2.0]))),
         ("upsample_nearest_exact_factor", run(Upsample::new(1.3, Mode::NearestExact))),
+        ("instance_norm1d", run(InstanceNorm1d::<D, f64>::new(3))),
+        ("instance_norm1d_unbatched", run(InstanceNorm1d::<D, f64>::new(3))),
+        ("instance_norm2d_affine", run(InstanceNorm2d::<D, f64>::new(3).affine())),
+        ("instance_norm3d", run(InstanceNorm3d::<D, f64>::new(2))),
+        ("pixel_shuffle", run(PixelShuffle::new(2))),
+        ("pixel_unshuffle", run(PixelUnshuffle::new(2))),
     ];
     for (name, layer) in rows {
         let p = format!("layer.{name}.");
@@ -872,6 +912,12 @@ fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
     assert!(err.contains("AvgPool1d") && err.contains("half the kernel"), "{err}");
     let err = AdaptiveAvgPool1d::new(2).try_forward(&T::<D>::zeros([1, 1, 2, 3])).unwrap_err().to_string();
     assert!(err.contains("AdaptiveAvgPool1d") && err.contains("[N, C, L]"), "{err}");
+    let err = PixelShuffle::new(3).try_forward(&T::<D>::zeros([1, 8, 2, 2])).unwrap_err().to_string();
+    assert!(err.contains("PixelShuffle") && err.contains("multiple of upscale_factor² (3²)"), "{err}");
+    let err = PixelUnshuffle::new(2).try_forward(&T::<D>::zeros([1, 3])).unwrap_err().to_string();
+    assert!(err.contains("rank 3 or more"), "{err}");
+    let err = InstanceNorm2d::<D, f64>::new(3).try_forward(&T::<D>::zeros([1, 4, 2, 2])).unwrap_err().to_string();
+    assert!(err.contains("InstanceNorm2d") && err.contains("[N, 3, H, W] or [3, H, W]"), "{err}");
     let err = Upsample::new(2.0, Mode::Bilinear).try_forward(&T::<D>::zeros([1, 2, 3])).unwrap_err().to_string();
     assert!(err.contains("interpolate") && err.contains("'bilinear'") && err.contains("[N, C, H, W]"), "{err}");
     let err = Upsample::new(2.0, Mode::Nearest).align_corners(true).try_forward(&x.unsqueeze(0)).unwrap_err();
@@ -893,6 +939,7 @@ device_tests! {
     nll_and_cross_entropy_agree_and_check_their_inputs => nll_and_cross_entropy_agree_and_check_their_inputs,
     embedding_rows_and_gradients => embedding_rows_and_gradients,
     dropout_keeps_the_expectation => dropout_keeps_the_expectation,
+    channel_dropout_zeroes_whole_channels => channel_dropout_zeroes_whole_channels,
     modules_name_move_and_switch_modes => modules_name_move_and_switch_modes,
 }
 
