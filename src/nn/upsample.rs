@@ -14,6 +14,7 @@
 use super::Forward;
 use super::module::stateless_module;
 use super::{Module, TensorKind};
+use crate::backend::cpu::try_collect;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::tensor::{Device, Tensor};
@@ -223,7 +224,7 @@ pub fn interpolate<D: Device, E: FloatElement>(x: &Tensor<D, E>, options: &Inter
         if input == output && kept {
             continue;
         }
-        let taps = taps(mode, input, output, factor, options.align_corners);
+        let taps = taps(mode, input, output, factor, options.align_corners)?;
         y = resample_axis(&y, 2 + a, output, &taps)?;
     }
     Ok(y)
@@ -252,10 +253,15 @@ fn scale(input: usize, output: usize, factor: Option<f64>, align_corners: bool) 
 /// The taps of `mode` for resampling `input` positions to `output`
 /// (PyTorch's `area_pixel_compute_source_index` and its nearest and cubic
 /// forms), in f64.
-fn taps(mode: InterpolateMode, input: usize, output: usize, factor: Option<f64>, align_corners: bool) -> Vec<Tap> {
+fn taps(
+    mode: InterpolateMode,
+    input: usize,
+    output: usize,
+    factor: Option<f64>,
+    align_corners: bool,
+) -> Result<Vec<Tap>> {
     let scale = scale(input, output, factor, align_corners);
     let last = input as i64 - 1;
-    let clamp = |i: i64| i.clamp(0, last);
     let source = |o: usize, cubic: bool| {
         if align_corners {
             scale * o as f64
@@ -264,7 +270,6 @@ fn taps(mode: InterpolateMode, input: usize, output: usize, factor: Option<f64>,
             if cubic { s } else { s.max(0.0) }
         }
     };
-    let positions = 0..output;
     match mode {
         InterpolateMode::Nearest | InterpolateMode::NearestExact => {
             // PyTorch computes the nearest index in f32 (`nearest_idx`),
@@ -274,48 +279,57 @@ fn taps(mode: InterpolateMode, input: usize, output: usize, factor: Option<f64>,
                 None => input as f32 / output as f32,
             };
             let offset = if mode == InterpolateMode::NearestExact { 0.5 } else { 0.0 };
-            let index = positions.map(|o| (((o as f32 + offset) * scale).floor() as i64).min(last)).collect();
-            vec![Tap { index, weight: vec![1.0; output] }]
+            let nearest = |o: usize| ((((o as f32 + offset) * scale).floor() as i64).min(last), 1.0);
+            Ok(vec![Tap::try_from_fn(output, nearest)?])
         }
         InterpolateMode::Linear1d | InterpolateMode::Bilinear | InterpolateMode::Trilinear => {
-            let (mut near, mut far) = (Tap::with_capacity(output), Tap::with_capacity(output));
-            for o in positions {
+            // The two neighbours of each output position, and its distance
+            // past the first (`lambda`).
+            let split = |o: usize| {
                 let s = source(o, false);
                 let i = s.floor() as i64;
-                let lambda = s - i as f64;
-                near.push(i.min(last), 1.0 - lambda);
-                far.push((i + 1).min(last), lambda);
-            }
-            vec![near, far]
+                (i, s - i as f64)
+            };
+            let near = Tap::try_from_fn(output, |o| {
+                let (i, lambda) = split(o);
+                (i.min(last), 1.0 - lambda)
+            })?;
+            let far = Tap::try_from_fn(output, |o| {
+                let (i, lambda) = split(o);
+                ((i + 1).min(last), lambda)
+            })?;
+            Ok(vec![near, far])
         }
         InterpolateMode::Bicubic => {
             const A: f64 = -0.75;
             // The cubic convolution kernel at distances 1 + t, t, 1 - t, 2 - t.
             let outer = |d: f64| ((A * d - 5.0 * A) * d + 8.0 * A) * d - 4.0 * A;
             let inner = |d: f64| ((A + 2.0) * d - (A + 3.0)) * d * d + 1.0;
-            let mut four: Vec<Tap> = (0..4).map(|_| Tap::with_capacity(output)).collect();
-            for o in positions {
-                let s = source(o, true);
-                let i = s.floor() as i64;
-                let t = s - i as f64;
-                let weights = [outer(t + 1.0), inner(t), inner(1.0 - t), outer(2.0 - t)];
-                for (k, tap) in four.iter_mut().enumerate() {
-                    tap.push(clamp(i - 1 + k as i64), weights[k]);
-                }
-            }
-            four
+            (0..4i64)
+                .map(|k| {
+                    Tap::try_from_fn(output, |o| {
+                        let s = source(o, true);
+                        let i = s.floor() as i64;
+                        let t = s - i as f64;
+                        let weight = [outer(t + 1.0), inner(t), inner(1.0 - t), outer(2.0 - t)][k as usize];
+                        ((i - 1 + k).clamp(0, last), weight)
+                    })
+                })
+                .collect()
         }
     }
 }
 
 impl Tap {
-    fn with_capacity(n: usize) -> Self {
-        Tap { index: Vec::with_capacity(n), weight: Vec::with_capacity(n) }
-    }
-
-    fn push(&mut self, index: i64, weight: f64) {
-        self.index.push(index);
-        self.weight.push(weight);
+    /// The tap whose output position `o` reads `at(o)`: an index and a
+    /// weight. Its two host vectors are reserved first, so that a factor
+    /// too large for memory is an [`Error::OutOfMemory`], not an abort.
+    fn try_from_fn(output: usize, at: impl Fn(usize) -> (i64, f64)) -> Result<Self> {
+        const OP: &str = "interpolate";
+        Ok(Tap {
+            index: try_collect(OP, output, (0..output).map(|o| at(o).0))?,
+            weight: try_collect(OP, output, (0..output).map(|o| at(o).1))?,
+        })
     }
 }
 

@@ -918,6 +918,9 @@ fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
     assert!(err.contains("rank 3 or more"), "{err}");
     let err = InstanceNorm2d::<D, f64>::new(3).try_forward(&T::<D>::zeros([1, 4, 2, 2])).unwrap_err().to_string();
     assert!(err.contains("InstanceNorm2d") && err.contains("[N, 3, H, W] or [3, H, W]"), "{err}");
+    // A factor too large for memory is an error, not an abort.
+    let huge = Upsample::new(1e15, Mode::Linear1d).try_forward(&T::<D>::zeros([1, 1, 4]));
+    assert!(matches!(huge, Err(Error::OutOfMemory { .. })), "{huge:?}");
     let err = Upsample::new(2.0, Mode::Bilinear).try_forward(&T::<D>::zeros([1, 2, 3])).unwrap_err().to_string();
     assert!(err.contains("interpolate") && err.contains("'bilinear'") && err.contains("[N, C, H, W]"), "{err}");
     let err = Upsample::new(2.0, Mode::Nearest).align_corners(true).try_forward(&x.unsqueeze(0)).unwrap_err();
