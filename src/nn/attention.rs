@@ -197,7 +197,7 @@ impl<D: Device, E: FloatElement> MultiheadAttention<D, E> {
             key: same_device(key),
             value: same_device(value),
             key_padding: key_padding.map(same_device),
-            mask: mask_on_device::<D, DX, E, EX>(mask),
+            mask: mask.on_device(),
             need_weights,
         })
     }
@@ -362,20 +362,6 @@ impl<'a, D: Device, E: FloatElement> MhaInput<'a, D, E> {
     pub fn need_weights(mut self, need_weights: bool) -> Self {
         self.need_weights = need_weights;
         self
-    }
-}
-
-/// `mask` as one on `D` of `E`, which `D: SameDevice<DM>` and
-/// `E: SameDtype<EM>` proved to be `DM` and `EM`.
-fn mask_on_device<D: Device, DM: Device, E: FloatElement, EM: FloatElement>(
-    mask: AttentionMask<'_, DM, EM>,
-) -> AttentionMask<'_, D, E> {
-    match mask {
-        AttentionMask::None => AttentionMask::None,
-        AttentionMask::Causal => AttentionMask::Causal,
-        AttentionMask::Keep(keep) => AttentionMask::Keep(same_device(keep)),
-        AttentionMask::Hide(hide) => AttentionMask::Hide(same_device(hide)),
-        AttentionMask::Add(add) => AttentionMask::Add(same_device(add)),
     }
 }
 

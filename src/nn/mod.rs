@@ -62,6 +62,7 @@ mod recurrent;
 mod rms_norm;
 mod sequential;
 mod to_dtype;
+mod transformer;
 mod upsample;
 
 pub use activation::{
@@ -105,4 +106,8 @@ pub use recurrent::{
 pub use rms_norm::RmsNorm;
 pub use sequential::Sequential;
 pub use to_dtype::ToDtype;
+pub use transformer::{
+    DecoderInput, EncoderInput, ToEncoderInput, Transformer, TransformerActivation, TransformerConfig,
+    TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, TransformerInput,
+};
 pub use upsample::{Interpolate, InterpolateMode, Resize, Upsample, interpolate, try_interpolate};

@@ -13,6 +13,7 @@ mod checkpoint;
 mod conv;
 mod data;
 mod distributed;
+mod fixture;
 use common::gradcheck;
 mod gpt;
 mod layers;
@@ -24,6 +25,7 @@ mod porting;
 mod recurrent;
 mod static_shapes;
 mod store_attacks;
+mod transformer;
 
 /// The GPT of `examples/train_gpt.rs`, for the parity test (`gpt`).
 #[allow(dead_code)] // what only the example uses

@@ -7,7 +7,7 @@
 
 use devtensor::io::Checkpoint;
 use devtensor::nn::{
-    Gru, GruCell, Lstm, LstmCell, Module, RecurrentConfig, Relu, Rnn, RnnCell, init, pack_padded_sequence,
+    Gru, GruCell, Lstm, LstmCell, Module, RecurrentConfig, Relu, Rnn, RnnCell, pack_padded_sequence,
     pad_packed_sequence, pad_sequence, try_pack_padded_sequence, try_pad_packed_sequence,
 };
 use devtensor::{Cpu, Device, Tensor};
@@ -16,82 +16,15 @@ use proptest::prelude::*;
 type T<D> = Tensor<D, f64>;
 
 fn fixture() -> Checkpoint<Cpu, f64> {
-    Checkpoint::load(format!("{}/tests/fixtures/pytorch/recurrent.safetensors", crate::common::REPO))
+    crate::fixture::load("recurrent.safetensors")
 }
 
-/// One case of the fixture: its tensors by name, moved to `D`.
-struct Case<'a, D: Device> {
-    file: &'a Checkpoint<Cpu, f64>,
-    name: &'a str,
-    _device: std::marker::PhantomData<D>,
-}
+/// A case of the fixture, whose `state_dict` entries are the `weight_*` and
+/// `bias_*` tensors.
+type Case<'a, D> = crate::fixture::Case<'a, D>;
 
-impl<'a, D: Device> Case<'a, D> {
-    fn new(file: &'a Checkpoint<Cpu, f64>, name: &'a str) -> Self {
-        Case { file, name, _device: std::marker::PhantomData }
-    }
-
-    fn find(&self, key: &str) -> Option<T<D>> {
-        let key = format!("{}.{key}", self.name);
-        self.file.tensors().iter().find(|(n, _)| *n == key).map(|(_, t)| t.to::<D>())
-    }
-
-    fn get(&self, key: &str) -> T<D> {
-        self.find(key).unwrap_or_else(|| panic!("no `{}.{key}` in recurrent.safetensors", self.name))
-    }
-
-    fn lengths(&self) -> Option<Vec<usize>> {
-        let key = format!("{}.lengths", self.name);
-        let t = self.file.int_tensors().iter().find(|(n, _)| *n == key)?.1.clone();
-        Some(t.to_vec().into_iter().map(|l| l as usize).collect())
-    }
-
-    /// Loads PyTorch's `state_dict` into `model` by name, after checking
-    /// that the names are exactly PyTorch's.
-    fn load<M: Module<D, f64>>(&self, model: &mut M) {
-        let prefix = format!("{}.", self.name);
-        let mut torch: Vec<&str> = self
-            .file
-            .tensors()
-            .iter()
-            .filter_map(|(n, _)| n.strip_prefix(&prefix))
-            .filter(|n| n.starts_with("weight_") || n.starts_with("bias_"))
-            .collect();
-        torch.sort();
-        let mut ours: Vec<String> = model.named_tensors().into_iter().map(|(n, _, _)| n).collect();
-        ours.sort();
-        assert_eq!(ours, torch, "{}: PyTorch's state_dict names", self.name);
-        init::apply(model, |name, _| Ok(Some(self.get(name)))).unwrap();
-    }
-
-    /// Checks the outputs, then the gradients of `Σ sum(d<o> · o)` toward
-    /// the inputs and every parameter of `model`.
-    fn check<M: Module<D, f64>>(&self, model: &M, inputs: &[(&str, &T<D>)], outputs: &[(&str, T<D>)]) {
-        let mut loss = T::<D>::scalar(0.0);
-        for (name, got) in outputs {
-            let want = self.get(name);
-            assert_eq!(got.dims(), want.dims(), "{}: {name}", self.name);
-            assert_close(&format!("{} {name} on {}", self.name, D::name()), got, &want);
-            loss = &loss + &(&self.get(&format!("d{name}")) * got).sum();
-        }
-        let grads = loss.backward();
-        let params = model.named_tensors().into_iter().map(|(n, _, t)| (n, t));
-        for (name, t) in inputs.iter().map(|(n, t)| (n.to_string(), (*t).clone())).chain(params) {
-            let got = grads.get(&t).unwrap_or_else(|| panic!("{}: no gradient for {name}", self.name));
-            assert_close(
-                &format!("{} gradient of {name} on {}", self.name, D::name()),
-                got,
-                &self.get(&format!("grad.{name}")),
-            );
-        }
-    }
-}
-
-fn assert_close<D: Device>(what: &str, got: &T<D>, want: &T<D>) {
-    assert_eq!(got.dims(), want.dims(), "{what}");
-    for (i, (g, w)) in got.to_vec().iter().zip(want.to_vec()).enumerate() {
-        assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{what}: element {i}: got {g}, PyTorch {w}");
-    }
+fn fixture_case<'a, D: Device>(file: &'a Checkpoint<Cpu, f64>, name: &'a str) -> Case<'a, D> {
+    Case::new(file, name, |n| n.starts_with("weight_") || n.starts_with("bias_"))
 }
 
 /// Runs an RNN or a GRU on a case's input: packed if the case has lengths,
@@ -130,7 +63,7 @@ fn recurrent_layers_match_pytorch<D: Device>() {
         ("rnn_packed", config(1, true, false, true), false),
     ];
     for (name, config, relu) in rnns {
-        let case = Case::<D>::new(&file, name);
+        let case = fixture_case::<D>(&file, name);
         let rnn = Rnn::<D, f64>::with_config(3, 4, config);
         let mut rnn = if relu { rnn.with_nonlinearity(Relu) } else { rnn };
         assert_eq!(rnn.nonlinearity(), if relu { "relu" } else { "tanh" });
@@ -143,7 +76,7 @@ fn recurrent_layers_match_pytorch<D: Device>() {
     }
     let grus = [("gru", config(2, true, true, true)), ("gru_packed", config(2, false, false, true))];
     for (name, config) in grus {
-        let case = Case::<D>::new(&file, name);
+        let case = fixture_case::<D>(&file, name);
         let mut gru = Gru::<D, f64>::with_config(3, 4, config);
         case.load(&mut gru);
         let (x, h0) = (case.get("x").requires_grad(), case.find("h0").map(T::requires_grad));
@@ -158,7 +91,7 @@ fn recurrent_layers_match_pytorch<D: Device>() {
         ("lstm_packed", config(1, true, true, true)),
     ];
     for (name, config) in lstms {
-        let case = Case::<D>::new(&file, name);
+        let case = fixture_case::<D>(&file, name);
         let mut lstm = Lstm::<D, f64>::with_config(3, 4, config);
         case.load(&mut lstm);
         let x = case.get("x").requires_grad();
@@ -189,7 +122,7 @@ fn recurrent_layers_match_pytorch<D: Device>() {
 fn recurrent_cells_match_pytorch<D: Device>() {
     let file = fixture();
     for (name, relu, bias) in [("rnn_cell", false, true), ("rnn_cell_relu", true, false)] {
-        let case = Case::<D>::new(&file, name);
+        let case = fixture_case::<D>(&file, name);
         let cell = RnnCell::<D, f64>::new(3, 4);
         let cell = if relu { cell.with_nonlinearity(Relu) } else { cell };
         let mut cell = if bias { cell } else { cell.without_bias() };
@@ -198,14 +131,14 @@ fn recurrent_cells_match_pytorch<D: Device>() {
         let h = cell.forward_with_state(&x, &h0);
         case.check(&cell, &[("x", &x), ("h0", &h0)], &[("h_n", h)]);
     }
-    let case = Case::<D>::new(&file, "gru_cell");
+    let case = fixture_case::<D>(&file, "gru_cell");
     let mut cell = GruCell::<D, f64>::new(3, 4);
     case.load(&mut cell);
     let (x, h0) = (case.get("x").requires_grad(), case.get("h0").requires_grad());
     let h = cell.forward_with_state(&x, &h0);
     case.check(&cell, &[("x", &x), ("h0", &h0)], &[("h_n", h)]);
 
-    let case = Case::<D>::new(&file, "lstm_cell");
+    let case = fixture_case::<D>(&file, "lstm_cell");
     let mut cell = LstmCell::<D, f64>::new(3, 4);
     case.load(&mut cell);
     let (x, h0, c0) = (case.get("x").requires_grad(), case.get("h0").requires_grad(), case.get("c0").requires_grad());
@@ -309,8 +242,8 @@ device_proptests! {
         let run = |kind: Kind, cells: Vec<[Vec<f64>; 4]>, got: (T<D>, T<D>)| {
             let want = reference(kind, &x.to_vec(), (steps, batch, input), hidden, &cells, &lengths);
             let what = format!("{kind:?} {steps}x{batch}x{input} hidden {hidden} lengths {lengths:?}");
-            assert_close(&format!("{what} output"), &got.0, &T::<D>::from_vec(want.0, got.0.dims()));
-            assert_close(&format!("{what} h_n"), &got.1, &T::<D>::from_vec(want.1, got.1.dims()));
+            crate::fixture::assert_close(&format!("{what} output"), &got.0, &T::<D>::from_vec(want.0, got.0.dims()));
+            crate::fixture::assert_close(&format!("{what} h_n"), &got.1, &T::<D>::from_vec(want.1, got.1.dims()));
         };
         let forward_packed = |out: devtensor::nn::PackedSequence<D, f64>| pad_packed_sequence(&out, false, 0.0, Some(steps)).0;
 

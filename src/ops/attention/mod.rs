@@ -55,6 +55,30 @@ pub enum AttentionMask<'a, D: Device, E: FloatElement> {
     Add(&'a Tensor<D, E>),
 }
 
+// By hand: derived impls would ask `D` and `E` to be `Copy`, and a mask
+// only borrows its tensor.
+impl<D: Device, E: FloatElement> Clone for AttentionMask<'_, D, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: Device, E: FloatElement> Copy for AttentionMask<'_, D, E> {}
+
+impl<'a, D: Device, E: FloatElement> AttentionMask<'a, D, E> {
+    /// The mask as one on `D2` of `E2`, which `D2: SameDevice<D>` and
+    /// `E2: SameDtype<E>` proved to be `D` and `E` (panics otherwise).
+    pub(crate) fn on_device<D2: Device, E2: FloatElement>(self) -> AttentionMask<'a, D2, E2> {
+        match self {
+            AttentionMask::None => AttentionMask::None,
+            AttentionMask::Causal => AttentionMask::Causal,
+            AttentionMask::Keep(keep) => AttentionMask::Keep(same_device(keep)),
+            AttentionMask::Hide(hide) => AttentionMask::Hide(same_device(hide)),
+            AttentionMask::Add(add) => AttentionMask::Add(same_device(add)),
+        }
+    }
+}
+
 impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// Attention of these queries over `key` and `value`, like
     /// `F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=.., scale=..)`
