@@ -45,6 +45,7 @@ mod conv;
 mod distance;
 mod dropout;
 mod embedding;
+mod embedding_bag;
 mod forward;
 mod group_norm;
 pub mod init;
@@ -75,6 +76,7 @@ pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, Conv
 pub use distance::{cosine_similarity, pairwise_distance, try_cosine_similarity, try_pairwise_distance};
 pub use dropout::{Dropout, Dropout1d, Dropout2d, Dropout3d};
 pub use embedding::Embedding;
+pub use embedding_bag::{EmbeddingBag, EmbeddingBagInput, EmbeddingBagMode, ToEmbeddingBagInput};
 pub use forward::Forward;
 pub use group_norm::GroupNorm;
 pub use instance_norm::{InstanceNorm1d, InstanceNorm2d, InstanceNorm3d};

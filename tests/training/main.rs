@@ -13,6 +13,7 @@ mod checkpoint;
 mod conv;
 mod data;
 mod distributed;
+mod embedding_bag;
 mod fixture;
 use common::gradcheck;
 mod gpt;

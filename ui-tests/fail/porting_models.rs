@@ -2,10 +2,12 @@
 // each function: a model of their own (the `Forward` trait), a GPT-style
 // model with a token-id input, a pipeline over two GPUs, a positional
 // embedding built on the host, a `Sequential`, a metric, an LSTM's initial
-// state and a packed batch made on the host. Every error here is
-// devtensor's own message, naming both devices. Fixed:
-// ui-tests/pass/porting_models_fixed.rs.
-use devtensor::nn::{Embedding, Forward, Linear, Lstm, Relu, Sequential, pack_padded_sequence};
+// state, a packed batch and an EmbeddingBag's offsets made on the host.
+// Every error here is devtensor's own message, naming both devices.
+// Fixed: ui-tests/pass/porting_models_fixed.rs.
+use devtensor::nn::{
+    Embedding, EmbeddingBag, EmbeddingBagInput, Forward, Linear, Lstm, Relu, Sequential, pack_padded_sequence,
+};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
 
 struct Mlp<D: Device> {
@@ -90,6 +92,21 @@ fn packed_batch_left_on_the_host(lstm: &Lstm<Cuda<0>>, x: &Tensor<Cpu>, lengths:
     let packed = pack_padded_sequence(x, lengths, true, false);
     let (_, (h_n, _)) = lstm.forward(&packed);
     h_n
+}
+
+struct TextClassifier<D: Device> {
+    embedding: EmbeddingBag<D>,
+    fc: Linear<D>,
+}
+devtensor::module!(TextClassifier { embedding, fc });
+
+// The text classification tutorial's `offsets`, made with `torch.tensor(..)` on the host.
+fn bag_offsets_left_on_the_host(
+    model: &TextClassifier<Cuda<0>>,
+    text: &Tensor<Cuda<0>, i64>,
+    offsets: &Tensor<Cpu, i64>,
+) -> Tensor<Cuda<0>> {
+    model.fc.forward(&model.embedding.forward(EmbeddingBagInput::new(text).offsets(offsets)))
 }
 
 fn main() {}

@@ -1,6 +1,8 @@
 // ui-tests/fail/porting_models.rs with each mistake fixed by moving the
 // tensor to the model's device.
-use devtensor::nn::{Embedding, Forward, Linear, Lstm, Relu, Sequential, pack_padded_sequence};
+use devtensor::nn::{
+    Embedding, EmbeddingBag, EmbeddingBagInput, Forward, Linear, Lstm, Relu, Sequential, pack_padded_sequence,
+};
 use devtensor::{Cpu, Cuda, Device, OnDevice, Result, Tensor};
 
 struct Mlp<D: Device> {
@@ -85,6 +87,21 @@ fn packed_batch_left_on_the_host(lstm: &Lstm<Cuda<0>>, x: &Tensor<Cpu>, lengths:
     let packed = pack_padded_sequence(&x.to::<Cuda<0>>(), lengths, true, false);
     let (_, (h_n, _)) = lstm.forward(&packed);
     h_n
+}
+
+struct TextClassifier<D: Device> {
+    embedding: EmbeddingBag<D>,
+    fc: Linear<D>,
+}
+devtensor::module!(TextClassifier { embedding, fc });
+
+// The text classification tutorial's `offsets`, made with `torch.tensor(..)` on the host.
+fn bag_offsets_left_on_the_host(
+    model: &TextClassifier<Cuda<0>>,
+    text: &Tensor<Cuda<0>, i64>,
+    offsets: &Tensor<Cpu, i64>,
+) -> Tensor<Cuda<0>> {
+    model.fc.forward(&model.embedding.forward(EmbeddingBagInput::new(text).offsets(&offsets.to::<Cuda<0>>())))
 }
 
 fn main() {}
