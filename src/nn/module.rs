@@ -442,8 +442,8 @@ fn new_parameter<D: Device, E: FloatElement, D2: Device, T: FloatElement>(
 }
 
 /// Gives a struct of modules the [`Module`] trait: `module!(Net { conv, fc })`
-/// lists the fields that are modules, parameter tensors (`Tensor<D>`) or
-/// `Option`s of either (all of them, in the order names and checkpoints
+/// lists the fields that are modules, parameter tensors (`Tensor<D>`),
+/// float buffers ([`Buffer<D>`](super::Buffer)) or `Option`s of them (all of them, in the order names and checkpoints
 /// should use). The built-in layers are written with it. The struct must be generic over its device as
 /// `Net<D: Device>`; its element type is `f32`, or the struct's second
 /// parameter with `module!(Net<E> { .. })`, which also gives the model

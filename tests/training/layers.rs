@@ -3,13 +3,13 @@
 //! settings included; refuses tensors that do not fit with an error naming
 //! the constructor and every shape; keeps a leaf as the same leaf (tying);
 //! and a table from `Embedding::from_pretrained` stays frozen through moves,
-//! checkpoints and optimizer steps, as PyTorch's does.
+//! checkpoints and optimizer steps, as PyTorch's does; and float buffers.
 
 use crate::common::*;
 use devtensor::io::Checkpoint;
 use devtensor::nn::{
-    BatchNorm2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding,
-    GroupNorm, LayerNorm, Linear, MhaInput, Module, MultiheadAttention, RmsNorm,
+    BatchNorm2d, Buffer, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding,
+    GroupNorm, LayerNorm, Linear, MhaInput, Module, MultiheadAttention, RmsNorm, TensorKind, ToDtype,
 };
 use devtensor::optim::{Optimizer, Sgd, SgdConfig};
 use devtensor::{Cpu, Device, Error, Result, Tensor};
@@ -204,6 +204,70 @@ fn pretrained_tables_stay_frozen<D: Device>() {
     assert_eq!(reloaded.table.weight.to_vec(), vectors);
 }
 
+/// Float buffers (`register_buffer`, persistent or not): moved and
+/// converted with the model, never trained, and in checkpoints exactly
+/// when PyTorch's `state_dict` holds them.
+fn float_buffers_move_convert_and_save_as_pytorchs<D: Device>() {
+    struct Rotary<D: Device, E: devtensor::FloatElement> {
+        proj: Linear<D, E>,
+        inv_freq: Buffer<D, E>,
+        scale: Buffer<D, E>,
+    }
+    devtensor::module!(Rotary<E> { proj, inv_freq, scale });
+    impl<D: Device, E: devtensor::FloatElement> Rotary<D, E> {
+        fn forward(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
+            // [N, 4] · scale, plus the angle of each row's position.
+            let angles = Tensor::<D, E>::ones([x.dims()[0], 1]).matmul(&self.inv_freq.unsqueeze(0));
+            &(self.proj.forward(x) * &*self.scale) + &Tensor::cat(&[&angles.cos(), &angles.sin()], 1)
+        }
+    }
+    let inv_freq: Vec<f32> = vec![1.0, 0.01];
+    let mut model = Rotary {
+        proj: Linear::<Cpu, f32>::new(4, 4),
+        inv_freq: Buffer::non_persistent(Tensor::from_vec(inv_freq.clone(), [2])),
+        scale: Buffer::new(Tensor::full([4], 2.0).requires_grad()),
+    }
+    .to::<D>();
+    // PyTorch's state_dict: parameters and persistent buffers, in order.
+    let named: Vec<(String, TensorKind)> = model.named_tensors().into_iter().map(|(n, k, _)| (n, k)).collect();
+    let want =
+        [("proj.weight", TensorKind::Parameter), ("proj.bias", TensorKind::Parameter), ("scale", TensorKind::Buffer)];
+    assert_eq!(named, want.map(|(n, k)| (n.to_string(), k)));
+    assert_eq!(model.parameters().len(), 2);
+    assert!(!model.scale.tracks_grad() && model.scale.is_persistent() && !model.inv_freq.is_persistent());
+    // Never trained: no gradient reaches a buffer, and a step leaves it.
+    let x = Tensor::<D>::randn([3, 4]);
+    let mut sgd = Sgd::new(&model, SgdConfig { lr: 0.1, ..Default::default() });
+    let grads = model.forward(&x).square().sum().backward();
+    assert!(grads.get(&model.scale).is_none() && grads.get(&model.inv_freq).is_none());
+    assert!(grads.get(&model.proj.weight).is_some());
+    sgd.step(&mut model, &grads);
+    assert_eq!((model.scale.to_vec(), model.inv_freq.to_vec()), (vec![2.0; 4], inv_freq.clone()));
+    // A checkpoint holds the persistent buffer and loads it back; the
+    // non-persistent one keeps the model's own values.
+    let saved = Checkpoint::from_model(&model);
+    let names: Vec<&str> = saved.tensors().iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["proj.weight", "proj.bias", "scale"]);
+    let mut other = Rotary {
+        proj: Linear::<D, f32>::new(4, 4),
+        inv_freq: Buffer::non_persistent(Tensor::from_vec(vec![3.0, 4.0], [2])),
+        scale: Buffer::new(Tensor::zeros([4])),
+    };
+    saved.load_into(&mut other);
+    assert_eq!((other.scale.to_vec(), other.inv_freq.to_vec()), (vec![2.0; 4], vec![3.0, 4.0]));
+    assert!(!other.scale.tracks_grad());
+    // Moved to the CPU and converted to float64 with the model, persistence kept.
+    let moved = model.to::<Cpu>().to_dtype::<f64>();
+    assert_eq!(moved.inv_freq.to_vec(), vec![1.0, 0.009999999776482582]);
+    assert!(moved.scale.is_persistent() && !moved.inv_freq.is_persistent());
+    let (got, want) = (moved.forward(&x.to::<Cpu>().to_dtype::<f64>()).to_vec(), model.forward(&x).to_vec());
+    assert!(got.iter().zip(&want).all(|(g, w)| (g - *w as f64).abs() < 1e-5), "{got:?} against {want:?}");
+    // Replacing a buffer's values keeps it a buffer.
+    model.scale.set(Tensor::<D>::ones([4]).requires_grad());
+    assert!(!model.scale.tracks_grad() && model.scale.is_persistent());
+}
+
 device_tests! {
     pretrained_tables_stay_frozen => pretrained_tables_stay_frozen,
+    float_buffers_move_convert_and_save_as_pytorchs => float_buffers_move_convert_and_save_as_pytorchs,
 }
