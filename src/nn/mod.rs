@@ -101,7 +101,10 @@ pub use module_fields::{
     Shared, Visit, VisitInts, VisitIntsMut, VisitMut,
 };
 pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle};
-pub use pool::{AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d};
+pub use pool::{
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
+    MaxPool2d,
+};
 pub use recurrent::{
     Gru, GruCell, Lstm, LstmCell, PackedSequence, RecurrentConfig, RecurrentInput, Rnn, RnnCell, RnnNonlinearity,
     pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence, try_pack_padded_sequence,

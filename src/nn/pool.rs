@@ -1,6 +1,7 @@
-//! Pooling layers: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d`, and the
-//! 1-D ones (`MaxPool1d`, `AvgPool1d`, `AdaptiveAvgPool1d`) through the 2-D
-//! kernels on a height of 1.
+//! Pooling layers: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d`,
+//! `AdaptiveMaxPool2d`, and the 1-D ones (`MaxPool1d`, `AvgPool1d`,
+//! `AdaptiveAvgPool1d`, `AdaptiveMaxPool1d`) through the 2-D ones on a
+//! height of 1.
 
 use super::Forward;
 use super::module::stateless_module;
@@ -252,3 +253,135 @@ impl<D: Device, E: FloatElement> Forward<D, E> for AdaptiveAvgPool1d {
 }
 
 stateless_module!(AdaptiveAvgPool1d);
+
+/// PyTorch's `nn.AdaptiveMaxPool2d`: the largest element of each window
+/// that tiles the image of `[N, C, H, W]` (or `[C, H, W]`) into `size`
+/// (`[OH, OW]`) cells, cell `(i, j)` covering rows
+/// `floor(i H / OH)..ceil((i + 1) H / OH)` and the columns alike. The
+/// gradient goes to the first largest element of each window, and NaN
+/// wins, as in PyTorch. (`return_indices` is not supported.)
+///
+/// ```
+/// use devtensor::nn::AdaptiveMaxPool2d;
+/// use devtensor::{Cpu, Tensor};
+/// let x = Tensor::<Cpu>::from_vec((0..12).map(|v| v as f32).collect(), [1, 1, 3, 4]);
+/// assert_eq!(AdaptiveMaxPool2d::new([2, 2]).forward(&x).to_vec(), vec![5.0, 7.0, 9.0, 11.0]);
+/// assert_eq!(AdaptiveMaxPool2d::new([1, 1]).forward(&x).to_vec(), vec![11.0]); // global max pooling
+/// ```
+///
+/// Composite: one `argmax` and `gather` per output cell, so meant for the
+/// small outputs models use (`[1, 1]`, `[7, 7]`), not measured for speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdaptiveMaxPool2d {
+    /// The output's `[OH, OW]`.
+    pub size: [usize; 2],
+}
+
+impl AdaptiveMaxPool2d {
+    /// A layer pooling to `size`.
+    pub fn new(size: [usize; 2]) -> Self {
+        AdaptiveMaxPool2d { size }
+    }
+
+    /// The pooled `x` (`[N, C, H, W]` or `[C, H, W]`, any device). Fails
+    /// on another rank, an empty image or a zero output size.
+    #[fallible]
+    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
+        let op = "AdaptiveMaxPool2d";
+        match x.rank() {
+            3 => adaptive_max_pool(op, &x.try_unsqueeze(0)?, self.size)?.try_squeeze(0),
+            4 => adaptive_max_pool(op, x, self.size),
+            _ => Err(Error::Shape {
+                op,
+                device: D::name(),
+                shapes: vec![x.shape().clone()],
+                reason: "expected [N, C, H, W] or [C, H, W]".into(),
+            }),
+        }
+    }
+}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for AdaptiveMaxPool2d {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        self.try_forward(x)
+    }
+}
+
+stateless_module!(AdaptiveMaxPool2d);
+
+/// PyTorch's `nn.AdaptiveMaxPool1d`: the largest element of each window
+/// that tiles the length of `[N, C, L]` (or `[C, L]`) into `output_size`
+/// cells, as [`AdaptiveMaxPool2d`] on one axis.
+///
+/// ```
+/// use devtensor::nn::AdaptiveMaxPool1d;
+/// use devtensor::{Cpu, Tensor};
+/// let x = Tensor::<Cpu>::from_vec(vec![1.0, 5.0, 2.0, 0.0, 3.0], [1, 5]);
+/// assert_eq!(AdaptiveMaxPool1d::new(2).forward(&x).to_vec(), vec![5.0, 3.0]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdaptiveMaxPool1d {
+    /// The output's length.
+    pub output_size: usize,
+}
+
+impl AdaptiveMaxPool1d {
+    /// A layer pooling to `output_size` positions.
+    pub fn new(output_size: usize) -> Self {
+        AdaptiveMaxPool1d { output_size }
+    }
+
+    /// The pooled `x` (`[N, C, L]` or `[C, L]`, any device). Fails on
+    /// another rank, an empty sequence or a zero output size.
+    #[fallible]
+    pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
+        let op = "AdaptiveMaxPool1d";
+        pool1d(op, x, None, |x4| adaptive_max_pool(op, x4, [1, self.output_size]))
+    }
+}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for AdaptiveMaxPool1d {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        self.try_forward(x)
+    }
+}
+
+stateless_module!(AdaptiveMaxPool1d);
+
+/// The adaptive max pooling of `x` `[N, C, H, W]` to `[N, C, OH, OW]`:
+/// each cell's window flattened, its first argmax found without a graph,
+/// and the value taken with a `gather`, whose gradient reaches that one
+/// element.
+fn adaptive_max_pool<D: Device, E: FloatElement>(
+    op: &'static str,
+    x: &Tensor<D, E>,
+    size: [usize; 2],
+) -> Result<Tensor<D, E>> {
+    let [n, c, h, w] = [x.dims()[0], x.dims()[1], x.dims()[2], x.dims()[3]];
+    let [oh, ow] = size;
+    if h == 0 || w == 0 || oh == 0 || ow == 0 {
+        return Err(Error::Shape {
+            op,
+            device: D::name(),
+            shapes: vec![x.shape().clone()],
+            reason: format!("cannot pool an image of {h}x{w} to {oh}x{ow}: both must be non-empty"),
+        });
+    }
+    // PyTorch's windows: floor(i * in / out)..ceil((i + 1) * in / out).
+    let window = |i: usize, input: usize, output: usize| (i * input / output, ((i + 1) * input).div_ceil(output));
+    let mut cells = Vec::with_capacity(oh * ow);
+    for i in 0..oh {
+        let (top, bottom) = window(i, h, oh);
+        let rows = x.try_narrow(2, top, bottom - top)?;
+        for j in 0..ow {
+            let (left, right) = window(j, w, ow);
+            let flat = rows.try_narrow(3, left, right - left)?.try_reshape([n, c, (bottom - top) * (right - left)])?;
+            let at = flat.detach().try_argmax(2)?.try_unsqueeze(2)?;
+            cells.push(flat.try_gather::<D>(2, &at)?);
+        }
+    }
+    let cells: Vec<&Tensor<D, E>> = cells.iter().collect();
+    Tensor::try_cat(&cells, 2)?.try_reshape([n, c, oh, ow])
+}

@@ -929,7 +929,36 @@ fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
     assert!(err.to_string().contains("one size per spatial axis (1) or one for all, got 2"), "{err}");
 }
 
+/// `AdaptiveMaxPool2d` and `AdaptiveMaxPool1d` against PyTorch
+/// (`adaptive_max.safetensors`): overlapping and growing windows, global
+/// pooling, unbatched inputs, and ties, whose gradient goes to the first
+/// maximum; and their errors.
+fn adaptive_max_pools_match_pytorch<D: Device>() {
+    use devtensor::nn::{AdaptiveMaxPool1d, AdaptiveMaxPool2d};
+    let file = crate::fixture::load("adaptive_max.safetensors");
+    let cases: [(&str, &dyn Fn(&T<D>) -> T<D>); 6] = [
+        ("pool2d_overlapping", &|x| AdaptiveMaxPool2d::new([2, 3]).forward(x)),
+        ("pool2d_global", &|x| AdaptiveMaxPool2d::new([1, 1]).forward(x)),
+        ("pool2d_ties", &|x| AdaptiveMaxPool2d::new([3, 3]).forward(x)),
+        ("pool2d_unbatched_up", &|x| AdaptiveMaxPool2d::new([5, 4]).forward(x)),
+        ("pool1d", &|x| AdaptiveMaxPool1d::new(3).forward(x)),
+        ("pool1d_unbatched", &|x| AdaptiveMaxPool1d::new(2).forward(x)),
+    ];
+    for (name, pool) in cases {
+        let case = crate::fixture::Case::<D>::new(&file, name, |_| false);
+        let x = case.get("x").requires_grad();
+        case.check(&AdaptiveMaxPool2d::new([1, 1]), &[("x", &x)], &[("output", pool(&x))]);
+    }
+    let err = AdaptiveMaxPool2d::new([2, 2]).try_forward(&T::<D>::zeros([2, 3])).unwrap_err().to_string();
+    assert!(err.contains("AdaptiveMaxPool2d") && err.contains("[N, C, H, W] or [C, H, W]"), "{err}");
+    let err = AdaptiveMaxPool2d::new([0, 2]).try_forward(&T::<D>::zeros([1, 1, 2, 2])).unwrap_err().to_string();
+    assert!(err.contains("cannot pool an image of 2x2 to 0x2"), "{err}");
+    let err = AdaptiveMaxPool1d::new(2).try_forward(&T::<D>::zeros([1, 1, 1, 3])).unwrap_err().to_string();
+    assert!(err.contains("AdaptiveMaxPool1d") && err.contains("[N, C, L]"), "{err}");
+}
+
 device_tests! {
+    adaptive_max_pools_match_pytorch => adaptive_max_pools_match_pytorch,
     activation_layers_match_pytorch => activation_layers_match_pytorch,
     norm_pool_and_resample_layers_match_pytorch => norm_pool_and_resample_layers_match_pytorch,
     losses_match_pytorch => losses_match_pytorch,
