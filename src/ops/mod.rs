@@ -5,8 +5,9 @@
 //! each device. The unary, binary, compare and reduce families declare each
 //! op once, as a type implementing [`unary::UnaryOp`], [`binary::BinaryOp`],
 //! [`compare::CompareOp`] or [`reduce::ReduceOp`], from which its kernels
-//! follow (and, for unary and binary ops, its gradient); index, conv and
-//! matmul are a few single operations with kernels of their own. Every
+//! follow (and, for unary and binary ops, its gradient); index, conv,
+//! matmul, attention and recurrent (the fused gates of the recurrent cells)
+//! are a few single operations with kernels of their own. Every
 //! fallible operation comes as `try_x` returning [`Result`](crate::Result)
 //! and as `x`, which panics with the same message, both written by
 //! `#[fallible]` from one definition.
@@ -21,6 +22,7 @@ pub mod conv;
 pub mod index;
 mod kernel_source;
 pub mod matmul;
+pub mod recurrent;
 pub mod reduce;
 pub mod unary;
 pub mod view;

@@ -16,7 +16,7 @@ use crate::backend::{Backend, Cpu, Cuda, sealed};
 use crate::element::Element;
 use crate::ops::{
     attention::AttentionKernel, binary::BinaryKernel, compare::CompareKernel, conv::ConvKernel, index::IndexKernel,
-    matmul::MatmulKernel, reduce::ReduceKernel, unary::UnaryKernel,
+    matmul::MatmulKernel, recurrent::RecurrentKernel, reduce::ReduceKernel, unary::UnaryKernel,
 };
 use crate::tensor::Tensor;
 
@@ -93,6 +93,7 @@ pub trait CoreDevice:
     + IndexKernel
     + ConvKernel
     + AttentionKernel
+    + RecurrentKernel
 {
     /// Whether this is the CPU (the other core device is the GPUs').
     const IS_CPU: bool;

@@ -30,6 +30,7 @@ fn family_source(family: &str) -> Option<&'static str> {
         "binary" => include_str!("../../../kernels/binary.cu"),
         "compare" => include_str!("../../../kernels/compare.cu"),
         "conv" => include_str!("../../../kernels/conv.cu"),
+        "recurrent" => include_str!("../../../kernels/recurrent.cu"),
         "copy" => include_str!("../../../kernels/copy.cu"),
         "index" => include_str!("../../../kernels/index.cu"),
         "reduce" => include_str!("../../../kernels/reduce.cu"),

@@ -63,47 +63,48 @@ impl<D: Device, E: FloatElement> CellState<D, E> for (Tensor<D, E>, Tensor<D, E>
     }
 }
 
-/// A cell as the layers run it: its weights split by gate, and one step.
+/// A cell as the layers run it: its weights made ready for the products,
+/// and one step.
 pub(super) trait Cell<D: Device, E: FloatElement> {
     /// `Tensor` (`h`) or `(Tensor, Tensor)` (`(h, c)`).
     type State: CellState<D, E>;
 
-    /// The weights split by gate, made once per layer and direction.
+    /// The weights as the products read them, made once per layer and
+    /// direction.
     fn gate_weights(&self) -> Result<GateWeights<D, E>>;
 
-    /// The next state from the input's part of each gate,
-    /// `gx[k] = x W_ih[k]ᵀ + b_ih[k]` (each `[batch, hidden_size]`), and the
-    /// state. The layers compute `gx` for every time step in one product
-    /// per gate.
-    fn step(&self, weights: &GateWeights<D, E>, gx: &[Tensor<D, E>], state: &Self::State) -> Result<Self::State>;
+    /// The next state from the input's part of the gates,
+    /// `gx = x W_ihᵀ + b` (`[batch, gates · hidden_size]`, `b` as
+    /// [`GateWeights::input_parts`] says), and the state. The layers
+    /// compute `gx` for every time step in one product.
+    fn step(&self, weights: &GateWeights<D, E>, gx: &Tensor<D, E>, state: &Self::State) -> Result<Self::State>;
 
     /// The state of zeros for `batch` rows, PyTorch's default `hx`.
     fn zero_state(&self, batch: usize) -> Result<Self::State>;
 }
 
-/// A cell's weights split by gate: each gate's rows of `weight_ih` and
-/// `weight_hh`, transposed for the products, and of the biases. Split once
-/// per layer and direction rather than per step, so that every element-wise
-/// op of a step reads whole contiguous `[batch, hidden]` tensors (a gate's
-/// columns of one `[batch, gates · hidden]` product are strided views,
-/// which the element-wise loops read element by element), and so that the
-/// gradients of each slice add up over the steps before one scatter into
-/// the weight.
+/// A cell's weights as the products read them: `weight_ih` and
+/// `weight_hh` transposed, so that each step is one product for all
+/// gates, `[batch, hidden] × [hidden, gates · hidden]`, whose contiguous
+/// rows the fused gates read (`ops::recurrent`).
 pub(super) struct GateWeights<D: Device, E: FloatElement> {
-    ih: Vec<Tensor<D, E>>,
-    hh: Vec<Tensor<D, E>>,
-    bias_ih: Vec<Option<Tensor<D, E>>>,
-    bias_hh: Vec<Option<Tensor<D, E>>>,
+    ih: Tensor<D, E>,
+    hh: Tensor<D, E>,
+    /// Added to the input's part: `b_ih`, and `b_hh` too where the cell
+    /// only ever adds the two parts (RNN, LSTM), so that a step adds none.
+    bias_x: Option<Tensor<D, E>>,
+    /// Added to the state's part: the GRU's `b_hh`, which its new gate
+    /// multiplies by the reset gate with `h W_hnᵀ`.
+    bias_h: Option<Tensor<D, E>>,
 }
 
 impl<D: Device, E: FloatElement> GateWeights<D, E> {
-    fn split(
+    fn new(
         op: &'static str,
         gates: usize,
-        weight_ih: &Tensor<D, E>,
-        weight_hh: &Tensor<D, E>,
-        bias_ih: Option<&Tensor<D, E>>,
-        bias_hh: Option<&Tensor<D, E>>,
+        (weight_ih, weight_hh): (&Tensor<D, E>, &Tensor<D, E>),
+        (bias_ih, bias_hh): (Option<&Tensor<D, E>>, Option<&Tensor<D, E>>),
+        state_bias_apart: bool,
     ) -> Result<Self> {
         let hidden = weight_hh.dims()[1];
         let rows = gates * hidden;
@@ -120,25 +121,30 @@ impl<D: Device, E: FloatElement> GateWeights<D, E> {
                 reason: format!("the weights must have {gates} * hidden_size rows, as the cell was made with"),
             });
         }
-        let slice = |t: &Tensor<D, E>, k: usize| t.try_narrow(0, k * hidden, hidden);
-        let mut weights = GateWeights { ih: vec![], hh: vec![], bias_ih: vec![], bias_hh: vec![] };
-        for k in 0..gates {
-            weights.ih.push(slice(weight_ih, k)?.try_t()?);
-            weights.hh.push(slice(weight_hh, k)?.try_t()?);
-            weights.bias_ih.push(bias_ih.map(|b| slice(b, k)).transpose()?);
-            weights.bias_hh.push(bias_hh.map(|b| slice(b, k)).transpose()?);
-        }
-        Ok(weights)
+        let (bias_x, bias_h) = match (bias_ih, bias_hh) {
+            (Some(b_ih), Some(b_hh)) if !state_bias_apart => (Some(b_ih.try_add(b_hh)?), None),
+            (b_ih, b_hh) => (b_ih.cloned(), b_hh.cloned()),
+        };
+        Ok(GateWeights { ih: weight_ih.try_t()?, hh: weight_hh.try_t()?, bias_x, bias_h })
     }
 
-    /// Every gate's input part for the rows of `x` (`[rows, input_size]`).
-    pub(super) fn input_parts(&self, x: &Tensor<D, E>) -> Result<Vec<Tensor<D, E>>> {
-        self.ih.iter().zip(&self.bias_ih).map(|(w, b)| affine(x, w, b.as_ref())).collect()
+    /// The weights copied row-major, for a layer's run over a sequence:
+    /// read as transposed views, every step's product took the CPU's
+    /// transposed path and a copy of its result (a tenth of an LSTM's
+    /// inference). A cell's single step keeps the views.
+    pub(super) fn for_sequence(self) -> Result<Self> {
+        Ok(GateWeights { ih: self.ih.try_contiguous()?, hh: self.hh.try_contiguous()?, ..self })
     }
 
-    /// Gate `k`'s recurrent part, `h W_hh[k]ᵀ + b_hh[k]`.
-    fn hidden_part(&self, k: usize, h: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-        affine(h, &self.hh[k], self.bias_hh[k].as_ref())
+    /// The input's part of every gate for the rows of `x`
+    /// (`[rows, input_size]`): `[rows, gates · hidden]`.
+    pub(super) fn input_parts(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        affine(x, &self.ih, self.bias_x.as_ref())
+    }
+
+    /// The state's part of every gate, `h W_hhᵀ` (plus `b_hh` for the GRU).
+    fn hidden_parts(&self, h: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        affine(h, &self.hh, self.bias_h.as_ref())
     }
 }
 
@@ -325,14 +331,15 @@ macro_rules! cell_common {
                 Tensor::try_zeros([batch, self.hidden_size()])
             }
 
-            fn split_weights(&self) -> Result<GateWeights<D, E>> {
-                let (ih, hh) = (&self.weight_ih, &self.weight_hh);
-                GateWeights::split(stringify!($cell), $gates, ih, hh, self.bias_ih.as_ref(), self.bias_hh.as_ref())
+            fn weights_for(&self, state_bias_apart: bool) -> Result<GateWeights<D, E>> {
+                let weights = (&self.weight_ih, &self.weight_hh);
+                let biases = (self.bias_ih.as_ref(), self.bias_hh.as_ref());
+                GateWeights::new(stringify!($cell), $gates, weights, biases, state_bias_apart)
             }
 
             /// One step of the cell on a batch `x` from `state`.
             fn step_on(&self, x: &Tensor<D, E>, state: &<Self as Cell<D, E>>::State) -> Result<<Self as Cell<D, E>>::State> {
-                let weights = self.split_weights()?;
+                let weights = self.gate_weights()?;
                 self.step(&weights, &weights.input_parts(x)?, state)
             }
         }
@@ -444,11 +451,11 @@ impl<D: Device, E: FloatElement> Cell<D, E> for RnnCell<D, E> {
     type State = Tensor<D, E>;
 
     fn gate_weights(&self) -> Result<GateWeights<D, E>> {
-        self.split_weights()
+        self.weights_for(false)
     }
 
-    fn step(&self, w: &GateWeights<D, E>, gx: &[Tensor<D, E>], h: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-        let pre = gx[0].try_add(&w.hidden_part(0, h)?)?;
+    fn step(&self, w: &GateWeights<D, E>, gx: &Tensor<D, E>, h: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        let pre = gx.try_add(&w.hidden_parts(h)?)?;
         if self.relu { pre.try_relu() } else { pre.try_tanh() }
     }
 
@@ -537,16 +544,12 @@ impl<D: Device, E: FloatElement> Cell<D, E> for LstmCell<D, E> {
     type State = (Tensor<D, E>, Tensor<D, E>);
 
     fn gate_weights(&self) -> Result<GateWeights<D, E>> {
-        self.split_weights()
+        self.weights_for(false)
     }
 
-    fn step(&self, w: &GateWeights<D, E>, gx: &[Tensor<D, E>], (h, c): &Self::State) -> Result<Self::State> {
-        let gate = |k: usize| gx[k].try_add(&w.hidden_part(k, h)?);
-        let (i, f, g, o) =
-            (gate(0)?.try_sigmoid()?, gate(1)?.try_sigmoid()?, gate(2)?.try_tanh()?, gate(3)?.try_sigmoid()?);
-        let c = f.try_mul(c)?.try_add(&i.try_mul(&g)?)?;
-        let h = o.try_mul(&c.try_tanh()?)?;
-        Ok((h, c))
+    fn step(&self, w: &GateWeights<D, E>, gx: &Tensor<D, E>, (h, c): &Self::State) -> Result<Self::State> {
+        let hc = Tensor::try_lstm_gates(gx, &w.hidden_parts(h)?, c)?;
+        Ok((hc.try_select(0, 0)?, hc.try_select(0, 1)?))
     }
 
     fn zero_state(&self, batch: usize) -> Result<Self::State> {
@@ -592,15 +595,11 @@ impl<D: Device, E: FloatElement> Cell<D, E> for GruCell<D, E> {
     type State = Tensor<D, E>;
 
     fn gate_weights(&self) -> Result<GateWeights<D, E>> {
-        self.split_weights()
+        self.weights_for(true)
     }
 
-    fn step(&self, w: &GateWeights<D, E>, gx: &[Tensor<D, E>], h: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-        let r = gx[0].try_add(&w.hidden_part(0, h)?)?.try_sigmoid()?;
-        let z = gx[1].try_add(&w.hidden_part(1, h)?)?.try_sigmoid()?;
-        let n = gx[2].try_add(&r.try_mul(&w.hidden_part(2, h)?)?)?.try_tanh()?;
-        // (1 - z) n + z h, in the order of PyTorch's fused kernel: n + z (h - n).
-        n.try_add(&z.try_mul(&h.try_sub(&n)?)?)
+    fn step(&self, w: &GateWeights<D, E>, gx: &Tensor<D, E>, h: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        Tensor::try_gru_gates(gx, &w.hidden_parts(h)?, h)
     }
 
     fn zero_state(&self, batch: usize) -> Result<Tensor<D, E>> {

@@ -1,10 +1,10 @@
 //! The recurrent layers, PyTorch's `nn.RNN`, `nn.LSTM` and `nn.GRU`: a
 //! stack of cells run over time, in one or both directions.
 //!
-//! Each layer and direction computes the input's part of each gate for
-//! all time steps in one product (`[T · batch, input] × [input, H]`), then
-//! runs the recurrent products and the gates step by step, as PyTorch's CPU
-//! path does.
+//! Each layer and direction computes the input's part of every gate for
+//! all time steps in one product (`[T · batch, input] × [input, gates · H]`),
+//! then runs the recurrent product and the fused gates step by step, as
+//! PyTorch's CPU path does.
 
 use super::cell::{Cell, CellState, GruCell, LstmCell, RnnCell, RnnNonlinearity};
 use super::packed::PackedSequence;
@@ -198,19 +198,15 @@ fn run_stack<D: Device, E: FloatElement, C: Cell<D, E>>(
         for direction in 0..directions {
             let cell = &cells[layer * directions + direction];
             let features = input.dims()[2];
-            let weights = cell.gate_weights()?;
-            let gx: Vec<Tensor<D, E>> = weights
-                .input_parts(&input.try_reshape([steps * batch, features])?)?
-                .into_iter()
-                .map(|g| g.try_reshape([steps, batch, g.dims()[1]]))
-                .collect::<Result<_>>()?;
+            let weights = cell.gate_weights()?.for_sequence()?;
+            let gx = weights.input_parts(&input.try_reshape([steps * batch, features])?)?;
+            let gx = gx.try_reshape([steps, batch, gx.dims()[1]])?;
             let mut state = initial.next().ok_or_else(|| missing_state(x))?;
             let mut out: Vec<Option<Tensor<D, E>>> = vec![None; steps];
             let order: Box<dyn Iterator<Item = usize>> =
                 if direction == 0 { Box::new(0..steps) } else { Box::new((0..steps).rev()) };
             for t in order {
-                let gx_t: Vec<Tensor<D, E>> = gx.iter().map(|g| g.try_select(0, t)).collect::<Result<_>>()?;
-                let next = cell.step(&weights, &gx_t, &state)?;
+                let next = cell.step(&weights, &gx.try_select(0, t)?, &state)?;
                 let (next, h) = match &mask {
                     Some(mask) => {
                         let inside = mask.try_select(0, t)?;

@@ -9,7 +9,7 @@
 //! theirs for any [`Element`].
 
 use super::{KernelSource, Params, UnaryOp};
-use crate::backend::cpu::{BASELINE_FMA, erfc, exp_nonpositive};
+use crate::backend::cpu::{BASELINE_FMA, erfc, exp_nonpositive, sigmoid, tanh};
 use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
 use crate::ops::compare::masked;
@@ -341,7 +341,13 @@ impl<F: FloatElement> UnaryOp<F> for TanhOp {
 
     #[inline(always)]
     fn apply(self, x: F) -> F {
-        x.tanh()
+        self.apply_in_loop::<BASELINE_FMA>(x)
+    }
+
+    /// The vectorisable `tanh` of the CPU backend (within 2 ulp in `f32`).
+    #[inline(always)]
+    fn apply_in_loop<const FMA: bool>(self, x: F) -> F {
+        tanh::<F, FMA>(x)
     }
 
     fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
@@ -372,16 +378,6 @@ impl<F: FloatElement> UnaryOp<F> for SigmoidOp {
     fn backward<D: Device>(self, _: &Tensor<D, F>, y: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
         grad.try_mul(&y.try_mul(&y.try_rsub_scalar(F::ONE)?)?)
     }
-}
-
-/// [`SigmoidOp`]'s function, `FMA` as in [`UnaryOp::apply_in_loop`].
-#[inline(always)]
-fn sigmoid<F: FloatElement, const FMA: bool>(x: F) -> F {
-    // `e^-|x|` never overflows; a select and one division, no branch, so
-    // that the CPU loop vectorises (NaN takes the second arm).
-    let e = exp_nonpositive::<F, FMA>(-x.abs());
-    let numerator = if x >= F::ZERO { F::ONE } else { e };
-    numerator / (F::ONE + e)
 }
 
 /// SiLU (swish), `x * sigmoid(x)` (`torch.nn.functional.silu`), with the

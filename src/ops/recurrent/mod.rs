@@ -1,0 +1,220 @@
+//! The fused gates of the recurrent cells: one pass, one kernel on CUDA,
+//! for every element-wise step an LSTM or GRU cell takes between its two
+//! products, and one for its gradient, as PyTorch's own fused cells
+//! (`_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell`) do.
+//!
+//! A step of `nn::Lstm` is then two products and one gate kernel, where the
+//! gates written as tensor ops take fourteen element-wise passes, each
+//! allocating its result and recording a node. The gates read the input's
+//! and the state's parts of all gates as two `[batch, gates · hidden]`
+//! tensors, each from one product; the half types compute in `f32` and
+//! round each result once.
+
+mod cpu;
+mod cuda;
+
+use crate::autograd::{self, rule};
+use crate::backend::Backend;
+use crate::element::FloatElement;
+use crate::error::{Error, Result};
+use crate::layout::Shape;
+use crate::tensor::shell::{core_call, core_table};
+use crate::tensor::{CoreDevice, Device, Tensor};
+
+/// A contiguous `[batch, width]` operand of a gate kernel: the storage and
+/// the offset of its first element.
+pub type GateInput<'a, B, E> = (&'a <B as Backend>::Storage<E>, usize);
+
+/// Device kernels for the recurrent cells' gates. Implemented by the core
+/// devices ([`CoreDevice`]): `Cpu`, and one for every GPU. Every operand is
+/// contiguous, `hidden` and `batch` at least 1; `H` below is `hidden`.
+pub trait RecurrentKernel: Backend {
+    /// The LSTM cell's step from the gates' pre-activations
+    /// `gx + gh` (each `[batch, 4H]`, gates in PyTorch's order input,
+    /// forget, cell, output) and the cell state `c` (`[batch, H]`): the
+    /// new `[2, batch, H]`, `h'` then `c'`, and, with `save`, what the
+    /// gradient reads, `[batch, 5H]`: the four activated gates and
+    /// `tanh(c')`.
+    fn lstm_gates<E: FloatElement>(
+        gx: GateInput<'_, Self, E>,
+        gh: GateInput<'_, Self, E>,
+        c: GateInput<'_, Self, E>,
+        batch: usize,
+        hidden: usize,
+        save: bool,
+    ) -> Result<(Self::Storage<E>, Option<Self::Storage<E>>)>;
+
+    /// The gradient of [`lstm_gates`](Self::lstm_gates) from the gradient
+    /// of its result (`[2, batch, H]`), the saved `[batch, 5H]` and `c`:
+    /// the gradient of the pre-activations, `[batch, 4H]` (the same for `gx`
+    /// and `gh`), and of `c`, `[batch, H]`.
+    fn lstm_gates_backward<E: FloatElement>(
+        grad: GateInput<'_, Self, E>,
+        saved: &Self::Storage<E>,
+        c: GateInput<'_, Self, E>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<(Self::Storage<E>, Self::Storage<E>)>;
+
+    /// The GRU cell's step from the input's and the state's parts of the
+    /// gates, `gx = x W_ihᵀ + b_ih` and `gh = h W_hhᵀ + b_hh` (each
+    /// `[batch, 3H]`, gates in PyTorch's order reset, update, new), and
+    /// the state `h` (`[batch, H]`): the new state `[batch, H]`, and, with
+    /// `save`, what the gradient reads, `[batch, 4H]`: the three activated
+    /// gates and the state's part of the new gate.
+    fn gru_gates<E: FloatElement>(
+        gx: GateInput<'_, Self, E>,
+        gh: GateInput<'_, Self, E>,
+        h: GateInput<'_, Self, E>,
+        batch: usize,
+        hidden: usize,
+        save: bool,
+    ) -> Result<(Self::Storage<E>, Option<Self::Storage<E>>)>;
+
+    /// The gradient of [`gru_gates`](Self::gru_gates) from the gradient of
+    /// its result (`[batch, H]`), the saved `[batch, 4H]` and `h`: the
+    /// gradients of `gx` and `gh` (`[batch, 3H]` each) and of `h`.
+    fn gru_gates_backward<E: FloatElement>(
+        grad: GateInput<'_, Self, E>,
+        saved: &Self::Storage<E>,
+        h: GateInput<'_, Self, E>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<[Self::Storage<E>; 3]>;
+}
+
+/// Which cell a fused step is for.
+#[derive(Clone, Copy)]
+enum Gates {
+    Lstm,
+    Gru,
+}
+
+impl Gates {
+    fn op(self) -> &'static str {
+        match self {
+            Gates::Lstm => "lstm_gates",
+            Gates::Gru => "gru_gates",
+        }
+    }
+
+    /// Gates per cell.
+    fn count(self) -> usize {
+        match self {
+            Gates::Lstm => 4,
+            Gates::Gru => 3,
+        }
+    }
+}
+
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// The LSTM cell's gates: `h'` and `c'` stacked, `[2, batch, H]`, from
+    /// the input's and the state's parts of the pre-activations
+    /// (`[batch, 4H]` each) and the cell state `c` (`[batch, H]`).
+    pub(crate) fn try_lstm_gates(gx: &Self, gh: &Self, c: &Self) -> Result<Self> {
+        core_call!(D, Fns<E>.lstm_gates(gx.core(), gh.core(), c.core()))
+    }
+
+    /// The GRU cell's gates: the new state `[batch, H]` from
+    /// `gx = x W_ihᵀ + b_ih`, `gh = h W_hhᵀ + b_hh` (`[batch, 3H]` each)
+    /// and the state `h`.
+    pub(crate) fn try_gru_gates(gx: &Self, gh: &Self, h: &Self) -> Result<Self> {
+        core_call!(D, Fns<E>.gru_gates(gx.core(), gh.core(), h.core()))
+    }
+}
+
+impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    fn core_lstm_gates(gx: &Self, gh: &Self, c: &Self) -> Result<Self> {
+        Self::fused_gates(Gates::Lstm, gx, gh, c)
+    }
+
+    fn core_gru_gates(gx: &Self, gh: &Self, h: &Self) -> Result<Self> {
+        Self::fused_gates(Gates::Gru, gx, gh, h)
+    }
+
+    /// Either cell's gates, recorded as one operation of three operands.
+    fn fused_gates(gates: Gates, gx: &Self, gh: &Self, state: &Self) -> Result<Self> {
+        let op = gates.op();
+        let (batch, hidden) = match state.dims() {
+            &[batch, hidden] => (batch, hidden),
+            _ => (0, 0),
+        };
+        let width = gates.count() * hidden;
+        if state.rank() != 2 || gx.dims() != [batch, width] || gh.dims() != [batch, width] {
+            return Err(Error::Shape {
+                op,
+                device: D::name(),
+                shapes: vec![gx.shape().clone(), gh.shape().clone(), state.shape().clone()],
+                reason: format!(
+                    "expected the gates' two parts [batch, {} * hidden] and the state [batch, hidden]",
+                    gates.count()
+                ),
+            });
+        }
+        let out_dims: Shape = match gates {
+            Gates::Lstm => [2, batch, hidden].into(),
+            Gates::Gru => [batch, hidden].into(),
+        };
+        if batch == 0 || hidden == 0 {
+            return Tensor::try_zeros(out_dims);
+        }
+        // Detached: the gradient rule keeps these, not the inputs' graph.
+        let dense = |t: &Self| if t.is_contiguous() { Ok(t.detach()) } else { t.detach().try_contiguous() };
+        let (gx_d, gh_d, state_d) = (dense(gx)?, dense(gh)?, dense(state)?);
+        let inputs = [gx.node(), gh.node(), state.node()];
+        let save = autograd::is_grad_enabled() && inputs.iter().any(Option::is_some);
+        let (out, saved) = match gates {
+            Gates::Lstm => D::lstm_gates(at(&gx_d), at(&gh_d), at(&state_d), batch, hidden, save)?,
+            Gates::Gru => D::gru_gates(at(&gx_d), at(&gh_d), at(&state_d), batch, hidden, save)?,
+        };
+        let out = Tensor::from_storage(out, out_dims);
+        let Some(saved) = saved else { return Ok(out) };
+        let saved = Tensor::<D, E>::from_storage(saved, Shape::from(saved_len(gates, batch, hidden)));
+        autograd::track(
+            op,
+            &inputs,
+            || Ok(out),
+            |_| {
+                rule(move |g: &Tensor<D, E>, needs| {
+                    let g = dense(g)?;
+                    let s = saved.storage();
+                    match gates {
+                        Gates::Lstm => {
+                            let (dgates, dc) = D::lstm_gates_backward(at(&g), s, at(&state_d), batch, hidden)?;
+                            let dgates = Tensor::from_storage(dgates, [batch, width].into());
+                            let dc = Tensor::from_storage(dc, [batch, hidden].into());
+                            Ok(vec![needs.get(0).then(|| dgates.clone()), needs.get(1).then_some(dgates), Some(dc)])
+                        }
+                        Gates::Gru => {
+                            let [dgx, dgh, dh] = D::gru_gates_backward(at(&g), s, at(&state_d), batch, hidden)?;
+                            Ok(vec![
+                                Some(Tensor::from_storage(dgx, [batch, width].into())),
+                                Some(Tensor::from_storage(dgh, [batch, width].into())),
+                                Some(Tensor::from_storage(dh, [batch, hidden].into())),
+                            ])
+                        }
+                    }
+                })
+            },
+        )
+    }
+}
+
+/// A contiguous tensor as a gate kernel's operand.
+fn at<D: CoreDevice, E: FloatElement>(t: &Tensor<D, E>) -> GateInput<'_, D, E> {
+    (t.storage(), t.layout().offset())
+}
+
+/// The elements a gate kernel saves for the gradient: five per hidden
+/// unit for the LSTM, four for the GRU.
+fn saved_len(gates: Gates, batch: usize, hidden: usize) -> usize {
+    batch * hidden * (gates.count() + 1)
+}
+
+core_table! {
+    /// The core's fused recurrent gates.
+    pub(crate) struct Fns<C, F: FloatElement> {
+        lstm_gates: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = Tensor::core_lstm_gates,
+        gru_gates: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = Tensor::core_gru_gates,
+    }
+}
