@@ -9,8 +9,10 @@
 //       out ([2, batch, H]) = h' then c', c' = f c + i g, h' = o tanh(c');
 //       with save != 0, saved ([batch, 5H]) = i, f, g, o, tanh(c').
 //   recurrent_lstm_gates_backward_<T>(size_t batch, size_t hidden,
-//       const T* grad, const T* saved, const T* c, T* dgates, T* dc)
-//       grad [2, batch, H]; dgates [batch, 4H], dc [batch, H].
+//       const T* dh, const T* dc, const T* saved, const T* c, T* dgates,
+//       T* dc_prev)
+//       dh, dc: the gradients of h' and c' ([batch, H] each);
+//       dgates [batch, 4H], dc_prev [batch, H].
 //   recurrent_gru_gates_<T>(size_t batch, size_t hidden, const T* gx,
 //       const T* gh, const T* h, T* out, T* saved, size_t save)
 //       r = s(gx_r + gh_r), z = s(gx_z + gh_z), n = tanh(gx_n + r gh_n);
@@ -57,8 +59,8 @@ __device__ void dt_lstm_gates(size_t batch, size_t hidden, const S* gx, const S*
 }
 
 template <typename S>
-__device__ void dt_lstm_gates_backward(size_t batch, size_t hidden, const S* grad, const S* saved, const S* c,
-                                       S* dgates, S* dc) {
+__device__ void dt_lstm_gates_backward(size_t batch, size_t hidden, const S* dh_in, const S* dc_in, const S* saved,
+                                       const S* c, S* dgates, S* dc) {
     typedef typename dt_compute<S>::type T;
     size_t cells = batch * hidden;
     DT_GRID_STRIDE(e, cells) {
@@ -66,7 +68,7 @@ __device__ void dt_lstm_gates_backward(size_t batch, size_t hidden, const S* gra
         size_t s = r * 5 * hidden + j, d = r * 4 * hidden + j;
         T i = (T)saved[s], f = (T)saved[s + hidden], g = (T)saved[s + 2 * hidden];
         T o = (T)saved[s + 3 * hidden], tc = (T)saved[s + 4 * hidden];
-        T dh = (T)grad[e], dcell = (T)grad[cells + e];
+        T dh = (T)dh_in[e], dcell = (T)dc_in[e];
         T dct = dcell + dh * o * ((T)1 - tc * tc);
         dgates[d] = dt_narrow<S>(dct * g * i * ((T)1 - i));
         dgates[d + hidden] = dt_narrow<S>(dct * (T)c[e] * f * ((T)1 - f));
@@ -127,10 +129,10 @@ __device__ void dt_gru_gates_backward(size_t batch, size_t hidden, const S* grad
                                                            const T* c, T* out, T* saved, size_t save) {          \
         dt_lstm_gates<T>(batch, hidden, gx, gh, c, out, saved, save);                                           \
     }                                                                                                           \
-    extern "C" __global__ void recurrent_lstm_gates_backward_##name(size_t batch, size_t hidden, const T* grad,  \
-                                                                    const T* saved, const T* c, T* dgates,      \
-                                                                    T* dc) {                                    \
-        dt_lstm_gates_backward<T>(batch, hidden, grad, saved, c, dgates, dc);                                   \
+    extern "C" __global__ void recurrent_lstm_gates_backward_##name(size_t batch, size_t hidden, const T* dh,    \
+                                                                    const T* dc, const T* saved, const T* c,    \
+                                                                    T* dgates, T* dc_prev) {                    \
+        dt_lstm_gates_backward<T>(batch, hidden, dh, dc, saved, c, dgates, dc_prev);                            \
     }                                                                                                           \
     extern "C" __global__ void recurrent_gru_gates_##name(size_t batch, size_t hidden, const T* gx, const T* gh,  \
                                                           const T* h, T* out, T* saved, size_t save) {           \

@@ -81,6 +81,21 @@ pub(super) trait Cell<D: Device, E: FloatElement> {
 
     /// The state of zeros for `batch` rows, PyTorch's default `hx`.
     fn zero_state(&self, batch: usize) -> Result<Self::State>;
+
+    /// The whole sequence as one recorded operation, where the cell has
+    /// one (`ops::recurrent`'s LSTM and GRU): from `gx` for every step
+    /// (`[T, batch, gates · hidden_size]`), every step's `h` in time order
+    /// (`[T, batch, hidden_size]`) and the final state; `None` runs
+    /// [`step`](Self::step) by step.
+    fn sequence(
+        &self,
+        _weights: &GateWeights<D, E>,
+        _gx: &Tensor<D, E>,
+        _state: &Self::State,
+        _reverse: bool,
+    ) -> Result<Option<(Tensor<D, E>, Self::State)>> {
+        Ok(None)
+    }
 }
 
 /// A cell's weights as the products read them: `weight_ih` and
@@ -552,6 +567,18 @@ impl<D: Device, E: FloatElement> Cell<D, E> for LstmCell<D, E> {
         Ok((hc.try_select(0, 0)?, hc.try_select(0, 1)?))
     }
 
+    fn sequence(
+        &self,
+        w: &GateWeights<D, E>,
+        gx: &Tensor<D, E>,
+        (h, c): &Self::State,
+        reverse: bool,
+    ) -> Result<Option<(Tensor<D, E>, Self::State)>> {
+        let steps = gx.dims()[0];
+        let out = Tensor::try_lstm_sequence(gx, &w.hh, h, c, reverse)?;
+        Ok(Some((out.try_narrow(0, 0, steps)?, (out.try_select(0, steps)?, out.try_select(0, steps + 1)?))))
+    }
+
     fn zero_state(&self, batch: usize) -> Result<Self::State> {
         Ok((self.zeros(batch)?, self.zeros(batch)?))
     }
@@ -600,6 +627,18 @@ impl<D: Device, E: FloatElement> Cell<D, E> for GruCell<D, E> {
 
     fn step(&self, w: &GateWeights<D, E>, gx: &Tensor<D, E>, h: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         Tensor::try_gru_gates(gx, &w.hidden_parts(h)?, h)
+    }
+
+    fn sequence(
+        &self,
+        w: &GateWeights<D, E>,
+        gx: &Tensor<D, E>,
+        h: &Tensor<D, E>,
+        reverse: bool,
+    ) -> Result<Option<(Tensor<D, E>, Tensor<D, E>)>> {
+        let steps = gx.dims()[0];
+        let out = Tensor::try_gru_sequence(gx, &w.hh, w.bias_h.as_ref(), h, reverse)?;
+        Ok(Some((out.try_narrow(0, 0, steps)?, out.try_select(0, steps)?)))
     }
 
     fn zero_state(&self, batch: usize) -> Result<Tensor<D, E>> {

@@ -202,6 +202,16 @@ fn run_stack<D: Device, E: FloatElement, C: Cell<D, E>>(
             let gx = weights.input_parts(&input.try_reshape([steps * batch, features])?)?;
             let gx = gx.try_reshape([steps, batch, gx.dims()[1]])?;
             let mut state = initial.next().ok_or_else(|| missing_state(x))?;
+            // Sequences of one length run as one operation where the cell
+            // has it; packed ones step by step, keeping ended sequences'
+            // states.
+            if mask.is_none()
+                && let Some((out, last)) = cell.sequence(&weights, &gx, &state, direction == 1)?
+            {
+                finals.push(last);
+                outputs.push(out);
+                continue;
+            }
             let mut out: Vec<Option<Tensor<D, E>>> = vec![None; steps];
             let order: Box<dyn Iterator<Item = usize>> =
                 if direction == 0 { Box::new(0..steps) } else { Box::new((0..steps).rev()) };

@@ -136,7 +136,8 @@ impl<E: FloatElement> VectorLoop for LstmForward<'_, E> {
 }
 
 struct LstmBackward<'a, E> {
-    grad: &'a [E],
+    dh: &'a [E],
+    dc_in: &'a [E],
     saved: &'a [E],
     c: &'a [E],
     dgates: &'a mut [E],
@@ -151,7 +152,7 @@ impl<E: FloatElement> VectorLoop for LstmBackward<'_, E> {
     fn run<const FMA: bool>(self) {
         let (b, n) = (self.batch, self.hidden);
         let one = E::Accumulator::ONE;
-        let (dh_all, dc_all) = self.grad.split_at(b * n);
+        let (dh_all, dc_all) = (self.dh, self.dc_in);
         for r in 0..b {
             let [si, sf, sg, so, st] = gates(row(self.saved, r, 5 * n), n);
             let [di, df, dg, d_o] = gates_mut(row_mut(self.dgates, r, 4 * n), n);
@@ -282,7 +283,8 @@ impl RecurrentKernel for Cpu {
     }
 
     fn lstm_gates_backward<E: FloatElement>(
-        grad: GateInput<'_, Self, E>,
+        dh: GateInput<'_, Self, E>,
+        dc: GateInput<'_, Self, E>,
         saved: &CpuStorage<E>,
         c: GateInput<'_, Self, E>,
         batch: usize,
@@ -291,17 +293,18 @@ impl RecurrentKernel for Cpu {
         const OP: &str = "lstm_gates_backward";
         let cells = batch * hidden;
         let mut dgates = output_buffer::<E>(OP, 4 * cells)?;
-        let mut dc = output_buffer::<E>(OP, cells)?;
+        let mut dc_out = output_buffer::<E>(OP, cells)?;
         vectorized(LstmBackward {
-            grad: read(grad, 2 * cells),
+            dh: read(dh, cells),
+            dc_in: read(dc, cells),
             saved: saved.as_slice(),
             c: read(c, cells),
             dgates: &mut dgates,
-            dc: &mut dc,
+            dc: &mut dc_out,
             batch,
             hidden,
         });
-        Ok((CpuStorage::from_vec(dgates), CpuStorage::from_vec(dc)))
+        Ok((CpuStorage::from_vec(dgates), CpuStorage::from_vec(dc_out)))
     }
 
     fn gru_gates<E: FloatElement>(

@@ -35,7 +35,8 @@ impl RecurrentKernel for AnyCuda {
     }
 
     fn lstm_gates_backward<E: FloatElement>(
-        grad: GateInput<'_, Self, E>,
+        dh: GateInput<'_, Self, E>,
+        dc: GateInput<'_, Self, E>,
         saved: &CudaStorage<E>,
         c: GateInput<'_, Self, E>,
         batch: usize,
@@ -45,11 +46,11 @@ impl RecurrentKernel for AnyCuda {
         let device = Self::device()?;
         let cells = batch * hidden;
         let dgates = CudaStorage::alloc(&device, OP, 4 * cells)?;
-        let dc = CudaStorage::alloc(&device, OP, cells)?;
+        let dc_out = CudaStorage::alloc(&device, OP, cells)?;
         let name = format!("recurrent_lstm_gates_backward_{}", E::DTYPE.name());
         launch_kernel!(device, OP, "recurrent", name, elementwise(cells);
-            batch, hidden, at(grad), saved.ptr(), at(c), dgates.ptr(), dc.ptr())?;
-        Ok((dgates, dc))
+            batch, hidden, at(dh), at(dc), saved.ptr(), at(c), dgates.ptr(), dc_out.ptr())?;
+        Ok((dgates, dc_out))
     }
 
     fn gru_gates<E: FloatElement>(

@@ -12,6 +12,7 @@
 
 mod cpu;
 mod cuda;
+mod sequence;
 
 use crate::autograd::{self, rule};
 use crate::backend::Backend;
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::layout::Shape;
 use crate::tensor::shell::{core_call, core_table};
 use crate::tensor::{CoreDevice, Device, Tensor};
+use sequence::SequenceInputs;
 
 /// A contiguous `[batch, width]` operand of a gate kernel: the storage and
 /// the offset of its first element.
@@ -44,12 +46,13 @@ pub trait RecurrentKernel: Backend {
         save: bool,
     ) -> Result<(Self::Storage<E>, Option<Self::Storage<E>>)>;
 
-    /// The gradient of [`lstm_gates`](Self::lstm_gates) from the gradient
-    /// of its result (`[2, batch, H]`), the saved `[batch, 5H]` and `c`:
-    /// the gradient of the pre-activations, `[batch, 4H]` (the same for `gx`
-    /// and `gh`), and of `c`, `[batch, H]`.
+    /// The gradient of [`lstm_gates`](Self::lstm_gates) from the gradients
+    /// of `h'` and `c'` (`[batch, H]` each), the saved `[batch, 5H]` and
+    /// `c`: the gradient of the pre-activations, `[batch, 4H]` (the same
+    /// for `gx` and `gh`), and of `c`, `[batch, H]`.
     fn lstm_gates_backward<E: FloatElement>(
-        grad: GateInput<'_, Self, E>,
+        dh: GateInput<'_, Self, E>,
+        dc: GateInput<'_, Self, E>,
         saved: &Self::Storage<E>,
         c: GateInput<'_, Self, E>,
         batch: usize,
@@ -98,6 +101,14 @@ impl Gates {
         }
     }
 
+    /// The name of a whole sequence's operation.
+    fn sequence_op(self) -> &'static str {
+        match self {
+            Gates::Lstm => "lstm_sequence",
+            Gates::Gru => "gru_sequence",
+        }
+    }
+
     /// Gates per cell.
     fn count(self) -> usize {
         match self {
@@ -123,7 +134,33 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     }
 }
 
+impl<D: Device, E: FloatElement> Tensor<D, E> {
+    /// One LSTM layer and direction over a whole sequence, recorded as one
+    /// operation: from the input's part of the gates for every step
+    /// (`[T, batch, 4H]`, both biases in it), `weight_hhᵀ` (`[H, 4H]`) and
+    /// the initial `h` and `c` (`[batch, H]`), every step's `h` in time
+    /// order, then the final `h` and `c`: `[T + 2, batch, H]`.
+    pub(crate) fn try_lstm_sequence(gx: &Self, w: &Self, h0: &Self, c0: &Self, reverse: bool) -> Result<Self> {
+        core_call!(D, Fns<E>.lstm_sequence(gx.core(), w.core(), h0.core(), c0.core(), reverse))
+    }
+
+    /// One GRU layer and direction over a whole sequence, as
+    /// [`try_lstm_sequence`](Self::try_lstm_sequence) with `gx` holding
+    /// `b_ih` and `bias` the GRU's `b_hh`: `[T + 1, batch, H]`.
+    pub(crate) fn try_gru_sequence(gx: &Self, w: &Self, bias: Option<&Self>, h0: &Self, reverse: bool) -> Result<Self> {
+        core_call!(D, Fns<E>.gru_sequence(gx.core(), w.core(), bias.map(Tensor::core), h0.core(), reverse))
+    }
+}
+
 impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
+    fn core_lstm_sequence(gx: &Self, w: &Self, h0: &Self, c0: &Self, reverse: bool) -> Result<Self> {
+        sequence::run(Gates::Lstm, SequenceInputs { gx, w, bias: None, h0, c0: Some(c0), reverse })
+    }
+
+    fn core_gru_sequence(gx: &Self, w: &Self, bias: Option<&Self>, h0: &Self, reverse: bool) -> Result<Self> {
+        sequence::run(Gates::Gru, SequenceInputs { gx, w, bias, h0, c0: None, reverse })
+    }
+
     fn core_lstm_gates(gx: &Self, gh: &Self, c: &Self) -> Result<Self> {
         Self::fused_gates(Gates::Lstm, gx, gh, c)
     }
@@ -180,7 +217,8 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
                     let s = saved.storage();
                     match gates {
                         Gates::Lstm => {
-                            let (dgates, dc) = D::lstm_gates_backward(at(&g), s, at(&state_d), batch, hidden)?;
+                            let dc_at = (g.storage(), g.layout().offset() + batch * hidden);
+                            let (dgates, dc) = D::lstm_gates_backward(at(&g), dc_at, s, at(&state_d), batch, hidden)?;
                             let dgates = Tensor::from_storage(dgates, [batch, width].into());
                             let dc = Tensor::from_storage(dc, [batch, hidden].into());
                             Ok(vec![needs.get(0).then(|| dgates.clone()), needs.get(1).then_some(dgates), Some(dc)])
@@ -216,5 +254,9 @@ core_table! {
     pub(crate) struct Fns<C, F: FloatElement> {
         lstm_gates: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = Tensor::core_lstm_gates,
         gru_gates: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = Tensor::core_gru_gates,
+        lstm_sequence: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, bool) -> Result<Tensor<C, F>> =
+            Tensor::core_lstm_sequence,
+        gru_sequence: for<'a> fn(&Tensor<C, F>, &Tensor<C, F>, Option<&'a Tensor<C, F>>, &Tensor<C, F>, bool) -> Result<Tensor<C, F>> =
+            Tensor::core_gru_sequence,
     }
 }
