@@ -27,6 +27,16 @@ use std::any::Any;
 /// `backend/cpu/loops.rs`).
 const PARALLEL_MIN_MACS: usize = if cfg!(miri) { 8 * 8 * 8 } else { 96 * 96 * 96 };
 
+/// Multiply-adds from which a product too short to split by rows is
+/// handed to `gemm`'s own split across threads, which wakes the other
+/// threads for every product and puts them back to sleep: a recurrent
+/// layer's `[16, 256] x [256, 1024]` step (4.2 million) ran faster on one
+/// thread (char-LSTM 2x256 inference 10.2 -> 8.2 ms, training 32.2 -> 26.7
+/// on a 2-core Intel Xeon), with the GPT, seed 002, ResNet and linear
+/// rows of `benches/peers` within their noise; at 32 million GPT inference
+/// lost 9%. Under Miri as [`PARALLEL_MIN_MACS`].
+const GEMM_SPLIT_MIN_MACS: usize = if cfg!(miri) { PARALLEL_MIN_MACS } else { 200 * 200 * 200 };
+
 /// Rows of the output per thread from which a product is split by rows, one
 /// block per thread, each a product of its own, rather than by `gemm`.
 /// `gemm` packs panels on one thread while the others wait, and hands work
@@ -368,7 +378,7 @@ fn one_product<E: FloatElement>(
 /// How `gemm` should run a product of `macs` multiply-adds.
 fn parallelism_for(macs: usize) -> gemm::Parallelism {
     match pool_threads() {
-        n if n > 1 && macs >= PARALLEL_MIN_MACS => gemm::Parallelism::Rayon(n),
+        n if n > 1 && macs >= GEMM_SPLIT_MIN_MACS => gemm::Parallelism::Rayon(n),
         _ => gemm::Parallelism::None,
     }
 }
