@@ -224,8 +224,9 @@ fn lengths_strategy() -> impl Strategy<Value = (usize, Vec<usize>)> {
 device_proptests! {
     cases = 16;
     /// Every layer, in one or both directions, with or without packing,
-    /// against the plain loop; the LSTM's gradients against finite
-    /// differences of the whole layer.
+    /// against the plain loop; the LSTM's and GRU's gradients against
+    /// finite differences of the whole layer, packed (run step by step) or
+    /// not (run as one operation over the sequence).
     fn recurrent_layers_match_a_loop<D>(
         (steps, lengths) in lengths_strategy(), input in 1..4usize, hidden in 1..4usize,
         bidirectional in any::<bool>(), packed in any::<bool>(), seed in any::<u64>(), v in crate::common::variant(),
@@ -264,8 +265,14 @@ device_proptests! {
 
         let lstm = Lstm::<D, f64>::with_config(input, hidden, config);
         let cells = weights(lstm.cells.iter().map(|c| [&c.weight_ih, &c.weight_hh, c.bias_ih.as_ref().unwrap(), c.bias_hh.as_ref().unwrap()]).collect());
-        let (out, (h_n, _)) = lstm.forward(&pack_padded_sequence(&x, &lengths, false, false));
-        run(Kind::Lstm, cells, (forward_packed(out), h_n));
+        let got = if packed {
+            let (out, (h_n, _)) = lstm.forward(&pack_padded_sequence(&x, &lengths, false, false));
+            (forward_packed(out), h_n)
+        } else {
+            let (out, (h_n, _)) = lstm.forward(&x);
+            (out, h_n)
+        };
+        run(Kind::Lstm, cells, got);
 
         // Finite differences of the whole layers on the CPU only: on the
         // GPUs the layers' gradients are checked against PyTorch's above,
@@ -279,9 +286,14 @@ device_proptests! {
         crate::gradcheck::gradcheck("Lstm", &params, |t| {
             let mut layer = Lstm::<D, f64>::with_config(input, hidden, RecurrentConfig::default());
             layer.cells[0] = LstmCell::from_weights(t[1].clone(), t[2].clone(), None, None);
-            let packed = pack_padded_sequence(&t[0], &lengths, false, false);
-            let (out, (h_n, c_n)) = layer.forward_with_state(&packed, (&t[3], &c0::<D>(batch, hidden)));
-            let out = pad_packed_sequence(&out, false, 0.0, None).0;
+            // Packed, step by step; otherwise the whole sequence as one operation.
+            let state = (&t[3], &c0::<D>(batch, hidden));
+            let (out, (h_n, c_n)) = if packed {
+                let (out, state) = layer.forward_with_state(&pack_padded_sequence(&t[0], &lengths, false, false), state);
+                (pad_packed_sequence(&out, false, 0.0, None).0, state)
+            } else {
+                layer.forward_with_state(&t[0], state)
+            };
             Tensor::cat(&[&out.flatten_all(), &h_n.flatten_all(), &c_n.flatten_all()], 0)
         });
         let cell = &gru.cells[0];
@@ -291,9 +303,13 @@ device_proptests! {
             let mut layer = Gru::<D, f64>::with_config(input, hidden, RecurrentConfig::default());
             let bias_ih = T::<D>::zeros([3 * hidden]);
             layer.cells[0] = GruCell::from_weights(t[1].clone(), t[2].clone(), Some(bias_ih), Some(t[3].clone()));
-            let packed = pack_padded_sequence(&t[0], &lengths, false, false);
-            let (out, h_n) = layer.forward_with_state(&packed, &t[4]);
-            Tensor::cat(&[&pad_packed_sequence(&out, false, 0.0, None).0.flatten_all(), &h_n.flatten_all()], 0)
+            let (out, h_n) = if packed {
+                let (out, h_n) = layer.forward_with_state(&pack_padded_sequence(&t[0], &lengths, false, false), &t[4]);
+                (pad_packed_sequence(&out, false, 0.0, None).0, h_n)
+            } else {
+                layer.forward_with_state(&t[0], &t[4])
+            };
+            Tensor::cat(&[&out.flatten_all(), &h_n.flatten_all()], 0)
         });
     }
 }

@@ -8,7 +8,8 @@
 //! allocating its result and recording a node. The gates read the input's
 //! and the state's parts of all gates as two `[batch, gates · hidden]`
 //! tensors, each from one product; the half types compute in `f32` and
-//! round each result once.
+//! round each result once. `sequence.rs` runs a whole sequence through one
+//! layer and direction as one recorded operation on the same kernels.
 
 mod cpu;
 mod cuda;
@@ -132,9 +133,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     pub(crate) fn try_gru_gates(gx: &Self, gh: &Self, h: &Self) -> Result<Self> {
         core_call!(D, Fns<E>.gru_gates(gx.core(), gh.core(), h.core()))
     }
-}
 
-impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// One LSTM layer and direction over a whole sequence, recorded as one
     /// operation: from the input's part of the gates for every step
     /// (`[T, batch, 4H]`, both biases in it), `weight_hhᵀ` (`[H, 4H]`) and
