@@ -194,8 +194,6 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         if batch == 0 || hidden == 0 {
             return Tensor::try_zeros(out_dims);
         }
-        // Detached: the gradient rule keeps these, not the inputs' graph.
-        let dense = |t: &Self| if t.is_contiguous() { Ok(t.detach()) } else { t.detach().try_contiguous() };
         let (gx_d, gh_d, state_d) = (dense(gx)?, dense(gh)?, dense(state)?);
         let inputs = [gx.node(), gh.node(), state.node()];
         let save = autograd::is_grad_enabled() && inputs.iter().any(Option::is_some);
@@ -235,6 +233,12 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             },
         )
     }
+}
+
+/// A tensor detached (a gradient rule keeps it, not its graph) and copied
+/// where it is not contiguous, as the gate kernels read their operands.
+fn dense<D: CoreDevice, E: FloatElement>(t: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    if t.is_contiguous() { Ok(t.detach()) } else { t.detach().try_contiguous() }
 }
 
 /// A contiguous tensor as a gate kernel's operand.

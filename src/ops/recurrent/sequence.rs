@@ -10,7 +10,7 @@
 //! input projection's gradient once and computes the recurrent weight's
 //! as one product over all steps, `[H, T · batch] × [T · batch, gates · H]`.
 
-use super::{Gates, at, saved_len};
+use super::{Gates, at, dense, saved_len};
 use crate::autograd::{self, Node, no_grad, rule};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
@@ -43,11 +43,6 @@ pub(super) struct SequenceInputs<'a, D: CoreDevice, E: FloatElement> {
     pub(super) c0: Option<&'a Tensor<D, E>>,
     /// Whether the steps run from the last to the first.
     pub(super) reverse: bool,
-}
-
-/// A tensor detached, and copied where it is not contiguous.
-fn dense<D: CoreDevice, E: FloatElement>(t: &Tensor<D, E>) -> Result<Tensor<D, E>> {
-    if t.is_contiguous() { Ok(t.detach()) } else { t.detach().try_contiguous() }
 }
 
 /// The sequence's result: every step's `h` in time order, then the final
