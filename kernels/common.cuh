@@ -594,6 +594,10 @@ struct DtSum {
     template <typename T> __device__ static T apply(T a, T b) { return dt_add(a, b); }
     template <typename T> __device__ static T identity() { return (T)0; }
 };
+struct DtProd {
+    template <typename T> __device__ static T apply(T a, T b) { return dt_mul(a, b); }
+    template <typename T> __device__ static T identity() { return (T)1; }
+};
 struct DtMax {
     template <typename T> __device__ static T apply(T a, T b) { return dt_max(a, b); }
     template <typename T> __device__ static T identity() { return dt_lowest<T>(); }

@@ -250,6 +250,7 @@ __device__ void dt_arg_all(size_t n, const T* src, const long long* src_idx, T* 
 
 #define REDUCE_KERNELS(name, T)          \
     REDUCE_OP(sum, DtSum, name, T)       \
+    REDUCE_OP(prod, DtProd, name, T)     \
     REDUCE_OP(max, DtMax, name, T)       \
     REDUCE_OP(min, DtMin, name, T)       \
     ARG_OP(argmax, true, name, T)        \

@@ -271,6 +271,13 @@ device_proptests! {
         check_half!("max_axis", seed, [x: d] => x.max_axis(axis), rounded);
         check_half!("min_axis", seed, [x: d] => x.min_axis(axis), rounded);
         check_half!("cumsum", seed, [x: d] => x.cumsum(axis), rounded);
+        // Over several axes: one rounding of the f32 result too.
+        let ends: &[isize] = if d.len() > 1 { &[-1, 0] } else { &[0] };
+        check_half!("sum_axis (two axes)", seed, [x: d] => x.sum_axis(ends), rounded);
+        check_half!("mean_keepdim (two axes)", seed, [x: d] => x.mean_keepdim(ends), rounded);
+        check_half!("amax", seed, [x: d] => x.amax(ends), rounded);
+        check_half!("logsumexp", seed, [x: d] => x.logsumexp(ends), rounded);
+        check_half!("prod_axis", seed, [x: d] => x.prod_axis(axis), rounded);
         check_half!("softmax", seed, [x: d] => x.softmax(axis), rounded);
         check_half!("log_softmax", seed, [x: d] => x.log_softmax(axis), rounded);
         check_half!("softmax (transposed)", seed, [x: d] => x.transpose(0, -1).softmax(axis), rounded);

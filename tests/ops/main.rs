@@ -30,6 +30,7 @@ mod index;
 mod matmul;
 mod pytorch;
 mod reduce;
+mod reduce_axes;
 mod sort;
 mod tensor;
 mod unary;

@@ -147,17 +147,23 @@ pub fn binary_row<D: Device>(
     report(&format!("binary.{row}"), problems);
 }
 
+/// A reduction row's call in `f64` and in `f32`.
+type ReductionRow<D> = (&'static str, fn(&Tensor<D, f64>) -> Tensor<D, f64>, fn(&Tensor<D, f32>) -> Tensor<D, f32>);
+
+macro_rules! reduction_rows {
+    ($($name:ident: $call:expr;)*) => {
+        [$((stringify!($name), { let c: fn(&Tensor<D, f64>) -> Tensor<D, f64> = $call; c }, {
+            let c: fn(&Tensor<D, f32>) -> Tensor<D, f32> = $call;
+            c
+        })),*]
+    };
+}
+
 /// The reductions along axis 1 of `[4, 5]` rows (NaN, infinities, ties)
 /// against PyTorch, results and gradients: `max_axis` as `x.max(1).values`
 /// (the gradient to the first of tied elements; `amax` would split it).
 fn reductions<D: Device>() {
-    type F<D, E> = fn(&Tensor<D, E>) -> Tensor<D, E>;
-    macro_rules! rows {
-        ($($name:ident: $call:expr;)*) => {
-            [$((stringify!($name), { let c: F<D, f64> = $call; c }, { let c: F<D, f32> = $call; c })),*]
-        };
-    }
-    let rows = rows! {
+    check_reduction_rows::<D>(&reduction_rows! {
         sum_axis: |x| x.sum_axis(1);
         mean_axis: |x| x.mean_axis(1);
         max_axis: |x| x.max_axis(1);
@@ -169,9 +175,34 @@ fn reductions<D: Device>() {
         cumsum: |x| x.cumsum(1);
         sum: |x| x.sum();
         max: |x| x.max();
-    };
+    });
+}
+
+/// The reductions over several axes of `[2, 2, 5]` (the rows above,
+/// stacked) against PyTorch: `amax` shares the gradient between ties,
+/// `prod`'s gradient meets a zero; the counts and masks compared as floats
+/// (their gradient is none, PyTorch's zeros).
+fn reductions_over_axes<D: Device>() {
+    check_reduction_rows::<D>(&reduction_rows! {
+        sum_axes: |x| x.sum_axis([0, 2]);
+        mean_keepdim_axes: |x| x.mean_keepdim([1, 2]);
+        var_axes: |x| x.var_axis([0, 2], 1);
+        std_keepdim_axes: |x| x.std_keepdim([-1, 0], 0);
+        amax: |x| x.amax([0, 2]);
+        amin_keepdim: |x| x.amin_keepdim(-1);
+        logsumexp: |x| x.logsumexp([1, 2]);
+        logsumexp_keepdim: |x| x.logsumexp_keepdim(0);
+        prod_axis: |x| x.prod_axis(2);
+        prod_all: |x| x.prod();
+        count_nonzero: |x| x.count_nonzero_axis([0, 2]).to_dtype();
+        all_axis: |x| x.all_axis(2).to_dtype();
+        any_keepdim: |x| x.gt_scalar(1.0).any_keepdim([0, 1]).to_dtype();
+    });
+}
+
+fn check_reduction_rows<D: Device>(rows: &[ReductionRow<D>]) {
     let file = fixture();
-    for (row, call64, call32) in rows {
+    for &(row, call64, call32) in rows {
         let p = format!("reduce.{row}.");
         let x = float::<D>(&file, &format!("{p}x"));
         // The first input of each output is its row's first element.
@@ -179,14 +210,19 @@ fn reductions<D: Device>() {
         let want = float::<D>(&file, &format!("{p}y")).to_vec();
         let at = |n: usize| -> Vec<f64> { (0..n).map(|i| firsts[(i * firsts.len() / n.max(1)).min(3)]).collect() };
         let inputs = at(want.len());
-        let mut problems = differences(&call64(&x).to_vec(), &want, &[&inputs], 1e-14, true);
+        let y = call64(&x);
+        assert_eq!(y.dims(), float::<D>(&file, &format!("{p}y")).dims(), "reduce.{row}: shape");
+        let mut problems = differences(&y.to_vec(), &want, &[&inputs], 1e-14, true);
         let y32: Vec<f64> = call32(&x.to_dtype::<f32>()).to_vec().iter().map(|&v| f64::from(v)).collect();
         let want32 = float::<D>(&file, &format!("{p}y32")).to_vec();
         problems.extend(labelled("f32 ", differences(&y32, &want32, &[&inputs], 8.0 * f64::from(f32::EPSILON), true)));
         let gx_in = float::<D>(&file, &format!("{p}gx_in")).requires_grad();
         let w = float::<D>(&file, &format!("{p}w"));
-        let grads = (&call64(&gx_in) * &w).sum().backward();
-        let gx = grads.get(&gx_in).map_or_else(|| vec![0.0; gx_in.elem_count()], |g| g.to_vec());
+        let out = &call64(&gx_in) * &w;
+        let gx = match out.tracks_grad() {
+            true => out.sum().backward().get(&gx_in).map_or_else(|| vec![0.0; gx_in.elem_count()], |g| g.to_vec()),
+            false => vec![0.0; gx_in.elem_count()],
+        };
         let want = float::<D>(&file, &format!("{p}gx")).to_vec();
         problems.extend(labelled("gradient ", differences(&gx, &want, &[&gx_in.to_vec()], 1e-13, false)));
         report(&format!("reduce.{row}"), problems);
@@ -274,4 +310,5 @@ fn every_fixture_row_has_its_table_row() {
 device_tests! {
     integer_rows_match_pytorch => integer_rows,
     reductions_match_pytorch => reductions,
+    reductions_over_axes_match_pytorch => reductions_over_axes,
 }

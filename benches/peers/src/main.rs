@@ -536,6 +536,8 @@ fn main() -> candle_core::Result<()> {
         contest.row(&op, bytes, Some(bandwidth), "GB/s", torch, ours, Some(theirs));
     }
 
+    reduction_rows(&mut contest, &|op: &str| wanted(op), bandwidth, &cpu)?;
+
     print_table(&contest.rows);
     println!();
     println!("rates: GFLOP/s = 2·n³ / time; GB/s counts each input read once and the output written once.");
@@ -545,6 +547,57 @@ fn main() -> candle_core::Result<()> {
          (the machine may be shared)."
     );
     println!("The three libraries are timed in turn, four rounds each, so all see the same load; '-': not run.");
+    Ok(())
+}
+
+/// Reductions over several axes at once (issue 60): global average
+/// pooling (`x.mean((2, 3))`), batch norm's statistics (`x.var((0, 2, 3))`),
+/// a sum over axes apart (`x.sum((0, 2))`), `amax` and `logsumexp` over a
+/// feature map's spatial axes; candle where it takes several axes (its
+/// `var`, `max` and `log_sum_exp` take one, so they are left out).
+fn reduction_rows(
+    contest: &mut Contest,
+    wanted: &dyn Fn(&str) -> bool,
+    bandwidth: f64,
+    cpu: &CandleDevice,
+) -> candle_core::Result<()> {
+    let dims = [32usize, 256, 28, 28];
+    let len: usize = dims.iter().product();
+    let shape = "32x256x28x28";
+    type Ours = fn(&Tensor<Cpu>) -> Tensor<Cpu>;
+    type Theirs = fn(&CandleTensor) -> candle_core::Result<CandleTensor>;
+    let rows: [(&str, &str, &[isize], Ours, Option<Theirs>); 5] = [
+        ("mean", "mean (2,3)", &[2, 3], |x| x.mean_axis([2, 3]), Some(|x| x.mean((2, 3)))),
+        ("var", "var (0,2,3)", &[0, 2, 3], |x| x.var_axis([0, 2, 3], 1), None),
+        ("sum", "sum (0,2)", &[0, 2], |x| x.sum_axis([0, 2]), Some(|x| x.sum((0, 2)))),
+        ("amax", "amax (2,3)", &[2, 3], |x| x.amax([2, 3]), None),
+        ("logsumexp", "logsumexp (2,3)", &[2, 3], |x| x.logsumexp([2, 3]), None),
+    ];
+    let x = data(len, 7);
+    let dx = Tensor::<Cpu>::from_slice(&x, dims);
+    let cx = CandleTensor::from_slice(&x, &dims, cpu)?;
+    for (kind, what, axes, ours, theirs) in rows {
+        let op = format!("{what} f32 {shape}");
+        if !wanted(&op) {
+            continue;
+        }
+        contest.torch.tensor("x", &dx);
+        let want = ours(&dx);
+        let torch = contest.torch.setup(&op, "reduce_axes", json!({"op": kind, "dims": axes}), &want.to_vec(), 1e-4);
+        // The input read once (the output is far smaller).
+        let bytes = (4 * len) as f64;
+        let cx = &cx;
+        let mut theirs_call = theirs.map(|f| move || drop(black_box(f(cx).unwrap())));
+        contest.row(
+            &op,
+            bytes,
+            Some(bandwidth),
+            "GB/s",
+            torch,
+            &mut || drop(black_box(ours(&dx))),
+            theirs_call.as_mut().map(|f| f as &mut dyn FnMut()),
+        );
+    }
     Ok(())
 }
 

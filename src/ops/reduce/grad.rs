@@ -1,10 +1,11 @@
 //! Gradient rules of the reductions and of softmax.
 
-use super::{ExtremeOp, Fns, Sum, reduced_shape, scale_by_repeat};
+use super::axes::{AxisList, without_axes};
+use super::{ExtremeOp, Fns, Product, Sum, reduced_shape, scale_by_repeat};
 use crate::autograd::{Backward, rule};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
-use crate::layout::Shape;
+use crate::layout::{Dims, Shape};
 use crate::ops::compare::masked;
 use crate::tensor::shell::core_call;
 use crate::tensor::{CoreDevice, Device, Tensor};
@@ -39,7 +40,7 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
     }
 
     /// The sum along `axis` in the element type, as `sum_axis` computes it.
-    fn sum_same_type(&self, axis: usize, keepdim: bool) -> Result<Self> {
+    pub(super) fn sum_same_type(&self, axis: usize, keepdim: bool) -> Result<Self> {
         let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
         if stride == 0 && len > 1 {
             return scale_by_repeat(self.broadcast_slice(axis, keepdim)?, len);
@@ -50,41 +51,38 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
 }
 
 impl<D: CoreDevice, F: FloatElement> Tensor<D, F> {
-    /// A reduced gradient spread back over `shape`: `axis` (removed from
-    /// `self` unless `keepdim`) is restored as size 1 and broadcast.
-    fn spread_over(&self, shape: &Shape, axis: Option<usize>, keepdim: bool) -> Result<Self> {
-        let g = match axis {
-            Some(axis) if !keepdim => self.try_unsqueeze(axis as isize)?,
-            _ => self.clone(),
-        };
-        g.try_reshape(broadcastable_rank(g.shape(), shape))?.try_broadcast_to(shape.clone())
+    /// A reduced gradient spread back over `shape`: the reduced `axes`
+    /// (increasing; removed from `self` unless `keepdim`) are restored as
+    /// size 1 and broadcast.
+    fn spread_over(&self, shape: &Shape, axes: &[usize], keepdim: bool) -> Result<Self> {
+        let g = if keepdim { self.clone() } else { self.try_reshape(without_axes(shape, axes, true))? };
+        g.try_broadcast_to(shape.clone())
     }
 }
 
-/// `reduced` (of the same rank as `full`, or rank 0) as a shape that
-/// broadcasts to `full`.
-fn broadcastable_rank(reduced: &Shape, full: &Shape) -> Shape {
-    if reduced.rank() == full.rank() { reduced.clone() } else { Shape::from_dims(vec![1; full.rank()].into()) }
+/// `sum` of `input` over the (increasing) `axes`.
+pub(super) fn sum<D: CoreDevice, F: FloatElement>(input: Shape, axes: Dims, keepdim: bool) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.spread_over(&input, &axes, keepdim)?)]))
 }
 
-/// `sum` over everything (`axis` `None`) or along `axis` of `input`.
-pub(super) fn sum<D: CoreDevice, F: FloatElement>(
-    input: Shape,
-    axis: Option<usize>,
+/// `amax` or `amin` of `x` over the (increasing) `axes` (`max` and `min`
+/// over everything are every axis, removed): the gradient is shared evenly
+/// by the elements equal to the result (NaN ones when it is NaN), as
+/// PyTorch shares it.
+pub(super) fn extreme_over<D: CoreDevice, F: FloatElement>(
+    x: Tensor<D, F>,
+    out: Tensor<D, F>,
+    axes: Dims,
     keepdim: bool,
 ) -> Box<dyn Backward> {
-    rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.spread_over(&input, axis, keepdim)?)]))
-}
-
-/// `max` or `min` of `x` over everything: the gradient is shared evenly by
-/// the elements equal to the result (NaN ones when it is NaN), as PyTorch
-/// shares it.
-pub(super) fn extreme_all<D: CoreDevice, F: FloatElement>(x: Tensor<D, F>, out: Tensor<D, F>) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
+        let kept = without_axes(x.shape(), &axes, true);
+        let (out, g) =
+            if keepdim { (out.clone(), g.clone()) } else { (out.try_reshape(&kept)?, g.try_reshape(&kept)?) };
         let hits = x.try_eq(&out)?.try_logical_or(&x.try_ne(&x)?.try_logical_and(&out.try_ne(&out)?)?)?;
-        let count = hits.try_sum()?.try_to_dtype::<F>()?;
-        let share = g.try_div(&count)?;
-        Ok(vec![Some(masked(&hits, &share.try_broadcast_to(x.shape().clone())?)?)])
+        let signed: AxisList = axes.iter().map(|&a| a as isize).collect();
+        let count = hits.try_sum_keepdim(&signed[..])?.try_to_dtype::<F>()?;
+        Ok(vec![Some(masked(&hits, &g.try_div(&count)?.try_broadcast_to(x.shape().clone())?)?)])
     })
 }
 
@@ -115,24 +113,41 @@ pub(super) fn cumsum<D: CoreDevice, F: FloatElement>(axis: Option<usize>) -> Box
     rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.running(Sum, axis, true)?)]))
 }
 
-/// The standard deviation `out` of `x` over `axis` (or every element)
-/// with divisor `N - correction`: `(x - mean) / (divisor * out)`, and 0
-/// where `out` is 0, as PyTorch's rule gives.
+/// `prod` of `x` along `axis`: each element's gradient is the product of
+/// the others on its line, the running product of the elements before it
+/// times that of the elements after it. Exact with zeros, where `out / x`
+/// divides by 0 (PyTorch's rule also special-cases them).
+pub(super) fn prod<D: CoreDevice, F: FloatElement>(x: Tensor<D, F>, axis: usize, keepdim: bool) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| {
+        let (a, len) = (axis as isize, x.dims()[axis]);
+        if len == 0 {
+            return Ok(vec![Some(x.try_zeros_like()?)]);
+        }
+        let ones = Tensor::<D, F>::try_ones(reduced_shape(x.shape(), axis, true))?;
+        let before = x.try_narrow(a, 0, len - 1)?.running(Product, Some(axis), false)?;
+        let after = x.try_narrow(a, 1, len - 1)?.running(Product, Some(axis), true)?;
+        let before = Tensor::try_cat(&[&ones, &before], a)?;
+        let after = Tensor::try_cat(&[&after, &ones], a)?;
+        let g = if keepdim { g.clone() } else { g.try_unsqueeze(a)? };
+        Ok(vec![Some(before.try_mul(&after)?.try_mul(&g)?)])
+    })
+}
+
+/// The standard deviation `out` of `x` over the (increasing) `axes` with
+/// divisor `N - correction`: `(x - mean) / (divisor * out)`, and 0 where
+/// `out` is 0, as PyTorch's rule gives.
 pub(super) fn std<D: CoreDevice, F: FloatElement>(
     x: Tensor<D, F>,
     out: Tensor<D, F>,
-    axis: Option<usize>,
+    axes: Dims,
     keepdim: bool,
     divisor: F,
 ) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
         let scale = masked(&out.try_ne_scalar(F::ZERO)?, &g.try_div(&out)?)?;
-        let mean = match axis {
-            Some(axis) => x.try_mean_keepdim(axis as isize)?,
-            None => x.try_mean()?,
-        };
-        let centred = x.try_sub(&mean)?.try_div_scalar(divisor)?;
-        Ok(vec![Some(scale.spread_over(x.shape(), axis, keepdim)?.try_mul(&centred)?)])
+        let signed: AxisList = axes.iter().map(|&a| a as isize).collect();
+        let centred = x.try_sub(&x.try_mean_keepdim(&signed[..])?)?.try_div_scalar(divisor)?;
+        Ok(vec![Some(scale.spread_over(x.shape(), &axes, keepdim)?.try_mul(&centred)?)])
     })
 }
 

@@ -1,7 +1,9 @@
-//! Reductions and the normalisations built on them: `sum`, `max`, `min`,
-//! `mean`, `var`, `std`, `argmax`, `argmin` over the whole tensor or along
-//! one axis (with or without keeping it, like PyTorch's `keepdim`), the
-//! running sums of `cumsum`, and `softmax` / `log_softmax`.
+//! Reductions and the normalisations built on them: `sum`, `mean`, `var`,
+//! `std`, `amax`, `amin`, `logsumexp`, `all`, `any` and `count_nonzero`
+//! over the whole tensor, one axis or several at once ([`Axes`]);
+//! `max`, `min`, `argmax`, `argmin` and `prod` over the whole tensor or one
+//! axis (each with or without keeping it, like PyTorch's `keepdim`); the
+//! running sums of `cumsum`; and `softmax` / `log_softmax`.
 //!
 //! Semantics follow PyTorch: the sum of nothing is 0 and its mean NaN; `max`,
 //! `min` and the arg-reductions have no identity, so an empty input is an
@@ -12,9 +14,13 @@
 //! accepts axis 0 and -1 (PyTorch treats it as one element), and reductions
 //! of a broadcast view read only the memory that exists.
 
+mod axes;
 mod cpu;
 mod cuda;
+mod extremes;
 mod grad;
+mod logical;
+mod product;
 mod sample;
 mod scan;
 mod standardize;
@@ -23,13 +29,16 @@ mod statistics;
 use crate::autograd::{self, as_float, float_rule};
 use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
+use crate::error::resolve_axis_or_scalar;
 use crate::error::{Error, Result};
-use crate::error::{check_elem_count, resolve_axis_or_scalar};
 use crate::layout::{Dims, Layout, Shape};
 use crate::random::Generator;
 use crate::tensor::shell::{core_call, core_table};
 use crate::tensor::{CoreDevice, Device, Tensor};
+pub use axes::{Axes, AxisList};
+use axes::{count_over, resolve_axes};
 use devtensor_macros::fallible;
+use logical::Logical;
 
 /// A reduction folding the elements of an axis into one value, declared
 /// once as a type: its name, where the fold starts and one fold step. The
@@ -82,6 +91,23 @@ impl ReduceOp for Sum {
     #[inline(always)]
     fn fold<E: Element>(acc: E, x: E) -> E {
         acc.add(x)
+    }
+}
+
+/// The product (1 for no elements; integers wrap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Product;
+
+impl ReduceOp for Product {
+    const NAME: &'static str = "prod";
+
+    fn init<E: Element>() -> E {
+        E::ONE
+    }
+
+    #[inline(always)]
+    fn fold<E: Element>(acc: E, x: E) -> E {
+        acc.mul(x)
     }
 }
 
@@ -345,7 +371,7 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             "sum",
             &[self.node()],
             || self.sum_all_untracked(),
-            |_| float_rule!(E, F => grad::sum::<D, F>(self.shape().clone(), None, false)),
+            |_| float_rule!(E, F => grad::sum::<D, F>(self.shape().clone(), (0..self.rank()).collect(), false)),
         )
     }
 
@@ -354,35 +380,6 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             return scale_by_repeat(view.sum_all_untracked()?, repeat);
         }
         self.as_sum_input(|x| x.reduce_flat(Sum))
-    }
-
-    /// The sums along `axis`, removed or kept as size 1, in `E::Sum`.
-    fn sum_along(&self, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, E::Sum>> {
-        autograd::track(
-            name,
-            &[self.node()],
-            || self.sum_along_untracked(name, axis, keepdim),
-            |_| float_rule!(E, F => grad::sum::<D, F>(self.shape().clone(), self.resolved(axis), keepdim)),
-        )
-    }
-
-    fn sum_along_untracked(&self, name: &'static str, axis: isize, keepdim: bool) -> Result<Tensor<D, E::Sum>> {
-        let Some(axis) = resolve_axis_or_scalar(name, D::name, self.shape(), axis)? else {
-            return self.as_sum_input(|x| Ok(x.clone()));
-        };
-        let (len, stride) = (self.dims()[axis], self.layout().strides()[axis]);
-        if stride == 0 && len > 1 {
-            // Every element along the axis is the same one: `len` times it.
-            let one = self.broadcast_slice(axis, keepdim)?;
-            return one.as_sum_input(|x| scale_by_repeat(x.clone(), len));
-        }
-        let shape = reduced_shape(self.shape(), axis, keepdim);
-        // Summing away an empty axis leaves the others, whose product may not fit.
-        check_elem_count(name, D::name, &[self.shape(), &shape])?;
-        self.as_sum_input(|x| {
-            let storage = D::reduce(Sum, x.storage(), x.layout(), axis)?;
-            Ok(Tensor::from_storage(storage, shape))
-        })
     }
 
     /// The first slice along `axis` (removed, or kept as size 1): along a
@@ -398,7 +395,7 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             name,
             &[self.node()],
             || self.reduce_all_untracked(op, name),
-            |out| float_rule!(E, F => grad::extreme_all::<D, F>(as_float(self), as_float(out))),
+            |out| float_rule!(E, F => grad::extreme_over::<D, F>(as_float(self), as_float(out), (0..self.rank()).collect(), false)),
         )
     }
 
@@ -521,8 +518,8 @@ core_table! {
     /// The core's reductions of every element type.
     pub(crate) struct Fns<C, E: Element> {
         sum_all: fn(&Tensor<C, E>) -> Result<Tensor<C, E::Sum>> = |x| x.sum_all(),
-        sum_along: fn(&Tensor<C, E>, &'static str, isize, bool) -> Result<Tensor<C, E::Sum>> =
-            |x, name, axis, keepdim| x.sum_along(name, axis, keepdim),
+        sum_over: fn(&Tensor<C, E>, &'static str, &[isize], bool) -> Result<Tensor<C, E::Sum>> =
+            |x, name, axes, keepdim| x.sum_over(name, axes, keepdim),
         extreme_all: fn(&Tensor<C, E>, Extreme, &'static str) -> Result<Tensor<C, E>> =
             |x, op, name| with_extreme!(op, op => x.reduce_all(op, name)),
         extreme_axis: fn(&Tensor<C, E>, Extreme, &'static str, isize, bool) -> Result<Tensor<C, E>> =
@@ -532,6 +529,13 @@ core_table! {
         arg_axis: fn(&Tensor<C, E>, Extreme, &'static str, isize, bool) -> Result<Tensor<C, i64>> =
             |x, op, name, axis, keepdim| with_extreme!(op, op => x.arg_reduce_axis(op, name, axis, keepdim)),
         cumsum: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E::Sum>> = |x, axis| x.core_cumsum(axis),
+        prod: fn(&Tensor<C, E>, &'static str, Option<(isize, bool)>) -> Result<Tensor<C, E::Sum>> =
+            |x, name, axis| x.core_prod(name, axis),
+        extreme_over: fn(&Tensor<C, E>, Extreme, &'static str, &[isize], bool) -> Result<Tensor<C, E>> =
+            |x, op, name, axes, keepdim| with_extreme!(op, op => x.extreme_over(op, name, axes, keepdim)),
+        logical: fn(&Tensor<C, E>, Logical, &'static str, &[isize], bool) -> Result<Tensor<C, u8>> =
+            |x, op, name, axes, keepdim| x.core_logical(op, name, axes, keepdim),
+        count_nonzero: fn(&Tensor<C, E>, &[isize]) -> Result<Tensor<C, i64>> = |x, axes| x.core_count_nonzero(axes),
         sum_to_shape: fn(&Tensor<C, E>, &Shape) -> Result<Tensor<C, E>> = |x, shape| x.core_sum_to_shape(shape),
     }
 }
@@ -539,11 +543,11 @@ core_table! {
 core_table! {
     /// The core's reductions of the float types.
     pub(crate) struct FloatFns<C, F: FloatElement> {
-        mean: fn(&Tensor<C, F>, &'static str, Option<(isize, bool)>) -> Result<Tensor<C, F>> =
+        mean: fn(&Tensor<C, F>, &'static str, Option<(&[isize], bool)>) -> Result<Tensor<C, F>> =
             |x, name, axis| x.core_mean(name, axis),
         softmax: fn(&Tensor<C, F>, &'static str, isize, bool) -> Result<Tensor<C, F>> =
             |x, name, axis, log| x.softmax_tracked(name, axis, log),
-        spread: fn(&Tensor<C, F>, &'static str, Option<isize>, usize, bool, bool) -> Result<Tensor<C, F>> =
+        spread: fn(&Tensor<C, F>, &'static str, Option<&[isize]>, usize, bool, bool) -> Result<Tensor<C, F>> =
             |x, name, axis, correction, keepdim, root| x.spread(name, axis, correction, keepdim, root),
         standardize: fn(
             &Tensor<C, F>,
@@ -552,6 +556,8 @@ core_table! {
             f64,
             Option<(&Tensor<C, F>, &Tensor<C, F>, AffineAxis)>,
         ) -> Result<[Tensor<C, F>; 3]> = |x, op, dims, eps, affine| x.core_standardize(op, dims, eps, affine),
+        logsumexp: fn(&Tensor<C, F>, &'static str, &[isize], bool) -> Result<Tensor<C, F>> =
+            |x, name, axes, keepdim| x.core_logsumexp(name, axes, keepdim),
         multinomial: fn(&Tensor<C, F>, usize, bool, &mut Generator) -> Result<Tensor<C, i64>> = Tensor::core_multinomial,
     }
 }
@@ -671,8 +677,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(x.sum_axis(-1).to_vec(), vec![6.0, 15.0]);
     /// ```
     #[fallible]
-    pub fn sum_axis(&self, axis: isize) -> Tensor<D, E::Sum> {
-        core_call!(D, Fns<E>.sum_along(self.core(), "sum_axis", axis, false))
+    pub fn sum_axis(&self, axes: impl Axes) -> Tensor<D, E::Sum> {
+        let axes = axes.to_axes();
+        core_call!(D, Fns<E>.sum_over(self.core(), "sum_axis", &axes, false))
     }
 
     /// The largest elements along `axis`, which is removed; NaN wins. Fails
@@ -744,8 +751,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!((&x / &s).to_vec(), vec![0.25, 0.75, 0.5, 0.5]);
     /// ```
     #[fallible]
-    pub fn sum_keepdim(&self, axis: isize) -> Tensor<D, E::Sum> {
-        core_call!(D, Fns<E>.sum_along(self.core(), "sum_keepdim", axis, true))
+    pub fn sum_keepdim(&self, axes: impl Axes) -> Tensor<D, E::Sum> {
+        let axes = axes.to_axes();
+        core_call!(D, Fns<E>.sum_over(self.core(), "sum_keepdim", &axes, true))
     }
 
     /// Like [`max_axis`](Self::max_axis), keeping `axis` as size 1.
@@ -803,25 +811,20 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         sum.try_div_scalar(E::from_f64(count as f64))
     }
 
-    /// The mean of all elements (`axis` `None`), or along an axis, removed
+    /// The mean of all elements (`axes` `None`), or over `axes`, removed
     /// or kept: the core of the `mean` family, recorded as `name`.
-    fn core_mean(&self, name: &'static str, axis: Option<(isize, bool)>) -> Result<Self> {
+    fn core_mean(&self, name: &'static str, axes: Option<(&[isize], bool)>) -> Result<Self> {
         if E::DTYPE.is_half() {
-            return self.try_to_dtype::<f32>()?.core_mean(name, axis)?.try_to_dtype::<E>();
+            return self.try_to_dtype::<f32>()?.core_mean(name, axes)?.try_to_dtype::<E>();
         }
-        match axis {
+        match axes {
             None => Self::divide_by_count(self.sum_all()?, self.elem_count()),
-            Some((axis, keepdim)) => {
-                let sum = self.sum_along(name, axis, keepdim)?;
-                Self::divide_by_count(sum, self.axis_len(axis))
+            Some((axes, keepdim)) => {
+                let sum = self.sum_over(name, axes, keepdim)?;
+                let resolved = resolve_axes(name, D::name, self.shape(), axes)?;
+                Self::divide_by_count(sum, count_over(self.shape(), &resolved))
             }
         }
-    }
-
-    /// The length of `axis`, 1 for a scalar; only called once the axis is
-    /// known to be valid.
-    fn axis_len(&self, axis: isize) -> usize {
-        self.shape().axis(axis).map_or(1, |a| self.dims()[a])
     }
 
     /// `softmax` or `log_softmax` along `axis`, recorded for autograd.
@@ -860,8 +863,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.mean_axis(0).to_vec(), vec![2.5, 3.5, 4.5]);
     /// ```
     #[fallible]
-    pub fn mean_axis(&self, axis: isize) -> Self {
-        core_call!(D, FloatFns<E>.mean(self.core(), "mean_axis", Some((axis, false))))
+    pub fn mean_axis(&self, axes: impl Axes) -> Self {
+        let axes = axes.to_axes();
+        core_call!(D, FloatFns<E>.mean(self.core(), "mean_axis", Some((&axes, false))))
     }
 
     /// Like [`mean_axis`](Self::mean_axis), keeping `axis` as size 1.
@@ -874,8 +878,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!((&x - &x.mean_keepdim(1)).to_vec(), vec![-1.0, 1.0, -5.0, 5.0]);
     /// ```
     #[fallible]
-    pub fn mean_keepdim(&self, axis: isize) -> Self {
-        core_call!(D, FloatFns<E>.mean(self.core(), "mean_keepdim", Some((axis, true))))
+    pub fn mean_keepdim(&self, axes: impl Axes) -> Self {
+        let axes = axes.to_axes();
+        core_call!(D, FloatFns<E>.mean(self.core(), "mean_keepdim", Some((&axes, true))))
     }
 
     /// `exp(x) / sum(exp(x))` along `axis`, computed as

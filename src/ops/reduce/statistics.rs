@@ -1,9 +1,10 @@
 //! Spread statistics: `var` and `std`, with PyTorch's `correction`.
 
+use super::axes::{Axes, AxisList, count_over, resolve_axes};
 use super::{FloatFns, grad};
 use crate::autograd;
 use crate::element::FloatElement;
-use crate::error::{Result, resolve_axis_or_scalar};
+use crate::error::Result;
 use crate::tensor::shell::core_call;
 use crate::tensor::{CoreDevice, Device, Tensor};
 use devtensor_macros::fallible;
@@ -36,8 +37,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.var_axis(1, 1).to_vec(), vec![2.0, 0.0]);
     /// ```
     #[fallible]
-    pub fn var_axis(&self, axis: isize, correction: usize) -> Self {
-        core_call!(D, FloatFns<E>.spread(self.core(), "var_axis", Some(axis), correction, false, false))
+    pub fn var_axis(&self, axes: impl Axes, correction: usize) -> Self {
+        let axes = axes.to_axes();
+        core_call!(D, FloatFns<E>.spread(self.core(), "var_axis", Some(&axes), correction, false, false))
     }
 
     /// Like [`var_axis`](Self::var_axis), keeping `axis` as size 1.
@@ -48,8 +50,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.var_keepdim(-1, 0).to_vec2(), vec![vec![1.0], vec![0.0]]);
     /// ```
     #[fallible]
-    pub fn var_keepdim(&self, axis: isize, correction: usize) -> Self {
-        core_call!(D, FloatFns<E>.spread(self.core(), "var_keepdim", Some(axis), correction, true, false))
+    pub fn var_keepdim(&self, axes: impl Axes, correction: usize) -> Self {
+        let axes = axes.to_axes();
+        core_call!(D, FloatFns<E>.spread(self.core(), "var_keepdim", Some(&axes), correction, true, false))
     }
 
     /// The standard deviation of all elements, the square root of
@@ -78,8 +81,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.std_axis(1, 0).to_vec(), vec![1.0, 0.0]);
     /// ```
     #[fallible]
-    pub fn std_axis(&self, axis: isize, correction: usize) -> Self {
-        core_call!(D, FloatFns<E>.spread(self.core(), "std_axis", Some(axis), correction, false, true))
+    pub fn std_axis(&self, axes: impl Axes, correction: usize) -> Self {
+        let axes = axes.to_axes();
+        core_call!(D, FloatFns<E>.spread(self.core(), "std_axis", Some(&axes), correction, false, true))
     }
 
     /// Like [`std_axis`](Self::std_axis), keeping `axis` as size 1.
@@ -90,8 +94,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// assert_eq!(x.std_keepdim(0, 1).dims(), &[1, 2]);
     /// ```
     #[fallible]
-    pub fn std_keepdim(&self, axis: isize, correction: usize) -> Self {
-        core_call!(D, FloatFns<E>.spread(self.core(), "std_keepdim", Some(axis), correction, true, true))
+    pub fn std_keepdim(&self, axes: impl Axes, correction: usize) -> Self {
+        let axes = axes.to_axes();
+        core_call!(D, FloatFns<E>.spread(self.core(), "std_keepdim", Some(&axes), correction, true, true))
     }
 }
 
@@ -104,26 +109,25 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     pub(super) fn spread(
         &self,
         op: &'static str,
-        axis: Option<isize>,
+        axes: Option<&[isize]>,
         correction: usize,
         keepdim: bool,
         root: bool,
     ) -> Result<Self> {
         if E::DTYPE.is_half() {
-            return self.try_to_dtype::<f32>()?.spread(op, axis, correction, keepdim, root)?.try_to_dtype::<E>();
+            return self.try_to_dtype::<f32>()?.spread(op, axes, correction, keepdim, root)?.try_to_dtype::<E>();
         }
-        let axis = match axis {
-            Some(axis) => resolve_axis_or_scalar(op, D::name, self.shape(), axis)?,
-            None => None,
+        // The whole tensor is every axis, removed.
+        let (resolved, keepdim) = match axes {
+            Some(axes) => (resolve_axes(op, D::name, self.shape(), axes)?, keepdim),
+            None => ((0..self.rank()).collect(), false),
         };
-        let count = axis.map_or(self.elem_count(), |a| self.dims()[a]);
-        let divisor = E::from_f64(count.saturating_sub(correction) as f64);
+        let signed: AxisList = resolved.iter().map(|&a| a as isize).collect();
+        let divisor = E::from_f64(count_over(self.shape(), &resolved).saturating_sub(correction) as f64);
         let variance = || {
-            let Some(a) = axis.map(|a| a as isize) else {
-                return self.try_sub(&self.try_mean()?)?.try_square()?.try_sum()?.try_div_scalar(divisor);
-            };
-            let squares = self.try_sub(&self.try_mean_keepdim(a)?)?.try_square()?;
-            let sums = if keepdim { squares.try_sum_keepdim(a)? } else { squares.try_sum_axis(a)? };
+            let squares = self.try_sub(&self.try_mean_keepdim(&signed[..])?)?.try_square()?;
+            let sums =
+                if keepdim { squares.try_sum_keepdim(&signed[..])? } else { squares.try_sum_axis(&signed[..])? };
             sums.try_div_scalar(divisor)
         };
         if !root {
@@ -133,7 +137,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             op,
             &[self.node()],
             || variance()?.try_sqrt(),
-            |out| grad::std::<D, E>(self.detach(), out.clone(), axis, keepdim, divisor),
+            |out| grad::std::<D, E>(self.detach(), out.clone(), resolved, keepdim, divisor),
         )
     }
 }
