@@ -197,6 +197,12 @@ fn reductions_over_axes<D: Device>() {
         count_nonzero: |x| x.count_nonzero_axis([0, 2]).to_dtype();
         all_axis: |x| x.all_axis(2).to_dtype();
         any_keepdim: |x| x.gt_scalar(1.0).any_keepdim([0, 1]).to_dtype();
+        vector_norm_2_axes: |x| x.vector_norm_axis(2.0, [0, 2]);
+        vector_norm_1_keepdim: |x| x.vector_norm_keepdim(1.0, -1);
+        vector_norm_inf: |x| x.vector_norm_axis(f64::INFINITY, [1, 2]);
+        vector_norm_neg_inf: |x| x.vector_norm_axis(f64::NEG_INFINITY, 0);
+        vector_norm_0: |x| x.vector_norm_axis(0.0, 2);
+        vector_norm_3_all: |x| x.vector_norm(3.0);
     });
 }
 

@@ -1,5 +1,6 @@
 //! Reductions over several axes at once (`sum_axis([2, 3])`, `amax`,
-//! `logsumexp`, `var_axis`, `count_nonzero`, `all_axis`, ...) and the
+//! `logsumexp`, `var_axis`, `vector_norm_axis`, `count_nonzero_axis`,
+//! `all_axis`, ...) and the
 //! products, against plain `f64` loops that group the elements by their
 //! output position: random shapes of rank 0 to 4 (empty ones included),
 //! random sets of axes written in any order and either sign (the empty set
@@ -72,6 +73,22 @@ fn logsumexp(group: &[f64]) -> f64 {
     m + group.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
 }
 
+/// `torch.linalg.vector_norm` of a group, from its definition.
+fn reference_norm(group: &[f64], ord: f64) -> f64 {
+    let magnitudes = group.iter().map(|v| v.abs());
+    if ord == 0.0 {
+        return group.iter().filter(|&&v| v != 0.0).count() as f64; // NaN counts
+    }
+    if group.iter().any(|v| v.is_nan()) {
+        return f64::NAN;
+    }
+    match ord {
+        f64::INFINITY => magnitudes.fold(0.0, f64::max),
+        f64::NEG_INFINITY => magnitudes.fold(f64::INFINITY, f64::min),
+        _ => magnitudes.map(|m| m.powf(ord)).sum::<f64>().powf(1.0 / ord),
+    }
+}
+
 fn variance(group: &[f64], correction: usize) -> f64 {
     let mean = group.iter().sum::<f64>() / group.len() as f64;
     group.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / group.len().saturating_sub(correction) as f64
@@ -88,6 +105,41 @@ fn agree(what: &str, got: &[f64], want: &[f64], scales: &[f64], tol: f64) {
     }
 }
 
+/// One case: the tensor, the axes as written, and the reference's groups.
+struct Case<D: Device, E: Element> {
+    t: Tensor<D, E>,
+    x: Vec<f64>,
+    axes: Vec<isize>,
+    reduced: Vec<bool>,
+    label: String,
+    out_dims: Vec<usize>,
+    groups: Vec<Vec<f64>>,
+    /// Each group's sum of finite magnitudes: the scale of its tolerance.
+    abs: Vec<f64>,
+}
+
+impl<D: Device, E: Element> Case<D, E> {
+    fn new(dims: &[usize], vals: &[f64], variant: Variant, mask: u8, signs: u8, keepdim: bool) -> Self {
+        let data: Vec<E> = cast_all(vals);
+        let x = as_f64(&data);
+        let t = tensor_with::<D, E>(&data, dims, variant);
+        let (axes, reduced) = chosen_axes(dims.len(), mask, signs);
+        let (out_dims, groups) = groups(&x, dims, &reduced, keepdim);
+        let abs = groups.iter().map(|g| g.iter().map(|v| v.abs()).filter(|v| v.is_finite()).sum()).collect();
+        let label = format!("({axes:?}, keepdim {keepdim}) of {dims:?} {variant:?}");
+        Case { t, x, axes, reduced, label, out_dims, groups, abs }
+    }
+
+    /// `f` of each group.
+    fn of(&self, f: &dyn Fn(&[f64]) -> f64) -> Vec<f64> {
+        self.groups.iter().map(|g| f(g)).collect()
+    }
+
+    fn what(&self, op: &str) -> String {
+        format!("{op}{}", self.label)
+    }
+}
+
 /// Every reduction over `axes` of one tensor of `E`, against the groups.
 fn check_axes<D: Device, E: Element>(
     dims: &[usize],
@@ -97,24 +149,20 @@ fn check_axes<D: Device, E: Element>(
     signs: u8,
     keepdim: bool,
 ) {
-    let data: Vec<E> = cast_all(vals);
-    let x = as_f64(&data);
-    let t = tensor_with::<D, E>(&data, dims, variant);
-    let (axes, reduced) = chosen_axes(dims.len(), mask, signs);
-    let (out_dims, groups) = groups(&x, dims, &reduced, keepdim);
+    let case = Case::<D, E>::new(dims, vals, variant, mask, signs, keepdim);
+    let Case { t, x, axes, reduced, out_dims, abs, .. } = &case;
     let tol = if E::DTYPE == devtensor::DType::F32 { 2e-6 } else { 1e-13 };
     let tol = if E::IS_FLOAT { tol } else { 0.0 };
-    let abs: Vec<f64> = groups.iter().map(|g| g.iter().map(|v| v.abs()).filter(|v| v.is_finite()).sum()).collect();
-    let of = |f: &dyn Fn(&[f64]) -> f64| groups.iter().map(|g| f(g)).collect::<Vec<f64>>();
-    let what = |op: &str| format!("{op}({axes:?}, keepdim {keepdim}) of {dims:?} {variant:?}");
+    let of = |f: &dyn Fn(&[f64]) -> f64| case.of(f);
+    let what = |op: &str| case.what(op);
 
     let sum = if keepdim { t.sum_keepdim(&axes[..]) } else { t.sum_axis(&axes[..]) };
     assert_eq!(sum.dims(), out_dims.as_slice(), "{}", what("sum"));
-    agree(&what("sum"), &as_f64(&sum.to_vec()), &of(&|g| fold::<E>(g, false)), &abs, tol);
+    agree(&what("sum"), &as_f64(&sum.to_vec()), &of(&|g| fold::<E>(g, false)), abs, tol);
 
     let counts = of(&|g| g.iter().filter(|&&v| v != 0.0).count() as f64);
     let count = t.count_nonzero_axis(&axes[..]);
-    agree(&what("count_nonzero"), &as_f64(&count.to_vec()), &counts, &abs, 0.0);
+    agree(&what("count_nonzero"), &as_f64(&count.to_vec()), &counts, abs, 0.0);
     let (all, any) = match keepdim {
         true => (t.all_keepdim(&axes[..]), t.any_keepdim(&axes[..])),
         false => (t.all_axis(&axes[..]), t.any_axis(&axes[..])),
@@ -122,9 +170,9 @@ fn check_axes<D: Device, E: Element>(
     assert_eq!(all.dims(), out_dims.as_slice());
     let sizes = of(&|g| g.len() as f64);
     let all_want: Vec<f64> = counts.iter().zip(&sizes).map(|(c, n)| f64::from(u8::from(c == n))).collect();
-    agree(&what("all"), &as_f64(&all.to_vec()), &all_want, &abs, 0.0);
+    agree(&what("all"), &as_f64(&all.to_vec()), &all_want, abs, 0.0);
     let any_want: Vec<f64> = counts.iter().map(|&c| f64::from(u8::from(c > 0.0))).collect();
-    agree(&what("any"), &as_f64(&any.to_vec()), &any_want, &abs, 0.0);
+    agree(&what("any"), &as_f64(&any.to_vec()), &any_want, abs, 0.0);
 
     let empty_group = (0..dims.len()).any(|a| reduced[a] && dims[a] == 0);
     for (max, op) in [(true, "amax"), (false, "amin")] {
@@ -138,7 +186,7 @@ fn check_axes<D: Device, E: Element>(
             Err(Error::Shape { reason, .. }) if empty_group => assert!(reason.contains("of size 0"), "{reason}"),
             Ok(got) if !empty_group => {
                 assert_eq!(got.dims(), out_dims.as_slice());
-                agree(&what(op), &as_f64(&got.to_vec()), &of(&|g| extreme(g, max)), &abs, 0.0);
+                agree(&what(op), &as_f64(&got.to_vec()), &of(&|g| extreme(g, max)), abs, 0.0);
             }
             other => panic!("{}: {other:?}", what(op)),
         }
@@ -148,12 +196,12 @@ fn check_axes<D: Device, E: Element>(
     let product_scale = |g: &[f64]| g.iter().map(|v| v.abs()).product::<f64>();
     let prod = t.prod();
     let all_axes = vec![true; dims.len()];
-    let whole = self::groups(&x, dims, &all_axes, false).1;
+    let whole = self::groups(x, dims, &all_axes, false).1;
     let scales: Vec<f64> = whole.iter().map(|g| product_scale(g)).collect();
     agree("prod", &as_f64(&prod.to_vec()), &whole.iter().map(|g| fold::<E>(g, true)).collect::<Vec<_>>(), &scales, tol);
     for axis in 0..dims.len() {
         let one: Vec<bool> = (0..dims.len()).map(|a| a == axis).collect();
-        let (one_dims, lines) = self::groups(&x, dims, &one, keepdim);
+        let (one_dims, lines) = self::groups(x, dims, &one, keepdim);
         let a = axis as isize - if signs & 1 == 1 { dims.len() as isize } else { 0 };
         let got = if keepdim { t.prod_keepdim(a) } else { t.prod_axis(a) };
         assert_eq!(got.dims(), one_dims.as_slice());
@@ -172,25 +220,38 @@ fn check_float_axes<D: Device, E: FloatElement>(
     signs: u8,
     keepdim: bool,
 ) {
-    let data: Vec<E> = cast_all(vals);
-    let x = as_f64(&data);
-    let t = tensor_with::<D, E>(&data, dims, variant);
-    let (axes, reduced) = chosen_axes(dims.len(), mask, signs);
-    let (out_dims, groups) = groups(&x, dims, &reduced, keepdim);
+    let case = Case::<D, E>::new(dims, vals, variant, mask, signs, keepdim);
+    let Case { t, axes, reduced, out_dims, groups, abs, .. } = &case;
     let tol = if E::DTYPE == devtensor::DType::F32 { 1e-5 } else { 1e-12 };
-    let abs: Vec<f64> = groups.iter().map(|g| g.iter().map(|v| v.abs()).filter(|v| v.is_finite()).sum()).collect();
-    let of = |f: &dyn Fn(&[f64]) -> f64| groups.iter().map(|g| f(g)).collect::<Vec<f64>>();
-    let what = |op: &str| format!("{op}({axes:?}, keepdim {keepdim}) of {dims:?} {variant:?}");
+    let of = |f: &dyn Fn(&[f64]) -> f64| case.of(f);
+    let what = |op: &str| case.what(op);
     let check = |op: &str, got: Tensor<D, E>, want: Vec<f64>, scales: &[f64]| {
         assert_eq!(got.dims(), out_dims.as_slice(), "{}", what(op));
         agree(&what(op), &as_f64(&got.to_vec()), &want, scales, tol);
     };
     let mean = if keepdim { t.mean_keepdim(&axes[..]) } else { t.mean_axis(&axes[..]) };
     let means = of(&|g| g.iter().sum::<f64>() / g.len() as f64);
-    let scaled: Vec<f64> = abs.iter().zip(&groups).map(|(a, g)| a / g.len().max(1) as f64).collect();
+    let scaled: Vec<f64> = abs.iter().zip(groups.iter()).map(|(a, g)| a / g.len().max(1) as f64).collect();
     check("mean", mean, means, &scaled);
     let lse = if keepdim { t.logsumexp_keepdim(&axes[..]) } else { t.logsumexp(&axes[..]) };
-    check("logsumexp", lse, of(&logsumexp), &abs);
+    check("logsumexp", lse, of(&logsumexp), abs);
+    for ord in [2.0, 1.0, 3.0, 0.5, 0.0, f64::INFINITY, f64::NEG_INFINITY, -1.0] {
+        let got = match keepdim {
+            true => t.try_vector_norm_keepdim(ord, &axes[..]),
+            false => t.try_vector_norm_axis(ord, &axes[..]),
+        };
+        let empty_axis = (0..dims.len()).any(|a| reduced[a] && dims[a] == 0);
+        let undefined = (ord < 0.0 || ord == f64::INFINITY) && empty_axis;
+        match got {
+            Err(Error::Shape { reason, .. }) if undefined => assert!(reason.contains("over no elements"), "{reason}"),
+            Ok(got) if !undefined => {
+                let want = of(&|g| reference_norm(g, ord));
+                let scales: Vec<f64> = want.iter().map(|v| v.abs()).collect();
+                check(&format!("vector_norm {ord}"), got, want, &scales);
+            }
+            other => panic!("{}: {other:?}", what(&format!("vector_norm {ord}"))),
+        }
+    }
     for correction in 0..2 {
         let var = if keepdim { t.var_keepdim(&axes[..], correction) } else { t.var_axis(&axes[..], correction) };
         let want = of(&|g| variance(g, correction));
@@ -261,6 +322,9 @@ device_proptests! {
             gradcheck::gradcheck("std_axis", xs, |xs| xs[0].std_axis(&axes[..], 1));
             gradcheck::gradcheck("var_keepdim", xs, |xs| xs[0].var_keepdim(&axes[..], 0));
         }
+        gradcheck::gradcheck("vector_norm_axis", xs, |xs| xs[0].vector_norm_axis(2.0, &axes[..]));
+        gradcheck::gradcheck("vector_norm_keepdim", xs, |xs| xs[0].vector_norm_keepdim(3.0, &axes[..]));
+        gradcheck::gradcheck("vector_norm", xs, |xs| xs[0].vector_norm(1.5));
         gradcheck::gradcheck("prod", xs, |xs| xs[0].prod());
         for axis in 0..dims.len() as isize {
             gradcheck::gradcheck("prod_axis", xs, |xs| xs[0].prod_axis(axis));

@@ -1,5 +1,5 @@
 //! Reductions and the normalisations built on them: `sum`, `mean`, `var`,
-//! `std`, `amax`, `amin`, `logsumexp`, `all`, `any` and `count_nonzero`
+//! `std`, `amax`, `amin`, `logsumexp`, `vector_norm`, `all`, `any` and `count_nonzero`
 //! over the whole tensor, one axis or several at once ([`Axes`]);
 //! `max`, `min`, `argmax`, `argmin` and `prod` over the whole tensor or one
 //! axis (each with or without keeping it, like PyTorch's `keepdim`); the
@@ -20,6 +20,7 @@ mod cuda;
 mod extremes;
 mod grad;
 mod logical;
+mod norms;
 mod product;
 mod sample;
 mod scan;
@@ -558,6 +559,8 @@ core_table! {
         ) -> Result<[Tensor<C, F>; 3]> = |x, op, dims, eps, affine| x.core_standardize(op, dims, eps, affine),
         logsumexp: fn(&Tensor<C, F>, &'static str, &[isize], bool) -> Result<Tensor<C, F>> =
             |x, name, axes, keepdim| x.core_logsumexp(name, axes, keepdim),
+        vector_norm: fn(&Tensor<C, F>, &'static str, f64, Option<&[isize]>, bool) -> Result<Tensor<C, F>> =
+            |x, name, ord, axes, keepdim| x.core_vector_norm(name, ord, axes, keepdim),
         multinomial: fn(&Tensor<C, F>, usize, bool, &mut Generator) -> Result<Tensor<C, i64>> = Tensor::core_multinomial,
     }
 }
