@@ -264,15 +264,9 @@ pub(super) fn around_axis(dims: &[usize], axis: usize) -> [usize; 3] {
     [dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product()]
 }
 
-/// `dims` without `axis`, or with it set to 1 when `keepdim`.
+/// `shape` without `axis`, or with it set to 1 when `keepdim`.
 fn reduced_shape(shape: &Shape, axis: usize, keepdim: bool) -> Shape {
-    let mut dims: Dims = shape.dims().into();
-    if keepdim {
-        dims[axis] = 1;
-    } else {
-        dims.remove(axis);
-    }
-    Shape::from_dims(dims)
+    axes::without_axes(shape, &[axis], keepdim)
 }
 
 /// `layout` with its axes reordered by decreasing stride: the order the
