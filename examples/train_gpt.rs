@@ -21,6 +21,10 @@
 //! [`autocast`](devtensor::autocast), the parameters, the optimizer and
 //! everything else staying `f32`; `-- --f16` runs them in `f16`, with the
 //! loss scaled by a [`GradScaler`](devtensor::optim::GradScaler).
+//! `-- --checkpoint` recomputes each block in the backward pass instead of
+//! keeping its activations ([`devtensor::autograd::checkpoint`]): the same
+//! losses, less memory, more compute. The run ends with the peak of the
+//! host's heap during training, counted by this program's allocator.
 //! `scripts/train_gpt_torch.py` trains PyTorch's version of the same model
 //! on the same batches, for comparison.
 
@@ -29,8 +33,71 @@ use devtensor::nn::Module;
 use devtensor::optim::{CosineAnnealingLr, GradScaler, LinearLr, LrSchedule, Optimizer, SequentialLr, clip_grad_norm};
 use devtensor::{Cpu, Device, Tensor, autocast, bf16, f16, no_grad};
 use flate2::read::GzDecoder;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{IsTerminal, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+/// The system allocator, counting the bytes it has handed out and their
+/// peak, so that the run can report what `--checkpoint` saves.
+struct CountingAllocator;
+
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+static PEAK_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+impl CountingAllocator {
+    fn grew(by: usize) {
+        let live = LIVE_BYTES.fetch_add(by, Ordering::Relaxed) + by;
+        PEAK_BYTES.fetch_max(live, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded to `System` with the caller's own
+// pointer and layout, which satisfy `System`'s contract as they satisfy
+// this one's; the counting touches only atomics.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as above.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            Self::grew(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as above.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            Self::grew(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as above.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            Self::grew(new_size);
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Megabytes of `bytes`, for the report.
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
 
 #[allow(dead_code)] // parts used only by the tests and benchmarks
 #[path = "gpt/model.rs"]
@@ -142,7 +209,7 @@ fn progress(step: usize, steps: usize, loss: f32, tokens_per_second: f64, starte
     }
 }
 
-fn train<D: Device>(text: &[u8], steps: usize, precision: Precision) {
+fn train<D: Device>(text: &[u8], steps: usize, precision: Precision, checkpoint_blocks: bool) {
     // The characters, in byte order, are the vocabulary.
     let mut vocab: Vec<u8> = text.to_vec();
     vocab.sort_unstable();
@@ -159,14 +226,16 @@ fn train<D: Device>(text: &[u8], steps: usize, precision: Precision) {
     devtensor::manual_seed(SEED);
     let config = GptConfig { block_size: BLOCK, vocab_size: vocab.len(), n_layer: 4, n_head: 4, n_embd: 128 };
     let mut model = Gpt::<D>::new(config).expect("the model fits");
+    model.checkpoint_blocks = checkpoint_blocks;
     println!(
-        "{} characters ({} distinct; {} to train on, {} to validate), {} parameters, on {}, products in {precision:?}",
+        "{} characters ({} distinct; {} to train on, {} to validate), {} parameters, on {}, products in {precision:?}{}",
         text.len(),
         vocab.len(),
         cut,
         encoded.len() - cut,
         model.num_parameters(),
-        D::name()
+        D::name(),
+        if checkpoint_blocks { ", blocks checkpointed" } else { "" }
     );
     let mut opt = model.optimizer(1e-3, 0.1, (0.9, 0.99));
     let mut scaler = GradScaler::new();
@@ -183,6 +252,8 @@ fn train<D: Device>(text: &[u8], steps: usize, precision: Precision) {
     };
 
     let started = Instant::now();
+    let before_training = LIVE_BYTES.load(Ordering::Relaxed);
+    PEAK_BYTES.store(before_training, Ordering::Relaxed);
     let (mut window_start, mut window_tokens) = (Instant::now(), 0usize);
     let mut tokens_per_second = 0.0;
     for step in 0..=steps {
@@ -221,6 +292,13 @@ fn train<D: Device>(text: &[u8], steps: usize, precision: Precision) {
         progress(step + 1, steps, loss.item(), tokens_per_second, started);
     }
     println!("trained {steps} steps in {:.1} s", started.elapsed().as_secs_f64());
+    let peak = PEAK_BYTES.load(Ordering::Relaxed);
+    println!(
+        "peak host heap while training: {:.1} MiB, {:.1} MiB above the {:.1} MiB before the first step",
+        mib(peak),
+        mib(peak - before_training),
+        mib(before_training)
+    );
 
     let path = std::env::temp_dir().join(format!("devtensor-train-gpt-{}.safetensors", std::process::id()));
     let checkpoint = Checkpoint::try_from_model(&model).expect("the model's tensors").with_optimizer(&opt);
@@ -242,11 +320,13 @@ fn train<D: Device>(text: &[u8], steps: usize, precision: Precision) {
 fn main() {
     let mut steps = 2000;
     let mut precision = Precision::F32;
+    let mut checkpoint_blocks = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--bf16" => precision = Precision::Bf16,
             "--f16" => precision = Precision::F16,
+            "--checkpoint" => checkpoint_blocks = true,
             "--steps" => match args.next().and_then(|n| n.parse().ok()) {
                 Some(n) if n > 0 => steps = n,
                 _ => usage(),
@@ -255,10 +335,10 @@ fn main() {
         }
     }
     let text = load_text();
-    devtensor::on_best_device!(D => train::<D>(&text, steps, precision));
+    devtensor::on_best_device!(D => train::<D>(&text, steps, precision, checkpoint_blocks));
 }
 
 fn usage() -> ! {
-    eprintln!("usage: train_gpt [--steps N] [--bf16 | --f16]");
+    eprintln!("usage: train_gpt [--steps N] [--bf16 | --f16] [--checkpoint]");
     std::process::exit(2);
 }

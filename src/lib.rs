@@ -76,7 +76,7 @@ pub mod shapes {
 }
 pub mod tensor;
 
-pub use autograd::{Gradients, LeafId, is_grad_enabled, no_grad};
+pub use autograd::{Gradients, LeafId, enable_grad, inference_mode, is_grad_enabled, no_grad};
 pub use backend::{Backend, Cpu, Cuda};
 pub use element::{DType, Element, FloatElement, InPlaceDivision, Number};
 pub use error::{Error, Result};

@@ -62,3 +62,14 @@ pub fn manual_seed(seed: u64) {
 pub(crate) fn with_thread_generator<T>(f: impl FnOnce(&mut Generator) -> T) -> T {
     THREAD_GENERATOR.with(|g| f(&mut g.borrow_mut()))
 }
+
+/// A copy of this thread's generator, as it stands: what a checkpointed
+/// segment keeps, to draw the same numbers when it is recomputed.
+pub(crate) fn thread_generator() -> Generator {
+    THREAD_GENERATOR.with(|g| g.borrow().clone())
+}
+
+/// Makes `generator` this thread's, returning the one it replaces.
+pub(crate) fn replace_thread_generator(generator: Generator) -> Generator {
+    THREAD_GENERATOR.with(|g| std::mem::replace(&mut *g.borrow_mut(), generator))
+}

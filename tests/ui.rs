@@ -71,7 +71,8 @@ macro_rules! fixed_programs {
 }
 
 fixed_programs! {
-    checkpoint_loaded_on_model_device data_loader_to_device dtype_mistakes_fixed integer_division_fixed layers_from_tensors
+    checkpoint_loaded_on_model_device data_loader_to_device dtype_mistakes_fixed hook_gradient_on_its_device
+    integer_division_fixed layers_from_tensors
     module_field_on_model_device nn_labels_moved nn_linear_input_moved nn_model_spans_two_gpus_fixed
     optim_for_its_model parallel_batch_on_replica_device parallel_replica_batch_fixed porting_data_fixed
     porting_models_fixed porting_training_fixed seed000_fixed seed000_non_blocking_fixed seed002_fixed

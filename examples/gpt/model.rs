@@ -30,6 +30,7 @@ pub struct GptConfig {
 
 /// Causal self-attention: one projection to queries, keys and values
 /// (`c_attn`), fused attention over the heads, and the output projection.
+#[derive(Clone)]
 pub struct CausalSelfAttention<D: Device, E: FloatElement = f32> {
     pub c_attn: Linear<D, E>,
     pub c_proj: Linear<D, E>,
@@ -82,6 +83,7 @@ impl<D: Device, E: FloatElement> CausalSelfAttention<D, E> {
 }
 
 /// The block's MLP: widen four times, GELU (erf), project back.
+#[derive(Clone)]
 pub struct Mlp<D: Device, E: FloatElement = f32> {
     pub c_fc: Linear<D, E>,
     pub c_proj: Linear<D, E>,
@@ -90,6 +92,7 @@ devtensor::module!(Mlp<E> { c_fc, c_proj });
 
 /// One pre-LayerNorm transformer block: `x + attn(ln_1(x))`, then
 /// `x + mlp(ln_2(x))`.
+#[derive(Clone)]
 pub struct Block<D: Device, E: FloatElement = f32> {
     pub ln_1: LayerNorm<D, E>,
     pub attn: CausalSelfAttention<D, E>,
@@ -168,8 +171,12 @@ pub struct Gpt<D: Device, E: FloatElement = f32> {
     pub transformer: Transformer<D, E>,
     pub lm_head: Linear<D, E>,
     pub config: GptConfig,
+    /// Whether training recomputes each block in the backward pass instead
+    /// of keeping its activations ([`devtensor::autograd::checkpoint`],
+    /// Hugging Face's `gradient_checkpointing_enable()`). Off by default.
+    pub checkpoint_blocks: bool,
 }
-devtensor::module!(Gpt<E> { transformer, lm_head; config });
+devtensor::module!(Gpt<E> { transformer, lm_head; config, checkpoint_blocks });
 
 impl<D: Device> Gpt<D> {
     /// A model of `config`'s sizes with nanoGPT's initialisation: every
@@ -203,6 +210,7 @@ impl<D: Device> Gpt<D> {
             },
             lm_head,
             config,
+            checkpoint_blocks: false,
         };
         let residual_std = 0.02 / (2.0 * n_layer as f64).sqrt();
         init::apply(&mut model, |name, t| {
@@ -229,7 +237,15 @@ impl<D: Device, E: FloatElement> Gpt<D, E> {
         let positions = Tensor::<D, i64>::try_arange(0, t as i64)?;
         let mut x = self.transformer.wte.try_forward(idx)?.try_add(&self.transformer.wpe.try_forward(&positions)?)?;
         for block in &self.transformer.h {
-            x = block.forward(&x)?;
+            x = match self.checkpoint_blocks {
+                false => block.forward(&x)?,
+                true => {
+                    let block = block.clone();
+                    devtensor::autograd::try_checkpoint(&[&x], move |xs| {
+                        block.forward(&xs[0]).unwrap_or_else(|err| panic!("{err}"))
+                    })?
+                }
+            };
         }
         self.lm_head.try_forward(&self.transformer.ln_f.try_forward(&x)?)
     }

@@ -1,6 +1,6 @@
 //! Marking leaves, and the backward walk that fills a [`Gradients`] store.
 
-use super::graph::{AnyGrad, Node, no_grad};
+use super::graph::{AnyGrad, Node, RecordedOp, differentiating, no_grad, not_differentiating};
 use crate::element::{Element, FloatElement};
 use crate::error::{Error, Result};
 use crate::tensor::shell::{core_call, core_table};
@@ -212,7 +212,8 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             Some(grad) => grad.detach(),
             None => self.try_ones_like()?,
         };
-        no_grad(|| walk(root, Box::new(seed), ready))
+        let how = Walk { targets: None, create_graph: false, ready, frontier_below: 0 };
+        no_grad(|| walk(vec![(root, Box::new(seed))], how))
     }
 }
 
@@ -227,53 +228,190 @@ core_table! {
     }
 }
 
-/// Walks the graph below `root` in reverse order of recording, which is a
-/// reverse topological order (see `graph::NEXT_ID`), so each node's gradient
-/// is complete before its rule runs. A non-leaf gradient is dropped once
-/// its rule has run.
-fn walk(
-    root: &Arc<Node>,
-    seed: Box<dyn AnyGrad>,
-    mut ready: Option<&mut dyn FnMut(LeafId, &Gradients) -> Result<()>>,
-) -> Result<Gradients> {
+/// What one walk of the graph computes.
+pub(super) struct Walk<'a> {
+    /// The nodes whose gradients are wanted ([`grad`](super::grad)'s
+    /// inputs), or `None` for every leaf's ([`Tensor::backward`]). Only the
+    /// rules on a path to one of them run.
+    pub(super) targets: Option<&'a HashSet<u64>>,
+    /// Whether the rules are recorded, so that the gradients are tensors of
+    /// the graph themselves and can be differentiated again.
+    pub(super) create_graph: bool,
+    /// Called with each leaf as soon as its gradient is final.
+    pub(super) ready: Option<&'a mut dyn FnMut(LeafId, &Gradients) -> Result<()>>,
+    /// Nodes older than this id are the walk's frontier: their gradients
+    /// are computed (they must be targets) but their rules do not run (a
+    /// checkpointed segment's recomputation, whose gradients flow on in the
+    /// walk outside it). `0`: no frontier.
+    pub(super) frontier_below: u64,
+}
+
+impl Walk<'_> {
+    /// `node`'s op, when this walk runs its rule.
+    fn op_of<'n>(&self, node: &'n Node) -> Option<&'n RecordedOp> {
+        if node.id < self.frontier_below { None } else { node.op.as_ref() }
+    }
+}
+
+/// Walks the graph below `roots` (each seeded with its gradient) in reverse
+/// order of recording, which is a reverse topological order (see
+/// `graph::NEXT_ID`), so each node's gradient is complete before its rule
+/// runs, and returns the gradients of the targets (or of every leaf). A
+/// non-target gradient is dropped once its rule has run.
+pub(super) fn walk(roots: Vec<(&Arc<Node>, Box<dyn AnyGrad>)>, how: Walk) -> Result<Gradients> {
+    // A walk that records nothing (one inside a hook or a user's backward,
+    // say) must not attach saved results to the node of a walk around it.
+    match how.create_graph {
+        true => walk_graph(roots, how),
+        false => not_differentiating(|| walk_graph(roots, how)),
+    }
+}
+
+fn walk_graph(roots: Vec<(&Arc<Node>, Box<dyn AnyGrad>)>, mut how: Walk) -> Result<Gradients> {
     let mut nodes: Vec<&Arc<Node>> = Vec::new();
     let mut seen = HashSet::new();
-    let mut stack = vec![root];
+    let mut stack: Vec<&Arc<Node>> = roots.iter().map(|(root, _)| *root).collect();
     while let Some(node) = stack.pop() {
         if !seen.insert(node.id) {
             continue;
         }
         nodes.push(node);
-        if let Some(op) = &node.op {
+        if let Some(op) = how.op_of(node) {
             stack.extend(op.inputs.iter().flatten());
         }
     }
-    nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.id));
+    nodes.sort_unstable_by_key(|n| n.id);
+    // With targets, which nodes lead to one, in creation order, so that an
+    // op's operands are decided before it: a rule computes only the
+    // gradients that reach a target. Without, every node leads to a leaf.
+    let leads: Option<HashSet<u64>> = how.targets.map(|targets| {
+        let mut leads = HashSet::new();
+        for node in &nodes {
+            let wanted = targets.contains(&node.id)
+                || how.op_of(node).is_some_and(|op| op.inputs.iter().flatten().any(|i| leads.contains(&i.id)));
+            if wanted {
+                leads.insert(node.id);
+            }
+        }
+        leads
+    });
+    let leads_on = |id: u64| leads.as_ref().is_none_or(|leads| leads.contains(&id));
 
-    let mut pending: HashMap<u64, Box<dyn AnyGrad>> = HashMap::from([(root.id, seed)]);
+    let mut pending: HashMap<u64, Box<dyn AnyGrad>> = HashMap::new();
+    for (root, seed) in roots {
+        add_into(&mut pending, root.id, seed)?;
+    }
     let mut gradients = Gradients::new();
-    for node in nodes {
+    for node in nodes.into_iter().rev() {
+        if !leads_on(node.id) {
+            continue;
+        }
         let Some(grad) = pending.remove(&node.id) else { continue };
-        let Some(op) = &node.op else {
+        // A frontier node's gradient is partial here: its hooks run in the
+        // walk outside, on the whole of it.
+        let grad = if node.id >= how.frontier_below { node.run_hooks(grad)? } else { grad };
+        // A computed tensor's gradient is kept only when asked for.
+        let wanted = how.targets.is_some_and(|targets| targets.contains(&node.id));
+        let Some(op) = how.op_of(node) else {
             // Every node that uses a leaf was recorded after it, so has run.
             gradients.leaves.insert(node.id, grad);
-            if let Some(ready) = ready.as_mut() {
+            if let Some(ready) = how.ready.as_mut() {
                 ready(LeafId(node.id), &gradients)?;
             }
             continue;
         };
-        let needs: Vec<bool> = op.inputs.iter().map(Option::is_some).collect();
-        let grads = op.rule.backward(&*grad, &needs)?;
-        for (input, g) in op.inputs.iter().zip(grads) {
-            let (Some(input), Some(g)) = (input, g) else { continue };
-            let sum = match pending.remove(&input.id) {
-                Some(prev) => prev.add(&*g)?,
-                None => g,
+        let needs: Vec<bool> = op.inputs.iter().map(|input| input.as_ref().is_some_and(|i| leads_on(i.id))).collect();
+        if needs.iter().any(|&n| n) {
+            let grads = match how.create_graph {
+                false => op.rule.backward(&*grad, &needs)?,
+                true => recorded(node, op, &*grad, &needs)?,
             };
-            pending.insert(input.id, sum);
+            for (input, g) in op.inputs.iter().zip(grads) {
+                if let (Some(input), Some(g)) = (input, g) {
+                    add_into(&mut pending, input.id, g)?;
+                }
+            }
+        }
+        if wanted {
+            gradients.leaves.insert(node.id, grad);
         }
     }
     Ok(gradients)
+}
+
+/// The gradients of the nodes `targets`, all older than `start`, given
+/// `grad`, the gradient of `root`, a graph recorded since `start` on top
+/// of them (a recomputed segment or op): a walk of the new nodes alone,
+/// which records itself when gradients are enabled (inside a walk with
+/// `create_graph`). `None` for a target that `root` does not reach, and
+/// for a target given as `None` (one that needs no gradient).
+pub(crate) fn walk_down_to(
+    root: &Arc<Node>,
+    grad: Box<dyn AnyGrad>,
+    start: u64,
+    targets: &[Option<u64>],
+) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
+    let wanted: HashSet<u64> = targets.iter().flatten().copied().collect();
+    let create_graph = super::is_grad_enabled();
+    let how = Walk { targets: Some(&wanted), create_graph, ready: None, frontier_below: start };
+    let run = || walk(vec![(root, grad)], how);
+    let mut found = if create_graph { run()? } else { no_grad(run)? };
+    Ok(targets.iter().map(|id| found.leaves.remove(id.as_ref()?)).collect())
+}
+
+/// The gradients of `inputs` from `grad`, the gradient of what `compose`
+/// computes from them with recorded ops: how a rule whose fused kernel
+/// has no derivative of its own gives gradients that do, inside a walk
+/// with `create_graph` (`compose` being the op written out, and `inputs`
+/// the operands it read, with their nodes). `None` for an input that does
+/// not track.
+pub(crate) fn composed_gradients<D: CoreDevice, E: FloatElement>(
+    inputs: &[&Tensor<D, E>],
+    grad: &Tensor<D, E>,
+    compose: impl FnOnce() -> Result<Tensor<D, E>>,
+) -> Result<Vec<Option<Tensor<D, E>>>> {
+    let start = super::graph::next_id();
+    let out = super::enable_grad(compose)?;
+    let Some(root) = out.node() else { return Ok(inputs.iter().map(|_| None).collect()) };
+    let targets: Vec<Option<u64>> = inputs.iter().map(|t| t.node().map(|n| n.id)).collect();
+    let grads = walk_down_to(root, Box::new(grad.clone()), start, &targets)?;
+    Ok(grads
+        .into_iter()
+        .map(|g| g.map(|g| *g.into_any().downcast::<Tensor<D, E>>().expect("an input's own type")))
+        .collect())
+}
+
+/// Adds `grad` to the gradient `grads` holds for `id`, or makes it that
+/// gradient. On failure the held gradient stays as it was.
+fn add_into(grads: &mut HashMap<u64, Box<dyn AnyGrad>>, id: u64, grad: Box<dyn AnyGrad>) -> Result<()> {
+    let sum = match grads.get(&id) {
+        Some(prev) => prev.add(&*grad)?,
+        None => grad,
+    };
+    grads.insert(id, sum);
+    Ok(())
+}
+
+/// `op`'s rule run so that what it computes is recorded: with its saved
+/// result attached to `node` again ([`saved_output`](super::graph::saved_output)).
+/// A rule that computes its gradients outside the recorded ops (a fused
+/// kernel's own backward) gives gradients that record nothing: they are
+/// made results of an op whose rule is an error naming `op`, so that
+/// differentiating them again fails, as PyTorch's "derivative not
+/// implemented" does, instead of giving a silent zero.
+fn recorded(
+    node: &Arc<Node>,
+    op: &RecordedOp,
+    grad: &dyn AnyGrad,
+    needs: &[bool],
+) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
+    if !op.rule.first_order_only() {
+        return differentiating(node, || op.rule.backward(grad, needs));
+    }
+    // Nothing it computes would be kept: no need to record it.
+    let grads = no_grad(|| op.rule.backward(grad, needs))?;
+    let inputs: Vec<Option<Arc<Node>>> = op.inputs.iter().cloned().chain(grad.nodes().into_iter().map(Some)).collect();
+    Ok(grads.into_iter().map(|g| g.map(|g| g.without_derivative(op.name, inputs.clone()))).collect())
 }
 
 /// A leaf of the graph, as [`Gradients`] knows it; see [`Tensor::leaf_id`].
@@ -391,13 +529,15 @@ impl Gradients {
     #[fallible]
     pub fn accumulate(&mut self, other: Gradients) {
         for (id, grad) in other.leaves {
-            let sum = match self.leaves.get(&id) {
-                Some(prev) => prev.add(&*grad)?,
-                None => grad,
-            };
-            self.leaves.insert(id, sum);
+            add_into(&mut self.leaves, id, grad)?;
         }
         Ok(())
+    }
+
+    /// The gradient held for the node `id` (a leaf's, or a computed
+    /// target's of [`grad`](super::grad)), in the core's types.
+    pub(super) fn by_node<D: CoreDevice, E: FloatElement>(&self, id: u64) -> Option<Tensor<D, E>> {
+        self.leaves.get(&id)?.as_any().downcast_ref::<Tensor<D, E>>().cloned()
     }
 
     /// How many leaves have a gradient.

@@ -9,13 +9,13 @@
 
 use crate::backend::cuda::current;
 use crate::element::{Element, FloatElement};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tensor::CoreDevice;
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Node ids grow with creation time: every node is created after its
 /// inputs' nodes, so walking ids downwards is a reverse topological order.
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// only reaches another thread through a synchronising hand-over.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-fn next_id() -> u64 {
+pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -32,7 +32,14 @@ fn next_id() -> u64 {
 pub(crate) struct Node {
     pub(crate) id: u64,
     pub(crate) op: Option<RecordedOp>,
+    /// The hooks registered on this node's gradient
+    /// ([`Tensor::register_hook`]), in order of registration.
+    pub(crate) hooks: Mutex<Vec<(u64, GradHook)>>,
 }
+
+/// A hook on a node's gradient, type-erased: the gradient in, and either
+/// `None` (keep it) or the gradient that replaces it.
+pub(crate) type GradHook = Arc<dyn Fn(&dyn AnyGrad) -> Result<Option<Box<dyn AnyGrad>>> + Send + Sync>;
 
 /// How a non-leaf tensor was computed.
 pub(crate) struct RecordedOp {
@@ -44,29 +51,71 @@ pub(crate) struct RecordedOp {
     pub(crate) rule: Box<dyn Backward>,
 }
 
+impl RecordedOp {
+    /// The operands' nodes, once the rule (which may hold more references
+    /// to them) is dropped.
+    fn into_inputs(self) -> Vec<Arc<Node>> {
+        let RecordedOp { inputs, rule, .. } = self;
+        drop(rule);
+        inputs.into_iter().flatten().collect()
+    }
+}
+
 impl Node {
     pub(crate) fn leaf() -> Arc<Node> {
-        Arc::new(Node { id: next_id(), op: None })
+        Arc::new(Node { id: next_id(), op: None, hooks: Mutex::new(Vec::new()) })
+    }
+
+    /// The node of a result of op `name` on operands with `inputs` nodes,
+    /// differentiated by `rule`.
+    pub(crate) fn computed(name: &'static str, inputs: Vec<Option<Arc<Node>>>, rule: Box<dyn Backward>) -> Arc<Node> {
+        let op = RecordedOp { name, inputs, rule };
+        Arc::new(Node { id: next_id(), op: Some(op), hooks: Mutex::new(Vec::new()) })
     }
 
     pub(crate) fn is_leaf(&self) -> bool {
         self.op.is_none()
+    }
+
+    /// `grad`, this node's complete gradient, passed through its hooks in
+    /// order of registration, each given what the one before returned.
+    pub(crate) fn run_hooks(&self, mut grad: Box<dyn AnyGrad>) -> Result<Box<dyn AnyGrad>> {
+        // Copied out of the lock, so that a hook may register or remove
+        // hooks on this tensor.
+        let hooks: Vec<GradHook> = {
+            let hooks = self.hooks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if hooks.is_empty() {
+                return Ok(grad);
+            }
+            hooks.iter().map(|(_, hook)| hook.clone()).collect()
+        };
+        for hook in &hooks {
+            if let Some(replaced) = hook(&*grad)? {
+                grad = replaced;
+            }
+        }
+        Ok(grad)
     }
 }
 
 impl Drop for Node {
     /// Frees the graph below this node with a loop instead of recursion, so
     /// that dropping a long chain (an RNN unrolled over many steps, a loop
-    /// of 10^5 updates) cannot overflow the stack. Rules hold only detached
-    /// tensors, so nodes are reachable through `inputs` alone.
+    /// of 10^5 updates) cannot overflow the stack. A rule keeps its
+    /// operands with their nodes (so that a gradient can be differentiated
+    /// again); those nodes are nearly always among `inputs`, so dropping
+    /// the rule first leaves `inputs` holding the last references, which
+    /// the loop frees. (A rule holding tensors that are not among them, a
+    /// checkpointed segment's unread inputs or a function's saved extras,
+    /// frees those in a drop of their own, one level deeper.)
     fn drop(&mut self) {
         let Some(op) = self.op.take() else { return };
-        let mut orphans: Vec<Arc<Node>> = op.inputs.into_iter().flatten().collect();
+        let mut orphans: Vec<Arc<Node>> = op.into_inputs();
         while let Some(node) = orphans.pop() {
             if let Ok(mut node) = Arc::try_unwrap(node)
                 && let Some(op) = node.op.take()
             {
-                orphans.extend(op.inputs.into_iter().flatten());
+                orphans.extend(op.into_inputs());
             }
         }
     }
@@ -80,6 +129,14 @@ pub(crate) trait AnyGrad: Send + Sync + 'static {
     fn add(&self, other: &dyn AnyGrad) -> Result<Box<dyn AnyGrad>>;
     /// The device the gradient lives on, for error messages.
     fn device(&self) -> String;
+    /// The gradient's own nodes, when it was recorded (`create_graph`):
+    /// one for a tensor, one per slot for a function's outputs' gradients.
+    fn nodes(&self) -> Vec<Arc<Node>>;
+    /// A copy (of a tensor: sharing its storage).
+    fn clone_box(&self) -> Box<dyn AnyGrad>;
+    /// The gradient as the result of an op named after `op` that cannot be
+    /// differentiated: see [`NoDerivative`].
+    fn without_derivative(self: Box<Self>, op: &'static str, inputs: Vec<Option<Arc<Node>>>) -> Box<dyn AnyGrad>;
 }
 
 impl<D: CoreDevice, E: Element> AnyGrad for Tensor<D, E> {
@@ -105,6 +162,49 @@ impl<D: CoreDevice, E: Element> AnyGrad for Tensor<D, E> {
             None => D::name(),
         }
     }
+
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        Tensor::node(self).into_iter().cloned().collect()
+    }
+
+    fn clone_box(&self) -> Box<dyn AnyGrad> {
+        Box::new(self.clone())
+    }
+
+    fn without_derivative(self: Box<Self>, op: &'static str, inputs: Vec<Option<Arc<Node>>>) -> Box<dyn AnyGrad> {
+        if inputs.iter().all(Option::is_none) {
+            return self;
+        }
+        Box::new(attach(
+            self.detach(),
+            op,
+            inputs,
+            Box::new(NoDerivative { op, device: AnyGrad::device(self.as_ref()) }),
+        ))
+    }
+}
+
+/// The rule of a gradient computed by a rule that is not itself recorded
+/// (see `Backward::first_order_only`): differentiating it fails, naming the
+/// op, rather than treating it as a constant.
+struct NoDerivative {
+    op: &'static str,
+    device: String,
+}
+
+impl Backward for NoDerivative {
+    fn backward(&self, _: &dyn AnyGrad, _: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
+        Err(Error::Argument {
+            op: "grad",
+            device: self.device.clone(),
+            reason: format!(
+                "the derivative of `{}`'s gradient is not implemented: its backward runs a fused kernel \
+                 whose own backward does not exist yet, so a gradient computed through it with \
+                 `create_graph` cannot be differentiated again",
+                self.op
+            ),
+        })
+    }
 }
 
 /// Which operands of an op need a gradient, so that a rule skips the others
@@ -129,6 +229,13 @@ pub(crate) trait Backward: Send + Sync {
     /// The gradients of the op's operands (in `RecordedOp::inputs` order;
     /// `None` where not needed) from the gradient of its result.
     fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>>;
+
+    /// Whether the rule computes its gradients outside the recorded ops (a
+    /// fused kernel's backward), so that recording it (`create_graph`)
+    /// gives gradients that cannot be differentiated again.
+    fn first_order_only(&self) -> bool {
+        false
+    }
 }
 
 /// A rule whose result and operands are all `Tensor<D, E>`: nearly every op.
@@ -137,6 +244,8 @@ struct Rule<D, E, F> {
     /// The GPU the op ran on, when it ran on one: the rule runs there too
     /// (see [`current`]), whichever device the backward walk started on.
     ordinal: Option<usize>,
+    /// See [`Backward::first_order_only`].
+    first_order_only: bool,
     types: PhantomData<fn() -> (D, E)>,
 }
 
@@ -148,6 +257,10 @@ where
 {
     fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
         run_rule(&self.rule, self.ordinal, grad, needs)
+    }
+
+    fn first_order_only(&self) -> bool {
+        self.first_order_only
     }
 }
 
@@ -212,11 +325,68 @@ where
     E: Element,
     F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync + 'static,
 {
-    Box::new(Rule { rule, ordinal: current::try_ordinal(), types: PhantomData })
+    Box::new(Rule::<D, E, F>::new(rule, false))
+}
+
+/// [`rule`] for a rule that computes its gradients with kernels of its own
+/// rather than recorded ops (see [`Backward::first_order_only`]).
+pub(crate) fn first_order_rule<D, E, F>(rule: F) -> Box<dyn Backward>
+where
+    D: CoreDevice,
+    E: Element,
+    F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync + 'static,
+{
+    Box::new(Rule::<D, E, F>::new(rule, true))
+}
+
+impl<D, E, F> Rule<D, E, F> {
+    /// `rule`, to run on the GPU the op runs on (if any).
+    fn new(rule: F, first_order_only: bool) -> Self {
+        Rule { rule, ordinal: current::try_ordinal(), first_order_only, types: PhantomData }
+    }
 }
 
 thread_local! {
     static GRAD_ENABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// The node whose rule is running in a walk that records its rules
+    /// (`create_graph`); see [`saved_output`].
+    static DIFFERENTIATING: std::cell::RefCell<Option<Arc<Node>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f`, the rule of `node`, with `node` as the one [`saved_output`]
+/// attaches to; restored when `f` returns or panics.
+pub(crate) fn differentiating<T>(node: &Arc<Node>, f: impl FnOnce() -> T) -> T {
+    with_differentiating(Some(node.clone()), f)
+}
+
+/// Runs `f` with no node for [`saved_output`] to attach to.
+pub(crate) fn not_differentiating<T>(f: impl FnOnce() -> T) -> T {
+    with_differentiating(None, f)
+}
+
+fn with_differentiating<T>(node: Option<Arc<Node>>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Arc<Node>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DIFFERENTIATING.with(|n| *n.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(DIFFERENTIATING.with(|n| std::mem::replace(&mut *n.borrow_mut(), node)));
+    f()
+}
+
+/// The result a rule saved, for use in the rule's body: `out` as it is,
+/// except while the rule is being recorded (`create_graph`), when it is
+/// `out` as the result of the op again, so that the gradient computed from
+/// it depends on it (the gradient of `exp` is `grad * out`). Rules keep
+/// their result detached, because a node holding its own result would
+/// hold itself.
+pub(crate) fn saved_output<D: CoreDevice, E: Element>(out: &Tensor<D, E>) -> Tensor<D, E> {
+    let mut out = out.clone();
+    if let Some(node) = DIFFERENTIATING.with(|n| n.borrow().clone()) {
+        out.set_node(Some(node));
+    }
+    out
 }
 
 /// Whether operations on this thread record the graph: `false` inside
@@ -238,13 +408,49 @@ pub fn is_grad_enabled() -> bool {
 /// assert!((&w * 2.0).tracks_grad());
 /// ```
 pub fn no_grad<T>(f: impl FnOnce() -> T) -> T {
+    with_grad_enabled(false, f)
+}
+
+/// Runs `f` recording operations again, inside a [`no_grad`] scope, like
+/// PyTorch's `with torch.enable_grad():`. Restored when `f` returns or
+/// panics.
+///
+/// ```
+/// use devtensor::{Cpu, Tensor, enable_grad, no_grad};
+/// let w = Tensor::<Cpu>::ones([3]).requires_grad();
+/// let y = no_grad(|| enable_grad(|| &w * 2.0));
+/// assert!(y.tracks_grad());
+/// ```
+pub fn enable_grad<T>(f: impl FnOnce() -> T) -> T {
+    with_grad_enabled(true, f)
+}
+
+/// Runs `f` without recording, like PyTorch's `with torch.inference_mode():`,
+/// which is [`no_grad`] here. PyTorch's inference mode also stops
+/// counting the versions that catch a tensor saved for backward being
+/// changed in place; devtensor keeps no such counters, because a saved
+/// tensor is never changed in place (writing to a tensor whose storage a
+/// rule shares copies it first), so there is nothing more to stop.
+///
+/// ```
+/// use devtensor::{Cpu, Tensor, inference_mode};
+/// let w = Tensor::<Cpu>::ones([3]).requires_grad();
+/// assert!(!inference_mode(|| &w * 2.0).tracks_grad());
+/// ```
+pub fn inference_mode<T>(f: impl FnOnce() -> T) -> T {
+    no_grad(f)
+}
+
+/// Runs `f` with recording set to `enabled` on this thread, restoring the
+/// previous setting when `f` returns or panics.
+pub(crate) fn with_grad_enabled<T>(enabled: bool, f: impl FnOnce() -> T) -> T {
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {
             set_grad_enabled(self.0);
         }
     }
-    let _restore = Restore(set_grad_enabled(false));
+    let _restore = Restore(set_grad_enabled(enabled));
     f()
 }
 
@@ -305,8 +511,7 @@ pub(crate) fn attach<D: CoreDevice, T: Element>(
     inputs: Vec<Option<Arc<Node>>>,
     rule: Box<dyn Backward>,
 ) -> Tensor<D, T> {
-    let op = RecordedOp { name, inputs, rule };
-    out.set_node(Some(Arc::new(Node { id: next_id(), op: Some(op) })));
+    out.set_node(Some(Node::computed(name, inputs, rule)));
     out
 }
 
@@ -315,7 +520,7 @@ pub(crate) fn attach<D: CoreDevice, T: Element>(
 /// gradient rules (only float tensors track, see [`float_rule!`]).
 pub(crate) fn as_float<D: CoreDevice, E: Element, F: FloatElement>(t: &Tensor<D, E>) -> Tensor<D, F> {
     let any: &dyn Any = t;
-    any.downcast_ref::<Tensor<D, F>>().expect("only float tensors track gradients").detach()
+    any.downcast_ref::<Tensor<D, F>>().expect("only float tensors track gradients").clone()
 }
 
 /// Builds a gradient rule in an op that is generic over every element type:

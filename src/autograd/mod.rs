@@ -10,7 +10,18 @@
 //!   expressions, so they run on every device.
 //! - [`Tensor::backward`](crate::Tensor::backward) walks the graph once, in reverse order, and returns
 //!   a [`Gradients`] store holding one gradient per leaf, on the leaf's device.
-//! - [`no_grad`] records nothing (evaluation, parameter updates);
+//! - [`grad`] returns the gradients of chosen tensors instead; with
+//!   [`GradOptions::create_graph`] the backward pass is itself recorded, so
+//!   gradients can be differentiated again (a gradient penalty, a
+//!   Hessian-vector product), to any order.
+//! - [`Tensor::register_hook`](crate::Tensor::register_hook) sees (and may
+//!   replace) a tensor's gradient during the walk.
+//! - A [`Function`] is an op with a forward and backward pass of its own,
+//!   any number of inputs and outputs, run with [`apply`].
+//! - [`checkpoint`] keeps only a segment's inputs, and runs it again in
+//!   the backward pass (gradient checkpointing).
+//! - [`no_grad`] records nothing (evaluation, parameter updates), and
+//!   [`enable_grad`] records again inside it;
 //!   [`Tensor::detach`](crate::Tensor::detach) cuts a tensor out of the graph.
 //!
 //! Only float tensors (`f32`, `f64`) track gradients. Untracked tensors pay
@@ -29,8 +40,19 @@
 //! ```
 
 mod backward;
+mod checkpoint;
+mod function;
+mod grad;
 mod graph;
+mod hooks;
 
+pub(crate) use backward::composed_gradients;
 pub use backward::{Gradients, LeafId};
-pub(crate) use graph::{Backward, Needs, Node, as_float, attach, float_rule, rule, rule_across, track};
-pub use graph::{is_grad_enabled, no_grad};
+pub use checkpoint::{checkpoint, try_checkpoint};
+pub use function::{Context, Function, apply, try_apply};
+pub use grad::{GradInputs, GradOptions, grad, try_grad};
+pub(crate) use graph::{
+    Backward, Needs, Node, as_float, attach, first_order_rule, float_rule, rule, rule_across, saved_output, track,
+};
+pub use graph::{enable_grad, inference_mode, is_grad_enabled, no_grad};
+pub use hooks::HookHandle;

@@ -24,7 +24,8 @@
 //!   arithmetic, and sums of small integers in floating point.
 
 use super::shape;
-use devtensor::{Device, Tensor, no_grad};
+use devtensor::autograd::{GradOptions, grad};
+use devtensor::{Device, Tensor, enable_grad, no_grad};
 use proptest::prelude::*;
 
 /// The element type of gradient checks: `f64`, for accurate differences.
@@ -114,6 +115,40 @@ pub fn gradcheck<D: Device>(name: &str, inputs: &[T<D>], f: impl Fn(&[T<D>]) -> 
             rounding_bound(terms)
         );
     }
+}
+
+/// Checks the second derivatives that `autograd::grad` with `create_graph`
+/// gives (PyTorch's `gradgradcheck`): [`gradcheck`] of
+/// `g(inputs) = sum_i sum(grad_i(sum(f(inputs) * weights)) * u_i)`, the
+/// first derivatives contracted with fixed weights `u_i`, whose gradient
+/// is the Hessian's product with `u` (and, through the weights of the first
+/// derivatives, every mixed second derivative). Its central differences
+/// are of first derivatives computed by `backward`, so the check compares
+/// the recorded backward pass with the plain one.
+#[track_caller]
+pub fn gradgradcheck<D: Device>(name: &str, inputs: &[T<D>], f: impl Fn(&[T<D>]) -> T<D>) {
+    let first_derivatives = |xs: &[T<D>]| {
+        enable_grad(|| {
+            // The differences call this on untracked copies, under `no_grad`.
+            let leaves: Vec<T<D>> =
+                xs.iter().map(|x| if x.tracks_grad() { x.clone() } else { x.detach().requires_grad() }).collect();
+            let y = f(&leaves);
+            let w = T::<D>::from_vec(weights(y.elem_count()), y.dims());
+            let inputs: Vec<&T<D>> = leaves.iter().collect();
+            let options = GradOptions::new().create_graph(true).materialize_grads(true);
+            let grads = grad(&[&(&y * &w).sum()], &inputs[..], options);
+            // `+ 0 * x`: a first derivative that is constant in every input
+            // (a linear op's) still gives a result that tracks, whose
+            // gradient must then be zero.
+            let mut g = T::<D>::scalar(0.0);
+            for (i, (gi, x)) in grads.iter().zip(&leaves).enumerate() {
+                let u: Vec<f64> = weights(gi.elem_count() + i + 1)[i + 1..].to_vec();
+                g = g + (gi * &T::<D>::from_vec(u, gi.dims())).sum() + (x * 0.0).sum();
+            }
+            g
+        })
+    };
+    gradcheck(&format!("{name} (second derivative)"), inputs, first_derivatives);
 }
 
 /// `n` deterministic values in `-2..2` from `seed` (xorshift).

@@ -442,6 +442,14 @@ device_proptests! {
         gradcheck::gradcheck("var_keepdim", std::slice::from_ref(&x), |xs| xs[0].var_keepdim(a, c_axis));
         gradcheck::gradcheck("std", std::slice::from_ref(&x), |xs| xs[0].std(c_all));
         gradcheck::gradcheck("std_axis", std::slice::from_ref(&x), |xs| xs[0].std_axis(a, c_axis));
+        // Second derivatives (`create_graph`); squared where the first
+        // derivative is constant.
+        gradcheck::gradgradcheck("cumsum", std::slice::from_ref(&x), |xs| xs[0].cumsum(a).square());
+        gradcheck::gradgradcheck("var_keepdim", std::slice::from_ref(&x), |xs| xs[0].var_keepdim(a, c_axis));
+        gradcheck::gradgradcheck("std", std::slice::from_ref(&x), |xs| xs[0].std(c_all));
+        gradcheck::gradgradcheck("std_axis", std::slice::from_ref(&x), |xs| xs[0].std_axis(a, c_axis));
+        gradcheck::gradgradcheck("softmax", std::slice::from_ref(&x), |xs| xs[0].softmax(a));
+        gradcheck::gradgradcheck("log_softmax", std::slice::from_ref(&x), |xs| xs[0].log_softmax(a));
     }
 
     fn reductions_match_reference_f32<D>((dims, vals) in shaped(special_value()), v in variant()) {

@@ -331,6 +331,33 @@ device_proptests! {
             gradcheck::gradcheck("prod_keepdim", xs, |xs| xs[0].prod_keepdim(axis - dims.len() as isize));
         }
     }
+
+    /// Second derivatives over several axes (`create_graph`) against
+    /// central differences of the first, on distinct values shifted off
+    /// zero, where the norms and spreads are smooth.
+    fn reductions_over_axes_have_second_derivatives<D>(
+        (dims, vals) in gradcheck::inputs(3, 3, gradcheck::Values::Distinct),
+        mask in any::<u8>(),
+        signs in any::<u8>(),
+    ) {
+        let vals: Vec<f64> = vals.iter().map(|v| v + 0.0625).collect();
+        let x = Tensor::<D, f64>::from_vec(vals, dims.clone());
+        let (axes, _) = chosen_axes(dims.len(), mask, signs);
+        let count: usize = if axes.is_empty() { x.elem_count() } else { axes.iter().map(|&a| dims[a.rem_euclid(dims.len() as isize) as usize]).product() };
+        let xs = std::slice::from_ref(&x);
+        gradcheck::gradgradcheck("sum_keepdim", xs, |xs| xs[0].sum_keepdim(&axes[..]).square());
+        gradcheck::gradgradcheck("mean_axis", xs, |xs| xs[0].mean_axis(&axes[..]).square());
+        gradcheck::gradgradcheck("logsumexp", xs, |xs| xs[0].logsumexp(&axes[..]));
+        gradcheck::gradgradcheck("amax", xs, |xs| xs[0].amax(&axes[..]).square());
+        gradcheck::gradgradcheck("amin_keepdim", xs, |xs| xs[0].amin_keepdim(&axes[..]).square());
+        if count > 1 {
+            gradcheck::gradgradcheck("std_axis", xs, |xs| xs[0].std_axis(&axes[..], 1));
+            gradcheck::gradgradcheck("var_keepdim", xs, |xs| xs[0].var_keepdim(&axes[..], 0));
+        }
+        gradcheck::gradgradcheck("vector_norm_axis", xs, |xs| xs[0].vector_norm_axis(2.0, &axes[..]));
+        gradcheck::gradgradcheck("vector_norm_keepdim", xs, |xs| xs[0].vector_norm_keepdim(3.0, &axes[..]));
+        gradcheck::gradgradcheck("vector_norm", xs, |xs| xs[0].vector_norm(1.5));
+    }
 }
 
 /// `prod`'s gradient with zeros on a line: the product of the others

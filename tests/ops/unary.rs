@@ -9,7 +9,7 @@
 //! (operators, random clamp bounds, the exact bits of special values, large
 //! inputs, a custom op).
 
-use crate::common::gradcheck::{Values, gradcheck, inputs};
+use crate::common::gradcheck::{Values, gradcheck, gradgradcheck, inputs};
 use crate::common::*;
 use devtensor::ops::unary::UnaryOp;
 use devtensor::{Cpu, DType, Device, Element, FloatElement, Result, Tensor};
@@ -44,6 +44,7 @@ macro_rules! unary_table {
                     type E = f64;
                     let x = [tensor_with::<D, E>(&data, &dims, v)];
                     gradcheck(stringify!($name), &x, |x| apply(&x[0], $call));
+                    gradgradcheck(stringify!($name), &x, |x| apply(&x[0], $call));
                 }
 
                 $(

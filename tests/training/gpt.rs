@@ -53,19 +53,27 @@ fn gpt_trains_as_pytorch<D: Device>() {
     init::apply(&mut model, |name, _| Ok(Some(float(&torch, &format!("init.{name}"))))).unwrap();
     assert_eq!(model.lm_head.weight.leaf_id(), model.transformer.wte.weight.leaf_id(), "still tied");
 
+    // Trained as it is, and with every block checkpointed (recomputed in
+    // the backward pass): both to PyTorch's losses and weights.
     let (idx, targets) = (int(&torch, "idx"), int(&torch, "targets"));
-    let mut opt = model.optimizer(1e-2, 0.1, (0.9, 0.99));
-    let mut losses = Vec::new();
-    for _ in 0..5 {
-        let loss = model.loss(&idx, &targets).unwrap();
-        let mut grads = loss.backward();
-        clip_grad_norm(&model, &mut grads, 1.0, 2.0);
-        opt.step(&mut model, &grads);
-        losses.push(loss.item());
-    }
-    assert_close("losses", &Tensor::<D>::from_vec(losses, [5]), &float(&torch, "losses"), 5e-6);
-    for (name, _, weight) in model.named_tensors() {
-        assert_close(&name, &weight, &float(&torch, &format!("final.{name}")), 2e-4);
+    for checkpoint_blocks in [false, true] {
+        let mut model = Gpt::<D>::new(config).unwrap();
+        init::apply(&mut model, |name, _| Ok(Some(float(&torch, &format!("init.{name}"))))).unwrap();
+        model.checkpoint_blocks = checkpoint_blocks;
+        let mut opt = model.optimizer(1e-2, 0.1, (0.9, 0.99));
+        let mut losses = Vec::new();
+        for _ in 0..5 {
+            let loss = model.loss(&idx, &targets).unwrap();
+            let mut grads = loss.backward();
+            clip_grad_norm(&model, &mut grads, 1.0, 2.0);
+            opt.step(&mut model, &grads);
+            losses.push(loss.item());
+        }
+        let how = if checkpoint_blocks { " (checkpointed blocks)" } else { "" };
+        assert_close(&format!("losses{how}"), &Tensor::<D>::from_vec(losses, [5]), &float(&torch, "losses"), 5e-6);
+        for (name, _, weight) in model.named_tensors() {
+            assert_close(&format!("{name}{how}"), &weight, &float(&torch, &format!("final.{name}")), 2e-4);
+        }
     }
 }
 

@@ -15,8 +15,10 @@ mod data;
 mod distributed;
 mod embedding_bag;
 mod fixture;
+mod functions;
 use common::gradcheck;
 mod gpt;
+mod gradient_checkpointing;
 mod layers;
 mod mixed_precision;
 mod nn;
@@ -24,9 +26,16 @@ mod optim;
 mod parallel;
 mod porting;
 mod recurrent;
+mod second_order;
 mod static_shapes;
 mod store_attacks;
 mod transformer;
+
+/// The functions of `examples/custom_function.rs`, run on every device
+/// (`functions`).
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/custom_function.rs"]
+mod custom_function_example;
 
 /// The GPT of `examples/train_gpt.rs`, for the parity test (`gpt`).
 #[allow(dead_code)] // what only the example uses

@@ -21,6 +21,7 @@ pub use probability::{
     try_binary_cross_entropy_with_logits_weighted, try_kl_div,
 };
 
+use crate::autograd::{Context, Function, try_apply};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -470,23 +471,46 @@ fn same_shape<D: Device, E: FloatElement>(op: &'static str, pred: &Tensor<D, E>,
 type Derivative<'a, D, E> = (&'a Tensor<D, E>, &'a dyn Fn() -> Result<Tensor<D, E>>);
 
 /// `value`, computed from detached inputs, with the gradient `derivative()`
-/// toward each input that tracks one: `value + (x - x.detach()) ·
-/// derivative`, which equals `value` and differentiates to `derivative`.
-/// For the losses whose PyTorch backward is its own formula (a floor under
-/// a saturated probability, the exact derivative at a kink), where
-/// differentiating the forward's expression would give NaN or another
-/// number.
+/// toward each input that tracks one: `value` plus, per such input, a
+/// recorded zero whose gradient is `derivative`. For the losses whose
+/// PyTorch backward is its own formula (a floor under a saturated
+/// probability, the exact derivative at a kink), where differentiating the
+/// forward's expression would give NaN or another number. That formula has
+/// no derivative of its own here, so differentiating the gradient again
+/// (`create_graph`) is an error naming `op`.
 fn with_gradients<D: Device, E: FloatElement>(
+    op: &'static str,
     value: Tensor<D, E>,
     inputs: &[Derivative<'_, D, E>],
 ) -> Result<Tensor<D, E>> {
     let mut out = value;
     for (x, derivative) in inputs {
-        if x.tracks_grad() {
-            out = out.try_add(&x.try_sub(&x.detach())?.try_mul(&derivative()?.detach())?)?;
+        if x.tracks_grad() && crate::is_grad_enabled() {
+            let zero = try_apply(Linearized { op, derivative: derivative()?.detach() }, &[x])?;
+            out = out.try_add(&zero[0])?;
         }
     }
     Ok(out)
+}
+
+/// Zero, with `derivative` as its gradient: a loss's own backward formula.
+struct Linearized<D: Device, E: FloatElement> {
+    op: &'static str,
+    derivative: Tensor<D, E>,
+}
+
+impl<D: Device, E: FloatElement> Function<D, E> for Linearized<D, E> {
+    fn name(&self) -> &'static str {
+        self.op
+    }
+
+    fn forward(&self, _: &mut Context<D, E>, inputs: &[&Tensor<D, E>]) -> Result<Vec<Tensor<D, E>>> {
+        Ok(vec![inputs[0].try_zeros_like()?])
+    }
+
+    fn backward(&self, _: &Context<D, E>, grads: &[Tensor<D, E>]) -> Result<Vec<Option<Tensor<D, E>>>> {
+        Ok(vec![Some(grads[0].try_mul(&self.derivative)?)])
+    }
 }
 
 /// The losses of `smooth_l1_loss` (with `beta`) and `huber_loss` (with

@@ -76,6 +76,7 @@ fn binary_cross_entropy_on<D: Device, E: FloatElement>(
     let losses = t.try_sub_scalar(E::ONE)?.try_mul(&log_q)?.try_sub(&t.try_mul(&log_p)?)?;
     let losses = weighted(OP, losses, weight)?;
     let losses = with_gradients(
+        OP,
         losses,
         &[
             (pred, &|| {
@@ -182,6 +183,7 @@ fn binary_cross_entropy_with_logits_weighted_on<D: Device, E: FloatElement>(
     let losses = t.try_rsub_scalar(E::ONE)?.try_mul(&x)?.try_add(&log_weight.try_mul(&softplus_neg)?)?;
     let losses = weighted(OP, losses, weight)?;
     let losses = with_gradients(
+        OP,
         losses,
         &[
             (pred, &|| {

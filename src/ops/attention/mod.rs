@@ -23,7 +23,7 @@ mod kernel;
 pub use kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
 
 use super::autocast::{self, autocast_in};
-use crate::autograd::{self, no_grad, rule};
+use crate::autograd::{self, first_order_rule, no_grad};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
@@ -247,7 +247,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             || Ok(out),
             |out| {
                 let out = out.clone();
-                rule(move |g: &Tensor<D, E>, _| {
+                first_order_rule(move |g: &Tensor<D, E>, _| {
                     let g = readable(g)?;
                     let grads = D::attention_backward(
                         (q.storage(), q.layout()),

@@ -525,7 +525,7 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             &[self.node(), rhs.node()],
             || self.binary_untracked(op, rhs),
             |_| {
-                let (a, b) = (self.detach(), rhs.detach());
+                let (a, b) = (self.clone(), rhs.clone());
                 rule(move |grad: &Tensor<D, E>, needs| {
                     let [ga, gb] = op.backward(&a, &b, grad, Needs { a: needs.get(0), b: needs.get(1) })?;
                     Ok(vec![sum_to(ga, &a)?, sum_to(gb, &b)?])
@@ -565,7 +565,7 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             Ok(Tensor::from_storage(storage, self.shape().clone()))
         };
         autograd::track(name, &[self.node()], forward, |_| {
-            let x = self.detach();
+            let x = self.clone();
             rule(move |grad: &Tensor<D, E>, _| {
                 // The op's own rule, with the scalar as a 0-d tensor that
                 // needs no gradient.

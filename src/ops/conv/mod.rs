@@ -19,7 +19,7 @@ mod direct;
 mod simd;
 
 use super::autocast::{self, autocast_in};
-use crate::autograd::{self, rule};
+use crate::autograd::{self, first_order_rule};
 use crate::backend::Backend;
 use crate::element::{DType, Element, FloatElement, SameDtype};
 use crate::error::check_elem_count;
@@ -233,7 +233,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             Ok(Tensor::from_storage(storage, [n, c, taps, positions].into()))
         };
         autograd::track("unfold", &[self.node()], forward, |_| {
-            rule(move |g: &Tensor<D, E>, _| {
+            first_order_rule(move |g: &Tensor<D, E>, _| {
                 let g = g.try_contiguous()?;
                 let image = D::fold(g.storage(), &geometry)?;
                 Ok(vec![Some(Tensor::from_storage(image, geometry.image.into()))])
@@ -350,7 +350,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         let inputs = [self.node(), weight.node(), bias.and_then(Tensor::node)];
         autograd::track("conv2d", &inputs, forward, |_| {
             let (x, w) = (x.clone(), w.clone());
-            rule(move |g: &Tensor<D, E>, needs| {
+            first_order_rule(move |g: &Tensor<D, E>, needs| {
                 let g = g.try_contiguous()?;
                 let image = needs.then(0, || {
                     if let Some(image) = image_gradient_direct(&g, &w, &geometry, round_to)? {

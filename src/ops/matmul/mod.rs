@@ -82,7 +82,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         let Some(storage) = storage else { return Ok(None) };
         let out = Tensor::from_storage(storage, plan.out);
         let inputs = [self.node(), rhs.node(), bias.node()];
-        autograd::track("addmm", &inputs, || Ok(out), |_| grad::matmul_bias(self.detach(), rhs.detach(), bias.detach()))
+        autograd::track("addmm", &inputs, || Ok(out), |_| grad::matmul_bias(self.clone(), rhs.clone(), bias.clone()))
             .map(Some)
     }
 }
@@ -169,7 +169,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             let storage = D::matmul(self.storage(), &plan.lhs, rhs.storage(), &plan.rhs)?;
             Ok(Tensor::from_storage(storage, plan.out))
         };
-        autograd::track(OP, &[self.node(), rhs.node()], forward, |_| grad::matmul(self.detach(), rhs.detach()))
+        autograd::track(OP, &[self.node(), rhs.node()], forward, |_| grad::matmul(self.clone(), rhs.clone()))
     }
 }
 

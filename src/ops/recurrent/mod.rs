@@ -15,7 +15,7 @@ mod cpu;
 mod cuda;
 mod sequence;
 
-use crate::autograd::{self, rule};
+use crate::autograd::{self, first_order_rule};
 use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
@@ -209,7 +209,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             &inputs,
             || Ok(out),
             |_| {
-                rule(move |g: &Tensor<D, E>, needs| {
+                first_order_rule(move |g: &Tensor<D, E>, needs| {
                     let g = dense(g)?;
                     let s = saved.storage();
                     match gates {

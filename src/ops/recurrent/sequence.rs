@@ -11,7 +11,7 @@
 //! as one product over all steps, `[H, T · batch] × [T · batch, gates · H]`.
 
 use super::{Gates, at, dense, saved_len};
-use crate::autograd::{self, Node, no_grad, rule};
+use crate::autograd::{self, Node, first_order_rule, no_grad};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::layout::Shape;
@@ -126,7 +126,12 @@ pub(super) fn run<D: CoreDevice, E: FloatElement>(gates: Gates, x: SequenceInput
         return Ok(out);
     }
     let backward = Backward { gates, steps, batch, hidden, w, has_bias: bias.is_some(), kept };
-    autograd::track(op, &inputs, || Ok(out), |_| rule(move |g: &Tensor<D, E>, needs| backward.grads(g, needs)))
+    autograd::track(
+        op,
+        &inputs,
+        || Ok(out),
+        |_| first_order_rule(move |g: &Tensor<D, E>, needs| backward.grads(g, needs)),
+    )
 }
 
 /// The backward pass of one recorded sequence.

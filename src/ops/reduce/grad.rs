@@ -2,7 +2,7 @@
 
 use super::axes::{AxisList, without_axes};
 use super::{ExtremeOp, Fns, Product, Sum, reduced_shape, scale_by_repeat};
-use crate::autograd::{Backward, rule};
+use crate::autograd::{self, Backward, first_order_rule, float_rule, rule, saved_output};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Dims, Shape};
@@ -14,8 +14,9 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// This gradient of a broadcast result summed back to `shape`, the
     /// shape of the operand that was broadcast: over the leading axes it
     /// lacked and over its size-1 axes. In the element type itself (gradient
-    /// rules run on floats, whose sums keep their type), untracked (rules
-    /// run under `no_grad`).
+    /// rules run on floats, whose sums keep their type). Recorded as
+    /// PyTorch's `sum_to_size`, whose gradient is the broadcast back, so
+    /// that a gradient of a broadcast operand can be differentiated again.
     pub(crate) fn try_sum_to_shape(&self, shape: &Shape) -> Result<Self> {
         core_call!(D, Fns<E>.sum_to_shape(self.core(), shape))
     }
@@ -27,6 +28,14 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
         if self.shape() == shape {
             return Ok(self.clone());
         }
+        let forward = || self.sum_to_shape_untracked(shape);
+        autograd::track("sum_to_size", &[self.node()], forward, |_| {
+            let input = self.shape().clone();
+            float_rule!(E, F => rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.try_broadcast_to(input.clone())?)])))
+        })
+    }
+
+    fn sum_to_shape_untracked(&self, shape: &Shape) -> Result<Self> {
         let mut g = self.clone();
         for _ in shape.rank()..self.rank() {
             g = g.sum_same_type(0, false)?;
@@ -110,7 +119,18 @@ pub(super) fn extreme_axis<D: CoreDevice, F: FloatElement, Op: ExtremeOp>(
 /// gradients of the running sums it is part of, the running sum of `g`
 /// taken from the end of the line.
 pub(super) fn cumsum<D: CoreDevice, F: FloatElement>(axis: Option<usize>) -> Box<dyn Backward> {
-    rule(move |g: &Tensor<D, F>, _| Ok(vec![Some(g.running(Sum, axis, true)?)]))
+    rule(move |g: &Tensor<D, F>, _| {
+        // A rank-0 tensor (no axis) is its own running sum.
+        let Some(axis) = axis else { return Ok(vec![Some(g.clone())]) };
+        if autograd::is_grad_enabled() {
+            // Recorded (`create_graph`): the sum from the end as the whole
+            // line's sum less the running sum before each element, from
+            // recorded ops.
+            let ax = axis as isize;
+            return Ok(vec![Some(g.try_sum_keepdim(ax)?.try_sub(&g.try_cumsum(ax)?)?.try_add(g)?)]);
+        }
+        Ok(vec![Some(g.running(Sum, Some(axis), true)?)])
+    })
 }
 
 /// `prod` of `x` along `axis`: each element's gradient is the product of
@@ -118,7 +138,8 @@ pub(super) fn cumsum<D: CoreDevice, F: FloatElement>(axis: Option<usize>) -> Box
 /// times that of the elements after it. Exact with zeros, where `out / x`
 /// divides by 0 (PyTorch's rule also special-cases them).
 pub(super) fn prod<D: CoreDevice, F: FloatElement>(x: Tensor<D, F>, axis: usize, keepdim: bool) -> Box<dyn Backward> {
-    rule(move |g: &Tensor<D, F>, _| {
+    // The running products are not recorded ops.
+    first_order_rule(move |g: &Tensor<D, F>, _| {
         let (a, len) = (axis as isize, x.dims()[axis]);
         if len == 0 {
             return Ok(vec![Some(x.try_zeros_like()?)]);
@@ -144,6 +165,7 @@ pub(super) fn std<D: CoreDevice, F: FloatElement>(
     divisor: F,
 ) -> Box<dyn Backward> {
     rule(move |g: &Tensor<D, F>, _| {
+        let out = saved_output(&out);
         let scale = masked(&out.try_ne_scalar(F::ZERO)?, &g.try_div(&out)?)?;
         let signed: AxisList = axes.iter().map(|&a| a as isize).collect();
         let centred = x.try_sub(&x.try_mean_keepdim(&signed[..])?)?.try_div_scalar(divisor)?;
@@ -160,6 +182,15 @@ pub(super) fn softmax<D: CoreDevice, F: FloatElement>(
     rule(move |g: &Tensor<D, F>, _| {
         // On a rank-0 tensor the result is the constant 1 (or 0).
         let Some(axis) = axis else { return Ok(vec![Some(g.try_zeros_like()?)]) };
+        if autograd::is_grad_enabled() {
+            // Recorded (`create_graph`): the same rule composed, so that it
+            // can be differentiated again.
+            let (y, ax) = (saved_output(&y), axis as isize);
+            return Ok(vec![Some(match log {
+                true => g.try_sub(&y.try_exp()?.try_mul(&g.try_sum_keepdim(ax)?)?)?,
+                false => y.try_mul(&g.try_sub(&g.try_mul(&y)?.try_sum_keepdim(ax)?)?)?,
+            })]);
+        }
         // One fused pass instead of four composed ops (each its own trip
         // over memory): y · (g − Σ g·y), or g − exp(y) · Σ g for log_softmax.
         let storage = D::softmax_backward((y.storage(), y.layout()), (g.storage(), g.layout()), axis, log)?;

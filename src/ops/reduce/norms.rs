@@ -122,7 +122,7 @@ impl<D: CoreDevice, F: FloatElement> Tensor<D, F> {
             2.0 => over(&magnitudes.detach().try_square()?)?.try_sqrt(),
             _ => over(&magnitudes.detach().try_powf(p)?)?.try_powf(F::from_f64(1.0 / ord)),
         };
-        let x = self.detach();
+        let x = self.clone();
         autograd::track(name, &[self.node()], norm, |out| norm_rule(x, out.clone(), resolved, keepdim, ord))
     }
 }
@@ -137,6 +137,7 @@ fn norm_rule<D: CoreDevice, F: FloatElement>(
     p: f64,
 ) -> Box<dyn autograd::Backward> {
     rule(move |g: &Tensor<D, F>, _| {
+        let out = autograd::saved_output(&out);
         let kept = without_axes(x.shape(), &axes, true);
         let (out, g) =
             if keepdim { (out.clone(), g.clone()) } else { (out.try_reshape(&kept)?, g.try_reshape(&kept)?) };

@@ -84,7 +84,19 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             let [mean, var] = stats.borrow().clone().expect("the forward pass ran");
             let weight = affine.as_ref().map(|(w, _, axis)| (w.detach(), *axis));
             let x = x.clone();
+            // The operands with their nodes, for a recorded backward.
+            let operands = (self.clone(), affine.clone());
             rule(move |g: &Tensor<D, E>, _| {
+                if autograd::is_grad_enabled() {
+                    // Recorded (`create_graph`): the fused kernel has no
+                    // derivative, so the gradients come from the same
+                    // standardisation composed of recorded ops.
+                    let (x, affine) = &operands;
+                    let mut read = vec![x];
+                    read.extend(affine.iter().flat_map(|(w, b, _)| [w, b]));
+                    let affine = affine.as_ref().map(|(w, b, axis)| (w, b, *axis));
+                    return autograd::composed_gradients(&read, g, || composed(x, dims, eps, affine));
+                }
                 let weight_storage = weight.as_ref().map(|(w, axis)| (w.storage(), *axis));
                 let [dx, sum_g, sum_gx] = D::standardize_backward(
                     x.storage(),
@@ -105,4 +117,26 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         let [mean, var] = stats.into_inner().expect("the forward pass ran");
         Ok([y, mean, var])
     }
+}
+
+/// [`core_standardize`](Tensor::core_standardize)'s result composed of
+/// recorded ops, for its second derivative.
+fn composed<D: CoreDevice, E: FloatElement>(
+    x: &Tensor<D, E>,
+    [outer, groups, inner]: [usize; 3],
+    eps: f64,
+    affine: Option<(&Tensor<D, E>, &Tensor<D, E>, AffineAxis)>,
+) -> Result<Tensor<D, E>> {
+    let v = x.try_reshape([outer, groups, inner])?;
+    let centred = v.try_sub(&v.try_mean_keepdim([0isize, 2])?)?;
+    let var = centred.try_square()?.try_mean_keepdim([0isize, 2])?;
+    let mut y = centred.try_mul(&var.try_add_scalar(E::from_f64(eps))?.try_rsqrt()?)?;
+    if let Some((w, b, axis)) = affine {
+        let shape = match axis {
+            AffineAxis::Group => [1, groups, 1],
+            AffineAxis::Inner => [1, 1, inner],
+        };
+        y = y.try_mul(&w.try_reshape(shape)?)?.try_add(&b.try_reshape(shape)?)?;
+    }
+    y.try_reshape(x.shape().clone())
 }

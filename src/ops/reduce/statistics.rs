@@ -137,7 +137,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             op,
             &[self.node()],
             || variance()?.try_sqrt(),
-            |out| grad::std::<D, E>(self.detach(), out.clone(), resolved, keepdim, divisor),
+            |out| grad::std::<D, E>(self.clone(), out.clone(), resolved, keepdim, divisor),
         )
     }
 }

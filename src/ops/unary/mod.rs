@@ -64,7 +64,7 @@ pub type Sigmoid = SigmoidOp;
 #[deprecated(note = "renamed `TanhOp`; `nn::Tanh` is the layer")]
 pub type Tanh = TanhOp;
 
-use crate::autograd::{self, rule};
+use crate::autograd::{self, rule, saved_output};
 use crate::backend::Backend;
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
@@ -219,8 +219,8 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
     pub(crate) fn unary<Op: UnaryOp<E>>(&self, op: Op) -> Result<Self> {
         let forward = || Ok(Tensor::from_storage(D::unary(op, self.storage(), self.layout())?, self.shape().clone()));
         autograd::track(Op::NAME, &[self.node()], forward, |y| {
-            let (x, y) = (self.detach(), y.detach());
-            rule(move |grad: &Tensor<D, E>, _| Ok(vec![Some(op.backward(&x, &y, grad)?)]))
+            let (x, y) = (self.clone(), y.detach());
+            rule(move |grad: &Tensor<D, E>, _| Ok(vec![Some(op.backward(&x, &saved_output(&y), grad)?)]))
         })
     }
 }

@@ -605,10 +605,16 @@ impl<F: FloatElement> UnaryOp<F> for GeluErfSlope {
         normal_cdf::<F, FMA>(x) + x * normal_density::<F, FMA>(x)
     }
 
-    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, _: &Tensor<D, F>) -> Result<Tensor<D, F>> {
-        Err(second_derivative(<Self as UnaryOp<F>>::NAME, x))
+    /// `φ(x) (2 - x²)`, composed (recorded only for a second derivative).
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        let x2 = x.try_square()?;
+        let density = x2.try_mul_scalar(F::from_f64(-0.5))?.try_exp()?.try_mul_scalar(F::from_f64(FRAC_1_SQRT_2PI))?;
+        grad.try_mul(&density.try_mul(&x2.try_rsub_scalar(F::from_f64(2.0))?)?)
     }
 }
+
+/// `1/√(2π)`, the standard normal density at 0.
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 /// GELU with PyTorch's tanh approximation,
 /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`
@@ -661,13 +667,27 @@ impl<F: FloatElement> UnaryOp<F> for GeluTanhSlope {
         s + F::from_f64(2.0) * x * s * (F::ONE - s) * du
     }
 
-    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, _: &Tensor<D, F>) -> Result<Tensor<D, F>> {
-        Err(second_derivative(<Self as UnaryOp<F>>::NAME, x))
+    /// With `s = sigmoid(2u)`, `u' = √(2/π)(1 + 3a x²)` and `q = s(1 - s)`:
+    /// `q (4u' + 4x u'² (1 - 2s) + 12 a √(2/π) x²)`, composed (recorded
+    /// only for a second derivative).
+    fn backward<D: Device>(self, x: &Tensor<D, F>, _: &Tensor<D, F>, grad: &Tensor<D, F>) -> Result<Tensor<D, F>> {
+        let c = TWO_SQRT_2_OVER_PI / 2.0;
+        let x2 = x.try_square()?;
+        let u = x2
+            .try_mul_scalar(F::from_f64(GELU_CUBIC))?
+            .try_add_scalar(F::ONE)?
+            .try_mul(x)?
+            .try_mul_scalar(F::from_f64(c))?;
+        let s = u.try_mul_scalar(F::from_f64(2.0))?.try_sigmoid()?;
+        let q = s.try_mul(&s.try_rsub_scalar(F::ONE)?)?;
+        let du =
+            x2.try_mul_scalar(F::from_f64(3.0 * GELU_CUBIC))?.try_add_scalar(F::ONE)?.try_mul_scalar(F::from_f64(c))?;
+        let curve =
+            x.try_mul(&du.try_square()?)?.try_mul(&s.try_mul_scalar(F::from_f64(-2.0))?.try_add_scalar(F::ONE)?)?;
+        let sum = du
+            .try_add(&curve)?
+            .try_mul_scalar(F::from_f64(4.0))?
+            .try_add(&x2.try_mul_scalar(F::from_f64(12.0 * GELU_CUBIC * c))?)?;
+        grad.try_mul(&q.try_mul(&sum)?)
     }
-}
-
-/// The error of a second derivative: gradients are computed under
-/// `no_grad`, so a slope op's own backward is never recorded.
-fn second_derivative<D: Device, F: FloatElement>(op: &'static str, x: &Tensor<D, F>) -> crate::Error {
-    crate::Error::Argument { op, device: D::name(), reason: format!("no second derivative (input {})", x.shape()) }
 }
