@@ -180,6 +180,8 @@ device_proptests! {
         let x = Tensor::<D, f64>::from_vec(data.clone(), dims.clone());
         gradcheck::gradcheck("tril", std::slice::from_ref(&x), |xs| xs[0].tril(diagonal));
         gradcheck::gradcheck("triu", std::slice::from_ref(&x), |xs| xs[0].triu(diagonal));
+        // Second derivatives (`create_graph`), squared: the ops are linear.
+        gradcheck::gradgradcheck("tril", std::slice::from_ref(&x), |xs| xs[0].tril(diagonal).square());
     }
 
     /// masked_fill puts the value where the broadcast mask is set and keeps
@@ -196,6 +198,7 @@ device_proptests! {
         prop_assert_eq!(t.masked_fill(&m, -7.5).to_vec(), expected);
         let x = Tensor::<D, f64>::from_vec(data.clone(), big.clone());
         gradcheck::gradcheck("masked_fill", std::slice::from_ref(&x), |xs| xs[0].masked_fill(&m, -7.5));
+        gradcheck::gradgradcheck("masked_fill", std::slice::from_ref(&x), |xs| xs[0].masked_fill(&m, -7.5).square());
         if small != big {
             // The mask does not take the tensor's shape the other way round.
             let err = Tensor::<D, f64>::from_vec(vec![0.0; mask.len()], small.clone()).try_masked_fill(&Tensor::<D, u8>::ones(big.clone()), 1.0);

@@ -188,6 +188,7 @@ fn check_pad<D: Device>(dims: &[usize], raw: &[(isize, isize)], mode: usize, v: 
     if out_dims.iter().product::<usize>() > 0 {
         let x = Tensor::<D, f64>::from_vec(data.clone(), dims.to_vec());
         gradcheck::gradcheck("pad", std::slice::from_ref(&x), |xs| xs[0].pad(&flat, mode));
+        gradcheck::gradgradcheck("pad", std::slice::from_ref(&x), |xs| xs[0].pad(&flat, mode).square());
     }
     Ok(())
 }
@@ -235,6 +236,7 @@ device_proptests! {
         if !data.is_empty() && out_dims.iter().product::<usize>() > 0 {
             let x = Tensor::<D, f64>::from_vec(data.clone(), dims.clone());
             gradcheck::gradcheck("repeat", std::slice::from_ref(&x), |xs| xs[0].repeat(repeats));
+            gradcheck::gradgradcheck("repeat", std::slice::from_ref(&x), |xs| xs[0].repeat(repeats).square());
         }
     }
 }

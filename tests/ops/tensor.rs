@@ -142,10 +142,12 @@ device_proptests! {
         // Pieces joined in reverse order: the gradient is that permutation.
         if !data.is_empty() {
             let x = Tensor::<D, f64>::from_vec(data.clone(), dims.clone());
-            gradcheck::gradcheck("split", &[x], |xs| {
+            let joined = |xs: &[Tensor<D, f64>]| {
                 let pieces = xs[0].split(size, a);
                 Tensor::cat(&pieces.iter().rev().collect::<Vec<_>>(), a)
-            });
+            };
+            gradcheck::gradcheck("split", std::slice::from_ref(&x), joined);
+            gradcheck::gradgradcheck("split", &[x], |xs| joined(xs).square());
         }
     }
 

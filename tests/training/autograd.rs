@@ -4,7 +4,7 @@
 //! `detach`, in-place updates, errors, device moves).
 
 use crate::common::*;
-use crate::gradcheck::{T, Values, data, gradcheck, inputs};
+use crate::gradcheck::{T, Values, data, gradcheck, gradgradcheck, inputs};
 use devtensor::{Cpu, Device, Error, Tensor, no_grad};
 use proptest::prelude::*;
 
@@ -132,6 +132,7 @@ device_proptests! {
         let reversed: Vec<usize> = (0..rank).rev().collect();
         gradcheck("reshape", &x, |t| t[0].reshape([t[0].elem_count()]));
         gradcheck("permute", &x, |t| t[0].permute(&reversed));
+        gradgradcheck("permute", &x, |t| t[0].permute(&reversed).square());
         gradcheck("transpose", &x, |t| t[0].transpose(0, -1));
         gradcheck("contiguous", &x, |t| t[0].transpose(0, -1).contiguous());
         gradcheck("unsqueeze", &x, |t| t[0].unsqueeze(-1));
@@ -148,6 +149,7 @@ device_proptests! {
             let (start, len) = (seed % size, size - seed % size);
             gradcheck("narrow", &x, |t| t[0].narrow(a, start, len));
             gradcheck("select", &x, |t| t[0].select(a, start));
+            gradgradcheck("select", &x, |t| t[0].select(a, start).square());
         }
         if rank <= 2 {
             gradcheck("t", &x, |t| t[0].t());
@@ -181,6 +183,11 @@ device_proptests! {
         let three = [x[0].clone(), other, x[0].narrow(a as isize, 0, 1)];
         gradcheck("cat", &three, |t| Tensor::cat(&[&t[0], &t[1], &t[2]], a as isize));
         gradcheck("stack", &three[..2], |t| Tensor::stack(&[&t[0], &t[1]], a as isize));
+        // Second derivatives (`create_graph`), squared: the ops are linear.
+        gradgradcheck("gather", &x, |t| t[0].gather(a as isize, &index).square());
+        gradgradcheck("scatter_add", &both, |t| t[1].scatter_add(a as isize, &index, &t[0]).square());
+        gradgradcheck("index_add", &pair, |t| t[0].index_add(a as isize, &indices, &t[1]).square());
+        gradgradcheck("stack", &three[..2], |t| Tensor::stack(&[&t[0], &t[1]], a as isize).square());
     }
 
     fn a_small_network_matches_finite_differences<D>(seed in any::<u64>(), batch in 1..4usize) {
