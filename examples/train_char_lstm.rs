@@ -20,8 +20,6 @@
 use devtensor::nn::{Embedding, Linear, Lstm, Module, RecurrentConfig, cross_entropy};
 use devtensor::optim::{Adam, AdamConfig, Optimizer, clip_grad_norm};
 use devtensor::{Device, Tensor, no_grad};
-use flate2::read::GzDecoder;
-use std::io::Read;
 use std::time::Instant;
 
 const BATCH: usize = 16;
@@ -33,22 +31,9 @@ const EVAL_EVERY: usize = 250;
 const EVAL_BATCHES: usize = 20;
 const SEED: u64 = 1337;
 
-/// The text as bytes (it is ASCII).
-fn load_text() -> Vec<u8> {
-    let mut text = Vec::new();
-    GzDecoder::new(&include_bytes!("data/shakespeare.txt.gz")[..])
-        .read_to_end(&mut text)
-        .expect("the bundled text decompresses");
-    text
-}
-
-/// SplitMix64: the batch positions, the same in the PyTorch script.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+#[path = "gpt/data.rs"]
+mod data;
+use data::{Split, Vocabulary, load_text};
 
 /// The model, as the PyTorch script's `CharLstm(nn.Module)`.
 struct CharLstm<D: Device> {
@@ -91,60 +76,30 @@ impl<D: Device> CharLstm<D> {
     }
 }
 
-struct Split<D: Device> {
-    tokens: Tensor<D, i64>,
-    /// Distinguishes the splits' batch streams.
-    stream: u64,
-}
-
-impl<D: Device> Split<D> {
-    /// Batch `index`: `BATCH` windows of `SEQ` characters at
-    /// pseudo-random starts, and the same windows one character later.
-    fn batch(&self, index: u64) -> (Tensor<D, i64>, Tensor<D, i64>) {
-        let starts = self.tokens.elem_count() - SEQ - 1;
-        let offsets: Vec<i64> = (0..BATCH as u64)
-            .map(|row| (splitmix(self.stream ^ splitmix(index * BATCH as u64 + row)) % starts as u64) as i64)
-            .flat_map(|start| start..start + SEQ as i64)
-            .collect();
-        let x = Tensor::<D, i64>::from_vec(offsets, [BATCH * SEQ]);
-        let window = |at: &Tensor<D, i64>| self.tokens.index_select(0, at).reshape([BATCH, SEQ]);
-        (window(&x), window(&(&x + 1)))
-    }
-
-    /// The mean loss of `EVAL_BATCHES` batches from `first`, in eval mode.
-    fn loss(&self, model: &CharLstm<D>, first: u64) -> f32 {
-        let total: f32 = no_grad(|| {
-            (0..EVAL_BATCHES as u64)
-                .map(|i| {
-                    let (x, y) = self.batch(first + i);
-                    model.loss(&x, &y).item()
-                })
-                .sum()
-        });
-        total / EVAL_BATCHES as f32
-    }
+/// The mean loss of `EVAL_BATCHES` batches of `split` from `first`, in eval mode.
+fn split_loss<D: Device>(split: &Split<D>, model: &CharLstm<D>, first: u64) -> f32 {
+    let total: f32 = no_grad(|| {
+        (0..EVAL_BATCHES as u64)
+            .map(|i| {
+                let (x, y) = split.batch(first + i);
+                model.loss(&x, &y).item()
+            })
+            .sum()
+    });
+    total / EVAL_BATCHES as f32
 }
 
 fn train<D: Device>(text: &[u8], steps: usize) {
     // The characters, in byte order, are the vocabulary.
-    let mut vocab: Vec<u8> = text.to_vec();
-    vocab.sort_unstable();
-    vocab.dedup();
-    let mut index = [0i64; 256];
-    for (i, &c) in vocab.iter().enumerate() {
-        index[c as usize] = i as i64;
-    }
-    let encoded: Vec<i64> = text.iter().map(|&c| index[c as usize]).collect();
-    let cut = encoded.len() * 9 / 10;
-    let train = Split::<D> { tokens: Tensor::from_slice(&encoded[..cut], [cut]), stream: 1 };
-    let val = Split::<D> { tokens: Tensor::from_slice(&encoded[cut..], [encoded.len() - cut]), stream: 2 };
+    let vocab = Vocabulary::of(text);
+    let (train, val) = Split::<D>::train_and_validation(&vocab.encode(text), BATCH, SEQ);
 
     devtensor::manual_seed(SEED);
-    let mut model = CharLstm::<D>::new(vocab.len());
+    let mut model = CharLstm::<D>::new(vocab.chars.len());
     println!(
         "{} characters ({} distinct), an LSTM of {} parameters ({LAYERS} layers of {HIDDEN}), on {}",
         text.len(),
-        vocab.len(),
+        vocab.chars.len(),
         model.num_parameters(),
         D::name()
     );
@@ -154,7 +109,7 @@ fn train<D: Device>(text: &[u8], steps: usize) {
         if step.is_multiple_of(EVAL_EVERY) || step == steps {
             model.eval();
             // The same evaluation batches every time, so the figures compare.
-            let (train_loss, val_loss) = (train.loss(&model, 1 << 40), val.loss(&model, 0));
+            let (train_loss, val_loss) = (split_loss(&train, &model, 1 << 40), split_loss(&val, &model, 0));
             model.train();
             let seconds = started.elapsed().as_secs_f64();
             println!("step {step:5}: train loss {train_loss:.4}, val loss {val_loss:.4} ({seconds:.1} s)");
@@ -171,14 +126,14 @@ fn train<D: Device>(text: &[u8], steps: usize) {
 
     // Generation: one character at a time, the state carried along.
     model.eval();
-    let mut token = Tensor::<D, i64>::from_vec(vec![index[b'\n' as usize]], [1, 1]);
+    let mut token = Tensor::<D, i64>::from_vec(vec![vocab.index[b'\n' as usize]], [1, 1]);
     let mut state: Option<(Tensor<D>, Tensor<D>)> = None;
     let mut sample = Vec::new();
     no_grad(|| {
         for _ in 0..400 {
             let (logits, next) = model.forward(&token, state.as_ref().map(|(h, c)| (h, c)));
-            token = (logits.reshape([1, vocab.len()]) / 0.8).softmax(1).multinomial(1, true);
-            sample.push(vocab[token.to_vec()[0] as usize]);
+            token = (logits.reshape([1, vocab.chars.len()]) / 0.8).softmax(1).multinomial(1, true);
+            sample.push(vocab.chars[token.to_vec()[0] as usize]);
             state = Some(next);
         }
     });

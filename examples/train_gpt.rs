@@ -32,9 +32,8 @@ use devtensor::io::Checkpoint;
 use devtensor::nn::Module;
 use devtensor::optim::{CosineAnnealingLr, GradScaler, LinearLr, LrSchedule, Optimizer, SequentialLr, clip_grad_norm};
 use devtensor::{Cpu, Device, Tensor, autocast, bf16, f16, no_grad};
-use flate2::read::GzDecoder;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -99,6 +98,10 @@ fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
+#[path = "gpt/data.rs"]
+mod data;
+use data::{Split, Vocabulary, load_text};
+
 #[allow(dead_code)] // parts used only by the tests and benchmarks
 #[path = "gpt/model.rs"]
 mod model;
@@ -110,24 +113,6 @@ const EVAL_EVERY: usize = 250;
 const EVAL_BATCHES: usize = 20;
 const SEED: u64 = 1337;
 
-/// The text as bytes (it is ASCII).
-fn load_text() -> Vec<u8> {
-    let mut text = Vec::new();
-    GzDecoder::new(&include_bytes!("data/shakespeare.txt.gz")[..])
-        .read_to_end(&mut text)
-        .expect("the bundled text decompresses");
-    text
-}
-
-/// SplitMix64: the batch positions, the same in `scripts/train_gpt_torch.py`.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A split of the encoded text on `D`, and how to cut batches from it.
 /// What the products compute in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Precision {
@@ -147,39 +132,17 @@ impl Precision {
     }
 }
 
-struct Split<D: Device> {
-    tokens: Tensor<D, i64>,
-    /// Distinguishes the splits' batch streams.
-    stream: u64,
-}
-
-impl<D: Device> Split<D> {
-    /// Batch `index` of this split: `BATCH` windows of `BLOCK` tokens at
-    /// pseudo-random starts, and the same windows one token later.
-    fn batch(&self, index: u64) -> (Tensor<D, i64>, Tensor<D, i64>) {
-        let starts = self.tokens.elem_count() - BLOCK - 1;
-        let offsets: Vec<i64> = (0..BATCH as u64)
-            .map(|row| (splitmix(self.stream ^ splitmix(index * BATCH as u64 + row)) % starts as u64) as i64)
-            .flat_map(|start| start..start + BLOCK as i64)
-            .collect();
-        let x = Tensor::<D, i64>::from_vec(offsets, [BATCH * BLOCK]);
-        let y = &x + 1;
-        let window = |at: &Tensor<D, i64>| self.tokens.index_select(0, at).reshape([BATCH, BLOCK]);
-        (window(&x), window(&y))
-    }
-
-    /// The mean loss of `EVAL_BATCHES` batches from `first`.
-    fn loss(&self, model: &Gpt<D>, first: u64, precision: Precision) -> f32 {
-        no_grad(|| {
-            let total: f32 = (0..EVAL_BATCHES as u64)
-                .map(|i| {
-                    let (x, y) = self.batch(first + i);
-                    precision.run(|| model.loss(&x, &y)).expect("the model runs").item()
-                })
-                .sum();
-            total / EVAL_BATCHES as f32
-        })
-    }
+/// The mean loss of `EVAL_BATCHES` batches of `split` from `first`.
+fn split_loss<D: Device>(split: &Split<D>, model: &Gpt<D>, first: u64, precision: Precision) -> f32 {
+    no_grad(|| {
+        let total: f32 = (0..EVAL_BATCHES as u64)
+            .map(|i| {
+                let (x, y) = split.batch(first + i);
+                precision.run(|| model.loss(&x, &y)).expect("the model runs").item()
+            })
+            .sum();
+        total / EVAL_BATCHES as f32
+    })
 }
 
 /// One line of progress: a bar, the step, the last loss and the speed,
@@ -211,26 +174,19 @@ fn progress(step: usize, steps: usize, loss: f32, tokens_per_second: f64, starte
 
 fn train<D: Device>(text: &[u8], steps: usize, precision: Precision, checkpoint_blocks: bool) {
     // The characters, in byte order, are the vocabulary.
-    let mut vocab: Vec<u8> = text.to_vec();
-    vocab.sort_unstable();
-    vocab.dedup();
-    let mut index = [0i64; 256];
-    for (i, &c) in vocab.iter().enumerate() {
-        index[c as usize] = i as i64;
-    }
-    let encoded: Vec<i64> = text.iter().map(|&c| index[c as usize]).collect();
-    let cut = encoded.len() * 9 / 10;
-    let train = Split::<D> { tokens: Tensor::from_slice(&encoded[..cut], [cut]), stream: 1 };
-    let val = Split::<D> { tokens: Tensor::from_slice(&encoded[cut..], [encoded.len() - cut]), stream: 2 };
+    let vocab = Vocabulary::of(text);
+    let encoded = vocab.encode(text);
+    let (train, val) = Split::<D>::train_and_validation(&encoded, BATCH, BLOCK);
+    let cut = train.tokens.elem_count();
 
     devtensor::manual_seed(SEED);
-    let config = GptConfig { block_size: BLOCK, vocab_size: vocab.len(), n_layer: 4, n_head: 4, n_embd: 128 };
+    let config = GptConfig { block_size: BLOCK, vocab_size: vocab.chars.len(), n_layer: 4, n_head: 4, n_embd: 128 };
     let mut model = Gpt::<D>::new(config).expect("the model fits");
     model.checkpoint_blocks = checkpoint_blocks;
     println!(
         "{} characters ({} distinct; {} to train on, {} to validate), {} parameters, on {}, products in {precision:?}{}",
         text.len(),
-        vocab.len(),
+        vocab.chars.len(),
         cut,
         encoded.len() - cut,
         model.num_parameters(),
@@ -262,7 +218,8 @@ fn train<D: Device>(text: &[u8], steps: usize, precision: Precision, checkpoint_
                 eprintln!();
             }
             // The same evaluation batches every time, so the figures compare.
-            let (train_loss, val_loss) = (train.loss(&model, 1 << 40, precision), val.loss(&model, 0, precision));
+            let (train_loss, val_loss) =
+                (split_loss(&train, &model, 1 << 40, precision), split_loss(&val, &model, 0, precision));
             println!(
                 "step {step:5}: train loss {train_loss:.4}, val loss {val_loss:.4}, {tokens_per_second:.0} tokens/s"
             );
@@ -307,12 +264,12 @@ fn train<D: Device>(text: &[u8], steps: usize, precision: Precision, checkpoint_
     let mut reloaded = Gpt::<Cpu>::new(config).expect("the model fits");
     Checkpoint::<Cpu>::load(&path).load_into(&mut reloaded);
     println!("checkpoint {} reloaded on Cpu; a sample (temperature 0.8, top-k 20):\n", path.display());
-    let prompt = Tensor::<Cpu, i64>::from_vec(vec![index[b'\n' as usize]], [1, 1]);
+    let prompt = Tensor::<Cpu, i64>::from_vec(vec![vocab.index[b'\n' as usize]], [1, 1]);
     let sampling = Sampling { temperature: 0.8, top_k: Some(20) };
     let started = Instant::now();
     let tokens = reloaded.generate(&prompt, 600, sampling).expect("the model runs").to_vec();
     let seconds = started.elapsed().as_secs_f64();
-    let text: Vec<u8> = tokens.into_iter().map(|t| vocab[t as usize]).collect();
+    let text: Vec<u8> = tokens.into_iter().map(|t| vocab.chars[t as usize]).collect();
     println!("{}", String::from_utf8_lossy(&text));
     println!("\n(600 characters in {seconds:.2} s, {:.0} tokens/s, with a key/value cache)", 600.0 / seconds);
 }

@@ -124,3 +124,12 @@ section "distributed data parallel (examples/ddp.rs): two processes through devt
 cargo build --quiet --example ddp --bin devtensor-run
 DEVTENSOR_REQUIRE_CUDA=1 timeout 900 bash scripts/with-emu.sh \
     target/debug/devtensor-run --nproc-per-node 2 target/debug/examples/ddp --compare
+
+section "nanoGPT's DDP loop (examples/ddp_gpt.rs): gradient accumulation and collectives, two processes, emulated"
+# Each rank accumulates micro-batches without synchronising and sums them
+# with the other's on the last; --compare makes rank 0 fail unless one
+# device stepping on every rank's micro-batches together ends with the
+# same parameters. The timeout is a backstop far above its half minute.
+cargo build --quiet --example ddp_gpt
+DEVTENSOR_REQUIRE_CUDA=1 timeout 600 bash scripts/with-emu.sh \
+    target/debug/devtensor-run --nproc-per-node 2 target/debug/examples/ddp_gpt --tiny --iters 8 --accum 2 --compare

@@ -84,6 +84,11 @@ impl DType {
     pub const fn is_half(self) -> bool {
         matches!(self, DType::BF16 | DType::F16)
     }
+
+    /// Whether this is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::BF16 | DType::F16)
+    }
 }
 
 /// A type a tensor can hold. Sealed: implemented for `f32`, `f64`, [`bf16`],

@@ -56,16 +56,27 @@ where
     E: FloatElement,
     F: Fn(&[Tensor<D, E>]) -> Tensor<D, E> + Send + Sync + 'static,
 {
+    checkpoint_fallible(inputs, move |xs| Ok(segment(xs)))
+}
+
+/// [`checkpoint`] of a segment that may fail: its error is the result of
+/// the forward pass, or of the backward pass when the recomputation fails.
+pub(crate) fn checkpoint_fallible<D, E, F>(inputs: &[&Tensor<D, E>], segment: F) -> Result<Tensor<D, E>>
+where
+    D: Device,
+    E: FloatElement,
+    F: Fn(&[Tensor<D, E>]) -> Result<Tensor<D, E>> + Send + Sync + 'static,
+{
     let inputs: Vec<Tensor<D::Core, E>> = inputs.iter().map(|t| t.core().clone()).collect();
     let segment: Segment<D::Core, E> = Arc::new(move |xs: &[Tensor<D::Core, E>]| {
         let xs: Vec<Tensor<D, E>> = xs.iter().map(|x| Tensor::from_core(x.clone())).collect();
-        segment(&xs).into_core()
+        segment(&xs).map(Tensor::into_core)
     });
     core_call!(D, Fns<E>.checkpoint(inputs, segment))
 }
 
 /// A checkpointed segment as the core keeps it.
-type Segment<C, F> = Arc<dyn Fn(&[Tensor<C, F>]) -> Tensor<C, F> + Send + Sync>;
+type Segment<C, F> = Arc<dyn Fn(&[Tensor<C, F>]) -> Result<Tensor<C, F>> + Send + Sync>;
 
 core_table! {
     /// The core of [`checkpoint`].
@@ -79,14 +90,14 @@ fn core_checkpoint<D: CoreDevice, E: FloatElement>(
     segment: Segment<D, E>,
 ) -> Result<Tensor<D, E>> {
     if !is_grad_enabled() {
-        return Ok(segment(&inputs));
+        return segment(&inputs);
     }
     let (generator, autocast) = (thread_generator(), autocast_dtype());
     // Run once with recording on, to find the tensors of the graph that
     // the segment reads (its frontier: every node older than the segment),
     // then keep only those and drop the segment's own graph.
     let start = next_id();
-    let out = segment(&inputs);
+    let out = segment(&inputs)?;
     let Some(root) = out.node() else { return Ok(out) };
     let frontier = frontier_of(root, start);
     let rule = Recompute { segment, inputs, generator, autocast, frontier: frontier.iter().map(|n| n.id).collect() };
@@ -148,7 +159,7 @@ impl<D: CoreDevice, E: FloatElement> Backward for Recompute<D, E> {
         // recomputation's gradients are recorded too.
         let create_graph = is_grad_enabled();
         let start = next_id();
-        let out = as_first_run(&self.generator, self.autocast, || enable_grad(|| (self.segment)(&self.inputs)));
+        let out = as_first_run(&self.generator, self.autocast, || enable_grad(|| (self.segment)(&self.inputs)))?;
         let Some(root) = out.node() else {
             return Err(Error::Argument {
                 op: "checkpoint",

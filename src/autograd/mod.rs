@@ -48,6 +48,7 @@ mod hooks;
 
 pub(crate) use backward::composed_gradients;
 pub use backward::{Gradients, LeafId};
+pub(crate) use checkpoint::checkpoint_fallible;
 pub use checkpoint::{checkpoint, try_checkpoint};
 pub use function::{Context, Function, apply, try_apply};
 pub use grad::{GradInputs, GradOptions, grad, try_grad};

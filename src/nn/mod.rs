@@ -42,6 +42,7 @@ mod activation;
 mod attention;
 mod batch_norm;
 mod buffer;
+mod checkpoint_sequential;
 mod conv;
 mod distance;
 mod dropout;
@@ -74,6 +75,7 @@ pub use activation::{
 pub use attention::{MhaInput, MultiheadAttention};
 pub use batch_norm::{BatchNorm1d, BatchNorm2d, BatchNorm3d};
 pub use buffer::Buffer;
+pub use checkpoint_sequential::{checkpoint_sequential, try_checkpoint_sequential};
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
 pub use distance::{cosine_similarity, pairwise_distance, try_cosine_similarity, try_pairwise_distance};
 pub use dropout::{Dropout, Dropout1d, Dropout2d, Dropout3d};

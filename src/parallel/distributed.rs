@@ -3,11 +3,10 @@
 
 use super::ScatterBatch;
 use super::compress::{Wire, WireType};
+use super::group_collectives::dense_copy;
 use super::process_group::ProcessGroup;
 use super::reduce::{DEFAULT_BUCKET_BYTES, plan_buckets};
 use super::replica::{Loss, backward_in_buckets, unflatten};
-use crate::backend::Backend;
-use crate::backend::cuda::CudaStorage;
 use crate::backend::cuda::nccl::NcclBuffer;
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -94,6 +93,16 @@ pub struct DistributedDataParallel<D: Device, M, O: OptimizerConfig> {
     steps: u64,
     /// How many buckets the last step handed to NCCL during backward.
     overlapped: usize,
+    /// The gradients of the micro-batches accumulated since the last step.
+    accumulated: Option<Accumulated<D>>,
+}
+
+/// What [`DistributedDataParallel::accumulate`] keeps on this rank until
+/// the step that sends it: per bucket, the flattened sum of each
+/// micro-batch's gradient times its rows, and the rows.
+struct Accumulated<D: Device> {
+    buckets: Vec<Tensor<D>>,
+    rows: usize,
 }
 
 impl<D: Device, M: std::fmt::Debug, O: OptimizerConfig> std::fmt::Debug for DistributedDataParallel<D, M, O> {
@@ -121,22 +130,6 @@ fn fingerprint<D: Device, M: Module<D>>(model: &M) -> Vec<String> {
 /// Each parameter's size in bytes, in the model's order: what buckets are planned from.
 fn parameter_bytes<D: Device, M: Module<D>>(model: &M) -> Vec<usize> {
     model.parameters().iter().map(|(_, p)| p.elem_count() * std::mem::size_of::<f32>()).collect()
-}
-
-/// A fresh dense copy of `t`, which NCCL may overwrite in place.
-fn dense_copy<D: Device>(t: &Tensor<D>) -> Result<Tensor<D>> {
-    let storage = D::enter(|| D::Core::copy_strided(t.storage(), t.layout()))?;
-    Ok(Tensor::from_storage(storage, t.shape().clone()))
-}
-
-/// The NCCL buffer of a dense `f32` tensor on a GPU.
-fn cuda_storage<D: Device>(t: &Tensor<D>) -> Result<&CudaStorage<f32>> {
-    let any: &dyn std::any::Any = t.storage();
-    any.downcast_ref().ok_or_else(|| Error::Argument {
-        op: "DistributedDataParallel",
-        device: D::name(),
-        reason: "NCCL reduces GPU memory only".into(),
-    })
 }
 
 /// What NCCL sums of the storage of a dense tensor on a GPU.
@@ -182,7 +175,7 @@ where
         let mut state = Checkpoint::try_from_model(&model)?;
         for (_, t) in state.tensors_mut() {
             let copy = dense_copy(t)?;
-            comm.broadcast(cuda_storage(&copy)?, 0).map_err(|e| group.fail(e))?;
+            comm.broadcast(&nccl_buffer::<D>(copy.storage())?, 0).map_err(|e| group.fail(e))?;
             *t = copy;
         }
         comm.finish().map_err(|e| group.fail(e))?;
@@ -198,6 +191,7 @@ where
             wire: WireType::F32,
             steps: 0,
             overlapped: 0,
+            accumulated: None,
         })
     }
 
@@ -281,19 +275,92 @@ where
 
     /// One training step on this rank's `batch`: forward, backward with the
     /// gradients summed across every rank in buckets, and the optimizer
-    /// step. Returns this rank's loss (the mean over its own rows, as
-    /// PyTorch's DDP returns it). Fails with this rank's own error (which
-    /// every other rank then sees), or with an [`Error::Distributed`]
-    /// naming another rank that failed.
+    /// step. Returns this rank's loss on `batch` (the mean over its own
+    /// rows, as PyTorch's DDP returns it). The micro-batches
+    /// [`accumulate`](Self::accumulate)d since the last step count as part
+    /// of this one's batch (the loss returned is still `batch`'s alone). Fails with this rank's own error (which every
+    /// other rank then sees), or with an [`Error::Distributed`] naming
+    /// another rank that failed.
     #[fallible]
     pub fn step(&mut self, batch: &M::Batch) -> f32 {
         self.steps += 1;
-        self.group.begin_step(self.steps)?;
-        match self.step_on(batch) {
-            Ok(loss) => Ok(loss),
-            // Another rank failed first: its error is the one to report.
-            Err(e) => Err(self.group.check().err().unwrap_or_else(|| self.group.fail(e))),
+        self.group.begin_operation()?;
+        let stepped = self.step_on(batch);
+        stepped.map_err(|e| self.group.stopping(e))
+    }
+
+    /// Forward and backward on a micro-batch without synchronising
+    /// (PyTorch's `with ddp.no_sync(): loss.backward()`, or nanoGPT's
+    /// `model.require_backward_grad_sync = False`): its gradient stays on
+    /// this rank, added to those accumulated so far, and the next
+    /// [`step`](Self::step) sums them across the ranks with its own, in the
+    /// same buckets, sent while that step's backward runs. No collective
+    /// runs here, so the ranks may accumulate different numbers of
+    /// micro-batches.
+    ///
+    /// Each micro-batch's gradient counts by its rows, as the step's does:
+    /// the step moves the parameters as one step on one device over every
+    /// row that every rank accumulated and stepped on (nanoGPT divides
+    /// each micro-batch's loss by the number of micro-batches to the same
+    /// end, for micro-batches of equal size; here the loss must not be
+    /// divided). Returns this rank's loss on the micro-batch. Fails as
+    /// [`step`](Self::step).
+    ///
+    /// ```no_run
+    /// # use devtensor::parallel::{DistributedDataParallel, Loss, ScatterBatch};
+    /// # use devtensor::optim::OptimizerConfig;
+    /// # use devtensor::{Device, Result};
+    /// fn train_step<D: Device, M: Loss<D>, O: OptimizerConfig>(
+    ///     ddp: &mut DistributedDataParallel<D, M, O>,
+    ///     micro_batches: &[M::Batch],
+    /// ) -> Result<f32>
+    /// where
+    ///     M::Batch: ScatterBatch,
+    /// {
+    ///     let (last, earlier) = micro_batches.split_last().expect("at least one micro-batch");
+    ///     for batch in earlier {
+    ///         ddp.try_accumulate(batch)?; // no synchronisation
+    ///     }
+    ///     ddp.try_step(last) // sums every micro-batch's gradient over the ranks, then steps
+    /// }
+    /// ```
+    #[fallible]
+    pub fn accumulate(&mut self, batch: &M::Batch) -> f32 {
+        self.group.check()?;
+        let accumulated = self.accumulate_on(batch);
+        accumulated.map_err(|e| self.group.stopping(e))
+    }
+
+    /// The rows of a batch, which must have some.
+    fn rows_of(batch: &M::Batch, op: &'static str) -> Result<usize> {
+        match batch.try_batch_len()? {
+            0 => Err(Error::Argument {
+                op,
+                device: D::name(),
+                reason: "an empty batch: every rank needs at least one row each step".into(),
+            }),
+            rows => Ok(rows),
         }
+    }
+
+    fn accumulate_on(&mut self, batch: &M::Batch) -> Result<f32> {
+        let rows = Self::rows_of(batch, "DistributedDataParallel::accumulate")?;
+        let params: Vec<Tensor<D>> = self.model.parameters().into_iter().map(|(_, p)| p).collect();
+        let loss = self.model.loss(batch)?;
+        let (mut sums, earlier_rows): (Vec<Option<Tensor<D>>>, usize) = match self.accumulated.take() {
+            Some(earlier) => (earlier.buckets.into_iter().map(Some).collect(), earlier.rows),
+            None => (vec![None; self.buckets.len()], 0),
+        };
+        backward_in_buckets(&loss, &params, &self.buckets, rows as f32, |b, flat| {
+            sums[b] = Some(match sums[b].take() {
+                Some(sum) => sum.try_add(&flat)?,
+                None => flat,
+            });
+            Ok::<(), Error>(())
+        })?;
+        let buckets = sums.into_iter().map(|s| s.expect("every bucket is sent")).collect();
+        self.accumulated = Some(Accumulated { buckets, rows: earlier_rows + rows });
+        loss.try_item()
     }
 
     /// What every rank must set alike, each a `(setting, value)`: a
@@ -341,42 +408,61 @@ where
         if self.steps == 1 {
             self.check_settings_agree()?;
         }
-        let DistributedDataParallel { group, model, optimizer, buckets, max_grad_norm, wire, overlapped, .. } = self;
+        let rows = Self::rows_of(batch, "DistributedDataParallel::step")?;
+        let DistributedDataParallel {
+            group,
+            model,
+            optimizer,
+            buckets,
+            max_grad_norm,
+            wire,
+            overlapped,
+            accumulated,
+            ..
+        } = self;
         let comm = group.comm()?;
-        let rows = batch.try_batch_len()?;
-        if rows == 0 {
-            return Err(Error::Argument {
-                op: "DistributedDataParallel::step",
-                device: D::name(),
-                reason: "an empty batch: every rank needs at least one row each step".into(),
-            });
-        }
+        let earlier = accumulated.take();
+        let accumulating = earlier.is_some();
+        let rows_on_rank = rows + earlier.as_ref().map_or(0, |a| a.rows);
         let params: Vec<Tensor<D>> = model.parameters().into_iter().map(|(_, p)| p).collect();
         let loss = model.loss(batch)?;
-        let rows_here = Tensor::<D>::try_from_slice(&[rows as f32], [1])?;
+        let rows_here = Tensor::<D>::try_from_slice(&[rows_on_rank as f32], [1])?;
         // In f32 each rank sends the gradient of its summed loss (mean x
-        // rows), and its row count after the first bucket: the sums over
-        // ranks give the global batch's gradient times its size, and that
-        // size. Compressed, a bucket in a half type must stay near the mean
-        // gradient's size (f16 overflows at 65504) and cannot carry a row
-        // count exactly: the ranks sum their row counts first, in f32, and
-        // each sends its mean gradient times its share of the rows.
+        // rows, plus the micro-batches accumulated before, each counted the
+        // same way), and its row count after the first bucket: the sums
+        // over ranks give the global batch's gradient times its size, and
+        // that size. Compressed, a bucket in a half type must stay near the
+        // mean gradient's size (f16 overflows at 65504) and cannot carry a
+        // row count exactly: the ranks sum their row counts first, in f32,
+        // and each sends its gradient's share of the global mean.
         let share = match wire {
             WireType::F32 => None,
             WireType::Bf16 | WireType::F16 => {
                 let total = dense_copy(&rows_here)?;
                 comm.all_reduce_sum(&nccl_buffer::<D>(total.storage())?)?;
                 comm.finish()?;
-                Some(rows_here.try_div(&total)?)
+                // Of the mean over this rank's rows, or of the sum over
+                // them when micro-batches were accumulated.
+                let part = if accumulating { Tensor::<D>::try_ones([1])? } else { rows_here.clone() };
+                Some(part.try_div(&total)?)
             }
         };
+        let mut earlier: Vec<Option<Tensor<D>>> = match earlier {
+            Some(earlier) => earlier.buckets.into_iter().map(Some).collect(),
+            None => vec![None; buckets.len()],
+        };
+        // Gradients times rows wherever they are summed before they travel.
+        let weight = if share.is_none() || accumulating { rows as f32 } else { 1.0 };
         // Buckets become ready in the order backward finishes them; NCCL needs
         // every rank to call in one order, so each goes out in index order,
         // as soon as the buckets before it have.
         let mut ready: Vec<Option<Wire<D>>> = (0..buckets.len()).map(|_| None).collect();
         let mut sent = 0;
-        let weight = if share.is_some() { 1.0 } else { rows as f32 };
         *overlapped = backward_in_buckets(&loss, &params, buckets, weight, |b, flat| {
+            let flat = match earlier[b].take() {
+                Some(sum) => flat.try_add(&sum)?,
+                None => flat,
+            };
             let flat = match &share {
                 Some(share) => flat.try_mul(share)?,
                 None if b == 0 => Tensor::try_cat(&[&flat, &rows_here], 0)?,
@@ -418,17 +504,20 @@ where
     /// when it returns (PyTorch's `if rank == 0: torch.save(...)` between
     /// two barriers).
     pub fn try_save_checkpoint(&self, path: impl AsRef<Path>) -> Result<()> {
-        self.group.try_barrier("devtensor/checkpoint")?;
+        self.group.barrier_named("devtensor/checkpoint")?;
         if self.group.job().is_main() {
             Checkpoint::try_from_model(&self.model)?.with_optimizer(&self.optimizer).try_save(path)?;
         }
-        self.group.try_barrier("devtensor/checkpoint")
+        self.group.barrier_named("devtensor/checkpoint")
     }
 
     /// Loads the model and the optimizer state from a checkpoint that
     /// [`try_save_checkpoint`](Self::try_save_checkpoint) wrote, on every
-    /// rank, to resume training where it stopped.
+    /// rank, to resume training where it stopped. Gradients
+    /// [`accumulate`](Self::accumulate)d before are dropped: they belong to
+    /// the parameters the checkpoint replaces.
     pub fn try_load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        self.accumulated = None;
         let checkpoint = Checkpoint::<D>::try_load(path)?;
         checkpoint.try_load_into(&mut self.model)?;
         self.optimizer.try_load_state(checkpoint.optimizer_state())

@@ -7,6 +7,7 @@ use super::store::{Failure, JobEvent, TcpStore};
 use crate::backend::cuda::nccl::{self, NcclRank};
 use crate::error::{Error, Result};
 use crate::tensor::Device;
+use devtensor_macros::fallible;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -29,25 +30,42 @@ struct Membership {
 
 #[derive(Default)]
 struct Progress {
-    /// Training steps this rank has started.
-    steps: u64,
-    /// Ranks that left the job, with the steps they had taken.
+    /// Operations this rank has started with the group: training steps
+    /// and a program's own collectives, every one of which every rank
+    /// must take part in.
+    operations: u64,
+    /// Ranks that left the job, with the operations they had started.
     departed: Vec<(usize, Option<u64>)>,
 }
 
 impl Progress {
-    /// A rank that left before the step this rank is in: it will never
-    /// take part in this step's collectives.
+    /// A rank that left before the operation this rank is in: it will
+    /// never take part in its collectives.
     fn deserter(&self, me: usize) -> Option<Failure> {
-        let now = self.steps;
-        self.departed.iter().find_map(|&(rank, steps)| {
-            let steps = steps.filter(|&s| s < now && rank != me)?;
+        let now = self.operations;
+        self.departed.iter().find_map(|&(rank, done)| {
+            let done = done.filter(|&d| d < now && rank != me)?;
             Some(Failure {
                 rank,
-                reason: format!("it left the job after {steps} steps while rank {me} was in step {now}"),
+                reason: format!(
+                    "it left the job after {done} training steps and collectives, while rank {me} was waiting for it \
+                     in its {} one",
+                    ordinal(now)
+                ),
             })
         })
     }
+}
+
+/// `n` as an English ordinal: 1st, 2nd, 3rd, 4th, 11th, 21st.
+fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, r) if r != 11 => "st",
+        (2, r) if r != 12 => "nd",
+        (3, r) if r != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 impl Membership {
@@ -83,8 +101,12 @@ impl Membership {
 /// that this process's current wait on a collective ends, and the step
 /// returns an [`Error::Distributed`] naming that rank.
 ///
-/// Used through [`DistributedDataParallel`](super::DistributedDataParallel);
-/// dropping it leaves the job (a panicking thread reports a failure instead).
+/// Used through [`DistributedDataParallel`](super::DistributedDataParallel),
+/// and for a program's own collectives on tensors of `D`
+/// ([`all_reduce`](Self::all_reduce), [`broadcast`](Self::broadcast),
+/// [`all_gather`](Self::all_gather), [`reduce_scatter_tensor`](Self::reduce_scatter_tensor),
+/// [`barrier`](Self::barrier)); dropping it leaves the job (a panicking
+/// thread reports a failure instead).
 pub struct ProcessGroup<D: Device> {
     job: Job,
     store: TcpStore,
@@ -237,10 +259,30 @@ impl<D: Device> ProcessGroup<D> {
         &self.store
     }
 
-    /// Waits until every rank has reached a barrier of this name as often as
-    /// this one (PyTorch's `dist.barrier()`); another rank's failure ends
-    /// the wait with an error naming it.
-    pub fn try_barrier(&self, name: &str) -> Result<()> {
+    /// Waits until every rank has reached this call as often as this one
+    /// (PyTorch's `dist.barrier()`), meeting at the job's store; another
+    /// rank's failure ends the wait with an error naming it.
+    ///
+    /// ```no_run
+    /// use devtensor::parallel::ProcessGroup;
+    /// use devtensor::{Device, Result};
+    ///
+    /// /// Rank 0 writes a file (`write`) that every rank reads after this.
+    /// fn written_by_rank_0<D: Device>(group: &ProcessGroup<D>, write: impl FnOnce() -> Result<()>) -> Result<()> {
+    ///     if group.rank() == 0 {
+    ///         write()?;
+    ///     }
+    ///     group.try_barrier()
+    /// }
+    /// ```
+    #[fallible]
+    pub fn barrier(&self) {
+        self.barrier_named("devtensor/barrier")
+    }
+
+    /// A barrier of its own name (as [`TcpStore::try_barrier`]), so that
+    /// devtensor's own meetings never count towards the program's.
+    pub(crate) fn barrier_named(&self, name: &str) -> Result<()> {
         self.check()?;
         self.store.try_barrier(name)
     }
@@ -262,19 +304,27 @@ impl<D: Device> ProcessGroup<D> {
         }
     }
 
-    /// Marks the start of training step `step` (from 1). Fails when another
-    /// rank has failed, or has left the job before this step (it would
-    /// never join the step's collectives).
-    pub(crate) fn begin_step(&self, step: u64) -> Result<()> {
+    /// Marks the start of an operation every rank takes part in (a
+    /// training step, a collective). Fails when another rank has failed,
+    /// or has left the job before this operation (it would never join its
+    /// collectives).
+    pub(crate) fn begin_operation(&self) -> Result<()> {
         let deserter = {
             let mut progress = self.membership.progress();
-            progress.steps = step;
+            progress.operations += 1;
             progress.deserter(self.job.rank)
         };
         if let Some(failure) = deserter {
             self.membership.stop(failure);
         }
         self.check()
+    }
+
+    /// The error to return for this rank's own error `e`: another rank's
+    /// failure if one came first (`e` is then its echo), otherwise `e`,
+    /// reported to the job so that no rank waits for this one.
+    pub(crate) fn stopping(&self, e: Error) -> Error {
+        self.check().err().unwrap_or_else(|| self.fail(e))
     }
 
     /// After this rank's own error: reports it to the job, so that every
@@ -290,10 +340,10 @@ impl<D: Device> ProcessGroup<D> {
         error
     }
 
-    /// Leaves the job after `steps` steps (what dropping the group does,
-    /// with the steps the group has seen).
+    /// Leaves the job after the operations the group has seen (what
+    /// dropping the group does).
     fn leave(&self) {
-        let steps = self.membership.progress().steps;
+        let steps = self.membership.progress().operations;
         let _ = if std::thread::panicking() {
             tell_launcher("it panicked (its output says where)");
             self.store.try_report_failure("it panicked (its output says where)")

@@ -255,7 +255,7 @@ fn a_killed_rank_fails_the_job_naming_it() {
 use crate::parallel::Mlp;
 use devtensor::nn::Module;
 use devtensor::optim::{AdamConfig, OptimizerConfig, SgdConfig};
-use devtensor::parallel::{DistributedDataParallel, Loss, ProcessGroup};
+use devtensor::parallel::{DistributedDataParallel, Loss, ProcessGroup, ReduceOp};
 use devtensor::{Cpu, Cuda, Device, Generator, Result, Tensor, bf16, f16};
 
 /// Global batch `step` (7 rows: split 3 + 4 between two ranks, uneven).
@@ -293,8 +293,22 @@ fn ddp_rank() {
 
 fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Result<()> {
     let (rank, world) = (job.rank, job.world_size);
-    if matches!(scenario, "bf16" | "f16" | "mismatch") {
+    if matches!(scenario, "bf16" | "f16" | "mismatch" | "accumulate-bf16") {
         return compressed_scenario::<D>(job, scenario);
+    }
+    if scenario == "collectives" {
+        return collectives_scenario::<D>(job);
+    }
+    if scenario == "collective-deserter" {
+        // Rank 1 leaves at once; rank 0 calls a collective it will never join.
+        let group = ProcessGroup::<D>::try_new(job)?;
+        if job.rank == 0 {
+            group.try_all_reduce(&Tensor::<D>::ones([1]), ReduceOp::Sum)?;
+        }
+        return Ok(());
+    }
+    if scenario == "accumulate" {
+        return accumulate_scenario::<D>(job);
     }
     if scenario == "late" && rank == 1 {
         std::thread::sleep(Duration::from_secs(60));
@@ -330,7 +344,7 @@ fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Re
         ddp.try_save_checkpoint(&path)?;
         take_step(&mut ddp, 1)?;
         ddp.try_load_checkpoint(&path)?;
-        ddp.group().try_barrier("read")?;
+        ddp.group().try_barrier()?;
         if job.is_main() {
             let _ = std::fs::remove_file(&path);
         }
@@ -357,15 +371,114 @@ fn compressed_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str
     let sgd = SgdConfig { lr: 1.0, ..Default::default() };
     let ddp = DistributedDataParallel::try_new(group, Mlp::<D>::new(16, rank as u64), sgd)?.bucket_bytes(256);
     let mut ddp = match (scenario, rank) {
-        ("bf16", _) | ("mismatch", 1) => ddp.compress_gradients::<bf16>(),
+        ("bf16" | "accumulate-bf16", _) | ("mismatch", 1) => ddp.compress_gradients::<bf16>(),
         ("f16", _) => ddp.compress_gradients::<f16>(),
         _ => ddp,
     };
     let (x, y) = global_batch(0);
     let (start, end) = (7 * rank / world, 7 * (rank + 1) / world);
-    ddp.try_step(&(x.narrow(0, start, end - start).to::<D>(), y.narrow(0, start, end - start).to::<D>()))?;
+    let rows =
+        |from: usize, to: usize| (x.narrow(0, from, to - from).to::<D>(), y.narrow(0, from, to - from).to::<D>());
+    if scenario == "accumulate-bf16" {
+        // One row without synchronisation, then the rest.
+        ddp.try_accumulate(&rows(start, start + 1))?;
+        ddp.try_step(&rows(start + 1, end))?;
+    } else {
+        ddp.try_step(&rows(start, end))?;
+    }
     let params: Vec<String> = flat_parameters(ddp.model()).iter().map(|v| format!("{v:?}")).collect();
     println!("PARAMS {}", params.join(","));
+    Ok(())
+}
+
+/// SGD with momentum, whose steps (unlike Adam's) scale with the gradient,
+/// so that a gradient divided by the wrong row count shows.
+fn sgd() -> SgdConfig {
+    SgdConfig { lr: 0.5, momentum: 0.9, ..Default::default() }
+}
+
+/// nanoGPT's loop on two ranks: micro-batches without synchronisation, the
+/// last one synchronised. Rank 0 has 3 rows of each global batch (1, then
+/// 2), rank 1 has 4 (1, 1, then 2): the ranks accumulate unequally.
+fn accumulate_scenario<D: Device>(job: &devtensor::parallel::Job) -> Result<()> {
+    let (rank, world) = (job.rank, job.world_size);
+    let group = ProcessGroup::<D>::try_new(job)?;
+    let mut ddp = DistributedDataParallel::try_new(group, Mlp::<D>::new(16, rank as u64), sgd())?.bucket_bytes(256);
+    for step in 0..STEPS {
+        let (x, y) = global_batch(step);
+        let start = 7 * rank / world;
+        let rows = |from: usize, len: usize| {
+            (x.narrow(0, start + from, len).to::<D>(), y.narrow(0, start + from, len).to::<D>())
+        };
+        let accumulated = if rank == 0 { 1 } else { 2 };
+        for row in 0..accumulated {
+            ddp.try_accumulate(&rows(row, 1))?;
+        }
+        ddp.try_step(&rows(accumulated, 2))?;
+    }
+    let params: Vec<String> = flat_parameters(ddp.model()).iter().map(|v| format!("{v:?}")).collect();
+    println!("PARAMS {}", params.join(","));
+    println!("OVERLAP {} of {}", ddp.buckets_sent_during_backward(), ddp.bucket_count());
+    Ok(())
+}
+
+/// The collectives of a process group on two ranks, each result printed
+/// as `COLL <what>: <values>`, errors as `COLL <what> error: <message>`.
+fn collectives_scenario<D: Device>(job: &devtensor::parallel::Job) -> Result<()> {
+    let group = ProcessGroup::<D>::try_new(job)?;
+    let r = job.rank as f32;
+    let show = |what: &str, values: String| println!("COLL {what}: {values}");
+    let failed = |what: &str, e: devtensor::Error| println!("COLL {what} error: {e}");
+    let mine = Tensor::<D>::from_slice(&[r + 1.0, -2.0 * (r + 1.0), 0.5 * r], [3]);
+    for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min] {
+        show(&format!("{op:?}"), format!("{:?}", group.try_all_reduce(&mine, op)?.to_vec()));
+    }
+    // A strided view goes as the tensor it shows.
+    let grid = Tensor::<D>::from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]) * (r + 1.0);
+    let summed = group.try_all_reduce(&grid.transpose(0, 1), ReduceOp::Sum)?;
+    show("transposed", format!("{} {:?}", summed.shape(), summed.to_vec()));
+    let counts = Tensor::<D, i64>::from_slice(&[10 * job.rank as i64 + 1], [1]);
+    show("i64", format!("{:?}", group.try_all_reduce(&counts, ReduceOp::Sum)?.to_vec()));
+    let halves = Tensor::<D, bf16>::from_slice(&[bf16::from_f32(1.5 * (r + 1.0))], [1]);
+    show("bf16", format!("{:?}", group.try_all_reduce(&halves, ReduceOp::Sum)?.to_vec()));
+    show(
+        "broadcast",
+        format!("{:?}", group.try_broadcast(&Tensor::<D>::from_slice(&[100.0 * r + 7.0], [1]), 1)?.to_vec()),
+    );
+    let gathered = group.try_all_gather(&Tensor::<D>::full([2], r))?;
+    show("all_gather", format!("{:?}", gathered.iter().map(Tensor::to_vec).collect::<Vec<_>>()));
+    let into = group.try_all_gather_into_tensor(&Tensor::<D>::full([1, 1], r))?;
+    show("all_gather_into_tensor", format!("{} {:?}", into.shape(), into.to_vec()));
+    let scalar = group.try_all_gather_into_tensor(&Tensor::<D>::scalar(r))?;
+    show("all_gather of a scalar", format!("{} {:?}", scalar.shape(), scalar.to_vec()));
+    let spread = Tensor::<D>::from_slice(&[4.0 * r, 4.0 * r + 1.0, 4.0 * r + 2.0, 4.0 * r + 3.0], [4]);
+    show("reduce_scatter_tensor", format!("{:?}", group.try_reduce_scatter_tensor(&spread, ReduceOp::Sum)?.to_vec()));
+    // Refusals, the same on every rank, after which the group goes on.
+    match group.try_all_reduce(&counts, ReduceOp::Avg) {
+        Ok(_) => show("Avg of i64", "no error".into()),
+        Err(e) => failed("Avg of i64", e),
+    }
+    match group.try_broadcast(&mine, 2) {
+        Ok(_) => show("broadcast from rank 2", "no error".into()),
+        Err(e) => failed("broadcast from rank 2", e),
+    }
+    match group.try_reduce_scatter_tensor(&mine, ReduceOp::Sum) {
+        Ok(_) => show("reduce_scatter_tensor of 3 rows", "no error".into()),
+        Err(e) => failed("reduce_scatter_tensor of 3 rows", e),
+    }
+    let uneven = Tensor::<D>::zeros([2 + job.rank]);
+    match group.try_all_reduce(&uneven, ReduceOp::Sum) {
+        Ok(_) => show("uneven", "no error".into()),
+        Err(e) => failed("uneven", e),
+    }
+    let other_call =
+        if job.rank == 0 { group.try_all_reduce(&mine, ReduceOp::Sum) } else { group.try_broadcast(&mine, 0) };
+    match other_call {
+        Ok(_) => show("different calls", "no error".into()),
+        Err(e) => failed("different calls", e),
+    }
+    group.try_barrier()?;
+    show("after", format!("{:?}", group.try_all_reduce(&Tensor::<D>::ones([1]), ReduceOp::Sum)?.to_vec()));
     Ok(())
 }
 
@@ -373,8 +486,13 @@ fn compressed_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str
 /// device reaches in `steps` steps from rank 0's initial weights on whole
 /// global batches.
 pub(crate) fn assert_one_device_parameters(line: &str, steps: u64, context: &str) {
+    assert_one_device_parameters_with(line, steps, adam(), context)
+}
+
+/// As [`assert_one_device_parameters`], with the optimizer `config`.
+fn assert_one_device_parameters_with<O: OptimizerConfig>(line: &str, steps: u64, config: O, context: &str) {
     let mut model = Mlp::<Cpu>::new(16, 0);
-    let mut opt = adam().build(&model);
+    let mut opt = config.build(&model);
     for step in 0..steps {
         let grads = model.loss(&global_batch(step)).unwrap().backward();
         devtensor::optim::Optimizer::step(&mut opt, &mut model, &grads);
@@ -439,20 +557,27 @@ pub(crate) fn gpus_ready() -> bool {
     crate::common::cuda_ready::<0>() && crate::common::cuda_ready::<1>()
 }
 
-/// Two and three processes, and two that save a checkpoint, take a step,
-/// reload it on every rank and go on.
+/// Two and three processes, two that save a checkpoint, take a step,
+/// reload it on every rank and go on, and two that accumulate micro-batches
+/// before each step (one and two, and a last one of two rows each: the
+/// parameters of one device on the whole batch).
 #[test]
 fn processes_train_to_the_parameters_of_one_device() {
     if !gpus_ready() {
         return;
     }
-    for (scenario, ranks) in [("train", 2), ("train", 3), ("resume", 2)] {
+    for (scenario, ranks) in [("train", 2), ("train", 3), ("resume", 2), ("accumulate", 2)] {
         let (ok, text) = launch(scenario, ranks);
         assert!(ok, "{text}");
         for rank in 0..ranks {
             let prefix = format!("[rank {rank}] ");
             let line = text.lines().find(|l| l.starts_with(&prefix) && l.contains("PARAMS ")).expect(&text);
-            assert_one_device_parameters(line, STEPS, &format!("{scenario} on {ranks} ranks, rank {rank}\n{text}"));
+            let context = format!("{scenario} on {ranks} ranks, rank {rank}\n{text}");
+            if scenario == "accumulate" {
+                assert_one_device_parameters_with(line, STEPS, sgd(), &context);
+            } else {
+                assert_one_device_parameters(line, STEPS, &context);
+            }
         }
         // Buckets of 256 bytes: several, and sent while backward ran.
         assert!(text.contains("[rank 0] OVERLAP 4 of 4"), "{text}");
@@ -474,7 +599,19 @@ fn processes_sum_compressed_gradients_in_the_half_type() {
         crate::parallel::weighted_gradient::<Cuda<0>>(&model, &batch, 0..3),
         crate::parallel::weighted_gradient::<Cuda<1>>(&model, &batch, 3..7),
     ];
-    for (scenario, round) in [("bf16", crate::parallel::to_bf16 as fn(f32) -> f32), ("f16", crate::parallel::to_f16)] {
+    // After one row accumulated: what each rank sends, in the order the
+    // step computes it (the last micro-batch's gradient times its rows,
+    // plus the accumulated one, times 1 / the global rows).
+    let accumulated = [
+        accumulated_gradient::<Cuda<0>>(&model, &batch, 0..1, 1..3),
+        accumulated_gradient::<Cuda<1>>(&model, &batch, 3..4, 4..7),
+    ];
+    let to_bf16 = crate::parallel::to_bf16 as fn(f32) -> f32;
+    for (scenario, round, parts) in [
+        ("bf16", to_bf16, &parts),
+        ("f16", crate::parallel::to_f16, &parts),
+        ("accumulate-bf16", to_bf16, &accumulated),
+    ] {
         let (ok, text) = launch(scenario, 2);
         assert!(ok, "{text}");
         for rank in 0..2 {
@@ -492,9 +629,120 @@ fn processes_sum_compressed_gradients_in_the_half_type() {
                     this.to_vec()
                 })
                 .collect();
-            crate::parallel::assert_compressed_step(&got, &model, &parts, round, &format!("{scenario}, rank {rank}"));
+            crate::parallel::assert_compressed_step(&got, &model, parts, round, &format!("{scenario}, rank {rank}"));
         }
     }
+}
+
+/// The gradient a rank sends after accumulating rows `first` of global
+/// batch `batch` and stepping on rows `last`, on `D`: each micro-batch's
+/// mean gradient times its rows, summed, times one over the batch's rows.
+fn accumulated_gradient<D: Device>(
+    model: &Mlp<Cpu>,
+    (x, y): &(Tensor<Cpu>, Tensor<Cpu, i64>),
+    first: std::ops::Range<usize>,
+    last: std::ops::Range<usize>,
+) -> Vec<Vec<f32>> {
+    let model = model.to::<D>();
+    let gradient = |rows: &std::ops::Range<usize>| {
+        let shard = (x.narrow(0, rows.start, rows.len()).to::<D>(), y.narrow(0, rows.start, rows.len()).to::<D>());
+        let grads = model.loss(&shard).unwrap().backward();
+        model.parameters().into_iter().map(|(_, p)| grads.get(&p).unwrap().to_vec()).collect::<Vec<_>>()
+    };
+    let (earlier, final_part) = (gradient(&first), gradient(&last));
+    let (r_first, r_last, share) = (first.len() as f32, last.len() as f32, 1.0 / x.dims()[0] as f32);
+    final_part
+        .iter()
+        .zip(&earlier)
+        .map(|(g, e)| g.iter().zip(e).map(|(g, e)| (g * r_last + e * r_first) * share).collect())
+        .collect()
+}
+
+/// The collectives of a process group, on two processes: every result
+/// against its value computed here, and each refusal the same on both
+/// ranks, after which the group still works.
+#[test]
+fn processes_run_collectives_of_their_own() {
+    if !gpus_ready() {
+        return;
+    }
+    let (ok, text) = launch("collectives", 2);
+    assert!(ok, "{text}");
+    let mismatch = "every rank must make the same collective calls in the same order, with tensors of the same \
+                    shape and element type";
+    let expected: Vec<(&str, String)> = vec![
+        ("Sum", "[3.0, -6.0, 0.5]".into()),
+        ("Avg", "[1.5, -3.0, 0.25]".into()),
+        ("Product", "[2.0, 8.0, 0.0]".into()),
+        ("Max", "[2.0, -2.0, 0.5]".into()),
+        ("Min", "[1.0, -4.0, 0.0]".into()),
+        ("transposed", "[3, 2] [3.0, 12.0, 6.0, 15.0, 9.0, 18.0]".into()),
+        ("i64", "[12]".into()),
+        ("bf16", "[4.5]".into()),
+        ("broadcast", "[107.0]".into()),
+        ("all_gather", "[[0.0, 0.0], [1.0, 1.0]]".into()),
+        ("all_gather_into_tensor", "[2, 1] [0.0, 1.0]".into()),
+        ("all_gather of a scalar", "[2] [0.0, 1.0]".into()),
+        (
+            "Avg of i64 error",
+            "all_reduce on Cuda<R>: ReduceOp::Avg of i64 would round each mean; use \
+             ReduceOp::Sum and divide"
+                .into(),
+        ),
+        ("broadcast from rank 2 error", "broadcast on Cuda<R>: src=2, but the group's ranks are 0..2".into()),
+        (
+            "reduce_scatter_tensor of 3 rows error",
+            "reduce_scatter_tensor on Cuda<R>: a tensor of shape [3] does not split into 2 equal \
+             parts along its first axis"
+                .into(),
+        ),
+        (
+            "uneven error",
+            format!(
+                "distributed job, rank 1: it called `all_reduce(Sum)` on a tensor of shape [3] and type f32 where \
+                 rank 0 called `all_reduce(Sum)` on a tensor of shape [2] and type f32; {mismatch}"
+            ),
+        ),
+        (
+            "different calls error",
+            format!(
+                "distributed job, rank 1: it called `broadcast(src=0)` on a tensor of shape [3] and type f32 where \
+                 rank 0 called `all_reduce(Sum)` on a tensor of shape [3] and type f32; {mismatch}"
+            ),
+        ),
+        ("after", "[2.0]".into()),
+    ];
+    for rank in 0..2 {
+        // The first line follows libtest's `test ... ` on the same line.
+        let prefix = format!("[rank {rank}] ");
+        let got: Vec<(&str, &str)> =
+            text.lines().filter_map(|l| l.strip_prefix(&prefix)?.split_once("COLL ")?.1.split_once(": ")).collect();
+        let reduce_scatter = if rank == 0 { "[4.0, 6.0]" } else { "[8.0, 10.0]" };
+        let mut want = expected.clone();
+        want.insert(12, ("reduce_scatter_tensor", reduce_scatter.into()));
+        let want: Vec<(&str, String)> =
+            want.into_iter().map(|(what, v)| (what, v.replace("Cuda<R>", &format!("Cuda<{rank}>")))).collect();
+        assert_eq!(got.len(), want.len(), "rank {rank}:\n{text}");
+        for ((what, value), (want_what, want_value)) in got.iter().zip(&want) {
+            assert_eq!((*what, *value), (*want_what, want_value.as_str()), "rank {rank}:\n{text}");
+        }
+    }
+}
+
+/// A rank that leaves while another waits for it in a collective: the
+/// waiting rank's call fails, naming it, instead of waiting forever.
+#[test]
+fn a_rank_that_leaves_before_a_collective_is_named() {
+    if !gpus_ready() {
+        return;
+    }
+    let (ok, text) = launch("collective-deserter", 2);
+    assert!(!ok, "{text}");
+    assert_eq!(
+        error_of(&text, 0),
+        "distributed job, rank 0: stopped because rank 1 failed: it left the job after 0 training steps and \
+         collectives, while rank 0 was waiting for it in its 1st one"
+    );
 }
 
 /// The error line rank `rank` printed, and whether the launcher failed.

@@ -3,13 +3,14 @@
 //! masks, to its inputs, its parameters and the tracked tensors it reads
 //! from outside; it leaves the random stream where the plain run leaves
 //! it; it composes with `create_graph`; a segment that changes between its
-//! two runs is an error. The GPT trained with checkpointed blocks is in
-//! `gpt.rs`.
+//! two runs is an error; `checkpoint_sequential` splits a stack of layers
+//! into segments as PyTorch's does. The GPT trained with checkpointed
+//! blocks is in `gpt.rs`.
 
 use crate::common::gradcheck::{T, data};
 use devtensor::autograd::{GradOptions, checkpoint, grad, try_checkpoint};
-use devtensor::nn::{Dropout, LayerNorm, Linear};
-use devtensor::{Device, Gradients, Tensor, manual_seed, no_grad};
+use devtensor::nn::{Dropout, Forward, LayerNorm, Linear, checkpoint_sequential, try_checkpoint_sequential};
+use devtensor::{Device, Gradients, Result, Tensor, manual_seed, no_grad};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -155,7 +156,76 @@ fn checkpointed_segments_recompute_under_the_first_runs_autocast<D: Device>() {
     assert_eq!(run(true), run(false));
 }
 
+/// A layer of a stack, counting how often it runs: Linear, then dropout.
+#[derive(Clone)]
+struct Counted<D: Device, E: devtensor::FloatElement> {
+    linear: Linear<D, E>,
+    dropout: Dropout,
+    runs: Arc<AtomicUsize>,
+}
+devtensor::module!(Counted<E> { linear, dropout; runs });
+
+impl<D: Device> Forward<D, f64> for Counted<D, f64> {
+    fn forward_on(&self, x: &T<D>) -> Result<T<D>> {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.dropout.forward_on(&self.linear.forward_on(x)?.try_tanh()?)
+    }
+}
+
+/// `checkpoint_sequential` over five layers in every number of segments:
+/// the plain loss, gradients and random stream, each checkpointed layer
+/// run twice (all but the last segment, as PyTorch's), and a clear error
+/// for no segments or more segments than layers.
+fn checkpoint_sequential_gives_the_plain_gradients<D: Device>() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let layers: Vec<Counted<D, f64>> = (0..5)
+        .map(|i| Counted {
+            linear: Linear::from_weights(
+                T::<D>::from_vec(data(16, 20 + i), [4, 4]),
+                Some(T::<D>::from_vec(data(4, 30 + i), [4])),
+            ),
+            dropout: Dropout::new(0.25),
+            runs: runs.clone(),
+        })
+        .collect();
+    let x = T::<D>::from_vec(data(3 * 4, 40), [3, 4]).requires_grad();
+    let mut leaves: Vec<&T<D>> =
+        layers.iter().flat_map(|l| [&l.linear.weight, l.linear.bias.as_ref().unwrap()]).collect();
+    leaves.push(&x);
+    let run = |segments: Option<usize>| {
+        manual_seed(11);
+        runs.store(0, Ordering::Relaxed);
+        let y = match segments {
+            Some(segments) => checkpoint_sequential(&layers, segments, &x),
+            None => layers.iter().fold(x.clone(), |h, layer| layer.forward_on(&h).unwrap()),
+        };
+        let loss = y.square().sum();
+        let grads = loss.backward();
+        (loss.item(), grads, Tensor::<D>::rand([3]).to_vec(), runs.load(Ordering::Relaxed))
+    };
+    let (plain_loss, plain, plain_after, plain_runs) = run(None);
+    assert_eq!(plain_runs, 5);
+    for segments in 1..=5 {
+        let (loss, grads, after, runs) = run(Some(segments));
+        assert_eq!(loss, plain_loss, "{segments} segments");
+        assert_same_gradients(&format!("{segments} segments"), &grads, &plain, &leaves);
+        assert_eq!(after, plain_after, "{segments} segments: the random stream after the backward pass");
+        assert_eq!(runs, 5 + (5 / segments) * (segments - 1), "{segments} segments: layers run");
+    }
+    for segments in [0, 6] {
+        let err = try_checkpoint_sequential(&layers, segments, &x).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "checkpoint_sequential on {}: {segments} segments of 5 layers: between 1 and 5 segments",
+                D::name()
+            )
+        );
+    }
+}
+
 device_tests! {
+    checkpoint_sequential_gives_the_plain_gradients => checkpoint_sequential_gives_the_plain_gradients,
     checkpointed_segments_recompute_under_the_first_runs_autocast =>
         checkpointed_segments_recompute_under_the_first_runs_autocast,
     checkpointed_segments_give_the_plain_gradients_and_random_stream =>

@@ -39,8 +39,7 @@ fn unavailable(reason: impl Into<String>) -> Error {
 }
 
 /// A dense GPU buffer as NCCL sees it: its address, element count and
-/// NCCL's name for its element type (`f32`, or the half types that
-/// gradient compression sends).
+/// NCCL's name for its element type.
 pub(crate) struct NcclBuffer {
     ptr: *mut std::ffi::c_void,
     count: usize,
@@ -48,9 +47,9 @@ pub(crate) struct NcclBuffer {
 }
 
 impl NcclBuffer {
-    /// The buffer of the storage of a dense tensor of `f32`, `bf16` or
-    /// `f16` on a GPU; an error naming `op` and `device` for any other
-    /// storage (another element type, or not GPU memory).
+    /// The buffer of the storage of a dense tensor on a GPU (of any of
+    /// devtensor's element types, each of which NCCL has); an error naming
+    /// `op` and `device` for storage that is not GPU memory.
     pub(crate) fn of(storage: &dyn Any, op: &'static str, device: &str) -> Result<Self> {
         fn typed<E: crate::element::Element>(storage: &dyn Any, dtype: sys::ncclDataType_t) -> Option<NcclBuffer> {
             let storage = storage.downcast_ref::<CudaStorage<E>>()?;
@@ -59,13 +58,19 @@ impl NcclBuffer {
         typed::<f32>(storage, sys::ncclDataType_t::ncclFloat32)
             .or_else(|| typed::<half::bf16>(storage, sys::ncclDataType_t::ncclBfloat16))
             .or_else(|| typed::<half::f16>(storage, sys::ncclDataType_t::ncclFloat16))
+            .or_else(|| typed::<f64>(storage, sys::ncclDataType_t::ncclFloat64))
+            .or_else(|| typed::<i64>(storage, sys::ncclDataType_t::ncclInt64))
+            .or_else(|| typed::<u8>(storage, sys::ncclDataType_t::ncclUint8))
             .ok_or_else(|| Error::Argument {
                 op,
                 device: device.to_string(),
-                reason: "NCCL reduces GPU memory of f32, bf16 or f16 only".into(),
+                reason: "NCCL works on GPU memory only".into(),
             })
     }
 }
+
+/// How a collective combines the ranks' values (NCCL's `ncclRedOp_t`).
+pub(crate) type NcclOp = sys::ncclRedOp_t;
 
 impl NcclClique {
     /// Communicators for the GPUs `ordinals` (distinct), rank `r` on
@@ -329,6 +334,12 @@ impl NcclRank {
         }
     }
 
+    /// Waits until the compute stream, and so every collective it waits
+    /// for ([`finish`](Self::finish)), has run.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.device.synchronize("collective")
+    }
+
     /// Makes the compute stream wait for every collective queued so far:
     /// what must come before the results are read. The buffers handed to
     /// the collectives must stay alive until then.
@@ -340,30 +351,71 @@ impl NcclRank {
     /// Sums `buffer` with every rank's in place, queued on the
     /// communication stream; read it after [`finish`](Self::finish).
     pub(crate) fn all_reduce_sum(&self, buffer: &NcclBuffer) -> Result<()> {
+        self.all_reduce(buffer, NcclOp::ncclSum)
+    }
+
+    /// Combines `buffer` with every rank's in place by `op`, queued on the
+    /// communication stream; read it after [`finish`](Self::finish).
+    pub(crate) fn all_reduce(&self, buffer: &NcclBuffer, op: NcclOp) -> Result<()> {
         // SAFETY: the buffer holds `count` elements of `dtype` on this GPU
         // and outlives the queued call (the caller keeps the tensor until
         // later work on the same stream has read the result).
         self.queue("all_reduce", |comm, stream| unsafe {
-            sys::ncclAllReduce(
-                buffer.ptr,
-                buffer.ptr,
-                buffer.count,
-                buffer.dtype,
-                sys::ncclRedOp_t::ncclSum,
-                comm,
-                stream,
-            )
+            sys::ncclAllReduce(buffer.ptr, buffer.ptr, buffer.count, buffer.dtype, op, comm, stream)
         })
     }
 
-    /// Replaces `storage` by rank `root`'s, queued on the communication
+    /// Replaces `buffer` by rank `root`'s, queued on the communication
     /// stream; read it after [`finish`](Self::finish).
-    pub(crate) fn broadcast(&self, storage: &CudaStorage<f32>, root: usize) -> Result<()> {
-        let ptr = storage.ptr() as *mut std::ffi::c_void;
-        // SAFETY: as in `all_reduce_sum`.
+    pub(crate) fn broadcast(&self, buffer: &NcclBuffer, root: usize) -> Result<()> {
+        // SAFETY: as in `all_reduce`.
         self.queue("broadcast", |comm, stream| unsafe {
-            sys::ncclBroadcast(ptr, ptr, storage.len(), sys::ncclDataType_t::ncclFloat32, root as i32, comm, stream)
+            sys::ncclBroadcast(buffer.ptr, buffer.ptr, buffer.count, buffer.dtype, root as i32, comm, stream)
         })
+    }
+
+    /// Writes every rank's `send`, in rank order, into `recv`, which holds
+    /// `ranks` times as many elements of the same type; queued on the
+    /// communication stream, read it after [`finish`](Self::finish).
+    pub(crate) fn all_gather(&self, send: &NcclBuffer, recv: &NcclBuffer, ranks: usize) -> Result<()> {
+        self.check_sizes("all_gather", send, recv, send.count.checked_mul(ranks))?;
+        // SAFETY: `send` holds `count` elements and `recv` `ranks` times as
+        // many (checked above), both of one type on this GPU, alive until
+        // the caller's `finish`.
+        self.queue("all_gather", |comm, stream| unsafe {
+            sys::ncclAllGather(send.ptr, recv.ptr, send.count, send.dtype, comm, stream)
+        })
+    }
+
+    /// Combines every rank's `send` by `op` and writes this rank's share,
+    /// the `rank`-th of `ranks` equal parts, into `recv`; queued on the
+    /// communication stream, read it after [`finish`](Self::finish).
+    pub(crate) fn reduce_scatter(&self, send: &NcclBuffer, recv: &NcclBuffer, op: NcclOp, ranks: usize) -> Result<()> {
+        self.check_sizes("reduce_scatter", recv, send, recv.count.checked_mul(ranks))?;
+        // SAFETY: `recv` holds `count` elements and `send` `ranks` times as
+        // many (checked above), both of one type on this GPU, alive until
+        // the caller's `finish`.
+        self.queue("reduce_scatter", |comm, stream| unsafe {
+            sys::ncclReduceScatter(send.ptr, recv.ptr, recv.count, recv.dtype, op, comm, stream)
+        })
+    }
+
+    /// Fails unless `large` holds `expected` elements of `small`'s type:
+    /// what NCCL assumes of a gather's or scatter's buffers.
+    fn check_sizes(
+        &self,
+        what: &'static str,
+        small: &NcclBuffer,
+        large: &NcclBuffer,
+        expected: Option<usize>,
+    ) -> Result<()> {
+        if small.dtype != large.dtype || Some(large.count) != expected {
+            return Err(self.device.error(
+                what,
+                format_args!("buffers of {} and {} elements do not fit the collective", small.count, large.count),
+            ));
+        }
+        Ok(())
     }
 
     /// Aborts the communicator: a wait of this process on its collectives
