@@ -293,7 +293,7 @@ fn ddp_rank() {
 
 fn ddp_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str) -> Result<()> {
     let (rank, world) = (job.rank, job.world_size);
-    if matches!(scenario, "bf16" | "f16" | "mismatch" | "accumulate-bf16") {
+    if matches!(scenario, "bf16" | "f16" | "mismatch" | "accumulate-bf16" | "accumulate-f16") {
         return compressed_scenario::<D>(job, scenario);
     }
     if scenario == "collectives" {
@@ -372,14 +372,14 @@ fn compressed_scenario<D: Device>(job: &devtensor::parallel::Job, scenario: &str
     let ddp = DistributedDataParallel::try_new(group, Mlp::<D>::new(16, rank as u64), sgd)?.bucket_bytes(256);
     let mut ddp = match (scenario, rank) {
         ("bf16" | "accumulate-bf16", _) | ("mismatch", 1) => ddp.compress_gradients::<bf16>(),
-        ("f16", _) => ddp.compress_gradients::<f16>(),
+        ("f16" | "accumulate-f16", _) => ddp.compress_gradients::<f16>(),
         _ => ddp,
     };
     let (x, y) = global_batch(0);
     let (start, end) = (7 * rank / world, 7 * (rank + 1) / world);
     let rows =
         |from: usize, to: usize| (x.narrow(0, from, to - from).to::<D>(), y.narrow(0, from, to - from).to::<D>());
-    if scenario == "accumulate-bf16" {
+    if scenario.starts_with("accumulate") {
         // One row without synchronisation, then the rest.
         ddp.try_accumulate(&rows(start, start + 1))?;
         ddp.try_step(&rows(start + 1, end))?;
@@ -587,7 +587,8 @@ fn processes_train_to_the_parameters_of_one_device() {
 /// Two processes sending their buckets in `bf16` and in `f16`: every rank
 /// steps with the sum of the two ranks' weighted gradients each rounded to
 /// the half type, the sum rounded again (NCCL's sum in the half type),
-/// computed here from each rank's gradient on its own GPU.
+/// computed here from each rank's gradient on its own GPU; and the same
+/// after each rank accumulated one row before the step.
 #[test]
 fn processes_sum_compressed_gradients_in_the_half_type() {
     if !gpus_ready() {
@@ -611,6 +612,7 @@ fn processes_sum_compressed_gradients_in_the_half_type() {
         ("bf16", to_bf16, &parts),
         ("f16", crate::parallel::to_f16, &parts),
         ("accumulate-bf16", to_bf16, &accumulated),
+        ("accumulate-f16", crate::parallel::to_f16, &accumulated),
     ] {
         let (ok, text) = launch(scenario, 2);
         assert!(ok, "{text}");
