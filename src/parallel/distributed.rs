@@ -105,6 +105,15 @@ struct Accumulated<D: Device> {
     rows: usize,
 }
 
+/// The sums of `accumulated`, one slot per bucket (empty slots when
+/// nothing was accumulated), and their rows.
+fn take_sums<D: Device>(accumulated: Option<Accumulated<D>>, buckets: usize) -> (Vec<Option<Tensor<D>>>, usize) {
+    match accumulated {
+        Some(a) => (a.buckets.into_iter().map(Some).collect(), a.rows),
+        None => (vec![None; buckets], 0),
+    }
+}
+
 impl<D: Device, M: std::fmt::Debug, O: OptimizerConfig> std::fmt::Debug for DistributedDataParallel<D, M, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DistributedDataParallel")
@@ -347,10 +356,7 @@ where
         let rows = Self::rows_of(batch, "DistributedDataParallel::accumulate")?;
         let params: Vec<Tensor<D>> = self.model.parameters().into_iter().map(|(_, p)| p).collect();
         let loss = self.model.loss(batch)?;
-        let (mut sums, earlier_rows): (Vec<Option<Tensor<D>>>, usize) = match self.accumulated.take() {
-            Some(earlier) => (earlier.buckets.into_iter().map(Some).collect(), earlier.rows),
-            None => (vec![None; self.buckets.len()], 0),
-        };
+        let (mut sums, earlier_rows) = take_sums(self.accumulated.take(), self.buckets.len());
         backward_in_buckets(&loss, &params, &self.buckets, rows as f32, |b, flat| {
             sums[b] = Some(match sums[b].take() {
                 Some(sum) => sum.try_add(&flat)?,
@@ -421,9 +427,9 @@ where
             ..
         } = self;
         let comm = group.comm()?;
-        let earlier = accumulated.take();
-        let accumulating = earlier.is_some();
-        let rows_on_rank = rows + earlier.as_ref().map_or(0, |a| a.rows);
+        let accumulating = accumulated.is_some();
+        let (mut earlier, earlier_rows) = take_sums(accumulated.take(), buckets.len());
+        let rows_on_rank = rows + earlier_rows;
         let params: Vec<Tensor<D>> = model.parameters().into_iter().map(|(_, p)| p).collect();
         let loss = model.loss(batch)?;
         let rows_here = Tensor::<D>::try_from_slice(&[rows_on_rank as f32], [1])?;
@@ -446,10 +452,6 @@ where
                 let part = if accumulating { Tensor::<D>::try_ones([1])? } else { rows_here.clone() };
                 Some(part.try_div(&total)?)
             }
-        };
-        let mut earlier: Vec<Option<Tensor<D>>> = match earlier {
-            Some(earlier) => earlier.buckets.into_iter().map(Some).collect(),
-            None => vec![None; buckets.len()],
         };
         // Gradients times rows wherever they are summed before they travel.
         let weight = if share.is_none() || accumulating { rows as f32 } else { 1.0 };
