@@ -1,9 +1,10 @@
 //! The activation layers, `Identity` and `Flatten`: all without
 //! parameters except [`Prelu`]'s slopes.
 
+use super::forward::call;
 use super::module::stateless_module;
 use super::parameter::parameter;
-use super::{Forward, Module, TensorKind};
+use super::{Forward, Hookable, Module, ModuleHooks, TensorKind};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result, resolve_axis};
 use crate::tensor::Tensor;
@@ -405,6 +406,8 @@ stateless_module!(Gelu);
 pub struct Prelu<D: Device, E: FloatElement = f32> {
     /// The slopes below zero, `[num_parameters]`.
     pub weight: Tensor<D, E>,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 impl<D: Device, E: FloatElement> Prelu<D, E> {
@@ -413,13 +416,16 @@ impl<D: Device, E: FloatElement> Prelu<D, E> {
     /// unavailable.
     #[fallible]
     pub fn new(num_parameters: usize, init: f64) -> Self {
-        Ok(Prelu { weight: Tensor::try_full([num_parameters], E::from_f64(init))?.requires_grad() })
+        Ok(Prelu {
+            weight: Tensor::try_full([num_parameters], E::from_f64(init))?.requires_grad(),
+            hooks: ModuleHooks::new(),
+        })
     }
 
     /// A layer with your own slopes, `[num_parameters]`, which become its
     /// parameter as in [`Linear::from_weights`](super::Linear::from_weights).
     pub fn from_weights(weight: Tensor<D, E>) -> Self {
-        Prelu { weight: parameter(weight) }
+        Prelu { weight: parameter(weight), hooks: ModuleHooks::new() }
     }
 
     /// The layer applied to `x`, which must be on the layer's device
@@ -431,11 +437,17 @@ impl<D: Device, E: FloatElement> Prelu<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for Prelu<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for Prelu<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         let slopes = self.weight.elem_count();
         let slope = if slopes == 1 {
@@ -463,4 +475,4 @@ impl<D: Device, E: FloatElement> Forward<D, E> for Prelu<D, E> {
     }
 }
 
-crate::module!(Prelu<E> { weight });
+crate::module!(Prelu<E> { weight, hooks });

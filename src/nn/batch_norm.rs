@@ -2,9 +2,10 @@
 //! (`batch_norm!`) for inputs of different ranks, as PyTorch's three
 //! classes share `_BatchNorm`.
 
+use super::forward::call;
 use super::module::{child_name, convert_parameter, move_parameter};
 use super::parameter::{check, parameter};
-use super::{Forward, Module, TensorKind, ToDtype};
+use super::{Forward, Hookable, Module, ModuleHooks, TensorKind, ToDtype};
 use crate::autograd::no_grad;
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
@@ -40,6 +41,8 @@ macro_rules! batch_norm {
             /// Weight of a new batch in the running statistics (0.1).
             pub momentum: f64,
             training: bool,
+            /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+            hooks: ModuleHooks<D, E>,
         }
 
         impl<D: Device, E: FloatElement> Clone for $name<D, E> {
@@ -51,6 +54,7 @@ macro_rules! batch_norm {
                     eps: self.eps,
                     momentum: self.momentum,
                     training: self.training,
+                    hooks: self.hooks.clone(),
                 }
             }
         }
@@ -96,6 +100,7 @@ macro_rules! batch_norm {
                     eps: 1e-5,
                     momentum: 0.1,
                     training: true,
+                    hooks: ModuleHooks::new(),
                 })
             }
 
@@ -124,11 +129,17 @@ macro_rules! batch_norm {
                 D: SameDevice<D2>,
                 E: SameDtype<EX>,
             {
-                self.forward_on(same_device(x))
+                call(self, same_device(x))
             }
         }
 
+        impl<D: Device, E: FloatElement> Hookable<D, E> for $name<D, E> {}
+
         impl<D: Device, E: FloatElement> Forward<D, E> for $name<D, E> {
+            fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+                Some(&self.hooks)
+            }
+
             fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
                 let channels = self.weight.elem_count();
                 let dims = x.dims();
@@ -196,6 +207,7 @@ macro_rules! batch_norm {
                     eps: self.eps,
                     momentum: self.momentum,
                     training: self.training,
+                    hooks: self.hooks.try_to()?,
                 })
             }
 
@@ -247,6 +259,7 @@ macro_rules! batch_norm {
                     eps: self.eps,
                     momentum: self.momentum,
                     training: self.training,
+                    hooks: self.hooks.try_to_dtype()?,
                 })
             }
         }

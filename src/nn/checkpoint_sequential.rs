@@ -54,8 +54,8 @@ where
     for start in (0..size * (segments - 1)).step_by(size) {
         let segment: Vec<L> = layers[start..start + size].to_vec();
         x = checkpoint_fallible(&[&x], move |xs| {
-            segment.iter().try_fold(xs[0].clone(), |h, layer| layer.forward_on(&h))
+            segment.iter().try_fold(xs[0].clone(), |h, layer| super::forward::call(layer, &h))
         })?;
     }
-    layers[size * (segments - 1)..].iter().try_fold(x, |h, layer| layer.forward_on(&h))
+    layers[size * (segments - 1)..].iter().try_fold(x, |h, layer| super::forward::call(layer, &h))
 }

@@ -1,8 +1,9 @@
 //! `Conv2d`, `Conv1d` and `ConvTranspose2d`.
 
-use super::Forward;
+use super::forward::call;
 use super::init::{default_bound, uniform};
 use super::parameter::{parameter, shape_error};
+use super::{Forward, Hookable, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::conv::{Window1d, Window2d};
@@ -50,6 +51,8 @@ pub struct Conv2d<D: Device, E: FloatElement = f32> {
     /// Channel groups: input and output channels split into this many
     /// independent convolutions.
     pub groups: usize,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 /// The settings of a [`Conv2d`], PyTorch's keyword arguments with its
@@ -102,6 +105,7 @@ impl<D: Device, E: FloatElement> Conv2d<D, E> {
             bias: Some(uniform::<D, E>([out_channels], bound)?.requires_grad()),
             window: config.window(kernel),
             groups,
+            hooks: ModuleHooks::new(),
         })
     }
 
@@ -121,6 +125,7 @@ impl<D: Device, E: FloatElement> Conv2d<D, E> {
             bias: bias.map(parameter),
             window: config.window([kh, kw]),
             groups: config.groups,
+            hooks: ModuleHooks::new(),
         })
     }
 
@@ -163,17 +168,23 @@ impl<D: Device, E: FloatElement> Conv2d<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for Conv2d<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for Conv2d<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         x.try_conv2d(&self.weight, self.bias.as_ref(), self.window, self.groups)
     }
 }
 
-crate::module!(Conv2d<E> { weight, bias; window, groups });
+crate::module!(Conv2d<E> { weight, bias, hooks; window, groups });
 
 /// The error of a convolution's `from_weights`, for a weight of
 /// `spatial` kernel axes.
@@ -261,6 +272,8 @@ pub struct Conv1d<D: Device, E: FloatElement = f32> {
     pub window: Window1d,
     /// Channel groups, as for [`Conv2d`].
     pub groups: usize,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 /// The settings of a [`Conv1d`], PyTorch's keyword arguments with its
@@ -313,7 +326,13 @@ impl<D: Device, E: FloatElement> Conv1d<D, E> {
         let conv2d = Conv2dConfig { groups: config.groups, ..Default::default() };
         let conv = Conv2d::<D, E>::try_with_config(in_channels, out_channels, [1, kernel], conv2d)?;
         let weight = conv.weight.detach().try_squeeze(2)?.requires_grad();
-        Ok(Conv1d { weight, bias: conv.bias, window: config.window(), groups: config.groups })
+        Ok(Conv1d {
+            weight,
+            bias: conv.bias,
+            window: config.window(),
+            groups: config.groups,
+            hooks: ModuleHooks::new(),
+        })
     }
 
     /// A convolution with your own `weight` (`[out_channels, in_channels /
@@ -330,6 +349,7 @@ impl<D: Device, E: FloatElement> Conv1d<D, E> {
             bias: bias.map(parameter),
             window: config.window(),
             groups: config.groups,
+            hooks: ModuleHooks::new(),
         })
     }
 
@@ -372,17 +392,23 @@ impl<D: Device, E: FloatElement> Conv1d<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for Conv1d<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for Conv1d<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         x.try_conv1d(&self.weight, self.bias.as_ref(), self.window, self.groups)
     }
 }
 
-crate::module!(Conv1d<E> { weight, bias; window, groups });
+crate::module!(Conv1d<E> { weight, bias, hooks; window, groups });
 
 /// PyTorch's `nn.ConvTranspose2d`: the transposed convolution of `[N, C,
 /// H, W]` images (see [`Tensor::conv_transpose2d`]) with `weight`
@@ -414,6 +440,8 @@ pub struct ConvTranspose2d<D: Device, E: FloatElement = f32> {
     pub output_padding: [usize; 2],
     /// Channel groups.
     pub groups: usize,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 /// The settings of a [`ConvTranspose2d`], PyTorch's keyword arguments with
@@ -490,7 +518,14 @@ impl<D: Device, E: FloatElement> ConvTranspose2d<D, E> {
     fn assemble(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>, config: ConvTranspose2dConfig) -> Self {
         let kernel = [weight.dims()[2], weight.dims()[3]];
         let window = Window2d { kernel, stride: config.stride, padding: config.padding, dilation: config.dilation };
-        ConvTranspose2d { weight, bias, window, output_padding: config.output_padding, groups: config.groups }
+        ConvTranspose2d {
+            weight,
+            bias,
+            window,
+            output_padding: config.output_padding,
+            groups: config.groups,
+            hooks: ModuleHooks::new(),
+        }
     }
 
     /// The layer with stride `stride` on both axes.
@@ -532,14 +567,20 @@ impl<D: Device, E: FloatElement> ConvTranspose2d<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for ConvTranspose2d<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for ConvTranspose2d<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         x.try_conv_transpose2d(&self.weight, self.bias.as_ref(), self.window, self.output_padding, self.groups)
     }
 }
 
-crate::module!(ConvTranspose2d<E> { weight, bias; window, output_padding, groups });
+crate::module!(ConvTranspose2d<E> { weight, bias, hooks; window, output_padding, groups });

@@ -2,7 +2,7 @@
 //! [`Sequential`](super::Sequential) chains, and what a model of your own
 //! implements to be called like a library layer.
 
-use super::Module;
+use super::{Module, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -61,14 +61,32 @@ pub trait Forward<D: Device, E: FloatElement = f32>: Module<D, E> {
     /// implementation writes.
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>>;
 
+    /// The hooks this module keeps, which [`forward`](Self::forward) runs
+    /// around [`forward_on`](Self::forward_on): `None` (the default) for a
+    /// module without any; a module with a [`ModuleHooks`] field returns
+    /// it, and implements [`Hooks`](super::Hooks) to register them.
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        None
+    }
+
     /// The module applied to `x`, which must be on the module's device
-    /// (checked at compile time, with devtensor's message).
+    /// (checked at compile time, with devtensor's message), with the
+    /// module's [hooks](super::Hooks) around it.
     #[fallible]
     fn forward<DX: Device, EX: Element>(&self, x: &Tensor<DX, EX>) -> Tensor<D, E>
     where
         D: SameDevice<DX>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
+    }
+}
+
+/// `module.forward_on(x)` with the module's hooks around it: what
+/// `forward` runs, and what a container runs for each of its layers.
+pub(crate) fn call<D: Device, E: FloatElement, M: Forward<D, E>>(module: &M, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    match module.hooks() {
+        Some(hooks) => hooks.run(x, &|x| module.forward_on(x)),
+        None => module.forward_on(x),
     }
 }

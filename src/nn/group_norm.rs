@@ -1,7 +1,8 @@
 //! `GroupNorm`: normalisation over groups of channels of each sample.
 
-use super::Forward;
+use super::forward::call;
 use super::parameter::{check, parameter};
+use super::{Forward, Hookable, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -37,6 +38,8 @@ pub struct GroupNorm<D: Device, E: FloatElement = f32> {
     pub num_groups: usize,
     /// Added to the variance before the square root.
     pub eps: f64,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 impl<D: Device, E: FloatElement> GroupNorm<D, E> {
@@ -57,6 +60,7 @@ impl<D: Device, E: FloatElement> GroupNorm<D, E> {
             bias: Tensor::try_zeros([num_channels])?.requires_grad(),
             num_groups,
             eps: 1e-5,
+            hooks: ModuleHooks::new(),
         })
     }
 
@@ -81,7 +85,13 @@ impl<D: Device, E: FloatElement> GroupNorm<D, E> {
         check(fits, "GroupNorm::from_weights", &[&weight, &bias], || {
             format!("expected a weight and a bias [C], with num_groups = {num_groups} dividing C")
         })?;
-        Ok(GroupNorm { weight: parameter(weight), bias: parameter(bias), num_groups, eps: 1e-5 })
+        Ok(GroupNorm {
+            weight: parameter(weight),
+            bias: parameter(bias),
+            num_groups,
+            eps: 1e-5,
+            hooks: ModuleHooks::new(),
+        })
     }
 
     /// The layer with `eps` added to the variance (PyTorch's `eps=`).
@@ -91,7 +101,13 @@ impl<D: Device, E: FloatElement> GroupNorm<D, E> {
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for GroupNorm<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for GroupNorm<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         let channels = self.weight.elem_count();
         if x.rank() < 2 || x.dims()[1] != channels {
@@ -122,8 +138,8 @@ impl<D: Device, E: FloatElement> GroupNorm<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
-crate::module!(GroupNorm<E> { weight, bias; num_groups, eps });
+crate::module!(GroupNorm<E> { weight, bias, hooks; num_groups, eps });

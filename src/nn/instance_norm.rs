@@ -2,7 +2,8 @@
 //! each sample normalised over its positions (style transfer, CycleGAN's
 //! generators), written once by `instance_norm!`.
 
-use super::Forward;
+use super::forward::call;
+use super::{Forward, Hookable, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -31,12 +32,14 @@ macro_rules! instance_norm {
             pub num_features: usize,
             /// Added to the variance before the square root.
             pub eps: f64,
+            /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+            hooks: ModuleHooks<D, E>,
         }
 
         impl<D: Device, E: FloatElement> $name<D, E> {
             /// A layer for `num_features` channels, without parameters.
             pub fn new(num_features: usize) -> Self {
-                $name { weight: None, bias: None, num_features, eps: 1e-5 }
+                $name { weight: None, bias: None, num_features, eps: 1e-5, hooks: ModuleHooks::new() }
             }
 
             /// The layer with a learned per-channel scale and shift
@@ -63,11 +66,17 @@ macro_rules! instance_norm {
                 D: SameDevice<D2>,
                 E: SameDtype<EX>,
             {
-                self.forward_on(same_device(x))
+                call(self, same_device(x))
             }
         }
 
+        impl<D: Device, E: FloatElement> Hookable<D, E> for $name<D, E> {}
+
         impl<D: Device, E: FloatElement> Forward<D, E> for $name<D, E> {
+            fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+                Some(&self.hooks)
+            }
+
             fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
                 let c = self.num_features;
                 let unbatched = x.rank() == $spatial + 1;
@@ -90,7 +99,7 @@ macro_rules! instance_norm {
             }
         }
 
-        crate::module!($name<E> { weight, bias; num_features, eps });
+        crate::module!($name<E> { weight, bias, hooks; num_features, eps });
     };
 }
 

@@ -1,7 +1,8 @@
 //! `LayerNorm`: normalisation over the trailing axes of each sample.
 
-use super::Forward;
+use super::forward::call;
 use super::parameter::{check, parameter};
+use super::{Forward, Hookable, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::ops::reduce::AffineAxis;
@@ -37,6 +38,8 @@ pub struct LayerNorm<D: Device, E: FloatElement = f32> {
     pub bias: Option<Tensor<D, E>>,
     /// Added to the variance before the square root.
     pub eps: f64,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 impl<D: Device, E: FloatElement> LayerNorm<D, E> {
@@ -48,6 +51,7 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
             weight: Tensor::try_ones(normalized_shape)?.requires_grad(),
             bias: Some(Tensor::try_zeros(normalized_shape)?.requires_grad()),
             eps: 1e-5,
+            hooks: ModuleHooks::new(),
         })
     }
 
@@ -67,7 +71,7 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
         check(weight.dims() == bias.dims(), "LayerNorm::from_weights", &[&weight, &bias], || {
             "expected a weight and a bias of one shape, normalized_shape".into()
         })?;
-        Ok(LayerNorm { weight: parameter(weight), bias: Some(parameter(bias)), eps: 1e-5 })
+        Ok(LayerNorm { weight: parameter(weight), bias: Some(parameter(bias)), eps: 1e-5, hooks: ModuleHooks::new() })
     }
 
     /// The layer without its bias, PyTorch's `nn.LayerNorm(n, bias=False)`:
@@ -95,7 +99,13 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for LayerNorm<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for LayerNorm<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         let norm = self.weight.dims();
         let lead = x.rank().checked_sub(norm.len());
@@ -136,8 +146,8 @@ impl<D: Device, E: FloatElement> LayerNorm<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
-crate::module!(LayerNorm<E> { weight, bias; eps });
+crate::module!(LayerNorm<E> { weight, bias, hooks; eps });

@@ -1,8 +1,9 @@
 //! `Linear`: `y = x Wᵀ + b`.
 
-use super::Forward;
+use super::forward::call;
 use super::init::{default_bound, uniform};
 use super::parameter::{check, parameter};
+use super::{Forward, Hookable, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -42,6 +43,8 @@ pub struct Linear<D: Device, E: FloatElement = f32> {
     pub weight: Tensor<D, E>,
     /// `[out_features]`, if the layer has one.
     pub bias: Option<Tensor<D, E>>,
+    /// The hooks registered on the layer ([`Hooks`](super::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 impl<D: Device, E: FloatElement> Linear<D, E> {
@@ -54,6 +57,7 @@ impl<D: Device, E: FloatElement> Linear<D, E> {
         Ok(Linear {
             weight: uniform::<D, E>([out_features, in_features], bound)?.requires_grad(),
             bias: Some(uniform::<D, E>([out_features], bound)?.requires_grad()),
+            hooks: ModuleHooks::new(),
         })
     }
 
@@ -91,7 +95,7 @@ impl<D: Device, E: FloatElement> Linear<D, E> {
         check(fits, "Linear::from_weights", &tensors, || {
             "expected a weight [out_features, in_features] and a bias [out_features]".into()
         })?;
-        Ok(Linear { weight: parameter(weight), bias: bias.map(parameter) })
+        Ok(Linear { weight: parameter(weight), bias: bias.map(parameter), hooks: ModuleHooks::new() })
     }
 
     /// The former name of [`try_from_weights`](Self::try_from_weights).
@@ -101,7 +105,13 @@ impl<D: Device, E: FloatElement> Linear<D, E> {
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for Linear<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for Linear<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         let in_features = self.weight.dims()[1];
         if x.rank() == 0 || x.dims()[x.rank() - 1] != in_features {
@@ -135,8 +145,8 @@ impl<D: Device, E: FloatElement> Linear<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
-crate::module!(Linear<E> { weight, bias });
+crate::module!(Linear<E> { weight, bias, hooks });

@@ -1,7 +1,8 @@
 //! `RmsNorm`: scaling by the root mean square over the trailing axes.
 
-use super::Forward;
+use super::forward::call;
 use super::parameter::parameter;
+use super::{Forward, Hookable, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -32,6 +33,8 @@ pub struct RmsNorm<D: Device, E: FloatElement = f32> {
     pub weight: Tensor<D, E>,
     /// Added to the mean square before the square root.
     pub eps: f64,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
 }
 
 impl<D: Device, E: FloatElement> RmsNorm<D, E> {
@@ -39,7 +42,11 @@ impl<D: Device, E: FloatElement> RmsNorm<D, E> {
     /// machine epsilon of `E`. Fails when `D` is unavailable.
     #[fallible]
     pub fn new(normalized_shape: &[usize]) -> Self {
-        Ok(RmsNorm { weight: Tensor::try_ones(normalized_shape)?.requires_grad(), eps: E::epsilon().to_f64() })
+        Ok(RmsNorm {
+            weight: Tensor::try_ones(normalized_shape)?.requires_grad(),
+            eps: E::epsilon().to_f64(),
+            hooks: ModuleHooks::new(),
+        })
     }
 
     /// A layer with your own `weight`, shaped like the normalised axes,
@@ -56,7 +63,7 @@ impl<D: Device, E: FloatElement> RmsNorm<D, E> {
     /// assert_eq!(y.to_vec(), vec![3.0 / rms, 8.0 / rms]);
     /// ```
     pub fn from_weights(weight: Tensor<D, E>) -> Self {
-        RmsNorm { weight: parameter(weight), eps: E::epsilon().to_f64() }
+        RmsNorm { weight: parameter(weight), eps: E::epsilon().to_f64(), hooks: ModuleHooks::new() }
     }
 
     /// The layer with `eps` added to the mean square (PyTorch's `eps=`).
@@ -66,7 +73,13 @@ impl<D: Device, E: FloatElement> RmsNorm<D, E> {
     }
 }
 
+impl<D: Device, E: FloatElement> Hookable<D, E> for RmsNorm<D, E> {}
+
 impl<D: Device, E: FloatElement> Forward<D, E> for RmsNorm<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
     fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
         let norm = self.weight.dims();
         let lead = x.rank().checked_sub(norm.len());
@@ -95,8 +108,8 @@ impl<D: Device, E: FloatElement> RmsNorm<D, E> {
         D: SameDevice<D2>,
         E: SameDtype<EX>,
     {
-        self.forward_on(same_device(x))
+        call(self, same_device(x))
     }
 }
 
-crate::module!(RmsNorm<E> { weight; eps });
+crate::module!(RmsNorm<E> { weight, hooks; eps });

@@ -125,7 +125,7 @@ macro_rules! tuple_layers {
         impl<D: Device, E: FloatElement, $($layer: Forward<D, E>),+> Forward<D, E> for ($($layer,)+) {
             fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
                 let x = x.clone();
-                $(let x = self.$index.forward_on(&x)?;)+
+                $(let x = super::forward::call(&self.$index, &x)?;)+
                 Ok(x)
             }
         }

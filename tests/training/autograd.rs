@@ -401,8 +401,113 @@ fn tensor_hooks_see_and_replace_gradients_like_pytorch<D: Device>() {
     assert!(err.to_string().contains("does not track gradients"), "{err}");
 }
 
+/// Module hooks as PyTorch's behave (numbers from PyTorch 2.15, the script
+/// in the comments): a forward-pre hook that doubles the input, a forward
+/// hook that adds 1 to the output, a backward-pre hook that triples the
+/// output's gradient and a full backward hook that halves the input's;
+/// the hook gets `None` for an input that needs no gradient; hooks fire
+/// inside a `Sequential`, once per call with that call's gradients; a
+/// clone keeps its own copy; moving a hooked layer fails by name.
+fn module_hooks_see_and_replace_like_pytorch<D: Device>() {
+    use devtensor::nn::{Hooks, Linear, Module, Sequential, Tanh};
+    use std::sync::{Arc, Mutex};
+    // lin = nn.Linear(3, 2) with these weights, in float64.
+    let weight = T::<D>::from_vec(vec![1.0, -1.0, 0.5, 2.0, 0.0, -0.5], [2, 3]);
+    let lin = Linear::from_weights(weight, Some(from::<D>(&[0.25, -0.25])));
+    let x = T::<D>::from_vec(vec![1.0, 2.0, -1.0, 0.5, -0.5, 2.0], [2, 3]).requires_grad();
+    type Seen = Arc<Mutex<Vec<(Option<Vec<f64>>, Vec<f64>)>>>;
+    let seen: Seen = Arc::default();
+    let double = lin.register_forward_pre_hook(|x| Some(x * 2.0));
+    let plus_one = lin.register_forward_hook(|_, y| Some(y + 1.0));
+    let triple = lin.register_full_backward_pre_hook(|g| Some(g * 3.0));
+    let log = seen.clone();
+    let _halve = lin.register_full_backward_hook(move |grad_input, grad_output| {
+        log.lock().unwrap().push((grad_input.map(|g| g.to_vec()), grad_output.to_vec()));
+        grad_input.map(|g| g * 0.5)
+    });
+    let y = lin.forward(&x);
+    assert_eq!(y.to_vec(), [-1.75, 5.75, 5.25, 0.75]);
+    let grads = (&y * &y).sum().backward();
+    assert_eq!(grads.get(&x).unwrap().to_vec(), [58.5, 10.5, -22.5, 40.5, -31.5, 13.5]);
+    assert_eq!(grads.get(&lin.weight).unwrap().to_vec(), [10.5, -73.5, 147.0, 73.5, 133.5, -51.0]);
+    assert_eq!(grads.get(lin.bias.as_ref().unwrap()).unwrap().to_vec(), [21.0, 39.0]);
+    // The module's input is the doubled one: its gradient is 58.5, halved
+    // by the hook, doubled again on the way to `x`.
+    let first = seen.lock().unwrap().remove(0);
+    assert_eq!(first, (Some(vec![58.5, 10.5, -22.5, 40.5, -31.5, 13.5]), vec![-10.5, 34.5, 31.5, 4.5]));
+    // An input that needs no gradient: `None`, the output's gradient as before.
+    let y = lin.forward(&x.detach());
+    let grads = (&y * &y).sum().backward();
+    assert_eq!(grads.get(&lin.weight).unwrap().to_vec(), [10.5, -73.5, 147.0, 73.5, 133.5, -51.0]);
+    assert_eq!(seen.lock().unwrap().remove(0), (None, vec![-10.5, 34.5, 31.5, 4.5]));
+    // A clone copies the hooks; removing them from `lin` leaves the clone's.
+    let copy = lin.clone();
+    for handle in [double, plus_one, triple] {
+        handle.remove();
+    }
+    assert_eq!(copy.forward(&x.detach()).to_vec(), [-1.75, 5.75, 5.25, 0.75]);
+    assert_eq!(lin.forward(&x.detach()).to_vec(), [-1.25, 2.25, 2.25, -0.25]);
+    assert_eq!(seen.lock().unwrap().len(), 0, "no backward, no backward hook");
+    // Moved with hooks: an error that says what to do (to its own device, it keeps them).
+    if let Err(err) = copy.try_to::<Cpu>() {
+        assert!(err.to_string().contains("the module has 4 hook(s)"), "{err}");
+    } else {
+        assert_eq!(std::any::type_name::<D>(), std::any::type_name::<Cpu>());
+    }
+    // Used twice in a `Sequential` (a clone shares the parameters and
+    // copies the hooks, as one module used twice in PyTorch): the hook
+    // fires once per call, with that call's gradients, the second call's first.
+    let weight2 = T::<D>::from_vec(vec![1.0, 0.5, -1.0, 1.0, 0.0, 2.0], [3, 2]);
+    let lin2 = Linear::from_weights(weight2, Some(T::<D>::zeros([3])));
+    let seq = Sequential::new((lin.clone(), Tanh, lin2, Tanh, lin));
+    let z = seq.forward(&x);
+    let expected = [-0.5636414482855915, -1.4195364859697017, 1.5574435391743668, 1.3649766761052085];
+    assert_close(&z.to_vec(), &expected, 1e-12, 1e-12);
+    let grads = z.powf(3.0).sum().backward();
+    let calls = std::mem::take(&mut *seen.lock().unwrap());
+    let pytorch: [([f64; 6], [f64; 4]); 2] = [
+        (
+            [
+                13.043578056671691,
+                -0.9530750466764373,
+                -2.546088229160595,
+                18.45585909101527,
+                -7.276891133147933,
+                0.8437035771071315,
+            ],
+            [0.9530750466764373, 6.045251504997627, 7.276891133147933, 5.58948397893367],
+        ),
+        (
+            [
+                1.8535524358914197,
+                -1.6248382719157644,
+                0.7552405949639683,
+                4.002543689354912,
+                -0.25434931932119204,
+                -0.8098739328478339,
+            ],
+            [1.6248382719157644, 0.11435708198782768, 0.25434931932119204, 1.87409718501686],
+        ),
+    ];
+    assert_eq!(calls.len(), 2);
+    for ((grad_input, grad_output), (want_input, want_output)) in calls.iter().zip(&pytorch) {
+        assert_close(grad_input.as_ref().unwrap(), want_input, 1e-12, 1e-12);
+        assert_close(grad_output, want_output, 1e-12, 1e-12);
+    }
+    let dx = [
+        0.9267762179457099,
+        -0.8124191359578822,
+        0.37762029748198417,
+        2.001271844677456,
+        -0.12717465966059602,
+        -0.40493696642391697,
+    ];
+    assert_close(&grads.get(&x).unwrap().to_vec(), &dx, 1e-12, 1e-12);
+}
+
 device_tests! {
     tensor_hooks_see_and_replace_gradients_like_pytorch => tensor_hooks_see_and_replace_gradients_like_pytorch,
+    module_hooks_see_and_replace_like_pytorch => module_hooks_see_and_replace_like_pytorch,
     grads_accumulate_over_uses => grads_accumulate_over_uses,
     no_grad_and_detach_cut_the_graph => no_grad_and_detach_cut_the_graph,
     backward_errors_name_the_problem => backward_errors_name_the_problem,
