@@ -101,6 +101,17 @@ pub(crate) fn product(
     if m == 0 || n == 0 {
         return;
     }
+    // An empty sum: every output is its column's bias. The kernel reads
+    // at least one pair per row, which an empty `k` does not have.
+    if k == 0 {
+        for row in out.chunks_exact_mut(n) {
+            match bias {
+                Some(bias) => row.copy_from_slice(&bias[..n]),
+                None => row.fill(bf16::ZERO),
+            }
+        }
+        return;
+    }
     // Multiply-adds computed, padding included, each way round. A
     // transposed product writes its tiles down the output's columns, which
     // costs more than a little padding: only where it halves the work.
@@ -432,6 +443,9 @@ mod tests {
             (40, 200, 257),
             (64, 10, 301),
             (131, 7, 4),
+            // Empty sums: the bias alone, each way round.
+            (10, 2, 0),
+            (3, 70, 0),
         ];
         for (m, n, k) in shapes {
             let a: Vec<bf16> = (0..m * k).map(value).collect();
