@@ -198,9 +198,9 @@ impl Backward for NoDerivative {
             op: "grad",
             device: self.device.clone(),
             reason: format!(
-                "the derivative of `{}`'s gradient is not implemented: its backward runs a fused kernel \
-                 whose own backward does not exist yet, so a gradient computed through it with \
-                 `create_graph` cannot be differentiated again",
+                "the derivative of `{}`'s gradient is not implemented: its backward is not recorded \
+                 (a custom Function whose `twice_differentiable` is false), so a gradient computed \
+                 through it with `create_graph` cannot be differentiated again",
                 self.op
             ),
         })
@@ -231,7 +231,8 @@ pub(crate) trait Backward: Send + Sync {
     fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>>;
 
     /// Whether the rule computes its gradients outside the recorded ops (a
-    /// fused kernel's backward), so that recording it (`create_graph`)
+    /// custom [`Function`](super::Function) that is not
+    /// `twice_differentiable`), so that recording it (`create_graph`)
     /// gives gradients that cannot be differentiated again.
     fn first_order_only(&self) -> bool {
         false
@@ -244,8 +245,6 @@ struct Rule<D, E, F> {
     /// The GPU the op ran on, when it ran on one: the rule runs there too
     /// (see [`current`]), whichever device the backward walk started on.
     ordinal: Option<usize>,
-    /// See [`Backward::first_order_only`].
-    first_order_only: bool,
     types: PhantomData<fn() -> (D, E)>,
 }
 
@@ -257,10 +256,6 @@ where
 {
     fn backward(&self, grad: &dyn AnyGrad, needs: &[bool]) -> Result<Vec<Option<Box<dyn AnyGrad>>>> {
         run_rule(&self.rule, self.ordinal, grad, needs)
-    }
-
-    fn first_order_only(&self) -> bool {
-        self.first_order_only
     }
 }
 
@@ -325,24 +320,13 @@ where
     E: Element,
     F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync + 'static,
 {
-    Box::new(Rule::<D, E, F>::new(rule, false))
-}
-
-/// [`rule`] for a rule that computes its gradients with kernels of its own
-/// rather than recorded ops (see [`Backward::first_order_only`]).
-pub(crate) fn first_order_rule<D, E, F>(rule: F) -> Box<dyn Backward>
-where
-    D: CoreDevice,
-    E: Element,
-    F: Fn(&Tensor<D, E>, Needs) -> Result<Vec<Option<Tensor<D, E>>>> + Send + Sync + 'static,
-{
-    Box::new(Rule::<D, E, F>::new(rule, true))
+    Box::new(Rule::<D, E, F>::new(rule))
 }
 
 impl<D, E, F> Rule<D, E, F> {
     /// `rule`, to run on the GPU the op runs on (if any).
-    fn new(rule: F, first_order_only: bool) -> Self {
-        Rule { rule, ordinal: current::try_ordinal(), first_order_only, types: PhantomData }
+    fn new(rule: F) -> Self {
+        Rule { rule, ordinal: current::try_ordinal(), types: PhantomData }
     }
 }
 

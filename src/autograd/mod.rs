@@ -53,8 +53,7 @@ pub use checkpoint::{checkpoint, try_checkpoint};
 pub use function::{Context, Function, apply, try_apply};
 pub use grad::{GradInputs, GradOptions, grad, try_grad};
 pub(crate) use graph::{
-    Backward, Needs, Node, as_float, attach, first_order_rule, float_rule, next_id, rule, rule_across, saved_output,
-    track,
+    Backward, Needs, Node, as_float, attach, float_rule, next_id, rule, rule_across, saved_output, track,
 };
 pub use graph::{enable_grad, inference_mode, is_grad_enabled, no_grad};
 pub use hooks::HookHandle;

@@ -12,6 +12,7 @@
 //! product's magnitude; extremes, counts, masks and integer results exact.
 
 use crate::common::*;
+use devtensor::autograd::{GradOptions, grad};
 use devtensor::{Device, Element, Error, FloatElement, Tensor};
 use proptest::prelude::*;
 
@@ -357,6 +358,11 @@ device_proptests! {
         gradcheck::gradgradcheck("vector_norm_axis", xs, |xs| xs[0].vector_norm_axis(2.0, &axes[..]));
         gradcheck::gradgradcheck("vector_norm_keepdim", xs, |xs| xs[0].vector_norm_keepdim(3.0, &axes[..]));
         gradcheck::gradgradcheck("vector_norm", xs, |xs| xs[0].vector_norm(1.5));
+        gradcheck::gradgradcheck("prod", xs, |xs| xs[0].prod());
+        for axis in 0..dims.len() as isize {
+            gradcheck::gradgradcheck("prod_axis", xs, |xs| xs[0].prod_axis(axis));
+            gradcheck::gradgradcheck("prod_keepdim", xs, |xs| xs[0].prod_keepdim(axis - dims.len() as isize));
+        }
     }
 }
 
@@ -369,6 +375,14 @@ fn prod_with_zeros_and_amax_with_ties<D: Device>() {
     assert_eq!(g.get(&x).unwrap().to_vec(), vec![6.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0, 8.0, -4.0]);
     let g = x.prod().backward();
     assert_eq!(g.get(&x).unwrap().to_vec(), vec![0.0; 9]);
+    // Its second derivative, exact at the zeros too: on the line
+    // [0, 2, 3] the Hessian's off-diagonal entries are the third
+    // elements (3, 2 and 0), so its product with ones is [5, 3, 2].
+    let line = Tensor::<D, f64>::from_vec(vec![0.0, 2.0, 3.0], [3]).requires_grad();
+    let [first] = grad(&[&line.prod()], [&line], GradOptions::new().create_graph(true));
+    assert_eq!(first.to_vec(), vec![6.0, 0.0, 0.0]);
+    let [hvp] = grad(&[&first.sum()], [&line], GradOptions::new());
+    assert_eq!(hvp.to_vec(), vec![5.0, 3.0, 2.0]);
     let y = Tensor::<D, f64>::from_vec(vec![1.0, 5.0, 5.0, 2.0, 5.0, 0.0, 3.0, 4.0], [2, 2, 2]).requires_grad();
     let g = y.amax([0, 2]).sum().backward();
     // Over axes 0 and 2 the groups are {1, 5, 5, 0} (flat 0, 1, 4, 5)

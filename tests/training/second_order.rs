@@ -2,8 +2,10 @@
 //! WGAN-GP critic loss and a Hessian-vector product (fixtures saved by
 //! PyTorch, `autograd.safetensors`), the second derivatives of the core
 //! ops' rules against central differences of their first, what `grad`
-//! computes and refuses, and the ops whose gradient cannot be
-//! differentiated again failing with their name.
+//! computes and refuses, and the ops whose backward is a fused kernel
+//! (norms, convolutions, pooling, attention, recurrent cells, the binary
+//! cross-entropies' own formulas) differentiated again through the same
+//! ops composed of recorded ones.
 
 use crate::common::gradcheck::{T, Values, data, gradgradcheck, inputs};
 use crate::common::{tensor_with, variant};
@@ -112,31 +114,60 @@ fn grad_computes_the_chosen_gradients_and_refuses_what_it_cannot<D: Device>() {
     assert_eq!(grad(&[&y], &inputs[..], GradOptions::new()).len(), 2);
 }
 
-/// The ops whose backward is a fused kernel: a gradient through them
-/// with `create_graph` is usable, but differentiating it again fails
-/// with the op's name (PyTorch's "derivative not implemented"), not a
-/// silent zero.
-fn fused_backward_kernels_refuse_a_second_derivative_by_name<D: Device>() {
-    let x = T::<D>::from_vec(data(2 * 3 * 4 * 4, 5), [2, 3, 4, 4]).requires_grad();
-    let w = T::<D>::from_vec(data(2 * 3 * 3 * 3, 6), [2, 3, 3, 3]).requires_grad();
-    let window = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
-    let y = x.conv2d(&w, None, window, 1).square().sum();
-    let [dx] = grad(&[&y], [&x], GradOptions::new().create_graph(true));
-    let first = no_grad(|| grad(&[&y], [&x], GradOptions::new())[0].to_vec());
-    assert_eq!(dx.to_vec(), first, "the recorded walk computes the same gradient");
-    let err = dx.sum().try_backward().unwrap_err();
-    assert!(err.to_string().contains("`conv2d`"), "{err}");
+/// The binary cross-entropies, whose backward is PyTorch's own formula
+/// (a floor under a saturated probability; `σ(x) - t` for logits, also
+/// at `x = 0`, where the stable expression's `relu` and `abs` have kinks):
+/// under `create_graph` the formula is computed again from recorded ops,
+/// giving the plain backward's gradients and second derivatives that
+/// match differences of them, toward the prediction and the target. And
+/// logistic regression's Hessian-vector product at zero weights against
+/// its closed form `Xᵀ (σ(1 - σ) ⊙ X v) / N`, which PyTorch gives.
+fn binary_cross_entropies_have_second_derivatives<D: Device>() {
+    use devtensor::nn::{
+        Reduction, binary_cross_entropy, binary_cross_entropy_with_logits, binary_cross_entropy_with_logits_weighted,
+    };
+    let logits = T::<D>::from_vec(data(3 * 4, 7), [3, 4]);
+    let p = logits.sigmoid() * 0.9 + 0.05;
+    let t = T::<D>::from_vec(data(3 * 4, 8), [3, 4]).sigmoid();
+    let w = T::<D>::from_vec(data(4, 9), [4]).abs() + 0.5;
+    let pos_weight = T::<D>::from_vec(data(4, 10), [4]).abs() + 0.25;
+    type Loss<'a, D> = Box<dyn Fn(&[T<D>]) -> T<D> + 'a>;
+    let losses: [(&str, T<D>, Loss<D>); 4] = [
+        ("binary_cross_entropy", p.clone(), Box::new(|x| binary_cross_entropy(&x[0], &x[1], None, Reduction::Sum))),
+        (
+            "binary_cross_entropy (weight)",
+            p.clone(),
+            Box::new(|x| binary_cross_entropy(&x[0], &x[1], Some(&w), Reduction::None)),
+        ),
+        (
+            "binary_cross_entropy_with_logits",
+            logits.clone(),
+            Box::new(|x| binary_cross_entropy_with_logits(&x[0], &x[1], Reduction::Mean)),
+        ),
+        (
+            "binary_cross_entropy_with_logits (weight, pos_weight)",
+            logits.clone(),
+            Box::new(|x| {
+                binary_cross_entropy_with_logits_weighted(&x[0], &x[1], Some(&w), Some(&pos_weight), Reduction::Sum)
+            }),
+        ),
+    ];
+    for (name, pred, loss) in &losses {
+        let operands = [pred.clone(), t.clone()];
+        recorded_gradients_match_the_fused_ones(name, &operands, loss);
+        gradgradcheck(name, &operands, loss);
+    }
 
-    let rows = T::<D>::from_vec(data(3 * 4, 7), [3, 4]).requires_grad();
-    // The losses whose backward is PyTorch's own formula.
-    let p = (rows.sigmoid() * 0.9 + 0.05).detach().requires_grad();
-    let bce = devtensor::nn::binary_cross_entropy(&p, &p.detach().round(), None, devtensor::nn::Reduction::Mean);
-    let [dbce] = grad(&[&bce], [&p], GradOptions::new().create_graph(true));
-    let err = dbce.sum().try_backward().unwrap_err();
-    assert!(err.to_string().contains("`binary_cross_entropy`"), "{err}");
-    let [dp] = grad(&[&rows.prod()], [&rows], GradOptions::new().create_graph(true));
-    let err = dp.sum().try_backward().unwrap_err();
-    assert!(err.to_string().contains("`prod`"), "{err}");
+    let x = T::<D>::from_vec(data(5 * 3, 11), [5, 3]);
+    let labels = T::<D>::from_vec(data(5, 12), [5, 1]).gt_scalar(0.0).to_dtype::<f64>();
+    let beta = T::<D>::zeros([3, 1]).requires_grad();
+    let v = T::<D>::from_vec(vec![0.5, -1.0, 2.0], [3, 1]);
+    let loss = binary_cross_entropy_with_logits(&x.matmul(&beta), &labels, Reduction::Mean);
+    let [g] = grad(&[&loss], [&beta], GradOptions::new().create_graph(true));
+    let [hvp] = grad(&[&(&g * &v).sum()], [&beta], GradOptions::new());
+    let s = x.matmul(&beta.detach()).sigmoid();
+    let want = x.t().matmul(&(&s * (1.0 - &s) * x.matmul(&v))) / 5.0;
+    assert_close("logistic regression's Hessian-vector product", &hvp, &want);
 }
 
 /// The scopes: `enable_grad` records inside `no_grad` and restores it;
@@ -166,13 +197,142 @@ fn scopes_and_saved_tensors_follow_pytorch<D: Device>() {
     }
 }
 
+/// Convolutions and pooling: their fused backward gives way, under
+/// `create_graph`, to the same op composed of recorded ops (unfold, whose
+/// gradient is fold and fold's unfold, and products), so their second
+/// derivatives (input, weight and bias) match differences of the fused
+/// first ones; with strides, padding, dilation and groups.
+fn convolutions_and_pooling_have_second_derivatives<D: Device>() {
+    let x = T::<D>::from_vec(data(2 * 4 * 5 * 5, 31), [2, 4, 5, 5]);
+    let w = T::<D>::from_vec(data(2 * 4 * 3 * 3, 32), [2, 4, 3, 3]);
+    let b = T::<D>::from_vec(data(2, 33), [2]);
+    let padded = Window2d { padding: [1, 1], ..Window2d::new([3, 3]) };
+    let conv = |t: &[T<D>]| t[0].conv2d(&t[1], Some(&t[2]), padded, 1);
+    recorded_gradients_match_the_fused_ones("conv2d", &[x.clone(), w.clone(), b.clone()], conv);
+    gradgradcheck("conv2d", &[x.clone(), w.clone(), b.clone()], conv);
+    let strided = Window2d { stride: [2, 1], padding: [1, 0], dilation: [1, 2], ..Window2d::new([2, 2]) };
+    let grouped = [x.clone(), T::<D>::from_vec(data(4 * 2 * 2 * 2, 34), [4, 2, 2, 2])];
+    gradgradcheck("conv2d (strided, dilated, 2 groups)", &grouped, |t| t[0].conv2d(&t[1], None, strided, 2).square());
+    let signal = [x.reshape([2, 4, 25]), w.narrow(2, 0, 1).reshape([2, 4, 3])];
+    let window = devtensor::ops::conv::Window1d { stride: 2, padding: 1, dilation: 1 };
+    gradgradcheck("conv1d", &signal, |t| t[0].conv1d(&t[1], None, window, 1));
+    let transposed = [x.narrow(2, 0, 3).narrow(3, 0, 3), T::<D>::from_vec(data(4 * 3 * 2 * 2, 35), [4, 3, 2, 2])];
+    let up = Window2d { stride: [2, 2], padding: [1, 0], ..Window2d::new([2, 2]) };
+    gradgradcheck("conv_transpose2d", &transposed, |t| t[0].conv_transpose2d(&t[1], None, up, [1, 0], 1).square());
+    let image = std::slice::from_ref(&x);
+    let pool = Window2d { stride: [2, 2], padding: [1, 1], ..Window2d::new([3, 3]) };
+    gradgradcheck("max_pool2d", image, |t| t[0].max_pool2d(pool).square());
+    gradgradcheck("avg_pool2d", image, |t| t[0].avg_pool2d(pool).square());
+    gradgradcheck("adaptive_avg_pool2d", image, |t| t[0].adaptive_avg_pool2d([2, 3]).square());
+    // The layers, through the same ops.
+    let conv = devtensor::nn::Conv2d::<D, f64>::from_weights(w.clone(), Some(b.clone()), Default::default());
+    let leaf = x.detach().requires_grad();
+    let [dx] = grad(&[&conv.forward(&leaf).square().sum()], [&leaf], GradOptions::new().create_graph(true));
+    let penalty = dx.square().sum().backward();
+    assert!(penalty.get(&conv.weight).is_some(), "a gradient penalty on Conv2d's input reaches its weight");
+}
+
+/// `f`'s gradient with respect to each input, once from the fused
+/// kernels' backward and once recorded (`create_graph`), which computes
+/// it from the op composed of recorded ops: the two must agree, so that
+/// what the second derivative differentiates is the op's own gradient.
+#[track_caller]
+fn recorded_gradients_match_the_fused_ones<D: Device>(name: &str, inputs: &[T<D>], f: impl Fn(&[T<D>]) -> T<D>) {
+    let leaves: Vec<T<D>> = inputs.iter().map(|t| t.detach().requires_grad()).collect();
+    let y = f(&leaves).square().sum();
+    let refs: Vec<&T<D>> = leaves.iter().collect();
+    let fused = grad(&[&y], &refs[..], GradOptions::new());
+    let recorded = grad(&[&y], &refs[..], GradOptions::new().create_graph(true));
+    for (i, (a, b)) in fused.iter().zip(&recorded).enumerate() {
+        assert!(b.tracks_grad(), "{name}: input {i}'s recorded gradient tracks");
+        assert_close(&format!("{name}: input {i}"), &a.detach(), &b.detach());
+    }
+}
+
+/// Attention and the recurrent cells and sequences: under `create_graph`
+/// their fused backward gives way to the op composed of recorded ops
+/// (matmul, masked softmax; the gates' sigmoids and tanhs, step by step),
+/// whose gradients equal the fused ones and have second derivatives that
+/// match differences of them.
+fn attention_and_recurrent_ops_have_second_derivatives<D: Device>() {
+    use devtensor::nn::{Gru, GruCell, Lstm, LstmCell};
+    use devtensor::ops::attention::AttentionMask;
+    let qkv = [
+        T::<D>::from_vec(data(2 * 3 * 4, 41), [2, 3, 4]),
+        T::<D>::from_vec(data(2 * 5 * 4, 42), [2, 5, 4]),
+        T::<D>::from_vec(data(2 * 5 * 3, 43), [2, 5, 3]),
+    ];
+    for (name, mask) in [("attention", AttentionMask::None), ("attention (causal)", AttentionMask::Causal)] {
+        let attend = |t: &[T<D>]| t[0].scaled_dot_product_attention(&t[1], &t[2], mask, None);
+        recorded_gradients_match_the_fused_ones(name, &qkv, attend);
+        gradgradcheck(name, &qkv, attend);
+    }
+    // A cell's input, states and weights: batch 3, input 2, hidden 2.
+    let (batch, input, hidden) = (3, 2, 2);
+    let tensor = |dims: &[usize], seed: u64| T::<D>::from_vec(data(dims.iter().product(), seed), dims);
+    let lstm = [
+        tensor(&[batch, input], 51),
+        tensor(&[batch, hidden], 52),
+        tensor(&[batch, hidden], 53),
+        tensor(&[4 * hidden, input], 54),
+        tensor(&[4 * hidden, hidden], 55),
+        tensor(&[4 * hidden], 56),
+        tensor(&[4 * hidden], 57),
+    ];
+    let lstm_cell = |t: &[T<D>]| {
+        let cell = LstmCell::from_weights(t[3].clone(), t[4].clone(), Some(t[5].clone()), Some(t[6].clone()));
+        let (h, c) = cell.forward_with_state(&t[0], (&t[1], &t[2]));
+        Tensor::cat(&[&h, &c], -1)
+    };
+    recorded_gradients_match_the_fused_ones("LstmCell", &lstm, lstm_cell);
+    gradgradcheck("LstmCell", &lstm, lstm_cell);
+    let gru = [
+        lstm[0].clone(),
+        lstm[1].clone(),
+        tensor(&[3 * hidden, input], 58),
+        tensor(&[3 * hidden, hidden], 59),
+        tensor(&[3 * hidden], 60),
+        tensor(&[3 * hidden], 61),
+    ];
+    let gru_cell = |t: &[T<D>]| {
+        let cell = GruCell::from_weights(t[2].clone(), t[3].clone(), Some(t[4].clone()), Some(t[5].clone()));
+        cell.forward_with_state(&t[0], &t[1])
+    };
+    recorded_gradients_match_the_fused_ones("GruCell", &gru, gru_cell);
+    gradgradcheck("GruCell", &gru, gru_cell);
+    // Whole sequences (3 steps), the layers' fused sequence op.
+    let steps = tensor(&[3, batch, input], 62);
+    let mut sequence = lstm.clone();
+    sequence[0] = steps.clone();
+    let lstm_layer = |t: &[T<D>]| {
+        let mut layer = Lstm::<D, f64>::new(input, hidden);
+        layer.cells[0] = LstmCell::from_weights(t[3].clone(), t[4].clone(), Some(t[5].clone()), Some(t[6].clone()));
+        let (out, (h, c)) = layer.forward_with_state(&t[0], (&t[1].unsqueeze(0), &t[2].unsqueeze(0)));
+        Tensor::cat(&[&out, &h, &c], 0)
+    };
+    recorded_gradients_match_the_fused_ones("Lstm", &sequence, lstm_layer);
+    gradgradcheck("Lstm", &sequence, lstm_layer);
+    let mut sequence = gru.clone();
+    sequence[0] = steps;
+    let gru_layer = |t: &[T<D>]| {
+        let mut layer = Gru::<D, f64>::new(input, hidden);
+        layer.cells[0] = GruCell::from_weights(t[2].clone(), t[3].clone(), Some(t[4].clone()), Some(t[5].clone()));
+        let (out, h) = layer.forward_with_state(&t[0], &t[1].unsqueeze(0));
+        Tensor::cat(&[&out, &h], 0)
+    };
+    recorded_gradients_match_the_fused_ones("Gru", &sequence, gru_layer);
+    gradgradcheck("Gru", &sequence, gru_layer);
+}
+
 device_tests! {
     wgan_gp_gradient_penalty_matches_pytorch => wgan_gp_gradient_penalty_matches_pytorch,
     hessian_vector_products_match_pytorch_to_the_third_order => hessian_vector_products_match_pytorch_to_the_third_order,
     grad_computes_the_chosen_gradients_and_refuses_what_it_cannot => grad_computes_the_chosen_gradients_and_refuses_what_it_cannot,
-    fused_backward_kernels_refuse_a_second_derivative_by_name => fused_backward_kernels_refuse_a_second_derivative_by_name,
+    binary_cross_entropies_have_second_derivatives => binary_cross_entropies_have_second_derivatives,
     scopes_and_saved_tensors_follow_pytorch => scopes_and_saved_tensors_follow_pytorch,
     norm_layers_have_second_derivatives => norm_layers_have_second_derivatives,
+    convolutions_and_pooling_have_second_derivatives => convolutions_and_pooling_have_second_derivatives,
+    attention_and_recurrent_ops_have_second_derivatives => attention_and_recurrent_ops_have_second_derivatives,
 }
 
 /// The norm layers' fused backward is replaced, under `create_graph`, by

@@ -21,12 +21,13 @@ pub use probability::{
     try_binary_cross_entropy_with_logits_weighted, try_kl_div,
 };
 
-use crate::autograd::{Context, Function, try_apply};
+use crate::autograd::{Context, Function, no_grad, try_apply};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
+use std::sync::Arc;
 
 /// How per-element losses are combined, PyTorch's `reduction`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -466,37 +467,48 @@ fn same_shape<D: Device, E: FloatElement>(op: &'static str, pred: &Tensor<D, E>,
     Ok(())
 }
 
-/// A gradient toward one input of a loss: the input, and its derivative
-/// per element of the loss (computed when the input tracks a gradient).
-type Derivative<'a, D, E> = (&'a Tensor<D, E>, &'a dyn Fn() -> Result<Tensor<D, E>>);
+/// A loss's derivative toward one of its operands, per element of the
+/// loss, computed from the operands (in the order [`with_gradients`] was
+/// given them).
+type Derivative<D, E> = Arc<dyn Fn(&[Tensor<D, E>]) -> Result<Tensor<D, E>> + Send + Sync>;
 
-/// `value`, computed from detached inputs, with the gradient `derivative()`
-/// toward each input that tracks one: `value` plus, per such input, a
-/// recorded zero whose gradient is `derivative`. For the losses whose
-/// PyTorch backward is its own formula (a floor under a saturated
-/// probability, the exact derivative at a kink), where differentiating the
-/// forward's expression would give NaN or another number. That formula has
-/// no derivative of its own here, so differentiating the gradient again
-/// (`create_graph`) is an error naming `op`.
+/// `value`, computed from detached operands, with the gradient
+/// `derivatives[i]` toward each operand `i` that tracks one: `value` plus,
+/// per such operand, a recorded zero whose gradient is that derivative.
+/// For the losses whose PyTorch backward is its own formula (a floor under
+/// a saturated probability, the exact derivative at a kink), where
+/// differentiating the forward's expression would give NaN or another
+/// number. The derivative is computed once here, untracked; a backward
+/// pass with `create_graph` computes it again from the tracked operands,
+/// so that the gradient can be differentiated in turn.
 fn with_gradients<D: Device, E: FloatElement>(
     op: &'static str,
     value: Tensor<D, E>,
-    inputs: &[Derivative<'_, D, E>],
+    operands: &[&Tensor<D, E>],
+    derivatives: [Derivative<D, E>; 2],
 ) -> Result<Tensor<D, E>> {
+    let operands: Vec<Tensor<D, E>> = operands.iter().map(|&x| x.clone()).collect();
     let mut out = value;
-    for (x, derivative) in inputs {
+    for (x, derivative) in operands.iter().zip(derivatives) {
         if x.tracks_grad() && crate::is_grad_enabled() {
-            let zero = try_apply(Linearized { op, derivative: derivative()?.detach() }, &[x])?;
+            let untracked = no_grad(|| derivative(&operands))?;
+            let rule = Linearized { op, untracked, derivative, operands: operands.clone() };
+            let zero = try_apply(rule, &[x])?;
             out = out.try_add(&zero[0])?;
         }
     }
     Ok(out)
 }
 
-/// Zero, with `derivative` as its gradient: a loss's own backward formula.
+/// Zero, with a loss's own backward formula as its gradient.
 struct Linearized<D: Device, E: FloatElement> {
     op: &'static str,
-    derivative: Tensor<D, E>,
+    /// The derivative, computed without a graph, for a plain backward pass.
+    untracked: Tensor<D, E>,
+    /// How it is computed, for a backward pass that records it.
+    derivative: Derivative<D, E>,
+    /// The loss's operands, tracking their gradients.
+    operands: Vec<Tensor<D, E>>,
 }
 
 impl<D: Device, E: FloatElement> Function<D, E> for Linearized<D, E> {
@@ -509,7 +521,15 @@ impl<D: Device, E: FloatElement> Function<D, E> for Linearized<D, E> {
     }
 
     fn backward(&self, _: &Context<D, E>, grads: &[Tensor<D, E>]) -> Result<Vec<Option<Tensor<D, E>>>> {
-        Ok(vec![Some(grads[0].try_mul(&self.derivative)?)])
+        if crate::is_grad_enabled() {
+            // Recorded (`create_graph`): from the tracked operands.
+            return Ok(vec![Some(grads[0].try_mul(&(self.derivative)(&self.operands)?)?)]);
+        }
+        Ok(vec![Some(grads[0].try_mul(&self.untracked)?)])
+    }
+
+    fn twice_differentiable(&self) -> bool {
+        true
     }
 }
 

@@ -1,12 +1,13 @@
 //! Losses of probabilities: binary cross-entropy on probabilities and on
 //! logits with class weights, and the Kullback-Leibler divergence.
 
-use super::{Reduction, paired, same_shape, with_gradients};
+use super::{Derivative, Reduction, paired, same_shape, with_gradients};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
+use std::sync::Arc;
 
 /// PyTorch's floor under `log`: a probability of exactly 0 or 1 costs 100,
 /// not infinity.
@@ -75,18 +76,21 @@ fn binary_cross_entropy_on<D: Device, E: FloatElement>(
     // (t - 1) log(1 - p) - t log(p), as PyTorch's kernel computes it.
     let losses = t.try_sub_scalar(E::ONE)?.try_mul(&log_q)?.try_sub(&t.try_mul(&log_p)?)?;
     let losses = weighted(OP, losses, weight)?;
-    let losses = with_gradients(
-        OP,
-        losses,
-        &[
-            (pred, &|| {
-                let spread = p.try_mul(&p.try_rsub_scalar(E::ONE)?)?.try_clamp_min(E::from_f64(BCE_EPSILON))?;
-                weighted(OP, p.try_sub(&t)?.try_div(&spread)?, weight)
-            }),
-            // PyTorch's gradient for the target: -logit(p).
-            (target, &|| weighted(OP, p.try_neg()?.try_log1p()?.try_sub(&p.try_log()?)?, weight)),
-        ],
-    )?;
+    let w = weight.map(Tensor::detach);
+    let toward_pred: Derivative<D, E> = {
+        let w = w.clone();
+        Arc::new(move |x: &[Tensor<D, E>]| {
+            let (p, t) = (&x[0], &x[1]);
+            let spread = p.try_mul(&p.try_rsub_scalar(E::ONE)?)?.try_clamp_min(E::from_f64(BCE_EPSILON))?;
+            weighted(OP, p.try_sub(t)?.try_div(&spread)?, w.as_ref())
+        })
+    };
+    // PyTorch's gradient for the target: -logit(p).
+    let toward_target: Derivative<D, E> = Arc::new(move |x: &[Tensor<D, E>]| {
+        let p = &x[0];
+        weighted(OP, p.try_neg()?.try_log1p()?.try_sub(&p.try_log()?)?, w.as_ref())
+    });
+    let losses = with_gradients(OP, losses, &[pred, target], [toward_pred, toward_target])?;
     reduction.apply(losses)
 }
 
@@ -172,37 +176,49 @@ fn binary_cross_entropy_with_logits_weighted_on<D: Device, E: FloatElement>(
     if let Some(pw) = pos_weight {
         broadcasts_to(OP, "pos_weight", pw, pred)?;
     }
-    let (x, t) = (pred.detach(), target.detach());
-    // 1 + (pw - 1) t: the weight of the positive term's log-sigmoid.
-    let log_weight = match pos_weight {
-        Some(pw) => pw.detach().try_sub_scalar(E::ONE)?.try_mul(&t)?.try_add_scalar(E::ONE)?,
-        None => t.try_ones_like()?,
-    };
-    // softplus(-x) = log(1 + e^-x) = max(-x, 0) + log(1 + e^-|x|).
-    let softplus_neg = x.try_neg()?.try_relu()?.try_add(&x.try_abs()?.try_neg()?.try_exp()?.try_log1p()?)?;
-    let losses = t.try_rsub_scalar(E::ONE)?.try_mul(&x)?.try_add(&log_weight.try_mul(&softplus_neg)?)?;
+    let (x, t, pw) = (pred.detach(), target.detach(), pos_weight.map(Tensor::detach));
+    let losses = t
+        .try_rsub_scalar(E::ONE)?
+        .try_mul(&x)?
+        .try_add(&positive_weight(pw.as_ref(), &t)?.try_mul(&softplus_neg(&x)?)?)?;
     let losses = weighted(OP, losses, weight)?;
-    let losses = with_gradients(
-        OP,
-        losses,
-        &[
-            (pred, &|| {
-                let pos = match pos_weight {
-                    Some(pw) => pw.detach().try_mul(&t)?,
-                    None => t.clone(),
-                };
-                weighted(OP, log_weight.try_mul(&x.try_sigmoid()?)?.try_sub(&pos)?, weight)
-            }),
-            (target, &|| {
-                let from_pos = match pos_weight {
-                    Some(pw) => pw.detach().try_sub_scalar(E::ONE)?.try_mul(&softplus_neg)?,
-                    None => softplus_neg.try_zeros_like()?,
-                };
-                weighted(OP, from_pos.try_sub(&x)?, weight)
-            }),
-        ],
-    )?;
+    let w = weight.map(Tensor::detach);
+    let toward_pred: Derivative<D, E> = {
+        let (w, pw) = (w.clone(), pw.clone());
+        Arc::new(move |operands: &[Tensor<D, E>]| {
+            let (x, t) = (&operands[0], &operands[1]);
+            let positive = match &pw {
+                Some(pw) => pw.try_mul(t)?,
+                None => t.clone(),
+            };
+            weighted(OP, positive_weight(pw.as_ref(), t)?.try_mul(&x.try_sigmoid()?)?.try_sub(&positive)?, w.as_ref())
+        })
+    };
+    let toward_target: Derivative<D, E> = Arc::new(move |operands: &[Tensor<D, E>]| {
+        let x = &operands[0];
+        let derivative = match &pw {
+            Some(pw) => pw.try_sub_scalar(E::ONE)?.try_mul(&softplus_neg(x)?)?.try_sub(x)?,
+            None => x.try_neg()?,
+        };
+        weighted(OP, derivative, w.as_ref())
+    });
+    let losses = with_gradients(OP, losses, &[pred, target], [toward_pred, toward_target])?;
     reduction.apply(losses)
+}
+
+/// `1 + (pw - 1) t`, the weight of the positive term's log-sigmoid (1
+/// without a `pos_weight`).
+fn positive_weight<D: Device, E: FloatElement>(pw: Option<&Tensor<D, E>>, t: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    match pw {
+        Some(pw) => pw.try_sub_scalar(E::ONE)?.try_mul(t)?.try_add_scalar(E::ONE),
+        None => t.try_ones_like(),
+    }
+}
+
+/// `softplus(-x) = log(1 + e^-x)`, as `max(-x, 0) + log(1 + e^-|x|)`, which
+/// does not overflow.
+fn softplus_neg<D: Device, E: FloatElement>(x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+    x.try_neg()?.try_relu()?.try_add(&x.try_abs()?.try_neg()?.try_exp()?.try_log1p()?)
 }
 
 /// `losses · weight`, the weight broadcast to the losses' shape.

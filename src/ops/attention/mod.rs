@@ -23,7 +23,7 @@ mod kernel;
 pub use kernel::{AttentionDims, AttentionKernel, KernelMask, MaskOf};
 
 use super::autocast::{self, autocast_in};
-use crate::autograd::{self, first_order_rule, no_grad};
+use crate::autograd::{self, no_grad, rule};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape};
@@ -207,6 +207,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         mask: OwnedMask<D, E>,
         dims: AttentionDims,
         scale: f64,
+        scores_shape: &[usize],
     ) -> Result<Option<Self>> {
         // Detached: the gradient rule keeps these, not the inputs' graph.
         // Copied contiguous unless the kernels read their rows in place.
@@ -247,7 +248,19 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             || Ok(out),
             |out| {
                 let out = out.clone();
-                first_order_rule(move |g: &Tensor<D, E>, _| {
+                // The operands with their nodes, for a recorded backward.
+                let operands = [self.clone(), key.clone(), value.clone()];
+                let scores_shape = scores_shape.to_vec();
+                rule(move |g: &Tensor<D, E>, _| {
+                    if autograd::is_grad_enabled() {
+                        // Recorded (`create_graph`): the gradients of the
+                        // same attention composed of recorded ops, which
+                        // can be differentiated again.
+                        let [q, k, v] = &operands;
+                        return autograd::composed_gradients(&[q, k, v], g, || {
+                            q.composed_attention(k, v, mask.borrowed(), scale, &scores_shape)
+                        });
+                    }
                     let g = readable(g)?;
                     let grads = D::attention_backward(
                         (q.storage(), q.layout()),
@@ -363,7 +376,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         let mask_learns = matches!(mask, AttentionMask::Add(m) if m.tracks_grad());
         if sizes.iter().all(|&n| n > 0) && !mask_learns {
             let mask = OwnedMask::of(&mask, &scores_shape)?;
-            if let Some(out) = self.fused_attention(key, value, mask, dims, scale)? {
+            if let Some(out) = self.fused_attention(key, value, mask, dims, scale, &scores_shape)? {
                 return Ok(out);
             }
         }
@@ -492,6 +505,16 @@ impl<D: CoreDevice, E: FloatElement> OwnedMask<D, E> {
             AttentionMask::Hide(hide) => OwnedMask::Keep(hide.try_logical_not()?.try_broadcast_to(scores_shape)?),
             AttentionMask::Add(add) => OwnedMask::Add(add.detach().try_broadcast_to(scores_shape)?),
         })
+    }
+
+    /// The mask as the composed attention takes it.
+    fn borrowed(&self) -> AttentionMask<'_, D, E> {
+        match self {
+            OwnedMask::None => AttentionMask::None,
+            OwnedMask::Causal => AttentionMask::Causal,
+            OwnedMask::Keep(t) => AttentionMask::Keep(t),
+            OwnedMask::Add(t) => AttentionMask::Add(t),
+        }
     }
 
     fn kernel(&self) -> MaskOf<'_, D, E> {

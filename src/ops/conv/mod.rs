@@ -19,7 +19,7 @@ mod direct;
 mod simd;
 
 use super::autocast::{self, autocast_in};
-use crate::autograd::{self, first_order_rule};
+use crate::autograd::{self, rule};
 use crate::backend::Backend;
 use crate::element::{DType, Element, FloatElement, SameDtype};
 use crate::error::check_elem_count;
@@ -222,7 +222,9 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     }
 
     /// The patches of this image as `[N, C, KH * KW, OH * OW]`, `pad` in the
-    /// padding; differentiable (the gradient is folded back).
+    /// padding; differentiable to any order: its gradient is the fold of
+    /// the columns' gradient ([`fold`](Self::fold)), whose own gradient is
+    /// this unfold again (both are linear, each the other's adjoint).
     fn unfold(&self, geometry: Unfold2d, pad: E) -> Result<Self> {
         let [n, c, _, _] = geometry.image;
         let taps = geometry.window.kernel[0] * geometry.window.kernel[1];
@@ -233,12 +235,45 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             Ok(Tensor::from_storage(storage, [n, c, taps, positions].into()))
         };
         autograd::track("unfold", &[self.node()], forward, |_| {
-            first_order_rule(move |g: &Tensor<D, E>, _| {
-                let g = g.try_contiguous()?;
-                let image = D::fold(g.storage(), &geometry)?;
-                Ok(vec![Some(Tensor::from_storage(image, geometry.image.into()))])
-            })
+            rule(move |g: &Tensor<D, E>, _| Ok(vec![Some(g.fold(geometry)?)]))
         })
+    }
+
+    /// Columns `[N, C, KH * KW, OH * OW]` (any shape of that many
+    /// elements) summed back into the image `[N, C, H, W]` they were
+    /// unfolded from: the adjoint of [`unfold`](Self::unfold), recorded
+    /// with it as its gradient.
+    fn fold(&self, geometry: Unfold2d) -> Result<Self> {
+        let forward = || {
+            let dense = self.try_contiguous()?;
+            Ok(Tensor::from_storage(D::fold(dense.storage(), &geometry)?, geometry.image.into()))
+        };
+        autograd::track("fold", &[self.node()], forward, |_| {
+            rule(move |g: &Tensor<D, E>, _| Ok(vec![Some(g.unfold(geometry, E::ZERO)?)]))
+        })
+    }
+
+    /// `conv2d` of one group written out with recorded ops (the columns
+    /// times the weight, plus the bias): what its gradients are computed
+    /// from when they must be differentiated again (`create_graph`), as
+    /// the fused kernels have no derivatives of their own.
+    fn conv2d_composed(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        geometry: Unfold2d,
+        out_channels: usize,
+    ) -> Result<Self> {
+        let [n, _, _, _] = geometry.image;
+        let [oh, ow] = geometry.output;
+        let taps = weight.elem_count() / out_channels;
+        let columns = self.unfold(geometry, E::ZERO)?.try_reshape([n, taps, oh * ow])?;
+        let out =
+            weight.try_reshape([out_channels, taps])?.try_matmul(&columns)?.try_reshape([n, out_channels, oh, ow])?;
+        match bias {
+            Some(b) => out.try_add(&b.try_reshape([out_channels, 1, 1])?),
+            None => Ok(out),
+        }
     }
 
     pub(super) fn core_conv2d(
@@ -350,7 +385,23 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         let inputs = [self.node(), weight.node(), bias.and_then(Tensor::node)];
         autograd::track("conv2d", &inputs, forward, |_| {
             let (x, w) = (x.clone(), w.clone());
-            first_order_rule(move |g: &Tensor<D, E>, needs| {
+            // The operands with their nodes, for a recorded backward.
+            let operands = (self.clone(), weight.clone(), bias.cloned());
+            rule(move |g: &Tensor<D, E>, needs| {
+                if autograd::is_grad_enabled() {
+                    // Recorded (`create_graph`): the gradients of the same
+                    // convolution composed of recorded ops, which can be
+                    // differentiated again (in the op's own precision: the
+                    // rounding of `autocast` is not composed).
+                    let (x, w, b) = &operands;
+                    let mut read = vec![x, w];
+                    read.extend(b.as_ref());
+                    let mut grads = autograd::composed_gradients(&read, g, || {
+                        x.conv2d_composed(w, b.as_ref(), geometry, out_channels)
+                    })?;
+                    grads.resize(3, None);
+                    return Ok(grads);
+                }
                 let g = g.try_contiguous()?;
                 let image = needs.then(0, || {
                     if let Some(image) = image_gradient_direct(&g, &w, &geometry, round_to)? {

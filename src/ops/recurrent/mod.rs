@@ -15,7 +15,7 @@ mod cpu;
 mod cuda;
 mod sequence;
 
-use crate::autograd::{self, first_order_rule};
+use crate::autograd::{self, rule};
 use crate::backend::Backend;
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
@@ -209,7 +209,18 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             &inputs,
             || Ok(out),
             |_| {
-                first_order_rule(move |g: &Tensor<D, E>, needs| {
+                // The operands with their nodes, for a recorded backward.
+                let operands = [gx.clone(), gh.clone(), state.clone()];
+                rule(move |g: &Tensor<D, E>, needs| {
+                    if autograd::is_grad_enabled() {
+                        // Recorded (`create_graph`): the gradients of the
+                        // same gates composed of recorded ops, which can be
+                        // differentiated again.
+                        let [gx, gh, state] = &operands;
+                        return autograd::composed_gradients(&[gx, gh, state], g, || {
+                            composed_gates(gates, gx, gh, state)
+                        });
+                    }
                     let g = dense(g)?;
                     let s = saved.storage();
                     match gates {
@@ -232,6 +243,38 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
                 })
             },
         )
+    }
+}
+
+/// Either cell's gates written out with recorded ops, as the kernels
+/// compute them (PyTorch's formulas): for the LSTM `[h', c']` stacked,
+/// with `c' = σ(f) c + σ(i) tanh(g)` and `h' = σ(o) tanh(c')` from the
+/// pre-activations `gx + gh` in the order `i, f, g, o`; for the GRU
+/// `h' = n + z (h - n)` with `r, z = σ(gx + gh)` and
+/// `n = tanh(gx_n + r gh_n)`. What a recorded backward differentiates.
+fn composed_gates<D: CoreDevice, E: FloatElement>(
+    gates: Gates,
+    gx: &Tensor<D, E>,
+    gh: &Tensor<D, E>,
+    state: &Tensor<D, E>,
+) -> Result<Tensor<D, E>> {
+    let hidden = state.dims()[1];
+    let part = |t: &Tensor<D, E>, k: usize| t.try_narrow(1, k * hidden, hidden);
+    match gates {
+        Gates::Lstm => {
+            let pre = gx.try_add(gh)?;
+            let (i, f) = (part(&pre, 0)?.try_sigmoid()?, part(&pre, 1)?.try_sigmoid()?);
+            let (g, o) = (part(&pre, 2)?.try_tanh()?, part(&pre, 3)?.try_sigmoid()?);
+            let c = f.try_mul(state)?.try_add(&i.try_mul(&g)?)?;
+            let h = o.try_mul(&c.try_tanh()?)?;
+            Tensor::try_stack(&[&h, &c], 0)
+        }
+        Gates::Gru => {
+            let r = part(gx, 0)?.try_add(&part(gh, 0)?)?.try_sigmoid()?;
+            let z = part(gx, 1)?.try_add(&part(gh, 1)?)?.try_sigmoid()?;
+            let n = part(gx, 2)?.try_add(&r.try_mul(&part(gh, 2)?)?)?.try_tanh()?;
+            n.try_add(&z.try_mul(&state.try_sub(&n)?)?)
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! as one product over all steps, `[H, T · batch] × [T · batch, gates · H]`.
 
 use super::{Gates, at, dense, saved_len};
-use crate::autograd::{self, Node, first_order_rule, no_grad};
+use crate::autograd::{self, Node, no_grad, rule};
 use crate::element::FloatElement;
 use crate::error::{Error, Result};
 use crate::layout::Shape;
@@ -126,12 +126,66 @@ pub(super) fn run<D: CoreDevice, E: FloatElement>(gates: Gates, x: SequenceInput
         return Ok(out);
     }
     let backward = Backward { gates, steps, batch, hidden, w, has_bias: bias.is_some(), kept };
+    // The operands with their nodes, for a recorded backward, in the order
+    // of `inputs`.
+    let mut operands = vec![x.gx.clone(), x.w.clone(), x.h0.clone()];
+    operands.extend(x.bias.cloned());
+    operands.extend(x.c0.cloned());
+    let reverse = x.reverse;
     autograd::track(
         op,
         &inputs,
         || Ok(out),
-        |_| first_order_rule(move |g: &Tensor<D, E>, needs| backward.grads(g, needs)),
+        |_| {
+            rule(move |g: &Tensor<D, E>, needs| {
+                if autograd::is_grad_enabled() {
+                    // Recorded (`create_graph`): the gradients of the same
+                    // steps composed of recorded ops, which can be
+                    // differentiated again.
+                    let read: Vec<&Tensor<D, E>> = operands.iter().collect();
+                    return autograd::composed_gradients(&read, g, || composed(gates, &operands, reverse));
+                }
+                backward.grads(g, needs)
+            })
+        },
     )
+}
+
+/// The sequence written out with recorded ops, step by step as `run`
+/// computes it (`operands`: `gx`, `w`, `h0`, then the GRU's bias or the
+/// LSTM's `c0`).
+fn composed<D: CoreDevice, E: FloatElement>(
+    gates: Gates,
+    operands: &[Tensor<D, E>],
+    reverse: bool,
+) -> Result<Tensor<D, E>> {
+    let (gx, w, mut h) = (&operands[0], &operands[1], operands[2].clone());
+    let (bias, mut c) = match gates {
+        Gates::Gru => (operands.get(3), None),
+        Gates::Lstm => (None, operands.get(3).cloned()),
+    };
+    let steps = gx.dims()[0];
+    let order: Vec<usize> = if reverse { (0..steps).rev().collect() } else { (0..steps).collect() };
+    let mut outputs: Vec<Option<Tensor<D, E>>> = vec![None; steps];
+    for &t in &order {
+        let gx_t = gx.try_select(0, t)?;
+        let gh = match bias {
+            Some(b) => h.try_matmul(w)?.try_add(b)?,
+            None => h.try_matmul(w)?,
+        };
+        match &c {
+            Some(state) => {
+                let hc = super::composed_gates(gates, &gx_t, &gh, state)?;
+                (h, c) = (hc.try_select(0, 0)?, Some(hc.try_select(0, 1)?));
+            }
+            None => h = super::composed_gates(gates, &gx_t, &gh, &h)?,
+        }
+        outputs[t] = Some(h.clone());
+    }
+    let mut parts: Vec<&Tensor<D, E>> = outputs.iter().flatten().collect();
+    parts.push(&h);
+    parts.extend(&c);
+    Tensor::try_stack(&parts, 0)
 }
 
 /// The backward pass of one recorded sequence.

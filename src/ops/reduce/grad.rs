@@ -2,7 +2,7 @@
 
 use super::axes::{AxisList, without_axes};
 use super::{ExtremeOp, Fns, Product, Sum, reduced_shape, scale_by_repeat};
-use crate::autograd::{self, Backward, first_order_rule, float_rule, rule, saved_output};
+use crate::autograd::{self, Backward, float_rule, rule, saved_output};
 use crate::element::{Element, FloatElement};
 use crate::error::Result;
 use crate::layout::{Dims, Shape};
@@ -136,13 +136,18 @@ pub(super) fn cumsum<D: CoreDevice, F: FloatElement>(axis: Option<usize>) -> Box
 /// `prod` of `x` along `axis`: each element's gradient is the product of
 /// the others on its line, the running product of the elements before it
 /// times that of the elements after it. Exact with zeros, where `out / x`
-/// divides by 0 (PyTorch's rule also special-cases them).
+/// divides by 0 (PyTorch's rule also special-cases them). The running
+/// products are not recorded ops: a recorded backward (`create_graph`)
+/// differentiates the product written as a tree of recorded
+/// multiplications instead, exact with zeros too.
 pub(super) fn prod<D: CoreDevice, F: FloatElement>(x: Tensor<D, F>, axis: usize, keepdim: bool) -> Box<dyn Backward> {
-    // The running products are not recorded ops.
-    first_order_rule(move |g: &Tensor<D, F>, _| {
+    rule(move |g: &Tensor<D, F>, _| {
         let (a, len) = (axis as isize, x.dims()[axis]);
         if len == 0 {
             return Ok(vec![Some(x.try_zeros_like()?)]);
+        }
+        if autograd::is_grad_enabled() {
+            return autograd::composed_gradients(&[&x], g, || product_tree(&x, a, keepdim));
         }
         let ones = Tensor::<D, F>::try_ones(reduced_shape(x.shape(), axis, true))?;
         let before = x.try_narrow(a, 0, len - 1)?.running(Product, Some(axis), false)?;
@@ -152,6 +157,35 @@ pub(super) fn prod<D: CoreDevice, F: FloatElement>(x: Tensor<D, F>, axis: usize,
         let g = if keepdim { g.clone() } else { g.try_unsqueeze(a)? };
         Ok(vec![Some(before.try_mul(&after)?.try_mul(&g)?)])
     })
+}
+
+/// The product of `x` along `axis` (of length at least 1) from recorded
+/// ops: the first half of the line times the second, halving until one
+/// element is left, an odd length's last element set aside and
+/// multiplied in at the end. `log2(len)` multiplications, each
+/// differentiable to any order.
+fn product_tree<D: CoreDevice, F: FloatElement>(x: &Tensor<D, F>, axis: isize, keepdim: bool) -> Result<Tensor<D, F>> {
+    let (mut line, mut left_over) = (x.clone(), None::<Tensor<D, F>>);
+    loop {
+        let len = line.dims()[axis as usize];
+        if len == 1 {
+            break;
+        }
+        let half = len / 2;
+        if len % 2 == 1 {
+            let last = line.try_narrow(axis, len - 1, 1)?;
+            left_over = Some(match left_over {
+                Some(earlier) => earlier.try_mul(&last)?,
+                None => last,
+            });
+        }
+        line = line.try_narrow(axis, 0, half)?.try_mul(&line.try_narrow(axis, half, half)?)?;
+    }
+    let product = match left_over {
+        Some(rest) => line.try_mul(&rest)?,
+        None => line,
+    };
+    if keepdim { Ok(product) } else { product.try_squeeze(axis) }
 }
 
 /// The standard deviation `out` of `x` over the (increasing) `axes` with
