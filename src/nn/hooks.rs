@@ -11,13 +11,14 @@
 
 use super::{Forward, Module, TensorKind, ToDtype};
 use crate::autograd::{HookHandle, HookList, is_grad_enabled, next_id};
-use crate::element::FloatElement;
+use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
 use crate::tensor::shell::core_table;
-use crate::tensor::{CoreDevice, Device, Tensor};
+use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 use std::any::{Any, TypeId};
 use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Called with a module's input before its forward; may return the input to use instead.
@@ -477,14 +478,14 @@ impl<D: Device, E: FloatElement, M: Forward<D, E>> Hooks<D, E> for M {}
 
 /// A module that keeps hooks in a [`ModuleHooks`] field, which it returns
 /// from [`Forward::hooks`]: what [`Hooks`]'s methods ask of it. Every
-/// library layer with parameters is one; a model of your own declares
-/// `impl Hookable` (see [`Hooks`]).
+/// library layer with parameters is one, and any module wrapped in
+/// [`Hooked`]; a model of your own declares `impl Hookable` (see [`Hooks`]).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` keeps no hooks",
     label = "this module has no `ModuleHooks`",
-    note = "layers without parameters (activations, pooling, dropout) work on every device, so they cannot keep hooks \
-            typed for one: hook the layer before or after them, or the tensor itself with `register_hook`; \
-            a model of your own gets hooks through a `ModuleHooks` field (see `devtensor::nn::Hooks`)"
+    note = "layers without parameters (activations, pooling, dropout) and `Sequential` keep no hooks of their own: \
+            wrap the module in `Hooked::new(..)` where the model declares it to give it hooks, or give a model \
+            of your own a `ModuleHooks` field (see `devtensor::nn::Hooks`)"
 )]
 pub trait Hookable<D: Device, E: FloatElement = f32>: Forward<D, E> {}
 
@@ -502,4 +503,137 @@ fn kept_hooks<'m, D: Device, E: FloatElement, M: Forward<D, E>>(
             std::any::type_name::<M>()
         ),
     })
+}
+
+/// Any module with hooks of its own: an activation, a pooling layer, a
+/// [`Sequential`](super::Sequential) block, a model of yours without a
+/// [`ModuleHooks`] field. Declare the wrapped type where the model
+/// declares the module (`Hooked<Sequential<(..)>>` for torchvision's
+/// `layer4`); it is transparent otherwise: its parameters keep their
+/// names, it derefs to the module, and its forward runs the module's own
+/// hooks inside its own.
+///
+/// ```
+/// use devtensor::nn::{Hooked, Hooks, Linear, Module, Relu, Sequential};
+/// use devtensor::{Cpu, Tensor};
+/// use std::sync::{Arc, Mutex};
+///
+/// let net = Sequential::new((Linear::<Cpu>::new(4, 8), Hooked::new(Relu), Linear::new(8, 3)));
+/// // The fraction of the ReLU's outputs that are zero, at each call.
+/// let dead = Arc::new(Mutex::new(Vec::new()));
+/// let seen = dead.clone();
+/// let _handle = net.0.1.register_forward_hook(move |_input, output| {
+///     seen.lock().unwrap().push(output.eq_scalar(0.0).to_dtype::<f32>().mean().item());
+///     None
+/// });
+/// net.forward(&Tensor::<Cpu>::randn([16, 4]));
+/// assert_eq!(dead.lock().unwrap().len(), 1);
+/// assert_eq!(net.parameters()[2].0, "2.weight"); // names as without the wrapper
+/// ```
+pub struct Hooked<M, D: Device, E: FloatElement = f32> {
+    module: M,
+    hooks: ModuleHooks<D, E>,
+}
+
+impl<M, D: Device, E: FloatElement> Hooked<M, D, E> {
+    /// `module`, with no hooks yet.
+    pub fn new(module: M) -> Self {
+        Hooked { module, hooks: ModuleHooks::new() }
+    }
+
+    /// The module, without its hooks.
+    pub fn into_inner(self) -> M {
+        self.module
+    }
+
+    /// The module applied to `x`, which must be on the module's device
+    /// (checked at compile time), with its hooks around it; what
+    /// [`Forward::forward`] does, here so that `hooked.forward(x)` never
+    /// reaches the module's own `forward` through `Deref`.
+    #[fallible]
+    pub fn forward<DX: Device, EX: Element>(&self, x: &Tensor<DX, EX>) -> Tensor<D, E>
+    where
+        M: Forward<D, E>,
+        D: SameDevice<DX>,
+        E: SameDtype<EX>,
+    {
+        super::forward::call(self, same_device(x))
+    }
+}
+
+impl<M, D: Device, E: FloatElement> Deref for Hooked<M, D, E> {
+    type Target = M;
+
+    fn deref(&self) -> &M {
+        &self.module
+    }
+}
+
+impl<M, D: Device, E: FloatElement> DerefMut for Hooked<M, D, E> {
+    fn deref_mut(&mut self) -> &mut M {
+        &mut self.module
+    }
+}
+
+impl<M: Clone, D: Device, E: FloatElement> Clone for Hooked<M, D, E> {
+    fn clone(&self) -> Self {
+        Hooked { module: self.module.clone(), hooks: self.hooks.clone() }
+    }
+}
+
+impl<M: std::fmt::Debug, D: Device, E: FloatElement> std::fmt::Debug for Hooked<M, D, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooked").field("module", &self.module).field("hooks", &self.hooks).finish()
+    }
+}
+
+impl<M: Forward<D, E>, D: Device, E: FloatElement> Forward<D, E> for Hooked<M, D, E> {
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        // The module's own hooks, if it has any, inside these.
+        super::forward::call(&self.module, x)
+    }
+
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+}
+
+impl<M: Forward<D, E>, D: Device, E: FloatElement> Hookable<D, E> for Hooked<M, D, E> {}
+
+/// The module's tensors under the module's own names; the hooks move with
+/// it as [`ModuleHooks`] do.
+impl<M: Module<D, E>, D: Device, E: FloatElement> Module<D, E> for Hooked<M, D, E> {
+    type On<D2: Device> = Hooked<M::On<D2>, D2, E>;
+
+    fn try_to<D2: Device>(&self) -> Result<Self::On<D2>> {
+        Ok(Hooked { module: self.module.try_to()?, hooks: self.hooks.try_to()? })
+    }
+
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &Tensor<D, E>)) {
+        self.module.visit(prefix, f)
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, TensorKind, &mut Tensor<D, E>)) {
+        self.module.visit_mut(prefix, f)
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.module.set_training(training)
+    }
+
+    fn visit_int_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor<D, i64>)) {
+        self.module.visit_int_buffers(prefix, f)
+    }
+
+    fn visit_int_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor<D, i64>)) {
+        self.module.visit_int_buffers_mut(prefix, f)
+    }
+}
+
+impl<M: ToDtype<D, E>, D: Device, E: FloatElement> ToDtype<D, E> for Hooked<M, D, E> {
+    type Of<T: FloatElement> = Hooked<M::Of<T>, D, T>;
+
+    fn try_to_dtype<T: FloatElement>(&self) -> Result<Self::Of<T>> {
+        Ok(Hooked { module: self.module.try_to_dtype()?, hooks: self.hooks.try_to_dtype()? })
+    }
 }

@@ -84,7 +84,7 @@ pub use embedding::Embedding;
 pub use embedding_bag::{EmbeddingBag, EmbeddingBagInput, EmbeddingBagMode, ToEmbeddingBagInput};
 pub use forward::Forward;
 pub use group_norm::GroupNorm;
-pub use hooks::{Hookable, Hooks, ModuleHooks};
+pub use hooks::{Hookable, Hooked, Hooks, ModuleHooks};
 pub use instance_norm::{InstanceNorm1d, InstanceNorm2d, InstanceNorm3d};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;

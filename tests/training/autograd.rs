@@ -505,9 +505,90 @@ fn module_hooks_see_and_replace_like_pytorch<D: Device>() {
     assert_close(&grads.get(&x).unwrap().to_vec(), &dx, 1e-12, 1e-12);
 }
 
+/// `Hooked` gives hooks to any module, a `Sequential` block and an
+/// activation here, with the block's layer's own hooks running inside the
+/// block's, in PyTorch's order; the numbers are PyTorch 2.15's for the
+/// same hooks on `nn.Sequential(lin, nn.Tanh())` and `nn.Tanh()`.
+fn hooked_modules_run_hooks_like_pytorch<D: Device>() {
+    use devtensor::nn::{Hooked, Hooks, Linear, Module, Sequential, Tanh};
+    use std::sync::{Arc, Mutex};
+    let weight = T::<D>::from_vec(vec![1.0, -1.0, 0.5, 2.0, 0.0, -0.5], [2, 3]);
+    let lin = Linear::from_weights(weight, Some(from::<D>(&[0.25, -0.25])));
+    let block: Hooked<_, D, f64> = Hooked::new(Sequential::new((lin, Tanh)));
+    let act: Hooked<Tanh, D, f64> = Hooked::new(Tanh);
+    let order: Arc<Mutex<Vec<&str>>> = Arc::default();
+    let log = |name: &'static str| {
+        let order = order.clone();
+        move || order.lock().unwrap().push(name)
+    };
+    let (inner_pre, inner, outer_pre, outer) = (log("inner pre"), log("inner"), log("outer pre"), log("outer"));
+    let _h1 = block.0.0.register_forward_pre_hook(move |_| {
+        inner_pre();
+        None
+    });
+    let _h2 = block.0.0.register_forward_hook(move |_, y| {
+        inner();
+        Some(y + 1.0)
+    });
+    let _h3 = block.register_forward_pre_hook(move |x| {
+        outer_pre();
+        Some(x * 2.0)
+    });
+    let _h4 = block.register_forward_hook(move |_, y| {
+        outer();
+        Some(y * 3.0)
+    });
+    let seen: Arc<Mutex<Vec<(Vec<f64>, Vec<f64>)>>> = Arc::default();
+    let keep = seen.clone();
+    let _h5 = block.register_full_backward_hook(move |grad_input, grad_output| {
+        let grad_input = grad_input.unwrap();
+        keep.lock().unwrap().push((grad_input.to_vec(), grad_output.to_vec()));
+        Some(grad_input * 0.5)
+    });
+    let _h6 = act.register_full_backward_pre_hook(|g| Some(g * 10.0));
+    let x = T::<D>::from_vec(vec![1.0, 2.0, -1.0, 0.5, -0.5, 2.0], [2, 3]).requires_grad();
+    let y = act.forward(&block.forward(&x));
+    assert_eq!(*order.lock().unwrap(), ["outer pre", "inner pre", "inner", "outer"]);
+    assert_close(
+        &y.to_vec(),
+        &[-0.9929774123888793, 0.9950541539932571, 0.995053123409821, 0.9567013424298754],
+        1e-12,
+        1e-12,
+    );
+    let grads = (&y * &y).sum().backward();
+    let grad_input = [
+        -0.09485496242862515,
+        0.09490270303078535,
+        -0.047463286665932726,
+        5.802756934717581,
+        -6.48973662418971e-05,
+        -1.450640560654714,
+    ];
+    let grad_output = [-0.2779514268615686, 0.19636857635199986, 0.19640918948576847, 1.6210833816926715];
+    let calls = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(calls.len(), 1);
+    assert_close(&calls[0].0, &grad_input, 1e-12, 1e-12);
+    assert_close(&calls[0].1, &grad_output, 1e-12, 1e-12);
+    // Halved by the hook, doubled by the pre-hook's `x * 2` on the way to `x`.
+    assert_close(&grads.get(&x).unwrap().to_vec(), &grad_input, 1e-12, 1e-12);
+    let dw = [
+        -0.1897405086953288,
+        -0.3796757094893833,
+        0.1900649955265383,
+        2.90139375927783,
+        -2.9012505374713493,
+        11.60533633410052,
+    ];
+    assert_close(&grads.get(&block.0.0.weight).unwrap().to_vec(), &dw, 1e-12, 1e-12);
+    // Transparent to the state dict: the names are the block's own.
+    let names: Vec<String> = block.parameters().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["0.weight", "0.bias"]);
+}
+
 device_tests! {
     tensor_hooks_see_and_replace_gradients_like_pytorch => tensor_hooks_see_and_replace_gradients_like_pytorch,
     module_hooks_see_and_replace_like_pytorch => module_hooks_see_and_replace_like_pytorch,
+    hooked_modules_run_hooks_like_pytorch => hooked_modules_run_hooks_like_pytorch,
     grads_accumulate_over_uses => grads_accumulate_over_uses,
     no_grad_and_detach_cut_the_graph => no_grad_and_detach_cut_the_graph,
     backward_errors_name_the_problem => backward_errors_name_the_problem,
