@@ -296,6 +296,12 @@ device_proptests! {
         check_half!("matmul", seed, [a: [m, k], b: [k, n]] => a.matmul(b), reordered);
         check_half!("matmul (batched, transposed)", seed, [a: [batch, m, k], b: [batch, n, k]] => a.matmul(&b.transpose(-1, -2)), reordered);
         check_half!("matmul (broadcast)", seed, [a: [batch, m, k], b: [k, n]] => a.matmul(b), reordered);
+        check_half!("addmm", seed, [c: [n], a: [m, k], b: [k, n]] => c.addmm(a, b, 0.5, 2.0), reordered);
+        check_half!("baddbmm", seed, [c: [m, n], a: [batch, m, k], b: [batch, k, n]] => c.baddbmm(a, b, 1.0, 1.0), reordered);
+        check_half!("addbmm", seed, [c: [m, n], a: [batch, m, k], b: [batch, k, n]] => c.addbmm(a, b, -1.0, 1.0), reordered);
+        check_half!("addmv", seed, [c: [m], a: [m, k], v: [k]] => c.addmv(a, v, 1.0, 1.0), reordered);
+        check_half!("outer", seed, [a: [m], b: [n]] => a.outer(b), rounded);
+        check_half!("dot", seed, [a: [k], b: [k]] => a.dot(b), reordered);
         check_half!("Linear", seed, [x: [m, k], w: [n, k], b: [n]] => {
             Linear::from_weights(w.clone(), Some(b.clone())).forward(x)
         }, reordered);
@@ -383,6 +389,11 @@ device_proptests! {
         check_half!("gather", seed, [x: [rows, cols]] => x.gather(0, &grid), rounded);
         check_half!("cat", seed, [x: [rows, cols], y: [rows, cols]] => Tensor::cat(&[x, &y.t().contiguous().t()], 1), rounded);
         check_half!("sort", seed, [x: [rows, cols]] => x.sort(1, true).0, rounded);
+        check_half!("flip", seed, [x: [rows, cols]] => x.flip([0, 1]), rounded);
+        check_half!("roll", seed, [x: [rows, cols]] => x.roll([1, -2], [0, 1]), rounded);
+        check_half!("repeat_interleave", seed, [x: [rows, cols]] => x.repeat_interleave(2, 1), rounded);
+        check_half!("take_along_dim", seed, [x: [rows, cols]] => x.take_along_dim(&grid, 0), rounded);
+        check_half!("unflatten", seed, [x: [rows, cols]] => x.unflatten(1, [1, -1]), rounded);
         check_half!("where_cond", seed, [x: [rows, cols], y: [cols]] => x.gt(y).where_cond(x, y), rounded);
         check_half!("lt_scalar as a mask", seed, [x: [rows, cols]] => x.lt_scalar(num::<E>(0.5)).to_dtype::<E>(), rounded);
         check_half!("full", seed, [x: [rows]] => Tensor::<D, E>::full([rows, 2], num::<E>(-1.75)) + x.unsqueeze(1), rounded);

@@ -241,6 +241,139 @@ device_proptests! {
     }
 }
 
+/// `flip`, `roll`, `repeat_interleave` (a count, and a tensor of counts),
+/// `take_along_dim` (broadcasting the index) and `unflatten` against index
+/// arithmetic on each output position; the gradients by finite
+/// differences where there are elements.
+fn check_reorderings<D: Device>(
+    dims: &[usize],
+    axis: usize,
+    negative: bool,
+    shift: isize,
+    r: usize,
+    seed: u64,
+    v: Variant,
+) {
+    let a = signed_axis(axis, dims.len(), negative);
+    let data: Vec<f64> = (0..dims.iter().product()).map(|i| i as f64).collect();
+    let t = tensor_with::<D, f64>(&data, dims, v);
+    let n = dims[axis];
+    let at = |i: &[usize]| data[ravel(i, dims)];
+    let moved = |out_dims: &[usize], source: &dyn Fn(usize) -> usize| -> Vec<f64> {
+        indices(out_dims)
+            .map(|mut i| {
+                i[axis] = source(i[axis]);
+                at(&i)
+            })
+            .collect()
+    };
+    let with = |len: usize| -> Vec<usize> {
+        let mut d = dims.to_vec();
+        d[axis] = len;
+        d
+    };
+    let x = Tensor::<D, f64>::from_vec(data.clone(), dims);
+    let xs = std::slice::from_ref(&x);
+    let differentiable = !data.is_empty();
+
+    assert_eq!(t.flip(a).to_vec(), moved(dims, &|i| n - 1 - i), "flip");
+    let rolled = moved(dims, &|i| (i as isize - shift).rem_euclid(n as isize) as usize);
+    assert_eq!(t.roll([shift], a).to_vec(), rolled, "roll");
+    let flat_shift = (shift * 3).rem_euclid(data.len().max(1) as isize) as usize;
+    let flat: Vec<f64> = (0..data.len()).map(|i| data[(i + data.len() - flat_shift) % data.len()]).collect();
+    assert_eq!(t.roll([shift * 3], ()).to_vec(), flat, "roll (flattened)");
+
+    let got = t.repeat_interleave(r, a);
+    assert_eq!(got.dims(), with(n * r).as_slice(), "repeat_interleave");
+    assert_eq!(got.to_vec(), moved(&with(n * r), &|i| i / r), "repeat_interleave");
+    let counts: Vec<i64> = (0..n).map(|k| (splitmix(seed ^ k as u64) % 3) as i64).collect();
+    let source: Vec<usize> = counts.iter().enumerate().flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize)).collect();
+    let got = t.repeat_interleave_tensor(&Tensor::<D, i64>::from_slice(&counts, [n]), a);
+    assert_eq!(got.dims(), with(source.len()).as_slice(), "repeat_interleave_tensor");
+    assert_eq!(got.to_vec(), moved(&with(source.len()), &|i| source[i]), "repeat_interleave_tensor");
+
+    // An index of 0 to 3 picks per line, broadcast along one other axis.
+    let picks = (seed % 4) as usize;
+    let mut index_dims = with(picks);
+    let spread = (dims.len() > 1 && seed & 4 != 0).then(|| (axis + 1) % dims.len());
+    if let Some(b) = spread {
+        index_dims[b] = 1;
+    }
+    if n > 0 {
+        let index = index_values(index_dims.iter().product(), n, seed);
+        let got = t.take_along_dim(&Tensor::<D, i64>::from_slice(&index, &index_dims[..]), a);
+        let expected: Vec<f64> = indices(&with(picks))
+            .map(|mut i| {
+                let mut j = i.clone();
+                if let Some(b) = spread {
+                    j[b] = 0;
+                }
+                i[axis] = index[ravel(&j, &index_dims)] as usize;
+                at(&i)
+            })
+            .collect();
+        assert_eq!(got.dims(), with(picks).as_slice(), "take_along_dim");
+        assert_eq!(got.to_vec(), expected, "take_along_dim");
+        if differentiable && picks > 0 {
+            let index = Tensor::<D, i64>::from_slice(&index, &index_dims[..]);
+            gradcheck::gradcheck("take_along_dim", xs, |xs| xs[0].take_along_dim(&index, a));
+        }
+    }
+
+    let mut split = dims.to_vec();
+    split.splice(axis..=axis, [1, n]);
+    // -1 is inferred, except from an empty axis (which PyTorch refuses too).
+    let got = t.unflatten(a, [if n > 0 { -1 } else { 1 }, n as isize]);
+    assert_eq!(got.dims(), split.as_slice(), "unflatten");
+    assert_eq!(got.to_vec(), data, "unflatten");
+
+    if differentiable {
+        gradcheck::gradcheck("flip", xs, |xs| xs[0].flip(a));
+        gradcheck::gradcheck("roll", xs, |xs| xs[0].roll([shift], a));
+        if r > 0 {
+            gradcheck::gradcheck("repeat_interleave", xs, |xs| xs[0].repeat_interleave(r, a));
+        }
+        if !source.is_empty() {
+            let counts = Tensor::<D, i64>::from_slice(&counts, [n]);
+            gradcheck::gradcheck("repeat_interleave_tensor", xs, |xs| xs[0].repeat_interleave_tensor(&counts, a));
+        }
+        gradcheck::gradgradcheck("roll", xs, |xs| xs[0].roll([shift], a).square());
+    }
+}
+
+device_proptests! {
+    cases = 32;
+
+    fn reorderings_match_index_arithmetic<D>(
+        (dims, axis) in shape_and_axis(3, 4), negative in any::<bool>(), shift in -9isize..=9, r in 0usize..=3,
+        seed in any::<u64>(), v in variant(),
+    ) {
+        check_reorderings::<D>(&dims, axis, negative, shift, r, seed, v);
+    }
+}
+
+/// The errors of the reorderings name the op and say what is wrong.
+fn reordering_errors_say_what_is_wrong<D: Device>() {
+    let x = Tensor::<D, f64>::zeros([2, 3]);
+    let message = |e: Error| e.to_string();
+    assert!(message(x.try_flip([0, -2]).unwrap_err()).contains("axis 0 appears more than once"));
+    let err = message(x.try_roll([1, 2], 0).unwrap_err());
+    assert!(err.starts_with("roll on ") && err.contains("2 shifts for 1 dims"), "{err}");
+    assert!(message(x.try_roll([1, 2], ()).unwrap_err()).contains("without dims, roll takes one shift, not 2"));
+    let negative = Tensor::<D, i64>::from_vec(vec![1, -1, 0], [3]);
+    assert!(
+        message(x.try_repeat_interleave_tensor(&negative, 1).unwrap_err()).contains("must not be negative, found -1")
+    );
+    let two = Tensor::<D, i64>::from_vec(vec![1, 1], [2]);
+    assert!(message(x.try_repeat_interleave_tensor(&two, 1).unwrap_err()).contains("one per element of axis 1 (3)"));
+    let index = Tensor::<D, i64>::zeros([3, 1]);
+    let err = message(x.try_take_along_dim(&index, 1).unwrap_err());
+    assert!(err.contains("axis 0 does not broadcast (2 in the input, 3 in the indices)"), "{err}");
+    assert!(message(x.try_take_along_dim(&Tensor::<D, i64>::zeros([3]), 0).unwrap_err()).contains("the input's rank"));
+    assert!(message(x.try_unflatten(1, [2, -1]).unwrap_err()).contains("do not split axis 1 of size 3"));
+    assert!(message(x.try_unflatten(1, [-1, -1]).unwrap_err()).contains("at most one of them -1"));
+}
+
 device_proptests! {
     cases = 64;
 
@@ -793,6 +926,7 @@ device_tests! {
     large_gather_and_scatter_add_match_reference => large_gather_and_scatter_add_match_reference,
     empty_tensors_and_empty_index_lists => empty_tensors_and_empty_index_lists,
     errors_name_the_op_the_shapes_and_the_device => error_texts,
+    reordering_errors_say_what_is_wrong => reordering_errors_say_what_is_wrong,
 }
 
 device_tests_vs_cpu! {

@@ -138,6 +138,118 @@ fn operands_with_data(
     })
 }
 
+/// Small whole numbers from `seed`, exact in `f64` through every product here.
+fn whole(len: usize, seed: u64) -> Vec<f64> {
+    (0..len as u64).map(|i| ((i.wrapping_mul(7) ^ seed) % 11) as f64 - 5.0).collect()
+}
+
+/// `Σ_k a[i, k] b[k, j]` of row-major `a` `[n, m]` and `b` `[m, p]`.
+fn plain_product(a: &[f64], b: &[f64], (n, m, p): (usize, usize, usize)) -> Vec<f64> {
+    (0..n * p).map(|ij| (0..m).map(|k| a[ij / p * m + k] * b[k * p + ij % p]).sum()).collect()
+}
+
+/// `outer`, `dot`, `addmm`, `addmv`, `baddbmm` and `addbmm` against plain
+/// loops on whole numbers (exact in `f64`), with the factors 0, 1, 0.5 and
+/// -2, operands in every layout, an input broadcast from a row (or a
+/// scalar), empty sizes, and a NaN in the input where `beta` is 0 (not
+/// read, as in PyTorch); the gradients by finite differences.
+fn check_add_products<D: Device>(
+    (b, n, m, p): (usize, usize, usize, usize),
+    (beta, alpha): (f64, f64),
+    seed: u64,
+    la: Layout,
+    lb: Layout,
+    row: bool,
+) {
+    let tensor = |data: &[f64], dims: &[usize], layout: Layout| operand::<D, f64>(data, dims, layout);
+    let (a, bm) = (whole(b * n * m, seed), whole(b * m * p, seed ^ 1));
+    let scaled = |input: &[f64], product: &[f64], at: &dyn Fn(usize) -> usize| -> Vec<f64> {
+        (0..product.len())
+            .map(|i| if beta == 0.0 { alpha * product[i] } else { beta * input[at(i)] + alpha * product[i] })
+            .collect()
+    };
+    let mut input = whole(if row { p } else { n * p }, seed ^ 2);
+    if beta == 0.0 && !input.is_empty() {
+        input[0] = f64::NAN;
+    }
+    let input_dims: Vec<usize> = if row { vec![p] } else { vec![n, p] };
+    let c = tensor(&input, &input_dims, Layout::Common(Variant::Contiguous));
+    let at = |i: usize| if row { i % p.max(1) } else { i };
+
+    let (a0, b0) = (&whole(n * m, seed ^ 6)[..], &whole(m * p, seed ^ 7)[..]);
+    let (ta, tb) = (tensor(a0, &[n, m], la), tensor(b0, &[m, p], lb));
+    let want = scaled(&input, &plain_product(a0, b0, (n, m, p)), &at);
+    assert_eq!(c.addmm(&ta, &tb, beta, alpha).to_vec(), want, "addmm");
+    let v = whole(m, seed ^ 3);
+    let tv = tensor(&v, &[m], la);
+    let vector_input = whole(n, seed ^ 4);
+    let want = scaled(&vector_input, &plain_product(a0, &v, (n, m, 1)), &|i| i);
+    assert_eq!(Tensor::<D, f64>::from_slice(&vector_input, [n]).addmv(&ta, &tv, beta, alpha).to_vec(), want, "addmv");
+    if m > 0 {
+        // The first column of `a0` and the first row of `b0`.
+        let column: Vec<f64> = a0.iter().step_by(m).copied().collect();
+        let (x, y) = (tensor(&column, &[n], la), tensor(&b0[..p], &[p], lb));
+        let want: Vec<f64> = (0..n * p).map(|ij| column[ij / p] * b0[ij % p]).collect();
+        assert_eq!(x.outer(&y).to_vec(), want, "outer");
+    }
+    let (x, y) = (tensor(&v, &[m], la), tensor(&whole(m, seed ^ 5), &[m], lb));
+    assert_eq!(x.dot(&y).item(), v.iter().zip(whole(m, seed ^ 5)).map(|(a, b)| a * b).sum::<f64>(), "dot");
+
+    // Batches: baddbmm with an input broadcast over them, addbmm summing them.
+    let (ta, tb) = (tensor(&a, &[b, n, m], la), tensor(&bm, &[b, m, p], lb));
+    let products: Vec<Vec<f64>> =
+        (0..b).map(|i| plain_product(&a[i * n * m..][..n * m], &bm[i * m * p..][..m * p], (n, m, p))).collect();
+    let batched: Vec<f64> = products.concat();
+    let c3 = c.reshape(if row { vec![1, 1, p] } else { vec![1, n, p] });
+    let want = scaled(&input, &batched, &|i| at(i % (n * p).max(1)));
+    assert_eq!(c3.baddbmm(&ta, &tb, beta, alpha).to_vec(), want, "baddbmm");
+    let summed: Vec<f64> = (0..n * p).map(|ij| products.iter().map(|q| q[ij]).sum()).collect();
+    assert_eq!(c.addbmm(&ta, &tb, beta, alpha).to_vec(), scaled(&input, &summed, &at), "addbmm");
+
+    if beta != 0.0 && n * m * p > 0 {
+        let c = c.detach();
+        let inputs = [c.clone(), tensor(a0, &[n, m], la), tensor(b0, &[m, p], lb)];
+        gradcheck::gradcheck("addmm", &inputs, |x| x[0].addmm(&x[1], &x[2], beta, alpha));
+        let batches = [c3, ta, tb];
+        gradcheck::gradcheck("baddbmm", &batches, |x| x[0].baddbmm(&x[1], &x[2], beta, alpha));
+        let batches = [c, batches[1].clone(), batches[2].clone()];
+        gradcheck::gradcheck("addbmm", &batches, |x| x[0].addbmm(&x[1], &x[2], beta, alpha));
+    }
+}
+
+device_proptests! {
+    cases = 48;
+
+    fn add_products_match_plain_loops<D>(
+        sizes in (0usize..=3, 0usize..=4, 0usize..=4, 0usize..=4), factors in (0usize..4, 0usize..4),
+        seed in any::<u64>(), la in layout(), lb in layout(), row in any::<bool>(),
+    ) {
+        const FACTORS: [f64; 4] = [0.0, 1.0, 0.5, -2.0];
+        check_add_products::<D>(sizes, (FACTORS[factors.0], FACTORS[factors.1]), seed, la, lb, row);
+    }
+}
+
+/// Their errors name the op the user called, with PyTorch's reasons.
+fn add_product_errors_name_the_op<D: Device>() {
+    let m = |dims: &[usize]| Tensor::<D, f64>::zeros(dims);
+    let text = |e: Error| e.to_string();
+    let err = text(m(&[2, 4]).try_addmm(&m(&[2, 3]), &m(&[4, 4]), 1.0, 1.0).unwrap_err());
+    assert!(
+        err.starts_with("addmm on ") && err.contains("mat1 and mat2 shapes cannot be multiplied ([2, 3] and [4, 4])"),
+        "{err}"
+    );
+    let err = text(m(&[3, 4]).try_addmm(&m(&[2, 3]), &m(&[3, 4]), 1.0, 1.0).unwrap_err());
+    assert!(err.contains("the input [3, 4] does not broadcast to the product's shape [2, 4]"), "{err}");
+    let err = text(m(&[2]).try_addmv(&m(&[2, 3]), &m(&[2]), 1.0, 1.0).unwrap_err());
+    assert!(err.starts_with("addmv on ") && err.contains("a vector [m]"), "{err}");
+    let err = text(m(&[2, 2, 2]).try_baddbmm(&m(&[2, 2, 3]), &m(&[3, 3, 2]), 1.0, 1.0).unwrap_err());
+    assert!(err.contains("the same number of batches, got 2 and 3"), "{err}");
+    let err = text(m(&[2, 2]).try_addbmm(&m(&[2, 2, 3]), &m(&[2, 2]), 1.0, 1.0).unwrap_err());
+    assert!(err.starts_with("addbmm on ") && err.contains("must be 3-D"), "{err}");
+    assert!(text(m(&[3]).try_dot(&m(&[4])).unwrap_err()).contains("1-D tensors of the same length"));
+    assert!(text(m(&[3, 1]).try_outer(&m(&[4])).unwrap_err()).contains("two 1-D tensors"));
+}
+
 device_proptests! {
     cases = 128;
 
@@ -329,6 +441,7 @@ device_tests! {
     empty_operands_give_empty_or_zero_results => check_empty,
     errors_name_the_op_the_shapes_and_the_device => check_errors,
     dot_product_is_rank_zero_and_exact_on_small_integers => dot_product_is_rank_zero_and_exact_on_small_integers,
+    add_product_errors_name_the_op => add_product_errors_name_the_op,
 }
 
 device_tests_vs_cpu! {

@@ -235,6 +235,68 @@ fn check_reduction_rows<D: Device>(rows: &[ReductionRow<D>]) {
     }
 }
 
+/// An `i64` index tensor on `D`.
+fn picks<D: Device>(values: &[i64], dims: &[usize]) -> Tensor<D, i64> {
+    Tensor::from_slice(values, dims)
+}
+
+/// `(row, op)` pairs of the index, order and product rows: each op takes
+/// the row's inputs `a`, `b`, `c` (as many as it has).
+macro_rules! shape_rows {
+    ($($name:ident: $call:expr;)*) => {
+        [$((stringify!($name), { let c: fn(&[Tensor<D, f64>]) -> Tensor<D, f64> = $call; c })),*]
+    };
+}
+
+/// The index, order and product ops (issue 60) against PyTorch on
+/// `[2, 3, 4]` (and the products' own shapes): values, and the gradient of
+/// `sum(y * w)` toward each input (an input that is not read, `addmm`'s
+/// with `beta = 0`, has PyTorch's zeros). The NaN in `addmm_beta0`'s input
+/// must not reach its result.
+fn index_order_and_product_rows<D: Device>() {
+    let rows = shape_rows! {
+        flip: |x| x[0].flip([0, 2]);
+        flip_last: |x| x[0].flip(-1);
+        roll: |x| x[0].roll([1, -2], [1, 2]);
+        roll_flat: |x| x[0].roll([5], ());
+        roll_long: |x| x[0].roll([-7], 2);
+        repeat_interleave: |x| x[0].repeat_interleave(2, 1);
+        repeat_interleave_tensor: |x| x[0].repeat_interleave_tensor(&picks::<D>(&[1, 0, 3], &[3]), 1);
+        unflatten: |x| x[0].unflatten(2, [2, -1]);
+        take_along_dim: |x| x[0].take_along_dim(&picks::<D>(&[3, 0, 1, 1, 2, 0], &[1, 3, 2]), 2);
+        take_along_dim_broadcast: |x| x[0].take_along_dim(&picks::<D>(&[1, 0], &[2, 1, 1]), 1);
+        outer: |x| x[0].outer(&x[1]);
+        dot: |x| x[0].dot(&x[1]);
+        addmm: |x| x[0].addmm(&x[1], &x[2], 0.5, 2.0);
+        addmm_plain: |x| x[0].addmm(&x[1], &x[2], 1.0, 1.0);
+        addmm_beta0: |x| x[0].addmm(&x[1], &x[2], 0.0, -1.5);
+        addmv: |x| x[0].addmv(&x[1], &x[2], -1.0, 0.5);
+        baddbmm: |x| x[0].baddbmm(&x[1], &x[2], 0.25, 3.0);
+        addbmm: |x| x[0].addbmm(&x[1], &x[2], 2.0, 0.5);
+    };
+    let file = fixture();
+    let has = |name: &str| file.tensors().iter().any(|(n, _)| n == name);
+    for (row, call) in rows {
+        let p = format!("shape.{row}.");
+        let names: Vec<&str> = ["a", "b", "c"].into_iter().filter(|k| has(&format!("{p}{k}"))).collect();
+        let inputs: Vec<Tensor<D, f64>> =
+            names.iter().map(|k| float::<D>(&file, &format!("{p}{k}")).requires_grad()).collect();
+        let y = call(&inputs);
+        let want = float::<D>(&file, &format!("{p}y"));
+        assert_eq!(y.dims(), want.dims(), "shape.{row}: shape");
+        let firsts = vec![0.0; want.elem_count()];
+        let mut problems = differences(&y.to_vec(), &want.to_vec(), &[&firsts], 1e-14, false);
+        let grads = (&y * &float::<D>(&file, &format!("{p}w"))).sum().backward();
+        for (k, x) in names.iter().zip(&inputs) {
+            let got = grads.get(x).map_or_else(|| vec![0.0; x.elem_count()], |g| g.to_vec());
+            let want = float::<D>(&file, &format!("{p}g{k}")).to_vec();
+            problems
+                .extend(labelled(&format!("gradient of {k} "), differences(&got, &want, &[&x.to_vec()], 1e-13, false)));
+        }
+        report(&format!("shape.{row}"), problems);
+    }
+}
+
 /// The integer rows: PyTorch's `i64` results, wrapping included (and its
 /// `torch.div(.., rounding_mode=..)` for the two divisions).
 fn integer_rows<D: Device>() {
@@ -305,7 +367,7 @@ fn every_fixture_row_has_its_table_row() {
                 unary.contains(&format!("\n    {row}: |")) || compare.contains(&format!("unary_row::<D>(\"{row}\""))
             }
             "binary" => binary.contains(&format!("\n    {row}: |")),
-            "reduce" => own.contains(&format!("\n    {row}: |")),
+            "reduce" | "shape" => own.contains(&format!("\n    {row}: |")),
             "layer" | "loss" => layers.contains(&format!("\"{row}\",")),
             _ => continue,
         };
@@ -317,4 +379,5 @@ device_tests! {
     integer_rows_match_pytorch => integer_rows,
     reductions_match_pytorch => reductions,
     reductions_over_axes_match_pytorch => reductions_over_axes,
+    index_order_and_product_rows_match_pytorch => index_order_and_product_rows,
 }

@@ -21,6 +21,7 @@ mod cpu;
 mod cuda;
 mod grad;
 mod pad;
+mod reorder;
 mod repeat;
 mod sort;
 
@@ -208,6 +209,32 @@ impl<D: Device, E: Element> Tensor<D, E> {
         core_call!(D, Fns<E>.gather(self.core(), axis, index.core()))
     }
 
+    /// The elements at `indices` along `axis`, like
+    /// `torch.take_along_dim(x, indices, dim=axis)`: [`gather`](Self::gather)
+    /// after broadcasting this tensor and `indices` against each other on
+    /// every other axis (the values `argsort`, `topk` or `argmax` with
+    /// `keepdim` return pick their elements back). PyTorch's form without
+    /// `dim` is this on both flattened. Fails unless both have one rank and
+    /// their other axes broadcast, and on an index out of range.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![10.0, 30.0, 20.0, 5.0, 4.0, 6.0], [2, 3]);
+    /// let order = x.argsort(1, false);
+    /// assert_eq!(x.take_along_dim(&order, 1).to_vec2(), vec![vec![10.0, 20.0, 30.0], vec![4.0, 5.0, 6.0]]);
+    /// // One index row for every row of x: broadcast.
+    /// let first = Tensor::<Cpu, i64>::from_vec(vec![0], [1, 1]);
+    /// assert_eq!(x.take_along_dim(&first, 1).to_vec(), vec![10.0, 5.0]);
+    /// ```
+    #[fallible]
+    pub fn take_along_dim<D2: Device>(&self, indices: &Tensor<D2, i64>, axis: isize) -> Self
+    where
+        D: SameDevice<D2>,
+    {
+        let indices: &Tensor<D, i64> = same_device(indices);
+        core_call!(D, Fns<E>.take_along_dim(self.core(), indices.core(), axis))
+    }
+
     /// A copy of this tensor to which each `src[p]` is added at
     /// `p with p[axis] = index[p]`, for every position `p` of `index`: the
     /// out-of-place `torch.scatter_add`, and the backward of
@@ -387,6 +414,29 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             forward,
             |_| float_rule!(E, F => grad::index_select::<D, F>(self.shape().clone(), ax, indices.clone())),
         )
+    }
+
+    fn core_take_along_dim(&self, indices: &Tensor<D, i64>, axis: isize) -> Result<Self> {
+        const OP: &str = "take_along_dim";
+        let shapes = || vec![self.shape().clone(), indices.shape().clone()];
+        if self.rank() != indices.rank() {
+            let reason = format!("the indices must have the input's rank ({} vs {})", indices.rank(), self.rank());
+            return Err(shape_error::<D>(OP, shapes(), reason));
+        }
+        let axis = resolve_axis(OP, D::name, self.shape(), axis)?;
+        let (mut input, mut picks) = (self.dims().to_vec(), indices.dims().to_vec());
+        for d in (0..input.len()).filter(|&d| d != axis) {
+            let size = match (input[d], picks[d]) {
+                (a, b) if a == b || b == 1 => a,
+                (1, b) => b,
+                (a, b) => {
+                    let reason = format!("axis {d} does not broadcast ({a} in the input, {b} in the indices)");
+                    return Err(shape_error::<D>(OP, shapes(), reason));
+                }
+            };
+            (input[d], picks[d]) = (size, size);
+        }
+        self.try_broadcast_to(input)?.core_gather(axis as isize, &indices.try_broadcast_to(picks)?)
     }
 
     fn core_gather(&self, axis: isize, index: &Tensor<D, i64>) -> Result<Self> {
@@ -581,6 +631,14 @@ core_table! {
             |x, k, axis, largest| x.core_topk(k, axis, largest),
         pad: fn(&Tensor<C, E>, &[isize], PadMode<E>) -> Result<Tensor<C, E>> = |x, pad, mode| x.core_pad(pad, mode),
         repeat: fn(&Tensor<C, E>, &[usize]) -> Result<Tensor<C, E>> = |x, repeats| x.core_repeat(repeats),
+        repeat_interleave: fn(&Tensor<C, E>, usize, isize) -> Result<Tensor<C, E>> =
+            |x, repeats, axis| x.core_repeat_interleave(repeats, axis),
+        repeat_interleave_tensor: fn(&Tensor<C, E>, &Tensor<C, i64>, isize) -> Result<Tensor<C, E>> =
+            |x, repeats, axis| x.core_repeat_interleave_tensor(repeats, axis),
+        take_along_dim: fn(&Tensor<C, E>, &Tensor<C, i64>, isize) -> Result<Tensor<C, E>> =
+            |x, indices, axis| x.core_take_along_dim(indices, axis),
+        flip: fn(&Tensor<C, E>, &[isize]) -> Result<Tensor<C, E>> = |x, dims| x.core_flip(dims),
+        roll: fn(&Tensor<C, E>, &[isize], &[isize]) -> Result<Tensor<C, E>> = |x, shifts, dims| x.core_roll(shifts, dims),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Matrix products with the semantics of `torch.matmul`: dot products,
 //! matrix-vector, matrix-matrix and batched products with broadcast batch axes.
 
+mod blas;
 mod cpu;
 mod cuda;
 mod grad;
@@ -179,6 +180,16 @@ core_table! {
         matmul: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_matmul(b),
         matmul_bias: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>) -> Result<Option<Tensor<C, F>>> =
             |a, b, bias| a.core_matmul_bias(b, bias),
+        outer: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_outer(b),
+        dot: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_dot(b),
+        addmm: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
+            |x, a, b, beta, alpha| x.core_addmm(a, b, beta, alpha),
+        addmv: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
+            |x, a, v, beta, alpha| x.core_addmv(a, v, beta, alpha),
+        baddbmm: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
+            |x, a, b, beta, alpha| x.core_baddbmm(a, b, beta, alpha),
+        addbmm: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
+            |x, a, b, beta, alpha| x.core_addbmm(a, b, beta, alpha),
     }
 }
 

@@ -63,6 +63,15 @@ macro_rules! axes_of_integers {
 // are far below every type's range, so the casts are exact.
 axes_of_integers!(isize, i32, i64, usize);
 
+/// No axes, `()`: a reduction over every axis (PyTorch's `dim=()`), and
+/// for [`roll`](crate::Tensor::roll) the flattened tensor (its `dims`
+/// left out).
+impl Axes for () {
+    fn to_axes(&self) -> AxisList {
+        AxisList::new()
+    }
+}
+
 /// The distinct axes `axes` names in `shape`, increasing: every axis when
 /// `axes` is empty (PyTorch's `dim=()`), none of a rank-0 tensor (which
 /// accepts axis 0 and -1, as PyTorch's reductions do).

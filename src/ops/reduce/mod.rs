@@ -36,8 +36,9 @@ use crate::layout::{Dims, Layout, Shape};
 use crate::random::Generator;
 use crate::tensor::shell::{core_call, core_table};
 use crate::tensor::{CoreDevice, Device, Tensor};
+use axes::count_over;
+pub(crate) use axes::resolve_axes;
 pub use axes::{Axes, AxisList};
-use axes::{count_over, resolve_axes};
 use devtensor_macros::fallible;
 use logical::Logical;
 

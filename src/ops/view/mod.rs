@@ -56,6 +56,24 @@ impl<D: Device, E: Element> Tensor<D, E> {
         core_call!(D, Fns<E>.flatten(self.core(), start, end))
     }
 
+    /// Axis `axis` split into `sizes`, the inverse of
+    /// [`flatten`](Self::flatten), like `x.unflatten(dim, sizes)`: one size
+    /// may be -1, inferred from the others. A view where the layout allows,
+    /// as [`reshape`](Self::reshape). Fails when the sizes do not multiply
+    /// to the axis's size.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::zeros([2, 12, 5]);
+    /// assert_eq!(x.unflatten(1, [3, 4]).dims(), &[2, 3, 4, 5]);
+    /// assert_eq!(x.unflatten(-2, [2, -1]).dims(), &[2, 2, 6, 5]); // heads, head width
+    /// assert!(x.try_unflatten(1, [5, -1]).is_err());
+    /// ```
+    #[fallible]
+    pub fn unflatten(&self, axis: isize, sizes: impl AsRef<[isize]>) -> Self {
+        core_call!(D, Fns<E>.unflatten(self.core(), axis, sizes.as_ref()))
+    }
+
     /// All dimensions merged into one.
     ///
     /// ```
@@ -258,6 +276,28 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
         self.try_reshape(new)
     }
 
+    pub(super) fn core_unflatten(&self, axis: isize, sizes: &[isize]) -> Result<Self> {
+        let at = self.resolve("unflatten", axis)?;
+        let len = self.dims()[at];
+        let fail = |reason: String| self.shape_error("unflatten", vec![self.shape().clone()], reason);
+        let inferred: Vec<usize> = sizes.iter().enumerate().filter(|&(_, &s)| s == -1).map(|(i, _)| i).collect();
+        if sizes.is_empty() || inferred.len() > 1 || sizes.iter().any(|&s| s < -1) {
+            return Err(fail(format!(
+                "{sizes:?} are not sizes for axis {at}: give at least one, at most one of them -1"
+            )));
+        }
+        let known = sizes.iter().filter(|&&s| s != -1).try_fold(1usize, |product, &s| product.checked_mul(s as usize));
+        let mut split: Vec<usize> = sizes.iter().map(|&s| s.max(0) as usize).collect();
+        match (known, inferred.first()) {
+            (Some(known), Some(&i)) if known > 0 && len.is_multiple_of(known) => split[i] = len / known,
+            (Some(known), None) if known == len => {}
+            _ => return Err(fail(format!("sizes {sizes:?} do not split axis {at} of size {len}"))),
+        }
+        let dims = self.dims();
+        let new: Vec<usize> = dims[..at].iter().chain(&split).chain(&dims[at + 1..]).copied().collect();
+        self.try_reshape(new)
+    }
+
     pub(super) fn core_flatten_all(&self) -> Result<Self> {
         self.try_reshape([self.elem_count()])
     }
@@ -412,6 +452,7 @@ core_table! {
         view: fn(&Tensor<C, E>, Shape) -> Result<Tensor<C, E>> = Tensor::core_view,
         flatten: fn(&Tensor<C, E>, isize, isize) -> Result<Tensor<C, E>> = Tensor::core_flatten,
         flatten_all: fn(&Tensor<C, E>) -> Result<Tensor<C, E>> = Tensor::core_flatten_all,
+        unflatten: fn(&Tensor<C, E>, isize, &[isize]) -> Result<Tensor<C, E>> = Tensor::core_unflatten,
         permute: fn(&Tensor<C, E>, &[usize]) -> Result<Tensor<C, E>> = Tensor::core_permute,
         transpose: fn(&Tensor<C, E>, isize, isize) -> Result<Tensor<C, E>> = Tensor::core_transpose,
         t: fn(&Tensor<C, E>) -> Result<Tensor<C, E>> = Tensor::core_t,
