@@ -1,11 +1,11 @@
-//! Seedable random numbers for `rand` and `randn`.
+//! Seedable random numbers for `rand`, `randn` and the other samplers.
 //!
 //! Every thread has its own generator, seeded with a fixed default, so a
 //! program (or a test) gives the same numbers on every run; reseed it with
 //! [`manual_seed`], or pass an explicit [`Generator`] to `rand_with`/`randn_with`.
 //! Numbers are drawn on the host, so a seed gives the same tensor on every device.
 
-use rand_distr::{Distribution, StandardNormal, StandardUniform};
+use rand_distr::{Distribution, StandardNormal, StandardUniform, Uniform};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::SeedableRng;
 use std::cell::RefCell;
@@ -33,6 +33,13 @@ impl Generator {
     /// Samples uniform in `[0, 1)`.
     pub(crate) fn uniform(&mut self) -> impl Iterator<Item = f64> + '_ {
         std::iter::repeat_with(|| StandardUniform.sample(&mut self.0))
+    }
+
+    /// Samples uniform among the integers `low..high`, without bias
+    /// (`low < high`, which the caller checks).
+    pub(crate) fn integers(&mut self, low: i64, high: i64) -> impl Iterator<Item = i64> + '_ {
+        let range = Uniform::new(low, high).expect("the caller checked that low < high");
+        std::iter::repeat_with(move || range.sample(&mut self.0))
     }
 
     /// Samples from the standard normal distribution.

@@ -90,6 +90,19 @@ impl<D: Device, E: Element> Tensor<D, E> {
         Self::filled("zeros", shape.into(), E::ZERO)
     }
 
+    /// A tensor of `shape` to be written before it is read, like
+    /// `torch.empty`: here zero-filled, so that reading it first is
+    /// defined (PyTorch's holds whatever the memory held).
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// assert_eq!(Tensor::<Cpu>::empty([2, 3]).dims(), &[2, 3]);
+    /// ```
+    #[fallible]
+    pub fn empty(shape: impl Into<Shape>) -> Self {
+        Self::filled("empty", shape.into(), E::ZERO)
+    }
+
     /// A tensor of ones.
     ///
     /// ```
@@ -307,7 +320,10 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
 
     fn core_rand_with(shape: Shape, generator: &mut Generator) -> Result<Self> {
         let len = check_elem_count("rand", D::name, &[&shape])?;
-        let data = try_collect("rand", len, generator.uniform().map(E::from_f64))?;
+        // A draw just below 1 can round to 1 in `E`: drawn again, so that
+        // every value is in [0, 1) as PyTorch's.
+        let below_one = generator.uniform().map(E::from_f64).filter(|&u| u.to_f64() < 1.0);
+        let data = try_collect("rand", len, below_one)?;
         Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
     }
 
@@ -333,7 +349,7 @@ impl<D: CoreDevice> Tensor<D, i64> {
 }
 
 core_table! {
-    /// The core's tensor creation.
+    /// The core's tensor creation (and the samplers of `sample.rs`).
     pub(crate) struct Fns<C, E: Element> {
         from_vec: fn(Vec<E>, Shape) -> Result<Tensor<C, E>> = Tensor::core_from_vec,
         from_slice: fn(&[E], Shape) -> Result<Tensor<C, E>> = Tensor::core_from_slice,
@@ -341,6 +357,7 @@ core_table! {
         eye: fn(usize) -> Result<Tensor<C, E>> = Tensor::core_eye,
         arange_step: fn(E::Number, E::Number, E::Number) -> Result<Tensor<C, E>> = Tensor::core_arange_step,
         randperm_with: fn(usize, &mut Generator) -> Result<Tensor<C, i64>> = Tensor::core_randperm_with,
+        randint_with: fn(i64, i64, Shape, &mut Generator) -> Result<Tensor<C, E>> = Tensor::core_randint_with,
     }
 }
 
@@ -350,6 +367,8 @@ core_table! {
         linspace: fn(F, F, usize) -> Result<Tensor<C, F>> = Tensor::core_linspace,
         rand_with: fn(Shape, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_rand_with,
         randn_with: fn(Shape, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_randn_with,
+        bernoulli_with: fn(&Tensor<C, F>, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_bernoulli_with,
+        normal_with: fn(f64, f64, Shape, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_normal_with,
     }
 }
 

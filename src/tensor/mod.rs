@@ -6,6 +6,7 @@ mod display;
 mod literal;
 mod pending;
 mod pinned;
+mod sample;
 pub(crate) mod shell;
 pub(crate) mod transfer;
 

@@ -223,6 +223,78 @@ fn random_tensors_are_reproducible_and_distributed<D: Device>() {
     assert_eq!(f, u[..4].iter().map(|&x| x as f32).collect::<Vec<_>>());
 }
 
+/// The fraction of `draws` equal to `value`.
+fn share<E: PartialEq>(draws: &[E], value: E) -> f64 {
+    draws.iter().filter(|&d| *d == value).count() as f64 / draws.len() as f64
+}
+
+/// `randint`, `bernoulli`, `normal`, `empty` and `rand`'s half types: each
+/// draw's range, frequencies within 5 standard errors of the
+/// distribution's (seeded, so the same numbers every run), the same draws
+/// on every device from one seed, and PyTorch's refusals.
+fn samplers_draw_from_their_distributions<D: Device>() {
+    use devtensor::bf16;
+    let g = |seed: u64| Generator::new(seed);
+    let dice = Tensor::<D, i64>::randint_with(3, 9, [30_000], &mut g(5)).to_vec();
+    assert_eq!(dice, Tensor::<Cpu, i64>::randint_with(3, 9, [30_000], &mut g(5)).to_vec(), "one seed, one tensor");
+    assert!(dice.iter().all(|d| (3..9).contains(d)));
+    // Each face 1/6, standard error 0.0022.
+    for face in 3..9 {
+        assert!((share(&dice, face) - 1.0 / 6.0).abs() < 0.011, "face {face}: {}", share(&dice, face));
+    }
+    let bytes = Tensor::<D, u8>::randint_with(250, 256, [1000], &mut g(6)).to_vec();
+    assert!(bytes.iter().all(|&b| b >= 250) && bytes.contains(&255));
+    assert!(Tensor::<D, u8>::try_randint_with(0, 257, [1], &mut g(6)).is_err());
+    assert!(Tensor::<D, i64>::try_randint_with(2, 2, [1], &mut g(6)).unwrap_err().to_string().contains("low < high"));
+    let whole = Tensor::<D, f32>::randint_with(-4, 4, [100], &mut g(7)).to_vec();
+    assert!(whole.iter().all(|&x| x.fract() == 0.0 && (-4.0..4.0).contains(&x)));
+
+    let p = Tensor::<D, f64>::from_vec([0.0, 1.0, 0.3].repeat(20_000), [20_000, 3]);
+    let draws = p.bernoulli_with(&mut g(8));
+    let columns: Vec<Vec<f64>> = (0..3).map(|c| draws.select(1, c).to_vec()).collect();
+    assert!(columns[0].iter().all(|&x| x == 0.0) && columns[1].iter().all(|&x| x == 1.0));
+    // 0.3: standard error 0.0032.
+    assert!((share(&columns[2], 1.0) - 0.3).abs() < 0.016, "{}", share(&columns[2], 1.0));
+    // A small probability in bf16 keeps its digits (the draws are f64).
+    let rare = Tensor::<D, bf16>::full([200_000], bf16::from_f64(0.001)).bernoulli_with(&mut g(9)).to_vec();
+    assert!((share(&rare, bf16::ONE) - 0.001).abs() < 0.0004, "{}", share(&rare, bf16::ONE));
+    for bad in [1.5, -0.25, f64::NAN] {
+        let err = Tensor::<D, f64>::from_vec(vec![0.5, bad], [2]).try_bernoulli_with(&mut g(1)).unwrap_err();
+        assert!(err.to_string().contains("expected probabilities in [0, 1]"), "{err}");
+    }
+
+    let x = Tensor::<D, f64>::normal_with(3.0, 2.0, [40_000], &mut g(10)).to_vec();
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / x.len() as f64;
+    // Standard errors 0.01 (mean) and 0.028 (variance 4).
+    assert!((mean - 3.0).abs() < 0.05 && (var - 4.0).abs() < 0.14, "mean {mean}, var {var}");
+    assert_eq!(Tensor::<D, f64>::normal_with(-1.0, 0.0, [3], &mut g(1)).to_vec(), [-1.0; 3]);
+    for bad in [-1.0, f64::NAN] {
+        assert!(
+            Tensor::<D, f64>::try_normal_with(0.0, bad, [1], &mut g(1)).unwrap_err().to_string().contains("std >= 0.0")
+        );
+    }
+    assert_eq!(Tensor::<D, f64>::empty([2, 0, 3]).dims(), &[2, 0, 3]);
+
+    // bf16 rounds about one draw in 512 up to 1: those are drawn again.
+    let u = Tensor::<D, bf16>::rand_with([100_000], &mut g(11)).to_vec();
+    assert!(u.iter().all(|&x| x < bf16::ONE && x >= bf16::ZERO));
+}
+
+/// `one_hot` against a plain loop, on empty labels too, and its refusals.
+fn one_hot_matches_a_loop<D: Device>() {
+    let labels = [3, 0, 2, 2, 1, 0];
+    let got = Tensor::<D, i64>::from_vec(labels.to_vec(), [2, 3]).one_hot(4);
+    assert_eq!(got.dims(), &[2, 3, 4]);
+    let want: Vec<i64> = labels.iter().flat_map(|&l| (0..4).map(move |c| i64::from(c == l))).collect();
+    assert_eq!(got.to_vec(), want);
+    assert_eq!(Tensor::<D, i64>::zeros([0]).one_hot(5).dims(), &[0, 5]);
+    for bad in [-1, 4] {
+        let err = Tensor::<D, i64>::from_vec(vec![0, bad], [2]).try_one_hot(4).unwrap_err();
+        assert!(err.to_string().contains("class values must be in 0..4"), "{err}");
+    }
+}
+
 fn moving_to_the_same_device_shares_storage<D: Device>() {
     let x = Tensor::<D>::from_vec(vec![1.0, 2.0], [2]);
     let y = x.to::<D>();
@@ -380,6 +452,8 @@ fn element_metadata<D: Device>() {
 device_tests! {
     constructors_fill_as_documented => constructors_fill_as_documented,
     random_tensors_are_reproducible_and_distributed => random_tensors_are_reproducible_and_distributed,
+    samplers_draw_from_their_distributions => samplers_draw_from_their_distributions,
+    one_hot_matches_a_loop => one_hot_matches_a_loop,
     moving_to_the_same_device_shares_storage => moving_to_the_same_device_shares_storage,
     transfers_round_trip => transfers_round_trip,
     bad_arguments_name_op_shapes_and_device => bad_arguments_name_op_shapes_and_device,

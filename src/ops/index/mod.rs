@@ -20,6 +20,7 @@
 mod cpu;
 mod cuda;
 mod grad;
+mod one_hot;
 mod pad;
 mod reorder;
 mod repeat;
@@ -637,6 +638,7 @@ core_table! {
             |x, repeats, axis| x.core_repeat_interleave_tensor(repeats, axis),
         take_along_dim: fn(&Tensor<C, E>, &Tensor<C, i64>, isize) -> Result<Tensor<C, E>> =
             |x, indices, axis| x.core_take_along_dim(indices, axis),
+        one_hot: fn(&Tensor<C, E>, usize) -> Result<Tensor<C, E>> = |x, classes| x.core_one_hot(classes),
         flip: fn(&Tensor<C, E>, &[isize]) -> Result<Tensor<C, E>> = |x, dims| x.core_flip(dims),
         roll: fn(&Tensor<C, E>, &[isize], &[isize]) -> Result<Tensor<C, E>> = |x, shifts, dims| x.core_roll(shifts, dims),
     }
