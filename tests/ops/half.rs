@@ -390,6 +390,7 @@ device_proptests! {
         check_half!("cat", seed, [x: [rows, cols], y: [rows, cols]] => Tensor::cat(&[x, &y.t().contiguous().t()], 1), rounded);
         check_half!("sort", seed, [x: [rows, cols]] => x.sort(1, true).0, rounded);
         check_half!("flip", seed, [x: [rows, cols]] => x.flip([0, 1]), rounded);
+        check_half!("masked_select", seed, [x: [rows, cols]] => x.masked_select(&x.gt_scalar(num::<E>(0.0))), rounded);
         check_half!("roll", seed, [x: [rows, cols]] => x.roll([1, -2], [0, 1]), rounded);
         check_half!("repeat_interleave", seed, [x: [rows, cols]] => x.repeat_interleave(2, 1), rounded);
         check_half!("take_along_dim", seed, [x: [rows, cols]] => x.take_along_dim(&grid, 0), rounded);

@@ -352,6 +352,68 @@ device_proptests! {
     }
 }
 
+/// `masked_select`, `nonzero`, `unique`, `searchsorted` and `bincount`
+/// against plain loops on random shapes (empty ones too) and layouts, on
+/// few distinct values (so that there are ties and zeros); the selected
+/// elements' gradient by finite differences.
+fn check_by_value<D: Device>(dims: &[usize], seed: u64, v: Variant, right: bool) {
+    let n: usize = dims.iter().product();
+    let data: Vec<f64> = (0..n as u64).map(|i| (splitmix(seed ^ i) % 5) as f64 - 2.0).collect();
+    let t = tensor_with::<D, f64>(&data, dims, v);
+    let mask: Vec<u8> = (0..n as u64).map(|i| (splitmix(seed.wrapping_add(i)) % 2) as u8).collect();
+    let selected: Vec<f64> = data.iter().zip(&mask).filter(|(_, m)| **m != 0).map(|(x, _)| *x).collect();
+    let m = tensor_with::<D, u8>(&mask, dims, v);
+    assert_eq!(t.masked_select(&m).to_vec(), selected, "masked_select");
+    let nonzero: Vec<i64> =
+        indices(dims).filter(|i| data[ravel(i, dims)] != 0.0).flat_map(|i| i.into_iter().map(|c| c as i64)).collect();
+    let got = t.nonzero();
+    assert_eq!(got.dims(), &[nonzero.len() / dims.len(), dims.len()], "nonzero");
+    assert_eq!(got.to_vec(), nonzero, "nonzero");
+
+    let mut distinct = data.clone();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    let (values, inverse, got_counts) = t.unique(true, true);
+    assert_eq!(values.to_vec(), distinct, "unique");
+    let inverse = inverse.unwrap().to_vec();
+    assert!(data.iter().zip(&inverse).all(|(x, &k)| distinct[k as usize] == *x), "unique's inverse");
+    let counts: Vec<i64> = distinct.iter().map(|d| data.iter().filter(|x| *x == d).count() as i64).collect();
+    assert_eq!(got_counts.unwrap().to_vec(), counts, "unique's counts");
+    assert_eq!(t.unique(false, true).2.unwrap().to_vec(), counts, "unique's counts, without the inverse");
+
+    let edges = Tensor::<D, f64>::from_vec(distinct.clone(), [distinct.len()]);
+    let found: Vec<i64> = data
+        .iter()
+        .map(|x| distinct.iter().filter(|&&e| if right { e <= *x } else { e < *x }).count() as i64)
+        .collect();
+    assert_eq!(edges.searchsorted(&t, right).to_vec(), found, "searchsorted");
+
+    let labels: Vec<i64> = data.iter().map(|x| (*x + 2.0) as i64).collect();
+    let bins = 7usize.max(labels.iter().max().map_or(0, |&l| l as usize + 1));
+    let counted: Vec<i64> = (0..bins as i64).map(|b| labels.iter().filter(|&&l| l == b).count() as i64).collect();
+    let flat = Tensor::<D, i64>::from_vec(labels.clone(), [n]);
+    assert_eq!(flat.bincount(7).to_vec(), counted, "bincount");
+    let weights = Tensor::<D, f64>::from_vec(data.clone(), [n]);
+    let summed: Vec<f64> =
+        (0..bins as i64).map(|b| labels.iter().zip(&data).filter(|(l, _)| **l == b).map(|(_, w)| w).sum()).collect();
+    assert_eq!(flat.bincount_weighted(&weights, 7).to_vec(), summed, "bincount (weights)");
+
+    if !selected.is_empty() {
+        let x = Tensor::<D, f64>::from_vec(data.clone(), dims);
+        gradcheck::gradcheck("masked_select", std::slice::from_ref(&x), |xs| xs[0].masked_select(&m));
+    }
+}
+
+device_proptests! {
+    cases = 32;
+
+    fn value_dependent_ops_match_plain_loops<D>(
+        dims in prop::collection::vec(0usize..=4, 1..=3), seed in any::<u64>(), v in variant(), right in any::<bool>(),
+    ) {
+        check_by_value::<D>(&dims, seed, v, right);
+    }
+}
+
 /// The errors of the reorderings name the op and say what is wrong.
 fn reordering_errors_say_what_is_wrong<D: Device>() {
     let x = Tensor::<D, f64>::zeros([2, 3]);
@@ -372,6 +434,16 @@ fn reordering_errors_say_what_is_wrong<D: Device>() {
     assert!(message(x.try_take_along_dim(&Tensor::<D, i64>::zeros([3]), 0).unwrap_err()).contains("the input's rank"));
     assert!(message(x.try_unflatten(1, [2, -1]).unwrap_err()).contains("do not split axis 1 of size 3"));
     assert!(message(x.try_unflatten(1, [-1, -1]).unwrap_err()).contains("at most one of them -1"));
+    let mask = Tensor::<D, u8>::ones([2]);
+    assert!(message(x.try_masked_select(&mask).unwrap_err()).contains("do not broadcast"));
+    let labels = Tensor::<D, i64>::from_vec(vec![1, -2], [2]);
+    assert!(message(labels.try_bincount(0).unwrap_err()).contains("non-negative values, found -2"));
+    assert!(message(labels.reshape([1, 2]).try_bincount(0).unwrap_err()).contains("1-D"));
+    let weights = Tensor::<D, f64>::ones([3]);
+    let err = message(labels.abs().try_bincount_weighted(&weights, 0).unwrap_err());
+    assert!(err.contains("the weights must have the input's shape"), "{err}");
+    let values = Tensor::<D, f64>::zeros([3, 2]);
+    assert!(message(x.try_searchsorted(&values, false).unwrap_err()).contains("the same leading axes"));
 }
 
 device_proptests! {

@@ -273,6 +273,7 @@ fn index_order_and_product_rows<D: Device>() {
         addmv: |x| x[0].addmv(&x[1], &x[2], -1.0, 0.5);
         baddbmm: |x| x[0].baddbmm(&x[1], &x[2], 0.25, 3.0);
         addbmm: |x| x[0].addbmm(&x[1], &x[2], 2.0, 0.5);
+        masked_select: |x| x[0].masked_select(&Tensor::<D, u8>::from_vec((0..12).map(|i| u8::from(i * 7 % 3 == 0)).collect(), [3, 4]));
     };
     let file = fixture();
     let has = |name: &str| file.tensors().iter().any(|(n, _)| n == name);
@@ -295,6 +296,36 @@ fn index_order_and_product_rows<D: Device>() {
         }
         report(&format!("shape.{row}"), problems);
     }
+}
+
+/// The ops whose positions depend on the values (issue 60) against
+/// PyTorch: `unique` with a NaN (its own value, last), its inverse and
+/// counts; `bincount` with `minlength` and weights; `searchsorted` on rows
+/// with ties, either side, and with one shared sequence; `nonzero` with
+/// signed zeros, a NaN and a subnormal.
+fn value_rows<D: Device>() {
+    let file = fixture();
+    let f = |name: &str| float::<D>(&file, &format!("value.{name}"));
+    let i = |name: &str| int::<D>(&file, &format!("value.{name}")).to_vec();
+    let same = |got: &[f64], want: &[f64]| {
+        got.len() == want.len() && got.iter().zip(want).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()))
+    };
+    let (values, inverse, counts) = f("unique.x").unique(true, true);
+    assert!(same(&values.to_vec(), &f("unique.values").to_vec()), "unique: {:?}", values.to_vec());
+    assert_eq!(inverse.unwrap().to_vec(), i("unique.inverse"), "unique's inverse");
+    assert_eq!(counts.unwrap().to_vec(), i("unique.counts"), "unique's counts");
+    let labels = int::<D>(&file, "value.bincount.x");
+    assert_eq!(labels.bincount(7).to_vec(), i("bincount.y"), "bincount");
+    assert_eq!(labels.bincount_weighted(&f("bincount.w"), 3).to_vec(), f("bincount.yw").to_vec(), "bincount (weights)");
+    let (edges, queries) = (f("searchsorted.edges"), f("searchsorted.x"));
+    assert_eq!(edges.searchsorted(&queries, false).to_vec(), i("searchsorted.left"), "searchsorted");
+    assert_eq!(edges.searchsorted(&queries, true).to_vec(), i("searchsorted.right"), "searchsorted (right)");
+    assert_eq!(
+        edges.select(0, 0).searchsorted(&queries, false).to_vec(),
+        i("searchsorted.left_1d"),
+        "searchsorted (1-D)"
+    );
+    assert_eq!(f("nonzero.x").nonzero().to_vec(), i("nonzero.y"), "nonzero");
 }
 
 /// The integer rows: PyTorch's `i64` results, wrapping included (and its
@@ -369,6 +400,7 @@ fn every_fixture_row_has_its_table_row() {
             "binary" => binary.contains(&format!("\n    {row}: |")),
             "reduce" | "shape" => own.contains(&format!("\n    {row}: |")),
             "layer" | "loss" => layers.contains(&format!("\"{row}\",")),
+            "value" => own.contains(&format!("\"{row}.")),
             _ => continue,
         };
         assert!(found, "`{name}`: no test reads the row `{row}` ({table})");
@@ -380,4 +412,5 @@ device_tests! {
     reductions_match_pytorch => reductions,
     reductions_over_axes_match_pytorch => reductions_over_axes,
     index_order_and_product_rows_match_pytorch => index_order_and_product_rows,
+    value_rows_match_pytorch => value_rows,
 }

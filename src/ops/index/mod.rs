@@ -17,6 +17,7 @@
 //! }
 //! ```
 
+mod by_value;
 mod cpu;
 mod cuda;
 mod grad;
@@ -36,6 +37,7 @@ use crate::tensor::shell::{core_call, core_table};
 use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
+pub use by_value::Unique;
 pub use pad::PadMode;
 
 /// Device kernels for indexing and joining. Implemented by the core
@@ -639,6 +641,13 @@ core_table! {
         take_along_dim: fn(&Tensor<C, E>, &Tensor<C, i64>, isize) -> Result<Tensor<C, E>> =
             |x, indices, axis| x.core_take_along_dim(indices, axis),
         one_hot: fn(&Tensor<C, E>, usize) -> Result<Tensor<C, E>> = |x, classes| x.core_one_hot(classes),
+        masked_select: fn(&Tensor<C, E>, &Tensor<C, u8>) -> Result<Tensor<C, E>> = |x, mask| x.core_masked_select(mask),
+        nonzero: fn(&Tensor<C, E>) -> Result<Tensor<C, i64>> = |x| x.core_nonzero(),
+        unique: fn(&Tensor<C, E>, bool, bool) -> Result<Unique<C, E>> = |x, inverse, counts| x.core_unique(inverse, counts),
+        searchsorted: fn(&Tensor<C, E>, &Tensor<C, E>, bool) -> Result<Tensor<C, i64>> =
+            |x, values, right| x.core_searchsorted(values, right),
+        bincount: fn(&Tensor<C, E>, usize) -> Result<Tensor<C, E>> = |x, minlength| x.core_bincount(minlength),
+        bincount_weighted: fn(&Tensor<C, i64>, &Tensor<C, E>, usize) -> Result<Tensor<C, E>> = Tensor::core_bincount_weighted,
         flip: fn(&Tensor<C, E>, &[isize]) -> Result<Tensor<C, E>> = |x, dims| x.core_flip(dims),
         roll: fn(&Tensor<C, E>, &[isize], &[isize]) -> Result<Tensor<C, E>> = |x, shifts, dims| x.core_roll(shifts, dims),
     }
