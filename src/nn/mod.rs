@@ -78,7 +78,10 @@ pub use batch_norm::{BatchNorm1d, BatchNorm2d, BatchNorm3d};
 pub use buffer::Buffer;
 pub use checkpoint_sequential::{checkpoint_sequential, try_checkpoint_sequential};
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
-pub use distance::{cosine_similarity, pairwise_distance, try_cosine_similarity, try_pairwise_distance};
+pub use distance::{
+    cdist, cosine_similarity, normalize, pairwise_distance, try_cdist, try_cosine_similarity, try_normalize,
+    try_pairwise_distance,
+};
 pub use dropout::{Dropout, Dropout1d, Dropout2d, Dropout3d};
 pub use embedding::Embedding;
 pub use embedding_bag::{EmbeddingBag, EmbeddingBagInput, EmbeddingBagMode, ToEmbeddingBagInput};

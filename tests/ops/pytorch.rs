@@ -273,6 +273,12 @@ fn index_order_and_product_rows<D: Device>() {
         addmv: |x| x[0].addmv(&x[1], &x[2], -1.0, 0.5);
         baddbmm: |x| x[0].baddbmm(&x[1], &x[2], 0.25, 3.0);
         addbmm: |x| x[0].addbmm(&x[1], &x[2], 2.0, 0.5);
+        normalize: |x| devtensor::nn::normalize(&x[0], 2.0, 1, 1e-12);
+        normalize_l1_zero_row: |x| devtensor::nn::normalize(&x[0], 1.0, -1, 1e-12);
+        cdist: |x| devtensor::nn::cdist(&x[0], &x[1], 2.0);
+        cdist_l1: |x| devtensor::nn::cdist(&x[0], &x[1], 1.0);
+        cdist_inf: |x| devtensor::nn::cdist(&x[0], &x[1], f64::INFINITY);
+        cdist_3: |x| devtensor::nn::cdist(&x[0], &x[1], 3.0);
         masked_select: |x| x[0].masked_select(&Tensor::<D, u8>::from_vec((0..12).map(|i| u8::from(i * 7 % 3 == 0)).collect(), [3, 4]));
     };
     let file = fixture();
