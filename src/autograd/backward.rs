@@ -52,6 +52,16 @@ impl<D: Device, E: Element> Tensor<D, E> {
         t.set_node(None);
         t
     }
+
+    /// This tensor's elements with `original`'s place in the graph: for a
+    /// rule that keeps a dense copy of an operand, the operand as a
+    /// recorded backward reads it (same values, same node) without
+    /// keeping the original's storage as well.
+    pub(crate) fn with_node_of(&self, original: &Self) -> Self {
+        let mut t = self.clone();
+        t.set_node(original.node().cloned());
+        t
+    }
 }
 
 impl<D: Device, E: FloatElement> Tensor<D, E> {
@@ -394,8 +404,9 @@ fn add_into(grads: &mut HashMap<u64, Box<dyn AnyGrad>>, id: u64, grad: Box<dyn A
 
 /// `op`'s rule run so that what it computes is recorded: with its saved
 /// result attached to `node` again ([`saved_output`](super::graph::saved_output)).
-/// A rule that computes its gradients outside the recorded ops (a fused
-/// kernel's own backward) gives gradients that record nothing: they are
+/// A rule that computes its gradients outside the recorded ops (a custom
+/// `Function` that is not `twice_differentiable`) gives gradients that
+/// record nothing: they are
 /// made results of an op whose rule is an error naming `op`, so that
 /// differentiating them again fails, as PyTorch's "derivative not
 /// implemented" does, instead of giving a silent zero.

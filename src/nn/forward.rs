@@ -64,7 +64,8 @@ pub trait Forward<D: Device, E: FloatElement = f32>: Module<D, E> {
     /// The hooks this module keeps, which [`forward`](Self::forward) runs
     /// around [`forward_on`](Self::forward_on): `None` (the default) for a
     /// module without any; a module with a [`ModuleHooks`] field returns
-    /// it, and implements [`Hooks`](super::Hooks) to register them.
+    /// it, and declares itself [`Hookable`](super::Hookable) so that the
+    /// methods of [`Hooks`](super::Hooks) register them.
     fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
         None
     }

@@ -207,7 +207,8 @@ fn run_core<C: CoreDevice, E: FloatElement>(
     let backward = !(hooks.backward.is_empty() && hooks.backward_pre.is_empty()) && is_grad_enabled();
     // This call's gradient of the output, from the output's hook to the input's.
     let grad_output: Arc<Mutex<Option<Tensor<C, E>>>> = Arc::default();
-    let input_hooked = backward && input.tracks_grad();
+    // Only full backward hooks need the input's gradient.
+    let input_hooked = backward && !hooks.backward.is_empty() && input.tracks_grad();
     if input_hooked {
         input = input.hook_point("BackwardHookFunction")?;
         let (grad_output, backward) = (grad_output.clone(), hooks.backward.clone());
@@ -250,7 +251,10 @@ fn run_core<C: CoreDevice, E: FloatElement>(
             }
             let grad = replaced.as_ref().unwrap_or(grad);
             if input_hooked {
-                *grad_output.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(grad.clone());
+                // Detached: held until the input's gradient arrives, which
+                // a walk for other inputs never brings; with its graph it
+                // would keep this call's graph alive through this hook.
+                *grad_output.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(grad.detach());
             } else {
                 // No input needs a gradient: the hooks see `None` for it
                 // now, as in PyTorch, and have nothing to replace.
@@ -435,7 +439,9 @@ pub trait Hooks<D: Device, E: FloatElement = f32>: Forward<D, E> {
     /// Calls `hook` in the backward pass with the gradient of the module's
     /// output, before it flows into the module; `Some(g)` (of the output's
     /// shape) is the gradient to use instead (PyTorch's
-    /// `register_full_backward_pre_hook`).
+    /// `register_full_backward_pre_hook`). Unlike PyTorch, it runs before
+    /// a hook that [`register_hook`](Tensor::register_hook) put on the
+    /// returned output tensor, which then sees the replaced gradient.
     #[fallible]
     fn register_full_backward_pre_hook<H>(&self, hook: H) -> HookHandle
     where
@@ -459,6 +465,8 @@ pub trait Hooks<D: Device, E: FloatElement = f32>: Forward<D, E> {
     ///
     /// The gradients are this call's: a module called twice in one forward
     /// has its hook called twice, each time with that call's gradients.
+    /// The output's gradient is given detached (under `create_graph` too);
+    /// the input's keeps its graph.
     #[fallible]
     fn register_full_backward_hook<H>(&self, hook: H) -> HookHandle
     where
@@ -477,9 +485,10 @@ pub trait Hooks<D: Device, E: FloatElement = f32>: Forward<D, E> {
 impl<D: Device, E: FloatElement, M: Forward<D, E>> Hooks<D, E> for M {}
 
 /// A module that keeps hooks in a [`ModuleHooks`] field, which it returns
-/// from [`Forward::hooks`]: what [`Hooks`]'s methods ask of it. Every
-/// library layer with parameters is one, and any module wrapped in
-/// [`Hooked`]; a model of your own declares `impl Hookable` (see [`Hooks`]).
+/// from [`Forward::hooks`]: what [`Hooks`]'s methods ask of it. `Linear`,
+/// the convolutions, the norm layers and `Prelu` are, and any module
+/// wrapped in [`Hooked`] (the transformer layers, say); a model of your own
+/// declares `impl Hookable` (see [`Hooks`]).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` keeps no hooks",
     label = "this module has no `ModuleHooks`",

@@ -249,7 +249,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             |out| {
                 let out = out.clone();
                 // The operands with their nodes, for a recorded backward.
-                let operands = [self.clone(), key.clone(), value.clone()];
+                let operands = [q.with_node_of(self), k.with_node_of(key), v.with_node_of(value)];
                 let scores_shape = scores_shape.to_vec();
                 rule(move |g: &Tensor<D, E>, _| {
                     if autograd::is_grad_enabled() {

@@ -245,8 +245,15 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// with it as its gradient.
     fn fold(&self, geometry: Unfold2d) -> Result<Self> {
         let forward = || {
-            let dense = self.try_contiguous()?;
-            Ok(Tensor::from_storage(D::fold(dense.storage(), &geometry)?, geometry.image.into()))
+            // The kernel reads the columns from the storage's start.
+            let copied;
+            let columns = if self.is_contiguous() && self.layout().offset() == 0 {
+                self.storage()
+            } else {
+                copied = D::copy_strided(self.storage(), self.layout())?;
+                &copied
+            };
+            Ok(Tensor::from_storage(D::fold(columns, &geometry)?, geometry.image.into()))
         };
         autograd::track("fold", &[self.node()], forward, |_| {
             rule(move |g: &Tensor<D, E>, _| Ok(vec![Some(g.unfold(geometry, E::ZERO)?)]))
@@ -386,7 +393,8 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         autograd::track("conv2d", &inputs, forward, |_| {
             let (x, w) = (x.clone(), w.clone());
             // The operands with their nodes, for a recorded backward.
-            let operands = (self.clone(), weight.clone(), bias.cloned());
+            let operands =
+                (x.with_node_of(self), w.with_node_of(weight), b.as_ref().zip(bias).map(|(b, o)| b.with_node_of(o)));
             rule(move |g: &Tensor<D, E>, needs| {
                 if autograd::is_grad_enabled() {
                     // Recorded (`create_graph`): the gradients of the same

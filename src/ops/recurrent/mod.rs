@@ -210,7 +210,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             || Ok(out),
             |_| {
                 // The operands with their nodes, for a recorded backward.
-                let operands = [gx.clone(), gh.clone(), state.clone()];
+                let operands = [gx_d.with_node_of(gx), gh_d.with_node_of(gh), state_d.with_node_of(state)];
                 rule(move |g: &Tensor<D, E>, needs| {
                     if autograd::is_grad_enabled() {
                         // Recorded (`create_graph`): the gradients of the
