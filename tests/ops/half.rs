@@ -271,6 +271,7 @@ device_proptests! {
         check_half!("max_axis", seed, [x: d] => x.max_axis(axis), rounded);
         check_half!("min_axis", seed, [x: d] => x.min_axis(axis), rounded);
         check_half!("cumsum", seed, [x: d] => x.cumsum(axis), rounded);
+        check_half!("cumprod", seed, [x: d] => x.cumprod(axis), rounded);
         // Over several axes: one rounding of the f32 result too.
         let ends: &[isize] = if d.len() > 1 { &[-1, 0] } else { &[0] };
         check_half!("sum_axis (two axes)", seed, [x: d] => x.sum_axis(ends), rounded);

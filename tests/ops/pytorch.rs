@@ -203,6 +203,8 @@ fn reductions_over_axes<D: Device>() {
         vector_norm_neg_inf: |x| x.vector_norm_axis(f64::NEG_INFINITY, 0);
         vector_norm_0: |x| x.vector_norm_axis(0.0, 2);
         vector_norm_3_all: |x| x.vector_norm(3.0);
+        cumprod: |x| x.cumprod(2);
+        cumprod_first: |x| x.cumprod(0);
     });
 }
 

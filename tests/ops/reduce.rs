@@ -339,6 +339,42 @@ fn check_cumsum<D: Device, E: Element>(dims: &[usize], vals: &[f64], variant: Va
     }
 }
 
+/// `cumprod` along every axis against running products of plain loops
+/// (exact for integers, which multiply in `i64` and wrap; within `4 k ε`
+/// of the product's magnitude for floats, `k` the prefix length), with
+/// zeros in the data.
+fn check_cumprod<D: Device, E: Element>(dims: &[usize], vals: &[f64], variant: Variant) {
+    // Small values with some zeros, so that products neither overflow nor vanish.
+    let vals: Vec<f64> = vals.iter().map(|v| if v.abs() < 0.2 { 0.0 } else { (v * 4.0).round() / 4.0 }).collect();
+    let data: Vec<E> = cast_all(&vals);
+    let x = as_f64(&data);
+    let t = tensor_with::<D, E>(&data, dims, variant);
+    for axis in 0..dims.len() {
+        let got = as_f64(&t.cumprod(axis as isize).to_vec());
+        for out_index in indices(dims) {
+            let mut expected = if E::IS_FLOAT { 1.0f64 } else { 0.0 };
+            let mut exact = 1i64;
+            for j in 0..=out_index[axis] {
+                let mut at = out_index.clone();
+                at[axis] = j;
+                expected *= if E::IS_FLOAT { x[ravel(&at, dims)] } else { 1.0 };
+                exact = exact.wrapping_mul(x[ravel(&at, dims)] as i64);
+            }
+            let got = got[ravel(&out_index, dims)];
+            let ok = if E::IS_FLOAT {
+                (got - expected).abs() <= 4.0 * (out_index[axis] + 1) as f64 * sum_tol::<E>() * expected.abs()
+            } else {
+                got == exact as f64
+            };
+            assert!(
+                ok,
+                "cumprod axis {axis} at {out_index:?}: {got} vs {}",
+                if E::IS_FLOAT { expected } else { exact as f64 }
+            );
+        }
+    }
+}
+
 /// `var` and `std` (every axis and the whole tensor, corrections 0-2, with
 /// and without `keepdim`) against the two-pass textbook formula in `f64`.
 fn check_spreads<D: Device, E: FloatElement>(dims: &[usize], vals: &[f64], tol: f64) {
@@ -418,6 +454,9 @@ device_proptests! {
         check_cumsum::<D, f64>(&dims, &vals, v);
         check_cumsum::<D, i64>(&dims, &integer_values::<i64>(&vals), v);
         check_cumsum::<D, u8>(&dims, &integer_values::<u8>(&vals), v);
+        check_cumprod::<D, f32>(&dims, &vals, v);
+        check_cumprod::<D, f64>(&dims, &vals, v);
+        check_cumprod::<D, i64>(&dims, &integer_values::<i64>(&vals), v);
     }
 
     fn var_and_std_match_the_textbook_formula<D>((dims, vals) in shaped(value())) {
@@ -445,6 +484,8 @@ device_proptests! {
         // Second derivatives (`create_graph`); squared where the first
         // derivative is constant.
         gradcheck::gradgradcheck("cumsum", std::slice::from_ref(&x), |xs| xs[0].cumsum(a).square());
+        gradcheck::gradcheck("cumprod", std::slice::from_ref(&x), |xs| xs[0].cumprod(a));
+        gradcheck::gradgradcheck("cumprod", std::slice::from_ref(&x), |xs| xs[0].cumprod(a));
         gradcheck::gradgradcheck("var_keepdim", std::slice::from_ref(&x), |xs| xs[0].var_keepdim(a, c_axis));
         gradcheck::gradgradcheck("std", std::slice::from_ref(&x), |xs| xs[0].std(c_all));
         gradcheck::gradgradcheck("std_axis", std::slice::from_ref(&x), |xs| xs[0].std_axis(a, c_axis));

@@ -133,6 +133,33 @@ pub(super) fn cumsum<D: CoreDevice, F: FloatElement>(axis: Option<usize>) -> Box
     })
 }
 
+/// `cumprod` of `x` along `axis`: the gradient of the running products
+/// written as a scan of recorded multiplications (each element times the
+/// one `2^s` places before it, for `s = 0, 1, ..`: Hillis and Steele's),
+/// recomputed from `x` by `composed_gradients`. Exact where elements are 0
+/// (nothing divides by them) and differentiable again, for `log2(len)`
+/// passes over the line where the forward's fused scan takes one.
+pub(super) fn cumprod<D: CoreDevice, F: FloatElement>(x: Tensor<D, F>, axis: Option<usize>) -> Box<dyn Backward> {
+    rule(move |g: &Tensor<D, F>, _| {
+        // A rank-0 tensor (no axis) is its own running product.
+        let Some(axis) = axis else { return Ok(vec![Some(g.clone())]) };
+        autograd::composed_gradients(&[&x], g, || running_product_scan(&x, axis as isize))
+    })
+}
+
+/// The running products of `x` along `axis` from recorded ops (see [`cumprod`]).
+fn running_product_scan<D: CoreDevice, F: FloatElement>(x: &Tensor<D, F>, axis: isize) -> Result<Tensor<D, F>> {
+    let len = x.dims()[axis as usize];
+    let (mut y, mut step) = (x.clone(), 1);
+    while step < len {
+        let (head, tail) = (y.try_narrow(axis, 0, step)?, y.try_narrow(axis, step, len - step)?);
+        let times_earlier = tail.try_mul(&y.try_narrow(axis, 0, len - step)?)?;
+        y = Tensor::try_cat(&[&head, &times_earlier], axis)?;
+        step *= 2;
+    }
+    Ok(y)
+}
+
 /// `prod` of `x` along `axis`: each element's gradient is the product of
 /// the others on its line, the running product of the elements before it
 /// times that of the elements after it. Exact with zeros, where `out / x`

@@ -525,6 +525,7 @@ core_table! {
         arg_axis: fn(&Tensor<C, E>, Extreme, &'static str, isize, bool) -> Result<Tensor<C, i64>> =
             |x, op, name, axis, keepdim| with_extreme!(op, op => x.arg_reduce_axis(op, name, axis, keepdim)),
         cumsum: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E::Sum>> = |x, axis| x.core_cumsum(axis),
+        cumprod: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E::Sum>> = |x, axis| x.core_cumprod(axis),
         prod: fn(&Tensor<C, E>, &'static str, Option<(isize, bool)>) -> Result<Tensor<C, E::Sum>> =
             |x, name, axis| x.core_prod(name, axis),
         extreme_over: fn(&Tensor<C, E>, Extreme, &'static str, &[isize], bool) -> Result<Tensor<C, E>> =

@@ -1,8 +1,8 @@
-//! Running folds along an axis: `cumsum`, whose kernels are the reduce
-//! family's `scan` of [`Sum`].
+//! Running folds along an axis: `cumsum` and `cumprod`, whose kernels are
+//! the reduce family's `scan` of [`Sum`] and [`Product`].
 
-use super::{Fns, ReduceOp, Sum, grad};
-use crate::autograd::{self, float_rule};
+use super::{Fns, Product, ReduceOp, Sum, grad};
+use crate::autograd::{self, as_float, float_rule};
 use crate::element::Element;
 use crate::error::{Result, resolve_axis_or_scalar};
 use crate::tensor::shell::core_call;
@@ -28,6 +28,25 @@ impl<D: Device, E: Element> Tensor<D, E> {
     pub fn cumsum(&self, axis: isize) -> Tensor<D, E::Sum> {
         core_call!(D, Fns<E>.cumsum(self.core(), axis))
     }
+
+    /// The running products along `axis`, like `torch.cumprod(x, dim)`:
+    /// element `k` is the product of elements `0..=k` of its line. Integer
+    /// and `u8` tensors multiply in `i64`, as in PyTorch, and wrap. The
+    /// gradient is exact where elements are 0 (no division by them), and
+    /// can be differentiated again. Fails when `axis` is out of range.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu, f64>::from_vec(vec![2.0, 0.0, 3.0], [3]).requires_grad();
+    /// let y = x.cumprod(0);
+    /// assert_eq!(y.to_vec(), vec![2.0, 0.0, 0.0]);
+    /// // The gradient of x0 + x0 x1 + x0 x1 x2 at (2, 0, 3).
+    /// assert_eq!(y.sum().backward().get(&x).unwrap().to_vec(), vec![1.0, 8.0, 0.0]);
+    /// ```
+    #[fallible]
+    pub fn cumprod(&self, axis: isize) -> Tensor<D, E::Sum> {
+        core_call!(D, Fns<E>.cumprod(self.core(), axis))
+    }
 }
 
 impl<D: CoreDevice, E: Element> Tensor<D, E> {
@@ -39,6 +58,17 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             &[self.node()],
             || self.as_sum_input(|x| x.running(Sum, axis, false)),
             |_| float_rule!(E, F => grad::cumsum::<D, F>(axis)),
+        )
+    }
+
+    /// The core of [`cumprod`](Self::cumprod).
+    pub(super) fn core_cumprod(&self, axis: isize) -> Result<Tensor<D, E::Sum>> {
+        let axis = resolve_axis_or_scalar("cumprod", D::name, self.shape(), axis)?;
+        autograd::track(
+            "cumprod",
+            &[self.node()],
+            || self.as_sum_input(|x| x.running(Product, axis, false)),
+            |_| float_rule!(E, F => grad::cumprod::<D, F>(as_float(self), axis)),
         )
     }
 
