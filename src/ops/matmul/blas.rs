@@ -81,7 +81,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (mat1, mat2): (&Self, &Self) = (same_device(mat1), same_device(mat2));
-        core_call!(D, Fns<E>.addmm(self.core(), mat1.core(), mat2.core(), beta, alpha))
+        core_call!(D, Fns<E>.add_product(self.core(), AddProduct::Mm, mat1.core(), mat2.core(), beta, alpha))
     }
 
     /// `beta · self + alpha · (mat · vec)`, like
@@ -109,7 +109,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (mat, vec): (&Self, &Self) = (same_device(mat), same_device(vec));
-        core_call!(D, Fns<E>.addmv(self.core(), mat.core(), vec.core(), beta, alpha))
+        core_call!(D, Fns<E>.add_product(self.core(), AddProduct::Mv, mat.core(), vec.core(), beta, alpha))
     }
 
     /// `beta · self + alpha · (batch1 · batch2)`, one product per batch,
@@ -138,7 +138,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (batch1, batch2): (&Self, &Self) = (same_device(batch1), same_device(batch2));
-        core_call!(D, Fns<E>.baddbmm(self.core(), batch1.core(), batch2.core(), beta, alpha))
+        core_call!(D, Fns<E>.add_product(self.core(), AddProduct::Bmm, batch1.core(), batch2.core(), beta, alpha))
     }
 
     /// `beta · self + alpha · Σ_i batch1[i] · batch2[i]`, the batch of
@@ -169,7 +169,7 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (batch1, batch2): (&Self, &Self) = (same_device(batch1), same_device(batch2));
-        core_call!(D, Fns<E>.addbmm(self.core(), batch1.core(), batch2.core(), beta, alpha))
+        core_call!(D, Fns<E>.add_product(self.core(), AddProduct::SummedBmm, batch1.core(), batch2.core(), beta, alpha))
     }
 }
 
@@ -185,76 +185,35 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         self.try_matmul(other)
     }
 
-    pub(super) fn core_addmm(&self, mat1: &Self, mat2: &Self, beta: f64, alpha: f64) -> Result<Self> {
-        if let Some(out) = self.rounded_once([mat1, mat2], beta, |x, [a, b]| x.core_addmm(a, b, beta, alpha)) {
-            return out;
+    /// The core of the four add-products: `beta · self + alpha · product`
+    /// of `a` and `b` as `kind` multiplies them, the shapes checked first.
+    pub(super) fn core_add_product(&self, kind: AddProduct, a: &Self, b: &Self, beta: f64, alpha: f64) -> Result<Self> {
+        // A half type adds in f32 and rounds once, as PyTorch's kernels
+        // round `beta · input + alpha · product` from f32 sums (rounding
+        // the product first, then the sum, would round twice).
+        if E::DTYPE.is_half() && beta != 0.0 {
+            let (a, b) = (a.try_to_dtype::<f32>()?, b.try_to_dtype::<f32>()?);
+            return self.try_to_dtype::<f32>()?.core_add_product(kind, &a, &b, beta, alpha)?.try_to_dtype::<E>();
         }
-        let fits = mat1.rank() == 2 && mat2.rank() == 2 && mat1.dims()[1] == mat2.dims()[0];
-        check(fits, "addmm", &[self, mat1, mat2], || {
-            format!("mat1 and mat2 shapes cannot be multiplied ({} and {})", mat1.shape(), mat2.shape())
-        })?;
-        // A bias row with unit factors is a linear layer's forward: one
-        // pass where the device's product starts from the bias.
-        if beta == 1.0
-            && alpha == 1.0
-            && self.rank() == 1
-            && self.dims()[0] == mat2.dims()[1]
-            && let Some(out) = mat1.try_matmul_bias(mat2, self)?
-        {
-            return Ok(out);
-        }
-        self.scaled_sum("addmm", mat1.try_matmul(mat2)?, beta, alpha)
-    }
-
-    pub(super) fn core_addmv(&self, mat: &Self, vec: &Self, beta: f64, alpha: f64) -> Result<Self> {
-        if let Some(out) = self.rounded_once([mat, vec], beta, |x, [a, v]| x.core_addmv(a, v, beta, alpha)) {
-            return out;
-        }
-        let fits = mat.rank() == 2 && vec.rank() == 1 && mat.dims()[1] == vec.dims()[0];
-        check(fits, "addmv", &[self, mat, vec], || {
-            format!("expected a matrix [n, m] and a vector [m], got {} and {}", mat.shape(), vec.shape())
-        })?;
-        self.scaled_sum("addmv", mat.try_matmul(vec)?, beta, alpha)
-    }
-
-    pub(super) fn core_baddbmm(&self, batch1: &Self, batch2: &Self, beta: f64, alpha: f64) -> Result<Self> {
-        if let Some(out) = self.rounded_once([batch1, batch2], beta, |x, [a, b]| x.core_baddbmm(a, b, beta, alpha)) {
-            return out;
-        }
-        batches("baddbmm", self, batch1, batch2)?;
-        self.scaled_sum("baddbmm", batch1.try_matmul(batch2)?, beta, alpha)
-    }
-
-    pub(super) fn core_addbmm(&self, batch1: &Self, batch2: &Self, beta: f64, alpha: f64) -> Result<Self> {
-        if let Some(out) = self.rounded_once([batch1, batch2], beta, |x, [a, b]| x.core_addbmm(a, b, beta, alpha)) {
-            return out;
-        }
-        batches("addbmm", self, batch1, batch2)?;
-        let (&[b, n, m], &[_, _, p]) = (batch1.dims(), batch2.dims()) else { unreachable!("checked 3-D") };
-        // Σ_i A_i B_i = [A_0 .. A_b-1] (side by side) · [B_0; ..; B_b-1] (stacked).
-        let side_by_side = batch1.try_permute([1, 0, 2])?.try_reshape([n, b * m])?;
-        let stacked = batch2.try_reshape([b * m, p])?;
-        self.scaled_sum("addbmm", side_by_side.try_matmul(&stacked)?, beta, alpha)
-    }
-
-    /// For a half type with an input to add (`beta` not 0): `op` on the
-    /// operands widened to `f32`, rounded once, as PyTorch's kernels round
-    /// `beta · input + alpha · product` from `f32` sums (rounding the
-    /// product first, then the sum, would round twice). `None` otherwise.
-    fn rounded_once(
-        &self,
-        operands: [&Self; 2],
-        beta: f64,
-        op: impl FnOnce(&Tensor<D, f32>, [&Tensor<D, f32>; 2]) -> Result<Tensor<D, f32>>,
-    ) -> Option<Result<Self>> {
-        if !E::DTYPE.is_half() || beta == 0.0 {
-            return None;
-        }
-        let widened = || -> Result<Self> {
-            let [a, b] = [operands[0].try_to_dtype::<f32>()?, operands[1].try_to_dtype::<f32>()?];
-            op(&self.try_to_dtype::<f32>()?, [&a, &b])?.try_to_dtype::<E>()
+        kind.check(self, a, b)?;
+        let product = match kind {
+            // A bias row with unit factors is a linear layer's forward: one
+            // pass where the device's product starts from the bias.
+            AddProduct::Mm if beta == 1.0 && alpha == 1.0 && self.rank() == 1 && self.dims()[0] == b.dims()[1] => {
+                match a.try_matmul_bias(b, self)? {
+                    Some(out) => return Ok(out),
+                    None => a.try_matmul(b)?,
+                }
+            }
+            AddProduct::Mm | AddProduct::Mv | AddProduct::Bmm => a.try_matmul(b)?,
+            AddProduct::SummedBmm => {
+                let (&[batch, n, m], &[_, _, p]) = (a.dims(), b.dims()) else { unreachable!("checked 3-D") };
+                // Σ_i A_i B_i = [A_0 .. A_b-1] (side by side) · [B_0; ..; B_b-1] (stacked).
+                let side_by_side = a.try_permute([1, 0, 2])?.try_reshape([n, batch * m])?;
+                side_by_side.try_matmul(&b.try_reshape([batch * m, p])?)?
+            }
         };
-        Some(widened())
+        self.scaled_sum(kind.name(), product, beta, alpha)
     }
 
     /// `beta · self + alpha · product`, `self` broadcast to the product's
@@ -292,21 +251,52 @@ fn check<D: CoreDevice, E: Element>(
     })
 }
 
-/// Checks the operands of a batched add-product: two 3-D batches of one
-/// count whose matrices multiply.
-fn batches<D: CoreDevice, E: Element>(
-    op: &'static str,
-    input: &Tensor<D, E>,
-    batch1: &Tensor<D, E>,
-    batch2: &Tensor<D, E>,
-) -> Result<()> {
-    let operands = [input, batch1, batch2];
-    check(batch1.rank() == 3 && batch2.rank() == 3, op, &operands, || "batch1 and batch2 must be 3-D".into())?;
-    let (a, b) = (batch1.dims(), batch2.dims());
-    check(a[0] == b[0], op, &operands, || {
-        format!("batch1 and batch2 must have the same number of batches, got {} and {}", a[0], b[0])
-    })?;
-    check(a[2] == b[1], op, &operands, || {
-        format!("batch1's matrices [{}, {}] and batch2's [{}, {}] cannot be multiplied", a[1], a[2], b[1], b[2])
-    })
+/// Which add-product a core call computes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AddProduct {
+    /// `addmm`: matrix times matrix.
+    Mm,
+    /// `addmv`: matrix times vector.
+    Mv,
+    /// `baddbmm`: one product per batch.
+    Bmm,
+    /// `addbmm`: the batch's products summed.
+    SummedBmm,
+}
+
+impl AddProduct {
+    fn name(self) -> &'static str {
+        match self {
+            AddProduct::Mm => "addmm",
+            AddProduct::Mv => "addmv",
+            AddProduct::Bmm => "baddbmm",
+            AddProduct::SummedBmm => "addbmm",
+        }
+    }
+
+    /// Fails unless `a` and `b` multiply as this product takes them.
+    fn check<D: CoreDevice, E: Element>(self, input: &Tensor<D, E>, a: &Tensor<D, E>, b: &Tensor<D, E>) -> Result<()> {
+        let (op, operands) = (self.name(), [input, a, b]);
+        let (x, y) = (a.dims(), b.dims());
+        match self {
+            AddProduct::Mm => check(a.rank() == 2 && b.rank() == 2 && x[1] == y[0], op, &operands, || {
+                format!("mat1 and mat2 shapes cannot be multiplied ({} and {})", a.shape(), b.shape())
+            }),
+            AddProduct::Mv => check(a.rank() == 2 && b.rank() == 1 && x[1] == y[0], op, &operands, || {
+                format!("expected a matrix [n, m] and a vector [m], got {} and {}", a.shape(), b.shape())
+            }),
+            AddProduct::Bmm | AddProduct::SummedBmm => {
+                check(a.rank() == 3 && b.rank() == 3, op, &operands, || "batch1 and batch2 must be 3-D".into())?;
+                check(x[0] == y[0], op, &operands, || {
+                    format!("batch1 and batch2 must have the same number of batches, got {} and {}", x[0], y[0])
+                })?;
+                check(x[2] == y[1], op, &operands, || {
+                    format!(
+                        "batch1's matrices [{}, {}] and batch2's [{}, {}] cannot be multiplied",
+                        x[1], x[2], y[1], y[2]
+                    )
+                })
+            }
+        }
+    }
 }

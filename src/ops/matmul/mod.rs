@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::layout::{Dims, Layout, Shape, count_of};
 use crate::tensor::shell::{core_call, core_table};
 use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
+use blas::AddProduct;
 use devtensor_macros::fallible;
 
 /// Device kernels for [`Tensor::matmul`]. Implemented by the core
@@ -182,14 +183,8 @@ core_table! {
             |a, b, bias| a.core_matmul_bias(b, bias),
         outer: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_outer(b),
         dot: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_dot(b),
-        addmm: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
-            |x, a, b, beta, alpha| x.core_addmm(a, b, beta, alpha),
-        addmv: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
-            |x, a, v, beta, alpha| x.core_addmv(a, v, beta, alpha),
-        baddbmm: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
-            |x, a, b, beta, alpha| x.core_baddbmm(a, b, beta, alpha),
-        addbmm: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
-            |x, a, b, beta, alpha| x.core_addbmm(a, b, beta, alpha),
+        add_product: fn(&Tensor<C, F>, AddProduct, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
+            |x, kind, a, b, beta, alpha| x.core_add_product(kind, a, b, beta, alpha),
     }
 }
 
