@@ -1,5 +1,5 @@
 // Indexing and joining: serves the Rust op family `ops::index`
-// (`IndexKernel::{first_out_of_range, index_select, gather, scatter_add,
+// (`IndexKernel::{first_out_of_range, index_select, gather, scatter,
 // index_add, cat}`; `stack` is `cat` of unsqueezed views).
 //
 // Indices are i64 (`long long`). The host checks every index against its
@@ -28,17 +28,21 @@
 //           const long long* index, const T* src, T* out)
 //       out[p] = src[p with p[axis] = index[p]] for every position p of the
 //       index shape `dims`; out is dense in that shape.
-//   index_scatter_add_<T>(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
+//   index_scatter_<T>(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
 //           const size_t* index_strides, size_t index_offset,
 //           const size_t* src_strides, size_t src_offset,
-//           const size_t* out_strides, const long long* index, const T* src, T* out)
-//       out[p with p[axis] = index[p]] += src[p] for every position p of the
-//       index shape `dims`. `out` is the host's dense copy of dst, addressed
+//           const size_t* out_strides, const long long* index, const T* src, T* out,
+//           int mode)
+//       out[q] = combine(out[q], src[p]) at q = p with p[axis] = index[p], for
+//       every position p of the index shape `dims`; `mode` is the Rust
+//       `ScatterMode`: 0 assign (src replaces), 1 add, 2 multiply, 3 max,
+//       4 min (NaN wins both). `out` is the host's dense copy of dst, addressed
 //       through out_strides (dst's contiguous strides, rank entries).
 //       n_lines = prod(dims) / dims[axis] (host skips the launch when
 //       dims[axis] == 0): one thread per line along `axis` walks it in order,
-//       so colliding indices accumulate without atomics, deterministically
-//       and in the CPU backend's order, and u8/i64 sums wrap.
+//       so colliding indices combine without atomics, deterministically
+//       and in the CPU backend's order (the last write wins for assign), and
+//       u8/i64 sums and products wrap.
 //   index_add_<T>(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
 //           const long long* indices, size_t idx_stride, size_t idx_offset,
 //           const size_t* src_strides, size_t src_offset,
@@ -143,18 +147,28 @@ __device__ inline void dt_line_start(size_t line, size_t rank, const size_t* dim
     }
 }
 
+template <typename T> __device__ inline T dt_scatter_combine(int mode, T old, T value) {
+    switch (mode) {
+    case 0: return value;
+    case 1: return dt_add(old, value);
+    case 2: return (T)dt_mul(old, value);  // half types multiply in float
+    case 3: return dt_max(old, value);
+    default: return dt_min(old, value);
+    }
+}
+
 template <typename T>
-__device__ void dt_scatter_add(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
-                               const size_t* index_strides, size_t index_offset, const size_t* src_strides,
-                               size_t src_offset, const size_t* out_strides, const long long* index,
-                               const T* src, T* out) {
+__device__ void dt_scatter(size_t n_lines, size_t rank, const size_t* dims, size_t axis,
+                           const size_t* index_strides, size_t index_offset, const size_t* src_strides,
+                           size_t src_offset, const size_t* out_strides, const long long* index, const T* src,
+                           T* out, int mode) {
     size_t len = dims[axis];
     DT_GRID_STRIDE(line, n_lines) {
         size_t x = index_offset, s = src_offset, o = 0;
         dt_line_start(line, rank, dims, axis, index_strides, &x, src_strides, &s, out_strides, &o);
         for (size_t k = 0; k < len; ++k) {
             size_t at = o + (size_t)index[x + k * index_strides[axis]] * out_strides[axis];
-            out[at] = dt_add(out[at], src[s + k * src_strides[axis]]);
+            out[at] = dt_scatter_combine(mode, out[at], src[s + k * src_strides[axis]]);
         }
     }
 }
@@ -194,12 +208,12 @@ __device__ void dt_index_add(size_t n_lines, size_t rank, const size_t* dims, si
         dt_gather(n, rank, dims, index_strides, index_offset, src_strides, src_offset, axis, index, src,   \
                   out);                                                                                    \
     }                                                                                                      \
-    extern "C" __global__ void index_scatter_add_##name(                                                   \
+    extern "C" __global__ void index_scatter_##name(                                                       \
         size_t n_lines, size_t rank, const size_t* dims, size_t axis, const size_t* index_strides,        \
         size_t index_offset, const size_t* src_strides, size_t src_offset, const size_t* out_strides,     \
-        const long long* index, const T* src, T* out) {                                                   \
-        dt_scatter_add(n_lines, rank, dims, axis, index_strides, index_offset, src_strides, src_offset,    \
-                       out_strides, index, src, out);                                                      \
+        const long long* index, const T* src, T* out, int mode) {                                         \
+        dt_scatter(n_lines, rank, dims, axis, index_strides, index_offset, src_strides, src_offset,        \
+                   out_strides, index, src, out, mode);                                                    \
     }                                                                                                      \
     extern "C" __global__ void index_add_##name(size_t n_lines, size_t rank, const size_t* dims,          \
                                                 size_t axis, const long long* indices, size_t idx_stride, \

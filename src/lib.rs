@@ -86,6 +86,7 @@ pub use half::{bf16, f16};
 pub use io::Checkpoint;
 pub use layout::{Layout, Shape};
 pub use ops::autocast::{autocast, autocast_dtype};
+pub use ops::index::{Ellipsis, NewAxis, SliceStep};
 pub use ops::matmul::{MatmulPrecision, float32_matmul_precision, set_float32_matmul_precision};
 pub use random::{Generator, manual_seed};
 pub use tensor::{

@@ -77,7 +77,7 @@ fixed_programs! {
     optim_for_its_model parallel_batch_on_replica_device parallel_replica_batch_fixed porting_data_fixed
     porting_models_fixed porting_training_fixed seed000_fixed seed000_non_blocking_fixed seed002_fixed
     static_add_shapes_fixed static_matmul_inner_fixed static_reshape_count_fixed static_seed002_fixed
-    static_tuple_model_fixed static_wrong_device_fixed tensor_literal_f64_fixed two_gpus_fixed
+    static_tuple_model_fixed static_wrong_device_fixed subscript_fixed tensor_literal_f64_fixed two_gpus_fixed
 }
 
 /// The headers of devtensor's own diagnostics: the same-device message of

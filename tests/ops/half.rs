@@ -22,8 +22,8 @@ use devtensor::nn::{
 };
 use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
-use devtensor::ops::index::PadMode;
-use devtensor::{Checkpoint, Cpu, DType, Device, Element, FloatElement, Tensor, bf16, f16};
+use devtensor::ops::index::{PadMode, ScatterReduce};
+use devtensor::{Checkpoint, Cpu, DType, Device, Element, FloatElement, SliceStep, Tensor, bf16, f16};
 use proptest::prelude::*;
 
 /// The half type's unit roundoff: half the distance from 1 to the next value.
@@ -402,6 +402,13 @@ device_proptests! {
         // Sums of magnitudes, which cannot cancel: a few roundings of the result.
         check_half!("scatter_add", seed, [x: [rows, cols], s: [rows, cols]] => x.abs().scatter_add(0, &grid, &s.abs()), near(8.0));
         check_half!("index_add", seed, [x: [rows, cols], s: [2 * rows + 1, cols]] => x.abs().index_add(0, &picks, &s.abs()), near(8.0));
+        check_half!("i", seed, [x: [rows, cols]] => x.i((&picks, (..).step(2))), rounded);
+        check_half!("i (mask)", seed, [x: [rows, cols]] => x.i(&x.gt_scalar(num::<E>(0.0))), rounded);
+        check_half!("index_put", seed, [x: [rows, cols], v: [cols]] => x.index_put(&x.lt_scalar(num::<E>(0.0)).any_axis(1), &v, false), rounded);
+        check_half!("scatter", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter(0, &grid, s), rounded);
+        check_half!("scatter_reduce amax", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter_reduce(0, &grid, s, ScatterReduce::Amax, false), rounded);
+        check_half!("scatter_reduce prod", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter_reduce(0, &grid, s, ScatterReduce::Prod, true), near(8.0));
+        check_half!("scatter_reduce mean", seed, [x: [rows, cols], s: [rows, cols]] => x.abs().scatter_reduce(0, &grid, &s.abs(), ScatterReduce::Mean, true), near(8.0));
     }
 
     /// The rest of a model's layers: pooling, padding and repetition move

@@ -32,5 +32,6 @@ mod pytorch;
 mod reduce;
 mod reduce_axes;
 mod sort;
+mod subscript;
 mod tensor;
 mod unary;

@@ -13,7 +13,8 @@
 //! and the test that pins devtensor's behaviour.
 
 use devtensor::io::Checkpoint;
-use devtensor::{Cpu, Device, Tensor};
+use devtensor::ops::index::{ScatterReduce, Slice};
+use devtensor::{Cpu, Device, Ellipsis, NewAxis, SliceStep, Tensor};
 
 /// Where devtensor differs from PyTorch on purpose: `(row, inputs, why)`.
 /// A difference of that row is accepted only at a first input for which
@@ -242,6 +243,21 @@ fn picks<D: Device>(values: &[i64], dims: &[usize]) -> Tensor<D, i64> {
     Tensor::from_slice(values, dims)
 }
 
+/// The `[4, 5]` mask of the subscript rows: `i * 7 % 3 == 0` in row-major order.
+fn grid_mask<D: Device>() -> Tensor<D, u8> {
+    Tensor::from_vec((0..20).map(|i| u8::from(i * 7 % 3 == 0)).collect(), [4, 5])
+}
+
+/// The scatter rows' index, `[2, 2, 3]`, with no repeat along axis 2.
+fn scatter_line<D: Device>() -> Tensor<D, i64> {
+    picks::<D>(&[4, 0, 2, 1, 3, 0, 0, 1, 2, 2, 4, 3], &[2, 2, 3])
+}
+
+/// The scatter_reduce rows' index, `[2, 5]`, with repeats along axis 1.
+fn scatter_groups<D: Device>() -> Tensor<D, i64> {
+    picks::<D>(&[0, 2, 0, 0, 3, 1, 1, 1, 4, 1], &[2, 5])
+}
+
 /// `(row, op)` pairs of the index, order and product rows: each op takes
 /// the row's inputs `a`, `b`, `c` (as many as it has).
 macro_rules! shape_rows {
@@ -282,6 +298,37 @@ fn index_order_and_product_rows<D: Device>() {
         cdist_inf: |x| devtensor::nn::cdist(&x[0], &x[1], f64::INFINITY);
         cdist_3: |x| devtensor::nn::cdist(&x[0], &x[1], 3.0);
         masked_select: |x| x[0].masked_select(&Tensor::<D, u8>::from_vec((0..12).map(|i| u8::from(i * 7 % 3 == 0)).collect(), [3, 4]));
+        i_last: |x| x[0].i((.., -1, ..));
+        i_step: |x| x[0].i((.., (..).step(2)));
+        i_slices: |x| x[0].i((-2.., Slice::new(1, -1).step(2), (..).step(3)));
+        i_clipped: |x| x[0].i((-100..2, 3..100, Slice::new(4, 1)));
+        i_ellipsis_newaxis: |x| x[0].i((NewAxis, Ellipsis, 0, NewAxis));
+        i_tensor: |x| x[0].i(&picks::<D>(&[2, -1, 0, 2], &[4]));
+        i_tensors_adjacent: |x| x[0].i((.., &picks::<D>(&[0, 3], &[2, 1]), &picks::<D>(&[1, -1, 2], &[3])));
+        i_tensors_apart: |x| x[0].i((&picks::<D>(&[0, 2], &[2]), .., &picks::<D>(&[4, 1], &[2])));
+        i_int_and_tensor: |x| x[0].i((1, .., &picks::<D>(&[0, 0, 3], &[3])));
+        i_mask: |x| x[0].i((.., &grid_mask::<D>()));
+        i_mask_and_tensor: |x| x[0].i((&picks::<D>(&[2, 0], &[2]), &grid_mask::<D>().i((.., 0))));
+        i_empty: |x| x[0].i((.., &picks::<D>(&[], &[0])));
+        put_slice: |x| x[0].index_put((.., 1..3), &x[1], false);
+        put_step_broadcast: |x| x[0].index_put((.., .., (..).step(2)), &x[1], false);
+        put_mask_scalar: |x| x[0].index_put(&grid_mask::<D>().expand([3, 4, 5]), &x[1], false);
+        put_mask_values: |x| x[0].index_put((1, &grid_mask::<D>()), &x[1], false);
+        put_tensors: |x| x[0].index_put((&picks::<D>(&[0, 2], &[2]), .., &picks::<D>(&[4, -4], &[2])), &x[1], false);
+        put_accumulate: |x| x[0].index_put(&picks::<D>(&[2, 0, 2], &[3]), &x[1], true);
+        put_accumulate_pairs: |x| x[0].index_put((&picks::<D>(&[1, 1, 0], &[3]), &picks::<D>(&[3, 3, 3], &[3])), &x[1], true);
+        scatter: |x| x[0].scatter(2, &scatter_line::<D>(), &x[1]);
+        scatter_scalar: |x| x[0].scatter_scalar(2, &scatter_line::<D>(), -1.5);
+        scatter_reduce_sum: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Sum, true);
+        scatter_reduce_sum_alone: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Sum, false);
+        scatter_reduce_prod: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Prod, true);
+        scatter_reduce_prod_alone: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Prod, false);
+        scatter_reduce_mean: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Mean, true);
+        scatter_reduce_mean_alone: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Mean, false);
+        scatter_reduce_amax: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Amax, true);
+        scatter_reduce_amax_alone: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Amax, false);
+        scatter_reduce_amin: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Amin, true);
+        scatter_reduce_amin_alone: |x| x[0].scatter_reduce(1, &scatter_groups::<D>(), &x[1], ScatterReduce::Amin, false);
     };
     let file = fixture();
     let has = |name: &str| file.tensors().iter().any(|(n, _)| n == name);

@@ -3,7 +3,7 @@
 //! Every index reaching these kernels was checked against its axis by the
 //! caller, so the `as usize` conversions below cannot wrap.
 
-use super::IndexKernel;
+use super::{IndexKernel, ScatterMode};
 use crate::backend::cpu::for_each_chunk;
 use crate::backend::cpu::{
     CpuStorage, PARALLEL_CHUNK, check_host_request, map_strided, output_buffer, split_across_threads,
@@ -184,7 +184,7 @@ impl IndexKernel for Cpu {
         Ok(CpuStorage::from_vec(out))
     }
 
-    fn scatter_add<E: Element>(
+    fn scatter<E: Element>(
         dst: &CpuStorage<E>,
         dst_layout: &Layout,
         axis: usize,
@@ -192,36 +192,17 @@ impl IndexKernel for Cpu {
         index_layout: &Layout,
         src: &CpuStorage<E>,
         src_layout: &Layout,
+        mode: ScatterMode,
     ) -> Result<CpuStorage<E>> {
-        let mut out = dense_copy("scatter_add", dst.as_slice(), dst_layout)?;
-        let (src, idx) = (src.as_slice(), index.as_slice());
-        let mut out_strides = dst_layout.shape().contiguous_strides();
-        let axis_stride = out_strides[axis];
-        out_strides[axis] = 0;
-        let (idx_strides, src_strides) = (index_layout.strides(), src_layout.strides());
-        let walk = |out: &mut [E], dims: &[usize], os: &[usize], is: &[usize], ss: &[usize], i0: usize, s0: usize| {
-            for_each_block(dims, [os, is, ss], [0, i0, s0], |[o, i, s], len, [os, is, ss]| {
-                for k in 0..len {
-                    let at = o + k * os + idx[i + k * is] as usize * axis_stride;
-                    out[at] = out[at].add(src[s + k * ss]);
-                }
-            });
-        };
-        let dims = index_layout.dims();
-        let (i0, s0) = (index_layout.offset(), src_layout.offset());
-        // Repeated indices make writes collide along `axis` only, so slices
-        // along axis 0 can run in parallel when that is not the scattered axis.
-        if axis != 0 && split_across_threads(index_layout.elem_count()) && dims[0] > 1 {
-            let row = out_strides[0];
-            let end = (dims[0] * row).min(out.len());
-            for_each_chunk(&mut out[..end], row, &|r, chunk| {
-                let (i, s) = (i0 + r * idx_strides[0], s0 + r * src_strides[0]);
-                walk(chunk, &dims[1..], &out_strides[1..], &idx_strides[1..], &src_strides[1..], i, s);
-            });
-        } else {
-            walk(&mut out, dims, &out_strides, idx_strides, src_strides, i0, s0);
-        }
-        Ok(CpuStorage::from_vec(out))
+        let out = dense_copy("scatter", dst.as_slice(), dst_layout)?;
+        let args = (out, dst_layout.shape(), axis, index.as_slice(), index_layout, src.as_slice(), src_layout);
+        Ok(CpuStorage::from_vec(match mode {
+            ScatterMode::Assign => scatter_with(args, |_, s| s),
+            ScatterMode::Add => scatter_with(args, E::add),
+            ScatterMode::Multiply => scatter_with(args, E::mul),
+            ScatterMode::Max => scatter_with(args, E::max),
+            ScatterMode::Min => scatter_with(args, E::min),
+        }))
     }
 
     fn index_add<E: Element>(
@@ -367,4 +348,45 @@ impl IndexKernel for Cpu {
         }
         Ok(CpuStorage::from_vec(out))
     }
+}
+
+/// The operands of [`scatter_with`]: the dense copy of the destination and
+/// its shape, the axis, and the index and source with their layouts.
+type ScatterArgs<'a, E> = (Vec<E>, &'a Shape, usize, &'a [i64], &'a Layout, &'a [E], &'a Layout);
+
+/// The body of [`IndexKernel::scatter`] for one way of combining:
+/// `out[at] = combine(out[at], src[p])` along each line in order, so that
+/// repeated indices combine deterministically (the last write wins for
+/// `Assign`).
+fn scatter_with<E: Element>(
+    (mut out, shape, axis, idx, index_layout, src, src_layout): ScatterArgs<'_, E>,
+    combine: impl Fn(E, E) -> E + Sync,
+) -> Vec<E> {
+    let mut out_strides = shape.contiguous_strides();
+    let axis_stride = out_strides[axis];
+    out_strides[axis] = 0;
+    let (idx_strides, src_strides) = (index_layout.strides(), src_layout.strides());
+    let walk = |out: &mut [E], dims: &[usize], os: &[usize], is: &[usize], ss: &[usize], i0: usize, s0: usize| {
+        for_each_block(dims, [os, is, ss], [0, i0, s0], |[o, i, s], len, [os, is, ss]| {
+            for k in 0..len {
+                let at = o + k * os + idx[i + k * is] as usize * axis_stride;
+                out[at] = combine(out[at], src[s + k * ss]);
+            }
+        });
+    };
+    let dims = index_layout.dims();
+    let (i0, s0) = (index_layout.offset(), src_layout.offset());
+    // Repeated indices make writes collide along `axis` only, so slices
+    // along axis 0 can run in parallel when that is not the scattered axis.
+    if axis != 0 && split_across_threads(index_layout.elem_count()) && dims[0] > 1 {
+        let row = out_strides[0];
+        let end = (dims[0] * row).min(out.len());
+        for_each_chunk(&mut out[..end], row, &|r, chunk| {
+            let (i, s) = (i0 + r * idx_strides[0], s0 + r * src_strides[0]);
+            walk(chunk, &dims[1..], &out_strides[1..], &idx_strides[1..], &src_strides[1..], i, s);
+        });
+    } else {
+        walk(&mut out, dims, &out_strides, idx_strides, src_strides, i0, s0);
+    }
+    out
 }

@@ -1,6 +1,6 @@
 //! Indexing and joining kernels on CUDA (`kernels/index.cu`).
 
-use super::IndexKernel;
+use super::{IndexKernel, ScatterMode};
 use crate::backend::Backend;
 use crate::backend::cuda::AnyCuda;
 use crate::backend::cuda::launch::{Strided, elementwise, launch_kernel, per_row};
@@ -84,7 +84,7 @@ impl IndexKernel for AnyCuda {
         Ok(out)
     }
 
-    fn scatter_add<E: Element>(
+    fn scatter<E: Element>(
         dst: &CudaStorage<E>,
         dst_layout: &Layout,
         axis: usize,
@@ -92,8 +92,9 @@ impl IndexKernel for AnyCuda {
         index_layout: &Layout,
         src: &CudaStorage<E>,
         src_layout: &Layout,
+        mode: ScatterMode,
     ) -> Result<CudaStorage<E>> {
-        const OP: &str = "scatter_add";
+        const OP: &str = "scatter";
         let device = Self::device()?;
         let out = copy_into::<E, E>(&device, OP, dst, dst_layout)?;
         let dims = index_layout.dims();
@@ -110,10 +111,10 @@ impl IndexKernel for AnyCuda {
             [index_layout.strides(), src_layout.strides(), &out_strides],
             [index_layout.offset(), src_layout.offset(), 0],
         )?;
-        let name = format!("index_scatter_add_{}", E::DTYPE.name());
+        let name = format!("index_scatter_{}", E::DTYPE.name());
         launch_kernel!(device, OP, "index", name, elementwise(n_lines);
             n_lines, geo.rank, geo.dims(), axis, geo.strides(0), geo.offsets[0], geo.strides(1), geo.offsets[1],
-            geo.strides(2), index.ptr(), src.ptr(), out.ptr())?;
+            geo.strides(2), index.ptr(), src.ptr(), out.ptr(), mode as i32)?;
         Ok(out)
     }
 

@@ -69,7 +69,7 @@ pub(super) fn cat<D: CoreDevice, F: FloatElement>(axis: usize, sizes: Vec<usize>
 }
 
 /// `t` extended with zeros at the end of each axis to `shape`.
-fn pad_with_zeros<D: CoreDevice, F: FloatElement>(t: &Tensor<D, F>, shape: &Shape) -> Result<Tensor<D, F>> {
+pub(super) fn pad_with_zeros<D: CoreDevice, F: FloatElement>(t: &Tensor<D, F>, shape: &Shape) -> Result<Tensor<D, F>> {
     let mut t = t.clone();
     for (axis, &want) in shape.dims().iter().enumerate() {
         let have = t.dims()[axis];

@@ -1,7 +1,41 @@
-//! Indexing and joining: `index_select`, `gather`, their backward passes
-//! `index_add` and `scatter_add`, `cat` / `stack`, the copies built from
-//! them (`repeat`, `pad`), and the orders that index them (`sort`,
-//! `argsort`, `topk`).
+//! Indexing and joining: PyTorch's subscript (`i`, `index_put`),
+//! `index_select`, `gather`, their backward passes `index_add` and
+//! `scatter_add`, the other scatters (`scatter`, `scatter_reduce`), `cat` /
+//! `stack`, the copies built from them (`repeat`, `pad`), the orders that
+//! index them (`sort`, `argsort`, `topk`), and the ops whose results depend
+//! on the values (`masked_select`, `nonzero`, `unique`, ...).
+//!
+//! ## PyTorch's subscript
+//!
+//! [`Tensor::i`] takes what `x[...]` takes, and [`Tensor::index_put`] (or
+//! `index_put_`) what `x[...] = v` and `index_put_` take:
+//!
+//! | PyTorch            | devtensor                                 |
+//! |--------------------|-------------------------------------------|
+//! | `x[2]`, `x[-1]`    | `x.i(2)`, `x.i(-1)`                       |
+//! | `x[:, -1, :]`      | `x.i((.., -1, ..))`                       |
+//! | `x[1:3]`, `x[-2:]` | `x.i(1..3)`, `x.i(-2..)`                  |
+//! | `x[:, ::2]`        | `x.i((.., (..).step(2)))`                 |
+//! | `x[..., 0]`        | `x.i((Ellipsis, 0))`                      |
+//! | `x[:, None]`       | `x.i((.., NewAxis))`                      |
+//! | `x[idx]`           | `x.i(&idx)` (an `i64` tensor)             |
+//! | `x[mask]`          | `x.i(&mask)` (a `u8` mask)                |
+//! | `x[mask] = 0`      | `x.index_put_(&mask, &Tensor::scalar(0.0), false)` |
+//! | `x.index_put_((i, j), v, accumulate=True)` | `x.index_put_((&i, &j), &v, true)` |
+//!
+//! A literal range that runs backwards, such as `1..-1` (Python's `1:-1`),
+//! is what Clippy's `reversed_empty_ranges` rejects: write it
+//! [`Slice::new(1, -1)`](Slice::new).
+//!
+//! Integers, ranges, `..`, [`Ellipsis`] and [`NewAxis`] give views, as in
+//! PyTorch; index tensors and masks give copies. An index tensor or a mask
+//! on another device than the tensor is a compile error:
+//! ```compile_fail,E0277
+//! use devtensor::{Cpu, Cuda, Tensor};
+//! fn last(x: &Tensor<Cuda<0>>, rows: &Tensor<Cpu, i64>) -> Tensor<Cuda<0>> {
+//!     x.i((rows, -1)) // error: expected all tensors to be on the same device
+//! }
+//! ```
 //!
 //! Indices are `Tensor<_, i64>` (PyTorch's `long`) on the same device as the
 //! data. Every index value is checked against its axis before any kernel
@@ -25,7 +59,9 @@ mod one_hot;
 mod pad;
 mod reorder;
 mod repeat;
+mod scatter;
 mod sort;
+mod subscript;
 
 use crate::autograd::{self, float_rule};
 use crate::backend::Backend;
@@ -39,6 +75,9 @@ use devtensor_macros::fallible;
 
 pub use by_value::Unique;
 pub use pad::PadMode;
+pub use scatter::ScatterReduce;
+use subscript::Kind;
+pub use subscript::{Ellipsis, IndexItem, Indexer, NewAxis, Slice, SliceStep, TensorIndex};
 
 /// Device kernels for indexing and joining. Implemented by the core
 /// devices ([`CoreDevice`]): `Cpu`, and one for every GPU.
@@ -71,11 +110,14 @@ pub trait IndexKernel: Backend {
         index_layout: &Layout,
     ) -> Result<Self::Storage<E>>;
 
-    /// A contiguous copy of `dst` to which, for every position `p` of
-    /// `index`, `src[p]` is added at `p with p[axis] = index[p]`. `src`'s
-    /// layout may be larger than `index`'s; only `index`'s extent is read.
+    /// A contiguous copy of `dst` into which, for every position `p` of
+    /// `index`, `src[p]` is combined by `mode` at `p with p[axis] =
+    /// index[p]`, the positions along `axis` in order (so a repeated index
+    /// combines deterministically; the last write wins for
+    /// [`ScatterMode::Assign`]). `src`'s layout may be larger than
+    /// `index`'s; only `index`'s extent is read.
     #[allow(clippy::too_many_arguments)] // Three tensors, each a storage and a layout.
-    fn scatter_add<E: Element>(
+    fn scatter<E: Element>(
         dst: &Self::Storage<E>,
         dst_layout: &Layout,
         axis: usize,
@@ -83,6 +125,7 @@ pub trait IndexKernel: Backend {
         index_layout: &Layout,
         src: &Self::Storage<E>,
         src_layout: &Layout,
+        mode: ScatterMode,
     ) -> Result<Self::Storage<E>>;
 
     /// A contiguous copy of `dst` to which `src[.., j, ..]` is added at
@@ -116,6 +159,22 @@ pub trait IndexKernel: Backend {
         descending: bool,
         k: usize,
     ) -> Result<Self::Storage<i64>>;
+}
+
+/// How [`IndexKernel::scatter`] combines a source element with the one
+/// already at its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScatterMode {
+    /// The source element replaces it.
+    Assign = 0,
+    /// Added (wrapping for integers).
+    Add = 1,
+    /// Multiplied (wrapping for integers).
+    Multiply = 2,
+    /// The larger is kept; NaN wins.
+    Max = 3,
+    /// The smaller is kept; NaN wins.
+    Min = 4,
 }
 
 /// An [`Error::Shape`] for `op` on `D`.
@@ -463,28 +522,11 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
 
     fn core_scatter_add(&self, axis: isize, index: &Tensor<D, i64>, src: &Self) -> Result<Self> {
         const OP: &str = "scatter_add";
-        let ax = resolve_axis(OP, D::name, self.shape(), axis)?;
-        let shapes = || vec![self.shape().clone(), index.shape().clone(), src.shape().clone()];
-        check_same_rank::<D>(OP, shapes, &[("the input", self.shape()), ("src", src.shape())], index.shape())?;
-        check_fits::<D>(OP, shapes, "src", src.shape(), index.shape(), None)?;
-        check_fits::<D>(OP, shapes, "the input", self.shape(), index.shape(), Some(ax))?;
-        check_indices(OP, self.shape(), ax, index)?;
-        let forward = || {
-            let storage = D::scatter_add(
-                self.storage(),
-                self.layout(),
-                ax,
-                index.storage(),
-                index.layout(),
-                src.storage(),
-                src.layout(),
-            )?;
-            Ok(Tensor::from_storage(storage, self.shape().clone()))
-        };
+        let ax = self.check_scatter(OP, axis, index, src)?;
         autograd::track(
             OP,
             &[self.node(), src.node()],
-            forward,
+            || self.scatter_untracked(ax, index, src, ScatterMode::Add),
             |_| float_rule!(E, F => grad::scatter_add::<D, F>(ax, index.clone(), src.shape().clone())),
         )
     }
@@ -622,6 +664,15 @@ core_table! {
         gather: fn(&Tensor<C, E>, isize, &Tensor<C, i64>) -> Result<Tensor<C, E>> = |x, axis, index| x.core_gather(axis, index),
         scatter_add: fn(&Tensor<C, E>, isize, &Tensor<C, i64>, &Tensor<C, E>) -> Result<Tensor<C, E>> =
             |x, axis, index, src| x.core_scatter_add(axis, index, src),
+        scatter: fn(&Tensor<C, E>, isize, &Tensor<C, i64>, &Tensor<C, E>) -> Result<Tensor<C, E>> =
+            |x, axis, index, src| x.core_scatter(axis, index, src),
+        scatter_scalar: fn(&Tensor<C, E>, isize, &Tensor<C, i64>, E) -> Result<Tensor<C, E>> =
+            |x, axis, index, value| x.core_scatter_scalar(axis, index, value),
+        scatter_reduce: fn(&Tensor<C, E>, isize, &Tensor<C, i64>, &Tensor<C, E>, ScatterReduce, bool) -> Result<Tensor<C, E>> =
+            |x, axis, index, src, reduce, include_self| x.core_scatter_reduce(axis, index, src, reduce, include_self),
+        subscript: fn(&Tensor<C, E>, &[Kind<C>]) -> Result<Tensor<C, E>> = |x, index| x.core_subscript(index),
+        index_put: fn(&Tensor<C, E>, &[Kind<C>], &Tensor<C, E>, bool) -> Result<Tensor<C, E>> =
+            |x, index, values, accumulate| x.core_index_put(index, values, accumulate),
         index_add: fn(&Tensor<C, E>, isize, &Tensor<C, i64>, &Tensor<C, E>) -> Result<Tensor<C, E>> =
             |x, axis, indices, src| x.core_index_add(axis, indices, src),
         cat: fn(&[&Tensor<C, E>], isize) -> Result<Tensor<C, E>> = Tensor::core_cat,

@@ -14,9 +14,10 @@ pub(super) enum ViewGrad {
     Reshape(Shape),
     /// Axes reordered: the gradient is permuted by the inverse order.
     Permute(Vec<usize>),
-    /// `len` elements from `start` along `axis` of an axis of `size`: the
-    /// gradient is padded with zeros on both sides.
-    Narrow { axis: usize, start: usize, size: usize },
+    /// Elements `step` apart from `start` along `axis` of an axis of `size`
+    /// (`step` 1 for `narrow`): the gradient is spread `step` apart with
+    /// zeros between, and padded with zeros on both sides.
+    Slice { axis: usize, start: usize, step: usize, size: usize },
     /// Broadcast from the input's shape: the gradient is summed back.
     Broadcast(Shape),
 }
@@ -26,15 +27,29 @@ pub(super) fn view<D: CoreDevice, F: FloatElement>(how: ViewGrad) -> Box<dyn Bac
         let gx = match &how {
             ViewGrad::Reshape(shape) => g.try_reshape(shape.clone())?,
             ViewGrad::Permute(inverse) => g.try_permute(inverse)?,
-            ViewGrad::Narrow { axis, start, size } => {
-                let (axis, len) = (*axis, g.dims()[*axis]);
-                let zeros = |n: usize| {
-                    let mut dims = g.dims().to_vec();
-                    dims[axis] = n;
+            ViewGrad::Slice { axis, start, step, size } => {
+                let (axis, step) = (*axis, *step);
+                let zeros_along = |t: &Tensor<D, F>, at: usize, n: usize| {
+                    let mut dims = t.dims().to_vec();
+                    dims[at] = n;
                     Tensor::<D, F>::try_zeros(dims)
                 };
-                let (before, after) = (zeros(*start)?, zeros(size - start - len)?);
-                Tensor::try_cat(&[&before, g, &after], axis as isize)?
+                let len = g.dims()[axis];
+                let spread = if step == 1 || len == 0 {
+                    g.clone()
+                } else {
+                    // Each element followed by `step - 1` zeros, cut after
+                    // the last element that the axis still holds.
+                    let g1 = g.try_unsqueeze(axis as isize + 1)?;
+                    let gaps = zeros_along(&g1, axis + 1, step - 1)?;
+                    let mut dims = g.dims().to_vec();
+                    dims[axis] = len * step;
+                    let whole = Tensor::try_cat(&[&g1, &gaps], axis as isize + 1)?.try_reshape(dims)?;
+                    whole.try_narrow(axis as isize, 0, (len * step).min(size - start))?
+                };
+                let kept = spread.dims()[axis];
+                let (before, after) = (zeros_along(g, axis, *start)?, zeros_along(g, axis, size - start - kept)?);
+                Tensor::try_cat(&[&before, &spread, &after], axis as isize)?
             }
             ViewGrad::Broadcast(shape) => g.try_sum_to_shape(shape)?,
         };

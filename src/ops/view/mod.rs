@@ -8,6 +8,30 @@ mod split;
 
 pub use reshape_dims::ReshapeDims;
 
+/// A position along an axis that may count from the end, as Python's
+/// integers do in PyTorch: `-1` is the last element. What
+/// [`Tensor::select`] and [`Tensor::narrow`] take, implemented for the
+/// integer types a position is held in (`usize`, `isize`, `i64`, `i32`),
+/// so that both `x.select(1, -1)` and `x.select(1, t - 1)` with `t: usize`
+/// read as in PyTorch.
+pub trait AxisIndex: Copy {
+    /// The position as an `i64` (a `usize` past `i64::MAX` saturates, and
+    /// is then out of range of any axis).
+    fn to_i64(self) -> i64;
+}
+
+macro_rules! axis_index {
+    ($($t:ty),*) => {$(
+        impl AxisIndex for $t {
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                i64::try_from(self).unwrap_or(i64::MAX)
+            }
+        }
+    )*};
+}
+axis_index!(usize, isize, i64, i32);
+
 use crate::autograd::{self, float_rule};
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -157,29 +181,36 @@ impl<D: Device, E: Element> Tensor<D, E> {
     }
 
     /// Elements `start..start + len` along `axis`, like `torch.narrow` or
-    /// slicing `x[:, start:start+len]`.
+    /// slicing `x[:, start:start+len]`; a negative `start` counts from the
+    /// end, as in PyTorch.
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
     /// assert_eq!(x.narrow(1, 1, 2).to_vec2(), vec![vec![1, 2], vec![4, 5]]);
+    /// assert_eq!(x.narrow(-1, -2, 2).to_vec2(), vec![vec![1, 2], vec![4, 5]]);
     /// ```
     #[fallible]
-    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
-        core_call!(D, Fns<E>.narrow(self.core(), axis, start, len))
+    pub fn narrow(&self, axis: isize, start: impl AxisIndex, len: usize) -> Self {
+        core_call!(D, Fns<E>.narrow(self.core(), axis, start.to_i64(), len))
     }
 
-    /// The slice at `index` along `axis`, with that axis removed, like `x[i]`.
+    /// The slice at `index` along `axis`, with that axis removed, like
+    /// `x.select(dim, index)`; a negative `index` counts from the end
+    /// (`logits[:, -1]` is `logits.select(1, -1)`).
     ///
     /// ```
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu, i64>::arange(0, 6).reshape([2, 3]);
     /// assert_eq!(x.select(0, 1).to_vec(), vec![3, 4, 5]);
     /// assert_eq!(x.select(1, 0).to_vec(), vec![0, 3]);
+    /// assert_eq!(x.select(1, -1).to_vec(), vec![2, 5]);
+    /// assert_eq!(x.try_select(1, -4).unwrap_err().to_string(),
+    ///            "select on Cpu: index -4 is out of range for axis 1 of size 3 (shape [2, 3])");
     /// ```
     #[fallible]
-    pub fn select(&self, axis: isize, index: usize) -> Self {
-        core_call!(D, Fns<E>.select(self.core(), axis, index))
+    pub fn select(&self, axis: isize, index: impl AxisIndex) -> Self {
+        core_call!(D, Fns<E>.select(self.core(), axis, index.to_i64()))
     }
 
     /// A view repeating this tensor to `shape` by NumPy broadcasting, like
@@ -392,44 +423,52 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
         })
     }
 
-    pub(super) fn core_narrow(&self, axis: isize, start: usize, len: usize) -> Result<Self> {
+    pub(super) fn core_narrow(&self, axis: isize, start: i64, len: usize) -> Result<Self> {
         let ax = self.resolve("narrow", axis)?;
         let size = self.dims()[ax];
-        if start.checked_add(len).is_none_or(|end| end > size) {
+        let resolved = if start < 0 { start + size as i64 } else { start };
+        let end = usize::try_from(resolved).ok().and_then(|s| s.checked_add(len));
+        let Some(start) = usize::try_from(resolved).ok().filter(|_| end.is_some_and(|end| end <= size)) else {
             return Err(self.shape_error(
                 "narrow",
                 vec![self.shape().clone()],
                 format!(
                     "elements {start}..{} are out of range for axis {ax} of size {size}",
-                    start.saturating_add(len)
+                    start.saturating_add(len as i64)
                 ),
             ));
-        }
+        };
+        self.strided_slice(ax, start, len, 1)
+    }
+
+    /// `len` elements along axis `ax` from `start`, `step` apart, as a view
+    /// (PyTorch's `x[.., start::step]` basic slicing); the caller checks that
+    /// they are in range.
+    pub(crate) fn strided_slice(&self, ax: usize, start: usize, len: usize, step: usize) -> Result<Self> {
+        let size = self.dims()[ax];
         self.view_op(
-            "narrow",
-            || ViewGrad::Narrow { axis: ax, start, size },
+            if step == 1 { "narrow" } else { "slice" },
+            || ViewGrad::Slice { axis: ax, start, step, size },
             || {
                 let l = self.layout();
-                let mut dims: Dims = l.dims().into();
+                let (mut dims, mut strides): (Dims, Dims) = (l.dims().into(), l.strides().into());
                 dims[ax] = len;
-                let offset = if len == 0 { l.offset() } else { l.offset() + start * l.strides()[ax] };
-                Ok(self.with_layout(Layout::new(Shape::from_dims(dims), l.strides().into(), offset)))
+                let offset = if len == 0 { l.offset() } else { l.offset() + start * strides[ax] };
+                // Saturating: a stride only ever multiplies an index below `len`.
+                strides[ax] = strides[ax].saturating_mul(step);
+                Ok(self.with_layout(Layout::new(Shape::from_dims(dims), strides, offset)))
             },
         )
     }
 
-    pub(super) fn core_select(&self, axis: isize, index: usize) -> Result<Self> {
+    pub(super) fn core_select(&self, axis: isize, index: i64) -> Result<Self> {
         let ax = self.resolve("select", axis)?;
-        if index >= self.dims()[ax] {
-            return Err(Error::Index {
-                op: "select",
-                device: D::name(),
-                shape: self.shape().clone(),
-                axis: ax,
-                index: index as i64,
-            });
+        let size = self.dims()[ax] as i64;
+        if !(-size..size).contains(&index) {
+            return Err(Error::Index { op: "select", device: D::name(), shape: self.shape().clone(), axis: ax, index });
         }
-        self.try_narrow(axis, index, 1)?.try_squeeze(ax as isize)
+        let at = if index < 0 { index + size } else { index };
+        self.strided_slice(ax, at as usize, 1, 1)?.try_squeeze(ax as isize)
     }
 
     pub(super) fn core_broadcast_to(&self, shape: Shape) -> Result<Self> {
@@ -459,8 +498,8 @@ core_table! {
         squeeze: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E>> = Tensor::core_squeeze,
         squeeze_all: fn(&Tensor<C, E>) -> Result<Tensor<C, E>> = Tensor::core_squeeze_all,
         unsqueeze: fn(&Tensor<C, E>, isize) -> Result<Tensor<C, E>> = Tensor::core_unsqueeze,
-        narrow: fn(&Tensor<C, E>, isize, usize, usize) -> Result<Tensor<C, E>> = Tensor::core_narrow,
-        select: fn(&Tensor<C, E>, isize, usize) -> Result<Tensor<C, E>> = Tensor::core_select,
+        narrow: fn(&Tensor<C, E>, isize, i64, usize) -> Result<Tensor<C, E>> = Tensor::core_narrow,
+        select: fn(&Tensor<C, E>, isize, i64) -> Result<Tensor<C, E>> = Tensor::core_select,
         broadcast_to: fn(&Tensor<C, E>, Shape) -> Result<Tensor<C, E>> = Tensor::core_broadcast_to,
         split: fn(&Tensor<C, E>, usize, isize) -> Result<Vec<Tensor<C, E>>> = Tensor::core_split,
         split_sizes: fn(&Tensor<C, E>, &[usize], isize) -> Result<Vec<Tensor<C, E>>> = Tensor::core_split_sizes,
