@@ -105,6 +105,12 @@ def reduce_axes(t, args):
     return f, f()
 
 
+def einsum(t, args):
+    """`torch.einsum(equation, a, b)`."""
+    a, b, equation = t["a"], t["b"], args["equation"]
+    return lambda: torch.einsum(equation, a, b), torch.einsum(equation, a, b)
+
+
 def grads_of(loss_fn, inputs):
     """Forward and backward of `loss_fn`, returning the gradients of `inputs`
     (devtensor's `backward()` returns them; nothing accumulates)."""
@@ -471,7 +477,7 @@ def gpt_generate(t, args):
 
 
 KINDS = {f.__name__: f for f in [
-    matmul, matmul_bf16, add, mul_scalar, sum_all, softmax, reduce_axes, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
+    matmul, matmul_bf16, add, mul_scalar, sum_all, softmax, reduce_axes, einsum, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
     layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, sdpa_fwd, sdpa_fwd_bwd, max_pool_fwd_bwd,
     train_step, inference, gpt_train_step, gpt_inference, gpt_generate, char_rnn_train_step, char_rnn_inference,
 ]}

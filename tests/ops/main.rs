@@ -25,6 +25,7 @@ mod bad_input;
 mod binary;
 mod compare;
 mod cuda_backend;
+mod einsum;
 mod half;
 mod index;
 mod matmul;

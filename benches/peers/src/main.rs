@@ -537,6 +537,7 @@ fn main() -> candle_core::Result<()> {
     }
 
     reduction_rows(&mut contest, &|op: &str| wanted(op), bandwidth, &cpu)?;
+    einsum_rows(&mut contest, &|op: &str| wanted(op), fma_all);
 
     print_table(&contest.rows);
     println!();
@@ -599,6 +600,39 @@ fn reduction_rows(
         );
     }
     Ok(())
+}
+
+/// `einsum` (issue 60): Stable Diffusion's attention scores
+/// (`b h q d, b h k d -> b h q k`), a plain product written as an equation,
+/// and a channel mix that needs its operand permuted (`b c h w, c d -> b d h
+/// w`, a 1x1 convolution); candle has no `einsum`.
+fn einsum_rows(contest: &mut Contest, wanted: &dyn Fn(&str) -> bool, fma_peak: f64) {
+    let rows: [(&str, &[usize], &[usize], f64); 3] = [
+        ("bhqd,bhkd->bhqk", &[4, 8, 256, 64], &[4, 8, 256, 64], 2.0 * 4.0 * 8.0 * 256.0 * 256.0 * 64.0),
+        ("ij,jk->ik", &[512, 512], &[512, 512], 2.0 * 512f64.powi(3)),
+        ("bchw,cd->bdhw", &[16, 128, 28, 28], &[128, 128], 2.0 * 16.0 * 128.0 * 128.0 * 28.0 * 28.0),
+    ];
+    for (equation, a_dims, b_dims, flops) in rows {
+        let op = format!("einsum {equation} f32");
+        if !wanted(&op) {
+            continue;
+        }
+        let a = Tensor::<Cpu>::from_slice(&data(a_dims.iter().product(), 11), a_dims);
+        let b = Tensor::<Cpu>::from_slice(&data(b_dims.iter().product(), 12), b_dims);
+        contest.torch.tensor("a", &a);
+        contest.torch.tensor("b", &b);
+        let want = Tensor::einsum(equation, &[&a, &b]);
+        let torch = contest.torch.setup(&op, "einsum", json!({"equation": equation}), &want.to_vec(), 1e-3);
+        contest.row(
+            &op,
+            flops,
+            Some(fma_peak),
+            "GFLOP/s",
+            torch,
+            &mut || drop(black_box(Tensor::einsum(equation, &[&a, &b]))),
+            None,
+        );
+    }
 }
 
 /// Whether `DEVTENSOR_CPU_ISA` caps devtensor below the CPU's level; PyTorch

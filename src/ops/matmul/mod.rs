@@ -4,6 +4,7 @@
 mod blas;
 mod cpu;
 mod cuda;
+mod einsum;
 mod grad;
 mod precision;
 
@@ -182,6 +183,7 @@ core_table! {
         matmul_bias: fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>) -> Result<Option<Tensor<C, F>>> =
             |a, b, bias| a.core_matmul_bias(b, bias),
         outer: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_outer(b),
+        einsum: fn(&str, &[&Tensor<C, F>]) -> Result<Tensor<C, F>> = Tensor::core_einsum,
         dot: fn(&Tensor<C, F>, &Tensor<C, F>) -> Result<Tensor<C, F>> = |a, b| a.core_dot(b),
         add_product: fn(&Tensor<C, F>, AddProduct, &Tensor<C, F>, &Tensor<C, F>, f64, f64) -> Result<Tensor<C, F>> =
             |x, kind, a, b, beta, alpha| x.core_add_product(kind, a, b, beta, alpha),
