@@ -146,6 +146,10 @@ fn check_einsum_errors<D: Device>() {
     );
     assert_eq!(message(Tensor::try_einsum("ij->ik", &[&a])), "einsum on D: the output subscript `k` is in no operand");
     assert_eq!(message(Tensor::try_einsum("ij->ii", &[&a])), "einsum on D: the output (\"ii\") repeats `i`");
+    // A diagonal reads the diagonal alone: what lies off it plays no part.
+    let m = Tensor::<D>::from_vec(vec![1.0, f32::INFINITY, f32::NAN, 2.0], [2, 2]);
+    assert_eq!(Tensor::einsum("ii", &[&m]).item(), 3.0);
+    assert_eq!(Tensor::einsum("ii->i", &[&m]).to_vec(), vec![1.0, 2.0]);
     let square = Tensor::<D>::zeros([2, 3]);
     assert!(message(Tensor::try_einsum("ii", &[&square])).contains("its axes 0 and 1 differ (2 vs 3)"));
 }

@@ -23,6 +23,7 @@ use devtensor::nn::{
 use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::conv::Window2d;
 use devtensor::ops::index::{PadMode, ScatterReduce};
+use devtensor::ops::reduce::QuantileInterpolation;
 use devtensor::{Checkpoint, Cpu, DType, Device, Element, FloatElement, SliceStep, Tensor, bf16, f16};
 use proptest::prelude::*;
 
@@ -403,6 +404,8 @@ device_proptests! {
         check_half!("scatter_add", seed, [x: [rows, cols], s: [rows, cols]] => x.abs().scatter_add(0, &grid, &s.abs()), near(8.0));
         check_half!("index_add", seed, [x: [rows, cols], s: [2 * rows + 1, cols]] => x.abs().index_add(0, &picks, &s.abs()), near(8.0));
         check_half!("i", seed, [x: [rows, cols]] => x.i((&picks, (..).step(2))), rounded);
+        check_half!("median_axis", seed, [x: [rows, cols]] => x.median_axis(1).0, rounded);
+        check_half!("quantile", seed, [x: [rows, cols]] => x.quantile([0.0, 0.5, 1.0], Some(0), false, QuantileInterpolation::Lower), rounded);
         check_half!("i (mask)", seed, [x: [rows, cols]] => x.i(&x.gt_scalar(num::<E>(0.0))), rounded);
         check_half!("index_put", seed, [x: [rows, cols], v: [cols]] => x.index_put(&x.lt_scalar(num::<E>(0.0)).any_axis(1), v, false), rounded);
         check_half!("scatter", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter(0, &grid, s), rounded);

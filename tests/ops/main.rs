@@ -29,6 +29,7 @@ mod einsum;
 mod half;
 mod index;
 mod matmul;
+mod order_statistics;
 mod pytorch;
 mod reduce;
 mod reduce_axes;

@@ -157,7 +157,7 @@ enum Group {
 }
 
 /// The flat input position of every element of `x[items]`, in the
-/// result's row-major order, and the result's shape, by NumPy's rules
+/// result's row-major order, and the result's shape, by PyTorch's rules
 /// written out: integers fix an axis, slices list positions, index tensors
 /// (a mask is its nonzero positions) broadcast together and go where they
 /// are, when adjacent, or first.
@@ -333,7 +333,7 @@ fn check_subscript<D: Device>(dims: &[usize], seed: u64, layout: Variant, accumu
 device_proptests! {
     cases = 64;
 
-    fn subscripts_match_numpys_rules<D>(
+    fn subscripts_match_pytorchs_rules<D>(
         dims in shape_maybe_empty(4, 4), seed in any::<u64>(), v in variant(), accumulate in any::<bool>(),
     ) {
         check_subscript::<D>(&dims, seed, v, accumulate);
@@ -502,6 +502,29 @@ fn check_scatter_gradients_at_zeros_and_ties<D: Device>() {
     let g = out.sum().backward();
     assert_eq!(g.get(&t).unwrap().to_vec(), vec![1.0 / 3.0, 0.0, 1.0 / 3.0]);
     assert_eq!(g.get(&y).unwrap().to_vec(), vec![1.0 / 3.0]);
+    // Without include_self, PyTorch still counts the input's tie, and gives
+    // it no share.
+    let x = Tensor::<D, f64>::from_vec(vec![5.0], [1]).requires_grad();
+    let s = Tensor::<D, f64>::from_vec(vec![5.0, 5.0], [2]).requires_grad();
+    let g = x.scatter_reduce(0, &Tensor::<D, i64>::zeros([2]), &s, ScatterReduce::Amax, false).sum().backward();
+    assert_eq!(g.get(&x).unwrap().to_vec(), vec![0.0]);
+    assert_eq!(g.get(&s).unwrap().to_vec(), vec![1.0 / 3.0, 1.0 / 3.0]);
+    // A product's second derivative where two zeros meet is refused, as PyTorch's.
+    let s = Tensor::<D, f64>::from_vec(vec![0.0, 0.0, 2.0], [3]).requires_grad();
+    let y = Tensor::<D, f64>::ones([1]).scatter_reduce(0, &Tensor::<D, i64>::zeros([3]), &s, ScatterReduce::Prod, true);
+    use devtensor::autograd::{GradOptions, try_grad};
+    let err = try_grad(&[&y.sum()], [&s], GradOptions::new().create_graph(true));
+    assert!(err.is_err_and(|e| e.to_string().contains("two or more zeros")));
+    // A u8 mean of 256 values at one place: the count wraps, PyTorch divides by 1.
+    let many = Tensor::<D, u8>::ones([256]);
+    let mean = Tensor::<D, u8>::zeros([1]).scatter_reduce(
+        0,
+        &Tensor::<D, i64>::zeros([256]),
+        &many,
+        ScatterReduce::Mean,
+        false,
+    );
+    assert_eq!(mean.to_vec(), vec![0]);
 }
 
 /// Where an index repeats, the last write wins (PyTorch leaves it
@@ -561,6 +584,23 @@ fn check_subscript_errors<D: Device>() {
     assert!(err.starts_with("index_put_ on") && err.contains("inside `no_grad`"), "{err}");
     devtensor::no_grad(|| w.index_put_(0, &Tensor::<D, f64>::scalar(1.0), false));
     assert_eq!(w.to_vec(), vec![1.0, 0.0]);
+    // A rank-0 index tensor is an integer; a rank-0 mask a new axis.
+    let cube = Tensor::<D, f64>::zeros([3, 4, 5]);
+    let one = Tensor::<D, i64>::scalar(-2);
+    assert_eq!(cube.i((&one, .., &Tensor::<D, i64>::from_vec(vec![0, 3], [2]))).dims(), &[4, 2]);
+    assert_eq!(cube.i(&Tensor::<D, u8>::scalar(1)).dims(), &[1, 3, 4, 5]);
+    assert_eq!(cube.i((.., &Tensor::<D, u8>::scalar(0))).dims(), &[3, 0, 4, 5]);
+    assert_eq!(
+        message(cube.try_i(&Tensor::<D, i64>::scalar(3))),
+        "index on D: index 3 is out of range for axis 0 of size 3 (shape [3, 4, 5])"
+    );
+    // A huge step keeps one element; an index near i64::MAX is an error.
+    assert_eq!(cube.i((.., Slice { start: None, end: None, step: i64::MAX })).dims(), &[3, 1, 5]);
+    let far = Tensor::<D, i64>::from_vec(vec![i64::MAX - 1], [1]);
+    assert!(message(cube.try_i(&far)).contains(&format!("index {} is out of range", i64::MAX - 1)));
+    // Values lose their leading axes of size 1, as in PyTorch's `x[0] = ones(1, 3)`.
+    let put = x.index_put(0, &Tensor::<D, f64>::ones([1, 3]), false);
+    assert_eq!(put.to_vec2(), vec![vec![1.0; 3], vec![0.0; 3]]);
     // The PyTorch lines of issue 60, each one line.
     let logits = Tensor::<D, f64>::from_vec((0..24).map(f64::from).collect(), [2, 3, 4]);
     assert_eq!(logits.i((.., -1, ..)).to_vec2(), vec![vec![8.0, 9.0, 10.0, 11.0], vec![20.0, 21.0, 22.0, 23.0]]);
@@ -576,8 +616,8 @@ device_tests! {
 
 #[test]
 fn basic_subscripts_are_views() {
-    // A view keeps the input's node: its gradient flows without a copy, and
-    // the layout is the input's with strides scaled.
+    // A basic subscript is a view: the input's layout, offset and with
+    // strides scaled; an index tensor's result is a fresh, dense copy.
     let x = Tensor::<Cpu, f64>::zeros([4, 6]);
     let v = x.i((1.., (..).step(2)));
     assert_eq!(v.layout().strides(), &[6, 2]);

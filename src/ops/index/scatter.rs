@@ -9,7 +9,7 @@ use super::grad::pad_with_zeros;
 use super::{Fns, ScatterMode, check_fits, check_indices, check_same_rank};
 use crate::autograd::{self, Backward, float_rule, rule};
 use crate::element::{Element, FloatElement, SameDtype};
-use crate::error::{Result, resolve_axis};
+use crate::error::{Error, Result, resolve_axis};
 use crate::layout::Shape;
 use crate::ops::binary::Div;
 use crate::tensor::shell::core_call;
@@ -108,9 +108,11 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// `include_self`, the values already there take part (PyTorch's
     /// default); without it, a place that receives values holds their
     /// reduction alone, and the others keep this tensor's value. The
-    /// gradients are PyTorch's: exact with zeros for `Prod`, shared evenly
-    /// by ties for `Amax` and `Amin`. Fails as [`scatter`](Self::scatter)
-    /// does.
+    /// gradients are PyTorch's: exact with zeros for `Prod` (whose second
+    /// derivative, as PyTorch's, is refused where two zeros meet), shared
+    /// evenly by ties for `Amax` and `Amin` (this tensor's tied value is
+    /// counted but gets no share without `include_self`, as in PyTorch).
+    /// Fails as [`scatter`](Self::scatter) does.
     ///
     /// Each segment's mean, maximum and product (a graph network's pooling):
     /// ```
@@ -276,7 +278,9 @@ fn receive_counts<D: CoreDevice, E: Element>(
     if !include_self {
         counts = counts.scatter_untracked(ax, index, &ones.try_zeros_like()?, ScatterMode::Assign)?;
     }
-    counts.scatter_untracked(ax, index, &ones, ScatterMode::Add)
+    let counts = counts.scatter_untracked(ax, index, &ones, ScatterMode::Add)?;
+    // A `u8` count of 256 wraps to 0: divide by 1 there, as PyTorch does.
+    counts.try_eq_scalar(E::ZERO)?.try_where_cond(&counts.try_ones_like()?, &counts)
 }
 
 /// `x.scatter(axis, index, src)` of a `src` of shape `src` (`None` for
@@ -332,12 +336,14 @@ fn scatter_reduce_rule<D: CoreDevice, F: FloatElement>(saved: ScatterReduceGrad<
             }
             ScatterReduce::Amax | ScatterReduce::Amin => {
                 // Every value equal to the result shares its gradient evenly.
+                // (PyTorch counts the input's own value among the ties even
+                // without `include_self`, and then gives it no share.)
                 let is_result = |t: &Tensor<D, F>, result: &Tensor<D, F>| t.try_eq(result)?.try_to_dtype::<F>();
-                let self_ties = self_takes_part(is_result(input, out)?)?;
+                let self_ties = is_result(input, out)?;
                 let src_ties = is_result(&src_used, &out.try_gather(ax, index)?)?;
                 let ties = self_ties.try_scatter_add(ax, index, &src_ties)?;
                 let share = g.try_div(&ties)?;
-                (share.try_mul(&self_ties)?, share.try_gather(ax, index)?.try_mul(&src_ties)?)
+                (self_takes_part(share.try_mul(&self_ties)?)?, share.try_gather(ax, index)?.try_mul(&src_ties)?)
             }
             ScatterReduce::Prod => prod_gradients(g, ax, index, input, &src_used, out, include_self)?,
         };
@@ -377,6 +383,20 @@ fn prod_gradients<D: CoreDevice, F: FloatElement>(
     let src_zero = src.try_eq_scalar(F::ZERO)?;
     let zeros_there =
         input.try_zeros_like()?.try_scatter_add(ax, index, &src_zero.try_to_dtype::<F>()?)?.try_gather(ax, index)?;
+    if autograd::is_grad_enabled()
+        && zeros_there.try_amax(())?.try_to_vec()?.first().is_some_and(|&z| z >= F::from_f64(2.0))
+    {
+        // Recording this gradient for a second derivative: where two zeros
+        // meet, the formula below is exact but its own derivative is not,
+        // so refuse, as PyTorch does.
+        return Err(Error::Argument {
+            op: "scatter_reduce",
+            device: D::name(),
+            reason: "the second derivative of a product where two or more zeros meet is not supported \
+                     (as in PyTorch); differentiate it once"
+                .into(),
+        });
+    }
     let only_zero = src_zero.try_logical_and(&zeros_there.try_eq_scalar(F::ONE)?)?;
     let without_it = reduce(input, &src.try_masked_fill(&only_zero, F::ONE)?)?;
     let by_division = g_out.try_gather(ax, index)?.try_div(&src.try_masked_fill(&src_zero, F::ONE)?)?;

@@ -64,7 +64,7 @@ impl Slice {
 /// use devtensor::{Cpu, Tensor};
 /// let x = Tensor::<Cpu, i64>::arange(0, 10);
 /// assert_eq!(x.i((..).step(3)).to_vec(), vec![0, 3, 6, 9]);
-/// assert_eq!(x.i((1..-1).step(4)).to_vec(), vec![1, 5]);
+/// assert_eq!(x.i((1..9).step(4)).to_vec(), vec![1, 5]);
 /// ```
 pub trait SliceStep: Sized {
     /// This range, every `step`-th position.
@@ -355,9 +355,10 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// `u8` mask (covering as many axes as it has).
     ///
     /// Without index tensors and masks the result is a view of this tensor;
-    /// with them it is a copy, arranged by NumPy's rules: the index tensors
-    /// (a mask is its [`nonzero`](Self::nonzero) positions) broadcast
-    /// together, and their shape replaces the axes they index where those
+    /// with them it is a copy, arranged by PyTorch's rules (integers, a
+    /// rank-0 index tensor among them, select first; then NumPy's): the
+    /// index tensors (a mask is its [`nonzero`](Self::nonzero) positions)
+    /// broadcast together, and their shape replaces the axes they index where those
     /// are adjacent, or comes first where they are not. Gradients flow back
     /// to the selected elements (repeated ones accumulate).
     ///
@@ -469,6 +470,8 @@ struct Pick<D: CoreDevice> {
     at: usize,
     input_axis: usize,
     indices: Tensor<D, i64>,
+    /// Whether the indices are known to be in `0..size` (a mask's).
+    in_range: bool,
 }
 
 impl<D: CoreDevice, E: Element> Tensor<D, E> {
@@ -529,8 +532,11 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
                         Some(b) => Ord::min(b, size),
                     };
                     let (start, end) = (clip(s.start, 0), clip(s.end, size));
-                    let len = if end > start { (end - start + s.step - 1) / s.step } else { 0 };
-                    view = view.strided_slice(at, Ord::min(start, size) as usize, len as usize, s.step as usize)?;
+                    let len = if end > start { (end - start - 1) / s.step + 1 } else { 0 };
+                    // A step past the last kept element is a step of 1 (the
+                    // view's gradient would otherwise spread over it).
+                    let step = if len <= 1 { 1 } else { s.step as usize };
+                    view = view.strided_slice(at, start as usize, len as usize, step)?;
                     (at, input_axis) = (at + 1, input_axis + 1);
                 }
                 Kind::Ellipsis => {
@@ -541,13 +547,28 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
                     view = view.try_unsqueeze(at as isize)?;
                     at += 1;
                 }
+                Kind::Indices(index) if index.rank() == 0 => {
+                    // A rank-0 index tensor is an integer, as in PyTorch, read
+                    // where it is rather than brought to the host.
+                    let size = view.dims()[at];
+                    let one = self.wrapped_indices(index, size, input_axis)?.try_reshape([1])?;
+                    view = view.try_index_select(at as isize, &one)?.try_squeeze(at as isize)?;
+                    input_axis += 1;
+                }
                 Kind::Indices(indices) => {
-                    picks.push(Pick { at, input_axis, indices: indices.clone() });
+                    picks.push(Pick { at, input_axis, indices: indices.clone(), in_range: false });
                     (at, input_axis) = (at + 1, input_axis + 1);
+                }
+                Kind::Mask(mask) if mask.rank() == 0 => {
+                    // `x[True]` is a new axis of size 1, `x[False]` one of size 0.
+                    let count = mask.try_nonzero()?.dims()[0];
+                    view = view.try_unsqueeze(at as isize)?;
+                    picks.push(Pick { at, input_axis, indices: Tensor::try_zeros([count])?, in_range: true });
+                    at += 1;
                 }
                 Kind::Mask(mask) => {
                     let covered = &view.dims()[at..at + mask.rank()];
-                    if mask.rank() == 0 || mask.dims() != covered {
+                    if mask.dims() != covered {
                         return Err(Error::Shape {
                             op: "index",
                             device: D::name(),
@@ -561,7 +582,7 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
                     let positions = mask.try_nonzero()?;
                     for j in 0..mask.rank() {
                         let indices = positions.try_select(1, j)?;
-                        picks.push(Pick { at: at + j, input_axis: input_axis + j, indices });
+                        picks.push(Pick { at: at + j, input_axis: input_axis + j, indices, in_range: true });
                     }
                     (at, input_axis) = (at + mask.rank(), input_axis + mask.rank());
                 }
@@ -570,8 +591,27 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
         Ok((view, picks))
     }
 
-    /// `view` indexed by the index tensors of `picks`, by NumPy's rules.
-    fn advanced_index(&self, view: Self, picks: Vec<Pick<D>>) -> Result<Self> {
+    /// `indices` into an axis of `size` (axis `input_axis` of this tensor,
+    /// for the error) with the negative ones counted from the end. Fails on
+    /// an index outside `-size..size`.
+    fn wrapped_indices(&self, indices: &Tensor<D, i64>, size: usize, input_axis: usize) -> Result<Tensor<D, i64>> {
+        let size = size as i64;
+        let shifted = indices.try_add_scalar(size)?;
+        if let Some(bad) = D::first_out_of_range(shifted.storage(), shifted.layout(), 2 * size as usize)? {
+            return Err(Error::Index {
+                op: "index",
+                device: D::name(),
+                shape: self.shape().clone(),
+                axis: input_axis,
+                index: bad.wrapping_sub(size),
+            });
+        }
+        indices.try_lt_scalar(0)?.try_where_cond(&shifted, indices)
+    }
+
+    /// `view` indexed by the index tensors of `picks`, by NumPy's placement
+    /// rules (integers have been applied already, as PyTorch does).
+    fn advanced_index<T: Element>(&self, view: Tensor<D, T>, picks: Vec<Pick<D>>) -> Result<Tensor<D, T>> {
         if picks.is_empty() {
             return Ok(view);
         }
@@ -587,20 +627,11 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
         // wrapped from the end and weighted by the sizes after it.
         let (mut flat, mut weight) = (Tensor::<D, i64>::try_zeros(broadcast.clone())?, 1i64);
         for p in picks.iter().rev() {
-            let size = view.dims()[p.at] as i64;
-            let shifted = p.indices.try_add_scalar(size)?;
-            if let Some(bad) = D::first_out_of_range(shifted.storage(), shifted.layout(), 2 * size as usize)? {
-                return Err(Error::Index {
-                    op: "index",
-                    device: D::name(),
-                    shape: self.shape().clone(),
-                    axis: p.input_axis,
-                    index: bad - size,
-                });
-            }
-            let wrapped = p.indices.try_lt_scalar(0)?.try_where_cond(&shifted, &p.indices)?;
+            let size = view.dims()[p.at];
+            let wrapped =
+                if p.in_range { p.indices.clone() } else { self.wrapped_indices(&p.indices, size, p.input_axis)? };
             flat = flat.try_add(&wrapped.try_mul_scalar(weight)?)?;
-            weight *= size;
+            weight *= size as i64;
         }
         let flat = flat.try_flatten_all()?;
         let first = picks[0].at;
@@ -631,10 +662,27 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
         {
             return mask.try_where_cond(&values.try_reshape(Vec::<usize>::new())?, self);
         }
-        // The flat position of every selected element, found by indexing
-        // the positions themselves, so that the two always agree.
-        let positions = Tensor::<D, i64>::try_arange(0, self.elem_count() as i64)?.try_reshape(self.shape().clone())?;
-        let targets = positions.core_subscript(index)?;
+        // The flat position of every selected element: the basic items'
+        // view's positions, written out from its layout (as many as it has
+        // elements), then indexed by the index tensors and masks, so that
+        // the elements put are the ones `i` selects.
+        let dense = self.try_contiguous()?;
+        let (view, picks) = dense.basic_index(index)?;
+        let layout = view.layout();
+        let mut positions = Tensor::<D, i64>::try_scalar((layout.offset() - dense.layout().offset()) as i64)?;
+        for (axis, (&n, &stride)) in layout.dims().iter().zip(layout.strides()).enumerate() {
+            let mut along = vec![1; layout.dims().len()];
+            along[axis] = n;
+            let steps = Tensor::<D, i64>::try_arange(0, n as i64)?.try_mul_scalar(stride as i64)?.try_reshape(along)?;
+            positions = positions.try_add(&steps)?;
+        }
+        let targets = self.advanced_index(positions, picks)?;
+        // PyTorch drops the values' leading axes of size 1 first
+        // (`x[0] = torch.ones(1, 3)` on a `[2, 3]` tensor).
+        let mut values = values.clone();
+        while values.rank() > 0 && values.dims()[0] == 1 {
+            values = values.try_squeeze(0)?;
+        }
         let spread = values.try_broadcast_to(targets.shape().clone()).map_err(|_| Error::Shape {
             op: "index_put",
             device: D::name(),
@@ -642,7 +690,7 @@ impl<D: CoreDevice, E: Element> Tensor<D, E> {
             reason: format!("the values do not broadcast to the shape they are put at, {}", targets.shape()),
         })?;
         let (targets, spread) = (targets.try_flatten_all()?, spread.try_flatten_all()?);
-        let flat = self.try_flatten_all()?;
+        let flat = dense.try_flatten_all()?;
         let put = if accumulate {
             flat.try_index_add(0, &targets, &spread)?
         } else {

@@ -206,7 +206,8 @@ fn parse_labels(group: &str, rank: usize) -> std::result::Result<Vec<Label>, Str
 }
 
 /// `term` with each letter repeated in it reduced to one axis: its
-/// diagonal (`ii->i`), taken by masking with the identity and summing.
+/// diagonal (`ii->i`), gathered (so that what lies off it, an infinity or
+/// a NaN, plays no part).
 fn take_diagonals<D: CoreDevice, F: FloatElement>(mut term: Term<D, F>) -> Result<Term<D, F>> {
     while let Some((a, b)) = (0..term.labels.len())
         .flat_map(|a| (a + 1..term.labels.len()).map(move |b| (a, b)))
@@ -221,10 +222,13 @@ fn take_diagonals<D: CoreDevice, F: FloatElement>(mut term: Term<D, F>) -> Resul
                 reason: format!("a repeated subscript takes a diagonal, but its axes {a} and {b} differ ({n} vs {m})"),
             });
         }
-        let mut eye_dims = vec![1; term.tensor.rank()];
-        (eye_dims[a], eye_dims[b]) = (n, n);
-        let eye = Tensor::<D, F>::try_eye(n)?.try_reshape(eye_dims)?;
-        term.tensor = term.tensor.try_mul(&eye)?.try_sum_axis(b as isize)?;
+        // Along axis `b`, the element whose position is the one on `a`.
+        let mut along = vec![1; term.tensor.rank()];
+        along[a] = n;
+        let mut picks = term.tensor.dims().to_vec();
+        picks[b] = 1;
+        let diagonal = Tensor::<D, i64>::try_arange(0, n as i64)?.try_reshape(along)?.try_broadcast_to(picks)?;
+        term.tensor = term.tensor.try_gather(b as isize, &diagonal)?.try_squeeze(b as isize)?;
         term.labels.remove(b);
     }
     Ok(term)

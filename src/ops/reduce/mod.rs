@@ -21,6 +21,7 @@ mod extremes;
 mod grad;
 mod logical;
 mod norms;
+mod order;
 mod product;
 mod sample;
 mod scan;
@@ -41,6 +42,7 @@ pub(crate) use axes::resolve_axes;
 pub use axes::{Axes, AxisList};
 use devtensor_macros::fallible;
 use logical::Logical;
+pub use order::{QuantileInterpolation, Quantiles};
 
 /// A reduction folding the elements of an axis into one value, declared
 /// once as a type: its name, where the fold starts and one fold step. The
@@ -514,6 +516,8 @@ core_table! {
     /// The core's reductions of every element type.
     pub(crate) struct Fns<C, E: Element> {
         sum_all: fn(&Tensor<C, E>) -> Result<Tensor<C, E::Sum>> = |x| x.sum_all(),
+        median: fn(&Tensor<C, E>, Option<isize>, bool, bool) -> Result<(Tensor<C, E>, Tensor<C, i64>)> =
+            |x, axis, keepdim, ignore_nan| x.core_median(axis, keepdim, ignore_nan),
         sum_over: fn(&Tensor<C, E>, &'static str, &[isize], bool) -> Result<Tensor<C, E::Sum>> =
             |x, name, axes, keepdim| x.sum_over(name, axes, keepdim),
         extreme_all: fn(&Tensor<C, E>, Extreme, &'static str) -> Result<Tensor<C, E>> =
@@ -540,6 +544,10 @@ core_table! {
 core_table! {
     /// The core's reductions of the float types.
     pub(crate) struct FloatFns<C, F: FloatElement> {
+        quantile: fn(&Tensor<C, F>, &[f64], bool, Option<isize>, bool, QuantileInterpolation, bool) -> Result<Tensor<C, F>> =
+            |x, q, scalar, axis, keepdim, interpolation, ignore_nan| {
+                x.core_quantile(q, scalar, axis, keepdim, interpolation, ignore_nan)
+            },
         mean: fn(&Tensor<C, F>, &'static str, Option<(&[isize], bool)>) -> Result<Tensor<C, F>> =
             |x, name, axis| x.core_mean(name, axis),
         softmax: fn(&Tensor<C, F>, &'static str, isize, bool) -> Result<Tensor<C, F>> =
