@@ -410,7 +410,7 @@ device_proptests! {
         check_half!("index_put", seed, [x: [rows, cols], v: [cols]] => x.index_put(&x.lt_scalar(num::<E>(0.0)).any_axis(1), v, false), rounded);
         check_half!("scatter", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter(0, &grid, s), rounded);
         check_half!("scatter_reduce amax", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter_reduce(0, &grid, s, ScatterReduce::Amax, false), rounded);
-        check_half!("scatter_reduce prod", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter_reduce(0, &grid, s, ScatterReduce::Prod, true), near(8.0));
+        check_half!("scatter_reduce prod", seed, [x: [rows, cols], s: [rows, cols]] => x.scatter_reduce(0, &grid, s, ScatterReduce::Product, true), near(8.0));
         check_half!("scatter_reduce mean", seed, [x: [rows, cols], s: [rows, cols]] => x.abs().scatter_reduce(0, &grid, &s.abs(), ScatterReduce::Mean, true), near(8.0));
     }
 

@@ -9,7 +9,7 @@ use devtensor::{Device, Tensor};
 use proptest::prelude::*;
 
 const INTERPOLATIONS: [QuantileInterpolation; 5] = [
-    QuantileInterpolation::Linear,
+    QuantileInterpolation::Lerp,
     QuantileInterpolation::Lower,
     QuantileInterpolation::Higher,
     QuantileInterpolation::Midpoint,
@@ -76,7 +76,7 @@ fn quantile_of(line: &[(f64, usize)], q: f64, how: QuantileInterpolation, ignore
         QuantileInterpolation::Higher => hi,
         QuantileInterpolation::Nearest => s[rank.round_ties_even() as usize],
         QuantileInterpolation::Midpoint => lo + 0.5 * (hi - lo),
-        QuantileInterpolation::Linear => lo + w * (hi - lo),
+        QuantileInterpolation::Lerp => lo + w * (hi - lo),
     }
 }
 
@@ -93,7 +93,7 @@ fn check_order_statistics<D: Device>(dims: &[usize], axis: usize, seed: u64, lay
     let a = axis as isize;
     if dims[axis] == 0 {
         assert!(x.try_median_axis(a).is_err());
-        assert!(x.try_quantile(0.5, Some(a), false, QuantileInterpolation::Linear).is_err());
+        assert!(x.try_quantile(0.5, Some(a), false, QuantileInterpolation::Lerp).is_err());
         return;
     }
     let same = |got: &[f64], want: &[f64], what: &str| {
@@ -127,8 +127,8 @@ fn check_order_statistics<D: Device>(dims: &[usize], axis: usize, seed: u64, lay
     }
     let all: Vec<(f64, usize)> = data.iter().copied().zip(0..).collect();
     same(&[x.median().item()], &[median_of(&all, false).0], "median of all");
-    let q = x.quantile(0.75, None, false, QuantileInterpolation::Linear);
-    same(&[q.item()], &[quantile_of(&all, 0.75, QuantileInterpolation::Linear, false)], "quantile of all");
+    let q = x.quantile(0.75, None, false, QuantileInterpolation::Lerp);
+    same(&[q.item()], &[quantile_of(&all, 0.75, QuantileInterpolation::Lerp, false)], "quantile of all");
     // Integers: the median moves values as they are.
     let ints = x.to_dtype::<i64>();
     let int_data: Vec<f64> = ints.to_vec().iter().map(|&v| v as f64).collect();
@@ -144,7 +144,7 @@ fn check_order_statistics<D: Device>(dims: &[usize], axis: usize, seed: u64, lay
             gradcheck::gradcheck("quantile", xs, |xs| xs[0].quantile([0.2, 0.65], Some(a), false, how));
         }
         gradcheck::gradgradcheck("quantile", xs, |xs| {
-            xs[0].quantile(0.4, Some(a), false, QuantileInterpolation::Linear).square()
+            xs[0].quantile(0.4, Some(a), false, QuantileInterpolation::Lerp).square()
         });
     }
 }
@@ -171,15 +171,15 @@ fn check_order_statistic_errors<D: Device>() {
     assert_eq!(
         message(
             Tensor::<D, f64>::zeros([3])
-                .try_quantile([0.5, -0.1], None, false, QuantileInterpolation::Linear)
+                .try_quantile([0.5, -0.1], None, false, QuantileInterpolation::Lerp)
                 .unwrap_err()
         ),
         "quantile on D: q must be in [0, 1], got -0.1"
     );
-    assert!(Tensor::<D, f64>::zeros([3]).try_quantile(f64::NAN, None, false, QuantileInterpolation::Linear).is_err());
+    assert!(Tensor::<D, f64>::zeros([3]).try_quantile(f64::NAN, None, false, QuantileInterpolation::Lerp).is_err());
     // Half types widen to f32 (PyTorch takes f32 and f64 only).
     let h = Tensor::<D, f64>::from_vec(vec![1.0, 2.0, 4.0], [3]).to_dtype::<devtensor::bf16>();
-    assert_eq!(h.quantile(0.75, None, false, QuantileInterpolation::Linear).to_dtype::<f64>().item(), 3.0);
+    assert_eq!(h.quantile(0.75, None, false, QuantileInterpolation::Lerp).to_dtype::<f64>().item(), 3.0);
 }
 
 device_tests! {

@@ -375,7 +375,7 @@ fn scatter_reference(
             }
             match reduce {
                 ScatterReduce::Sum => all.iter().sum(),
-                ScatterReduce::Prod => all.iter().product(),
+                ScatterReduce::Product => all.iter().product(),
                 ScatterReduce::Mean => {
                     let mean = all.iter().sum::<f64>() / all.len() as f64;
                     if integer { mean.floor() } else { mean }
@@ -400,7 +400,7 @@ fn scatter_case() -> impl Strategy<Value = (Vec<usize>, usize, Vec<usize>)> {
 }
 
 const REDUCTIONS: [ScatterReduce; 5] =
-    [ScatterReduce::Sum, ScatterReduce::Prod, ScatterReduce::Mean, ScatterReduce::Amax, ScatterReduce::Amin];
+    [ScatterReduce::Sum, ScatterReduce::Product, ScatterReduce::Mean, ScatterReduce::Amax, ScatterReduce::Amin];
 
 /// Every scatter against [`scatter_reference`] in `f64` and `i64`, on
 /// small whole numbers (ties, zeros and repeated indices are common), with
@@ -468,7 +468,7 @@ fn check_scatters<D: Device, E: Element>(case: (Vec<usize>, usize, Vec<usize>), 
             }
         }
         gradcheck::gradgradcheck("scatter_reduce prod", xs, |xs| {
-            xs[0].scatter_reduce(a, &idx, &xs[1], ScatterReduce::Prod, true)
+            xs[0].scatter_reduce(a, &idx, &xs[1], ScatterReduce::Product, true)
         });
         gradcheck::gradgradcheck("scatter_reduce mean", xs, |xs| {
             xs[0].scatter_reduce(a, &idx, &xs[1], ScatterReduce::Mean, false).square()
@@ -491,7 +491,7 @@ fn check_scatter_gradients_at_zeros_and_ties<D: Device>() {
     let x = Tensor::<D, f64>::from_vec(vec![2.0, 5.0], [2]).requires_grad();
     let s = Tensor::<D, f64>::from_vec(vec![0.0, 3.0, 0.0, 0.0, 4.0], [5]).requires_grad();
     let idx = Tensor::<D, i64>::from_vec(vec![0, 0, 1, 1, 1], [5]);
-    let y = x.scatter_reduce(0, &idx, &s, ScatterReduce::Prod, true);
+    let y = x.scatter_reduce(0, &idx, &s, ScatterReduce::Product, true);
     assert_eq!(y.to_vec(), vec![0.0, 0.0]);
     let g = y.sum().backward();
     assert_eq!(g.get(&x).unwrap().to_vec(), vec![0.0, 0.0]);
@@ -511,7 +511,8 @@ fn check_scatter_gradients_at_zeros_and_ties<D: Device>() {
     assert_eq!(g.get(&s).unwrap().to_vec(), vec![1.0 / 3.0, 1.0 / 3.0]);
     // A product's second derivative where two zeros meet is refused, as PyTorch's.
     let s = Tensor::<D, f64>::from_vec(vec![0.0, 0.0, 2.0], [3]).requires_grad();
-    let y = Tensor::<D, f64>::ones([1]).scatter_reduce(0, &Tensor::<D, i64>::zeros([3]), &s, ScatterReduce::Prod, true);
+    let y =
+        Tensor::<D, f64>::ones([1]).scatter_reduce(0, &Tensor::<D, i64>::zeros([3]), &s, ScatterReduce::Product, true);
     use devtensor::autograd::{GradOptions, try_grad};
     let err = try_grad(&[&y.sum()], [&s], GradOptions::new().create_graph(true));
     assert!(err.is_err_and(|e| e.to_string().contains("two or more zeros")));

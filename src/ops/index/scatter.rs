@@ -22,8 +22,9 @@ use devtensor_macros::fallible;
 pub enum ScatterReduce {
     /// `"sum"`.
     Sum,
-    /// `"prod"`.
-    Prod,
+    /// `"prod"`. (Not named `Prod`: rustc would then write the static
+    /// shapes' `Prod` out in full in every diagnostic.)
+    Product,
     /// `"mean"`: the sum divided by the number of values, rounded toward
     /// negative infinity for integers as in PyTorch.
     Mean,
@@ -40,7 +41,7 @@ impl ScatterReduce {
     pub fn name(self) -> &'static str {
         match self {
             Self::Sum => "sum",
-            Self::Prod => "prod",
+            Self::Product => "prod",
             Self::Mean => "mean",
             Self::Amax => "amax",
             Self::Amin => "amin",
@@ -125,7 +126,7 @@ impl<D: Device, E: Element> Tensor<D, E> {
     /// assert_eq!(mean.to_vec(), vec![2.0, 4.0, 0.0]);
     /// let max = out.scatter_reduce(0, &segment, &values, ScatterReduce::Amax, false);
     /// assert_eq!(max.to_vec(), vec![3.0, 6.0, 0.0]);
-    /// let with_self = out.scatter_reduce(0, &segment, &values, ScatterReduce::Prod, true);
+    /// let with_self = out.scatter_reduce(0, &segment, &values, ScatterReduce::Product, true);
     /// assert_eq!(with_self.to_vec(), vec![0.0, 0.0, 0.0]);
     /// ```
     #[fallible]
@@ -245,7 +246,7 @@ fn scatter_reduce_forward<D: CoreDevice, E: Element>(
 ) -> Result<Tensor<D, E>> {
     let (mode, identity) = match reduce {
         ScatterReduce::Sum | ScatterReduce::Mean => (ScatterMode::Add, E::ZERO),
-        ScatterReduce::Prod => (ScatterMode::Multiply, E::ONE),
+        ScatterReduce::Product => (ScatterMode::Multiply, E::ONE),
         ScatterReduce::Amax => (ScatterMode::Max, E::MIN),
         ScatterReduce::Amin => (ScatterMode::Min, E::MAX),
     };
@@ -345,7 +346,7 @@ fn scatter_reduce_rule<D: CoreDevice, F: FloatElement>(saved: ScatterReduceGrad<
                 let share = g.try_div(&ties)?;
                 (self_takes_part(share.try_mul(&self_ties)?)?, share.try_gather(ax, index)?.try_mul(&src_ties)?)
             }
-            ScatterReduce::Prod => prod_gradients(g, ax, index, input, &src_used, out, include_self)?,
+            ScatterReduce::Product => prod_gradients(g, ax, index, input, &src_used, out, include_self)?,
         };
         let g_x = needs.then(0, || Ok(g_x))?;
         let g_src = needs.then(1, || pad_with_zeros(&g_src, src.shape()))?;
@@ -367,7 +368,7 @@ fn prod_gradients<D: CoreDevice, F: FloatElement>(
     include_self: bool,
 ) -> Result<(Tensor<D, F>, Tensor<D, F>)> {
     let reduce =
-        |x: &Tensor<D, F>, s: &Tensor<D, F>| x.try_scatter_reduce(ax, index, s, ScatterReduce::Prod, include_self);
+        |x: &Tensor<D, F>, s: &Tensor<D, F>| x.try_scatter_reduce(ax, index, s, ScatterReduce::Product, include_self);
     let g_out = g.try_mul(out)?;
     // The input's: the product with its own value taken as 1, so a zero
     // there does not hide the others.

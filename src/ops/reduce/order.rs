@@ -18,9 +18,11 @@ use devtensor_macros::fallible;
 /// `interpolation=` strings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QuantileInterpolation {
-    /// `"linear"` (PyTorch's default): `lo + w · (hi - lo)`.
+    /// `"linear"` (PyTorch's default): `lo + w · (hi - lo)`, as `torch.lerp`.
+    /// (Not named `Linear`: rustc would then write the layer `nn::Linear`
+    /// out in full in every diagnostic.)
     #[default]
-    Linear,
+    Lerp,
     /// `"lower"`: `lo`.
     Lower,
     /// `"higher"`: `hi`.
@@ -157,7 +159,7 @@ impl<D: Device, F: FloatElement> Tensor<D, F> {
     /// use devtensor::ops::reduce::QuantileInterpolation;
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0], [2, 4]);
-    /// let linear = QuantileInterpolation::Linear;
+    /// let linear = QuantileInterpolation::Lerp;
     /// assert_eq!(x.quantile(0.5, Some(1), false, linear).to_vec(), vec![2.5, 25.0]);
     /// let quartiles = x.quantile([0.25, 0.75], Some(1), false, linear);
     /// assert_eq!(quartiles.to_vec2(), vec![vec![1.75, 17.5], vec![3.25, 32.5]]);
@@ -183,7 +185,7 @@ impl<D: Device, F: FloatElement> Tensor<D, F> {
     /// use devtensor::ops::reduce::QuantileInterpolation;
     /// use devtensor::{Cpu, Tensor};
     /// let x = Tensor::<Cpu>::from_vec(vec![f32::NAN, 1.0, 2.0], [3]);
-    /// assert_eq!(x.nanquantile(0.5, None, false, QuantileInterpolation::Linear).item(), 1.5);
+    /// assert_eq!(x.nanquantile(0.5, None, false, QuantileInterpolation::Lerp).item(), 1.5);
     /// ```
     #[fallible]
     pub fn nanquantile(
@@ -317,7 +319,7 @@ impl<D: CoreDevice, F: FloatElement> Tensor<D, F> {
                 QuantileInterpolation::Lower => pick(&below)?,
                 QuantileInterpolation::Higher => pick(&above)?,
                 QuantileInterpolation::Nearest => pick(&rank.try_round()?)?,
-                QuantileInterpolation::Linear | QuantileInterpolation::Midpoint => {
+                QuantileInterpolation::Lerp | QuantileInterpolation::Midpoint => {
                     let weight = match interpolation {
                         QuantileInterpolation::Midpoint => below.try_full_like(F::from_f64(0.5))?,
                         _ => rank.try_sub(&below)?,
