@@ -8,14 +8,6 @@ use crate::common::*;
 use devtensor::{Device, Tensor};
 use proptest::prelude::*;
 
-/// A well-mixed hash of `x`, so nearby seeds give unrelated values.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// A random equation over the letters `a..e`: each operand's letters (a
 /// letter may repeat in one operand), and the output's letters, or `None`
 /// for the implicit output.

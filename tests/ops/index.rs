@@ -20,14 +20,6 @@ fn index_values(len: usize, bound: usize, seed: u64) -> Vec<i64> {
     (0..len as u64).map(|i| (splitmix(seed.wrapping_add(i)) % bound as u64) as i64).collect()
 }
 
-/// A well-mixed hash of `x`, so nearby seeds give unrelated values.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// `axis` as the caller writes it: the negative form when `negative`.
 fn signed_axis(axis: usize, rank: usize, negative: bool) -> isize {
     if negative { axis as isize - rank as isize } else { axis as isize }

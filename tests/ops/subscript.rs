@@ -9,14 +9,6 @@ use devtensor::ops::index::{IndexItem, Indexer, ScatterReduce, Slice};
 use devtensor::{Cpu, Device, Element, Ellipsis, NewAxis, SliceStep, Tensor};
 use proptest::prelude::*;
 
-/// A well-mixed hash of `x`, so nearby seeds give unrelated values.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// A stream of draws from one seed.
 struct Draws(u64);
 

@@ -9,6 +9,7 @@ use super::Fns;
 use crate::element::{Element, SameDtype};
 use crate::error::{Error, Result};
 use crate::layout::Shape;
+use crate::ops::view::AxisIndex;
 use crate::tensor::shell::core_call;
 use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
@@ -92,38 +93,32 @@ macro_rules! slice_from_ranges {
     ($($t:ty),*) => {$(
         impl From<Range<$t>> for Slice {
             fn from(r: Range<$t>) -> Self {
-                Slice { start: Some(to_i64(r.start)), end: Some(to_i64(r.end)), step: 1 }
+                Slice { start: Some(r.start.to_i64()), end: Some(r.end.to_i64()), step: 1 }
             }
         }
         impl From<RangeFrom<$t>> for Slice {
             fn from(r: RangeFrom<$t>) -> Self {
-                Slice { start: Some(to_i64(r.start)), end: None, step: 1 }
+                Slice { start: Some(r.start.to_i64()), end: None, step: 1 }
             }
         }
         impl From<RangeTo<$t>> for Slice {
             fn from(r: RangeTo<$t>) -> Self {
-                Slice { start: None, end: Some(to_i64(r.end)), step: 1 }
+                Slice { start: None, end: Some(r.end.to_i64()), step: 1 }
             }
         }
         impl From<RangeInclusive<$t>> for Slice {
             fn from(r: RangeInclusive<$t>) -> Self {
-                Slice { start: Some(to_i64(*r.start())), end: after(to_i64(*r.end())), step: 1 }
+                Slice { start: Some(r.start().to_i64()), end: after(r.end().to_i64()), step: 1 }
             }
         }
         impl From<RangeToInclusive<$t>> for Slice {
             fn from(r: RangeToInclusive<$t>) -> Self {
-                Slice { start: None, end: after(to_i64(r.end)), step: 1 }
+                Slice { start: None, end: after(r.end.to_i64()), step: 1 }
             }
         }
     )*};
 }
 slice_from_ranges!(i32, i64, isize, usize);
-
-/// An integer as an `i64`; a `usize` past `i64::MAX` saturates (and is out
-/// of range of every axis).
-fn to_i64<T: TryInto<i64>>(v: T) -> i64 {
-    v.try_into().unwrap_or(i64::MAX)
-}
 
 /// One item of a subscript on a tensor of device `D`: what
 /// [`IndexItem::into_indexer`] makes of an integer, a range, a [`Slice`],
@@ -234,7 +229,7 @@ macro_rules! integer_items {
     ($($t:ty),*) => {$(
         impl<D: Device> IndexItem<D> for $t {
             fn into_indexer(self) -> Indexer<D> {
-                Indexer { kind: Kind::Int(to_i64(self)) }
+                Indexer { kind: Kind::Int(self.to_i64()) }
             }
         }
         impl<D: Device> IndexItem<D> for Range<$t> {
