@@ -76,7 +76,9 @@ fn quantile_of(line: &[(f64, usize)], q: f64, how: QuantileInterpolation, ignore
         QuantileInterpolation::Higher => hi,
         QuantileInterpolation::Nearest => s[rank.round_ties_even() as usize],
         QuantileInterpolation::Midpoint => lo + 0.5 * (hi - lo),
-        QuantileInterpolation::Lerp => lo + w * (hi - lo),
+        // `torch.lerp`'s definition: from `hi` backwards for weights of 0.5 and more.
+        QuantileInterpolation::Lerp if w < 0.5 => lo + w * (hi - lo),
+        QuantileInterpolation::Lerp => hi - (hi - lo) * (1.0 - w),
     }
 }
 
