@@ -1,4 +1,4 @@
-//! `Conv2d`, `Conv1d` and `ConvTranspose2d`.
+//! `Conv2d`, `Conv1d`, `Conv3d`, `ConvTranspose2d` and `ConvTranspose1d`.
 
 use super::forward::call;
 use super::init::{default_bound, uniform};
@@ -6,7 +6,7 @@ use super::parameter::{parameter, shape_error};
 use super::{Forward, Hookable, ModuleHooks};
 use crate::element::{Element, FloatElement, SameDtype};
 use crate::error::{Error, Result};
-use crate::ops::conv::{Window1d, Window2d};
+use crate::ops::conv::{Window1d, Window2d, Window3d};
 use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
@@ -196,7 +196,7 @@ fn conv_shape_error<D: Device, E: FloatElement>(
 ) -> Error {
     let mut tensors = vec![weight];
     tensors.extend(bias);
-    let kernel = ["K", "KH, KW"][spatial - 1];
+    let kernel = ["K", "KH, KW", "KD, KH, KW"][spatial - 1];
     let (channels, second) = if op.starts_with("ConvTranspose") {
         ("in_channels", "out_channels / groups")
     } else {
@@ -584,3 +584,315 @@ impl<D: Device, E: FloatElement> Forward<D, E> for ConvTranspose2d<D, E> {
 }
 
 crate::module!(ConvTranspose2d<E> { weight, bias, hooks; window, output_padding, groups });
+
+/// PyTorch's `nn.Conv3d`: a 3-D convolution of `[N, C, D, H, W]` volumes
+/// with `weight` `[out_channels, in_channels / groups, KD, KH, KW]` and
+/// `bias` `[out_channels]`, initialised as PyTorch does (`U(-k, k)`,
+/// `k = 1 / sqrt(in_channels / groups · KD · KH · KW)`); see
+/// [`Tensor::try_conv3d`].
+///
+/// ```
+/// use devtensor::nn::{Conv3d, Conv3dConfig};
+/// use devtensor::{Cpu, Tensor};
+/// let conv = Conv3d::<Cpu>::new(2, 8, 3).padding(1);
+/// assert_eq!(conv.forward(&Tensor::<Cpu>::zeros([1, 2, 4, 6, 6])).dims(), &[1, 8, 4, 6, 6]);
+/// let config = Conv3dConfig { stride: [1, 2, 2], groups: 2, ..Default::default() };
+/// let conv = Conv3d::<Cpu>::with_config(4, 6, [1, 3, 3], config);
+/// assert_eq!(conv.weight.dims(), &[6, 2, 1, 3, 3]);
+/// ```
+///
+/// The fields are public to read and assign, and the struct is
+/// `#[non_exhaustive]`, as [`Linear`](super::Linear)'s.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Conv3d<D: Device, E: FloatElement = f32> {
+    /// `[out_channels, in_channels / groups, KD, KH, KW]`.
+    pub weight: Tensor<D, E>,
+    /// `[out_channels]`, if the layer has one.
+    pub bias: Option<Tensor<D, E>>,
+    /// Stride, padding and dilation (the kernel size is the weight's).
+    pub window: Window3d,
+    /// Channel groups, as for [`Conv2d`].
+    pub groups: usize,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
+}
+
+/// The settings of a [`Conv3d`], PyTorch's keyword arguments with its
+/// defaults by `Default`, as [`Conv2dConfig`]; each axis's as
+/// `[depth, height, width]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv3dConfig {
+    /// Step between output positions.
+    pub stride: [usize; 3],
+    /// Implicit zeros on each side.
+    pub padding: [usize; 3],
+    /// Spacing between kernel taps.
+    pub dilation: [usize; 3],
+    /// Channel groups, which divide both channel counts.
+    pub groups: usize,
+}
+
+impl Default for Conv3dConfig {
+    fn default() -> Self {
+        Conv3dConfig { stride: [1; 3], padding: [0; 3], dilation: [1; 3], groups: 1 }
+    }
+}
+
+impl Conv3dConfig {
+    fn window(&self) -> Window3d {
+        Window3d { stride: self.stride, padding: self.padding, dilation: self.dilation }
+    }
+}
+
+impl<D: Device, E: FloatElement> Conv3d<D, E> {
+    /// A `kernel x kernel x kernel` convolution with stride 1, no padding,
+    /// no dilation, one group and a bias.
+    #[fallible]
+    pub fn new(in_channels: usize, out_channels: usize, kernel: usize) -> Self {
+        Self::try_with_config(in_channels, out_channels, [kernel; 3], Conv3dConfig::default())
+    }
+
+    /// A `kernel` (`[KD, KH, KW]`) convolution with `config`'s settings,
+    /// initialised as [`new`](Self::new). Fails unless `config.groups`
+    /// divides both channel counts.
+    #[fallible]
+    pub fn with_config(in_channels: usize, out_channels: usize, kernel: [usize; 3], config: Conv3dConfig) -> Self {
+        let groups = config.groups;
+        check_groups::<D>("Conv3d", in_channels, out_channels, groups)?;
+        let bound = default_bound(in_channels / groups * kernel.iter().product::<usize>());
+        let shape = [out_channels, in_channels / groups, kernel[0], kernel[1], kernel[2]];
+        Ok(Conv3d {
+            weight: uniform::<D, E>(shape, bound)?.requires_grad(),
+            bias: Some(uniform::<D, E>([out_channels], bound)?.requires_grad()),
+            window: config.window(),
+            groups,
+            hooks: ModuleHooks::new(),
+        })
+    }
+
+    /// A convolution with your own `weight` (`[out_channels, in_channels /
+    /// groups, KD, KH, KW]`) and `bias` (`[out_channels]`), as
+    /// [`Conv2d::from_weights`].
+    #[fallible]
+    pub fn from_weights(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>, config: Conv3dConfig) -> Self {
+        let &[out, _, _, _, _] = weight.dims() else {
+            return Err(conv_shape_error("Conv3d::from_weights", &weight, bias.as_ref(), 3));
+        };
+        check_weights("Conv3d::from_weights", &weight, bias.as_ref(), out, config.groups, 3)?;
+        Ok(Conv3d {
+            weight: parameter(weight),
+            bias: bias.map(parameter),
+            window: config.window(),
+            groups: config.groups,
+            hooks: ModuleHooks::new(),
+        })
+    }
+
+    /// The layer with stride `stride` on every axis.
+    pub fn stride(mut self, stride: usize) -> Self {
+        self.window.stride = [stride; 3];
+        self
+    }
+
+    /// The layer with `padding` zeros on every side.
+    pub fn padding(mut self, padding: usize) -> Self {
+        self.window.padding = [padding; 3];
+        self
+    }
+
+    /// The layer with dilation `dilation` on every axis.
+    pub fn dilation(mut self, dilation: usize) -> Self {
+        self.window.dilation = [dilation; 3];
+        self
+    }
+
+    /// The layer without its bias (PyTorch's `bias=False`).
+    pub fn without_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
+    /// The convolution of `x` (`[N, C, D, H, W]`, on the layer's device,
+    /// checked at compile time). Fails when `x`'s shape does not fit.
+    #[fallible]
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+        E: SameDtype<EX>,
+    {
+        call(self, same_device(x))
+    }
+}
+
+impl<D: Device, E: FloatElement> Hookable<D, E> for Conv3d<D, E> {}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for Conv3d<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        x.try_conv3d(&self.weight, self.bias.as_ref(), self.window, self.groups)
+    }
+}
+
+crate::module!(Conv3d<E> { weight, bias, hooks; window, groups });
+
+/// PyTorch's `nn.ConvTranspose1d`: the transposed 1-D convolution of
+/// `[N, C, L]` sequences with `weight` `[in_channels, out_channels /
+/// groups, K]` and `bias` `[out_channels]`, initialised as PyTorch does
+/// (the fan-in is the weight's second axis times `K`); see
+/// [`Tensor::try_conv_transpose1d`].
+///
+/// ```
+/// use devtensor::nn::ConvTranspose1d;
+/// use devtensor::{Cpu, Tensor};
+/// // An audio decoder's upsampling: 50 steps to 100.
+/// let up = ConvTranspose1d::<Cpu>::new(16, 8, 4).stride(2).padding(1);
+/// assert_eq!(up.forward(&Tensor::<Cpu>::zeros([2, 16, 50])).dims(), &[2, 8, 100]);
+/// ```
+///
+/// The fields are public to read and assign, and the struct is
+/// `#[non_exhaustive]`, as [`Linear`](super::Linear)'s.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ConvTranspose1d<D: Device, E: FloatElement = f32> {
+    /// `[in_channels, out_channels / groups, K]`.
+    pub weight: Tensor<D, E>,
+    /// `[out_channels]`, if the layer has one.
+    pub bias: Option<Tensor<D, E>>,
+    /// Stride, padding and dilation (the kernel size is the weight's).
+    pub window: Window1d,
+    /// Extra positions at the end of the output.
+    pub output_padding: usize,
+    /// Channel groups.
+    pub groups: usize,
+    /// The hooks registered on the layer ([`Hooks`](crate::nn::Hooks)).
+    hooks: ModuleHooks<D, E>,
+}
+
+/// The settings of a [`ConvTranspose1d`], PyTorch's keyword arguments with
+/// its defaults by `Default`, as [`Conv2dConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTranspose1dConfig {
+    /// Step between input positions in the output.
+    pub stride: usize,
+    /// Positions taken off each end of the output.
+    pub padding: usize,
+    /// Extra positions at the end of the output (below the stride or the
+    /// dilation).
+    pub output_padding: usize,
+    /// Spacing between kernel taps.
+    pub dilation: usize,
+    /// Channel groups, which divide both channel counts.
+    pub groups: usize,
+}
+
+impl Default for ConvTranspose1dConfig {
+    fn default() -> Self {
+        ConvTranspose1dConfig { stride: 1, padding: 0, output_padding: 0, dilation: 1, groups: 1 }
+    }
+}
+
+impl<D: Device, E: FloatElement> ConvTranspose1d<D, E> {
+    /// A transposed convolution of `kernel` taps with stride 1, no padding,
+    /// no dilation, one group and a bias.
+    #[fallible]
+    pub fn new(in_channels: usize, out_channels: usize, kernel: usize) -> Self {
+        Self::try_with_config(in_channels, out_channels, kernel, ConvTranspose1dConfig::default())
+    }
+
+    /// A transposed convolution of `kernel` taps with `config`'s settings.
+    /// Fails unless `config.groups` divides both channel counts.
+    #[fallible]
+    pub fn with_config(in_channels: usize, out_channels: usize, kernel: usize, config: ConvTranspose1dConfig) -> Self {
+        let groups = config.groups;
+        check_groups::<D>("ConvTranspose1d", in_channels, out_channels, groups)?;
+        // PyTorch counts the weight's second axis as the fan-in.
+        let bound = default_bound(out_channels / groups * kernel);
+        let weight = uniform::<D, E>([in_channels, out_channels / groups, kernel], bound)?.requires_grad();
+        let bias = uniform::<D, E>([out_channels], bound)?.requires_grad();
+        Ok(Self::assemble(weight, Some(bias), config))
+    }
+
+    /// A transposed convolution with your own `weight` (`[in_channels,
+    /// out_channels / groups, K]`) and `bias` (`[out_channels]`), as
+    /// [`Conv2d::from_weights`].
+    #[fallible]
+    pub fn from_weights(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>, config: ConvTranspose1dConfig) -> Self {
+        let &[_, per_group, _] = weight.dims() else {
+            return Err(conv_shape_error("ConvTranspose1d::from_weights", &weight, bias.as_ref(), 1));
+        };
+        let out_channels = per_group.saturating_mul(config.groups);
+        check_weights("ConvTranspose1d::from_weights", &weight, bias.as_ref(), out_channels, config.groups, 1)?;
+        Ok(Self::assemble(parameter(weight), bias.map(parameter), config))
+    }
+
+    fn assemble(weight: Tensor<D, E>, bias: Option<Tensor<D, E>>, config: ConvTranspose1dConfig) -> Self {
+        let window = Window1d { stride: config.stride, padding: config.padding, dilation: config.dilation };
+        ConvTranspose1d {
+            weight,
+            bias,
+            window,
+            output_padding: config.output_padding,
+            groups: config.groups,
+            hooks: ModuleHooks::new(),
+        }
+    }
+
+    /// The layer with stride `stride`.
+    pub fn stride(mut self, stride: usize) -> Self {
+        self.window.stride = stride;
+        self
+    }
+
+    /// The layer with `padding` positions taken off each end of the output.
+    pub fn padding(mut self, padding: usize) -> Self {
+        self.window.padding = padding;
+        self
+    }
+
+    /// The layer with `output_padding` more positions at the end.
+    pub fn output_padding(mut self, output_padding: usize) -> Self {
+        self.output_padding = output_padding;
+        self
+    }
+
+    /// The layer with dilation `dilation`.
+    pub fn dilation(mut self, dilation: usize) -> Self {
+        self.window.dilation = dilation;
+        self
+    }
+
+    /// The layer without its bias (PyTorch's `bias=False`).
+    pub fn without_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
+    /// The transposed convolution of `x` (`[N, C, L]`, on the layer's
+    /// device, checked at compile time). Fails when `x`'s shape does not fit.
+    #[fallible]
+    pub fn forward<D2: Device, EX: Element>(&self, x: &Tensor<D2, EX>) -> Tensor<D, E>
+    where
+        D: SameDevice<D2>,
+        E: SameDtype<EX>,
+    {
+        call(self, same_device(x))
+    }
+}
+
+impl<D: Device, E: FloatElement> Hookable<D, E> for ConvTranspose1d<D, E> {}
+
+impl<D: Device, E: FloatElement> Forward<D, E> for ConvTranspose1d<D, E> {
+    fn hooks(&self) -> Option<&ModuleHooks<D, E>> {
+        Some(&self.hooks)
+    }
+
+    fn forward_on(&self, x: &Tensor<D, E>) -> Result<Tensor<D, E>> {
+        x.try_conv_transpose1d(&self.weight, self.bias.as_ref(), self.window, self.output_padding, self.groups)
+    }
+}
+
+crate::module!(ConvTranspose1d<E> { weight, bias, hooks; window, output_padding, groups });

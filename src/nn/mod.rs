@@ -77,7 +77,10 @@ pub use attention::{MhaInput, MultiheadAttention};
 pub use batch_norm::{BatchNorm1d, BatchNorm2d, BatchNorm3d};
 pub use buffer::Buffer;
 pub use checkpoint_sequential::{checkpoint_sequential, try_checkpoint_sequential};
-pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
+pub use conv::{
+    Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, Conv3d, Conv3dConfig, ConvTranspose1d, ConvTranspose1dConfig,
+    ConvTranspose2d, ConvTranspose2dConfig,
+};
 pub use distance::{
     cdist, cosine_similarity, normalize, pairwise_distance, try_cdist, try_cosine_similarity, try_normalize,
     try_pairwise_distance,
@@ -110,7 +113,7 @@ pub use module_fields::{
 pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle};
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
-    MaxPool2d,
+    MaxPool2d, MaxUnpool1d, MaxUnpool2d,
 };
 pub use recurrent::{
     Gru, GruCell, Lstm, LstmCell, PackedSequence, RecurrentConfig, RecurrentInput, Rnn, RnnCell, RnnNonlinearity,

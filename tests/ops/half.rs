@@ -21,7 +21,7 @@ use devtensor::nn::{
     BatchNorm2d, Embedding, GroupNorm, LayerNorm, Linear, Reduction, RmsNorm, cross_entropy, mse_loss,
 };
 use devtensor::ops::attention::AttentionMask;
-use devtensor::ops::conv::Window2d;
+use devtensor::ops::conv::{AvgPoolOptions, Window1d, Window2d, Window3d};
 use devtensor::ops::index::{PadMode, ScatterReduce};
 use devtensor::ops::reduce::QuantileInterpolation;
 use devtensor::{Checkpoint, Cpu, DType, Device, Element, FloatElement, SliceStep, Tensor, bf16, f16};
@@ -324,6 +324,14 @@ device_proptests! {
                 grads.get(if input == 0 { &x } else { &w }).unwrap().clone()
             }, near(16.0));
         }
+        // Built on conv2d: the 3-D one over stacked depth taps, the
+        // transposed 1-D one over a height of 1.
+        let volume = Window3d { padding: [pad; 3], ..Default::default() };
+        check_half!("conv3d", seed, [x: [1, c, 3, hw, hw], w: [o, c, 2, 3, 3], b: [o]] => x.conv3d(w, Some(b), volume, 1), near(4.0));
+        let sequence = Window1d { stride: 2, padding: pad, ..Default::default() };
+        check_half!("conv_transpose1d", seed, [x: [2, c, hw], w: [c, o, 3], b: [o]] => {
+            x.conv_transpose1d(w, Some(b), sequence, 1, 1)
+        }, near(4.0));
     }
 
     /// Attention: the fused kernel keeps its scores, running maxima and
@@ -424,6 +432,16 @@ device_proptests! {
         // Means of magnitudes, which cannot cancel: a rounding or two.
         check_half!("avg_pool2d", seed, [x: [2, c, hw, hw]] => x.abs().avg_pool2d(window), near(4.0));
         check_half!("adaptive_avg_pool2d", seed, [x: [2, c, hw, hw]] => x.abs().adaptive_avg_pool2d([1, 1]), near(4.0));
+        let wide = Window2d { stride: [2, 2], padding: [1, 1], ..Window2d::new([3, 3]) };
+        check_half!("max_pool2d (ceil_mode)", seed, [x: [2, c, hw, hw]] => x.max_pool2d_with(wide, true), rounded);
+        check_half!("max_unpool2d", seed, [x: [2, c, hw, hw]] => {
+            let (y, indices) = x.max_pool2d_with_indices(window, false);
+            y.max_unpool2d(&indices, window, None)
+        }, rounded);
+        let options = AvgPoolOptions { ceil_mode: true, count_include_pad: false, divisor_override: None };
+        check_half!("avg_pool2d (ceil_mode, count_include_pad=False)", seed, [x: [2, c, hw, hw]] => {
+            x.abs().avg_pool2d_with(wide, options)
+        }, near(4.0));
         check_half!("pad (reflect)", seed, [x: [2, c, hw, hw]] => x.pad(&[1, 1], PadMode::Reflect), rounded);
         check_half!("pad (constant)", seed, [x: [2, c, hw, hw]] => x.pad(&[1, 2], PadMode::Constant(num::<E>(0.5))), rounded);
         check_half!("repeat", seed, [x: [c, hw]] => x.repeat([2, 1]), rounded);

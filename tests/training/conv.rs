@@ -4,7 +4,7 @@
 use crate::common::*;
 use crate::gradcheck::{T, data, gradcheck};
 use devtensor::nn::{AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, LayerNorm, MaxPool2d, Module};
-use devtensor::ops::conv::Window2d;
+use devtensor::ops::conv::{AvgPoolOptions, Window2d, Window3d};
 use devtensor::{Device, Error, Tensor};
 use proptest::prelude::*;
 
@@ -189,6 +189,181 @@ device_proptests! {
         gradcheck("conv_transpose2d", &[x, wt, bias], |t| {
             t[0].conv_transpose2d(&t[1], Some(&t[2]), win, [output_padding; 2], g.groups)
         });
+    }
+}
+
+/// PyTorch's pooled size: rounded up with `ceil_mode`, less a last window
+/// that would start past the image and its leading padding.
+fn pooled_len(len: usize, kernel: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> usize {
+    let room = len + 2 * padding - (dilation * (kernel - 1) + 1);
+    let out = if ceil_mode { room.div_ceil(stride) + 1 } else { room / stride + 1 };
+    if ceil_mode && (out - 1) * stride >= len + padding { out - 1 } else { out }
+}
+
+/// A direct 3-D convolution: every output element summed from its taps.
+fn conv3d_reference(
+    x: &[f64],
+    dims: [usize; 5],
+    w: &[f64],
+    wdims: [usize; 5],
+    bias: &[f64],
+    window: Window3d,
+    groups: usize,
+) -> (Vec<f64>, [usize; 3]) {
+    let [n, c, depth, h, wd] = dims;
+    let [o, cg, kd, kh, kw] = wdims;
+    let sizes = [depth, h, wd];
+    let kernel = [kd, kh, kw];
+    let out: [usize; 3] = std::array::from_fn(|a| {
+        pooled_len(sizes[a], kernel[a], window.stride[a], window.padding[a], window.dilation[a], false)
+    });
+    let tap = |a: usize, o: usize, t: usize| {
+        (o * window.stride[a] + t * window.dilation[a]).checked_sub(window.padding[a]).filter(|&p| p < sizes[a])
+    };
+    let mut y = Vec::with_capacity(n * o * out.iter().product::<usize>());
+    for b in 0..n {
+        for oc in 0..o {
+            let group = oc / (o / groups);
+            for od in 0..out[0] {
+                for oh in 0..out[1] {
+                    for ow in 0..out[2] {
+                        let mut sum = bias[oc];
+                        for ic in 0..cg {
+                            let ch = group * cg + ic;
+                            for i in 0..kd {
+                                for j in 0..kh {
+                                    for k in 0..kw {
+                                        let (Some(z), Some(r), Some(q)) = (tap(0, od, i), tap(1, oh, j), tap(2, ow, k))
+                                        else {
+                                            continue;
+                                        };
+                                        let v = x[(((b * c + ch) * depth + z) * h + r) * wd + q];
+                                        sum += v * w[(((oc * cg + ic) * kd + i) * kh + j) * kw + k];
+                                    }
+                                }
+                            }
+                        }
+                        y.push(sum);
+                    }
+                }
+            }
+        }
+    }
+    (y, out)
+}
+
+device_proptests! {
+    cases = 16;
+
+    fn conv3d_matches_a_direct_loop_and_finite_differences<D>(
+        n in 1..3usize, groups in 1..3usize, in_per_group in 1..3usize, out_per_group in 1..3usize,
+        sizes in [1..4usize, 1..5usize, 1..5usize], kernel in [1..3usize, 1..4usize, 1..3usize],
+        stride in [1..3usize, 1..3usize, 1..3usize], padding in [0..2usize, 0..2usize, 0..2usize],
+        dilation in [1..3usize, 1..3usize, 1..3usize], seed in any::<u64>(), v in variant(),
+    ) {
+        let window = Window3d { stride, padding, dilation };
+        let fits = (0..3).all(|a| sizes[a] + 2 * padding[a] > dilation[a] * (kernel[a] - 1));
+        let (c, o) = (groups * in_per_group, groups * out_per_group);
+        let dims = [n, c, sizes[0], sizes[1], sizes[2]];
+        let wdims = [o, in_per_group, kernel[0], kernel[1], kernel[2]];
+        let x = tensor_with::<D, f64>(&data(dims.iter().product(), seed), &dims, v);
+        let wt = T::<D>::from_vec(data(wdims.iter().product(), !seed), wdims);
+        let bias = T::<D>::from_vec(data(o, seed ^ 9), [o]);
+        if !fits {
+            let err = x.try_conv3d(&wt, Some(&bias), window, groups).unwrap_err().to_string();
+            prop_assert!(err.contains("conv3d") && err.contains("does not fit"), "{}", err);
+            return Ok(());
+        }
+        let y = x.conv3d(&wt, Some(&bias), window, groups);
+        let (expected, out) = conv3d_reference(&x.to_vec(), dims, &wt.to_vec(), wdims, &bias.to_vec(), window, groups);
+        prop_assert_eq!(y.dims(), &[n, o, out[0], out[1], out[2]]);
+        assert_close(&y.to_vec(), &expected, 1e-12, 1e-12);
+        gradcheck("conv3d", &[x, wt, bias], |t| t[0].conv3d(&t[1], Some(&t[2]), window, groups));
+    }
+
+    /// `ceil_mode`, `count_include_pad`, `divisor_override` and the indices
+    /// of max pooling against PyTorch's rules written out over each
+    /// window's taps; `max_unpool2d` puts the maxima back where the
+    /// indices say; gradients by finite differences.
+    fn pool_options_match_pytorchs_rules<D>(
+        n in 1..3usize, c in 1..3usize, hw in [1..7usize, 1..7usize], kernel in [1..4usize, 1..4usize],
+        stride in [1..4usize, 1..4usize], padding in [0..2usize, 0..2usize], dilation in 1..3usize,
+        ceil_mode in any::<bool>(), count_include_pad in any::<bool>(), divisor in prop::option::of(1..5usize),
+        seed in any::<u64>(),
+    ) {
+        let padding: [usize; 2] = std::array::from_fn(|a| padding[a].min(kernel[a] / 2));
+        let win = Window2d { kernel, stride, padding, dilation: [dilation; 2] };
+        prop_assume!(win.output_size(hw).is_some());
+        let out: [usize; 2] =
+            std::array::from_fn(|a| pooled_len(hw[a], kernel[a], stride[a], padding[a], dilation, ceil_mode));
+        let dims = [n, c, hw[0], hw[1]];
+        let count: usize = dims.iter().product();
+        let mut values: Vec<f64> = (0..count).map(|i| i as f64 * 0.25 - 1.0).collect();
+        values.sort_by_key(|v| (v.to_bits() ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let x = T::<D>::from_vec(values.clone(), dims);
+        // Every window's taps: (the pixel's flat index in its plane, if in
+        // the image; whether the tap is inside the padded image).
+        let taps = |y: usize, xo: usize| {
+            let mut taps = Vec::new();
+            for i in 0..kernel[0] {
+                for j in 0..kernel[1] {
+                    let (pr, pc) = (y * stride[0] + i * dilation, xo * stride[1] + j * dilation);
+                    let padded = pr < hw[0] + 2 * padding[0] && pc < hw[1] + 2 * padding[1];
+                    let row = pr.checked_sub(padding[0]).filter(|&r| r < hw[0]);
+                    let col = pc.checked_sub(padding[1]).filter(|&q| q < hw[1]);
+                    taps.push((row.zip(col).map(|(r, q)| r * hw[1] + q), padded));
+                }
+            }
+            taps
+        };
+        let (mut max, mut argmax, mut mean) = (vec![], vec![], vec![]);
+        for plane in values.chunks(hw[0] * hw[1]) {
+            for y in 0..out[0] {
+                for xo in 0..out[1] {
+                    let taps = taps(y, xo);
+                    let inside: Vec<usize> = taps.iter().filter_map(|t| t.0).collect();
+                    let best = inside.iter().copied().fold(None, |best: Option<usize>, i| match best {
+                        Some(b) if plane[b] >= plane[i] => Some(b),
+                        _ => Some(i),
+                    });
+                    max.push(best.map_or(f64::NEG_INFINITY, |b| plane[b]));
+                    argmax.push(best.map(|b| b as i64));
+                    let sum: f64 = inside.iter().map(|&i| plane[i]).sum();
+                    let size = if count_include_pad { taps.iter().filter(|t| t.1).count() } else { inside.len() };
+                    mean.push(if inside.is_empty() { 0.0 } else { sum / divisor.unwrap_or(size) as f64 });
+                }
+            }
+        }
+        let (values_got, indices) = x.max_pool2d_with_indices(win, ceil_mode);
+        prop_assert_eq!(values_got.dims(), &[n, c, out[0], out[1]]);
+        assert_close(&values_got.to_vec(), &max, 0.0, 0.0);
+        assert_close(&x.max_pool2d_with(win, ceil_mode).to_vec(), &max, 0.0, 0.0);
+        for (got, want) in indices.to_vec().iter().zip(&argmax) {
+            if let Some(want) = want {
+                prop_assert_eq!(got, want);
+            }
+        }
+        let options = AvgPoolOptions { ceil_mode, count_include_pad, divisor_override: divisor };
+        assert_close(&x.avg_pool2d_with(win, options).to_vec(), &mean, 1e-12, 1e-12);
+        gradcheck("avg_pool2d_with", std::slice::from_ref(&x), |t| t[0].avg_pool2d_with(win, options));
+        if max.iter().all(|v| v.is_finite()) {
+            gradcheck("max_pool2d_with", std::slice::from_ref(&x), |t| t[0].max_pool2d_with(win, ceil_mode));
+            // Unpooled into the input's size: each maximum at its pixel, zeros elsewhere.
+            let unpool = Window2d { dilation: [1, 1], ..win };
+            let default_fits = (0..2).all(|a| {
+                let default = (out[a] - 1) * stride[a] + kernel[a];
+                default >= 2 * padding[a] && default - 2 * padding[a] + stride[a] > hw[a] && hw[a] + stride[a] > default - 2 * padding[a]
+            });
+            if default_fits {
+                let restored = values_got.max_unpool2d(&indices, unpool, Some(hw)).to_vec();
+                let mut expected = vec![0.0; count];
+                for (k, &i) in indices.to_vec().iter().enumerate() {
+                    let plane = k / (out[0] * out[1]);
+                    expected[plane * hw[0] * hw[1] + i as usize] = max[k];
+                }
+                assert_close(&restored, &expected, 0.0, 0.0);
+            }
+        }
     }
 }
 

@@ -821,6 +821,57 @@ fn large_untracked_linear_starts_from_the_bias<D: Device>() {
     }
 }
 
+/// A layer's forward: its output and its float tensors by name.
+type Run<D> = Box<dyn Fn(&T<D>) -> (T<D>, Vec<(String, TensorKind, T<D>)>)>;
+
+fn run<D: Device, L: devtensor::nn::Forward<D, f64> + 'static>(layer: L) -> Run<D> {
+    Box::new(move |x| (layer.forward(x), layer.named_tensors()))
+}
+
+/// Each `layer.<name>.` row of `ops.safetensors` against `rows`' layers:
+/// outputs, input gradients, parameter gradients, and every float tensor
+/// of PyTorch's `state_dict` after the forward, by its name, and no other.
+fn check_layer_rows<D: Device>(rows: Vec<(&str, Run<D>)>) {
+    let file = op_fixtures();
+    let get = |name: &str| fixture::<D>(&file, name);
+    for (name, layer) in rows {
+        let p = format!("layer.{name}.");
+        let x = get(&format!("{p}x")).requires_grad();
+        let (y, state) = layer(&x);
+        let want = get(&format!("{p}y"));
+        assert_eq!(y.dims(), want.dims(), "{name}");
+        println!("{name} on {}", D::name());
+        assert_close(&y.to_vec(), &want.to_vec(), 1e-14, 1e-12);
+        let grads = (&y * &get(&format!("{p}w"))).sum().backward();
+        assert_close(&grads.get(&x).expect(name).to_vec(), &get(&format!("{p}gx")).to_vec(), 1e-14, 1e-11);
+        // Every float tensor of PyTorch's state_dict, by its name, and no other.
+        // (safetensors keeps names sorted, not in the state_dict's order.)
+        let mut names: Vec<&str> = state.iter().map(|(n, _, _)| n.as_str()).collect();
+        let prefix = format!("{p}param.");
+        let theirs: Vec<&str> = file.tensors().iter().filter_map(|(n, _)| n.strip_prefix(prefix.as_str())).collect();
+        names.sort_unstable();
+        assert_eq!(names, theirs, "{name}: the state_dict's float tensors");
+        for (key, kind, tensor) in &state {
+            assert_close(&tensor.to_vec(), &get(&format!("{prefix}{key}")).to_vec(), 1e-14, 1e-12);
+            if *kind == TensorKind::Parameter {
+                let got = grads.get(tensor).unwrap_or_else(|| panic!("{name}: no gradient for {key}"));
+                assert_close(&got.to_vec(), &get(&format!("{p}grad.{key}")).to_vec(), 1e-14, 1e-11);
+            }
+        }
+    }
+}
+
+/// `ops.safetensors`.
+fn op_fixtures() -> Checkpoint<Cpu, f64> {
+    Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", crate::common::REPO))
+}
+
+/// The tensor `name` of `file`, on `D`.
+fn fixture<D: Device>(file: &Checkpoint<Cpu, f64>, name: &str) -> T<D> {
+    let found = file.tensors().iter().find(|(n, _)| n == name).map(|(_, t)| t.to::<D>());
+    found.unwrap_or_else(|| panic!("no `{name}` in ops.safetensors (rerun make_op_fixtures.py)"))
+}
+
 /// The 1-D and 3-D norms and pools, the instance norms, `LayerNorm`
 /// without a bias, the pixel shuffles and `Upsample` in every mode against
 /// PyTorch (the `layer.<name>.` rows made after the activations'):
@@ -829,17 +880,9 @@ fn large_untracked_linear_starts_from_the_bias<D: Device>() {
 /// after one batch).
 fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
     use devtensor::nn::{
-        AdaptiveAvgPool1d, AvgPool1d, BatchNorm1d, BatchNorm3d, Forward, InstanceNorm1d, InstanceNorm2d,
-        InstanceNorm3d, InterpolateMode as Mode, MaxPool1d, PixelShuffle, PixelUnshuffle, Resize, Upsample,
+        AdaptiveAvgPool1d, AvgPool1d, BatchNorm1d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+        InterpolateMode as Mode, MaxPool1d, PixelShuffle, PixelUnshuffle, Resize, Upsample,
     };
-    let file = Checkpoint::<Cpu, f64>::load(format!("{}/tests/fixtures/pytorch/ops.safetensors", crate::common::REPO));
-    let find = |name: &str| file.tensors().iter().find(|(n, _)| n == name).map(|(_, t)| t.to::<D>());
-    let get =
-        |name: &str| find(name).unwrap_or_else(|| panic!("no `{name}` in ops.safetensors (rerun make_op_fixtures.py)"));
-    type Run<D> = Box<dyn Fn(&T<D>) -> (T<D>, Vec<(String, TensorKind, T<D>)>)>;
-    fn run<D: Device, L: Forward<D, f64> + 'static>(layer: L) -> Run<D> {
-        Box::new(move |x| (layer.forward(x), layer.named_tensors()))
-    }
     fn factors(mode: Mode, factors: [f64; 2]) -> Upsample {
         let mut layer = Upsample::new(1.0, mode);
         layer.options.resize = Resize::ScaleFactor(factors.to_vec());
@@ -877,31 +920,7 @@ fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
         ("pixel_shuffle", run(PixelShuffle::new(2))),
         ("pixel_unshuffle", run(PixelUnshuffle::new(2))),
     ];
-    for (name, layer) in rows {
-        let p = format!("layer.{name}.");
-        let x = get(&format!("{p}x")).requires_grad();
-        let (y, state) = layer(&x);
-        let want = get(&format!("{p}y"));
-        assert_eq!(y.dims(), want.dims(), "{name}");
-        println!("{name} on {}", D::name());
-        assert_close(&y.to_vec(), &want.to_vec(), 1e-14, 1e-12);
-        let grads = (&y * &get(&format!("{p}w"))).sum().backward();
-        assert_close(&grads.get(&x).expect(name).to_vec(), &get(&format!("{p}gx")).to_vec(), 1e-14, 1e-11);
-        // Every float tensor of PyTorch's state_dict, by its name, and no other.
-        // (safetensors keeps names sorted, not in the state_dict's order.)
-        let mut names: Vec<&str> = state.iter().map(|(n, _, _)| n.as_str()).collect();
-        let prefix = format!("{p}param.");
-        let theirs: Vec<&str> = file.tensors().iter().filter_map(|(n, _)| n.strip_prefix(prefix.as_str())).collect();
-        names.sort_unstable();
-        assert_eq!(names, theirs, "{name}: the state_dict's float tensors");
-        for (key, kind, tensor) in &state {
-            assert_close(&tensor.to_vec(), &get(&format!("{prefix}{key}")).to_vec(), 1e-14, 1e-12);
-            if *kind == TensorKind::Parameter {
-                let got = grads.get(tensor).unwrap_or_else(|| panic!("{name}: no gradient for {key}"));
-                assert_close(&got.to_vec(), &get(&format!("{p}grad.{key}")).to_vec(), 1e-14, 1e-11);
-            }
-        }
-    }
+    check_layer_rows(rows);
     // A shape the layer cannot take is an error naming it.
     let x = T::<D>::zeros([2, 3]);
     let err = BatchNorm3d::<D, f64>::new(3).try_forward(&x).unwrap_err().to_string();
@@ -927,6 +946,128 @@ fn norm_pool_and_resample_layers_match_pytorch<D: Device>() {
     assert!(err.to_string().contains("align_corners only applies"), "{err}");
     let err = Upsample::with_size([2, 2], Mode::Nearest).try_forward(&T::<D>::zeros([1, 1, 4])).unwrap_err();
     assert!(err.to_string().contains("one size per spatial axis (1) or one for all, got 2"), "{err}");
+}
+
+/// The pools' remaining options, `MaxUnpool2d`/`MaxUnpool1d` after a
+/// pool's indices, `Conv3d` and `ConvTranspose1d` against PyTorch (the
+/// `layer.<name>.` rows of issue 59): outputs and gradients as
+/// [`check_layer_rows`]; the indices as PyTorch's; the convolutions built
+/// from PyTorch's initial weights, their `state_dict` by PyTorch's names.
+fn pool_options_unpools_and_convolutions_match_pytorch<D: Device>() {
+    use devtensor::nn::{
+        AvgPool1d, AvgPool2d, Conv3d, Conv3dConfig, ConvTranspose1d, ConvTranspose1dConfig, MaxPool1d, MaxPool2d,
+        MaxUnpool1d, MaxUnpool2d,
+    };
+    use devtensor::ops::conv::Window2d;
+    let file = op_fixtures();
+    let get = |name: &str| fixture::<D>(&file, name);
+    let param = |row: &str, key: &str| get(&format!("layer.{row}.param.{key}"));
+    // A pool with indices, then its unpool; the indices checked against PyTorch's.
+    fn unpooled<D: Device>(
+        indices: T<D>,
+        pool: impl Fn(&T<D>) -> (T<D>, Tensor<D, i64>) + 'static,
+        unpool: impl Fn(&T<D>, &Tensor<D, i64>) -> T<D> + 'static,
+    ) -> Run<D> {
+        Box::new(move |x| {
+            let (y, got) = pool(x);
+            let want: Vec<i64> = indices.to_vec().iter().map(|&i| i as i64).collect();
+            assert_eq!(got.to_vec(), want, "the pool's indices");
+            (unpool(&y, &got), vec![])
+        })
+    }
+    let indices = |row: &str| get(&format!("layer.{row}.indices"));
+    let conv3d = Conv3dConfig { stride: [1, 2, 1], padding: [1, 1, 0], dilation: [1, 1, 2], groups: 2 };
+    let cube = Conv3dConfig { padding: [1; 3], ..Default::default() };
+    let transpose = ConvTranspose1dConfig { stride: 2, padding: 1, output_padding: 1, ..Default::default() };
+    let grouped = ConvTranspose1dConfig { stride: 3, dilation: 2, groups: 3, ..Default::default() };
+    let overlapping = MaxPool2d::new(3).stride(2).padding(1).ceil_mode(true);
+    let rows: Vec<(&str, Run<D>)> = vec![
+        ("max_pool2d_ceil", run(MaxPool2d::new(2).ceil_mode(true))),
+        ("max_pool2d_ceil_dilated", run(MaxPool2d::new(3).stride(2).padding(1).dilation(2).ceil_mode(true))),
+        ("max_pool2d_unbatched", run(MaxPool2d::new(3).stride(2).padding(1))),
+        ("avg_pool2d_ceil_dropped", run(AvgPool2d::new(3).stride(3).padding(1).ceil_mode(true))),
+        ("avg_pool2d_ceil", run(AvgPool2d::new(2).ceil_mode(true))),
+        ("avg_pool2d_exclude_pad", run(AvgPool2d::new(3).stride(2).padding(1).count_include_pad(false))),
+        ("avg_pool2d_ceil_padded", run(AvgPool2d::new(3).stride(2).padding(1).ceil_mode(true))),
+        (
+            "avg_pool2d_ceil_exclude_pad",
+            run(AvgPool2d::new(3).stride(2).padding(1).ceil_mode(true).count_include_pad(false)),
+        ),
+        ("avg_pool2d_divisor", {
+            let mut layer = AvgPool2d::new(2).padding(1).divisor_override(4);
+            layer.window = Window2d { kernel: [2, 3], stride: [1, 2], padding: [1, 1], dilation: [1, 1] };
+            run(layer)
+        }),
+        ("max_pool1d_ceil", run(MaxPool1d::new(2).ceil_mode(true))),
+        (
+            "avg_pool1d_ceil_exclude_pad",
+            run(AvgPool1d::new(3).stride(2).padding(1).ceil_mode(true).count_include_pad(false)),
+        ),
+        (
+            "unpool2d",
+            unpooled(
+                indices("unpool2d"),
+                |x| MaxPool2d::new(2).forward_with_indices(x),
+                |y, i| MaxUnpool2d::new(2).output_size([5, 7]).forward(y, i),
+            ),
+        ),
+        (
+            "unpool2d_overlap",
+            unpooled(
+                indices("unpool2d_overlap"),
+                move |x| overlapping.forward_with_indices(x),
+                |y, i| MaxUnpool2d::new(3).stride(2).padding(1).forward(y, i),
+            ),
+        ),
+        (
+            "unpool1d",
+            unpooled(
+                indices("unpool1d"),
+                |x| MaxPool1d::new(3).stride(2).forward_with_indices(x),
+                |y, i| MaxUnpool1d::new(3).stride(2).output_size(9).forward(y, i),
+            ),
+        ),
+        ("conv3d", run(Conv3d::from_weights(param("conv3d", "weight"), Some(param("conv3d", "bias")), conv3d))),
+        ("conv3d_cube", run(Conv3d::from_weights(param("conv3d_cube", "weight"), None, cube))),
+        (
+            "conv_transpose1d",
+            run(ConvTranspose1d::from_weights(
+                param("conv_transpose1d", "weight"),
+                Some(param("conv_transpose1d", "bias")),
+                transpose,
+            )),
+        ),
+        (
+            "conv_transpose1d_groups",
+            run(ConvTranspose1d::from_weights(
+                param("conv_transpose1d_groups", "weight"),
+                Some(param("conv_transpose1d_groups", "bias")),
+                grouped,
+            )),
+        ),
+    ];
+    check_layer_rows(rows);
+    // Mistakes are errors naming the layer or op and what is wrong.
+    let image = T::<D>::zeros([1, 1, 4, 4]);
+    let (y, indices) = MaxPool2d::new(2).forward_with_indices(&image);
+    let err = MaxUnpool2d::new(2).output_size([6, 4]).try_forward(&y, &indices).unwrap_err().to_string();
+    assert!(err.contains("max_unpool2d") && err.contains("between 2 and 6 (exclusive)"), "{err}");
+    let bad = Tensor::<D, i64>::from_vec(vec![0, 1, 2, 16], [1, 1, 2, 2]);
+    let err = MaxUnpool2d::new(2).try_forward(&y, &bad).unwrap_err().to_string();
+    assert!(err.contains("invalid max index 16") && err.contains("4x4"), "{err}");
+    let err = MaxUnpool2d::new(2).try_forward(&y, &indices.reshape([1, 4])).unwrap_err().to_string();
+    assert!(err.contains("the indices must have the input's shape"), "{err}");
+    let err = AvgPool2d::new(2).divisor_override(0).try_forward(&image).unwrap_err().to_string();
+    assert!(err.contains("divisor_override must not be zero"), "{err}");
+    let err = MaxPool2d::new(2).try_forward(&T::<D>::zeros([4, 4])).unwrap_err().to_string();
+    assert!(err.contains("MaxPool2d") && err.contains("[C, H, W]"), "{err}");
+    let volume = T::<D>::zeros([1, 2, 2, 4, 4]);
+    let err = Conv3d::<D, f64>::new(2, 2, 3).try_forward(&volume).unwrap_err().to_string();
+    assert!(err.contains("conv3d") && err.contains("does not fit a volume of 2x4x4"), "{err}");
+    let err = Conv3d::<D, f64>::new(3, 2, 1).try_forward(&volume).unwrap_err().to_string();
+    assert!(err.contains("conv3d") && err.contains("the input's 2 channels"), "{err}");
+    let err = ConvTranspose1d::<D, f64>::new(2, 2, 3).try_forward(&image).unwrap_err().to_string();
+    assert!(err.contains("conv_transpose1d") && err.contains("[N, C, L]"), "{err}");
 }
 
 /// `AdaptiveMaxPool2d` and `AdaptiveMaxPool1d` against PyTorch
@@ -961,6 +1102,7 @@ device_tests! {
     adaptive_max_pools_match_pytorch => adaptive_max_pools_match_pytorch,
     activation_layers_match_pytorch => activation_layers_match_pytorch,
     norm_pool_and_resample_layers_match_pytorch => norm_pool_and_resample_layers_match_pytorch,
+    pool_options_unpools_and_convolutions_match_pytorch => pool_options_unpools_and_convolutions_match_pytorch,
     losses_match_pytorch => losses_match_pytorch,
     large_untracked_linear_starts_from_the_bias => large_untracked_linear_starts_from_the_bias,
     embedding_padding_rows_get_no_gradient => embedding_padding_rows_get_no_gradient,

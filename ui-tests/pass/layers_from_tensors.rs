@@ -3,8 +3,9 @@
 // public fields, and run once. The layers are `#[non_exhaustive]`: a field
 // added to one of them must not break this program (issue 35).
 use devtensor::nn::{
-    BatchNorm2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding,
-    GroupNorm, GruCell, LayerNorm, Linear, Lstm, LstmCell, MhaInput, Module, MultiheadAttention, RmsNorm, RnnCell,
+    BatchNorm2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, Conv3d, Conv3dConfig, ConvTranspose1d,
+    ConvTranspose1dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding, GroupNorm, GruCell, LayerNorm, Linear,
+    Lstm, LstmCell, MhaInput, Module, MultiheadAttention, RmsNorm, RnnCell,
 };
 use devtensor::static_shapes::{SConv2d, SLinear};
 use devtensor::{Cpu, Tensor};
@@ -33,6 +34,13 @@ fn main() {
     let up_config = ConvTranspose2dConfig { stride: [2, 2], ..Default::default() };
     let up = ConvTranspose2d::from_weights(t(&[4, 3, 2, 2]), Some(t(&[3])), up_config);
     assert_eq!(up.forward(&t(&[1, 4, 3, 3])).dims(), &[1, 3, 6, 6]);
+    let conv3d =
+        Conv3d::from_weights(t(&[4, 1, 1, 3, 3]), Some(t(&[4])), Conv3dConfig { groups: 2, ..Default::default() });
+    assert_eq!(conv3d.forward(&t(&[1, 2, 3, 5, 5])).dims(), &[1, 4, 3, 3, 3]);
+    assert_eq!((conv3d.window.stride, conv3d.groups), ([1, 1, 1], 2));
+    let up1d_config = ConvTranspose1dConfig { stride: 2, ..Default::default() };
+    let up1d = ConvTranspose1d::from_weights(t(&[4, 3, 2]), None, up1d_config);
+    assert_eq!(up1d.forward(&t(&[1, 4, 5])).dims(), &[1, 3, 10]);
 
     let mut bn = BatchNorm2d::from_weights(t(&[3]), t(&[3]), t(&[3]), Tensor::ones([3])).eps(1e-3).momentum(0.2);
     bn.eval();

@@ -1,7 +1,9 @@
 //! Convolutions built from `conv2d` and views, so their gradients come from
-//! those ops: `conv1d` (a 2-D convolution over a height of 1) and
+//! those ops: `conv1d` (a 2-D convolution over a height of 1), `conv3d`
+//! (the depth taps stacked as channels of one 2-D convolution),
 //! `conv_transpose2d` (the input's zero-stuffed, padded image convolved
-//! with the flipped, regrouped weight).
+//! with the flipped, regrouped weight) and `conv_transpose1d` (that over a
+//! height of 1).
 
 use super::{Fns, Window2d};
 use crate::element::{Element, FloatElement, SameDtype};
@@ -27,6 +29,26 @@ impl Default for Window1d {
     /// Stride 1, no padding, no dilation.
     fn default() -> Self {
         Window1d { stride: 1, padding: 0, dilation: 1 }
+    }
+}
+
+/// The stride, padding and dilation of a 3-D convolution, each as
+/// `[depth, height, width]`: PyTorch's `F.conv3d` arguments (the kernel
+/// size is the weight's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window3d {
+    /// Step between output positions.
+    pub stride: [usize; 3],
+    /// Implicit zeros on each side.
+    pub padding: [usize; 3],
+    /// Spacing between kernel taps.
+    pub dilation: [usize; 3],
+}
+
+impl Default for Window3d {
+    /// Stride 1, no padding, no dilation.
+    fn default() -> Self {
+        Window3d { stride: [1; 3], padding: [0; 3], dilation: [1; 3] }
     }
 }
 
@@ -59,6 +81,74 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     {
         let (weight, bias): (&Self, Option<&Self>) = (same_device(weight), bias.map(same_device));
         core_call!(D, Fns<E>.conv1d(self.core(), weight.core(), bias.map(|b| b.core()), window, groups))
+    }
+
+    /// 3-D convolution (cross-correlation) of this batch of volumes
+    /// `[N, C, D, H, W]` with `weight` `[O, C / groups, KD, KH, KW]` and an
+    /// optional `bias` `[O]`: PyTorch's `F.conv3d`, giving
+    /// `[N, O, OD, OH, OW]`, each output size as `conv2d`'s. The `KD` depth
+    /// taps are stacked as channels of one `conv2d` over the `N · OD`
+    /// output planes, so the product is one matrix product as PyTorch's
+    /// and the gradients are those of the views and of `conv2d`. Fails
+    /// when the shapes do not fit.
+    ///
+    /// ```
+    /// use devtensor::ops::conv::Window3d;
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::ones([1, 2, 4, 5, 5]);
+    /// let w = Tensor::<Cpu>::ones([3, 2, 3, 3, 3]);
+    /// let y = x.conv3d(&w, None, Window3d { padding: [1, 0, 0], ..Default::default() }, 1);
+    /// assert_eq!(y.dims(), &[1, 3, 4, 3, 3]);
+    /// // A first depth reads one padding plane of zeros: 2 · 2 · 9 taps.
+    /// assert_eq!(y.to_vec()[0], 36.0);
+    /// ```
+    #[fallible]
+    pub fn conv3d<D2: Device, E2: Element>(
+        &self,
+        weight: &Tensor<D2, E2>,
+        bias: Option<&Tensor<D2, E2>>,
+        window: Window3d,
+        groups: usize,
+    ) -> Self
+    where
+        D: SameDevice<D2>,
+        E: SameDtype<E2>,
+    {
+        let (weight, bias): (&Self, Option<&Self>) = (same_device(weight), bias.map(same_device));
+        core_call!(D, Fns<E>.conv3d(self.core(), weight.core(), bias.map(|b| b.core()), window, groups))
+    }
+
+    /// Transposed 1-D convolution of this batch of sequences `[N, C, L]`
+    /// with `weight` `[C, O / groups, K]` (PyTorch's layout for it) and an
+    /// optional `bias` `[O]`: PyTorch's `F.conv_transpose1d`, giving
+    /// `[N, O, LO]` with
+    /// `LO = (L - 1) stride - 2 padding + dilation (K - 1) + output_padding + 1`;
+    /// [`conv_transpose2d`](Self::conv_transpose2d) over a height of 1.
+    /// Fails when the shapes do not fit.
+    ///
+    /// ```
+    /// use devtensor::ops::conv::Window1d;
+    /// use devtensor::{Cpu, Tensor};
+    /// let x = Tensor::<Cpu>::from_vec(vec![1.0, 2.0, 3.0], [1, 1, 3]);
+    /// let w = Tensor::<Cpu>::from_vec(vec![1.0, 10.0], [1, 1, 2]);
+    /// let y = x.conv_transpose1d(&w, None, Window1d { stride: 2, ..Default::default() }, 0, 1);
+    /// assert_eq!(y.to_vec(), vec![1.0, 10.0, 2.0, 20.0, 3.0, 30.0]);
+    /// ```
+    #[fallible]
+    pub fn conv_transpose1d<D2: Device, E2: Element>(
+        &self,
+        weight: &Tensor<D2, E2>,
+        bias: Option<&Tensor<D2, E2>>,
+        window: Window1d,
+        output_padding: usize,
+        groups: usize,
+    ) -> Self
+    where
+        D: SameDevice<D2>,
+        E: SameDtype<E2>,
+    {
+        let (weight, bias): (&Self, Option<&Self>) = (same_device(weight), bias.map(same_device));
+        core_call!(D, Fns<E>.conv_transpose1d(self.core(), weight.core(), bias.map(|b| b.core()), window, output_padding, groups))
     }
 
     /// Transposed 2-D convolution of this image batch `[N, C, H, W]` with
@@ -129,6 +219,115 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             dilation: [1, window.dilation],
         };
         let y = self.try_unsqueeze(2)?.try_conv2d(&weight.try_unsqueeze(2)?, bias, window, groups)?;
+        y.try_squeeze(2)
+    }
+
+    pub(super) fn core_conv3d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        window: Window3d,
+        groups: usize,
+    ) -> Result<Self> {
+        const OP: &str = "conv3d";
+        let error = |reason: String| {
+            let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
+            shapes.extend(bias.map(|b| b.shape().clone()));
+            Error::Shape { op: OP, device: D::name(), shapes, reason }
+        };
+        let (&[n, c, depth, h, w], &[out_channels, group_in, kd, kh, kw]) = (self.dims(), weight.dims()) else {
+            return Err(error("expected an input [N, C, D, H, W] and a weight [O, C / groups, KD, KH, KW]".into()));
+        };
+        if groups == 0 || group_in * groups != c || !out_channels.is_multiple_of(groups) {
+            return Err(error(format!(
+                "the weight's second axis times groups = {groups} must be the input's {c} channels, and groups \
+                 must divide its first axis"
+            )));
+        }
+        if bias.is_some_and(|b| b.dims() != [out_channels]) {
+            return Err(error(format!("the bias must be [{out_channels}]")));
+        }
+        let Window3d { stride, padding, dilation } = window;
+        let kernel = [kd, kh, kw];
+        let output = (0..3)
+            .map(|a| {
+                let window = Window2d {
+                    kernel: [1, kernel[a]],
+                    stride: [1, stride[a]],
+                    padding: [0, padding[a]],
+                    dilation: [1, dilation[a]],
+                };
+                window.output_size([1, [depth, h, w][a]]).map(|[_, o]| o)
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                error(format!(
+                    "a kernel of {kernel:?} with stride {stride:?}, padding {padding:?} and dilation {dilation:?} \
+                     does not fit a volume of {depth}x{h}x{w}"
+                ))
+            })?;
+        let out_depth = output[0];
+        // The depth axis padded; then the planes that depth tap `t` reads
+        // for every output depth, `t · dilation + od · stride`.
+        let padded = if padding[0] > 0 {
+            self.try_pad(&[0, 0, 0, 0, padding[0] as isize, padding[0] as isize], PadMode::Constant(E::ZERO))?
+        } else {
+            self.clone()
+        };
+        let taps = (0..kd)
+            .map(|t| padded.strided_slice(2, t * dilation[0], out_depth, stride[0]))
+            .collect::<Result<Vec<_>>>()?;
+        // [N, KD, C, OD, H, W] -> [N · OD, groups · KD · C / groups, H, W]:
+        // each group's channels hold its KD taps of its input channels, as
+        // the weight's [O, KD · C / groups, KH, KW] reads them.
+        let stacked = Tensor::try_stack(&taps.iter().collect::<Vec<_>>(), 1)?
+            .try_reshape([n, kd, groups, group_in, out_depth, h, w])?
+            .try_permute([0, 4, 2, 1, 3, 5, 6])?
+            .try_reshape([n * out_depth, c * kd, h, w])?;
+        let planar_weight = weight.try_permute([0, 2, 1, 3, 4])?.try_reshape([out_channels, kd * group_in, kh, kw])?;
+        let planar = Window2d {
+            kernel: [kh, kw],
+            stride: [stride[1], stride[2]],
+            padding: [padding[1], padding[2]],
+            dilation: [dilation[1], dilation[2]],
+        };
+        let y = stacked.try_conv2d(&planar_weight, bias, planar, groups)?;
+        y.try_reshape([n, out_depth, out_channels, output[1], output[2]])?
+            .try_permute([0, 2, 1, 3, 4])?
+            .try_contiguous()
+    }
+
+    pub(super) fn core_conv_transpose1d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        window: Window1d,
+        output_padding: usize,
+        groups: usize,
+    ) -> Result<Self> {
+        if self.rank() != 3 || weight.rank() != 3 {
+            let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
+            shapes.extend(bias.map(|b| b.shape().clone()));
+            return Err(Error::Shape {
+                op: "conv_transpose1d",
+                device: D::name(),
+                shapes,
+                reason: "expected an input [N, C, L] and a weight [C, O / groups, K]".into(),
+            });
+        }
+        let window = Window2d {
+            kernel: [1, weight.dims()[2]],
+            stride: [1, window.stride],
+            padding: [0, window.padding],
+            dilation: [1, window.dilation],
+        };
+        let y = self.try_unsqueeze(2)?.try_conv_transpose2d(
+            &weight.try_unsqueeze(2)?,
+            bias,
+            window,
+            [0, output_padding],
+            groups,
+        )?;
         y.try_squeeze(2)
     }
 

@@ -1,6 +1,7 @@
-//! Convolution and pooling over images `[N, C, H, W]`: `conv2d`,
-//! `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d`; and, composed from
-//! `conv2d` (see `composed`), `conv1d` over sequences and
+//! Convolution and pooling over images `[N, C, H, W]`: `conv2d`; the
+//! pools (`pool`: `max_pool2d`, `max_unpool2d`, `avg_pool2d`,
+//! `adaptive_avg_pool2d`); and, composed from `conv2d` (see `composed`),
+//! `conv1d` over sequences, `conv3d` over volumes, `conv_transpose1d` and
 //! `conv_transpose2d`.
 //!
 //! Each is built on one device kernel pair: `unfold` (im2col) lays the
@@ -16,6 +17,7 @@ mod composed;
 mod cpu;
 mod cuda;
 mod direct;
+mod pool;
 mod simd;
 
 use super::autocast::{self, autocast_in};
@@ -29,7 +31,8 @@ use crate::tensor::shell::{core_call, core_table};
 use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
 
-pub use composed::Window1d;
+pub use composed::{Window1d, Window3d};
+pub use pool::AvgPoolOptions;
 
 /// The sizes of a 2-D window sliding over an image, as `(height, width)`
 /// pairs: kernel, stride, padding (zeros for convolution and average
@@ -204,11 +207,22 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
 impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// Checks an image `[N, C, H, W]` against `window` for `op`.
     fn unfold_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
+        self.window_geometry(op, window, |size| window.output_size(size))
+    }
+
+    /// [`unfold_geometry`](Self::unfold_geometry) with the output size of
+    /// `output_size` (`None` where the window does not fit).
+    fn window_geometry(
+        &self,
+        op: &'static str,
+        window: Window2d,
+        output_size: impl FnOnce([usize; 2]) -> Option<[usize; 2]>,
+    ) -> Result<Unfold2d> {
         let error = |reason: String| Error::Shape { op, device: D::name(), shapes: vec![self.shape().clone()], reason };
         let &[n, c, h, w] = self.dims() else {
             return Err(error("expected an image batch [N, C, H, W]".into()));
         };
-        let output = window.output_size([h, w]).ok_or_else(|| {
+        let output = output_size([h, w]).ok_or_else(|| {
             error(format!(
                 "a window of kernel {:?}, stride {:?}, padding {:?} and dilation {:?} does not fit an image of {h}x{w}",
                 window.kernel, window.stride, window.padding, window.dilation
@@ -489,113 +503,6 @@ fn rounded_to<D: CoreDevice, E: FloatElement>(t: &Tensor<D, E>, round_to: Option
     }
 }
 
-impl<D: Device, E: FloatElement> Tensor<D, E> {
-    /// The largest element of each window, PyTorch's `F.max_pool2d` (the
-    /// padding is `-inf`; NaN wins). `[N, C, H, W]` becomes `[N, C, OH, OW]`.
-    /// The gradient goes to the first largest element of each window.
-    ///
-    /// ```
-    /// use devtensor::ops::conv::Window2d;
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec((0..16).map(|v| v as f32).collect(), [1, 1, 4, 4]);
-    /// let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
-    /// assert_eq!(x.try_max_pool2d(window)?.to_vec(), vec![5.0, 7.0, 13.0, 15.0]);
-    /// # Ok::<(), devtensor::Error>(())
-    /// ```
-    #[fallible]
-    pub fn max_pool2d(&self, window: Window2d) -> Self {
-        core_call!(D, Fns<E>.max_pool2d(self.core(), window))
-    }
-
-    /// The mean of each window, PyTorch's `F.avg_pool2d` with its defaults
-    /// (padding counts as zeros in the mean).
-    #[fallible]
-    pub fn avg_pool2d(&self, window: Window2d) -> Self {
-        core_call!(D, Fns<E>.avg_pool2d(self.core(), window))
-    }
-
-    /// The mean over `size` (`[OH, OW]`) windows that tile the image as
-    /// evenly as possible, PyTorch's `F.adaptive_avg_pool2d`: output row `i`
-    /// averages input rows `floor(i H / OH)..ceil((i + 1) H / OH)`, and
-    /// likewise for columns.
-    ///
-    /// ```
-    /// use devtensor::{Cpu, Tensor};
-    /// let x = Tensor::<Cpu>::from_vec((0..9).map(|v| v as f32).collect(), [1, 1, 3, 3]);
-    /// assert_eq!(x.try_adaptive_avg_pool2d([1, 1])?.to_vec(), vec![4.0]);
-    /// assert_eq!(x.try_adaptive_avg_pool2d([2, 2])?.to_vec(), vec![2.0, 3.0, 5.0, 6.0]);
-    /// # Ok::<(), devtensor::Error>(())
-    /// ```
-    #[fallible]
-    pub fn adaptive_avg_pool2d(&self, size: [usize; 2]) -> Self {
-        core_call!(D, Fns<E>.adaptive_avg_pool2d(self.core(), size))
-    }
-}
-
-impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
-    /// Checks PyTorch's pooling rule: padding at most half the kernel.
-    fn pooling_geometry(&self, op: &'static str, window: Window2d) -> Result<Unfold2d> {
-        if (0..2).any(|a| window.padding[a] > window.kernel[a] / 2) {
-            return Err(Error::Argument {
-                op,
-                device: D::name(),
-                reason: format!("padding {:?} must be at most half the kernel {:?}", window.padding, window.kernel),
-            });
-        }
-        self.unfold_geometry(op, window)
-    }
-
-    fn pool(&self, geometry: Unfold2d, pad: E, reduce: impl FnOnce(&Self) -> Result<Self>) -> Result<Self> {
-        let [n, c, _, _] = geometry.image;
-        let [oh, ow] = geometry.output;
-        reduce(&self.unfold(geometry, pad)?)?.try_reshape([n, c, oh, ow])
-    }
-
-    pub(super) fn core_max_pool2d(&self, window: Window2d) -> Result<Self> {
-        let geometry = self.pooling_geometry("max_pool2d", window)?;
-        self.pool(geometry, E::MIN, |columns| columns.try_max_axis(2))
-    }
-
-    pub(super) fn core_avg_pool2d(&self, window: Window2d) -> Result<Self> {
-        let geometry = self.pooling_geometry("avg_pool2d", window)?;
-        self.pool(geometry, E::ZERO, |columns| columns.try_mean_axis(2))
-    }
-
-    pub(super) fn core_adaptive_avg_pool2d(&self, size: [usize; 2]) -> Result<Self> {
-        const OP: &str = "adaptive_avg_pool2d";
-        let &[_, _, h, w] = self.dims() else {
-            return Err(Error::Shape {
-                op: OP,
-                device: D::name(),
-                shapes: vec![self.shape().clone()],
-                reason: "expected an image batch [N, C, H, W]".into(),
-            });
-        };
-        if size.contains(&0) || h == 0 || w == 0 {
-            return Err(Error::Argument {
-                op: OP,
-                device: D::name(),
-                reason: format!("output size {size:?} and input size [{h}, {w}] must be positive"),
-            });
-        }
-        // Rows, then columns: the mean of a rectangle is the mean over its
-        // rows of the means over its columns.
-        let along = |x: &Self, axis: usize, input: usize, output: usize| -> Result<Self> {
-            if input == output {
-                return Ok(x.clone());
-            }
-            let parts = (0..output)
-                .map(|i| {
-                    let (start, end) = (i * input / output, ((i + 1) * input).div_ceil(output));
-                    x.try_narrow(axis as isize, start, end - start)?.try_mean_keepdim(axis as isize)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Tensor::try_cat(&parts.iter().collect::<Vec<_>>(), axis as isize)
-        };
-        along(&along(self, 2, h, size[0])?, 3, w, size[1])
-    }
-}
-
 core_table! {
     /// The core's convolutions and pooling.
     pub(crate) struct Fns<C, F: FloatElement> {
@@ -611,8 +518,16 @@ core_table! {
             [usize; 2],
             usize,
         ) -> Result<Tensor<C, F>> = Tensor::core_conv_transpose2d,
-        max_pool2d: fn(&Tensor<C, F>, Window2d) -> Result<Tensor<C, F>> = Tensor::core_max_pool2d,
-        avg_pool2d: fn(&Tensor<C, F>, Window2d) -> Result<Tensor<C, F>> = Tensor::core_avg_pool2d,
+        conv3d: fn(&Tensor<C, F>, &Tensor<C, F>, Option<&Tensor<C, F>>, Window3d, usize) -> Result<Tensor<C, F>> =
+            Tensor::core_conv3d,
+        conv_transpose1d: fn(&Tensor<C, F>, &Tensor<C, F>, Option<&Tensor<C, F>>, Window1d, usize, usize) -> Result<Tensor<C, F>> =
+            Tensor::core_conv_transpose1d,
+        max_pool2d: fn(&Tensor<C, F>, Window2d, bool) -> Result<Tensor<C, F>> = Tensor::core_max_pool2d,
+        max_pool2d_with_indices: fn(&Tensor<C, F>, Window2d, bool) -> Result<(Tensor<C, F>, Tensor<C, i64>)> =
+            Tensor::core_max_pool2d_with_indices,
+        max_unpool2d: fn(&Tensor<C, F>, &Tensor<C, i64>, Window2d, Option<[usize; 2]>) -> Result<Tensor<C, F>> =
+            Tensor::core_max_unpool2d,
+        avg_pool2d: fn(&Tensor<C, F>, Window2d, AvgPoolOptions) -> Result<Tensor<C, F>> = Tensor::core_avg_pool2d,
         adaptive_avg_pool2d: fn(&Tensor<C, F>, [usize; 2]) -> Result<Tensor<C, F>> = Tensor::core_adaptive_avg_pool2d,
     }
 }
