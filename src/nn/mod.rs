@@ -57,6 +57,7 @@ mod layer_norm;
 mod linear;
 mod loss;
 mod module;
+mod module_dict;
 mod module_fields;
 pub(crate) mod parameter;
 pub(crate) use module::stateless_module;
@@ -105,6 +106,7 @@ pub use loss::{
     try_nll_loss, try_nll_loss_with, try_smooth_l1_loss, try_soft_margin_loss, try_triplet_margin_loss,
 };
 pub use module::{Module, TensorKind, child_name, moving};
+pub use module_dict::ModuleDict;
 #[doc(hidden)]
 pub use module_fields::{
     Access, ConvertTo, Exclusive, Field, FieldOfDtype, FieldVisitor, MoveTo, OfDtype, OnDevice, Rebuild, SetTraining,

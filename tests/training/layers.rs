@@ -267,7 +267,60 @@ fn float_buffers_move_convert_and_save_as_pytorchs<D: Device>() {
     assert!(!model.scale.tracks_grad() && model.scale.is_persistent());
 }
 
+/// `ModuleDict`: PyTorch's `state_dict` names (`heads.<key>.<name>`, in
+/// insertion order, a replaced key keeping its place), checkpoints that
+/// load by those names, moves, dtype conversions and train/eval reaching
+/// every module, and the names PyTorch refuses.
+fn module_dicts_name_save_and_move_as_pytorchs<D: Device>() {
+    use devtensor::nn::{BatchNorm1d, ModuleDict, ToDtype};
+    struct Heads<D: Device, E: devtensor::FloatElement> {
+        heads: ModuleDict<Linear<D, E>>,
+        norms: ModuleDict<BatchNorm1d<D, E>>,
+    }
+    devtensor::module!(Heads<E> { heads, norms });
+    let mut heads: ModuleDict<Linear<D, f32>> =
+        [("b", Linear::new(4, 2)), ("a", Linear::new(4, 3))].into_iter().collect();
+    let replaced = heads.insert("b", Linear::new(4, 5)).expect("the old module");
+    assert_eq!(replaced.weight.dims(), &[2, 4]);
+    heads.insert("c", Linear::new(4, 1));
+    assert_eq!(heads.remove("c").map(|l| l.weight.dims().to_vec()), Some(vec![1, 4]));
+    let norms = [("x", BatchNorm1d::new(3))].into_iter().collect();
+    let mut model = Heads { heads, norms };
+    // torch: {k for k in nn.ModuleDict({"b": nn.Linear(4, 5), "a": nn.Linear(4, 3)}).state_dict()},
+    // and BatchNorm1d's buffers, num_batches_tracked among the integers.
+    let names: Vec<String> = model.named_tensors().into_iter().map(|(n, _, _)| n).collect();
+    let want = ["heads.b.weight", "heads.b.bias", "heads.a.weight", "heads.a.bias", "norms.x.weight", "norms.x.bias"];
+    assert_eq!(names[..6], want);
+    assert_eq!(names[6..], ["norms.x.running_mean", "norms.x.running_var"]);
+    let saved = Checkpoint::from_model(&model);
+    assert!(saved.int_tensors().iter().any(|(n, _)| n == "norms.x.num_batches_tracked"));
+    // Loaded by name into a dictionary built in another order.
+    let mut other = Heads {
+        heads: [("a", Linear::<D, f32>::new(4, 3)), ("b", Linear::new(4, 5))].into_iter().collect(),
+        norms: [("x", BatchNorm1d::new(3))].into_iter().collect(),
+    };
+    saved.load_into(&mut other);
+    assert_eq!(other.heads["b"].weight.to_vec(), model.heads["b"].weight.to_vec());
+    assert_eq!(other.heads.keys().collect::<Vec<_>>(), ["a", "b"]);
+    // Eval mode, a move and a conversion reach every module.
+    model.eval();
+    let x = Tensor::<D>::randn([2, 3]);
+    assert_eq!(
+        model.norms["x"].forward(&x).to_vec(),
+        x.to_vec().iter().map(|v| v / (1f32 + 1e-5).sqrt()).collect::<Vec<_>>()
+    );
+    let moved = model.to::<Cpu>().to_dtype::<f64>();
+    assert_eq!(moved.heads["a"].weight.to_vec().len(), 12);
+    assert!(moved.heads.values().all(|l| l.weight.tracks_grad()));
+    // PyTorch's KeyError for a name with a dot or an empty one.
+    let err = model.heads.try_insert("a.b", Linear::new(4, 1)).unwrap_err().to_string();
+    assert!(err.contains("ModuleDict::insert") && err.contains("no \".\""), "{err}");
+    assert!(model.heads.try_insert("", Linear::new(4, 1)).is_err());
+    assert!(model.heads.get("missing").is_none() && model.heads.len() == 2);
+}
+
 device_tests! {
+    module_dicts_name_save_and_move_as_pytorchs => module_dicts_name_save_and_move_as_pytorchs,
     pretrained_tables_stay_frozen => pretrained_tables_stay_frozen,
     float_buffers_move_convert_and_save_as_pytorchs => float_buffers_move_convert_and_save_as_pytorchs,
 }
