@@ -111,6 +111,29 @@ def einsum(t, args):
     return lambda: torch.einsum(equation, a, b), torch.einsum(equation, a, b)
 
 
+def conv3d(t, args):
+    """`F.conv3d(x, w, b, padding=1)`, forward only or with the gradients
+    of the input, weight and bias (a middle layer)."""
+    x, w, b = t["x"], t["w"], t["b"]
+    y = F.conv3d(x, w, b, padding=1)
+    if not args.get("backward"):
+        return lambda: F.conv3d(x, w, b, padding=1), y
+    x, w, b = with_grad(x, w, b)
+    return grads_of(lambda: F.conv3d(x, w, b, padding=1).sum(), [x, w, b]), y
+
+
+def interpolate(t, args):
+    """`F.interpolate(x, scale_factor=2, mode=.., align_corners=..)`, forward
+    only or with the input's gradient."""
+    x, mode, align = t["x"], args["mode"], args.get("align_corners")
+    f = lambda v: F.interpolate(v, scale_factor=2, mode=mode, align_corners=align)
+    y = f(x)
+    if not args.get("backward"):
+        return lambda: f(x), y
+    (x,) = with_grad(x)
+    return grads_of(lambda: f(x).sum(), [x]), y
+
+
 def grads_of(loss_fn, inputs):
     """Forward and backward of `loss_fn`, returning the gradients of `inputs`
     (devtensor's `backward()` returns them; nothing accumulates)."""
@@ -477,7 +500,7 @@ def gpt_generate(t, args):
 
 
 KINDS = {f.__name__: f for f in [
-    matmul, matmul_bf16, add, mul_scalar, sum_all, softmax, reduce_axes, einsum, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
+    matmul, matmul_bf16, add, mul_scalar, sum_all, softmax, reduce_axes, einsum, conv3d, interpolate, conv2d_fwd, conv2d_fwd_bwd, linear_fwd_bwd, gelu_fwd_bwd,
     layer_norm_fwd_bwd, batch_norm_fwd_bwd, softmax_fwd_bwd, bmm_fwd_bwd, sdpa_fwd, sdpa_fwd_bwd, max_pool_fwd_bwd,
     train_step, inference, gpt_train_step, gpt_inference, gpt_generate, char_rnn_train_step, char_rnn_inference,
 ]}

@@ -1,4 +1,4 @@
-//! [`Dataset`] and [`TensorDataset`].
+//! [`Dataset`], [`TensorDataset`] and [`TupleDataset`].
 
 use crate::backend::Cpu;
 use crate::element::Element;
@@ -25,7 +25,8 @@ pub trait Dataset: Send + Sync {
 }
 
 /// Samples that are the rows of CPU tensors of equal length, PyTorch's
-/// `TensorDataset`: sample `i` is `(inputs[i], targets[i])`.
+/// `TensorDataset`: sample `i` is `(inputs[i], targets[i])`. For one, three
+/// or four tensors, or a list of them, see [`TupleDataset`].
 ///
 /// ```
 /// use devtensor::data::{Dataset, TensorDataset};
@@ -78,5 +79,128 @@ impl<A: Element, B: Element> Dataset for TensorDataset<A, B> {
 
     fn get(&self, index: usize) -> Result<Self::Item> {
         Ok((self.inputs.try_select(0, index)?, self.targets.try_select(0, index)?))
+    }
+}
+
+/// The tensors of a [`TupleDataset`]: a tuple of one to four CPU tensors of
+/// any element types, or a `Vec` of CPU tensors of one type.
+pub trait TensorTuple: Send + Sync {
+    /// One sample: each tensor's row, in the same form.
+    type Row: Send;
+
+    /// The tensors' shapes, in order.
+    fn shapes(&self) -> Vec<crate::layout::Shape>;
+
+    /// The same tensors, detached from any gradient graph.
+    fn detached(self) -> Self;
+
+    /// Row `index` of every tensor.
+    fn row(&self, index: usize) -> Result<Self::Row>;
+}
+
+macro_rules! tensor_tuples {
+    ($(($($T:ident $t:ident $i:tt),+);)*) => {$(
+        impl<$($T: Element),+> TensorTuple for ($(Tensor<Cpu, $T>,)+) {
+            type Row = ($(Tensor<Cpu, $T>,)+);
+
+            fn shapes(&self) -> Vec<crate::layout::Shape> {
+                vec![$(self.$i.shape().clone()),+]
+            }
+
+            fn detached(self) -> Self {
+                ($(self.$i.detach(),)+)
+            }
+
+            fn row(&self, index: usize) -> Result<Self::Row> {
+                Ok(($(self.$i.try_select(0, index)?,)+))
+            }
+        }
+    )*};
+}
+
+tensor_tuples! {
+    (A a 0);
+    (A a 0, B b 1);
+    (A a 0, B b 1, C c 2);
+    (A a 0, B b 1, C c 2, F f 3);
+}
+
+impl<E: Element> TensorTuple for Vec<Tensor<Cpu, E>> {
+    type Row = Vec<Tensor<Cpu, E>>;
+
+    fn shapes(&self) -> Vec<crate::layout::Shape> {
+        self.iter().map(|t| t.shape().clone()).collect()
+    }
+
+    fn detached(self) -> Self {
+        self.iter().map(Tensor::detach).collect()
+    }
+
+    fn row(&self, index: usize) -> Result<Self::Row> {
+        self.iter().map(|t| t.try_select(0, index)).collect()
+    }
+}
+
+/// PyTorch's `TensorDataset(*tensors)` for any number of tensors: sample
+/// `i` holds row `i` of each. The tensors are a tuple of one to four CPU
+/// tensors of any element types (sample `i` is the tuple of their rows),
+/// or a `Vec` of tensors of one type. [`TensorDataset`] is the common
+/// `(inputs, targets)` pair.
+///
+/// ```
+/// use devtensor::data::{DataLoader, Dataset, TupleDataset};
+/// use devtensor::{Cpu, Tensor};
+/// // BERT's inputs: token ids, attention mask, labels.
+/// let ids = Tensor::<Cpu, i64>::from_vec((0..12).collect(), [3, 4]);
+/// let mask = Tensor::<Cpu, u8>::ones([3, 4]);
+/// let labels = Tensor::<Cpu, i64>::from_vec(vec![0, 1, 1], [3]);
+/// let data = TupleDataset::try_new((ids, mask, labels))?;
+/// let (row, _, label) = data.get(2)?;
+/// assert_eq!((row.to_vec(), label.item()), (vec![8, 9, 10, 11], 1));
+/// let mut loader = DataLoader::new(data, 2);
+/// let (ids, mask, labels) = loader.iter().next().unwrap()?;
+/// assert_eq!((ids.dims(), mask.dims(), labels.dims()), (&[2, 4][..], &[2, 4][..], &[2][..]));
+/// # Ok::<(), devtensor::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct TupleDataset<T: TensorTuple> {
+    tensors: T,
+    len: usize,
+}
+
+impl<T: TensorTuple> TupleDataset<T> {
+    /// The rows of `tensors`, detached. Fails when there is no tensor, one
+    /// is rank 0 or their first axes differ.
+    pub fn try_new(tensors: T) -> Result<Self> {
+        let shapes = tensors.shapes();
+        let len = shapes.first().filter(|s| s.rank() > 0).map(|s| s.dims()[0]);
+        match len {
+            Some(len) if shapes.iter().all(|s| s.rank() > 0 && s.dims()[0] == len) => {
+                Ok(TupleDataset { tensors: tensors.detached(), len })
+            }
+            _ => Err(Error::Shape {
+                op: "TupleDataset",
+                device: "Cpu".into(),
+                shapes,
+                reason: "one tensor or more, all with the same number of rows (their first axis)".into(),
+            }),
+        }
+    }
+
+    /// The tensors.
+    pub fn tensors(&self) -> &T {
+        &self.tensors
+    }
+}
+
+impl<T: TensorTuple> Dataset for TupleDataset<T> {
+    type Item = T::Row;
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, index: usize) -> Result<Self::Item> {
+        self.tensors.row(index)
     }
 }

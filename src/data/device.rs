@@ -6,8 +6,8 @@ use crate::error::Result;
 use crate::tensor::Device;
 use crate::tensor::{PendingTransfer, Tensor};
 
-/// A CPU batch that can be copied to a device asynchronously: a tensor, or
-/// a tuple of two or three tensors.
+/// A CPU batch that can be copied to a device asynchronously: a tensor, a
+/// tuple of one to four of them, or a `Vec` of them.
 pub trait ToDevice: Sized {
     /// The batch on `D`.
     type On<D: Device>;
@@ -59,6 +59,45 @@ impl<A: ToDevice, B: ToDevice, C: ToDevice> ToDevice for (A, B, C) {
 
     fn finish<D: Device>((a, b, c): Self::Pending<D>) -> Result<Self::On<D>> {
         Ok((A::finish(a)?, B::finish(b)?, C::finish(c)?))
+    }
+}
+
+impl<A: ToDevice> ToDevice for (A,) {
+    type On<D: Device> = (A::On<D>,);
+    type Pending<D: Device> = (A::Pending<D>,);
+
+    fn start<D: Device>(&self) -> Result<Self::Pending<D>> {
+        Ok((self.0.start()?,))
+    }
+
+    fn finish<D: Device>((a,): Self::Pending<D>) -> Result<Self::On<D>> {
+        Ok((A::finish(a)?,))
+    }
+}
+
+impl<A: ToDevice, B: ToDevice, C: ToDevice, F: ToDevice> ToDevice for (A, B, C, F) {
+    type On<D: Device> = (A::On<D>, B::On<D>, C::On<D>, F::On<D>);
+    type Pending<D: Device> = (A::Pending<D>, B::Pending<D>, C::Pending<D>, F::Pending<D>);
+
+    fn start<D: Device>(&self) -> Result<Self::Pending<D>> {
+        Ok((self.0.start()?, self.1.start()?, self.2.start()?, self.3.start()?))
+    }
+
+    fn finish<D: Device>((a, b, c, f): Self::Pending<D>) -> Result<Self::On<D>> {
+        Ok((A::finish(a)?, B::finish(b)?, C::finish(c)?, F::finish(f)?))
+    }
+}
+
+impl<A: ToDevice> ToDevice for Vec<A> {
+    type On<D: Device> = Vec<A::On<D>>;
+    type Pending<D: Device> = Vec<A::Pending<D>>;
+
+    fn start<D: Device>(&self) -> Result<Self::Pending<D>> {
+        self.iter().map(A::start).collect()
+    }
+
+    fn finish<D: Device>(pending: Self::Pending<D>) -> Result<Self::On<D>> {
+        pending.into_iter().map(A::finish).collect()
     }
 }
 

@@ -204,19 +204,18 @@ fn make_batch<S: Dataset, C: Collate<S::Item>>(dataset: &S, collate: &C, indices
         collate.collate(items)
     })) {
         Ok(batch) => batch,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a panic".into());
-            Err(Error::Argument {
-                op: "DataLoader",
-                device: "Cpu".into(),
-                reason: format!("preparing a batch panicked: {message}"),
-            })
-        }
+        Err(panic) => Err(Error::Argument {
+            op: "DataLoader",
+            device: "Cpu".into(),
+            reason: format!("preparing a batch panicked: {}", panic_message(&*panic)),
+        }),
     }
+}
+
+/// The text a panic was raised with, or "a panic".
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic.downcast_ref::<String>().cloned();
+    text.or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "a panic".into())
 }
 
 impl<S: Dataset + 'static, C: Collate<S::Item> + 'static> Batches<S, C> {

@@ -1,10 +1,11 @@
 //! Data loading: every sample once per epoch in the sampler's order, with
 //! and without workers; bounded prefetching; errors that name the batch;
-//! distributed shards; and batches delivered on every device.
+//! distributed shards; datasets of any number of tensors; streaming
+//! datasets; and batches delivered on every device.
 
 use devtensor::data::{
-    Collate, ConcatDataset, DataLoader, Dataset, SampleOrder, Sampler, Subset, TensorDataset, WeightedRandomSampler,
-    random_split,
+    Collate, ConcatDataset, DataLoader, Dataset, IterableDataset, SampleOrder, Sampler, StreamLoader, Subset,
+    TensorDataset, TupleDataset, WeightedRandomSampler, WorkerInfo, random_split,
 };
 use devtensor::{Cpu, Device, Error, Result, Tensor};
 use proptest::prelude::*;
@@ -408,7 +409,158 @@ fn the_next_copy_is_issued_before_compute_on_this_batch<D: Device>() {
     assert_eq!(seen, 5);
 }
 
+/// `TupleDataset`: one, three and four tensors of mixed types, and a list,
+/// each sample their rows, batched field by field; the misfits refused.
+#[test]
+fn tuple_datasets_hold_any_number_of_tensors() {
+    let ids = Tensor::<Cpu, i64>::from_vec((0..10).collect(), [5, 2]);
+    let mask = Tensor::<Cpu, u8>::from_vec((0..5).map(|i| i % 2).collect(), [5]);
+    let x = Tensor::<Cpu>::from_vec((0..15).map(|v| v as f32).collect(), [5, 3]);
+    let weight = Tensor::<Cpu, f64>::from_vec(vec![0.5; 5], [5]);
+    let one = TupleDataset::try_new((x.clone(),)).unwrap();
+    assert_eq!(one.get(4).unwrap().0.to_vec(), vec![12.0, 13.0, 14.0]);
+    let four = TupleDataset::try_new((ids.clone(), mask.clone(), x.clone(), weight)).unwrap();
+    let (i, m, r, w) = four.get(3).unwrap();
+    assert_eq!((i.to_vec(), m.item(), r.to_vec(), w.item()), (vec![6, 7], 1, vec![9.0, 10.0, 11.0], 0.5));
+    let batches: Vec<_> = DataLoader::new(four, 2).shuffle(3).workers(2).iter().map(|b| b.unwrap()).collect();
+    let mut seen: Vec<i64> = batches.iter().flat_map(|(i, _, _, _)| i.to_vec()).step_by(2).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, [0, 2, 4, 6, 8]);
+    for (i, m, r, _) in &batches {
+        // Each batch's fields are the same samples' rows.
+        let rows: Vec<i64> = i.to_vec().iter().step_by(2).map(|v| v / 2).collect();
+        assert_eq!(m.to_vec(), rows.iter().map(|&k| (k % 2) as u8).collect::<Vec<_>>());
+        assert_eq!(r.to_vec().iter().step_by(3).map(|&v| v as i64 / 3).collect::<Vec<_>>(), rows);
+    }
+    let list = TupleDataset::try_new(vec![x.clone(), x.clone() * 2.0]).unwrap();
+    let batch = DataLoader::new(list, 5).iter().next().unwrap().unwrap();
+    assert_eq!((batch.len(), batch[1].to_vec()), (2, (x * 2.0).to_vec()));
+    for misfit in [
+        TupleDataset::try_new((ids.clone(), Tensor::<Cpu>::zeros([4]))).map(drop),
+        TupleDataset::try_new((Tensor::<Cpu>::scalar(1.0),)).map(drop),
+    ] {
+        let err = misfit.unwrap_err().to_string();
+        assert!(err.contains("TupleDataset") && err.contains("same number of rows"), "{err}");
+    }
+    assert!(TupleDataset::try_new(Vec::<Tensor<Cpu>>::new()).is_err());
+}
+
+/// A stream of `0..n` (sample `k` the row `[k]`), each worker reading its
+/// round-robin share; it fails at `fail_at` and panics at `panic_at`, and
+/// counts the samples read so far.
+struct Counting {
+    n: usize,
+    fail_at: Option<usize>,
+    panic_at: Option<usize>,
+    read: Arc<AtomicUsize>,
+}
+
+impl IterableDataset for Counting {
+    type Item = Tensor<Cpu, i64>;
+
+    fn iter(self: Arc<Self>, worker: WorkerInfo) -> Box<dyn Iterator<Item = Result<Tensor<Cpu, i64>>> + Send> {
+        Box::new((0..self.n).filter(move |&k| worker.owns(k)).map(move |k| {
+            self.read.fetch_add(1, Ordering::SeqCst);
+            assert!(self.panic_at != Some(k), "sample {k} is corrupt");
+            if self.fail_at == Some(k) {
+                return Err(Error::Argument { op: "read", device: "Cpu".into(), reason: format!("no sample {k}") });
+            }
+            Ok(Tensor::from_vec(vec![k as i64 + 100 * worker.epoch as i64], [1]))
+        }))
+    }
+}
+
+fn counting(n: usize) -> (Counting, Arc<AtomicUsize>) {
+    let read = Arc::new(AtomicUsize::new(0));
+    (Counting { n, fail_at: None, panic_at: None, read: Arc::clone(&read) }, read)
+}
+
+/// PyTorch's order for an iterable dataset: consecutive samples of each
+/// worker's share batched, the workers' batches in turn (a finished worker
+/// skipped), each worker's short last batch kept or dropped.
+fn stream_reference(n: usize, workers: usize, batch: usize, drop_last: bool) -> Vec<Vec<i64>> {
+    let shares: Vec<Vec<Vec<i64>>> = (0..workers.max(1))
+        .map(|w| {
+            let share: Vec<i64> = (0..n).filter(|k| k % workers.max(1) == w).map(|k| k as i64).collect();
+            share.chunks(batch).filter(|c| !drop_last || c.len() == batch).map(|c| c.to_vec()).collect()
+        })
+        .collect();
+    let longest = shares.iter().map(Vec::len).max().unwrap_or(0);
+    (0..longest).flat_map(|round| shares.iter().filter_map(move |s| s.get(round).cloned())).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn streams_batch_in_pytorchs_order(n in 0..30usize, workers in 0..4usize, batch in 1..5usize, drop_last in any::<bool>()) {
+        let (dataset, _) = counting(n);
+        let mut loader = StreamLoader::new(dataset, batch).workers(workers).drop_last(drop_last).prefetch(1);
+        let got: Vec<Vec<i64>> = loader.iter().map(|b| b.unwrap().reshape([-1]).to_vec()).collect();
+        prop_assert_eq!(got, stream_reference(n, workers, batch, drop_last));
+        // A second pass, another epoch, reads the stream again.
+        loader.set_epoch(1);
+        let again: Vec<i64> = loader.iter().flat_map(|b| b.unwrap().reshape([-1]).to_vec()).collect();
+        prop_assert!(again.iter().all(|&k| k >= 100));
+    }
+}
+
+/// A stream's failures: a failing sample is its batch's error and the pass
+/// goes on; a panic is its worker's batch error naming the message, and
+/// ends that worker's pass; workers read ahead at most `prefetch` batches.
+#[test]
+fn streams_report_failures_and_read_ahead_within_the_bound() {
+    let (mut dataset, read) = counting(12);
+    dataset.fail_at = Some(4);
+    let results: Vec<Result<Tensor<Cpu, i64>>> = StreamLoader::new(dataset, 2).iter().collect();
+    assert_eq!(results.len(), 7, "the failing batch is an error, then the pass goes on");
+    let err = results[2].as_ref().unwrap_err().to_string();
+    assert!(err.contains("no sample 4"), "{err}");
+    assert_eq!(results[3].as_ref().unwrap().to_vec(), vec![5, 6], "the batch after the error starts afresh");
+    assert_eq!(read.load(Ordering::SeqCst), 12);
+
+    let (mut dataset, _) = counting(12);
+    dataset.panic_at = Some(5);
+    let results: Vec<Result<Tensor<Cpu, i64>>> = StreamLoader::new(dataset, 2).workers(2).iter().collect();
+    let errors: Vec<String> = results.iter().filter_map(|r| r.as_ref().err().map(|e| e.to_string())).collect();
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0].contains("worker 1's stream panicked") && errors[0].contains("sample 5 is corrupt"),
+        "{errors:?}"
+    );
+    // Worker 0's share (0, 2, ..., 10) arrives whole; worker 1's stops at 5.
+    let values: Vec<i64> = results.iter().filter_map(|r| r.as_ref().ok()).flat_map(|t| t.to_vec()).collect();
+    assert_eq!(values, [0, 2, 1, 3, 4, 6, 8, 10]);
+
+    // A worker blocked on a full channel reads no further: one batch held
+    // by the channel, one made and waiting to be sent.
+    let (dataset, read) = counting(1000);
+    let mut loader = StreamLoader::new(dataset, 10).workers(1).prefetch(1);
+    let mut batches = loader.iter();
+    assert_eq!(batches.next().unwrap().unwrap().to_vec().len(), 10);
+    std::thread::sleep(std::time::Duration::from_millis(50)); // not a timing assertion: it only gives the worker time to run ahead
+    assert!(read.load(Ordering::SeqCst) <= 30, "read {} samples ahead", read.load(Ordering::SeqCst));
+    drop(batches);
+    let err = StreamLoader::try_new(counting(1).0, 0).err().unwrap().to_string();
+    assert!(err.contains("batch_size must be at least 1"), "{err}");
+}
+
+/// A stream's batches delivered on the device, one copy ahead.
+fn stream_batches_arrive_on_the_device<D: Device>() {
+    let mut loader = StreamLoader::new(counting(9).0, 4).workers(2);
+    let on_cpu: Vec<Vec<i64>> = loader.iter().map(|b| b.unwrap().to_vec()).collect();
+    let on_device: Vec<Vec<i64>> = loader
+        .to_device::<D>()
+        .map(|b| {
+            let t: Tensor<D, i64> = b.unwrap();
+            t.to_vec()
+        })
+        .collect();
+    assert_eq!(on_device, on_cpu);
+}
+
 device_tests! {
+    stream_batches_arrive_on_the_device => stream_batches_arrive_on_the_device,
     batches_arrive_on_the_device => batches_arrive_on_the_device,
     the_next_copy_is_issued_before_compute_on_this_batch => the_next_copy_is_issued_before_compute_on_this_batch,
 }

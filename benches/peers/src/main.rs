@@ -538,6 +538,7 @@ fn main() -> candle_core::Result<()> {
 
     reduction_rows(&mut contest, &|op: &str| wanted(op), bandwidth, &cpu)?;
     einsum_rows(&mut contest, &|op: &str| wanted(op), fma_all);
+    conv3d_and_interpolate_rows(&mut contest, &|op: &str| wanted(op), fma_all, bandwidth);
 
     print_table(&contest.rows);
     println!();
@@ -632,6 +633,67 @@ fn einsum_rows(contest: &mut Contest, wanted: &dyn Fn(&str) -> bool, fma_peak: f
             &mut || drop(black_box(Tensor::einsum(equation, &[&a, &b]))),
             None,
         );
+    }
+}
+
+/// `Conv3d` (a video or volume network's 3x3x3 layer, padding 1) and
+/// `interpolate` (a UNet decoder's bilinear upsampling by 2 with
+/// `align_corners=True`, and nearest), forward and with their gradients
+/// (issue 59); candle has neither a 3-D convolution nor these modes.
+fn conv3d_and_interpolate_rows(contest: &mut Contest, wanted: &dyn Fn(&str) -> bool, fma_peak: f64, bandwidth: f64) {
+    use devtensor::nn::{InterpolateMode, Upsample};
+    use devtensor::ops::conv::Window3d;
+    let ([n, c, d, h, w], o) = ([2usize, 32, 16, 32, 32], 32usize);
+    let conv_flops = 2.0 * (n * o * d * h * w * c * 27) as f64;
+    let window = Window3d { padding: [1; 3], ..Default::default() };
+    for backward in [false, true] {
+        let op = format!("conv3d {} {n}x{c}x{d}x{h}x{w} k3", if backward { "fwd+bwd" } else { "fwd" });
+        if !wanted(&op) {
+            continue;
+        }
+        let x = Tensor::<Cpu>::from_slice(&data(n * c * d * h * w, 21), [n, c, d, h, w]);
+        let wt = Tensor::<Cpu>::from_slice(&data(o * c * 27, 22), [o, c, 3, 3, 3]) * 0.05;
+        let b = Tensor::<Cpu>::from_slice(&data(o, 23), [o]);
+        for (name, t) in [("x", &x), ("w", &wt), ("b", &b)] {
+            contest.torch.tensor(name, t);
+        }
+        let want = x.conv3d(&wt, Some(&b), window, 1);
+        let torch = contest.torch.setup(&op, "conv3d", json!({"backward": backward}), &want.to_vec(), 1e-3);
+        let (xg, wg, bg) = (x.clone().requires_grad(), wt.clone().requires_grad(), b.clone().requires_grad());
+        let ours: &mut dyn FnMut() = if backward {
+            &mut || drop(black_box(xg.conv3d(&wg, Some(&bg), window, 1).sum().backward()))
+        } else {
+            &mut || drop(black_box(x.conv3d(&wt, Some(&b), window, 1)))
+        };
+        let work = if backward { 3.0 * conv_flops } else { conv_flops };
+        contest.row(&op, work, Some(fma_peak), "GFLOP/s", torch, ours, None);
+    }
+    let [n, c, h, w] = [16usize, 64, 64, 64];
+    for (mode, name, align) in
+        [(InterpolateMode::Bilinear, "bilinear", Some(true)), (InterpolateMode::Nearest, "nearest", None)]
+    {
+        for backward in [false, true] {
+            let op = format!("interpolate {name} x2 {} {n}x{c}x{h}x{w}", if backward { "fwd+bwd" } else { "fwd" });
+            if !wanted(&op) {
+                continue;
+            }
+            let x = Tensor::<Cpu>::from_slice(&data(n * c * h * w, 24), [n, c, h, w]);
+            contest.torch.tensor("x", &x);
+            let layer = Upsample::new(2.0, mode).align_corners(align.unwrap_or(false));
+            let want = layer.forward(&x);
+            let args = json!({"mode": name, "align_corners": align, "backward": backward});
+            let torch = contest.torch.setup(&op, "interpolate", args, &want.to_vec(), 1e-4);
+            let xg = x.clone().requires_grad();
+            let ours: &mut dyn FnMut() = if backward {
+                &mut || drop(black_box(layer.forward(&xg).sum().backward()))
+            } else {
+                &mut || drop(black_box(layer.forward(&x)))
+            };
+            // The input read and the output (four times its size) written;
+            // the backward reads the output's gradient and writes the input's.
+            let bytes = 4.0 * (n * c * h * w) as f64 * if backward { 10.0 } else { 5.0 };
+            contest.row(&op, bytes, Some(bandwidth), "GB/s", torch, ours, None);
+        }
     }
 }
 

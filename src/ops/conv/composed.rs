@@ -274,16 +274,19 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         } else {
             self.clone()
         };
+        // Each tap as a view [N, OD, groups, C / groups, H, W], stacked (the
+        // one copy) into [N, OD, groups, KD, C / groups, H, W]: as
+        // [N · OD, groups · KD · C / groups, H, W], each group's channels
+        // hold its KD taps of its input channels, as the weight's
+        // [O, KD · C / groups, KH, KW] reads them.
         let taps = (0..kd)
-            .map(|t| padded.strided_slice(2, t * dilation[0], out_depth, stride[0]))
+            .map(|t| {
+                let planes = padded.strided_slice(2, t * dilation[0], out_depth, stride[0])?;
+                planes.try_permute([0, 2, 1, 3, 4])?.try_unflatten(2, [groups as isize, group_in as isize])
+            })
             .collect::<Result<Vec<_>>>()?;
-        // [N, KD, C, OD, H, W] -> [N · OD, groups · KD · C / groups, H, W]:
-        // each group's channels hold its KD taps of its input channels, as
-        // the weight's [O, KD · C / groups, KH, KW] reads them.
-        let stacked = Tensor::try_stack(&taps.iter().collect::<Vec<_>>(), 1)?
-            .try_reshape([n, kd, groups, group_in, out_depth, h, w])?
-            .try_permute([0, 4, 2, 1, 3, 5, 6])?
-            .try_reshape([n * out_depth, c * kd, h, w])?;
+        let stacked =
+            Tensor::try_stack(&taps.iter().collect::<Vec<_>>(), 3)?.try_reshape([n * out_depth, c * kd, h, w])?;
         let planar_weight = weight.try_permute([0, 2, 1, 3, 4])?.try_reshape([out_channels, kd * group_in, kh, kw])?;
         let planar = Window2d {
             kernel: [kh, kw],
