@@ -6,10 +6,11 @@ use super::device::DeviceBatches;
 use super::loader::panic_message;
 use crate::error::{Error, Result};
 use crate::tensor::Device;
+use devtensor_macros::fallible;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
-use std::thread::JoinHandle;
 
 /// Which of the loader's workers is reading, PyTorch's
 /// `torch.utils.data.get_worker_info()`: a stream read by several workers
@@ -81,8 +82,8 @@ pub trait IterableDataset: Send + Sync {
 /// stream make a batch (the last one of each worker may be shorter, unless
 /// [`drop_last`](Self::drop_last)), and with worker threads their batches
 /// come in turn, worker 0's first. Each worker keeps at most
-/// [`prefetch`](Self::prefetch) batches ready, so a fast stream never
-/// grows memory without bound.
+/// [`prefetch`](Self::prefetch) batches ready and one more waiting to be
+/// handed over, so a fast stream never grows memory without bound.
 pub struct StreamLoader<S: IterableDataset, C: Collate<S::Item> = Stack> {
     dataset: Arc<S>,
     collate: Arc<C>,
@@ -98,14 +99,9 @@ where
     Stack: Collate<S::Item>,
 {
     /// A loader of `batch_size` samples per batch, stacked; no worker
-    /// threads. Panics on a `batch_size` of 0.
-    #[track_caller]
+    /// threads. Fails when `batch_size` is 0.
+    #[fallible]
     pub fn new(dataset: S, batch_size: usize) -> Self {
-        crate::error::or_panic(Self::try_new(dataset, batch_size))
-    }
-
-    /// [`new`](Self::new), failing on a `batch_size` of 0.
-    pub fn try_new(dataset: S, batch_size: usize) -> Result<Self> {
         if batch_size == 0 {
             return Err(Error::Argument {
                 op: "StreamLoader",
@@ -164,24 +160,34 @@ impl<S: IterableDataset + 'static, C: Collate<S::Item> + 'static> StreamLoader<S
             let stream = BatchStream::new(Arc::clone(&self.dataset), info(0, 1), batch_size, drop_last);
             return StreamBatches { source: StreamSource::Inline { stream, collate: Arc::clone(&self.collate) } };
         }
-        let (receivers, handles) = (0..self.workers)
-            .map(|id| {
-                let (sender, receiver) = sync_channel(self.prefetch);
-                let mut stream =
-                    BatchStream::new(Arc::clone(&self.dataset), info(id, self.workers), batch_size, drop_last);
-                let collate = Arc::clone(&self.collate);
-                let handle = std::thread::spawn(move || {
-                    while let Some(batch) = stream.next_batch(&*collate) {
-                        // The receiver is gone once the pass is dropped.
-                        if sender.send(batch).is_err() {
-                            return;
-                        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut receivers, mut failed) = (Vec::new(), None);
+        for id in 0..self.workers {
+            let (sender, receiver) = sync_channel(self.prefetch);
+            let mut stream = BatchStream::new(Arc::clone(&self.dataset), info(id, self.workers), batch_size, drop_last);
+            stream.stop = Some(Arc::clone(&stop));
+            let collate = Arc::clone(&self.collate);
+            let spawned = std::thread::Builder::new().name(format!("devtensor-stream-{id}")).spawn(move || {
+                while let Some(batch) = stream.next_batch(&*collate) {
+                    // The receiver is gone once the pass is dropped.
+                    if sender.send(batch).is_err() {
+                        return;
                     }
-                });
-                (receiver, handle)
-            })
-            .unzip();
-        StreamBatches { source: StreamSource::Workers { receivers, handles, turn: 0 } }
+                }
+            });
+            match spawned {
+                Ok(_) => receivers.push(receiver),
+                Err(e) => {
+                    failed = Some(Error::Argument {
+                        op: "StreamLoader",
+                        device: "Cpu".into(),
+                        reason: format!("cannot start worker thread {id}: {e}"),
+                    });
+                    break;
+                }
+            }
+        }
+        StreamBatches { source: StreamSource::Workers { receivers, stop, failed, turn: 0 } }
     }
 
     /// [`iter`](Self::iter) with each batch already on `D`, its copy issued
@@ -204,24 +210,40 @@ struct BatchStream<S: IterableDataset> {
     worker: WorkerInfo,
     batch_size: usize,
     drop_last: bool,
+    /// Set when the pass is dropped: a worker stops between samples.
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl<S: IterableDataset> BatchStream<S> {
     fn new(dataset: Arc<S>, worker: WorkerInfo, batch_size: usize, drop_last: bool) -> Self {
-        BatchStream { samples: None, dataset: Some(dataset), worker, batch_size, drop_last }
+        BatchStream { samples: None, dataset: Some(dataset), worker, batch_size, drop_last, stop: None }
     }
 
-    /// The next batch, `None` at the end of the stream. A failing or
-    /// panicking sample is that batch's error; a panic also ends the pass.
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
+
+    /// The next batch, `None` at the end of the stream (or once the pass is
+    /// dropped). A failing or panicking sample is that batch's error (the
+    /// samples read before it in the batch are dropped, as PyTorch's loader
+    /// loses them when it raises); a panic also ends the pass.
     fn next_batch<C: Collate<S::Item>>(&mut self, collate: &C) -> Option<Result<C::Batch>> {
         let worker = self.worker.id;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
+            if self.stopped() {
+                return None;
+            }
             if let Some(dataset) = self.dataset.take() {
                 self.samples = Some(dataset.iter(self.worker));
             }
+            let stop = self.stop.clone();
             let samples = self.samples.as_mut()?;
-            let mut items = Vec::with_capacity(self.batch_size);
+            // Capped: a huge batch_size must not reserve its memory up front.
+            let mut items = Vec::with_capacity(self.batch_size.min(1024));
             for sample in samples.by_ref() {
+                if stop.as_ref().is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+                    return None;
+                }
                 match sample {
                     Ok(item) => items.push(item),
                     Err(e) => return Some(Err(e)),
@@ -253,7 +275,8 @@ enum StreamSource<S: IterableDataset, C: Collate<S::Item>> {
     /// No workers: each batch is read when asked for.
     Inline { stream: BatchStream<S>, collate: Arc<C> },
     /// A channel per worker, read in turn; a finished worker's is removed.
-    Workers { receivers: Vec<Receiver<Result<C::Batch>>>, handles: Vec<JoinHandle<()>>, turn: usize },
+    /// `failed`: a worker thread that could not start, reported first.
+    Workers { receivers: Vec<Receiver<Result<C::Batch>>>, stop: Arc<AtomicBool>, failed: Option<Error>, turn: usize },
 }
 
 impl<S: IterableDataset, C: Collate<S::Item>> Iterator for StreamBatches<S, C> {
@@ -262,7 +285,10 @@ impl<S: IterableDataset, C: Collate<S::Item>> Iterator for StreamBatches<S, C> {
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.source {
             StreamSource::Inline { stream, collate } => stream.next_batch(&**collate),
-            StreamSource::Workers { receivers, turn, .. } => loop {
+            StreamSource::Workers { receivers, failed, turn, .. } => loop {
+                if let Some(e) = failed.take() {
+                    return Some(Err(e));
+                }
                 if receivers.is_empty() {
                     return None;
                 }
@@ -285,12 +311,12 @@ impl<S: IterableDataset, C: Collate<S::Item>> Iterator for StreamBatches<S, C> {
 
 impl<S: IterableDataset, C: Collate<S::Item>> Drop for StreamBatches<S, C> {
     fn drop(&mut self) {
-        if let StreamSource::Workers { receivers, handles, .. } = &mut self.source {
-            // Without their receivers the workers stop at their next batch.
+        if let StreamSource::Workers { receivers, stop, .. } = &mut self.source {
+            // Each worker stops before its next sample, or at its next
+            // batch without a receiver; none is waited for, so a stream
+            // blocked in a read cannot block the caller.
+            stop.store(true, Ordering::Relaxed);
             receivers.clear();
-            for handle in handles.drain(..) {
-                let _ = handle.join();
-            }
         }
     }
 }

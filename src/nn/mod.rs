@@ -96,12 +96,13 @@ pub use instance_norm::{InstanceNorm1d, InstanceNorm2d, InstanceNorm3d};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use loss::{
-    CrossEntropy, KlReduction, Reduction, TripletMargin, binary_cross_entropy, binary_cross_entropy_with_logits,
-    binary_cross_entropy_with_logits_weighted, cosine_embedding_loss, cross_entropy, cross_entropy_probs,
-    cross_entropy_weighted, cross_entropy_with, hinge_embedding_loss, huber_loss, kl_div, l1_loss, margin_ranking_loss,
-    mse_loss, nll_loss, nll_loss_with, smooth_l1_loss, soft_margin_loss, triplet_margin_loss, try_binary_cross_entropy,
-    try_binary_cross_entropy_with_logits, try_binary_cross_entropy_with_logits_weighted, try_cosine_embedding_loss,
-    try_cross_entropy, try_cross_entropy_probs, try_cross_entropy_weighted, try_cross_entropy_with,
+    CrossEntropy, CtcLoss, KlReduction, Reduction, TripletMargin, binary_cross_entropy,
+    binary_cross_entropy_with_logits, binary_cross_entropy_with_logits_weighted, cosine_embedding_loss, cross_entropy,
+    cross_entropy_probs, cross_entropy_weighted, cross_entropy_with, ctc_loss, hinge_embedding_loss, huber_loss,
+    kl_div, l1_loss, margin_ranking_loss, mse_loss, nll_loss, nll_loss_with, smooth_l1_loss, soft_margin_loss,
+    triplet_margin_loss, try_binary_cross_entropy, try_binary_cross_entropy_with_logits,
+    try_binary_cross_entropy_with_logits_weighted, try_cosine_embedding_loss, try_cross_entropy,
+    try_cross_entropy_probs, try_cross_entropy_weighted, try_cross_entropy_with, try_ctc_loss,
     try_hinge_embedding_loss, try_huber_loss, try_kl_div, try_l1_loss, try_margin_ranking_loss, try_mse_loss,
     try_nll_loss, try_nll_loss_with, try_smooth_l1_loss, try_soft_margin_loss, try_triplet_margin_loss,
 };

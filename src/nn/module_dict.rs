@@ -57,7 +57,10 @@ impl<M> ModuleDict<M> {
     /// Puts `module` under `key`, PyTorch's `dict[key] = module`: a new key
     /// goes last, an existing one keeps its place and gives back the module
     /// it held. Fails, as PyTorch does, when `key` is empty or holds a `.`
-    /// (which would make its parameters' names ambiguous).
+    /// (which would make its parameters' names ambiguous). PyTorch also
+    /// refuses the names of its `Module` attributes (`"training"`,
+    /// `"forward"`); a Rust dictionary has no attributes to clash with, so
+    /// those are accepted.
     #[fallible]
     pub fn insert(&mut self, key: impl Into<String>, module: M) -> Option<M> {
         let key = key.into();
@@ -123,6 +126,27 @@ impl<M> ModuleDict<M> {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &M)> {
         self.entries.iter().map(|(k, m)| (k.as_str(), m))
     }
+
+    /// The modules, writable, in order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut M> {
+        self.entries.iter_mut().map(|(_, m)| m)
+    }
+
+    /// The names and modules, the modules writable, in order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut M)> {
+        self.entries.iter_mut().map(|(k, m)| (k.as_str(), m))
+    }
+
+    /// A dictionary of `pairs`, in their order, as [`insert`](Self::insert)
+    /// puts each. Fails on a name `insert` refuses.
+    #[fallible]
+    pub fn from_pairs<K: Into<String>>(pairs: impl IntoIterator<Item = (K, M)>) -> Self {
+        let mut dict = ModuleDict::new();
+        for (key, module) in pairs {
+            dict.try_insert(key, module)?;
+        }
+        Ok(dict)
+    }
 }
 
 /// `dict["key"]`; panics, naming the key and the keys there are, where it
@@ -140,15 +164,12 @@ impl<M> std::ops::Index<&str> for ModuleDict<M> {
 }
 
 /// A dictionary from `(name, module)` pairs, in their order. Panics on a
-/// name [`insert`](ModuleDict::insert) refuses.
+/// name [`insert`](ModuleDict::insert) refuses
+/// ([`try_from_pairs`](ModuleDict::try_from_pairs) returns the error).
 impl<K: Into<String>, M> FromIterator<(K, M)> for ModuleDict<M> {
     #[track_caller]
     fn from_iter<I: IntoIterator<Item = (K, M)>>(pairs: I) -> Self {
-        let mut dict = ModuleDict::new();
-        for (key, module) in pairs {
-            dict.insert(key, module);
-        }
-        dict
+        ModuleDict::from_pairs(pairs)
     }
 }
 

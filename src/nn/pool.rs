@@ -324,7 +324,7 @@ stateless_module!(AdaptiveAvgPool2d);
 fn pool1d<D: Device, E: FloatElement, I: Unbatch1d>(
     op: &'static str,
     x: &Tensor<D, E>,
-    window: Option<Window2d>,
+    window: Option<(Window2d, bool)>,
     pool: impl FnOnce(&Tensor<D, E>) -> Result<(Tensor<D, E>, I)>,
 ) -> Result<(Tensor<D, E>, I)> {
     let error = |reason: String| Error::Shape { op, device: D::name(), shapes: vec![x.shape().clone()], reason };
@@ -334,9 +334,9 @@ fn pool1d<D: Device, E: FloatElement, I: Unbatch1d>(
         _ => return Err(error("expected [N, C, L] or [C, L]".into())),
     };
     let length = x.dims()[x.rank() - 1];
-    if let Some(w) = window {
+    if let Some((w, ceil_mode)) = window {
         let [kernel, stride, padding, dilation] = [w.kernel[1], w.stride[1], w.padding[1], w.dilation[1]];
-        if stride == 0 || padding * 2 > kernel || w.output_size([1, length]).is_none() {
+        if stride == 0 || padding * 2 > kernel || w.pooled_size([1, length], ceil_mode).is_none() {
             return Err(error(format!(
                 "a window of {kernel} (stride {stride}, padding {padding}, dilation {dilation}) does not fit a \
                  length of {length}: the padding must be at most half the kernel and the stride positive"
@@ -353,7 +353,7 @@ fn pool1d<D: Device, E: FloatElement, I: Unbatch1d>(
 fn pool1d_values<D: Device, E: FloatElement>(
     op: &'static str,
     x: &Tensor<D, E>,
-    window: Option<Window2d>,
+    window: Option<(Window2d, bool)>,
     pool: impl FnOnce(&Tensor<D, E>) -> Result<Tensor<D, E>>,
 ) -> Result<Tensor<D, E>> {
     pool1d(op, x, window, |x4| Ok((pool(x4)?, ()))).map(|(y, ())| y)
@@ -473,7 +473,10 @@ impl MaxPool1d {
     /// the window does not fit.
     #[fallible]
     pub fn forward<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> Tensor<D, E> {
-        pool1d_values("MaxPool1d", x, Some(self.window()), |x4| x4.try_max_pool2d_with(self.window(), self.ceil_mode))
+        let window = self.window();
+        pool1d_values("MaxPool1d", x, Some((window, self.ceil_mode)), |x4| {
+            x4.try_max_pool2d_with(window, self.ceil_mode)
+        })
     }
 
     /// The pooled `x` and the position of each maximum along the length,
@@ -490,7 +493,9 @@ impl MaxPool1d {
     #[fallible]
     pub fn forward_with_indices<D: Device, E: FloatElement>(&self, x: &Tensor<D, E>) -> (Tensor<D, E>, Tensor<D, i64>) {
         let window = self.window();
-        pool1d("MaxPool1d", x, Some(window), |x4| x4.try_max_pool2d_with_indices(window, self.ceil_mode))
+        pool1d("MaxPool1d", x, Some((window, self.ceil_mode)), |x4| {
+            x4.try_max_pool2d_with_indices(window, self.ceil_mode)
+        })
     }
 }
 
@@ -510,7 +515,9 @@ impl AvgPool1d {
             count_include_pad: self.count_include_pad,
             ..Default::default()
         };
-        pool1d_values("AvgPool1d", x, Some(self.window()), |x4| x4.try_avg_pool2d_with(self.window(), options))
+        pool1d_values("AvgPool1d", x, Some((self.window(), self.ceil_mode)), |x4| {
+            x4.try_avg_pool2d_with(self.window(), options)
+        })
     }
 }
 

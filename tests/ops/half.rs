@@ -456,6 +456,12 @@ device_proptests! {
         check_half!("RmsNorm", seed, [x: [c, hw], w: [hw]] => RmsNorm::from_weights(w.clone()).eps(1e-6).forward(x), near(8.0));
         let ids = Tensor::<D, i64>::from_vec((0..2 * hw).map(|i| ((i as u64 + seed) % c as u64) as i64).collect(), [2, hw]);
         check_half!("Embedding", seed, [w: [c, hw]] => Embedding::from_weights(w.clone(), None).forward(&ids), rounded);
+        // The recursion runs in f32 and rounds once.
+        let labels = Tensor::<D, i64>::from_vec(vec![1, 2, 1, 0], [2, 2]);
+        let ctc = devtensor::nn::CtcLoss { reduction: devtensor::nn::Reduction::None, ..Default::default() };
+        check_half!("ctc_loss", seed, [x: [hw + 3, 2, 3]] => {
+            devtensor::nn::ctc_loss(&x.log_softmax(-1), &labels, &[hw + 3, hw], &[2, 1], ctc)
+        }, near(8.0));
         let labels = Tensor::<D, i64>::from_vec((0..hw).map(|i| ((i as u64 * 3 + seed) % c as u64) as i64).collect(), [hw]);
         check_half!("cross_entropy", seed, [x: [hw, c]] => cross_entropy(x, &labels), near(8.0));
         check_half!("mse_loss", seed, [x: [c, hw], y: [c, hw]] => mse_loss(x, y, Reduction::Mean), near(8.0));

@@ -164,6 +164,47 @@ device_proptests! {
         gradcheck("conv1d", &[x, wt, bias], |t| t[0].conv1d(&t[1], Some(&t[2]), win, g.groups));
     }
 
+    /// conv_transpose1d is conv_transpose2d over a height of 1: against the
+    /// scatter loop on 1-pixel-high images, and by finite differences.
+    fn conv_transpose1d_matches_the_scatter_loop_over_a_height_of_one<D>(
+        g in geometry(), output_padding in 0..2usize, seed in any::<u64>(), v in variant(),
+    ) {
+        let output_padding = output_padding.min(g.stride.max(g.dilation) - 1);
+        let (c, o, len, k) = (g.groups * g.in_per_group, g.groups * g.out_per_group, g.hw[1], g.kernel[1]);
+        if (len - 1) * g.stride + g.dilation * (k - 1) + output_padding < 2 * g.padding {
+            return Ok(());
+        }
+        let x = tensor_with::<D, f64>(&data(g.n * c * len, seed), &[g.n, c, len], v);
+        let wt = T::<D>::from_vec(data(c * g.out_per_group * k, !seed), [c, g.out_per_group, k]);
+        let bias = T::<D>::from_vec(data(o, seed ^ 9), [o]);
+        let win = devtensor::ops::conv::Window1d { stride: g.stride, padding: g.padding, dilation: g.dilation };
+        let y = x.conv_transpose1d(&wt, Some(&bias), win, output_padding, g.groups);
+        // PyTorch's scatter form along the one axis: input position i adds
+        // x · w to output position i s - p + j d, then the bias.
+        let out_len = (len - 1) * g.stride + g.dilation * (k - 1) + output_padding + 1 - 2 * g.padding;
+        let (xs, ws, bs) = (x.to_vec(), wt.to_vec(), bias.to_vec());
+        let mut expected: Vec<f64> = (0..g.n * o * out_len).map(|at| bs[at / out_len % o]).collect();
+        for b in 0..g.n {
+            for ch in 0..c {
+                let group = ch / g.in_per_group;
+                for i in 0..len {
+                    for oc in 0..g.out_per_group {
+                        for j in 0..k {
+                            let Some(at) = (i * g.stride + j * g.dilation).checked_sub(g.padding).filter(|&p| p < out_len) else {
+                                continue;
+                            };
+                            let weight = ws[(ch * g.out_per_group + oc) * k + j];
+                            expected[(b * o + group * g.out_per_group + oc) * out_len + at] += xs[(b * c + ch) * len + i] * weight;
+                        }
+                    }
+                }
+            }
+        }
+        prop_assert_eq!(y.dims(), &[g.n, o, out_len]);
+        assert_close(&y.to_vec(), &expected, 1e-12, 1e-12);
+        gradcheck("conv_transpose1d", &[x, wt, bias], |t| t[0].conv_transpose1d(&t[1], Some(&t[2]), win, output_padding, g.groups));
+    }
+
     fn conv_transpose2d_matches_a_scatter_loop_and_finite_differences<D>(
         g in geometry(), output_padding in 0..2usize, seed in any::<u64>(), v in variant(),
     ) {
@@ -194,10 +235,23 @@ device_proptests! {
 
 /// PyTorch's pooled size: rounded up with `ceil_mode`, less a last window
 /// that would start past the image and its leading padding.
-fn pooled_len(len: usize, kernel: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> usize {
-    let room = len + 2 * padding - (dilation * (kernel - 1) + 1);
-    let out = if ceil_mode { room.div_ceil(stride) + 1 } else { room / stride + 1 };
-    if ceil_mode && (out - 1) * stride >= len + padding { out - 1 } else { out }
+/// `None` where no window is left (rounded up, a window may run past the
+/// padding even where no whole window fits).
+fn pooled_len(
+    len: usize,
+    kernel: usize,
+    stride: usize,
+    padding: usize,
+    dilation: usize,
+    ceil_mode: bool,
+) -> Option<usize> {
+    let reach = (len + 2 * padding + if ceil_mode { stride - 1 } else { 0 }) as isize;
+    let room = reach - (dilation * (kernel - 1) + 1) as isize;
+    if room < 0 {
+        return None;
+    }
+    let out = room as usize / stride + 1;
+    Some(if ceil_mode && (out - 1) * stride >= len + padding { out - 1 } else { out })
 }
 
 /// A direct 3-D convolution: every output element summed from its taps.
@@ -215,7 +269,7 @@ fn conv3d_reference(
     let sizes = [depth, h, wd];
     let kernel = [kd, kh, kw];
     let out: [usize; 3] = std::array::from_fn(|a| {
-        pooled_len(sizes[a], kernel[a], window.stride[a], window.padding[a], window.dilation[a], false)
+        pooled_len(sizes[a], kernel[a], window.stride[a], window.padding[a], window.dilation[a], false).unwrap()
     });
     let tap = |a: usize, o: usize, t: usize| {
         (o * window.stride[a] + t * window.dilation[a]).checked_sub(window.padding[a]).filter(|&p| p < sizes[a])
@@ -293,9 +347,14 @@ device_proptests! {
     ) {
         let padding: [usize; 2] = std::array::from_fn(|a| padding[a].min(kernel[a] / 2));
         let win = Window2d { kernel, stride, padding, dilation: [dilation; 2] };
-        prop_assume!(win.output_size(hw).is_some());
-        let out: [usize; 2] =
+        let sizes: [Option<usize>; 2] =
             std::array::from_fn(|a| pooled_len(hw[a], kernel[a], stride[a], padding[a], dilation, ceil_mode));
+        let [Some(oh), Some(ow)] = sizes else {
+            let err = Tensor::<D>::zeros([n, c, hw[0], hw[1]]).try_max_pool2d_with(win, ceil_mode).unwrap_err();
+            prop_assert!(err.to_string().contains("does not fit"), "{}", err);
+            return Ok(());
+        };
+        let out = [oh, ow];
         let dims = [n, c, hw[0], hw[1]];
         let count: usize = dims.iter().product();
         let mut values: Vec<f64> = (0..count).map(|i| i as f64 * 0.25 - 1.0).collect();

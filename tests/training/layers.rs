@@ -8,8 +8,9 @@
 use crate::common::*;
 use devtensor::io::Checkpoint;
 use devtensor::nn::{
-    BatchNorm2d, Buffer, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding,
-    GroupNorm, LayerNorm, Linear, MhaInput, Module, MultiheadAttention, RmsNorm, TensorKind, ToDtype,
+    BatchNorm2d, Buffer, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, Conv3d, Conv3dConfig, ConvTranspose1d,
+    ConvTranspose1dConfig, ConvTranspose2d, ConvTranspose2dConfig, Embedding, GroupNorm, LayerNorm, Linear, MhaInput,
+    Module, MultiheadAttention, RmsNorm, TensorKind, ToDtype,
 };
 use devtensor::optim::{Optimizer, Sgd, SgdConfig};
 use devtensor::{Cpu, Device, Error, Result, Tensor};
@@ -79,6 +80,22 @@ proptest! {
         let rebuilt = ConvTranspose2d::from_weights(up.weight.clone(), up.bias.clone(), config);
         assert_same("ConvTranspose2d", &rebuilt.forward(&image.narrow(3, 0, 3)), &up.forward(&image.narrow(3, 0, 3)));
         assert_misfit(ConvTranspose2d::try_from_weights(up.weight.clone(), Some(randn(&[og + 1])), config), "ConvTranspose2d::from_weights", &[cg, o, k, k]);
+
+        let config = Conv3dConfig { stride: [1, stride, 1], padding: [padding, 0, 1], groups, ..Default::default() };
+        let conv = Conv3d::<Cpu, f64>::with_config(cg, og, [k, 2, 1], config);
+        let rebuilt = Conv3d::from_weights(conv.weight.clone(), conv.bias.clone(), config);
+        let volume = randn(&[n, cg, k + 1, 3, 2]);
+        assert_same("Conv3d", &rebuilt.forward(&volume), &conv.forward(&volume));
+        prop_assert_eq!(rebuilt.weight.leaf_id(), conv.weight.leaf_id());
+        assert_misfit(Conv3d::try_from_weights(conv.weight.clone(), Some(randn(&[og + 1])), config), "Conv3d::from_weights", &[og, c, k, 2, 1]);
+        assert_misfit(Conv3d::try_from_weights(randn(&[og, c, k, 2]), None, config), "Conv3d::from_weights", &[og, c, k, 2]);
+
+        let config = ConvTranspose1dConfig { stride, groups, ..Default::default() };
+        let up = ConvTranspose1d::<Cpu, f64>::with_config(cg, og, k, config);
+        let rebuilt = ConvTranspose1d::from_weights(up.weight.clone(), up.bias.clone(), config);
+        assert_same("ConvTranspose1d", &rebuilt.forward(&sequence), &up.forward(&sequence));
+        prop_assert_eq!(rebuilt.weight.leaf_id(), up.weight.leaf_id());
+        assert_misfit(ConvTranspose1d::try_from_weights(up.weight.clone(), Some(randn(&[og + 1])), config), "ConvTranspose1d::from_weights", &[cg, o, k]);
 
         let bn = BatchNorm2d::<Cpu, f64>::new(c);
         let stats = |i: usize| bn.named_tensors()[i].2.clone();

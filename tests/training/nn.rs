@@ -1045,6 +1045,8 @@ fn pool_options_unpools_and_convolutions_match_pytorch<D: Device>() {
                 grouped,
             )),
         ),
+        ("max_pool2d_ceil_short", run(MaxPool2d::new(3).stride(2).ceil_mode(true))),
+        ("avg_pool2d_ceil_short", run(AvgPool2d::new(3).stride(2).ceil_mode(true))),
     ];
     check_layer_rows(rows);
     // Mistakes are errors naming the layer or op and what is wrong.
@@ -1068,6 +1070,62 @@ fn pool_options_unpools_and_convolutions_match_pytorch<D: Device>() {
     assert!(err.contains("conv3d") && err.contains("the input's 2 channels"), "{err}");
     let err = ConvTranspose1d::<D, f64>::new(2, 2, 3).try_forward(&image).unwrap_err().to_string();
     assert!(err.contains("conv_transpose1d") && err.contains("[N, C, L]"), "{err}");
+}
+
+/// `ctc_loss` against PyTorch 2.15 (`ctc.<name>.` rows): padded and
+/// concatenated targets, one sequence, the blank last, repeats, an empty
+/// target and impossible alignments; every reduction, and the gradient
+/// through `log_softmax`; then its errors.
+fn ctc_loss_matches_pytorch<D: Device>() {
+    use devtensor::nn::{CtcLoss, ctc_loss};
+    let file = op_fixtures();
+    let get = |name: &str| fixture::<D>(&file, name);
+    let lengths = |t: T<D>| t.to_vec().iter().map(|&v| v as usize).collect::<Vec<_>>();
+    for (name, blank, zero_infinity) in [
+        ("padded", 0, false),
+        ("concatenated", 0, false),
+        ("unbatched", 0, false),
+        ("blank_last", 4, false),
+        ("impossible", 0, false),
+        ("impossible_zero", 0, true),
+    ] {
+        let p = format!("ctc.{name}.");
+        let logits = get(&format!("{p}logits")).requires_grad();
+        let targets = Tensor::<D, i64>::from_vec(
+            get(&format!("{p}targets")).to_vec().iter().map(|&v| v as i64).collect(),
+            get(&format!("{p}targets")).dims(),
+        );
+        let (inputs, target_lengths) =
+            (lengths(get(&format!("{p}input_lengths"))), lengths(get(&format!("{p}target_lengths"))));
+        let loss = |reduction| {
+            let options = CtcLoss { blank, reduction, zero_infinity };
+            ctc_loss(&logits.log_softmax(-1), &targets, &inputs, &target_lengths, options)
+        };
+        println!("ctc {name} on {}", D::name());
+        for (key, reduction) in [("none", Reduction::None), ("mean", Reduction::Mean), ("sum", Reduction::Sum)] {
+            let want = get(&format!("{p}{key}"));
+            let got = loss(reduction);
+            assert_eq!(got.dims(), want.dims(), "{name} {key}");
+            assert_close(&got.to_vec(), &want.to_vec(), 1e-13, 1e-13);
+        }
+        let grads = (&loss(Reduction::None) * &get(&format!("{p}w"))).sum().backward();
+        let mut want = get(&format!("{p}gx")).to_vec();
+        // DELIBERATE: an impossible alignment (zero_infinity off) sends back
+        // no gradient; PyTorch's is NaN there.
+        want.iter_mut().filter(|g| g.is_nan()).for_each(|g| *g = 0.0);
+        assert_close(&grads.get(&logits).expect(name).to_vec(), &want, 1e-13, 1e-12);
+    }
+    let log_probs = T::<D>::zeros([4, 2, 3]);
+    let targets = Tensor::<D, i64>::from_vec(vec![1, 2, 1, 0], [2, 2]);
+    let options = CtcLoss::default();
+    let err = devtensor::nn::try_ctc_loss(&log_probs, &targets, &[4, 4], &[2, 2], options).unwrap_err().to_string();
+    assert!(err.contains("ctc_loss") && err.contains("target label 0 is not a class other than the blank"), "{err}");
+    let err = devtensor::nn::try_ctc_loss(&log_probs, &targets, &[5, 4], &[2, 1], options).unwrap_err().to_string();
+    assert!(err.contains("an input length of 5 exceeds the 4 steps"), "{err}");
+    let err = devtensor::nn::try_ctc_loss(&log_probs, &targets, &[4], &[2], options).unwrap_err().to_string();
+    assert!(err.contains("expected 2 input and target lengths"), "{err}");
+    let err = devtensor::nn::try_ctc_loss(&log_probs, &targets, &[4, 4], &[3, 1], options).unwrap_err().to_string();
+    assert!(err.contains("expected targets [N, S]"), "{err}");
 }
 
 /// `AdaptiveMaxPool2d` and `AdaptiveMaxPool1d` against PyTorch
@@ -1103,6 +1161,7 @@ device_tests! {
     activation_layers_match_pytorch => activation_layers_match_pytorch,
     norm_pool_and_resample_layers_match_pytorch => norm_pool_and_resample_layers_match_pytorch,
     pool_options_unpools_and_convolutions_match_pytorch => pool_options_unpools_and_convolutions_match_pytorch,
+    ctc_loss_matches_pytorch => ctc_loss_matches_pytorch,
     losses_match_pytorch => losses_match_pytorch,
     large_untracked_linear_starts_from_the_bias => large_untracked_linear_starts_from_the_bias,
     embedding_padding_rows_get_no_gradient => embedding_padding_rows_get_no_gradient,

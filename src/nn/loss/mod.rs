@@ -5,10 +5,13 @@
 //! probabilities), negative log-likelihood and the regression losses
 //! (`mse_loss`, `l1_loss`, `smooth_l1_loss`, `huber_loss`); in
 //! `probability.rs` the binary cross-entropies and `kl_div`; in `margin.rs`
-//! the ranking, hinge, cosine and triplet losses.
+//! the ranking, hinge, cosine and triplet losses; in `ctc.rs` the CTC loss.
 
+mod ctc;
 mod margin;
 mod probability;
+
+pub use ctc::{CtcLoss, ctc_loss, try_ctc_loss};
 
 pub use margin::{
     TripletMargin, cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, soft_margin_loss,

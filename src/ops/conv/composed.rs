@@ -32,6 +32,18 @@ impl Default for Window1d {
     }
 }
 
+impl Window1d {
+    /// This window over a height of 1, for a kernel of `kernel` taps.
+    fn planar(&self, kernel: usize) -> Window2d {
+        Window2d {
+            kernel: [1, kernel],
+            stride: [1, self.stride],
+            padding: [0, self.padding],
+            dilation: [1, self.dilation],
+        }
+    }
+}
+
 /// The stride, padding and dilation of a 3-D convolution, each as
 /// `[depth, height, width]`: PyTorch's `F.conv3d` arguments (the kernel
 /// size is the weight's).
@@ -212,12 +224,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         if self.rank() != 3 || weight.rank() != 3 {
             return Err(rank_error());
         }
-        let window = Window2d {
-            kernel: [1, weight.dims()[2]],
-            stride: [1, window.stride],
-            padding: [0, window.padding],
-            dilation: [1, window.dilation],
-        };
+        let window = window.planar(weight.dims()[2]);
         let y = self.try_unsqueeze(2)?.try_conv2d(&weight.try_unsqueeze(2)?, bias, window, groups)?;
         y.try_squeeze(2)
     }
@@ -308,22 +315,20 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         output_padding: usize,
         groups: usize,
     ) -> Result<Self> {
-        if self.rank() != 3 || weight.rank() != 3 {
+        let error = |reason: String| {
             let mut shapes = vec![self.shape().clone(), weight.shape().clone()];
             shapes.extend(bias.map(|b| b.shape().clone()));
-            return Err(Error::Shape {
-                op: "conv_transpose1d",
-                device: D::name(),
-                shapes,
-                reason: "expected an input [N, C, L] and a weight [C, O / groups, K]".into(),
-            });
-        }
-        let window = Window2d {
-            kernel: [1, weight.dims()[2]],
-            stride: [1, window.stride],
-            padding: [0, window.padding],
-            dilation: [1, window.dilation],
+            Error::Shape { op: "conv_transpose1d", device: D::name(), shapes, reason }
         };
+        let (&[_, c, _], &[wc, _, kernel]) = (self.dims(), weight.dims()) else {
+            return Err(error("expected an input [N, C, L] and a weight [C, O / groups, K]".into()));
+        };
+        if groups == 0 || wc != c || !c.is_multiple_of(groups) {
+            return Err(error(format!(
+                "the weight needs the input's {c} channels first, divisible into {groups} groups"
+            )));
+        }
+        let window = window.planar(kernel);
         let y = self.try_unsqueeze(2)?.try_conv_transpose2d(
             &weight.try_unsqueeze(2)?,
             bias,

@@ -10,7 +10,8 @@
 
 use super::{Fns, Unfold2d, Window2d};
 use crate::element::FloatElement;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_elem_count};
+use crate::layout::Shape;
 use crate::tensor::shell::core_call;
 use crate::tensor::{CoreDevice, Device, SameDevice, Tensor, same_device};
 use devtensor_macros::fallible;
@@ -53,24 +54,28 @@ impl Default for AvgPoolOptions {
 }
 
 impl Window2d {
-    /// The pooled size of an image of `size` (`[H, W]`), as PyTorch's
-    /// pools compute it: [`output_size`](Self::output_size), or with
-    /// `ceil_mode` the quotient rounded up, less the last window where it
-    /// would start past the image and its leading padding.
-    fn pooled_size(&self, size: [usize; 2], ceil_mode: bool) -> Option<[usize; 2]> {
-        let floor = self.output_size(size)?;
+    /// The pooled size of an image of `size` (`[H, W]`), PyTorch's
+    /// `pooling_output_shape`: `(size + 2 padding - span) / stride + 1`,
+    /// the quotient rounded up with `ceil_mode` (so a window running past
+    /// the padding can be kept, even where no whole window fits), less the
+    /// last window where it would start past the image and its leading
+    /// padding. `None` where no window is left or a size is zero.
+    pub(crate) fn pooled_size(&self, size: [usize; 2], ceil_mode: bool) -> Option<[usize; 2]> {
         if !ceil_mode {
-            return Some(floor);
+            return self.output_size(size);
         }
-        // `output_size` checked these sums against overflow.
-        Some(std::array::from_fn(|a| {
-            let span = self.dilation[a] * (self.kernel[a] - 1) + 1;
-            let mut out = (size[a] + 2 * self.padding[a] - span).div_ceil(self.stride[a]) + 1;
-            if (out - 1) * self.stride[a] >= size[a] + self.padding[a] {
-                out -= 1;
+        let axis = |a: usize| -> Option<usize> {
+            let (stride, padding) = (self.stride[a], self.padding[a]);
+            let span = self.dilation[a].checked_mul(self.kernel[a].checked_sub(1)?)?.checked_add(1)?;
+            let reach = size[a].checked_add(padding.checked_mul(2)?)?.checked_add(stride.checked_sub(1)?)?;
+            if self.dilation[a] == 0 || size[a] == 0 || reach < span {
+                return None;
             }
-            out
-        }))
+            let out = (reach - span) / stride + 1;
+            // (out - 1) stride <= reach - span, so neither side overflows.
+            Some(if (out - 1) * stride >= size[a] + padding { out - 1 } else { out }).filter(|&o| o > 0)
+        };
+        Some([axis(0)?, axis(1)?])
     }
 }
 
@@ -116,7 +121,9 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     /// what [`max_unpool2d`](Self::max_unpool2d) takes. It is the first
     /// largest element's, and the first NaN's where a window holds one
     /// (PyTorch's CPU kernel gives the last NaN's). A window of `-inf`
-    /// alone points, as PyTorch's, at its first tap inside the image.
+    /// alone points, as PyTorch's, at its first tap at or after the
+    /// image's first row and column (outside the image, with dilation, if
+    /// every tap is in the padding).
     ///
     /// ```
     /// use devtensor::ops::conv::Window2d;
@@ -281,24 +288,28 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
                 .saturating_sub(1)
                 .checked_mul(s)
                 .and_then(|v| v.checked_add(d.checked_mul(k.saturating_sub(1))?.checked_add(1)?))
-                .and_then(|v| v.checked_sub(2 * p))
+                .and_then(|v| v.checked_sub(p.checked_mul(2)?))
                 .filter(|_| len > 0 && k > 0)
                 .ok_or_else(|| error(format!("the window {window:?} leaves no output for a size of {len}")))?;
             size[axis] = match output_size {
                 None => default,
-                Some(given) if given[axis] + s > default && given[axis] < default + s => given[axis],
+                Some(given) if given[axis].saturating_add(s) > default && given[axis] < default.saturating_add(s) => {
+                    given[axis]
+                }
                 Some(given) => {
                     return Err(error(format!(
                         "output_size {given:?} must lie strictly within a stride of the default size: axis {axis} \
                          must be between {} and {} (exclusive)",
-                        default as isize - s as isize,
-                        default + s
+                        default as i128 - s as i128,
+                        default as u128 + s as u128
                     )));
                 }
             };
         }
         let [oh, ow] = size;
-        let zeros = Tensor::<D, E>::try_zeros([n, c, oh * ow])?;
+        check_elem_count(OP, D::name, &[&Shape::from([n, c, oh, ow])])?;
+        let plane = oh.checked_mul(ow).ok_or_else(|| error(format!("an output plane of {oh}x{ow} is too large")))?;
+        let zeros = Tensor::<D, E>::try_zeros([n, c, plane])?;
         let placed = zeros
             .try_scatter(2, &indices.try_reshape([n, c, h * w])?, &self.try_reshape([n, c, h * w])?)
             .map_err(|e| match e {
