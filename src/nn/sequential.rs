@@ -8,9 +8,10 @@ use crate::tensor::Tensor;
 use crate::tensor::{Device, SameDevice, same_device};
 use devtensor_macros::fallible;
 
-/// Layers applied in order, PyTorch's `nn.Sequential`, held as a tuple so
-/// that every layer keeps its type (and its device in its type). Parameters
-/// are named by position, as in PyTorch: `"0.weight"`, `"2.bias"`.
+/// Layers applied in order, PyTorch's `nn.Sequential`, held as a tuple (of
+/// up to 16 layers; nest a `Sequential` for more) so that every layer keeps
+/// its type (and its device in its type). Parameters are named by
+/// position, as in PyTorch: `"0.weight"`, `"2.bias"`.
 ///
 /// ```
 /// use devtensor::nn::{Linear, Module, Relu, Sequential};
@@ -143,4 +144,10 @@ tuple_layers! {
     (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7)
     (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8)
     (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8, L 9)
+    (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8, L 9, M 10)
+    (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8, L 9, M 10, N 11)
+    (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8, L 9, M 10, N 11, O 12)
+    (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8, L 9, M 10, N 11, O 12, P 13)
+    (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8, L 9, M 10, N 11, O 12, P 13, Q 14)
+    (A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7, K 8, L 9, M 10, N 11, O 12, P 13, Q 14, R 15)
 }

@@ -228,7 +228,143 @@ fn pytorch_batchnorm_without_its_count_loads<D: Device>() {
     assert!(err.contains("the model's tensor `bn.weight` is missing from the checkpoint"), "{err}");
 }
 
+/// PyTorch's DCGAN tutorial, line by line: its `Generator` and
+/// `Discriminator` as `nn.Sequential`s of 14 and 13 layers (so their
+/// `state_dict`s, `main.0.weight` ... `main.12.weight`, load unchanged), and
+/// one iteration of its training loop (D on a real and a fake batch, then G;
+/// `BCELoss`; two Adams at 2e-4 with betas (0.5, 0.999)). Its three losses,
+/// the fake batch and both networks' `state_dict`s after the step (running
+/// statistics and counts included) are PyTorch's, in float64
+/// (`dcgan.safetensors`, from `make_fixtures.py dcgan`).
+fn dcgan_tutorial_trains_like_pytorch<D: Device>() {
+    use devtensor::FloatElement;
+    use devtensor::nn::{
+        BatchNorm2d as Bn, Conv2d as Conv, Conv2dConfig, ConvTranspose2d as ConvT, ConvTranspose2dConfig, LeakyRelu,
+        Reduction, Relu, Sequential, Sigmoid, Tanh, binary_cross_entropy,
+    };
+    type Lrelu = LeakyRelu;
+    #[allow(clippy::type_complexity)]
+    struct Generator<D: Device, E: FloatElement> {
+        main: Sequential<(
+            ConvT<D, E>,
+            Bn<D, E>,
+            Relu,
+            ConvT<D, E>,
+            Bn<D, E>,
+            Relu,
+            ConvT<D, E>,
+            Bn<D, E>,
+            Relu,
+            ConvT<D, E>,
+            Bn<D, E>,
+            Relu,
+            ConvT<D, E>,
+            Tanh,
+        )>,
+    }
+    devtensor::module!(Generator<E> { main });
+    #[allow(clippy::type_complexity)]
+    struct Discriminator<D: Device, E: FloatElement> {
+        main: Sequential<(
+            Conv<D, E>,
+            Lrelu,
+            Conv<D, E>,
+            Bn<D, E>,
+            Lrelu,
+            Conv<D, E>,
+            Bn<D, E>,
+            Lrelu,
+            Conv<D, E>,
+            Bn<D, E>,
+            Lrelu,
+            Conv<D, E>,
+            Sigmoid,
+        )>,
+    }
+    devtensor::module!(Discriminator<E> { main });
+    #[allow(non_snake_case)]
+    struct Gan<D: Device, E: FloatElement> {
+        netG: Generator<D, E>,
+        netD: Discriminator<D, E>,
+    }
+    devtensor::module!(Gan<E> { netG, netD });
+
+    type E = f64;
+    let (nz, ngf, ndf, nc) = (8, 4, 4, 3);
+    // nn.ConvTranspose2d(in, out, 4, stride, padding, bias=False), nn.Conv2d(in, out, 4, stride, padding, bias=False)
+    let up = |i: usize, o: usize, s: usize, p: usize| {
+        let config = ConvTranspose2dConfig { stride: [s, s], padding: [p, p], ..Default::default() };
+        ConvT::<D, E>::with_config(i, o, [4, 4], config).without_bias()
+    };
+    let down = |i: usize, o: usize, s: usize, p: usize| {
+        let config = Conv2dConfig { stride: [s, s], padding: [p, p], ..Default::default() };
+        Conv::<D, E>::with_config(i, o, [4, 4], config).without_bias()
+    };
+    let (bn, lrelu) = (|c: usize| Bn::<D, E>::new(c), || LeakyRelu::new(0.2));
+    #[rustfmt::skip]
+    let net_g = Generator { main: Sequential::new((
+        up(nz, ngf * 8, 1, 0), bn(ngf * 8), Relu,
+        up(ngf * 8, ngf * 4, 2, 1), bn(ngf * 4), Relu,
+        up(ngf * 4, ngf * 2, 2, 1), bn(ngf * 2), Relu,
+        up(ngf * 2, ngf, 2, 1), bn(ngf), Relu,
+        up(ngf, nc, 2, 1), Tanh,
+    )) };
+    #[rustfmt::skip]
+    let net_d = Discriminator { main: Sequential::new((
+        down(nc, ndf, 2, 1), lrelu(),
+        down(ndf, ndf * 2, 2, 1), bn(ndf * 2), lrelu(),
+        down(ndf * 2, ndf * 4, 2, 1), bn(ndf * 4), lrelu(),
+        down(ndf * 4, ndf * 8, 2, 1), bn(ndf * 8), lrelu(),
+        down(ndf * 8, 1, 1, 0), Sigmoid,
+    )) };
+    let mut gan = Gan { netG: net_g, netD: net_d };
+    let file = Checkpoint::<D, E>::load(fixture("dcgan.safetensors"));
+    let report = file.load_into_non_strict(&mut gan);
+    assert!(report.missing_keys.is_empty(), "{:?}", report.missing_keys);
+    let extra = ["after.", "real", "noise", "err", "fake"];
+    assert!(
+        report.unexpected_keys.iter().all(|k| extra.iter().any(|e| k.starts_with(e))),
+        "{:?}",
+        report.unexpected_keys
+    );
+    let get = |name: &str| file.tensors().iter().find(|(n, _)| n == name).expect(name).1.clone();
+    let (real, noise) = (get("real"), get("noise"));
+
+    let criterion = |p: &Tensor<D, E>, label: f64| {
+        binary_cross_entropy(&p.reshape([-1]), &Tensor::<D, E>::full([p.dims()[0]], label), None, Reduction::Mean)
+    };
+    let config = AdamConfig { lr: 2e-4, betas: (0.5, 0.999), ..Default::default() };
+    let mut optimizer_d = Adam::new(&gan.netD, config);
+    let mut optimizer_g = Adam::new(&gan.netG, config);
+    // (1) Update D: maximize log(D(x)) + log(1 - D(G(z))).
+    let err_d_real = criterion(&gan.netD.main.forward(&real), 1.0);
+    let fake = gan.netG.main.forward(&noise);
+    let err_d_fake = criterion(&gan.netD.main.forward(&fake.detach()), 0.0);
+    // PyTorch accumulates the two backward passes into .grad: one sum.
+    let grads = (&err_d_real + &err_d_fake).backward();
+    optimizer_d.step(&mut gan.netD, &grads);
+    // (2) Update G: maximize log(D(G(z))).
+    let err_g = criterion(&gan.netD.main.forward(&fake), 1.0);
+    optimizer_g.step(&mut gan.netG, &err_g.backward());
+
+    for (name, got) in [("errD_real", &err_d_real), ("errD_fake", &err_d_fake), ("errG", &err_g), ("fake", &fake)] {
+        let want = get(name).to_vec();
+        let got = got.to_vec();
+        assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-12 * (1.0 + w.abs())), "{name}");
+    }
+    let after = Checkpoint::from_model(&gan);
+    for (name, t) in after.tensors() {
+        let (got, want) = (t.to_vec(), get(&format!("after.{name}")).to_vec());
+        assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-12 * (1.0 + w.abs())), "{name} after the step");
+    }
+    for (name, t) in after.int_tensors() {
+        let want = file.int_tensors().iter().find(|(n, _)| *n == format!("after.{name}")).expect(name).1.to_vec();
+        assert_eq!(t.to_vec(), want, "{name} after the step");
+    }
+}
+
 device_tests! {
+    dcgan_tutorial => dcgan_tutorial_trains_like_pytorch,
     pytorch_batchnorm_without_its_count => pytorch_batchnorm_without_its_count_loads,
     gradients_of_another_copy => gradients_of_another_copy_are_an_error,
     tied_parameters => tied_parameters_match_pytorch,
