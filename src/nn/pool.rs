@@ -244,7 +244,7 @@ fn batched<D: Device, E: FloatElement>(
 }
 
 /// [`batched`] of a pool that also gives indices.
-fn batched_pair<D: Device, E: FloatElement, I: Unbatch>(
+fn batched_pair<D: Device, E: FloatElement, I: Squeeze>(
     op: &'static str,
     x: &Tensor<D, E>,
     pool: impl FnOnce(&Tensor<D, E>) -> Result<(Tensor<D, E>, I)>,
@@ -253,7 +253,7 @@ fn batched_pair<D: Device, E: FloatElement, I: Unbatch>(
         4 => pool(x),
         3 => {
             let (y, indices) = pool(&x.try_unsqueeze(0)?)?;
-            Ok((y.try_squeeze(0)?, indices.unbatch()?))
+            Ok((y.try_squeeze(0)?, indices.squeeze(0)?))
         }
         _ => Err(Error::Shape {
             op,
@@ -264,20 +264,21 @@ fn batched_pair<D: Device, E: FloatElement, I: Unbatch>(
     }
 }
 
-/// A pool's second result, for one image rather than a batch.
-trait Unbatch: Sized {
-    fn unbatch(self) -> Result<Self>;
+/// A pool's second result (its indices, or nothing), shaped as its output:
+/// squeezed where the output is, for one image or a 1-D pool.
+trait Squeeze: Sized {
+    fn squeeze(self, axis: isize) -> Result<Self>;
 }
 
-impl Unbatch for () {
-    fn unbatch(self) -> Result<Self> {
+impl Squeeze for () {
+    fn squeeze(self, _: isize) -> Result<Self> {
         Ok(())
     }
 }
 
-impl<D: Device> Unbatch for Tensor<D, i64> {
-    fn unbatch(self) -> Result<Self> {
-        self.try_squeeze(0)
+impl<D: Device> Squeeze for Tensor<D, i64> {
+    fn squeeze(self, axis: isize) -> Result<Self> {
+        self.try_squeeze(axis)
     }
 }
 
@@ -321,7 +322,7 @@ stateless_module!(AdaptiveAvgPool2d);
 /// A 1-D pooling over `[N, C, L]` (or one sequence `[C, L]`) as a 2-D one
 /// over `[N, C, 1, L]`, with the window's fit checked in 1-D terms first
 /// (so that an error names the layer and the length, not a height of 1).
-fn pool1d<D: Device, E: FloatElement, I: Unbatch1d>(
+fn pool1d<D: Device, E: FloatElement, I: Squeeze>(
     op: &'static str,
     x: &Tensor<D, E>,
     window: Option<(Window2d, bool)>,
@@ -345,8 +346,8 @@ fn pool1d<D: Device, E: FloatElement, I: Unbatch1d>(
     }
     let x4 = if unbatched { x.try_unsqueeze(0)?.try_unsqueeze(2)? } else { x.try_unsqueeze(2)? };
     let (y, second) = pool(&x4)?;
-    let (y, second) = (y.try_squeeze(2)?, second.unbatch(false)?);
-    if unbatched { Ok((y.try_squeeze(0)?, second.unbatch(true)?)) } else { Ok((y, second)) }
+    let (y, second) = (y.try_squeeze(2)?, second.squeeze(2)?);
+    if unbatched { Ok((y.try_squeeze(0)?, second.squeeze(0)?)) } else { Ok((y, second)) }
 }
 
 /// [`pool1d`] of a pool with one result.
@@ -357,24 +358,6 @@ fn pool1d_values<D: Device, E: FloatElement>(
     pool: impl FnOnce(&Tensor<D, E>) -> Result<Tensor<D, E>>,
 ) -> Result<Tensor<D, E>> {
     pool1d(op, x, window, |x4| Ok((pool(x4)?, ()))).map(|(y, ())| y)
-}
-
-/// A 1-D pool's second result, taken back from its 2-D form: the height
-/// of 1 dropped, then (`batch`) the batch of one.
-trait Unbatch1d: Sized {
-    fn unbatch(self, batch: bool) -> Result<Self>;
-}
-
-impl Unbatch1d for () {
-    fn unbatch(self, _: bool) -> Result<Self> {
-        Ok(())
-    }
-}
-
-impl<D: Device> Unbatch1d for Tensor<D, i64> {
-    fn unbatch(self, batch: bool) -> Result<Self> {
-        self.try_squeeze(if batch { 0 } else { 2 })
-    }
 }
 
 /// Defines a 1-D pooling layer whose stride defaults to its kernel, as
