@@ -77,6 +77,27 @@ fn assert_near<D: Device, H: FloatElement>(op: &str, got: &Tensor<D, H>, want: &
     assert!(error <= bound, "{op} in {:?}: error {error:e} above {bound:e} (norm {norm:e})", H::DTYPE);
 }
 
+/// Asserts `got` within `roundoffs` of `H`'s unit roundoff of `want`, in the
+/// norm of `sizes`: the sizes of the terms each element of `want` sums, for
+/// results whose terms cancel (rounding a term moves its sum by a roundoff
+/// of the term, not of the sum).
+#[track_caller]
+fn assert_near_sizes<D: Device, H: FloatElement>(
+    op: &str,
+    got: &Tensor<D, H>,
+    want: &Tensor<D, f32>,
+    sizes: &Tensor<D, f32>,
+    roundoffs: f64,
+) {
+    assert_eq!(got.dims(), want.dims(), "{op}: shapes differ");
+    assert_eq!(sizes.dims(), want.dims(), "{op}: the sizes' shape differs");
+    let (got, want) = (as_f64(&got.to_vec()), as_f64(&want.to_vec()));
+    let error = got.iter().zip(&want).map(|(g, w)| (g - w).powi(2)).sum::<f64>().sqrt();
+    let size = as_f64(&sizes.to_vec()).iter().map(|s| s * s).sum::<f64>().sqrt();
+    let bound = roundoffs * unit_roundoff::<H>() * size.max(1e-3);
+    assert!(error <= bound, "{op} in {:?}: error {error:e} above {bound:e} (sizes' norm {size:e})", H::DTYPE);
+}
+
 /// `v` in `E`.
 fn num<E: Element>(v: f64) -> E {
     E::from_f64(v)
@@ -135,8 +156,18 @@ macro_rules! check_half {
             $(let $x = &$x.0;)+
             $call
         };
-        check_half!(@check $op, &got, &want, $($assert)+);
+        check_half!(@check $op, &got, &want, [$($x),+], $($assert)+);
     }};
+    (@check $op:expr, $got:expr, $want:expr, [$($x:ident),+], sized($sizes:expr, $roundoffs:expr)) => {{
+        let sizes = {
+            $(let $x = &$x.1;)+
+            $sizes
+        };
+        assert_near_sizes($op, $got, $want, &sizes, $roundoffs)
+    }};
+    (@check $op:expr, $got:expr, $want:expr, [$($x:ident),+], $($assert:tt)+) => {
+        check_half!(@check $op, $got, $want, $($assert)+)
+    };
     (@check $op:expr, $got:expr, $want:expr, rounded) => {
         assert_rounded($op, $got, $want)
     };
@@ -164,6 +195,54 @@ fn masked_attention<D: Device, E: FloatElement>(
         2 => q.scaled_dot_product_attention(k, v, AttentionMask::Keep(keep), None),
         _ => q.scaled_dot_product_attention(k, v, AttentionMask::Add(add), Some(0.3)),
     }
+}
+
+/// The weights `masked_attention` takes under the mask kind `seed` picks,
+/// in `f32`, and its scale.
+fn masked_weights<D: Device>(
+    q: &Tensor<D, f32>,
+    k: &Tensor<D, f32>,
+    seed: u64,
+    keep: &Tensor<D, u8>,
+    add: &Tensor<D, f32>,
+) -> (Tensor<D, f32>, f64) {
+    let width = q.dims()[q.rank() - 1];
+    let scale = if seed % 4 == 3 { 0.3 } else { 1.0 / (width as f64).sqrt() };
+    let scores = &q.matmul(&k.transpose(-2, -1)) * scale as f32;
+    let [queries, keys] = [scores.dims()[scores.rank() - 2], scores.dims()[scores.rank() - 1]];
+    let hidden = match seed % 4 {
+        0 | 3 => Tensor::<D, u8>::zeros([queries, keys]),
+        1 => Tensor::<D, u8>::ones([queries, keys]).triu(1),
+        _ => keep.logical_not(),
+    };
+    let scores = if seed % 4 == 3 { &scores + add } else { scores.masked_fill(&hidden, f32::MIN) };
+    // A query that sees no key has weights of 0 (see `AttentionMask`).
+    let unseen = hidden.min_keepdim(-1);
+    (scores.masked_fill(&unseen, 0.0).softmax(-1).masked_fill(&unseen, 0.0), scale)
+}
+
+/// The sizes of the terms that the gradients of `sum(attention(q, k, v)²)`
+/// with respect to `q`, `k` and `v` sum (the input of
+/// [`assert_near_sizes`]), from the attention weights `p` and the `scale`:
+/// each product's terms bounded by the product of its factors' sizes, as
+/// FlashAttention's backward forms them (`o = p v`, `do = 2 o`,
+/// `dp = do vᵀ`, `ds = p (dp - rowsum(do o))`, `dq = scale ds k`,
+/// `dk = scale dsᵀ q`, `dv = pᵀ do`).
+fn attention_gradient_sizes<D: Device>(
+    q: &Tensor<D, f32>,
+    k: &Tensor<D, f32>,
+    v: &Tensor<D, f32>,
+    (p, scale): &(Tensor<D, f32>, f64),
+) -> [Tensor<D, f32>; 3] {
+    let output_grad = &p.matmul(&v.abs()) * 2.0;
+    let weight_grad = output_grad.matmul(&v.abs().transpose(-2, -1));
+    let row = (p * &weight_grad).sum_keepdim(-1);
+    let score_grad = p * &(&weight_grad + &row);
+    [
+        &score_grad.matmul(&k.abs()) * *scale as f32,
+        &score_grad.transpose(-2, -1).matmul(&q.abs()) * *scale as f32,
+        p.transpose(-2, -1).matmul(&output_grad),
+    ]
 }
 
 /// Head widths up to 64, half of them multiples of 8 (rows that the
@@ -356,7 +435,10 @@ device_proptests! {
                 let [q, k, v] = [q, k, v].map(|t| t.clone().requires_grad());
                 let grads = q.scaled_dot_product_attention(&k, &v, AttentionMask::None, None).square().sum().backward();
                 grads.get([&q, &k, &v][which]).unwrap().clone()
-            }, near(32.0));
+            }, sized({
+                let weights = (&q.matmul(&k.transpose(-2, -1)) * (1.0 / (width as f32).sqrt())).softmax(-1);
+                attention_gradient_sizes(q, k, v, &(weights, 1.0 / (width as f64).sqrt()))[which].clone()
+            }, 8.0));
         }
     }
 
@@ -379,7 +461,7 @@ device_proptests! {
                 let [q, k, v] = [q, k, v].map(|t| t.clone().requires_grad());
                 let grads = masked_attention(&q, &k, &v, seed, &keep, m).square().sum().backward();
                 grads.get([&q, &k, &v][which]).unwrap().clone()
-            }, near(32.0));
+            }, sized(attention_gradient_sizes(q, k, v, &masked_weights(q, k, seed, &keep, m))[which].clone(), 8.0));
         }
     }
 
