@@ -175,6 +175,8 @@ pub fn run_in<D: Device>(pixels: &[f32], labels: &[i64], precision: Precision) -
     Checkpoint::try_from_model(&model).expect("the model's tensors").save(&path);
     let mut reloaded = Cnn::<Cpu>::new();
     Checkpoint::<Cpu>::load(&path).load_into(&mut reloaded);
+    // The file has served its purpose; don't leave one behind per run.
+    let _ = std::fs::remove_file(&path);
     let cpu_test = Split { images: test_set.images.to::<Cpu>(), labels: test_set.labels.to::<Cpu>() };
     let reloaded_accuracy = accuracy(&reloaded, &cpu_test, precision);
     println!("checkpoint {} reloaded on Cpu: test accuracy {:.1}%", path.display(), 100.0 * reloaded_accuracy);

@@ -263,6 +263,8 @@ fn train<D: Device>(text: &[u8], steps: usize, precision: Precision, checkpoint_
     checkpoint.save(&path);
     let mut reloaded = Gpt::<Cpu>::new(config).expect("the model fits");
     Checkpoint::<Cpu>::load(&path).load_into(&mut reloaded);
+    // The file has served its purpose; don't leave one behind per run.
+    let _ = std::fs::remove_file(&path);
     println!("checkpoint {} reloaded on Cpu; a sample (temperature 0.8, top-k 20):\n", path.display());
     let prompt = Tensor::<Cpu, i64>::from_vec(vec![vocab.index[b'\n' as usize]], [1, 1]);
     let sampling = Sampling { temperature: 0.8, top_k: Some(20) };
