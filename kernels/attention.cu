@@ -5,8 +5,11 @@
 // softmax(s) over the keys; a query row that sees no key gets output 0,
 // log-sum-exp -inf and no gradient.
 //
-// Every tensor is dense: q [batch, L, E], k [batch, S, E], v [batch, S, Ev],
-// out and g [batch, L, Ev], lse and the row offsets d [batch, L]. One block
+// Every tensor is dense: q [batch, L, E], k [batch / G, S, E], v [batch / G,
+// S, Ev], out and g [batch, L, Ev], lse and the row offsets d [batch, L]:
+// G consecutive query problems share one problem's keys and values
+// (grouped-query attention; G = 1 otherwise), problem b reading key and
+// value problem b / G, and the keys' pass sums over the G. One block
 // per row (grid-stride over rows); block size a multiple of 32, at most
 // 1024; E and Ev at most DT_ATTENTION_COLUMNS * blockDim.x (each thread keeps
 // that many output columns in registers). No [L, S] matrix is ever stored:
@@ -20,14 +23,15 @@
 // element is mrow * i + mcol * j further.
 //
 // Kernels (T = f32, f64):
-//   attention_forward_<T>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
+//   attention_forward_<T>(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev, T scale,
 //           const T* q, const T* k, const T* v, MASK, T* out, T* lse)
 //   attention_backward_queries_<T>(same sizes, scale, q, k, v, MASK,
 //           const T* out, const T* lse, const T* g, T* dq, T* d)
 //       dq, and d = g . out per row (the softmax gradient's offset)
 //   attention_backward_keys_<T>(same sizes, scale, q, k, v, MASK,
 //           const T* lse, const T* g, const T* d, T* dk, T* dv)
-//       one block per key row: dk and dv summed over the queries
+//       one block per key row: dk and dv summed over the queries of the
+//       key's G query problems
 // where MASK = int mask_kind, const unsigned char* keep, const T* add,
 //              size_t mrank, const size_t* mdims, const size_t* mstrides,
 //              size_t moffset, size_t mrow, size_t mcol.
@@ -92,12 +96,12 @@ __device__ inline void dt_add_weighted_rows(T* acc, const T* w, const T* rows, s
 }
 
 template <typename T>
-__device__ void dt_attention_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q,
-                                     const T* k, const T* v, DtAttentionMask m, size_t mrank, const size_t* mdims,
-                                     const size_t* mstrides, size_t moffset, T* out, T* lse, T* weights,
-                                     T* scratch) {
+__device__ void dt_attention_forward(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev, T scale,
+                                     const T* q, const T* k, const T* v, DtAttentionMask m, size_t mrank,
+                                     const size_t* mdims, const size_t* mstrides, size_t moffset, T* out, T* lse,
+                                     T* weights, T* scratch) {
     for (size_t r = blockIdx.x; r < batch * L; r += gridDim.x) {
-        size_t b = r / L, i = r % L;
+        size_t b = r / L, i = r % L, bk = b / G;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
         const T* qi = q + r * E;
         T acc[DT_ATTENTION_COLUMNS] = {0};
@@ -105,7 +109,7 @@ __device__ void dt_attention_forward(size_t batch, size_t L, size_t S, size_t E,
         size_t n = dt_attention_visible(m, i, S);
         for (size_t j0 = 0; j0 < n; j0 += blockDim.x) {
             size_t j = j0 + threadIdx.x;
-            T s = j < n ? dt_attention_score(qi, k + (b * S + j) * E, E, scale, m, i, j) : dt_lowest<T>();
+            T s = j < n ? dt_attention_score(qi, k + (bk * S + j) * E, E, scale, m, i, j) : dt_lowest<T>();
             T chunk_max = dt_block_reduce<DtMax>(s, scratch);
             T new_max = dt_max(run_max, chunk_max);
             // Until a visible key comes, there is nothing to rescale.
@@ -115,7 +119,7 @@ __device__ void dt_attention_forward(size_t batch, size_t L, size_t S, size_t E,
             run_sum = run_sum * keep + dt_block_reduce<DtSum>(p, scratch);
             size_t chunk = n - j0 < blockDim.x ? n - j0 : blockDim.x;
             for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) acc[t] *= keep;
-            dt_add_weighted_rows(acc, weights, v + (b * S + j0) * Ev, Ev, chunk);
+            dt_add_weighted_rows(acc, weights, v + (bk * S + j0) * Ev, Ev, chunk);
             run_max = new_max;
             // Every thread has read the weights before the next chunk writes them.
             __syncthreads();
@@ -129,13 +133,13 @@ __device__ void dt_attention_forward(size_t batch, size_t L, size_t S, size_t E,
 }
 
 template <typename T>
-__device__ void dt_attention_backward_queries(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
-                                              const T* q, const T* k, const T* v, DtAttentionMask m, size_t mrank,
-                                              const size_t* mdims, const size_t* mstrides, size_t moffset,
-                                              const T* out, const T* lse, const T* g, T* dq, T* d, T* grads,
-                                              T* scratch) {
+__device__ void dt_attention_backward_queries(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev,
+                                              T scale, const T* q, const T* k, const T* v, DtAttentionMask m,
+                                              size_t mrank, const size_t* mdims, const size_t* mstrides,
+                                              size_t moffset, const T* out, const T* lse, const T* g, T* dq, T* d,
+                                              T* grads, T* scratch) {
     for (size_t r = blockIdx.x; r < batch * L; r += gridDim.x) {
-        size_t b = r / L, i = r % L;
+        size_t b = r / L, i = r % L, bk = b / G;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
         const T* qi = q + r * E;
         const T* gi = g + r * Ev;
@@ -150,14 +154,14 @@ __device__ void dt_attention_backward_queries(size_t batch, size_t L, size_t S, 
             size_t j = j0 + threadIdx.x;
             T ds = 0;
             if (j < n) {
-                T s = dt_attention_score(qi, k + (b * S + j) * E, E, scale, m, i, j);
+                T s = dt_attention_score(qi, k + (bk * S + j) * E, E, scale, m, i, j);
                 T p = s == dt_lowest<T>() ? (T)0 : dt_exp(s - row_lse);
-                ds = p * (dt_dot(gi, v + (b * S + j) * Ev, Ev) - offset) * scale;
+                ds = p * (dt_dot(gi, v + (bk * S + j) * Ev, Ev) - offset) * scale;
             }
             grads[threadIdx.x] = ds;
             __syncthreads();
             size_t chunk = n - j0 < blockDim.x ? n - j0 : blockDim.x;
-            dt_add_weighted_rows(acc, grads, k + (b * S + j0) * E, E, chunk);
+            dt_add_weighted_rows(acc, grads, k + (bk * S + j0) * E, E, chunk);
             __syncthreads();
         }
         for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
@@ -168,34 +172,37 @@ __device__ void dt_attention_backward_queries(size_t batch, size_t L, size_t S, 
 }
 
 template <typename T>
-__device__ void dt_attention_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
+__device__ void dt_attention_backward_keys(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev, T scale,
                                            const T* q, const T* k, const T* v, DtAttentionMask m, size_t mrank,
                                            const size_t* mdims, const size_t* mstrides, size_t moffset,
                                            const T* lse, const T* g, const T* d, T* dk, T* dv, T* weights,
                                            T* grads) {
-    for (size_t r = blockIdx.x; r < batch * S; r += gridDim.x) {
-        size_t b = r / S, j = r % S;
-        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+    for (size_t r = blockIdx.x; r < batch / G * S; r += gridDim.x) {
+        size_t bk = r / S, j = r % S;
         const T* kj = k + r * E;
         const T* vj = v + r * Ev;
         T acc_k[DT_ATTENTION_COLUMNS] = {0}, acc_v[DT_ATTENTION_COLUMNS] = {0};
         // Under a causal mask only queries j.. see key j.
         size_t first = m.kind == 1 ? j : 0;
-        for (size_t i0 = first; i0 < L; i0 += blockDim.x) {
-            size_t i = i0 + threadIdx.x;
-            T p = 0, ds = 0;
-            if (i < L && lse[b * L + i] != dt_lowest<T>()) {
-                T s = dt_attention_score(q + (b * L + i) * E, kj, E, scale, m, i, j);
-                p = s == dt_lowest<T>() ? (T)0 : dt_exp(s - lse[b * L + i]);
-                ds = p * (dt_dot(g + (b * L + i) * Ev, vj, Ev) - d[b * L + i]) * scale;
+        // Every query problem of the group that shares this key.
+        for (size_t b = bk * G; b < (bk + 1) * G; ++b) {
+            m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+            for (size_t i0 = first; i0 < L; i0 += blockDim.x) {
+                size_t i = i0 + threadIdx.x;
+                T p = 0, ds = 0;
+                if (i < L && lse[b * L + i] != dt_lowest<T>()) {
+                    T s = dt_attention_score(q + (b * L + i) * E, kj, E, scale, m, i, j);
+                    p = s == dt_lowest<T>() ? (T)0 : dt_exp(s - lse[b * L + i]);
+                    ds = p * (dt_dot(g + (b * L + i) * Ev, vj, Ev) - d[b * L + i]) * scale;
+                }
+                weights[threadIdx.x] = p;
+                grads[threadIdx.x] = ds;
+                __syncthreads();
+                size_t chunk = L - i0 < blockDim.x ? L - i0 : blockDim.x;
+                dt_add_weighted_rows(acc_k, grads, q + (b * L + i0) * E, E, chunk);
+                dt_add_weighted_rows(acc_v, weights, g + (b * L + i0) * Ev, Ev, chunk);
+                __syncthreads();
             }
-            weights[threadIdx.x] = p;
-            grads[threadIdx.x] = ds;
-            __syncthreads();
-            size_t chunk = L - i0 < blockDim.x ? L - i0 : blockDim.x;
-            dt_add_weighted_rows(acc_k, grads, q + (b * L + i0) * E, E, chunk);
-            dt_add_weighted_rows(acc_v, weights, g + (b * L + i0) * Ev, Ev, chunk);
-            __syncthreads();
         }
         for (int t = 0; t < DT_ATTENTION_COLUMNS; ++t) {
             size_t c = threadIdx.x + t * blockDim.x;
@@ -206,34 +213,34 @@ __device__ void dt_attention_backward_keys(size_t batch, size_t L, size_t S, siz
 }
 
 #define DT_ATTENTION_MASK_PARAMS                                                                              \
-    int mask_kind, const unsigned char *keep, const void *add, size_t mrank, const size_t *mdims,            \
+    int mask_kind, const unsigned char *keep, const void *add, size_t mrank, const size_t *mdims,             \
         const size_t *mstrides, size_t moffset, size_t mrow, size_t mcol
 #define DT_ATTENTION_MASK DtAttentionMask{mask_kind, keep, add, 0, mrow, mcol}, mrank, mdims, mstrides, moffset
 
-#define ATTENTION_KERNELS(name, T)                                                                           \
-    extern "C" __global__ void attention_forward_##name(size_t batch, size_t L, size_t S, size_t E, size_t Ev, \
-                                                        T scale, const T* q, const T* k, const T* v,          \
-                                                        DT_ATTENTION_MASK_PARAMS, T* out, T* lse) {           \
+#define ATTENTION_KERNELS(name, T)                                                                            \
+    extern "C" __global__ void attention_forward_##name(size_t batch, size_t G, size_t L, size_t S,           \
+        size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v, DT_ATTENTION_MASK_PARAMS, T* out,   \
+        T* lse) {                                                                                             \
         __shared__ T weights[1024];                                                                           \
         __shared__ T scratch[32];                                                                             \
-        dt_attention_forward(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, weights,        \
+        dt_attention_forward(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, weights,     \
                              scratch);                                                                        \
     }                                                                                                         \
-    extern "C" __global__ void attention_backward_queries_##name(                                            \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,   \
+    extern "C" __global__ void attention_backward_queries_##name(size_t batch, size_t G, size_t L,            \
+        size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,                           \
         DT_ATTENTION_MASK_PARAMS, const T* out, const T* lse, const T* g, T* dq, T* d) {                      \
         __shared__ T grads[1024];                                                                             \
         __shared__ T scratch[32];                                                                             \
-        dt_attention_backward_queries(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, g, dq, \
-                                      d, grads, scratch);                                                     \
+        dt_attention_backward_queries(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse,     \
+                                      g, dq, d, grads, scratch);                                              \
     }                                                                                                         \
-    extern "C" __global__ void attention_backward_keys_##name(                                               \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,   \
-        DT_ATTENTION_MASK_PARAMS, const T* lse, const T* g, const T* d, T* dk, T* dv) {                       \
+    extern "C" __global__ void attention_backward_keys_##name(size_t batch, size_t G, size_t L, size_t S,     \
+        size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v, DT_ATTENTION_MASK_PARAMS,           \
+        const T* lse, const T* g, const T* d, T* dk, T* dv) {                                                 \
         __shared__ T weights[1024];                                                                           \
         __shared__ T grads[1024];                                                                             \
-        dt_attention_backward_keys(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, g, d, dk, dv,  \
-                                   weights, grads);                                                           \
+        dt_attention_backward_keys(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, g, d, dk,   \
+                                   dv, weights, grads);                                                       \
     }
 
 ATTENTION_KERNELS(f32, float)
@@ -288,15 +295,15 @@ template <typename T> __device__ inline T dt_row_max(T v) {
 }
 
 template <typename T, int BQ, int BK>
-__device__ void dt_attention_tiled_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q,
-                                           const T* k, const T* v, DtAttentionMask m, size_t mrank,
+__device__ void dt_attention_tiled_forward(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev, T scale,
+                                           const T* q, const T* k, const T* v, DtAttentionMask m, size_t mrank,
                                            const size_t* mdims, const size_t* mstrides, size_t moffset, T* out,
                                            T* lse, T* qs, T* ks, T* vs, T* ps) {
     const size_t pitch = DT_TILE_WIDTH + 1, ppitch = BK + 1;
     const size_t row = threadIdx.x / DT_TILE_PARTS, part = threadIdx.x % DT_TILE_PARTS;
     const size_t tiles = (L + BQ - 1) / BQ;
     for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
-        size_t b = tile / tiles, i0 = (tile % tiles) * BQ, i = i0 + row;
+        size_t b = tile / tiles, i0 = (tile % tiles) * BQ, i = i0 + row, bk = b / G;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
         dt_load_tile(qs, pitch, q + b * L * E, i0, BQ, L, E);
         T acc[DT_TILE_WIDTH / DT_TILE_PARTS] = {0};
@@ -305,8 +312,8 @@ __device__ void dt_attention_tiled_forward(size_t batch, size_t L, size_t S, siz
         size_t n = m.kind == 1 ? (i0 + BQ < S ? i0 + BQ : S) : S;
         for (size_t j0 = 0; j0 < n; j0 += BK) {
             __syncthreads(); // the last tile's readers are done
-            dt_load_tile(ks, pitch, k + b * S * E, j0, BK, S, E);
-            dt_load_tile(vs, pitch, v + b * S * Ev, j0, BK, S, Ev);
+            dt_load_tile(ks, pitch, k + bk * S * E, j0, BK, S, E);
+            dt_load_tile(vs, pitch, v + bk * S * Ev, j0, BK, S, Ev);
             __syncthreads();
             T s[BK / DT_TILE_PARTS];
             T tile_max = dt_lowest<T>();
@@ -347,8 +354,8 @@ __device__ void dt_attention_tiled_forward(size_t batch, size_t L, size_t S, siz
 }
 
 template <typename T, int BQ, int BK>
-__device__ void dt_attention_tiled_backward_queries(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
-                                                    const T* q, const T* k, const T* v, DtAttentionMask m,
+__device__ void dt_attention_tiled_backward_queries(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev,
+                                                    T scale, const T* q, const T* k, const T* v, DtAttentionMask m,
                                                     size_t mrank, const size_t* mdims, const size_t* mstrides,
                                                     size_t moffset, const T* out, const T* lse, const T* g, T* dq,
                                                     T* d, T* qs, T* gs, T* ks, T* vs, T* ps) {
@@ -356,7 +363,7 @@ __device__ void dt_attention_tiled_backward_queries(size_t batch, size_t L, size
     const size_t row = threadIdx.x / DT_TILE_PARTS, part = threadIdx.x % DT_TILE_PARTS;
     const size_t tiles = (L + BQ - 1) / BQ;
     for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
-        size_t b = tile / tiles, i0 = (tile % tiles) * BQ, i = i0 + row;
+        size_t b = tile / tiles, i0 = (tile % tiles) * BQ, i = i0 + row, bk = b / G;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
         dt_load_tile(qs, pitch, q + b * L * E, i0, BQ, L, E);
         dt_load_tile(gs, pitch, g + b * L * Ev, i0, BQ, L, Ev);
@@ -371,8 +378,8 @@ __device__ void dt_attention_tiled_backward_queries(size_t batch, size_t L, size
         size_t n = m.kind == 1 ? (i0 + BQ < S ? i0 + BQ : S) : S;
         for (size_t j0 = 0; j0 < n; j0 += BK) {
             __syncthreads();
-            dt_load_tile(ks, pitch, k + b * S * E, j0, BK, S, E);
-            dt_load_tile(vs, pitch, v + b * S * Ev, j0, BK, S, Ev);
+            dt_load_tile(ks, pitch, k + bk * S * E, j0, BK, S, E);
+            dt_load_tile(vs, pitch, v + bk * S * Ev, j0, BK, S, Ev);
             __syncthreads();
             for (int u = 0; u < BK / DT_TILE_PARTS; ++u) {
                 size_t jj = part + DT_TILE_PARTS * u, j = j0 + jj;
@@ -406,65 +413,68 @@ __device__ void dt_attention_tiled_backward_queries(size_t batch, size_t L, size
 }
 
 template <typename T, int BQ, int BK>
-__device__ void dt_attention_tiled_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale,
-                                                 const T* q, const T* k, const T* v, DtAttentionMask m, size_t mrank,
-                                                 const size_t* mdims, const size_t* mstrides, size_t moffset,
-                                                 const T* lse, const T* g, const T* d, T* dk, T* dv, T* ks, T* vs,
-                                                 T* qs, T* gs, T* pt, T* dst, T* row_lse, T* row_d) {
+__device__ void dt_attention_tiled_backward_keys(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev,
+                                                 T scale, const T* q, const T* k, const T* v, DtAttentionMask m,
+                                                 size_t mrank, const size_t* mdims, const size_t* mstrides,
+                                                 size_t moffset, const T* lse, const T* g, const T* d, T* dk, T* dv,
+                                                 T* ks, T* vs, T* qs, T* gs, T* pt, T* dst, T* row_lse, T* row_d) {
     const size_t pitch = DT_TILE_WIDTH + 1, ppitch = BQ + 1;
     const size_t row = threadIdx.x / DT_TILE_PARTS, part = threadIdx.x % DT_TILE_PARTS;
     const size_t tiles = (S + BK - 1) / BK;
-    for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
-        size_t b = tile / tiles, j0 = (tile % tiles) * BK, j = j0 + row;
-        m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
-        dt_load_tile(ks, pitch, k + b * S * E, j0, BK, S, E);
-        dt_load_tile(vs, pitch, v + b * S * Ev, j0, BK, S, Ev);
+    for (size_t tile = blockIdx.x; tile < batch / G * tiles; tile += gridDim.x) {
+        size_t bk = tile / tiles, j0 = (tile % tiles) * BK, j = j0 + row;
+        dt_load_tile(ks, pitch, k + bk * S * E, j0, BK, S, E);
+        dt_load_tile(vs, pitch, v + bk * S * Ev, j0, BK, S, Ev);
         T acc_k[DT_TILE_WIDTH / DT_TILE_PARTS] = {0}, acc_v[DT_TILE_WIDTH / DT_TILE_PARTS] = {0};
         // Under a causal mask only queries j0.. see the tile's keys.
         size_t first = m.kind == 1 ? (j0 / BQ) * BQ : 0;
-        for (size_t i0 = first; i0 < L; i0 += BQ) {
-            __syncthreads();
-            dt_load_tile(qs, pitch, q + b * L * E, i0, BQ, L, E);
-            dt_load_tile(gs, pitch, g + b * L * Ev, i0, BQ, L, Ev);
-            for (size_t r = threadIdx.x; r < BQ; r += blockDim.x) {
-                row_lse[r] = i0 + r < L ? lse[b * L + i0 + r] : dt_lowest<T>();
-                row_d[r] = i0 + r < L ? d[b * L + i0 + r] : (T)0;
-            }
-            __syncthreads();
-            for (int u = 0; u < BQ / DT_TILE_PARTS; ++u) {
-                size_t ii = part + DT_TILE_PARTS * u, i = i0 + ii;
-                T s = dt_tile_score(qs + ii * pitch, ks + row * pitch, E, scale, m, i, j,
-                                    i < L && j < S && row_lse[ii] != dt_lowest<T>());
-                T p = 0, ds = 0;
-                if (s != dt_lowest<T>()) {
-                    p = dt_exp(s - row_lse[ii]);
-                    T dp = 0;
-                    for (size_t c = 0; c < Ev; ++c) dp += gs[ii * pitch + c] * vs[row * pitch + c];
-                    ds = p * (dp - row_d[ii]) * scale;
+        // Every query problem of the group that shares these keys.
+        for (size_t b = bk * G; b < (bk + 1) * G; ++b) {
+            m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
+            for (size_t i0 = first; i0 < L; i0 += BQ) {
+                __syncthreads();
+                dt_load_tile(qs, pitch, q + b * L * E, i0, BQ, L, E);
+                dt_load_tile(gs, pitch, g + b * L * Ev, i0, BQ, L, Ev);
+                for (size_t r = threadIdx.x; r < BQ; r += blockDim.x) {
+                    row_lse[r] = i0 + r < L ? lse[b * L + i0 + r] : dt_lowest<T>();
+                    row_d[r] = i0 + r < L ? d[b * L + i0 + r] : (T)0;
                 }
-                pt[row * ppitch + ii] = p;
-                dst[row * ppitch + ii] = ds;
-            }
-            __syncthreads();
-            for (int t = 0; t < DT_TILE_WIDTH / DT_TILE_PARTS; ++t) {
-                size_t c = part + DT_TILE_PARTS * t;
-                if (c < E) {
-                    T a = acc_k[t];
-                    for (int ii = 0; ii < BQ; ++ii) a += dst[row * ppitch + ii] * qs[ii * pitch + c];
-                    acc_k[t] = a;
+                __syncthreads();
+                for (int u = 0; u < BQ / DT_TILE_PARTS; ++u) {
+                    size_t ii = part + DT_TILE_PARTS * u, i = i0 + ii;
+                    T s = dt_tile_score(qs + ii * pitch, ks + row * pitch, E, scale, m, i, j,
+                                        i < L && j < S && row_lse[ii] != dt_lowest<T>());
+                    T p = 0, ds = 0;
+                    if (s != dt_lowest<T>()) {
+                        p = dt_exp(s - row_lse[ii]);
+                        T dp = 0;
+                        for (size_t c = 0; c < Ev; ++c) dp += gs[ii * pitch + c] * vs[row * pitch + c];
+                        ds = p * (dp - row_d[ii]) * scale;
+                    }
+                    pt[row * ppitch + ii] = p;
+                    dst[row * ppitch + ii] = ds;
                 }
-                if (c < Ev) {
-                    T a = acc_v[t];
-                    for (int ii = 0; ii < BQ; ++ii) a += pt[row * ppitch + ii] * gs[ii * pitch + c];
-                    acc_v[t] = a;
+                __syncthreads();
+                for (int t = 0; t < DT_TILE_WIDTH / DT_TILE_PARTS; ++t) {
+                    size_t c = part + DT_TILE_PARTS * t;
+                    if (c < E) {
+                        T a = acc_k[t];
+                        for (int ii = 0; ii < BQ; ++ii) a += dst[row * ppitch + ii] * qs[ii * pitch + c];
+                        acc_k[t] = a;
+                    }
+                    if (c < Ev) {
+                        T a = acc_v[t];
+                        for (int ii = 0; ii < BQ; ++ii) a += pt[row * ppitch + ii] * gs[ii * pitch + c];
+                        acc_v[t] = a;
+                    }
                 }
             }
         }
         if (j < S) {
             for (int t = 0; t < DT_TILE_WIDTH / DT_TILE_PARTS; ++t) {
                 size_t c = part + DT_TILE_PARTS * t;
-                if (c < E) dk[(b * S + j) * E + c] = acc_k[t];
-                if (c < Ev) dv[(b * S + j) * Ev + c] = acc_v[t];
+                if (c < E) dk[(bk * S + j) * E + c] = acc_k[t];
+                if (c < Ev) dv[(bk * S + j) * Ev + c] = acc_v[t];
             }
         }
         __syncthreads();
@@ -472,29 +482,30 @@ __device__ void dt_attention_tiled_backward_keys(size_t batch, size_t L, size_t 
 }
 
 #define ATTENTION_TILED_KERNELS(name, T, B)                                                                   \
-    extern "C" __global__ void attention_tiled_forward_##name(                                               \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,   \
-        DT_ATTENTION_MASK_PARAMS, T* out, T* lse) {                                                           \
+    extern "C" __global__ void attention_tiled_forward_##name(size_t batch, size_t G, size_t L, size_t S,     \
+        size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v, DT_ATTENTION_MASK_PARAMS, T* out,   \
+        T* lse) {                                                                                             \
         __shared__ T qs[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T ks[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T vs[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T ps[B * (B + 1)];                                                                         \
-        dt_attention_tiled_forward<T, B, B>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse,  \
-                                            qs, ks, vs, ps);                                                  \
+        dt_attention_tiled_forward<T, B, B>(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out,    \
+                                            lse, qs, ks, vs, ps);                                             \
     }                                                                                                         \
-    extern "C" __global__ void attention_tiled_backward_queries_##name(                                      \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,   \
+    extern "C" __global__ void attention_tiled_backward_queries_##name(size_t batch, size_t G, size_t L,      \
+        size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,                           \
         DT_ATTENTION_MASK_PARAMS, const T* out, const T* lse, const T* g, T* dq, T* d) {                      \
         __shared__ T qs[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T gs[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T ks[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T vs[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T ps[B * (B + 1)];                                                                         \
-        dt_attention_tiled_backward_queries<T, B, B>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK,   \
-                                                     out, lse, g, dq, d, qs, gs, ks, vs, ps);                 \
+        dt_attention_tiled_backward_queries<T, B, B>(batch, G, L, S, E, Ev, scale, q, k, v,                   \
+                                                     DT_ATTENTION_MASK, out, lse, g, dq, d, qs, gs, ks, vs,   \
+                                                     ps);                                                     \
     }                                                                                                         \
-    extern "C" __global__ void attention_tiled_backward_keys_##name(                                         \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,   \
+    extern "C" __global__ void attention_tiled_backward_keys_##name(size_t batch, size_t G, size_t L,         \
+        size_t S, size_t E, size_t Ev, T scale, const T* q, const T* k, const T* v,                           \
         DT_ATTENTION_MASK_PARAMS, const T* lse, const T* g, const T* d, T* dk, T* dv) {                       \
         __shared__ T ks[B * (DT_TILE_WIDTH + 1)];                                                             \
         __shared__ T vs[B * (DT_TILE_WIDTH + 1)];                                                             \
@@ -504,8 +515,9 @@ __device__ void dt_attention_tiled_backward_keys(size_t batch, size_t L, size_t 
         __shared__ T dst[B * (B + 1)];                                                                        \
         __shared__ T row_lse[B];                                                                              \
         __shared__ T row_d[B];                                                                                \
-        dt_attention_tiled_backward_keys<T, B, B>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, \
-                                                  g, d, dk, dv, ks, vs, qs, gs, pt, dst, row_lse, row_d);     \
+        dt_attention_tiled_backward_keys<T, B, B>(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK,   \
+                                                  lse, g, d, dk, dv, ks, vs, qs, gs, pt, dst, row_lse,        \
+                                                  row_d);                                                     \
     }
 
 ATTENTION_TILED_KERNELS(f32, float, 32)
@@ -514,12 +526,14 @@ ATTENTION_TILED_KERNELS(f64, double, 16)
 // ---------------------------------------------------------------------------
 // Tensor-core kernels for the half types (sm_80 and later), for E and Ev up
 // to W = 32 or 64 (the host takes the narrower that fits):
-//   attention_mma<W>_forward_<H>(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
+//   attention_mma<W>_forward_<H>(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev, float scale,
 //           const H* q, const H* k, const H* v, MASK, H* out, float* lse)
 //   attention_mma<W>_backward_queries_<H>(same sizes, scale, q, k, v, MASK,
 //           const H* out, const float* lse, const H* g, H* dq, float* d)
 //   attention_mma<W>_backward_keys_<H>(same sizes, scale, q, k, v, MASK,
 //           const float* lse, const H* g, const float* d, H* dk, H* dv)
+//       dk and dv [batch, S, E] per query problem (the host sums the G that
+//       share a key problem)
 // with H = bf16 or f16 (MASK's `add` values are H too); the log-sum-exps
 // and the row offsets d stay in f32. Products run on the tensor cores with
 // f32 sums (dt_mma_16816), the softmax in f32 registers, in base 2 (the
@@ -743,7 +757,7 @@ __device__ inline size_t dt_mma_row_tile(size_t tile, size_t tiles) {
 }
 
 template <typename H, unsigned W>
-__device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
+__device__ void dt_attention_mma_forward(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev, float scale,
                                          const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
                                          const size_t* mdims, const size_t* mstrides, size_t moffset, H* out,
                                          float* lse, DtMmaTile& ks, DtMmaTile& vt) {
@@ -753,7 +767,7 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
     const bool whole_k = dt_mma_whole(k, E), whole_v = dt_mma_whole(v, Ev);
     for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
         const size_t b = tile / tiles, i0 = dt_mma_row_tile(tile, tiles);
-        const H *kb = k + b * S * E, *vb = v + b * S * Ev;
+        const H *kb = k + b / G * S * E, *vb = v + b / G * S * Ev;
         // This lane's two query rows: g and g + 8 of its warp's 16.
         const size_t rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
@@ -852,11 +866,11 @@ __device__ void dt_attention_mma_forward(size_t batch, size_t L, size_t S, size_
 /// each warp recomputes its 16 rows' scores and weights for a tile of keys
 /// at a time, 16 keys at a time, and adds ds K to its dq fragments.
 template <typename H, unsigned W>
-__device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
-                                                  const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
-                                                  const size_t* mdims, const size_t* mstrides, size_t moffset,
-                                                  const H* out, const float* lse, const H* g, H* dq, float* d,
-                                                  DtMmaTile& ks, DtMmaTile& kt, DtMmaTile& vs) {
+__device__ void dt_attention_mma_backward_queries(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev,
+                                                  float scale, const H* q, const H* k, const H* v, DtAttentionMask m,
+                                                  size_t mrank, const size_t* mdims, const size_t* mstrides,
+                                                  size_t moffset, const H* out, const float* lse, const H* g, H* dq,
+                                                  float* d, DtMmaTile& ks, DtMmaTile& kt, DtMmaTile& vs) {
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, t = lane % 4;
     const size_t tiles = (L + DT_MMA_ROWS - 1) / DT_MMA_ROWS;
     const float scale2 = scale * DT_LOG2E;
@@ -864,7 +878,7 @@ __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t
     for (size_t tile = blockIdx.x; tile < batch * tiles; tile += gridDim.x) {
         const size_t b = tile / tiles, i0 = dt_mma_row_tile(tile, tiles);
         const size_t rows[2] = {i0 + warp * 16 + gr, i0 + warp * 16 + gr + 8};
-        const H *kb = k + b * S * E, *vb = v + b * S * Ev, *gb = g + b * L * Ev;
+        const H *kb = k + b / G * S * E, *vb = v + b / G * S * Ev, *gb = g + b * L * Ev;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
         unsigned int qa[W / 16][4], ga[W / 16][4];
         dt_mma_load_a<H, W>(qa, q + b * L * E, rows[0], L, E, t);
@@ -932,10 +946,15 @@ __device__ void dt_attention_mma_backward_queries(size_t batch, size_t L, size_t
 /// each warp holds its 16 keys' and values' fragments and walks the queries
 /// that see them, a tile at a time through shared memory, recomputing the
 /// transposed scores and weights 16 queries at a time, adding pᵀ g to dv
-/// and dsᵀ q to dk.
+/// and dsᵀ q to dk. Per query problem b: under grouped-query attention
+/// (G > 1) it reads key problem b / G and writes the gradients of b's own
+/// copy of it, dk and dv [batch, S, E], which the host sums over each group
+/// in f32 (as FlashAttention sums its expanded heads): a loop over the group
+/// here would hold more registers than this pass has.
 template <typename H, unsigned W>
-__device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale,
-                                               const H* q, const H* k, const H* v, DtAttentionMask m, size_t mrank,
+__device__ void dt_attention_mma_backward_keys(size_t batch, size_t G, size_t L, size_t S, size_t E, size_t Ev,
+                                               float scale, const H* q, const H* k, const H* v, DtAttentionMask m,
+                                               size_t mrank,
                                                const size_t* mdims, const size_t* mstrides, size_t moffset,
                                                const float* lse, const H* g, const float* d, H* dk, H* dv,
                                                DtMmaTile& qs, DtMmaTile& qt, DtMmaTile& gs, DtMmaTile& gt,
@@ -950,8 +969,8 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
         const H *qb = q + b * L * E, *gb = g + b * L * Ev;
         m.base = m.kind >= 2 ? dt_offset(b, mrank, mdims, mstrides, moffset) : 0;
         unsigned int ka[W / 16][4], va[W / 16][4];
-        dt_mma_load_a<H, W>(ka, k + b * S * E, keys[0], S, E, t);
-        dt_mma_load_a<H, W>(va, v + b * S * Ev, keys[0], S, Ev, t);
+        dt_mma_load_a<H, W>(ka, k + b / G * S * E, keys[0], S, E, t);
+        dt_mma_load_a<H, W>(va, v + b / G * S * Ev, keys[0], S, Ev, t);
         float acc_k[W / 8][4] = {}, acc_v[W / 8][4] = {};
         // Under a causal mask only queries j0.. see the tile's keys.
         const size_t first = m.kind == 1 ? (j0 / DT_MMA_ROWS) * DT_MMA_ROWS : 0;
@@ -1019,28 +1038,28 @@ __device__ void dt_attention_mma_backward_keys(size_t batch, size_t L, size_t S,
 }
 
 #define ATTENTION_MMA_KERNELS_OF_WIDTH(name, H, W)                                                            \
-    extern "C" __global__ void attention_mma##W##_forward_##name(          \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, H* out, float* lse) {                                           \
+    extern "C" __global__ void attention_mma##W##_forward_##name(size_t batch, size_t G, size_t L,            \
+        size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k, const H* v,                       \
+        DT_ATTENTION_MASK_PARAMS, H* out, float* lse) {                                                       \
         __shared__ DtMmaTile ks, vt;                                                                          \
-        dt_attention_mma_forward<H, W>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse, ks,  \
-                                       vt);                                                                   \
+        dt_attention_mma_forward<H, W>(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out, lse,    \
+                                       ks, vt);                                                               \
     }                                                                                                         \
-    extern "C" __global__ void attention_mma##W##_backward_queries_##name( \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, const H* out, const float* lse, const H* g, H* dq, float* d) {  \
+    extern "C" __global__ void attention_mma##W##_backward_queries_##name(size_t batch, size_t G, size_t L,   \
+        size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k, const H* v,                       \
+        DT_ATTENTION_MASK_PARAMS, const H* out, const float* lse, const H* g, H* dq, float* d) {              \
         __shared__ DtMmaTile ks, kt, vs;                                                                      \
-        dt_attention_mma_backward_queries<H, W>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, out,   \
-                                                lse, g, dq, d, ks, kt, vs);                                   \
+        dt_attention_mma_backward_queries<H, W>(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK,     \
+                                                out, lse, g, dq, d, ks, kt, vs);                              \
     }                                                                                                         \
-    extern "C" __global__ void attention_mma##W##_backward_keys_##name(    \
-        size_t batch, size_t L, size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k,          \
-        const H* v, DT_ATTENTION_MASK_PARAMS, const float* lse, const H* g, const float* d, H* dk, H* dv) {   \
+    extern "C" __global__ void attention_mma##W##_backward_keys_##name(size_t batch, size_t G, size_t L,      \
+        size_t S, size_t E, size_t Ev, float scale, const H* q, const H* k, const H* v,                       \
+        DT_ATTENTION_MASK_PARAMS, const float* lse, const H* g, const float* d, H* dk, H* dv) {               \
         __shared__ DtMmaTile qs, qt, gs, gt;                                                                  \
         __shared__ float row_lse[DT_MMA_ROWS];                                                                \
         __shared__ float row_d[DT_MMA_ROWS];                                                                  \
-        dt_attention_mma_backward_keys<H, W>(batch, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse, g, d, \
-                                             dk, dv, qs, qt, gs, gt, row_lse, row_d);                         \
+        dt_attention_mma_backward_keys<H, W>(batch, G, L, S, E, Ev, scale, q, k, v, DT_ATTENTION_MASK, lse,   \
+                                             g, d, dk, dv, qs, qt, gs, gt, row_lse, row_d);                   \
     }
 #define ATTENTION_MMA_KERNELS(name, H)                                                                        \
     ATTENTION_MMA_KERNELS_OF_WIDTH(name, H, 32)                                                               \

@@ -2,7 +2,8 @@
 //! masks, softmax over the visible keys, zeros for a query that sees none),
 //! on random batch shapes, lengths, widths, layouts and masks, with
 //! finite-difference gradients for queries, keys, values and the additive
-//! mask, on every device.
+//! mask, on every device; and grouped-query attention (keys and values
+//! shared by groups of query heads) the same way.
 
 use crate::common::*;
 use devtensor::ops::attention::AttentionMask;
@@ -21,10 +22,13 @@ enum MaskKind {
 }
 
 /// A case: batch axes, L, S, E, Ev, the mask kind, which mask axes are
-/// broadcast (size 1) and how many leading ones are dropped.
+/// broadcast (size 1) and how many leading ones are dropped; and how many
+/// query heads (the last batch axis) share each key and value head, 1 but
+/// for grouped-query attention.
 #[derive(Clone, Debug)]
 struct Case {
     batch: Vec<usize>,
+    group: usize,
     l: usize,
     s: usize,
     e: usize,
@@ -37,6 +41,31 @@ struct Case {
 impl Case {
     fn scores_dims(&self) -> Vec<usize> {
         [self.batch.clone(), vec![self.l, self.s]].concat()
+    }
+
+    /// The batch axes of the keys and values: the heads divided by the group.
+    fn kv_batch(&self) -> Vec<usize> {
+        let mut batch = self.batch.clone();
+        if let Some(heads) = batch.last_mut() {
+            *heads /= self.group;
+        }
+        batch
+    }
+
+    /// The attention of the case: grouped-query where its group is not 1.
+    fn attend<D: Device, E: FloatElement>(
+        &self,
+        q: &Tensor<D, E>,
+        k: &Tensor<D, E>,
+        v: &Tensor<D, E>,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+    ) -> Tensor<D, E> {
+        if self.group == 1 {
+            q.scaled_dot_product_attention(k, v, mask, scale)
+        } else {
+            q.scaled_dot_product_attention_gqa(k, v, mask, scale)
+        }
     }
 
     /// The mask's own shape: the scores' shape with some axes 1 and some
@@ -64,8 +93,19 @@ fn case() -> impl Strategy<Value = Case> {
         ],
         prop::collection::vec(any::<bool>(), 4),
         0usize..=4,
+        prop_oneof![2 => Just(1usize), 1 => 2usize..=3],
     )
-        .prop_map(|(batch, l, s, e, ev, mask, ones, drop)| Case { batch, l, s, e, ev, mask, ones, drop })
+        .prop_map(|(mut batch, l, s, e, ev, mask, ones, drop, group)| {
+            if group > 1 {
+                // The query heads, a multiple of the key and value heads.
+                match batch.last_mut() {
+                    Some(heads) => *heads *= group,
+                    None => batch.push(group),
+                }
+            }
+            let ones = [ones, vec![false]].concat();
+            Case { batch, group, l, s, e, ev, mask, ones, drop }
+        })
 }
 
 /// The attention of the case in `f64` by plain loops; `keep` and `add` are
@@ -76,6 +116,9 @@ fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], keep: &[u8], add: &[f64]
     let batches: usize = c.batch.iter().product();
     let mut out = vec![0.0; batches * c.l * c.ev];
     for b in 0..batches {
+        // The key and value problem of query problem `b`: query head `h`
+        // attends with key head `h / group`, as PyTorch's `enable_gqa`.
+        let kb = b / c.group;
         for i in 0..c.l {
             let mut scores = Vec::new();
             for j in 0..c.s {
@@ -89,7 +132,7 @@ fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], keep: &[u8], add: &[f64]
                 };
                 let extra = if let MaskKind::Add = c.mask { broadcast_read(add, &mask_dims, &at) } else { 0.0 };
                 let _ = &scores_dims;
-                let dot: f64 = (0..c.e).map(|d| q[(b * c.l + i) * c.e + d] * k[(b * c.s + j) * c.e + d]).sum();
+                let dot: f64 = (0..c.e).map(|d| q[(b * c.l + i) * c.e + d] * k[(kb * c.s + j) * c.e + d]).sum();
                 let score = dot * scale + extra;
                 if visible && score != f64::NEG_INFINITY {
                     scores.push((j, score));
@@ -103,7 +146,7 @@ fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], keep: &[u8], add: &[f64]
             for &(j, s) in &scores {
                 let p = (s - max).exp() / total;
                 for d in 0..c.ev {
-                    out[(b * c.l + i) * c.ev + d] += p * v[(b * c.s + j) * c.ev + d];
+                    out[(b * c.l + i) * c.ev + d] += p * v[(kb * c.s + j) * c.ev + d];
                 }
             }
         }
@@ -125,12 +168,13 @@ struct Operands<D: Device, E: FloatElement> {
 
 fn operands<D: Device, E: FloatElement>(c: &Case, seed: u64, variant: Variant) -> Operands<D, E> {
     let dims = |rows: usize, cols: usize| [c.batch.clone(), vec![rows, cols]].concat();
+    let kv_dims = |rows: usize, cols: usize| [c.kv_batch(), vec![rows, cols]].concat();
     let make = |d: &[usize], s: u64| -> Vec<f64> {
         let n: usize = d.iter().product();
         // Representable in f32, so both types see the same inputs.
         gradcheck::data(n, s).iter().map(|x| f64::from(*x as f32)).collect()
     };
-    let (qd, kd, vd) = (dims(c.l, c.e), dims(c.s, c.e), dims(c.s, c.ev));
+    let (qd, kd, vd) = (dims(c.l, c.e), kv_dims(c.s, c.e), kv_dims(c.s, c.ev));
     let data = [make(&qd, seed), make(&kd, seed ^ 1), make(&vd, seed ^ 2)];
     let md = c.mask_dims();
     let n: usize = md.iter().product();
@@ -163,7 +207,7 @@ fn mask_of<'a, D: Device, E: FloatElement>(c: &Case, o: &'a Operands<D, E>) -> A
 
 fn check_forward<D: Device, E: FloatElement>(c: &Case, seed: u64, variant: Variant, scale: Option<f64>, tol: f64) {
     let o = operands::<D, E>(c, seed, variant);
-    let got = o.q.scaled_dot_product_attention(&o.k, &o.v, mask_of(c, &o), scale);
+    let got = c.attend(&o.q, &o.k, &o.v, mask_of(c, &o), scale);
     let expected_dims = [c.batch.clone(), vec![c.l, c.ev]].concat();
     assert_eq!(got.dims(), expected_dims.as_slice());
     let scale = scale.unwrap_or(1.0 / (c.e as f64).sqrt());
@@ -183,12 +227,12 @@ device_proptests! {
     fn attention_gradients_match_finite_differences<D>(c in case(), seed in any::<u64>(), v in variant()) {
         let o = operands::<D, f64>(&c, seed, v);
         let inputs = [o.q.clone(), o.k.clone(), o.v.clone()];
-        gradcheck::gradcheck("attention", &inputs, |x| x[0].scaled_dot_product_attention(&x[1], &x[2], mask_of(&c, &o), None));
+        gradcheck::gradcheck("attention", &inputs, |x| c.attend(&x[0], &x[1], &x[2], mask_of(&c, &o), None));
         if let MaskKind::Add = c.mask {
             // The additive mask is differentiable too (where it is finite).
             let finite = o.add.masked_fill(&o.add.eq_scalar(f64::NEG_INFINITY), 0.0);
             gradcheck::gradcheck("attention mask", &[finite], |m| {
-                o.q.scaled_dot_product_attention(&o.k, &o.v, AttentionMask::Add(&m[0]), None)
+                c.attend(&o.q, &o.k, &o.v, AttentionMask::Add(&m[0]), None)
             });
         }
     }
@@ -206,6 +250,23 @@ fn queries_that_see_nothing_get_zeros_and_no_gradient<D: Device>() {
     let g = grads.get(&q).unwrap().to_vec2();
     assert_eq!(g[1], vec![0.0, 0.0]);
     assert!(g[0].iter().all(|x| x.is_finite()));
+}
+
+/// Grouped-query attention of empty tensors, as PyTorch's: no queries, no
+/// keys (every query sees nothing: zeros, and zero gradients), no heads.
+fn grouped_query_attention_of_empty_tensors<D: Device>() {
+    let kv = Tensor::<D, f64>::ones([1, 2, 5, 3]);
+    let none =
+        Tensor::<D, f64>::zeros([1, 4, 0, 3]).scaled_dot_product_attention_gqa(&kv, &kv, AttentionMask::None, None);
+    assert_eq!(none.dims(), &[1, 4, 0, 3]);
+    let q = Tensor::<D, f64>::ones([1, 4, 3, 2]).requires_grad();
+    let nothing = Tensor::<D, f64>::zeros([1, 2, 0, 2]);
+    let out = q.scaled_dot_product_attention_gqa(&nothing, &nothing, AttentionMask::None, None);
+    assert_eq!((out.dims(), out.to_vec()), (&[1, 4, 3, 2][..], vec![0.0; 24]));
+    assert_eq!(out.sum().backward().get(&q).unwrap().to_vec(), vec![0.0; 24]);
+    let headless =
+        Tensor::<D, f64>::zeros([1, 0, 3, 3]).scaled_dot_product_attention_gqa(&kv, &kv, AttentionMask::None, None);
+    assert_eq!(headless.dims(), &[1, 0, 3, 3]);
 }
 
 fn bad_shapes_are_errors_naming_them<D: Device>() {
@@ -236,13 +297,56 @@ fn bad_shapes_are_errors_naming_them<D: Device>() {
     );
     assert_eq!(
         message(q.try_scaled_dot_product_attention(
-            &Tensor::<D>::zeros([1, 5, 4]),
-            &Tensor::<D>::zeros([1, 5, 4]),
+            &Tensor::<D>::zeros([3, 5, 4]),
+            &Tensor::<D>::zeros([3, 5, 4]),
             AttentionMask::None,
             None
         )),
         format!(
-            "scaled_dot_product_attention on {name}: shapes [2, 3, 4], [1, 5, 4] and [1, 5, 4]: queries, keys and values need the same batch axes (all but the last two)"
+            "scaled_dot_product_attention on {name}: shapes [2, 3, 4], [3, 5, 4] and [3, 5, 4]: queries, keys and values need the same batch axes (all but the last two)"
+        )
+    );
+    // Fewer key heads than query heads: PyTorch's `enable_gqa`, named.
+    let (q4, kv2) = (Tensor::<D>::zeros([1, 4, 3, 4]), Tensor::<D>::zeros([1, 2, 5, 4]));
+    assert_eq!(
+        message(q4.try_scaled_dot_product_attention(&kv2, &kv2, AttentionMask::None, None)),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [1, 4, 3, 4], [1, 2, 5, 4] and [1, 2, 5, 4]: the keys and values have fewer heads (axis -3) than the queries: grouped-query attention is scaled_dot_product_attention_gqa (PyTorch's enable_gqa=True)"
+        )
+    );
+    let kv3 = Tensor::<D>::zeros([1, 3, 5, 4]);
+    assert_eq!(
+        message(q4.try_scaled_dot_product_attention_gqa(&kv3, &kv3, AttentionMask::None, None)),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [1, 4, 3, 4], [1, 3, 5, 4] and [1, 3, 5, 4]: the query heads (axis -3) must be a multiple of the key heads, and keys and values need as many heads"
+        )
+    );
+    assert_eq!(
+        message(q4.try_scaled_dot_product_attention_gqa(&kv2, &kv3, AttentionMask::None, None)),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [1, 4, 3, 4], [1, 2, 5, 4] and [1, 3, 5, 4]: the query heads (axis -3) must be a multiple of the key heads, and keys and values need as many heads"
+        )
+    );
+    assert_eq!(
+        message(Tensor::<D>::zeros([3, 4]).try_scaled_dot_product_attention_gqa(
+            &Tensor::<D>::zeros([5, 4]),
+            &Tensor::<D>::zeros([5, 4]),
+            AttentionMask::None,
+            None
+        )),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [3, 4], [5, 4] and [5, 4]: grouped-query attention needs queries, keys and values of the same rank, at least 3 (heads, positions, embedding)"
+        )
+    );
+    assert_eq!(
+        message(q4.try_scaled_dot_product_attention_gqa(
+            &Tensor::<D>::zeros([2, 2, 5, 4]),
+            &Tensor::<D>::zeros([2, 2, 5, 4]),
+            AttentionMask::None,
+            None
+        )),
+        format!(
+            "scaled_dot_product_attention on {name}: shapes [1, 4, 3, 4], [2, 2, 5, 4] and [2, 2, 5, 4]: queries, keys and values need the same batch axes (all but the heads and the last two)"
         )
     );
     let kv = Tensor::<D>::zeros([2, 5, 4]);
@@ -267,6 +371,7 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
     let cases = [
         Case {
             batch: vec![3, 2],
+            group: 1,
             l: sized(150, 20),
             s: sized(130, 17),
             e: 16,
@@ -277,6 +382,7 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
         },
         Case {
             batch: vec![],
+            group: 1,
             l: sized(300, 40),
             s: sized(600, 30),
             e: 8,
@@ -289,12 +395,38 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
         // more keys than a block's 256 threads.
         Case {
             batch: vec![2],
+            group: 1,
             l: sized(40, 9),
             s: sized(300, 11),
             e: 80,
             ev: 66,
             mask: MaskKind::Keep,
             ones: vec![true, false, false],
+            drop: 0,
+        },
+        // Grouped-query attention: two query heads per key and value head
+        // (the GPU's tiles, the CPU's parallel backward over key heads),
+        // and three over a wide head (the GPU's row kernels).
+        Case {
+            batch: vec![2, 4],
+            group: 2,
+            l: sized(90, 12),
+            s: sized(90, 12),
+            e: 16,
+            ev: 8,
+            mask: MaskKind::Causal,
+            ones: vec![false; 4],
+            drop: 0,
+        },
+        Case {
+            batch: vec![1, 3],
+            group: 3,
+            l: sized(20, 5),
+            s: sized(270, 9),
+            e: 72,
+            ev: 70,
+            mask: MaskKind::Keep,
+            ones: vec![true, false, false, false],
             drop: 0,
         },
     ];
@@ -306,7 +438,7 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
     for c in &cases {
         let o = operands::<D, f64>(c, 11, Variant::Contiguous);
         let (q, k, v) = (o.q.clone().requires_grad(), o.k.clone().requires_grad(), o.v.clone().requires_grad());
-        let out = q.scaled_dot_product_attention(&k, &v, mask_of(c, &o), None);
+        let out = c.attend(&q, &k, &v, mask_of(c, &o), None);
         let expected =
             reference(c, &o.data[0], &o.data[1], &o.data[2], &o.keep_data, &o.add_data, 1.0 / (c.e as f64).sqrt());
         assert_close(&out.to_vec(), &expected, 1e-12, 1e-12);
@@ -318,7 +450,7 @@ fn large_problems_take_the_parallel_paths<D: Device>() {
             MaskKind::Causal => zero.masked_fill(&Tensor::<D, u8>::ones([c.l, c.s]).triu(1), f64::NEG_INFINITY),
             _ => zero.masked_fill(&o.keep.logical_not(), f64::NEG_INFINITY),
         };
-        let composed_out = q.scaled_dot_product_attention(&k, &v, AttentionMask::Add(&mask), None);
+        let composed_out = c.attend(&q, &k, &v, AttentionMask::Add(&mask), None);
         assert_close(&composed_out.to_vec(), &expected, 1e-12, 1e-12);
         let composed = (&composed_out * &weights).sum().backward();
         for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
@@ -347,8 +479,17 @@ fn heads_split_from_one_projection<D: Device>() {
         let (q, k, v) = (heads(&parts[0]), heads(&parts[1]), heads(&parts[2]));
         assert_eq!(q.is_contiguous(), copy);
         let out = q.scaled_dot_product_attention(&k, &v, AttentionMask::Causal, None);
-        let c =
-            Case { batch: vec![b, h], l: t, s: t, e: d, ev: d, mask: MaskKind::Causal, ones: vec![false; 4], drop: 0 };
+        let c = Case {
+            batch: vec![b, h],
+            group: 1,
+            l: t,
+            s: t,
+            e: d,
+            ev: d,
+            mask: MaskKind::Causal,
+            ones: vec![false; 4],
+            drop: 0,
+        };
         let expected = reference(&c, &q.to_vec(), &k.to_vec(), &v.to_vec(), &[], &[], 1.0 / (d as f64).sqrt());
         assert_close(&out.to_vec(), &expected, 1e-12, 1e-12);
         let weights = Tensor::<D, f64>::from_vec(gradcheck::data(out.elem_count(), 5), out.dims());
@@ -380,7 +521,17 @@ fn heads_split_from_one_projection<D: Device>() {
 /// result is a loop over the reference weights with that mask; the
 /// gradient by finite differences on a fixed mask (a fixed seed per call).
 fn attention_dropout_zeroes_weights_and_rescales<D: Device>() {
-    let c = Case { batch: vec![2], l: 5, s: 7, e: 3, ev: 2, mask: MaskKind::Causal, ones: vec![false; 3], drop: 0 };
+    let c = Case {
+        batch: vec![2],
+        group: 1,
+        l: 5,
+        s: 7,
+        e: 3,
+        ev: 2,
+        mask: MaskKind::Causal,
+        ones: vec![false; 3],
+        drop: 0,
+    };
     let o = operands::<D, f64>(&c, 21, Variant::Contiguous);
     let p = 0.3;
     devtensor::manual_seed(5);
@@ -424,4 +575,5 @@ device_tests! {
     large_problems_take_the_parallel_paths => large_problems_take_the_parallel_paths,
     queries_that_see_nothing_get_zeros_and_no_gradient => queries_that_see_nothing_get_zeros_and_no_gradient,
     bad_shapes_are_errors_naming_them => bad_shapes_are_errors_naming_them,
+    grouped_query_attention_of_empty_tensors => grouped_query_attention_of_empty_tensors,
 }

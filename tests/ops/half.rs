@@ -430,6 +430,11 @@ device_proptests! {
         check_half!("attention (additive mask)", seed, [q: shape(queries), k: shape(keys), v: shape(keys), m: [queries, keys]] => {
             q.scaled_dot_product_attention(k, v, AttentionMask::Add(m), Some(0.5))
         }, near(4.0));
+        // Grouped-query: both query heads read the one key and value head.
+        let shared = |rows: usize| [2, 1, rows, width];
+        check_half!("attention (grouped-query)", seed, [q: shape(queries), k: shared(keys), v: shared(keys)] => {
+            q.scaled_dot_product_attention_gqa(k, v, AttentionMask::Causal, None)
+        }, near(4.0));
         for which in 0..3 {
             check_half!("attention gradients", seed, [q: shape(queries), k: shape(keys), v: shape(keys)] => {
                 let [q, k, v] = [q, k, v].map(|t| t.clone().requires_grad());
@@ -606,7 +611,8 @@ fn whole_tiles_mask<'a, D: Device, E: FloatElement>(causal: bool) -> AttentionMa
 /// diagonal and partial tiles that do not; heads of 32 and 64 columns
 /// (their two kernels), rows that load as 16-byte chunks (widths that are
 /// multiples of 8) and one that does not, two problems in a batch. The
-/// output and all three gradients, against `f32`.
+/// output and all three gradients, against `f32`; and the gradients of a
+/// grouped-query attention.
 fn attention_tiles_seen_whole<D: Device>() {
     for (seed, [width, value_width]) in [[32, 32], [64, 48], [40, 36]].into_iter().enumerate() {
         for causal in [false, true] {
@@ -623,6 +629,16 @@ fn attention_tiles_seen_whole<D: Device>() {
                 }, near(32.0));
             }
         }
+    }
+    // Grouped-query attention over two tiles: the keys' pass sums each
+    // key head's gradient over its two query heads.
+    let [q, k, v] = [[1, 4, 70, 32], [1, 2, 70, 32], [1, 2, 70, 32]];
+    for which in 0..3 {
+        check_half!("grouped-query attention gradients over tiles", 5, [q: q, k: k, v: v] => {
+            let [q, k, v] = [q, k, v].map(|t| t.clone().requires_grad());
+            let grads = q.scaled_dot_product_attention_gqa(&k, &v, AttentionMask::Causal, None).square().sum().backward();
+            grads.get([&q, &k, &v][which]).unwrap().clone()
+        }, near(32.0));
     }
 }
 

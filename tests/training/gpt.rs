@@ -117,6 +117,24 @@ fn scaled_dot_product_attention_matches_pytorch<D: Device>() {
     }
 }
 
+/// Grouped-query attention, `enable_gqa=True`: 6 query heads over 2 key and
+/// value heads, causal and under a boolean mask per head.
+fn grouped_query_attention_matches_pytorch<D: Device>() {
+    let torch = fixture::<D>("attention_gqa.safetensors");
+    for case in ["causal", "keep"] {
+        let t = |name: &str| float(&torch, &format!("{case}.{name}"));
+        let (q, k, v) = (t("q").requires_grad(), t("k").requires_grad(), t("v").requires_grad());
+        let keep = (case == "keep").then(|| int(&torch, "keep.mask").to_dtype::<u8>());
+        let mask = keep.as_ref().map_or(AttentionMask::Causal, AttentionMask::Keep);
+        let out = q.scaled_dot_product_attention_gqa(&k, &v, mask, None);
+        assert_close(case, &out, &t("out"), 5e-6);
+        let grads = (&out * &t("g")).sum().backward();
+        for (name, x) in [("grad_q", &q), ("grad_k", &k), ("grad_v", &v)] {
+            assert_close(&format!("{case} {name}"), grads.get(x).unwrap(), &t(name), 5e-6);
+        }
+    }
+}
+
 // ---- Generation with a key/value cache, against running the whole window ----
 
 const SMALL: GptConfig = GptConfig { block_size: 10, vocab_size: 13, n_layer: 2, n_head: 2, n_embd: 16 };
@@ -244,4 +262,5 @@ device_tests! {
     gpt_trains_as_pytorch => gpt_trains_as_pytorch,
     multihead_attention_matches_pytorch => multihead_attention_matches_pytorch,
     scaled_dot_product_attention_matches_pytorch => scaled_dot_product_attention_matches_pytorch,
+    grouped_query_attention_matches_pytorch => grouped_query_attention_matches_pytorch,
 }

@@ -1,6 +1,7 @@
 // The lines of PyTorch code that issue 60 quotes, each ported as one line,
 // and ui-tests/fail/subscript_mistakes.rs with each mistake fixed: indices
 // and masks made or moved to the tensor's device, floats compared or cast.
+use devtensor::ops::attention::AttentionMask;
 use devtensor::ops::index::ScatterReduce;
 use devtensor::{Cpu, Cuda, Device, Ellipsis, NewAxis, SliceStep, Tensor};
 
@@ -29,6 +30,10 @@ fn run<D: Device>() {
     assert_eq!(remove.dims(), &[2, 11]);
     let pooled = Tensor::<D>::zeros([2]).scatter_reduce(0, &rows.i(..2), &x.i((.., 0)), ScatterReduce::Amax, false);
     assert_eq!(pooled.dims(), &[2]);
+    // Llama's attention: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    let (q, kv) = (Tensor::<D>::randn([1, 8, 4, 16]), Tensor::<D>::randn([1, 2, 4, 16]));
+    let out = q.scaled_dot_product_attention_gqa(&kv, &kv, AttentionMask::Causal, None);
+    assert_eq!(out.dims(), &[1, 8, 4, 16]);
 }
 
 /// `logits[rows, -1]` with the rows moved to the GPU first.

@@ -5,7 +5,9 @@
 //! block's weights from the saved log-sum-exps and runs four more products.
 //! No thread holds more than two blocks of scores: never `[queries, keys]`
 //! for a long sequence. Forward, every block is a task; backward, whole
-//! problems are, since their blocks add to the same key and value gradients.
+//! problems are, since their blocks add to the same key and value gradients
+//! (under grouped-query attention, a key and value problem with all the
+//! query problems that share it).
 
 use super::kernel::{AttentionDims, AttentionKernel, KernelMask};
 use crate::backend::Cpu;
@@ -404,7 +406,7 @@ impl AttentionKernel for Cpu {
             };
             return Ok(Some((narrowed(OP, &out)?, converted(OP, &lse)?)));
         }
-        let AttentionDims { batch, queries, keys, width, value_width } = dims;
+        let AttentionDims { batch, queries, keys, width, value_width, group } = dims;
         // Written in full by the blocks: no zeroing.
         let mut out = output_buffer::<E>(OP, count_of(&[batch, queries, value_width]))?;
         let mut lse = output_buffer::<E>(OP, batch * queries)?;
@@ -421,8 +423,8 @@ impl AttentionKernel for Cpu {
             let out = unsafe { result.rows(b, rows.clone(), value_width) };
             vectorized(Forward {
                 q: Rows::of(q.0, q.1, b, queries, width),
-                k: Rows::of(k.0, k.1, b, keys, width),
-                v: Rows::of(v.0, v.1, b, keys, value_width),
+                k: Rows::of(k.0, k.1, b / group, keys, width),
+                v: Rows::of(v.0, v.1, b / group, keys, value_width),
                 scores: scores.as_mut_slice(),
                 out,
                 lse,
@@ -466,51 +468,58 @@ impl AttentionKernel for Cpu {
             let grads = Self::attention_backward(q, k, v, out, &lse32, g, layouts, dims, mask, scale)?;
             return grads.map(|grads| narrowed_all(OP, grads)).transpose();
         }
-        let AttentionDims { batch, queries, keys, width, value_width } = dims;
+        let AttentionDims { batch, queries, keys, width, value_width, group } = dims;
         // `E` itself for the types that get here.
         let lse = converted::<E::Accumulator, E>(OP, lse)?;
         let lse = lse.as_slice();
+        let shared = batch / group;
         // dq is written in full; dk and dv are sums, so they start at 0.
         let mut dq = output_buffer::<E>(OP, count_of(&[batch, queries, width]))?;
-        let mut dk = zeroed_buffer::<E>(OP, count_of(&[batch, keys, width]))?;
-        let mut dv = zeroed_buffer::<E>(OP, count_of(&[batch, keys, value_width]))?;
+        let mut dk = zeroed_buffer::<E>(OP, count_of(&[shared, keys, width]))?;
+        let mut dv = zeroed_buffer::<E>(OP, count_of(&[shared, keys, value_width]))?;
         let scale = E::from_f64(scale);
         let results = [
             SharedResult::new(&mut dq, dq_layout),
             SharedResult::new(&mut dk, dk_layout),
             SharedResult::new(&mut dv, dv_layout),
         ];
-        let run = |b: usize| -> Result<()> {
+        // A task per key and value problem, running its group's query
+        // problems one after the other, which add to its gradients.
+        let run = |kv: usize| -> Result<()> {
             let mut scratch = CpuStorage::from_vec(zeroed_buffer::<E>(OP, 2 * BLOCK_ROWS.min(queries) * keys)?);
-            // SAFETY: each task is a problem of its own, with all its rows.
-            let [dq, dk, dv] = unsafe {
-                [
-                    results[0].rows(b, 0..queries, width),
-                    results[1].rows(b, 0..keys, width),
-                    results[2].rows(b, 0..keys, value_width),
-                ]
-            };
-            vectorized(Backward {
-                q: Rows::of(q.0, q.1, b, queries, width),
-                k: Rows::of(k.0, k.1, b, keys, width),
-                v: Rows::of(v.0, v.1, b, keys, value_width),
-                out: Rows::of(out.0, out.1, b, queries, value_width),
-                lse: &lse[b * queries..(b + 1) * queries],
-                g: Rows::of(g.0, g.1, b, queries, value_width),
-                dq,
-                dk,
-                dv,
-                scratch: scratch.as_mut_slice(),
-                dims,
-                mask: RowMask::of(&mask, b),
-                scale,
-            });
+            for b in kv * group..(kv + 1) * group {
+                // SAFETY: each task has a key and value problem of its own
+                // and the query problems of its group, with all their rows,
+                // and hands them to one `Backward` at a time.
+                let [dq, dk, dv] = unsafe {
+                    [
+                        results[0].rows(b, 0..queries, width),
+                        results[1].rows(kv, 0..keys, width),
+                        results[2].rows(kv, 0..keys, value_width),
+                    ]
+                };
+                vectorized(Backward {
+                    q: Rows::of(q.0, q.1, b, queries, width),
+                    k: Rows::of(k.0, k.1, kv, keys, width),
+                    v: Rows::of(v.0, v.1, kv, keys, value_width),
+                    out: Rows::of(out.0, out.1, b, queries, value_width),
+                    lse: &lse[b * queries..(b + 1) * queries],
+                    g: Rows::of(g.0, g.1, b, queries, value_width),
+                    dq,
+                    dk,
+                    dv,
+                    scratch: scratch.as_mut_slice(),
+                    dims,
+                    mask: RowMask::of(&mask, b),
+                    scale,
+                });
+            }
             Ok(())
         };
-        if split_across_threads(count_of(&[batch, queries, keys, width.max(value_width)])) && batch > 1 {
-            map_tasks(batch, 1, &run).into_iter().collect::<Result<()>>()?;
+        if split_across_threads(count_of(&[batch, queries, keys, width.max(value_width)])) && shared > 1 {
+            map_tasks(shared, 1, &run).into_iter().collect::<Result<()>>()?;
         } else {
-            (0..batch).try_for_each(run)?;
+            (0..shared).try_for_each(run)?;
         }
         Ok(Some([CpuStorage::from_vec(dq), CpuStorage::from_vec(dk), CpuStorage::from_vec(dv)]))
     }

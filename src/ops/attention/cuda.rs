@@ -4,7 +4,10 @@
 //! one block per query row for wider ones. The backward runs one kernel
 //! over query rows (their gradients and each row's softmax offset) and one
 //! over key rows (the keys' and values' gradients, summed over the queries
-//! without atomics). The half types run on the tensor cores
+//! without atomics; under grouped-query attention over the queries of
+//! every head that shares the key, but on the tensor cores, whose keys'
+//! pass gives each query head its own copy and sums them after). The half
+//! types run on the tensor cores
 //! (`attention_mma32_*` and `attention_mma64_*`, sm_80 and later, heads up
 //! to 32 and 64 wide), with the same three passes; elsewhere they widen to
 //! the f32 kernels.
@@ -16,7 +19,8 @@ use crate::backend::cuda::launch::{Strided, launch_kernel, per_row};
 use crate::backend::cuda::{CudaStorage, converted, narrowed, narrowed_all, widened};
 use crate::element::{DType, Element, FloatElement};
 use crate::error::Result;
-use crate::layout::{Layout, count_of};
+use crate::layout::{Layout, Shape, count_of};
+use crate::ops::reduce::{ReduceKernel, Sum};
 use cudarc::driver::LaunchConfig;
 use std::sync::Arc;
 
@@ -76,15 +80,20 @@ fn fits(dims: &AttentionDims) -> bool {
 const TILE_WIDTH: usize = 64;
 
 /// The kernel of `pass` for `dims` and `E`, and its launch over `rows`
-/// rows of each of `dims.batch` problems: the tiled kernels
+/// rows of each of `problems` problems: the tiled kernels
 /// (`attention_tiled_*`) for rows up to [`TILE_WIDTH`] wide, one block of
 /// four threads per row of a tile (32 rows a tile for `f32`, 16 for
 /// `f64`, as `ATTENTION_TILED_KERNELS` declares them); else the row
 /// kernels, a block per row.
-fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) -> (String, LaunchConfig) {
+fn kernel_for<E: FloatElement>(
+    pass: &str,
+    dims: &AttentionDims,
+    problems: usize,
+    rows: usize,
+) -> (String, LaunchConfig) {
     let dtype = E::DTYPE.name();
     if dims.width.max(dims.value_width) > TILE_WIDTH {
-        return (format!("attention_{pass}_{dtype}"), per_row(dims.batch * rows));
+        return (format!("attention_{pass}_{dtype}"), per_row(problems * rows));
     }
     let tile = match E::DTYPE {
         DType::F32 => 32,
@@ -93,7 +102,7 @@ fn kernel_for<E: FloatElement>(pass: &str, dims: &AttentionDims, rows: usize) ->
         DType::BF16 | DType::F16 | DType::I64 | DType::U8 => unreachable!("no {} attention kernels", E::DTYPE.name()),
     };
     // The kernels loop over tiles, so the grid only sets how many run at once.
-    let blocks = (dims.batch * rows.div_ceil(tile)).clamp(1, 1 << 16) as u32;
+    let blocks = (problems * rows.div_ceil(tile)).clamp(1, 1 << 16) as u32;
     let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (4 * tile as u32, 1, 1), shared_mem_bytes: 0 };
     (format!("attention_tiled_{pass}_{dtype}"), launch)
 }
@@ -133,7 +142,7 @@ fn forward_on_tensor_cores<E: FloatElement>(
     scale: f64,
 ) -> Result<(CudaStorage<E>, CudaStorage<E::Accumulator>)> {
     const OP: &str = "scaled_dot_product_attention";
-    let AttentionDims { batch, queries, keys, width, value_width } = dims;
+    let AttentionDims { batch, queries, keys, width, value_width, group } = dims;
     let out = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, queries, value_width]))?;
     // f32, which the kernel writes.
     let lse = CudaStorage::<E::Accumulator>::alloc(device, OP, batch * queries)?;
@@ -143,7 +152,7 @@ fn forward_on_tensor_cores<E: FloatElement>(
     let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
     let kernel = mma_kernel::<E>("forward", &dims);
     launch_kernel!(device, OP, "attention", kernel, launch;
-        batch, queries, keys, width, value_width, scale as f32, start(q), start(k), start(v),
+        batch, group, queries, keys, width, value_width, scale as f32, start(q), start(k), start(v),
         m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
         m.batch_axes.offsets[0], m.row, m.col, out.ptr(), lse.ptr())?;
     Ok((out, lse))
@@ -161,8 +170,9 @@ fn backward_on_tensor_cores<E: FloatElement>(
     scale: f64,
 ) -> Result<[CudaStorage<E>; 3]> {
     const OP: &str = "scaled_dot_product_attention_backward";
-    let AttentionDims { batch, queries, keys, width, value_width } = dims;
+    let AttentionDims { batch, queries, keys, width, value_width, group } = dims;
     let dq = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, queries, width]))?;
+    // Per query problem: a key problem's copy for each head of its group.
     let dk = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, keys, width]))?;
     let dv = CudaStorage::<E>::alloc(device, OP, count_of(&[batch, keys, value_width]))?;
     let offsets = CudaStorage::<f32>::alloc(device, OP, batch * queries)?;
@@ -173,14 +183,23 @@ fn backward_on_tensor_cores<E: FloatElement>(
         LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 }
     };
     launch_kernel!(device, OP, "attention", mma_kernel::<E>("backward_queries", &dims), launch(queries);
-        batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+        batch, group, queries, keys, width, value_width, scale, start(q), start(k), start(v),
         m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
         m.batch_axes.offsets[0], m.row, m.col, start(out), lse.ptr(), start(g), dq.ptr(), offsets.ptr())?;
     launch_kernel!(device, OP, "attention", mma_kernel::<E>("backward_keys", &dims), launch(keys);
-        batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+        batch, group, queries, keys, width, value_width, scale, start(q), start(k), start(v),
         m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
         m.batch_axes.offsets[0], m.row, m.col, lse.ptr(), start(g), offsets.ptr(), dk.ptr(), dv.ptr())?;
-    Ok([dq, dk, dv])
+    if group == 1 {
+        return Ok([dq, dk, dv]);
+    }
+    // Each group's copies summed in f32 and rounded once, as FlashAttention
+    // sums its expanded heads' gradients.
+    let sum_group = |copies: &CudaStorage<E>, row: usize| {
+        let layout = Layout::contiguous(Shape::from([batch / group, group, keys * row]));
+        AnyCuda::reduce(Sum, copies, &layout, 1)
+    };
+    Ok([dq, sum_group(&dk, width)?, sum_group(&dv, value_width)?])
 }
 
 /// The dense start of a contiguous tensor.
@@ -217,15 +236,15 @@ impl AttentionKernel for AnyCuda {
             };
             return Ok(Some((narrowed(OP, &out)?, converted(OP, &lse)?)));
         }
-        let AttentionDims { batch, queries, keys, width, value_width } = dims;
+        let AttentionDims { batch, queries, keys, width, value_width, group } = dims;
         let out = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, value_width]))?;
         // `E` itself for the types that get here, which the kernel writes.
         debug_assert_eq!(E::DTYPE, <E::Accumulator as Element>::DTYPE);
         let lse = CudaStorage::<E::Accumulator>::alloc(&device, OP, batch * queries)?;
         let m = MaskArgs::new(&device, OP, &mask)?;
-        let (kernel, launch) = kernel_for::<E>("forward", &dims, queries);
+        let (kernel, launch) = kernel_for::<E>("forward", &dims, batch, queries);
         launch_kernel!(device, OP, "attention", kernel, launch;
-            batch, queries, keys, width, value_width, E::from_f64(scale), start(q), start(k), start(v),
+            batch, group, queries, keys, width, value_width, E::from_f64(scale), start(q), start(k), start(v),
             m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
             m.batch_axes.offsets[0], m.row, m.col, out.ptr(), lse.ptr())?;
         Ok(Some((out, lse)))
@@ -261,23 +280,23 @@ impl AttentionKernel for AnyCuda {
             let grads = Self::attention_backward(q, k, v, out, &lse32, g, contiguous_grads, dims, mask, scale)?;
             return grads.map(|grads| narrowed_all(OP, grads)).transpose();
         }
-        let AttentionDims { batch, queries, keys, width, value_width } = dims;
+        let AttentionDims { batch, queries, keys, width, value_width, group } = dims;
         let dq = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, queries, width]))?;
-        let dk = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, keys, width]))?;
-        let dv = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch, keys, value_width]))?;
+        let dk = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch / group, keys, width]))?;
+        let dv = CudaStorage::<E>::alloc(&device, OP, count_of(&[batch / group, keys, value_width]))?;
         let offsets = CudaStorage::<E>::alloc(&device, OP, batch * queries)?;
         let m = MaskArgs::new(&device, OP, &mask)?;
         let scale = E::from_f64(scale);
         // The kernels read the log-sum-exps as `E`, which they are here.
         debug_assert_eq!(E::DTYPE, <E::Accumulator as Element>::DTYPE);
-        let (kernel, launch) = kernel_for::<E>("backward_queries", &dims, queries);
+        let (kernel, launch) = kernel_for::<E>("backward_queries", &dims, batch, queries);
         launch_kernel!(device, OP, "attention", kernel, launch;
-            batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+            batch, group, queries, keys, width, value_width, scale, start(q), start(k), start(v),
             m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
             m.batch_axes.offsets[0], m.row, m.col, start(out), lse.ptr(), start(g), dq.ptr(), offsets.ptr())?;
-        let (kernel, launch) = kernel_for::<E>("backward_keys", &dims, keys);
+        let (kernel, launch) = kernel_for::<E>("backward_keys", &dims, batch / group, keys);
         launch_kernel!(device, OP, "attention", kernel, launch;
-            batch, queries, keys, width, value_width, scale, start(q), start(k), start(v),
+            batch, group, queries, keys, width, value_width, scale, start(q), start(k), start(v),
             m.kind, m.keep, m.add, m.batch_axes.rank, m.batch_axes.dims(), m.batch_axes.strides(0),
             m.batch_axes.offsets[0], m.row, m.col, lse.ptr(), start(g), offsets.ptr(), dk.ptr(), dv.ptr())?;
         Ok(Some([dq, dk, dv]))

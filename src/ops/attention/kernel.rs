@@ -10,7 +10,10 @@ use crate::layout::Layout;
 
 /// The sizes of a fused attention call: `batch` independent problems (the
 /// product of the batch axes) of `queries` rows of width `width` attending
-/// over `keys` rows, whose values have width `value_width`.
+/// over `keys` rows, whose values have width `value_width`. Under
+/// grouped-query attention `group` consecutive problems share one problem's
+/// keys and values: problem `b` reads key and value problem `b / group` of
+/// `batch / group`, and a key's gradient sums over its group's queries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionDims {
     /// Independent problems: batch times heads.
@@ -23,6 +26,9 @@ pub struct AttentionDims {
     pub width: usize,
     /// Width of values and of the result, `Ev`.
     pub value_width: usize,
+    /// Query problems (heads) per key and value problem: 1 but under
+    /// grouped-query attention. Divides `batch`.
+    pub group: usize,
 }
 
 /// The mask as a fused kernel reads it. The layouts of `Keep` and `Add`
@@ -72,8 +78,8 @@ pub type MaskOf<'a, B, E> = KernelMask<'a, <B as Backend>::Storage<u8>, <B as Ba
 /// return `None`, which runs the composed form.
 ///
 /// Every tensor argument is a storage with a contiguous layout: queries
-/// `[batch, queries, width]`, keys `[batch, keys, width]`, values
-/// `[batch, keys, value_width]`, and so are the results' layouts; but see
+/// `[batch, queries, width]`, keys `[batch / group, keys, width]`, values
+/// `[batch / group, keys, value_width]`, and so are the results' layouts; but see
 /// [`STRIDED_ROWS`](Self::STRIDED_ROWS).
 /// Every size in [`AttentionDims`] is at least 1 (the operation handles
 /// empty tensors itself).

@@ -129,7 +129,58 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
         E: SameDtype<E2> + SameDtype<E3>,
     {
         let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
-        core_call!(D, Fns<E>.attention(self.core(), key.core(), value.core(), mask.core(), scale))
+        core_call!(D, Fns<E>.attention(self.core(), key.core(), value.core(), mask.core(), scale, false))
+    }
+
+    /// Grouped-query attention, PyTorch's
+    /// `F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=.., scale=.., enable_gqa=True)`
+    /// (Llama's and Mistral's attention): keys and values with fewer heads
+    /// than the queries, each shared by a group of consecutive query heads.
+    ///
+    /// Shapes: queries `[batch.., Hq, L, E]`, keys `[batch.., Hkv, S, E]`,
+    /// values `[batch.., Hkv, S, Ev]`, where `Hkv` divides `Hq`; query head
+    /// `h` attends with key and value head `h / (Hq / Hkv)`, as PyTorch's
+    /// `repeat_interleave` of the keys gives it. The fused kernels read the
+    /// shared heads where they lie: the keys are never repeated in memory,
+    /// and the gradient of a shared head sums its group's. Everything else
+    /// is [`scaled_dot_product_attention`](Self::scaled_dot_product_attention)'s;
+    /// with `Hkv == Hq` it is that attention. Fails when the shapes do not
+    /// fit, naming them.
+    ///
+    /// ```
+    /// use devtensor::ops::attention::AttentionMask;
+    /// use devtensor::{Cpu, Tensor};
+    /// let q = Tensor::<Cpu>::randn([2, 8, 5, 16]); // 8 query heads
+    /// let kv = Tensor::<Cpu>::randn([2, 2, 5, 16]); // 2 key/value heads
+    /// let out = q.scaled_dot_product_attention_gqa(&kv, &kv, AttentionMask::Causal, None);
+    /// assert_eq!(out.dims(), &[2, 8, 5, 16]);
+    /// // The same as repeating each key/value head for its 4 query heads.
+    /// let repeated = kv.repeat_interleave(4, -3);
+    /// let expected = q.scaled_dot_product_attention(&repeated, &repeated, AttentionMask::Causal, None);
+    /// let close = out.to_vec().iter().zip(expected.to_vec()).all(|(a, b)| (a - b).abs() < 1e-6);
+    /// assert!(close);
+    ///
+    /// let err = q.try_scaled_dot_product_attention_gqa(&kv.narrow(1, 0, 1).repeat([1, 3, 1, 1]), &kv, AttentionMask::None, None);
+    /// assert_eq!(
+    ///     err.unwrap_err().to_string(),
+    ///     "scaled_dot_product_attention on Cpu: shapes [2, 8, 5, 16], [2, 3, 5, 16] and [2, 2, 5, 16]: \
+    ///      the query heads (axis -3) must be a multiple of the key heads, and keys and values need as many heads"
+    /// );
+    /// ```
+    #[fallible]
+    pub fn scaled_dot_product_attention_gqa<D2: Device, D3: Device, E2: Element, E3: Element>(
+        &self,
+        key: &Tensor<D2, E2>,
+        value: &Tensor<D3, E3>,
+        mask: AttentionMask<'_, D, E>,
+        scale: Option<f64>,
+    ) -> Self
+    where
+        D: SameDevice<D2> + SameDevice<D3>,
+        E: SameDtype<E2> + SameDtype<E3>,
+    {
+        let (key, value): (&Tensor<D, E>, &Tensor<D, E>) = (same_device(key), same_device(value));
+        core_call!(D, Fns<E>.attention(self.core(), key.core(), value.core(), mask.core(), scale, true))
     }
 
     /// [`scaled_dot_product_attention`](Self::scaled_dot_product_attention)
@@ -192,7 +243,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         mask: AttentionMask<'_, D, E>,
         scale: Option<f64>,
     ) -> Result<Self> {
-        let scores_shape = check_shapes(self, key, value, &mask)?;
+        let (scores_shape, _) = check_shapes(self, key, value, &mask, false)?;
         let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[self.rank() - 1] as f64).sqrt());
         self.weights_of(key, mask, scale, &scores_shape)
     }
@@ -258,7 +309,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
                         // can be differentiated again.
                         let [q, k, v] = &operands;
                         return autograd::composed_gradients(&[q, k, v], g, || {
-                            q.composed_attention(k, v, mask.borrowed(), scale, &scores_shape)
+                            q.composed_attention(k, v, mask.borrowed(), scale, &scores_shape, dims.group)
                         });
                     }
                     let g = readable(g)?;
@@ -295,6 +346,8 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
     /// Attention from matmul, masked_fill and softmax, differentiated by
     /// their rules: for an additive mask that needs a gradient, empty
     /// sizes, and widths the fused kernels do not take (over 1024 on CUDA).
+    /// Keys and values shared by `group` query heads are repeated for them
+    /// here, as PyTorch's own composed attention does.
     fn composed_attention(
         &self,
         key: &Self,
@@ -302,7 +355,12 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         mask: AttentionMask<'_, D, E>,
         scale: f64,
         scores_shape: &[usize],
+        group: usize,
     ) -> Result<Self> {
+        if group != 1 {
+            let (key, value) = (key.try_repeat_interleave(group, -3)?, value.try_repeat_interleave(group, -3)?);
+            return self.composed_attention(&key, &value, mask, scale, scores_shape, 1);
+        }
         self.weights_of(key, mask, scale, scores_shape)?.try_matmul(value)
     }
 
@@ -343,6 +401,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         value: &Self,
         mask: AttentionMask<'_, D, E>,
         scale: Option<f64>,
+        gqa: bool,
     ) -> Result<Self> {
         if let Some(half) = autocast::lowered::<E>() {
             return autocast_in!(half, H => {
@@ -358,10 +417,10 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
                     (AttentionMask::Causal, _) => AttentionMask::Causal,
                     (AttentionMask::None | AttentionMask::Add(_), _) => AttentionMask::None,
                 };
-                q.core_attention(&k, &v, mask, scale)?.try_to_dtype::<E>()
+                q.core_attention(&k, &v, mask, scale, gqa)?.try_to_dtype::<E>()
             });
         }
-        let scores_shape = check_shapes(self, key, value, &mask)?;
+        let (scores_shape, group) = check_shapes(self, key, value, &mask, gqa)?;
         let rank = self.rank();
         let scale = scale.unwrap_or_else(|| 1.0 / (self.dims()[rank - 1] as f64).sqrt());
         let dims = AttentionDims {
@@ -370,6 +429,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             keys: key.dims()[rank - 2],
             width: self.dims()[rank - 1],
             value_width: value.dims()[rank - 1],
+            group,
         };
         let sizes = [dims.batch, dims.queries, dims.keys, dims.width, dims.value_width];
         // The fused kernels give no gradient for an additive mask.
@@ -380,7 +440,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
                 return Ok(out);
             }
         }
-        self.composed_attention(key, value, mask, scale, &scores_shape)
+        self.composed_attention(key, value, mask, scale, &scores_shape, group)
     }
 
     pub(super) fn core_attention_dropout(
@@ -399,7 +459,7 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
             });
         }
         if dropout_p == 0.0 {
-            return self.core_attention(key, value, mask, scale);
+            return self.core_attention(key, value, mask, scale, false);
         }
         let weights = self.core_attention_weights(key, value, mask, scale)?;
         let kept = if dropout_p == 1.0 {
@@ -429,7 +489,7 @@ impl<'a, D: Device, E: FloatElement> AttentionMask<'a, D, E> {
 core_table! {
     /// The core's attention.
     pub(crate) struct Fns<C, F: FloatElement> {
-        attention: for<'a> fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, AttentionMask<'a, C, F>, Option<f64>) -> Result<Tensor<C, F>> =
+        attention: for<'a> fn(&Tensor<C, F>, &Tensor<C, F>, &Tensor<C, F>, AttentionMask<'a, C, F>, Option<f64>, bool) -> Result<Tensor<C, F>> =
             Tensor::core_attention,
         attention_dropout: for<'a> fn(
             &Tensor<C, F>,
@@ -445,24 +505,64 @@ core_table! {
 }
 
 /// Checks the three operands and the mask; returns the scores' shape
-/// `[batch.., L, S]`.
+/// `[batch.., L, S]` and how many query heads share each key and value
+/// head (1 unless `gqa`).
 fn check_shapes<D: Device, E: FloatElement>(
     q: &Tensor<D, E>,
     k: &Tensor<D, E>,
     v: &Tensor<D, E>,
     mask: &AttentionMask<'_, D, E>,
-) -> Result<Vec<usize>> {
+    gqa: bool,
+) -> Result<(Vec<usize>, usize)> {
     let fail =
         |shapes: Vec<Shape>, reason: &str| Error::Shape { op: OP, device: D::name(), shapes, reason: reason.into() };
     let operands = || vec![q.shape().clone(), k.shape().clone(), v.shape().clone()];
     let rank = q.rank();
-    if rank < 2 || k.rank() != rank || v.rank() != rank {
-        return Err(fail(operands(), "queries, keys and values need the same rank, at least 2"));
+    let least = if gqa { 3 } else { 2 };
+    if rank < least || k.rank() != rank || v.rank() != rank {
+        let reason = if gqa {
+            "grouped-query attention needs queries, keys and values of the same rank, at least 3 (heads, positions, embedding)"
+        } else {
+            "queries, keys and values need the same rank, at least 2"
+        };
+        return Err(fail(operands(), reason));
     }
     let (qd, kd, vd) = (q.dims(), k.dims(), v.dims());
-    if qd[..rank - 2] != kd[..rank - 2] || qd[..rank - 2] != vd[..rank - 2] {
-        return Err(fail(operands(), "queries, keys and values need the same batch axes (all but the last two)"));
+    if !gqa && rank >= 3 && qd[..rank - 3] == kd[..rank - 3] && kd[..rank - 2] == vd[..rank - 2] {
+        // Only the heads differ: the grouped-query form is what was meant.
+        let (heads, kv_heads) = (qd[rank - 3], kd[rank - 3]);
+        if heads != kv_heads && kv_heads > 0 && heads % kv_heads == 0 {
+            return Err(fail(
+                operands(),
+                "the keys and values have fewer heads (axis -3) than the queries: \
+                 grouped-query attention is scaled_dot_product_attention_gqa (PyTorch's enable_gqa=True)",
+            ));
+        }
     }
+    // Under grouped-query attention the heads (axis -3) may differ.
+    let shared = if gqa { rank - 3 } else { rank - 2 };
+    if qd[..shared] != kd[..shared] || qd[..shared] != vd[..shared] {
+        let reason = if gqa {
+            "queries, keys and values need the same batch axes (all but the heads and the last two)"
+        } else {
+            "queries, keys and values need the same batch axes (all but the last two)"
+        };
+        return Err(fail(operands(), reason));
+    }
+    let group = if gqa {
+        let (heads, kv_heads) = (qd[rank - 3], kd[rank - 3]);
+        if kv_heads != vd[rank - 3] || heads.checked_rem(kv_heads).unwrap_or(heads) != 0 {
+            return Err(fail(
+                operands(),
+                "the query heads (axis -3) must be a multiple of the key heads, and keys and values need as many heads",
+            ));
+        }
+        // 0 for queries of no heads (their keys repeated 0 times, as
+        // PyTorch's), 1 for no heads at all: empty attentions either way.
+        heads.checked_div(kv_heads).unwrap_or(1)
+    } else {
+        1
+    };
     if qd[rank - 1] != kd[rank - 1] {
         return Err(fail(operands(), "queries and keys need the same last dimension (the embedding)"));
     }
@@ -484,7 +584,7 @@ fn check_shapes<D: Device, E: FloatElement>(
         shapes.push(m.clone());
         return Err(fail(shapes, "the mask does not broadcast to the scores' shape [batch.., queries, keys]"));
     }
-    Ok(scores)
+    Ok((scores, group))
 }
 
 /// A mask held by the fused operation's gradient rule: the user's mask
