@@ -48,6 +48,7 @@ mod distance;
 mod dropout;
 mod embedding;
 mod embedding_bag;
+mod fold;
 mod forward;
 mod group_norm;
 mod hooks;
@@ -89,6 +90,7 @@ pub use distance::{
 pub use dropout::{Dropout, Dropout1d, Dropout2d, Dropout3d};
 pub use embedding::Embedding;
 pub use embedding_bag::{EmbeddingBag, EmbeddingBagInput, EmbeddingBagMode, ToEmbeddingBagInput};
+pub use fold::{Fold, Unfold, fold, try_fold, try_unfold, unfold};
 pub use forward::Forward;
 pub use group_norm::GroupNorm;
 pub use hooks::{Hookable, Hooked, Hooks, ModuleHooks};

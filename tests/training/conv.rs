@@ -1,9 +1,14 @@
 //! Convolution and pooling against direct loops and finite differences, on
-//! random geometries (stride, padding, dilation, groups), on every device.
+//! random geometries (stride, padding, dilation, groups), on every device;
+//! and `F.unfold`/`F.fold`, which they are built on, the same way and
+//! against PyTorch.
 
 use crate::common::*;
 use crate::gradcheck::{T, data, gradcheck};
-use devtensor::nn::{AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, LayerNorm, MaxPool2d, Module};
+use devtensor::nn::{
+    AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, Fold, LayerNorm, MaxPool2d, Module, Unfold, fold, try_fold,
+    try_unfold, unfold,
+};
 use devtensor::ops::conv::{AvgPoolOptions, Window2d, Window3d};
 use devtensor::{Device, Error, Tensor};
 use proptest::prelude::*;
@@ -762,7 +767,114 @@ fn max_pooling_picks_like_pytorch<D: Device>() {
     assert_eq!(grad, [0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0, 0.0]);
 }
 
+device_proptests! {
+    cases = 32;
+
+    /// `F.unfold` against the windows' taps read by direct indexing (zeros
+    /// in the padding), unbatched as batched; `F.fold` as its adjoint,
+    /// `<unfold(x), y> = <x, fold(y)>`; both by finite differences; on
+    /// random geometries and input layouts.
+    fn unfold_reads_the_windows_and_fold_is_its_adjoint<D>(g in geometry(), seed in any::<u64>(), v in variant()) {
+        let c = g.groups * g.in_per_group;
+        let dims = [g.n, c, g.hw[0], g.hw[1]];
+        let win = window(g.kernel, g.stride, g.padding, g.dilation);
+        let x = tensor_with::<D, f64>(&data(dims.iter().product(), seed), &dims, v);
+        let columns = unfold(&x, win);
+        let taps = g.kernel[0] * g.kernel[1];
+        let [oh, ow] = win.output_size(g.hw).unwrap();
+        let positions = oh * ow;
+        prop_assert_eq!(columns.dims(), &[g.n, c * taps, positions]);
+        let values = x.to_vec();
+        let mut expected = vec![0.0; g.n * c * taps * positions];
+        for tap in 0..taps {
+            // Tap `tap` of every window, `[N, C, OH, OW]`.
+            let read = windows(&values, dims, win, |_, _, t| t[tap].unwrap_or(0.0));
+            for (at, value) in read.into_iter().enumerate() {
+                let (image, position) = (at / positions, at % positions);
+                expected[(image * taps + tap) * positions + position] = value;
+            }
+        }
+        prop_assert_eq!(columns.to_vec(), expected);
+        prop_assert_eq!(unfold(&x.select(0, 0), win).to_vec(), columns.select(0, 0).to_vec());
+        let y = T::<D>::from_vec(data(columns.elem_count(), !seed), columns.dims());
+        let image = fold(&y, g.hw, win);
+        prop_assert_eq!(image.dims(), &dims);
+        let (lhs, rhs) = ((&columns * &y).sum().to_vec()[0], (&x * &image).sum().to_vec()[0]);
+        prop_assert!((lhs - rhs).abs() <= 1e-12 * (1.0 + lhs.abs()), "{} != {}", lhs, rhs);
+        prop_assert_eq!(fold(&y.select(0, 0), g.hw, win).to_vec(), image.select(0, 0).to_vec());
+        gradcheck("unfold", &[x], |t| unfold(&t[0], win));
+        gradcheck("fold", &[y], |t| fold(&t[0], g.hw, win));
+    }
+}
+
+/// `F.unfold` and `F.fold` against PyTorch with every window setting off
+/// its default and unequal per axis, values and gradients; and as layers.
+fn unfold_and_fold_match_pytorch<D: Device>() {
+    let torch = crate::fixture::load("unfold_fold.safetensors");
+    let t = |name: &str| {
+        let found = torch.tensors().iter().find(|(n, _)| n == name).map(|(_, t)| t.to::<D>());
+        found.unwrap_or_else(|| panic!("no `{name}` in unfold_fold.safetensors"))
+    };
+    let win = Window2d { kernel: [2, 3], stride: [2, 1], padding: [1, 0], dilation: [1, 2] };
+    let x = t("unfold.x").requires_grad();
+    let out = Unfold::new(win).forward(&x);
+    assert_close(&out.to_vec(), &t("unfold.out").to_vec(), 0.0, 0.0);
+    let grad = (&out * &t("unfold.g")).sum().backward().get(&x).expect("a gradient").to_vec();
+    assert_close(&grad, &t("unfold.grad_x").to_vec(), 1e-12, 1e-12);
+    let columns = t("fold.x").requires_grad();
+    let image = Fold::new([5, 7], win).forward(&columns);
+    assert_close(&image.to_vec(), &t("fold.out").to_vec(), 1e-12, 1e-12);
+    let grad = (&image * &t("fold.g")).sum().backward().get(&columns).expect("a gradient").to_vec();
+    assert_close(&grad, &t("fold.grad_x").to_vec(), 0.0, 0.0);
+}
+
+/// Inputs `F.unfold` and `F.fold` refuse, each with a message naming the
+/// shape and what does not fit.
+fn unfold_and_fold_check_their_inputs<D: Device>() {
+    let name = D::name();
+    let message = |r: devtensor::Result<T<D>>| r.unwrap_err().to_string();
+    let win = Window2d::new([2, 3]);
+    assert_eq!(
+        message(try_unfold(&T::<D>::zeros([4, 5]), win)),
+        format!("unfold on {name}: shape [4, 5]: expected an image batch [N, C, H, W] or an image [C, H, W]")
+    );
+    assert_eq!(
+        message(try_unfold(&T::<D>::zeros([1, 4, 2]), win)),
+        format!(
+            "unfold on {name}: shape [1, 4, 2]: a window of kernel [2, 3], stride [1, 1], padding [0, 0] and dilation [1, 1] does not fit an image of 4x2"
+        )
+    );
+    let columns = T::<D>::zeros([1, 12, 6]);
+    assert_eq!(
+        message(try_fold(&T::<D>::zeros([12]), [3, 5], win)),
+        format!(
+            "fold on {name}: shape [12]: expected columns [N, C · kernel_size[0] · kernel_size[1], L] or [C · kernel_size[0] · kernel_size[1], L]"
+        )
+    );
+    assert_eq!(
+        message(try_fold(&T::<D>::zeros([1, 10, 6]), [3, 5], win)),
+        format!(
+            "fold on {name}: shape [1, 10, 6]: the columns' axis 1 (10) must be a multiple of the kernel's 2x3 taps"
+        )
+    );
+    assert_eq!(
+        message(try_fold(&columns.select(0, 0), [4, 5], win)),
+        format!(
+            "fold on {name}: shape [12, 6]: an output of 4x5 has 3x3 = 9 window positions, but the columns have 6 (axis 1)"
+        )
+    );
+    assert_eq!(
+        message(try_fold(&columns, [1, 5], win)),
+        format!(
+            "fold on {name}: shape [1, 12, 6]: a window of kernel [2, 3], stride [1, 1], padding [0, 0] and dilation [1, 1] does not fit an output of 1x5"
+        )
+    );
+    assert_eq!(fold(&columns, [3, 5], win).dims(), &[1, 2, 3, 5]);
+}
+
 device_tests! {
+    unfold_and_fold_match_pytorch => unfold_and_fold_match_pytorch,
+    unfold_and_fold_check_their_inputs => unfold_and_fold_check_their_inputs,
     max_pooling_picks_like_pytorch => max_pooling_picks_like_pytorch,
     norm_layers_match_plain_loops_on_large_inputs => norm_layers_match_plain_loops_on_large_inputs,
     adaptive_pooling_uses_pytorch_windows => adaptive_pooling_uses_pytorch_windows,

@@ -2,6 +2,7 @@
 // and ui-tests/fail/subscript_mistakes.rs with each mistake fixed: indices
 // and masks made or moved to the tensor's device, floats compared or cast.
 use devtensor::ops::attention::AttentionMask;
+use devtensor::ops::conv::Window2d;
 use devtensor::ops::index::ScatterReduce;
 use devtensor::{Cpu, Cuda, Device, Ellipsis, NewAxis, SliceStep, Tensor};
 
@@ -34,6 +35,12 @@ fn run<D: Device>() {
     let (q, kv) = (Tensor::<D>::randn([1, 8, 4, 16]), Tensor::<D>::randn([1, 2, 4, 16]));
     let out = q.scaled_dot_product_attention_gqa(&kv, &kv, AttentionMask::Causal, None);
     assert_eq!(out.dims(), &[1, 8, 4, 16]);
+    // F.unfold(images, kernel_size=2, stride=2) and F.fold(columns, (4, 4), kernel_size=2, stride=2)
+    let images = Tensor::<D>::randn([2, 3, 4, 4]);
+    let window = Window2d { stride: [2, 2], ..Window2d::new([2, 2]) };
+    let columns = devtensor::nn::unfold(&images, window);
+    assert_eq!(columns.dims(), &[2, 12, 4]);
+    assert_eq!(devtensor::nn::fold(&columns, [4, 4], window).to_vec(), images.to_vec());
 }
 
 /// `logits[rows, -1]` with the rows moved to the GPU first.

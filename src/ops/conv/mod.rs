@@ -12,11 +12,14 @@
 //! columns, and its two gradients are products too; with one group it is
 //! recorded as one operation whose three products each take the device's
 //! direct kernel where it has one (see `direct`), else unfold + `matmul`.
+//! The two kernels are public as PyTorch's `F.unfold` and `F.fold` (see
+//! `patches`).
 
 mod composed;
 mod cpu;
 mod cuda;
 mod direct;
+mod patches;
 mod pool;
 mod simd;
 
@@ -529,5 +532,7 @@ core_table! {
             Tensor::core_max_unpool2d,
         avg_pool2d: fn(&Tensor<C, F>, Window2d, AvgPoolOptions) -> Result<Tensor<C, F>> = Tensor::core_avg_pool2d,
         adaptive_avg_pool2d: fn(&Tensor<C, F>, [usize; 2]) -> Result<Tensor<C, F>> = Tensor::core_adaptive_avg_pool2d,
+        unfold_patches: fn(&Tensor<C, F>, Window2d) -> Result<Tensor<C, F>> = Tensor::core_unfold_patches,
+        fold_patches: fn(&Tensor<C, F>, [usize; 2], Window2d) -> Result<Tensor<C, F>> = Tensor::core_fold_patches,
     }
 }
