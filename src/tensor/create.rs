@@ -369,6 +369,8 @@ core_table! {
         randn_with: fn(Shape, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_randn_with,
         bernoulli_with: fn(&Tensor<C, F>, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_bernoulli_with,
         normal_with: fn(f64, f64, Shape, &mut Generator) -> Result<Tensor<C, F>> = Tensor::core_normal_with,
+        normal_tensor_with: fn(&Tensor<C, F>, &Tensor<C, F>, &mut Generator) -> Result<Tensor<C, F>> =
+            Tensor::core_normal_tensor_with,
     }
 }
 

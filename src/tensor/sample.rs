@@ -1,12 +1,14 @@
 //! Random samples beyond `rand`, `randn` and `randperm`: integers in a
 //! range, Bernoulli draws from probabilities and normal draws of any mean
-//! and spread (PyTorch's `randint`, `bernoulli` and `normal`), each from
+//! and spread, scalar or per element (PyTorch's `randint`, `bernoulli` and
+//! `normal`), each from
 //! this thread's generator or a given [`Generator`]. The numbers are drawn
 //! on the host, so a seed gives the same tensor on every device, as with
 //! `rand`; none of them records a gradient.
 
 use super::Tensor;
 use super::create::{FloatFns, Fns};
+use crate::autograd::no_grad;
 use crate::backend::cpu::try_collect;
 use crate::element::{Element, FloatElement};
 use crate::error::check_elem_count;
@@ -103,6 +105,60 @@ impl<D: Device, E: FloatElement> Tensor<D, E> {
     pub fn normal(mean: f64, std: f64, shape: impl Into<Shape>) -> Self {
         with_thread_generator(|g| Self::try_normal_with(mean, std, shape, g))
     }
+
+    /// Normal samples with a mean and a standard deviation per element
+    /// from `generator`, like `torch.normal(mean, std, generator=g)` with
+    /// tensors (a scalar one, [`Tensor::scalar`], for PyTorch's float
+    /// overloads): `mean` and `std` broadcast together to the result's
+    /// shape, and each element is `mean + std · z` for a standard normal
+    /// `z`, in `f64`, as [`normal_with`](Self::normal_with) draws them (so
+    /// full tensors give its numbers). Records no gradient: PyTorch's is
+    /// zero for both; for a sample whose gradient reaches `mean` and `std`
+    /// (a VAE's), write `mean + std * Tensor::randn_like(..)`. Fails when
+    /// the shapes do not broadcast, and on a negative or NaN `std`, as
+    /// PyTorch does. The two are of one device and dtype by their type
+    /// (so that a scalar spread takes the mean's): a `std` on another
+    /// device is rustc's `mismatched types`, as for `cat`.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Generator, Tensor};
+    /// // Diffusion's forward process: x_t ~ N(sqrt(a) x_0, (1 - a) I), per pixel.
+    /// let x0 = Tensor::<Cpu, f64>::from_vec(vec![1.0, -1.0, 0.5], [3]);
+    /// let spread = Tensor::<Cpu, f64>::from_vec(vec![0.0, 0.0, 0.1], [3]);
+    /// let xt = Tensor::normal_tensor_with(&x0, &spread, &mut Generator::new(4));
+    /// assert_eq!(xt.to_vec()[..2], [1.0, -1.0]);
+    /// // Broadcast: one mean per row, one spread for all.
+    /// let rows = Tensor::<Cpu, f64>::from_vec(vec![0.0, 100.0], [2, 1]);
+    /// let x = Tensor::normal_tensor_with(&rows, &Tensor::scalar(1.0), &mut Generator::new(4));
+    /// assert_eq!(x.dims(), &[2, 1]);
+    /// let err = Tensor::try_normal_tensor_with(&x0, &Tensor::scalar(-1.0), &mut Generator::new(4)).unwrap_err();
+    /// assert_eq!(err.to_string(), "normal on Cpu: expected all elements of std >= 0.0, found -1");
+    /// ```
+    ///
+    /// A spread on another device:
+    /// ```compile_fail,E0308
+    /// use devtensor::{Cpu, Cuda, Tensor};
+    /// fn sample(mean: &Tensor<Cuda<0>>, std: &Tensor<Cpu>) -> Tensor<Cuda<0>> {
+    ///     Tensor::normal_tensor(mean, std)
+    /// }
+    /// ```
+    #[fallible]
+    pub fn normal_tensor_with(mean: &Self, std: &Self, generator: &mut Generator) -> Self {
+        core_call!(D, FloatFns<E>.normal_tensor_with(mean.core(), std.core(), generator))
+    }
+
+    /// [`normal_tensor_with`](Self::normal_tensor_with) from this thread's
+    /// generator.
+    ///
+    /// ```
+    /// use devtensor::{Cpu, Tensor};
+    /// let mean = Tensor::<Cpu>::zeros([4, 3]);
+    /// assert_eq!(Tensor::normal_tensor(&mean, &Tensor::scalar(0.02)).dims(), &[4, 3]);
+    /// ```
+    #[fallible]
+    pub fn normal_tensor(mean: &Self, std: &Self) -> Self {
+        with_thread_generator(|g| Self::try_normal_tensor_with(mean, std, g))
+    }
 }
 
 impl<D: CoreDevice, E: Element> Tensor<D, E> {
@@ -146,5 +202,32 @@ impl<D: CoreDevice, E: FloatElement> Tensor<D, E> {
         let len = check_elem_count("normal", D::name, &[&shape])?;
         let data = try_collect("normal", len, generator.normal().map(|z| E::from_f64(mean + std * z)))?;
         Ok(Self::from_storage(D::storage_from_vec(data)?, shape))
+    }
+
+    pub(super) fn core_normal_tensor_with(mean: &Self, std: &Self, generator: &mut Generator) -> Result<Self> {
+        const OP: &str = "normal";
+        let Some(shape) = mean.shape().broadcast_with(std.shape()) else {
+            return Err(Error::Shape {
+                op: OP,
+                device: D::name(),
+                shapes: vec![mean.shape().clone(), std.shape().clone()],
+                reason: "the mean and the std do not broadcast together".into(),
+            });
+        };
+        no_grad(|| {
+            let std = std.try_to_dtype::<f64>()?;
+            if std.elem_count() > 0 {
+                // A NaN propagates through the minimum.
+                let low = std.try_amin(())?.try_item()?;
+                if low.is_nan() || low < 0.0 {
+                    let reason = format!("expected all elements of std >= 0.0, found {low}");
+                    return Err(Error::Argument { op: OP, device: D::name(), reason });
+                }
+            }
+            // The standard normal draws of `normal_with`, then its
+            // `mean + std · z` in f64, rounded once.
+            let z = Tensor::<D, f64>::core_normal_with(0.0, 1.0, shape, generator)?;
+            mean.try_to_dtype::<f64>()?.try_add(&std.try_mul(&z)?)?.try_to_dtype::<E>()
+        })
     }
 }

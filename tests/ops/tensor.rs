@@ -228,7 +228,8 @@ fn share<E: PartialEq>(draws: &[E], value: E) -> f64 {
     draws.iter().filter(|&d| *d == value).count() as f64 / draws.len() as f64
 }
 
-/// `randint`, `bernoulli`, `normal`, `empty` and `rand`'s half types: each
+/// `randint`, `bernoulli`, `normal` (of scalars and of tensors), `empty`
+/// and `rand`'s half types: each
 /// draw's range, frequencies within 5 standard errors of the
 /// distribution's (seeded, so the same numbers every run), the same draws
 /// on every device from one seed, and PyTorch's refusals.
@@ -274,6 +275,45 @@ fn samplers_draw_from_their_distributions<D: Device>() {
             Tensor::<D, f64>::try_normal_with(0.0, bad, [1], &mut g(1)).unwrap_err().to_string().contains("std >= 0.0")
         );
     }
+    // Tensors of means and spreads: full ones give `normal_with`'s numbers;
+    // broadcast, every pair's draws have its moments; a spread of 0 is the
+    // mean itself; no gradient is recorded, PyTorch's being zero.
+    let full = |v: f64, n: usize| Tensor::<D, f64>::full([n], v);
+    assert_eq!(
+        Tensor::normal_tensor_with(&full(3.0, 500), &full(2.0, 500), &mut g(10)).to_vec(),
+        Tensor::<D, f64>::normal_with(3.0, 2.0, [500], &mut g(10)).to_vec()
+    );
+    let n = 20_000;
+    let means = Tensor::<D, f64>::from_vec([vec![-5.0; n], vec![5.0; n]].concat(), [2, 1, n]).requires_grad();
+    let spreads = Tensor::<D, f64>::from_vec(vec![0.5, 2.0, 0.0], [3, 1]);
+    let x = Tensor::normal_tensor_with(&means, &spreads, &mut g(12));
+    assert_eq!(x.dims(), &[2, 3, n]);
+    assert!(!x.tracks_grad(), "normal records no gradient");
+    for (i, mu) in [-5.0, 5.0].into_iter().enumerate() {
+        for (j, sigma) in [0.5f64, 2.0, 0.0].into_iter().enumerate() {
+            let draws = x.select(0, i).select(0, j).to_vec();
+            let mean = draws.iter().sum::<f64>() / n as f64;
+            let var = draws.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+            // Standard errors sigma / 141 (mean) and sigma² / 100 (variance).
+            let (se_mean, se_var) = (sigma / (n as f64).sqrt(), sigma * sigma * (2.0 / n as f64).sqrt());
+            assert!((mean - mu).abs() <= 5.0 * se_mean, "N({mu}, {sigma}²): mean {mean}");
+            assert!((var - sigma * sigma).abs() <= 5.0 * se_var, "N({mu}, {sigma}²): variance {var}");
+        }
+    }
+    let x32 = Tensor::<D, f32>::normal_tensor_with(&Tensor::full([4], 1.5), &Tensor::scalar(0.0), &mut g(3));
+    assert_eq!(x32.to_vec(), [1.5; 4]);
+    for bad in [-1.0, f64::NAN] {
+        let err = Tensor::try_normal_tensor_with(&full(0.0, 2), &full(bad, 2), &mut g(1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("normal on {}: expected all elements of std >= 0.0, found {bad}", D::name())
+        );
+    }
+    let err = Tensor::try_normal_tensor_with(&full(0.0, 2), &full(1.0, 3), &mut g(1)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("normal on {}: shapes [2] and [3]: the mean and the std do not broadcast together", D::name())
+    );
     assert_eq!(Tensor::<D, f64>::empty([2, 0, 3]).dims(), &[2, 0, 3]);
 
     // bf16 rounds about one draw in 512 up to 1: those are drawn again.
