@@ -102,31 +102,30 @@ fn multihead_attention_matches_pytorch<D: Device>() {
 /// `F.scaled_dot_product_attention` with `is_causal=True` and with a
 /// boolean mask, values wider than queries and keys.
 fn scaled_dot_product_attention_matches_pytorch<D: Device>() {
-    let torch = fixture::<D>("attention.safetensors");
-    for case in ["sdpa_causal", "sdpa_keep"] {
-        let t = |name: &str| float(&torch, &format!("{case}.{name}"));
-        let (q, k, v) = (t("q").requires_grad(), t("k").requires_grad(), t("v").requires_grad());
-        let keep = (case == "sdpa_keep").then(|| int(&torch, "sdpa_keep.mask").to_dtype::<u8>());
-        let mask = keep.as_ref().map_or(AttentionMask::Causal, AttentionMask::Keep);
-        let out = q.scaled_dot_product_attention(&k, &v, mask, None);
-        assert_close(case, &out, &t("out"), 5e-6);
-        let grads = (&out * &t("g")).sum().backward();
-        for (name, x) in [("grad_q", &q), ("grad_k", &k), ("grad_v", &v)] {
-            assert_close(&format!("{case} {name}"), grads.get(x).unwrap(), &t(name), 5e-6);
-        }
-    }
+    attention_matches_fixture::<D>("attention.safetensors", ["sdpa_causal", "sdpa_keep"], false);
 }
 
 /// Grouped-query attention, `enable_gqa=True`: 6 query heads over 2 key and
 /// value heads, causal and under a boolean mask per head.
 fn grouped_query_attention_matches_pytorch<D: Device>() {
-    let torch = fixture::<D>("attention_gqa.safetensors");
-    for case in ["causal", "keep"] {
+    attention_matches_fixture::<D>("attention_gqa.safetensors", ["causal", "keep"], true);
+}
+
+/// The attention of fixture `file`'s two cases, the first causal, the
+/// second under its boolean `mask`: the output and the three gradients of
+/// `sum(out * g)` against PyTorch's, grouped-query where `gqa`.
+fn attention_matches_fixture<D: Device>(file: &str, [causal, keep]: [&str; 2], gqa: bool) {
+    let torch = fixture::<D>(file);
+    for case in [causal, keep] {
         let t = |name: &str| float(&torch, &format!("{case}.{name}"));
         let (q, k, v) = (t("q").requires_grad(), t("k").requires_grad(), t("v").requires_grad());
-        let keep = (case == "keep").then(|| int(&torch, "keep.mask").to_dtype::<u8>());
-        let mask = keep.as_ref().map_or(AttentionMask::Causal, AttentionMask::Keep);
-        let out = q.scaled_dot_product_attention_gqa(&k, &v, mask, None);
+        let mask = (case == keep).then(|| int(&torch, &format!("{keep}.mask")).to_dtype::<u8>());
+        let mask = mask.as_ref().map_or(AttentionMask::Causal, AttentionMask::Keep);
+        let out = if gqa {
+            q.scaled_dot_product_attention_gqa(&k, &v, mask, None)
+        } else {
+            q.scaled_dot_product_attention(&k, &v, mask, None)
+        };
         assert_close(case, &out, &t("out"), 5e-6);
         let grads = (&out * &t("g")).sum().backward();
         for (name, x) in [("grad_q", &q), ("grad_k", &k), ("grad_v", &v)] {
